@@ -1,0 +1,1 @@
+//! espgw-dataplane

@@ -1,0 +1,1 @@
+//! Safe wrapper over dpdk-sys: all FFI unsafe of espgw lives here.
