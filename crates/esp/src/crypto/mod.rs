@@ -17,3 +17,48 @@
 //!   region in place; on failure it returns [`IcvMismatch`] and the plaintext
 //!   must not be trusted.
 //! * Keys are zeroized on drop and never printed by `Debug`.
+
+use crate::Suite;
+
+/// The ICV did not verify: drop the packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IcvMismatch;
+
+/// Keying material of the wrong length for the suite.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyError {
+    pub suite: Suite,
+    pub what: &'static str,
+    pub expected: usize,
+    pub got: usize,
+}
+
+impl core::fmt::Display for KeyError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "{} for {} must be {} bytes, got {}",
+            self.what, self.suite, self.expected, self.got
+        )
+    }
+}
+
+impl std::error::Error for KeyError {}
+
+/// One direction's cipher state of an SA (keys expanded once).
+pub trait EspCipher: Send + Sync {
+    /// The suite this cipher implements.
+    fn suite(&self) -> Suite;
+    /// See the module documentation. `esp.len()` is at least
+    /// 8 + iv_len + icv_len and the payload region is block aligned.
+    fn seal(&self, esp: &mut [u8], seq: u64, esn: bool);
+    /// See the module documentation.
+    fn open(&self, esp: &mut [u8], seq: u64, esn: bool) -> Result<(), IcvMismatch>;
+}
+
+/// Builds the fastest sound backend for `suite` from config keying material.
+/// `key` includes the 4-byte salt for AEAD suites; `auth_key` is empty for them.
+pub fn new_cipher(suite: Suite, key: &[u8], auth_key: &[u8]) -> Result<Box<dyn EspCipher>, KeyError> {
+    let _ = (suite, key, auth_key);
+    todo!("crypto backend: see issue 2")
+}
