@@ -58,7 +58,11 @@ pub trait EspCipher: Send + Sync {
 
 /// Builds the fastest sound backend for `suite` from config keying material.
 /// `key` includes the 4-byte salt for AEAD suites; `auth_key` is empty for them.
-pub fn new_cipher(suite: Suite, key: &[u8], auth_key: &[u8]) -> Result<Box<dyn EspCipher>, KeyError> {
+pub fn new_cipher(
+    suite: Suite,
+    key: &[u8],
+    auth_key: &[u8],
+) -> Result<Box<dyn EspCipher>, KeyError> {
     let _ = (suite, key, auth_key);
     todo!("crypto backend: see issue 2")
 }
