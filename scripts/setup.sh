@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Idempotent set-up of a fresh Debian 12 machine for building, testing and
+# running espgw. Run as root. Safe to run again: it only installs what is
+# missing and only raises the hugepage count.
+set -euo pipefail
+
+log() { printf '[setup] %s\n' "$*"; }
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "scripts/setup.sh must run as root (it installs packages and reserves hugepages)" >&2
+    exit 1
+fi
+
+# Build: DPDK 22.11 headers + shared libraries and PMDs, libclang for bindgen,
+# pkg-config to find DPDK, libpcap for net_pcap, cmake for crypto crates.
+# Run/test: iproute2 (netns, veth), iperf3 and tcpdump/tshark for real traffic
+# and wire checks, python3 + scapy as the independent ESP peer.
+PACKAGES=(
+    libdpdk-dev dpdk-dev pkg-config clang libclang-dev cmake
+    libpcap-dev iproute2 ethtool iperf3 tcpdump tshark iputils-ping
+    python3 python3-pip
+)
+missing=()
+for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    log "installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    # tshark asks whether non-root users may capture; answer no, we run as root.
+    echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+    log "Debian packages present"
+fi
+
+# The Python used by the tests is the first python3 on PATH (it may be a
+# pyenv interpreter rather than Debian's), so install scapy into that one.
+PY=$(command -v python3)
+if ! "$PY" -c 'import scapy, cryptography' 2>/dev/null; then
+    log "installing scapy + cryptography for $PY"
+    "$PY" -m pip install --quiet --disable-pip-version-check \
+        --break-system-packages 'scapy>=2.5' cryptography 2>/dev/null ||
+        "$PY" -m pip install --quiet --disable-pip-version-check 'scapy>=2.5' cryptography
+else
+    log "scapy present for $PY"
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+    echo "cargo not found: install the Rust toolchain (https://rustup.rs) and run again" >&2
+    exit 1
+fi
+
+# Hugepages are optional (the configs fall back to --no-huge --in-memory),
+# but faster; reserve 512 x 2 MiB when the kernel lets us.
+if [ -w /proc/sys/vm/nr_hugepages ]; then
+    cur=$(cat /proc/sys/vm/nr_hugepages)
+    if [ "$cur" -lt 512 ]; then
+        echo 512 >/proc/sys/vm/nr_hugepages 2>/dev/null || true
+    fi
+    log "hugepages: $(cat /proc/sys/vm/nr_hugepages) x 2 MiB"
+else
+    log "hugepages not available; DPDK runs with --no-huge --in-memory"
+fi
+
+log "done"
