@@ -1,0 +1,129 @@
+//! AES-GCM (RFC 4106) and ChaCha20-Poly1305 (RFC 7634) ESP, generic over the
+//! AEAD primitive so backends can be measured against each other
+//! (benches/aead.rs) and run through the same Wycheproof vectors.
+//!
+//! Nonce = 4-byte salt || 8-byte IV; the IV sent is the 64-bit sequence
+//! number, big endian, so a nonce never repeats under one key as long as the
+//! sequence number does not wrap (the SA hard-expires before it does).
+
+use zeroize::Zeroize;
+
+use super::layout::{aead_aad, split_esp, write_seq_lo};
+use super::{EspCipher, IcvMismatch, KeyError};
+use crate::Suite;
+
+/// Bytes of the AEAD tag, which is the ESP ICV for every AEAD suite here.
+pub const TAG_LEN: usize = 16;
+/// Bytes of the IV carried in each packet.
+const IV_LEN: usize = 8;
+
+/// The authentication failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpenError;
+
+/// A 96-bit-nonce, 128-bit-tag AEAD keyed once: the primitive under
+/// [`EspAead`].
+pub trait AeadPrimitive: Send + Sync + Sized {
+    /// Keys the primitive for `suite` (an AEAD suite); `None` if `key` (the
+    /// cipher key, without salt) has the wrong length or `suite` is not one
+    /// this backend has.
+    fn new(suite: Suite, key: &[u8]) -> Option<Self>;
+    /// Encrypts `buf` in place and returns the tag.
+    fn seal(&self, nonce: &[u8; 12], aad: &[u8], buf: &mut [u8]) -> [u8; TAG_LEN];
+    /// Verifies `tag` over `aad` and the ciphertext in `buf`, then decrypts
+    /// `buf` in place. On error `buf` must not be trusted.
+    fn open(
+        &self,
+        nonce: &[u8; 12],
+        aad: &[u8],
+        buf: &mut [u8],
+        tag: &[u8; TAG_LEN],
+    ) -> Result<(), OpenError>;
+}
+
+/// One SA direction of an AEAD suite.
+pub struct EspAead<P: AeadPrimitive> {
+    suite: Suite,
+    aead: P,
+    salt: [u8; 4],
+}
+
+impl<P: AeadPrimitive> EspAead<P> {
+    /// `keymat` = cipher key || 4-byte salt (RFC 4106 §8.1, RFC 7634 §4).
+    pub fn new(suite: Suite, keymat: &[u8]) -> Result<Self, KeyError> {
+        let bad_len = || KeyError {
+            suite,
+            what: "key",
+            expected: suite.key_len(),
+            got: keymat.len(),
+        };
+        if !suite.is_aead() || keymat.len() != suite.key_len() {
+            return Err(bad_len());
+        }
+        let (cipher_key, salt) = keymat.split_at(keymat.len() - 4);
+        let aead = P::new(suite, cipher_key).ok_or_else(bad_len)?;
+        let mut salt_bytes = [0u8; 4];
+        salt_bytes.copy_from_slice(salt);
+        Ok(Self {
+            suite,
+            aead,
+            salt: salt_bytes,
+        })
+    }
+
+    fn nonce(&self, iv: &[u8; IV_LEN]) -> [u8; 12] {
+        let mut nonce = [0u8; 12];
+        nonce[..4].copy_from_slice(&self.salt);
+        nonce[4..].copy_from_slice(iv);
+        nonce
+    }
+
+    /// Seals with an explicit IV instead of the sequence number. Only for
+    /// known-answer tests whose published IV differs from their sequence
+    /// number: reusing an IV under one key destroys GCM's security.
+    pub fn seal_with_iv(&self, esp: &mut [u8], seq: u64, esn: bool, iv: [u8; IV_LEN]) {
+        let parts =
+            split_esp(esp, IV_LEN, TAG_LEN).expect("ESP packet shorter than header + IV + ICV");
+        write_seq_lo(parts.header, seq);
+        parts.iv.copy_from_slice(&iv);
+        let (aad, aad_len) = aead_aad(parts.header, seq, esn);
+        let tag = self
+            .aead
+            .seal(&self.nonce(&iv), &aad[..aad_len], parts.payload);
+        parts.icv.copy_from_slice(&tag);
+    }
+}
+
+impl<P: AeadPrimitive> EspCipher for EspAead<P> {
+    fn suite(&self) -> Suite {
+        self.suite
+    }
+
+    fn seal(&self, esp: &mut [u8], seq: u64, esn: bool) {
+        self.seal_with_iv(esp, seq, esn, seq.to_be_bytes());
+    }
+
+    fn open(&self, esp: &mut [u8], seq: u64, esn: bool) -> Result<(), IcvMismatch> {
+        let parts = split_esp(esp, IV_LEN, TAG_LEN).ok_or(IcvMismatch)?;
+        let iv: [u8; IV_LEN] = (&*parts.iv).try_into().map_err(|_| IcvMismatch)?;
+        let tag: [u8; TAG_LEN] = (&*parts.icv).try_into().map_err(|_| IcvMismatch)?;
+        let (aad, aad_len) = aead_aad(parts.header, seq, esn);
+        self.aead
+            .open(&self.nonce(&iv), &aad[..aad_len], parts.payload, &tag)
+            .map_err(|_| IcvMismatch)
+    }
+}
+
+impl<P: AeadPrimitive> Drop for EspAead<P> {
+    fn drop(&mut self) {
+        self.salt.zeroize();
+    }
+}
+
+impl<P: AeadPrimitive> core::fmt::Debug for EspAead<P> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("EspAead")
+            .field("suite", &self.suite)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,84 @@
+//! AES-CBC (RFC 3602) from the RustCrypto `aes` crate (AES-NI when present).
+//!
+//! CBC is written out here instead of taking the `cbc` crate's
+//! Encryptor/Decryptor, which own their cipher and so would copy the whole
+//! key schedule for every packet. Decryption runs eight blocks at a time
+//! through `decrypt_blocks` so AES-NI pipelines them.
+
+use aes::cipher::consts::U16;
+use aes::cipher::generic_array::GenericArray;
+use aes::cipher::{BlockDecrypt, BlockEncrypt, BlockSizeUser, KeyInit};
+use aes::{Aes128, Aes256};
+
+use super::cbc_hmac::CbcCipher;
+
+/// Blocks decrypted per `decrypt_blocks` call.
+const PAR_BLOCKS: usize = 8;
+
+fn encrypt_cbc<C: BlockEncrypt>(cipher: &C, iv: &[u8; 16], buf: &mut [u8]) {
+    let mut prev = *iv;
+    for block in buf.chunks_exact_mut(16) {
+        for (b, p) in block.iter_mut().zip(prev.iter()) {
+            *b ^= p;
+        }
+        cipher.encrypt_block(GenericArray::from_mut_slice(block));
+        prev.copy_from_slice(block);
+    }
+}
+
+fn decrypt_cbc<C: BlockDecrypt + BlockSizeUser<BlockSize = U16>>(
+    cipher: &C,
+    iv: &[u8; 16],
+    buf: &mut [u8],
+) {
+    let mut prev = *iv;
+    for chunk in buf.chunks_mut(16 * PAR_BLOCKS) {
+        let n = chunk.len() / 16;
+        let mut blocks = [GenericArray::<u8, U16>::default(); PAR_BLOCKS];
+        for (block, ct) in blocks.iter_mut().zip(chunk.chunks_exact(16)) {
+            block.copy_from_slice(ct);
+        }
+        cipher.decrypt_blocks(&mut blocks[..n]);
+        for (i, pt) in chunk.chunks_exact_mut(16).enumerate() {
+            // pt still holds ciphertext block i: keep it as the next chain value.
+            let mut ct = [0u8; 16];
+            ct.copy_from_slice(pt);
+            for ((out, d), p) in pt.iter_mut().zip(blocks[i].iter()).zip(prev.iter()) {
+                *out = d ^ p;
+            }
+            prev = ct;
+        }
+    }
+}
+
+macro_rules! rustcrypto_aes_cbc {
+    ($name:ident, $aes:ty, $key:expr, $doc:expr) => {
+        #[doc = $doc]
+        ///
+        /// The `aes` crate's `zeroize` feature wipes the key schedule on drop.
+        pub struct $name {
+            aes: $aes,
+        }
+
+        impl CbcCipher for $name {
+            const KEY_LEN: usize = $key;
+
+            fn new(key: &[u8]) -> Option<Self> {
+                Some(Self {
+                    aes: <$aes>::new_from_slice(key).ok()?,
+                })
+            }
+
+            fn encrypt(&self, iv: &[u8; 16], buf: &mut [u8]) {
+                encrypt_cbc(&self.aes, iv, buf)
+            }
+
+            fn decrypt(&self, iv: &[u8; 16], buf: &mut [u8]) {
+                decrypt_cbc(&self.aes, iv, buf)
+            }
+        }
+    };
+}
+
+rustcrypto_aes_cbc!(Aes128Cbc, Aes128, 16, "AES-128-CBC, RustCrypto.");
+rustcrypto_aes_cbc!(Aes256Cbc, Aes256, 32, "AES-256-CBC, RustCrypto.");
