@@ -1,0 +1,159 @@
+//! The Internet checksum (RFC 1071), pseudo-header sums and incremental
+//! update (RFC 1624).
+//!
+//! Sums here are ones' complement sums folded to 16 bits and *not* inverted;
+//! [`finish`] inverts a sum into the value written on the wire. A received
+//! header (checksum field included) verifies when its sum is `0xFFFF`.
+
+use core::net::{Ipv4Addr, Ipv6Addr};
+
+/// Ones' complement sum of `data` as big-endian 16-bit words, folded to 16
+/// bits (odd trailing byte padded with zero, so only the last piece of a
+/// multi-part sum may have odd length).
+///
+/// Adds 8-byte words into a u64 with end-around carry, which is the same
+/// ones' complement sum because 2^64 = 1 (mod 2^16 - 1).
+pub fn sum(data: &[u8]) -> u16 {
+    let mut acc: u64 = 0;
+    let mut chunks = data.chunks_exact(8);
+    for chunk in &mut chunks {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let (s, carry) = acc.overflowing_add(u64::from_be_bytes(word));
+        acc = s + u64::from(carry);
+    }
+    let mut tail_sum: u64 = 0;
+    let mut pairs = chunks.remainder().chunks_exact(2);
+    for pair in &mut pairs {
+        tail_sum += u64::from(u16::from_be_bytes([pair[0], pair[1]]));
+    }
+    if let [last] = pairs.remainder() {
+        tail_sum += u64::from(*last) << 8;
+    }
+    let (s, carry) = acc.overflowing_add(tail_sum);
+    fold64(s, carry)
+}
+
+fn fold64(acc: u64, carry: bool) -> u16 {
+    // The carry out of the last 64-bit add is worth 1 after folding.
+    let mut folded = (acc >> 32) + (acc & 0xffff_ffff) + u64::from(carry);
+    while folded > 0xffff {
+        folded = (folded >> 16) + (folded & 0xffff);
+    }
+    folded as u16
+}
+
+/// Ones' complement addition of two folded sums.
+pub fn add(a: u16, b: u16) -> u16 {
+    let s = u32::from(a) + u32::from(b);
+    ((s & 0xffff) + (s >> 16)) as u16
+}
+
+/// The checksum field value for a folded sum: its ones' complement.
+pub fn finish(sum: u16) -> u16 {
+    !sum
+}
+
+/// The Internet checksum of `data` (RFC 1071): the value to write into a
+/// zeroed checksum field.
+pub fn checksum(data: &[u8]) -> u16 {
+    finish(sum(data))
+}
+
+/// Sum of the IPv4 pseudo-header (RFC 768 / RFC 793): addresses, protocol and
+/// the upper-layer length.
+pub fn pseudo_header_v4(src: Ipv4Addr, dst: Ipv4Addr, protocol: u8, length: u16) -> u16 {
+    let s = sum(&src.octets());
+    let s = add(s, sum(&dst.octets()));
+    add(s, add(u16::from(protocol), length))
+}
+
+/// Sum of the IPv6 pseudo-header (RFC 8200 section 8.1): addresses, the
+/// upper-layer length (32 bits) and the next header value.
+pub fn pseudo_header_v6(src: Ipv6Addr, dst: Ipv6Addr, next_header: u8, length: u32) -> u16 {
+    let s = add(sum(&src.octets()), sum(&dst.octets()));
+    let s = add(s, add((length >> 16) as u16, length as u16));
+    add(s, u16::from(next_header))
+}
+
+/// New checksum after one 16-bit word of the covered data changed from `old`
+/// to `new` (RFC 1624 eqn. 3: `HC' = ~(~HC + ~m + m')`), without touching
+/// the rest of the data.
+pub fn update16(checksum: u16, old: u16, new: u16) -> u16 {
+    !add(add(!checksum, !old), new)
+}
+
+/// Like [`update16`] for a 32-bit field (e.g. an IPv4 address).
+pub fn update32(checksum: u16, old: u32, new: u32) -> u16 {
+    let c = update16(checksum, (old >> 16) as u16, (new >> 16) as u16);
+    update16(c, old as u16, new as u16)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Straightforward RFC 1071 reference: 16-bit words into a u32.
+    fn reference_sum(data: &[u8]) -> u16 {
+        let mut acc: u32 = 0;
+        for pair in data.chunks(2) {
+            let word = u16::from_be_bytes([pair[0], *pair.get(1).unwrap_or(&0)]);
+            acc += u32::from(word);
+            acc = (acc & 0xffff) + (acc >> 16);
+        }
+        acc as u16
+    }
+
+    #[test]
+    fn rfc1071_example() {
+        // RFC 1071 section 3: bytes 00 01 f2 03 f4 f5 f6 f7 sum to ddf2.
+        assert_eq!(
+            sum(&[0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7]),
+            0xddf2
+        );
+    }
+
+    #[test]
+    fn matches_scapy_checksum() {
+        // scapy: checksum(bytes(range(1, 38))) == 0x95a8 (odd length, tools/gen_vectors.py)
+        let odd: Vec<u8> = (1..38).collect();
+        assert_eq!(checksum(&odd), 0x95a8);
+        // scapy: checksum(bytes((i*7+3)&0xff for i in range(1500))) == 0x66e1
+        let long: Vec<u8> = (0..1500u32).map(|i| ((i * 7 + 3) & 0xff) as u8).collect();
+        assert_eq!(checksum(&long), 0x66e1);
+    }
+
+    #[test]
+    fn all_ones_words_do_not_lose_carries() {
+        let data = [0xffu8; 64];
+        assert_eq!(sum(&data), reference_sum(&data));
+        let data = [0xffu8; 63];
+        assert_eq!(sum(&data), reference_sum(&data));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn fast_sum_equals_reference(data in proptest::collection::vec(proptest::num::u8::ANY, 0..300)) {
+            // Equal as ones' complement values: 0x0000 and 0xffff are both zero.
+            let (a, b) = (sum(&data), reference_sum(&data));
+            proptest::prop_assert!(a == b || (a % 0xffff == b % 0xffff));
+        }
+
+        #[test]
+        fn incremental_update_verifies(data in proptest::collection::vec(proptest::num::u8::ANY, 20..21),
+                                       idx in 0usize..9, new in proptest::num::u16::ANY) {
+            // Word 5 holds the checksum; change another word and update incrementally.
+            let mut d = data.clone();
+            d[10] = 0; d[11] = 0;
+            let c = checksum(&d);
+            d[10..12].copy_from_slice(&c.to_be_bytes());
+            let i = if idx >= 5 { idx + 1 } else { idx } * 2;
+            let old = u16::from_be_bytes([d[i], d[i + 1]]);
+            d[i..i + 2].copy_from_slice(&new.to_be_bytes());
+            let c2 = update16(c, old, new);
+            d[10..12].copy_from_slice(&c2.to_be_bytes());
+            let s = sum(&d);
+            proptest::prop_assert!(s == 0xffff || (s == 0 && d.iter().all(|&b| b == 0)));
+        }
+    }
+}
