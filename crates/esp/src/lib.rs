@@ -5,7 +5,28 @@
 //! fuzzed anywhere. Packets are edited in place through
 //! [`espgw_wire::PacketBuf`].
 
+mod checksum;
+pub mod config;
 pub mod crypto;
+mod inbound;
+mod inner;
+pub mod lifetime;
+mod outbound;
+pub mod outer;
+pub mod replay;
 pub mod suite;
+#[cfg(test)]
+mod test_cipher;
+mod trailer;
+#[cfg(test)]
+mod tunnel_tests;
+pub mod verdict;
 
+pub use config::{ConfigError, Encap, Lifetimes, Limit, SaConfig, SecretBytes};
+pub use inbound::InboundSa;
+pub use lifetime::Expiry;
+pub use outbound::OutboundSa;
+pub use outer::{locate_esp, EspLocation};
+pub use replay::{ReplayWindow, MAX_REPLAY_WINDOW};
 pub use suite::Suite;
+pub use verdict::{DropCounts, DropReason, SaStats, Verdict};

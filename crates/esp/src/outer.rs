@@ -1,0 +1,398 @@
+//! The outer IP (+UDP) headers: a per-SA template for encap, and the parser
+//! that finds the ESP header in a received packet.
+//!
+//! Outer IPv4 choices (fixed, documented in docs): DF set, TTL 64, DSCP/ECN 0,
+//! IP id = low 16 bits of the ESP sequence number. With DF set the datagram is
+//! atomic (RFC 6864), so the id needs no uniqueness and costs no shared
+//! counter; and an ESP packet is never fragmented on the way, which matters
+//! because the peer would have to reassemble before it can authenticate. The
+//! data plane instead answers oversize inner packets with ICMP "fragmentation
+//! needed" / "packet too big" (its PMTU handling). Outer IPv6: flow label 0,
+//! hop limit 64.
+
+use std::net::IpAddr;
+
+use crate::checksum;
+use crate::config::Encap;
+use crate::verdict::DropReason;
+
+pub(crate) const IPPROTO_IPIP: u8 = 4;
+pub(crate) const IPPROTO_UDP: u8 = 17;
+pub(crate) const IPPROTO_IPV6: u8 = 41;
+pub(crate) const IPPROTO_ESP: u8 = 50;
+
+const IPV4_HEADER: usize = 20;
+const IPV6_HEADER: usize = 40;
+const UDP_HEADER: usize = 8;
+const TTL: u8 = 64;
+/// Longest template: IPv6 + UDP.
+const MAX_TEMPLATE: usize = IPV6_HEADER + UDP_HEADER;
+
+/// Precomputed outer headers of an outbound SA.
+#[derive(Debug, Clone)]
+pub(crate) struct OuterTemplate {
+    bytes: [u8; MAX_TEMPLATE],
+    len: usize,
+    ipv6: bool,
+    udp: bool,
+    /// IPv4: sum of the header with total length, id and checksum zero.
+    /// IPv6 + UDP: sum of the pseudo-header's addresses and next header plus
+    /// the UDP ports (the length goes in per packet).
+    partial_sum: u64,
+}
+
+impl OuterTemplate {
+    /// Headers from `local` to `remote`. The addresses must be one family
+    /// (checked by `SaConfig::validate`; if not, `remote` is mapped to `local`'s family).
+    pub(crate) fn new(local: IpAddr, remote: IpAddr, encap: Encap) -> Self {
+        let mut t = OuterTemplate {
+            bytes: [0; MAX_TEMPLATE],
+            len: 0,
+            ipv6: local.is_ipv6(),
+            udp: matches!(encap, Encap::Udp { .. }),
+            partial_sum: 0,
+        };
+        let proto = if t.udp { IPPROTO_UDP } else { IPPROTO_ESP };
+        let ip_len = match (local, remote) {
+            (IpAddr::V4(src), remote) => {
+                let dst = match remote {
+                    IpAddr::V4(d) => d,
+                    IpAddr::V6(d) => d
+                        .to_ipv4_mapped()
+                        .unwrap_or(std::net::Ipv4Addr::UNSPECIFIED),
+                };
+                let h = &mut t.bytes[..IPV4_HEADER];
+                h[0] = 0x45;
+                h[6] = 0x40; // DF
+                h[8] = TTL;
+                h[9] = proto;
+                h[12..16].copy_from_slice(&src.octets());
+                h[16..20].copy_from_slice(&dst.octets());
+                t.partial_sum = checksum::add_bytes(0, h);
+                IPV4_HEADER
+            }
+            (IpAddr::V6(src), remote) => {
+                let dst = match remote {
+                    IpAddr::V6(d) => d,
+                    IpAddr::V4(d) => d.to_ipv6_mapped(),
+                };
+                let h = &mut t.bytes[..IPV6_HEADER];
+                h[0] = 0x60;
+                h[6] = proto;
+                h[7] = TTL;
+                h[8..24].copy_from_slice(&src.octets());
+                h[24..40].copy_from_slice(&dst.octets());
+                t.partial_sum = checksum::add_bytes(0, &h[8..40]) + u64::from(IPPROTO_UDP);
+                IPV6_HEADER
+            }
+        };
+        t.len = ip_len;
+        if let Encap::Udp {
+            local_port,
+            remote_port,
+        } = encap
+        {
+            let u = &mut t.bytes[ip_len..ip_len + UDP_HEADER];
+            u[0..2].copy_from_slice(&local_port.to_be_bytes());
+            u[2..4].copy_from_slice(&remote_port.to_be_bytes());
+            if t.ipv6 {
+                t.partial_sum += u64::from(local_port) + u64::from(remote_port);
+            }
+            t.len += UDP_HEADER;
+        }
+        t
+    }
+
+    /// Bytes of outer headers this template writes.
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Longest outer packet the length fields can describe.
+    pub(crate) fn max_packet(&self) -> usize {
+        if self.ipv6 {
+            IPV6_HEADER + 0xFFFF
+        } else {
+            0xFFFF
+        }
+    }
+
+    /// Writes the headers for an outer packet of `total` bytes (headers
+    /// included) into `out[..self.len()]`. `total` must be at most
+    /// [`Self::max_packet`].
+    #[inline]
+    pub(crate) fn write(&self, out: &mut [u8], total: usize, ip_id: u16) {
+        let out = &mut out[..self.len];
+        out.copy_from_slice(&self.bytes[..self.len]);
+        if self.ipv6 {
+            let payload = (total - IPV6_HEADER) as u16;
+            out[4..6].copy_from_slice(&payload.to_be_bytes());
+            if self.udp {
+                out[IPV6_HEADER + 4..IPV6_HEADER + 6].copy_from_slice(&payload.to_be_bytes());
+            }
+        } else {
+            let total16 = total as u16;
+            out[2..4].copy_from_slice(&total16.to_be_bytes());
+            out[4..6].copy_from_slice(&ip_id.to_be_bytes());
+            let sum = self.partial_sum + u64::from(total16) + u64::from(ip_id);
+            out[10..12].copy_from_slice(&checksum::finish(sum).to_be_bytes());
+            if self.udp {
+                // RFC 3948 §2.1: the UDP checksum SHOULD be zero over IPv4.
+                let udp_len = (total - IPV4_HEADER) as u16;
+                out[IPV4_HEADER + 4..IPV4_HEADER + 6].copy_from_slice(&udp_len.to_be_bytes());
+            }
+        }
+    }
+
+    /// True when [`Self::finish`] has work to do.
+    #[inline]
+    pub(crate) fn needs_finish(&self) -> bool {
+        self.ipv6 && self.udp
+    }
+
+    /// After sealing: the UDP checksum, which IPv6 requires (RFC 8200 §8.1)
+    /// and which covers the ciphertext, so it can only come last.
+    pub(crate) fn finish(&self, packet: &mut [u8]) {
+        if !self.needs_finish() {
+            return;
+        }
+        let udp = &mut packet[IPV6_HEADER..];
+        let udp_len = udp.len() as u64;
+        // Pseudo-header length plus the UDP length field: the same number twice.
+        let sum = checksum::add_bytes(self.partial_sum + 2 * udp_len, &udp[UDP_HEADER..]);
+        let mut csum = checksum::finish(sum);
+        if csum == 0 {
+            csum = 0xFFFF;
+        }
+        udp[6..8].copy_from_slice(&csum.to_be_bytes());
+    }
+}
+
+/// Where the ESP header (SPI) sits in a received outer packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EspLocation {
+    /// Offset of the SPI from the start of the packet.
+    pub offset: usize,
+    /// Bytes from the SPI to the end of the ICV (link-layer padding excluded).
+    pub len: usize,
+    /// The SPI, for the SA lookup.
+    pub spi: u32,
+}
+
+/// Finds the ESP packet inside an outer IPv4/IPv6 packet (no Ethernet header)
+/// as an SA with `encap` expects it: plain ESP for [`Encap::None`], ESP in
+/// UDP to `local_port` for [`Encap::Udp`]. The data plane can call this to
+/// get the SPI for its SA lookup.
+pub fn locate_esp(packet: &[u8], encap: Encap) -> Result<EspLocation, DropReason> {
+    let first = *packet.first().ok_or(DropReason::Truncated)?;
+    let (header_len, end, proto) = match first >> 4 {
+        4 => {
+            if packet.len() < IPV4_HEADER {
+                return Err(DropReason::Truncated);
+            }
+            let ihl = usize::from(first & 0x0F) * 4;
+            if ihl < IPV4_HEADER {
+                return Err(DropReason::NotEsp);
+            }
+            let total = usize::from(u16::from_be_bytes([packet[2], packet[3]]));
+            if total < ihl || total > packet.len() {
+                return Err(DropReason::Truncated);
+            }
+            // Fragments would need reassembly first: MF set or an offset.
+            if u16::from_be_bytes([packet[6], packet[7]]) & 0x3FFF != 0 {
+                return Err(DropReason::NotEsp);
+            }
+            (ihl, total, packet[9])
+        }
+        6 => {
+            if packet.len() < IPV6_HEADER {
+                return Err(DropReason::Truncated);
+            }
+            let total = IPV6_HEADER + usize::from(u16::from_be_bytes([packet[4], packet[5]]));
+            if total > packet.len() {
+                return Err(DropReason::Truncated);
+            }
+            (IPV6_HEADER, total, packet[6])
+        }
+        _ => return Err(DropReason::NotEsp),
+    };
+    let (offset, end) = match (proto, encap) {
+        (IPPROTO_ESP, Encap::None) => (header_len, end),
+        (IPPROTO_UDP, Encap::Udp { local_port, .. }) => {
+            let udp = &packet[header_len..end];
+            if udp.len() < UDP_HEADER {
+                return Err(DropReason::Truncated);
+            }
+            if u16::from_be_bytes([udp[2], udp[3]]) != local_port {
+                return Err(DropReason::NotEsp);
+            }
+            let udp_len = usize::from(u16::from_be_bytes([udp[4], udp[5]]));
+            if udp_len < UDP_HEADER || udp_len > udp.len() {
+                return Err(DropReason::Truncated);
+            }
+            let payload = &udp[UDP_HEADER..udp_len];
+            // RFC 3948 §2.2/§2.3: a NAT keepalive (one 0xFF byte) or an IKE
+            // packet (non-ESP marker: four zero bytes where the SPI would be).
+            if payload == [0xFF] || payload.get(..4) == Some(&[0, 0, 0, 0]) {
+                return Err(DropReason::NotEsp);
+            }
+            (header_len + UDP_HEADER, header_len + udp_len)
+        }
+        _ => return Err(DropReason::NotEsp),
+    };
+    let esp = &packet[offset..end];
+    if esp.len() < 8 {
+        return Err(DropReason::Truncated);
+    }
+    Ok(EspLocation {
+        offset,
+        len: esp.len(),
+        spi: u32::from_be_bytes([esp[0], esp[1], esp[2], esp[3]]),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v4() -> (IpAddr, IpAddr) {
+        (
+            "192.0.2.1".parse().unwrap(),
+            "198.51.100.7".parse().unwrap(),
+        )
+    }
+    fn v6() -> (IpAddr, IpAddr) {
+        (
+            "2001:db8::1".parse().unwrap(),
+            "2001:db8:ffff::2".parse().unwrap(),
+        )
+    }
+
+    fn packet_with(t: &OuterTemplate, esp: &[u8], id: u16) -> Vec<u8> {
+        let mut p = vec![0u8; t.len() + esp.len()];
+        p[t.len()..].copy_from_slice(esp);
+        let total = p.len();
+        t.write(&mut p, total, id);
+        t.finish(&mut p);
+        p
+    }
+
+    #[test]
+    fn ipv4_header_checksum_verifies_and_fields_are_set() {
+        let (l, r) = v4();
+        let t = OuterTemplate::new(l, r, Encap::None);
+        for id in [0u16, 1, 0xFFFF, 0x1234] {
+            let p = packet_with(&t, &[0xAA; 100], id);
+            assert_eq!(checksum::fold(checksum::add_bytes(0, &p[..20])), 0xFFFF);
+            assert_eq!(&p[2..4], &120u16.to_be_bytes());
+            assert_eq!(&p[4..6], &id.to_be_bytes());
+            assert_eq!(p[6] & 0x40, 0x40, "DF");
+            assert_eq!((p[8], p[9]), (64, IPPROTO_ESP));
+            assert_eq!(&p[16..20], &[198, 51, 100, 7]);
+        }
+    }
+
+    #[test]
+    fn ipv4_udp_has_zero_checksum_and_right_length() {
+        let (l, r) = v4();
+        let t = OuterTemplate::new(l, r, Encap::udp_4500());
+        let p = packet_with(&t, &[1; 33], 9);
+        assert_eq!(p[9], IPPROTO_UDP);
+        assert_eq!(&p[20..28], &[0x11, 0x94, 0x11, 0x94, 0, 41, 0, 0]);
+        assert_eq!(checksum::fold(checksum::add_bytes(0, &p[..20])), 0xFFFF);
+    }
+
+    #[test]
+    fn ipv6_udp_checksum_verifies() {
+        let (l, r) = v6();
+        let t = OuterTemplate::new(
+            l,
+            r,
+            Encap::Udp {
+                local_port: 4500,
+                remote_port: 34567,
+            },
+        );
+        for n in [9usize, 10, 100, 1401] {
+            let esp: Vec<u8> = (0..n).map(|i| (i * 7) as u8).collect();
+            let p = packet_with(&t, &esp, 0);
+            assert_eq!(&p[4..6], &((8 + n) as u16).to_be_bytes());
+            assert_eq!(p[6], IPPROTO_UDP);
+            // Verify as a receiver would: pseudo-header + UDP datagram sums to 0xFFFF.
+            let mut pseudo = Vec::new();
+            pseudo.extend_from_slice(&p[8..40]);
+            pseudo.extend_from_slice(&((8 + n) as u32).to_be_bytes());
+            pseudo.extend_from_slice(&[0, 0, 0, 17]);
+            let sum = checksum::add_bytes(checksum::add_bytes(0, &pseudo), &p[40..]);
+            assert_eq!(checksum::fold(sum), 0xFFFF);
+            assert_ne!(&p[46..48], &[0, 0]);
+        }
+    }
+
+    #[test]
+    fn locate_finds_esp_in_every_framing() {
+        let esp = [0, 0, 0x12, 0x34, 0, 0, 0, 1, 9, 9];
+        for (l, r) in [v4(), v6()] {
+            for encap in [Encap::None, Encap::udp_4500()] {
+                let t = OuterTemplate::new(l, r, encap);
+                let mut p = packet_with(&t, &esp, 1);
+                p.extend_from_slice(&[0xEE; 6]); // link-layer padding
+                let loc = locate_esp(&p, encap).unwrap();
+                assert_eq!(loc.offset, t.len());
+                assert_eq!(loc.len, esp.len());
+                assert_eq!(loc.spi, 0x1234);
+                let other = match encap {
+                    Encap::None => Encap::udp_4500(),
+                    _ => Encap::None,
+                };
+                assert_eq!(locate_esp(&p, other), Err(DropReason::NotEsp));
+            }
+        }
+    }
+
+    #[test]
+    fn locate_rejects_malformed() {
+        let (l, r) = v4();
+        let t = OuterTemplate::new(l, r, Encap::udp_4500());
+        let good = packet_with(&t, &[0, 0, 1, 0, 0, 0, 0, 1], 1);
+        assert!(locate_esp(&good, Encap::udp_4500()).is_ok());
+        assert_eq!(locate_esp(&[], Encap::None), Err(DropReason::Truncated));
+        assert_eq!(
+            locate_esp(&good[..19], Encap::udp_4500()),
+            Err(DropReason::Truncated)
+        );
+        assert_eq!(
+            locate_esp(&good[..35], Encap::udp_4500()),
+            Err(DropReason::Truncated)
+        );
+        let mut frag = good.clone();
+        frag[6] |= 0x20; // MF
+        assert_eq!(
+            locate_esp(&frag, Encap::udp_4500()),
+            Err(DropReason::NotEsp)
+        );
+        let wrong_port = Encap::Udp {
+            local_port: 4501,
+            remote_port: 4500,
+        };
+        assert_eq!(locate_esp(&good, wrong_port), Err(DropReason::NotEsp));
+        let ike = packet_with(&t, &[0, 0, 0, 0, 1, 2, 3, 4, 5], 1);
+        assert_eq!(locate_esp(&ike, Encap::udp_4500()), Err(DropReason::NotEsp));
+        let keepalive = packet_with(&t, &[0xFF], 1);
+        assert_eq!(
+            locate_esp(&keepalive, Encap::udp_4500()),
+            Err(DropReason::NotEsp)
+        );
+        assert_eq!(
+            locate_esp(&[0x20; 40], Encap::None),
+            Err(DropReason::NotEsp)
+        );
+        let mut bad_ihl = good.clone();
+        bad_ihl[0] = 0x44;
+        assert_eq!(
+            locate_esp(&bad_ihl, Encap::udp_4500()),
+            Err(DropReason::NotEsp)
+        );
+    }
+}
