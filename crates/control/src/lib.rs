@@ -1,1 +1,11 @@
-//! espgw-control
+//! espgw-control: the control plane.
+//!
+//! Today this crate holds the configuration model ([`config`]): the
+//! `gateway.toml` schema parsed into typed, validated values, with every
+//! problem reported at once as `FILE:LINE:COL: key.path: message`. It also
+//! renders the SAs of a config as Wireshark `esp_sa` lines ([`wireshark`]).
+
+pub mod config;
+pub mod wireshark;
+
+pub use config::{load, load_with, parse_str, Config, Diagnostic, HostFacts, Severity};

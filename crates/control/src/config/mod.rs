@@ -1,0 +1,269 @@
+//! The gateway config (`gateway.toml`): schema, validation, typed model.
+//!
+//! [`load`] reads a file and returns either a fully validated [`Config`]
+//! (plus warnings) or every diagnostic found, errors and warnings in file
+//! order. The reference for every key is docs/config.md.
+
+mod diag;
+mod keys;
+mod model;
+pub mod net;
+mod perms;
+mod reader;
+mod secret;
+mod sections;
+mod source;
+mod spd;
+mod summary;
+
+use std::path::Path;
+
+use toml::de::DeTable;
+
+pub use diag::{Diagnostic, Severity};
+pub use model::*;
+pub use secret::SecretBytes;
+pub use sections::dataplane::{
+    DEFAULT_BURST, DEFAULT_MBUFS, DEFAULT_MTU, MAX_BURST, MAX_MBUFS, MAX_MTU, MIN_MBUFS,
+    MIN_MTU_V4, MIN_MTU_V6,
+};
+pub use sections::tunnel::{
+    DEFAULT_PRIORITY, DEFAULT_REPLAY_WINDOW, MAX_REPLAY_WINDOW, SOFT_PERCENT,
+};
+pub use summary::Summary;
+
+use reader::{Ctx, Field, Table};
+use sections::network::PortNames;
+use sections::{dataplane, gateway, network, policy, tunnel, Located};
+use source::SourceText;
+
+/// Facts about the machine that some checks depend on.
+#[derive(Debug, Clone)]
+pub struct HostFacts {
+    /// Cores available here (`workers = "all"`, oversubscription warning).
+    pub cpus: usize,
+    /// Warn about key-holding files readable by group/others.
+    pub check_permissions: bool,
+}
+
+impl HostFacts {
+    pub fn this_machine() -> HostFacts {
+        HostFacts {
+            cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            check_permissions: true,
+        }
+    }
+}
+
+/// Diagnostics of a successful load: warnings only.
+pub type Warnings = Vec<Diagnostic>;
+
+/// Reads and validates a config file for this machine.
+pub fn load(path: &Path) -> Result<(Config, Warnings), Vec<Diagnostic>> {
+    load_with(path, &HostFacts::this_machine())
+}
+
+/// [`load`] with explicit host facts (for tests and offline checking).
+pub fn load_with(path: &Path, host: &HostFacts) -> Result<(Config, Warnings), Vec<Diagnostic>> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => parse_str(path, text, host),
+        Err(e) => Err(vec![Diagnostic {
+            severity: Severity::Error,
+            file: path.to_path_buf(),
+            position: None,
+            key: String::new(),
+            message: format!("cannot be read: {e}"),
+            expected: None,
+            offset: 0,
+        }]),
+    }
+}
+
+const ROOT_KEYS: &[&str] = &[
+    "default_action",
+    "gateway",
+    "dataplane",
+    "port",
+    "neighbor",
+    "route",
+    "tunnel",
+    "policy",
+];
+
+/// Validates config text that came from `path` (used for messages and to
+/// find key files relative to it). Takes the text by value so it is
+/// zeroized after parsing: it may hold keys.
+pub fn parse_str(
+    path: &Path,
+    text: String,
+    host: &HostFacts,
+) -> Result<(Config, Warnings), Vec<Diagnostic>> {
+    let src = SourceText::new(path, text);
+    let mut ctx = Ctx::new(&src);
+    let (doc, syntax) = DeTable::parse_recoverable(&src.text);
+    if !syntax.is_empty() {
+        // The tree after a syntax error is a guess; checking it would
+        // report errors that are not there.
+        for e in &syntax {
+            let span = e.span().unwrap_or(0..0);
+            // message() only: Display would quote the source line, and that may be a key.
+            ctx.error_at(&span, "", format!("TOML syntax: {}", e.message()), None);
+        }
+        return Err(finish(ctx.diags, path));
+    }
+    let root = Table::root(&mut ctx, "", &doc, ROOT_KEYS);
+    let base_dir = path.parent().unwrap_or(Path::new("."));
+    let config = read_document(&mut ctx, &root, host, base_dir);
+    root.finish(&mut ctx);
+    let mut diags = ctx.diags;
+    let (config, key_file_diags, inline_keys) = config;
+    diags.extend(key_file_diags);
+    if inline_keys && host.check_permissions {
+        let mut pctx = Ctx::new(&src);
+        perms::warn_if_readable(&mut pctx, path);
+        diags.extend(pctx.diags);
+    }
+    let diags = finish(diags, path);
+    if diags.iter().any(Diagnostic::is_error) {
+        return Err(diags);
+    }
+    match config {
+        Some(config) => Ok((config, diags)),
+        // Unreachable in practice: every dropped item reported an error.
+        None => Err(diags),
+    }
+}
+
+/// Sorts diagnostics: the config file first, then key files, each in file order.
+fn finish(mut diags: Vec<Diagnostic>, main: &Path) -> Vec<Diagnostic> {
+    diags.sort_by(|a, b| {
+        (a.file != main, &a.file, a.offset).cmp(&(b.file != main, &b.file, b.offset))
+    });
+    diags
+}
+
+/// The items of an array of tables (`[[tunnel]]`), each with its keys.
+fn tables<'n, 'i>(
+    ctx: &mut Ctx,
+    root: &Table<'n, 'i>,
+    key: &'static str,
+    allowed: &'static [&'static str],
+) -> Vec<Table<'n, 'i>> {
+    let Some(f) = root.get(ctx, key) else {
+        return Vec::new();
+    };
+    let expected = format!("an array of tables ([[{key}]])");
+    let items: Vec<Field> = f.array(ctx, &expected).unwrap_or_default();
+    items.iter().filter_map(|i| i.table(ctx, allowed)).collect()
+}
+
+type Document = (Option<Config>, Vec<Diagnostic>, bool);
+
+fn read_document(ctx: &mut Ctx, root: &Table, host: &HostFacts, base_dir: &Path) -> Document {
+    let default_action = root
+        .get(ctx, "default_action")
+        .map_or(Some(Action::Discard), |f| f.choice(ctx, policy::ACTIONS));
+    let gw_table = root
+        .get(ctx, "gateway")
+        .and_then(|f| f.table(ctx, gateway::KEYS));
+    let gateway = gateway::read(ctx, gw_table);
+    let dp_table = root
+        .get(ctx, "dataplane")
+        .and_then(|f| f.table(ctx, dataplane::KEYS));
+    let dataplane = dataplane::read(ctx, dp_table, host);
+
+    let mut ports: Vec<Located<Port>> = Vec::new();
+    let mut declared = Vec::new();
+    for t in tables(ctx, root, "port", network::PORT_KEYS) {
+        let path = t.path.clone();
+        if let Some(name) = t
+            .get(ctx, "name")
+            .and_then(|f| f.peek_str().map(str::to_string))
+        {
+            declared.push(name);
+        }
+        if let Some(item) = network::read_port(ctx, t) {
+            ports.push(Located { item, path });
+        }
+    }
+    network::check_ports(ctx, &ports);
+    let port_items: Vec<Port> = ports.iter().map(|p| p.item.clone()).collect();
+    let names = PortNames {
+        ids: port_items
+            .iter()
+            .enumerate()
+            .rev()
+            .map(|(i, p)| (p.name.clone(), PortId(i)))
+            .collect(),
+        declared,
+    };
+
+    let neighbors: Vec<Neighbor> = tables(ctx, root, "neighbor", network::NEIGHBOR_KEYS)
+        .into_iter()
+        .filter_map(|t| network::read_neighbor(ctx, t, &port_items, &names))
+        .collect();
+    let routes: Vec<Route> = tables(ctx, root, "route", network::ROUTE_KEYS)
+        .into_iter()
+        .filter_map(|t| network::read_route(ctx, t, &port_items, &names))
+        .collect();
+
+    let env = tunnel::Env {
+        ports: &port_items,
+        routes: &routes,
+        base_dir,
+        host,
+    };
+    let mut tunnels: Vec<Located<Tunnel>> = Vec::new();
+    let mut key_file_diags = Vec::new();
+    let mut inline_keys = false;
+    for t in tables(ctx, root, "tunnel", tunnel::KEYS) {
+        let path = t.path.clone();
+        let read = tunnel::read(ctx, t, &env);
+        inline_keys |= read.inline_keys;
+        key_file_diags.extend(read.key_file_diags);
+        if let Some(item) = read.tunnel {
+            tunnels.push(Located { item, path });
+        }
+    }
+    tunnel::check_tunnels(ctx, &tunnels);
+
+    let mut policies: Vec<Located<Policy>> = Vec::new();
+    for t in tables(ctx, root, "policy", policy::KEYS) {
+        let path = t.path.clone();
+        if let Some(item) = policy::read(ctx, t) {
+            policies.push(Located { item, path });
+        }
+    }
+    let spd = spd::build(ctx, &tunnels, &policies);
+    check_mtu(ctx, &dataplane, &port_items, &tunnels);
+
+    let config = default_action.map(|default_action| Config {
+        source: ctx.src.path.clone(),
+        gateway,
+        dataplane,
+        ports: port_items,
+        neighbors,
+        routes,
+        tunnels: tunnels.into_iter().map(|t| t.item).collect(),
+        policies: policies.into_iter().map(|p| p.item).collect(),
+        default_action,
+        spd,
+    });
+    (config, key_file_diags, inline_keys)
+}
+
+/// IPv6 links need an MTU of at least 1280 (RFC 8200).
+fn check_mtu(ctx: &mut Ctx, dp: &Dataplane, ports: &[Port], tunnels: &[Located<Tunnel>]) {
+    let v6 = ports
+        .iter()
+        .flat_map(|p| &p.addresses)
+        .any(|a| a.addr.is_ipv6())
+        || tunnels.iter().any(|t| t.item.local.is_ipv6());
+    if v6 && dp.mtu < MIN_MTU_V6 {
+        ctx.error(
+            "dataplane.mtu",
+            format!("mtu {} is below the IPv6 minimum", dp.mtu),
+            Some(&format!("{MIN_MTU_V6}..={MAX_MTU} with IPv6 addresses")),
+        );
+    }
+}

@@ -1,0 +1,200 @@
+//! The validated config: every value resolved and typed. Nothing here can
+//! be malformed; `load` only returns a `Config` when every check passed.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+
+use espgw_esp::Suite;
+
+use super::net::{IfAddr, MacAddr, PortRange, Prefix};
+use super::secret::SecretBytes;
+
+/// A whole gateway config.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The file it was read from.
+    pub source: PathBuf,
+    pub gateway: Gateway,
+    pub dataplane: Dataplane,
+    pub ports: Vec<Port>,
+    pub neighbors: Vec<Neighbor>,
+    pub routes: Vec<Route>,
+    pub tunnels: Vec<Tunnel>,
+    pub policies: Vec<Policy>,
+    /// What happens to traffic that matches no tunnel and no policy.
+    pub default_action: Action,
+    /// The security policy database in lookup order: first match wins.
+    pub spd: Vec<SpdEntry>,
+}
+
+/// `[gateway]`.
+#[derive(Debug, Clone)]
+pub struct Gateway {
+    pub name: String,
+    /// Unix socket for `espgw ctl`; `None` disables it.
+    pub control_socket: Option<PathBuf>,
+    /// Where Prometheus metrics are served; `None` disables them.
+    pub metrics: Option<SocketAddr>,
+}
+
+/// `[dataplane]`.
+#[derive(Debug, Clone)]
+pub struct Dataplane {
+    /// Number of data-plane workers, resolved (`"all"` already counted).
+    pub workers: usize,
+    /// The cores workers are pinned to, if given.
+    pub lcores: Option<Vec<u32>>,
+    pub mode: Mode,
+    pub burst: u16,
+    pub mbufs: u32,
+    /// Largest outer (unprotected side) IP packet, in bytes.
+    pub mtu: u16,
+    pub poll: Poll,
+    /// Extra EAL arguments, passed through untouched.
+    pub eal: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    RunToCompletion,
+    Pipeline,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Poll {
+    Busy,
+    Adaptive,
+}
+
+/// Index of a port in [`Config::ports`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PortId(pub usize);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// Faces the hosts whose traffic is protected (plaintext).
+    Protected,
+    /// Faces the network the ESP tunnels cross.
+    Unprotected,
+}
+
+/// `[[port]]`.
+#[derive(Debug, Clone)]
+pub struct Port {
+    pub name: String,
+    pub side: Side,
+    /// DPDK device string (PCI address or vdev arguments).
+    pub device: String,
+    /// The gateway's own addresses on this port (it answers ARP/ND for them).
+    pub addresses: Vec<IfAddr>,
+    pub mac: Option<MacAddr>,
+}
+
+impl Port {
+    /// True when `ip` is on one of this port's subnets.
+    pub fn on_link(&self, ip: IpAddr) -> bool {
+        self.addresses.iter().any(|a| a.subnet().contains(ip))
+    }
+}
+
+/// `[[neighbor]]`: a static ARP/ND entry.
+#[derive(Debug, Clone)]
+pub struct Neighbor {
+    pub address: IpAddr,
+    pub mac: MacAddr,
+    pub port: PortId,
+}
+
+/// `[[route]]`.
+#[derive(Debug, Clone)]
+pub struct Route {
+    pub dest: Prefix,
+    pub via: IpAddr,
+    pub port: PortId,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encap {
+    /// Plain ESP (IP protocol 50).
+    None,
+    /// ESP in UDP (RFC 3948), port 4500 both ways.
+    Udp,
+}
+
+/// SA lifetime limits. `None` is unlimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Limits {
+    pub seconds: Option<u64>,
+    pub bytes: Option<u64>,
+    pub packets: Option<u64>,
+}
+
+/// Hard limits expire the SA; soft limits warn (and would start a rekey).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Lifetime {
+    pub hard: Limits,
+    pub soft: Limits,
+}
+
+/// One direction of a tunnel: SPI and keys.
+#[derive(Debug, Clone)]
+pub struct SaKeys {
+    pub spi: u32,
+    /// Cipher key; for AEAD suites followed by the 4-byte salt.
+    pub key: SecretBytes,
+    /// Integrity key (CBC+HMAC suites only).
+    pub auth_key: Option<SecretBytes>,
+}
+
+/// `[[tunnel]]`: a pair of SAs and the traffic they protect.
+#[derive(Debug, Clone)]
+pub struct Tunnel {
+    pub name: String,
+    /// Outer source address (one of the gateway's unprotected addresses).
+    pub local: IpAddr,
+    /// Outer destination address (the peer gateway).
+    pub remote: IpAddr,
+    /// The unprotected port `local` is on.
+    pub port: PortId,
+    pub local_ts: Vec<Prefix>,
+    pub remote_ts: Vec<Prefix>,
+    pub suite: Suite,
+    pub esn: bool,
+    /// Anti-replay window in packets; 0 turns replay checking off.
+    pub replay_window: u32,
+    pub encap: Encap,
+    pub lifetime: Lifetime,
+    pub outbound: SaKeys,
+    pub inbound: SaKeys,
+    pub priority: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Forward in the clear.
+    Bypass,
+    /// Drop (and count).
+    Discard,
+}
+
+/// `[[policy]]`: a bypass or discard rule. `None` fields match anything.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    pub action: Action,
+    /// Protected-side address (outbound source; inbound destination).
+    pub src: Option<Prefix>,
+    /// Far-side address (outbound destination; inbound source).
+    pub dst: Option<Prefix>,
+    /// IP protocol number.
+    pub proto: Option<u8>,
+    pub sport: Option<PortRange>,
+    pub dport: Option<PortRange>,
+    pub priority: u32,
+}
+
+/// A reference into the SPD: a tunnel or a policy, by index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpdEntry {
+    Tunnel(usize),
+    Policy(usize),
+}

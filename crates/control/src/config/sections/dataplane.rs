@@ -1,0 +1,141 @@
+//! `[dataplane]`: workers, cores, mode, burst, mbufs, MTU, polling, EAL args.
+
+use crate::config::model::{Dataplane, Mode, Poll};
+use crate::config::net::parse_lcores;
+use crate::config::reader::{Ctx, Table};
+use crate::config::HostFacts;
+
+pub(crate) const KEYS: &[&str] = &[
+    "workers", "lcores", "mode", "burst", "mbufs", "mtu", "poll", "eal",
+];
+
+pub const DEFAULT_BURST: u16 = 32;
+/// DPDK drivers take at most a few hundred packets per burst call.
+pub const MAX_BURST: u16 = 512;
+pub const DEFAULT_MBUFS: u32 = 8191;
+pub const MIN_MBUFS: u32 = 512;
+pub const MAX_MBUFS: u32 = 16 * 1024 * 1024;
+pub const DEFAULT_MTU: u16 = 1500;
+/// RFC 791: every IPv4 host must accept 576-byte datagrams.
+pub const MIN_MTU_V4: u16 = 576;
+/// RFC 8200: the IPv6 minimum link MTU.
+pub const MIN_MTU_V6: u16 = 1280;
+pub const MAX_MTU: u16 = 9000;
+
+/// `workers` as written: a count or `"all"`.
+enum Workers {
+    Count(usize),
+    All,
+}
+
+pub(crate) fn read(ctx: &mut Ctx, table: Option<Table>, host: &HostFacts) -> Dataplane {
+    let mut dp = Dataplane {
+        workers: 1,
+        lcores: None,
+        mode: Mode::RunToCompletion,
+        burst: DEFAULT_BURST,
+        mbufs: DEFAULT_MBUFS,
+        mtu: DEFAULT_MTU,
+        poll: Poll::Busy,
+        eal: Vec::new(),
+    };
+    let Some(t) = table else { return dp };
+
+    let workers = t.get(ctx, "workers").and_then(|f| {
+        if f.is_int() {
+            f.int(ctx, 1, 4096).map(|n| Workers::Count(n as usize))
+        } else {
+            f.choice(ctx, &[("all", ())]).map(|_| Workers::All)
+        }
+    });
+    if let Some(f) = t.get(ctx, "lcores") {
+        dp.lcores = if f.is_int() {
+            f.int(ctx, 0, i128::from(crate::config::net::MAX_LCORE) - 1)
+                .map(|c| vec![c as u32])
+        } else {
+            f.parse_with(ctx, "a core list like \"1-3,5\"", parse_lcores)
+        };
+    }
+    dp.workers = match (workers, &dp.lcores) {
+        (Some(Workers::Count(n)), _) => n,
+        (Some(Workers::All), Some(lcores)) => lcores.len(),
+        (Some(Workers::All), None) => host.cpus.max(1),
+        (None, Some(lcores)) => lcores.len(),
+        (None, None) => 1,
+    };
+    if let Some(lcores) = &dp.lcores {
+        if dp.workers > lcores.len() {
+            ctx.error(
+                "dataplane.workers",
+                format!(
+                    "{} workers but lcores lists only {} cores",
+                    dp.workers,
+                    lcores.len()
+                ),
+                Some(&format!(
+                    "at most {} workers, or more cores in lcores",
+                    lcores.len()
+                )),
+            );
+        }
+        if let Some(&max) = lcores.last() {
+            if max as usize >= host.cpus {
+                ctx.warn(
+                    "dataplane.lcores",
+                    format!(
+                        "core {max} does not exist on this machine ({} cores)",
+                        host.cpus
+                    ),
+                );
+            }
+        }
+    } else if dp.workers > host.cpus {
+        ctx.warn(
+            "dataplane.workers",
+            format!(
+                "{} workers on {} cores: workers will share cores",
+                dp.workers, host.cpus
+            ),
+        );
+    }
+    if let Some(f) = t.get(ctx, "mode") {
+        dp.mode = f
+            .choice(
+                ctx,
+                &[
+                    ("run-to-completion", Mode::RunToCompletion),
+                    ("pipeline", Mode::Pipeline),
+                ],
+            )
+            .unwrap_or(dp.mode);
+    }
+    if let Some(f) = t.get(ctx, "burst") {
+        dp.burst = f
+            .int(ctx, 1, i128::from(MAX_BURST))
+            .map_or(dp.burst, |v| v as u16);
+    }
+    if let Some(f) = t.get(ctx, "mbufs") {
+        dp.mbufs = f
+            .int(ctx, i128::from(MIN_MBUFS), i128::from(MAX_MBUFS))
+            .map_or(dp.mbufs, |v| v as u32);
+    }
+    if let Some(f) = t.get(ctx, "mtu") {
+        dp.mtu = f
+            .int(ctx, i128::from(MIN_MTU_V4), i128::from(MAX_MTU))
+            .map_or(dp.mtu, |v| v as u16);
+    }
+    if let Some(f) = t.get(ctx, "poll") {
+        dp.poll = f
+            .choice(ctx, &[("busy", Poll::Busy), ("adaptive", Poll::Adaptive)])
+            .unwrap_or(dp.poll);
+    }
+    if let Some(f) = t.get(ctx, "eal") {
+        let items = f.array(ctx, "a list of strings").unwrap_or_default();
+        dp.eal = items
+            .iter()
+            .filter_map(|i| i.str(ctx).map(str::to_string))
+            .collect();
+    }
+    t.finish(ctx);
+    dp
+}

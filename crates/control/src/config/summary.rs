@@ -1,0 +1,131 @@
+//! The one-screen summary `espgw check` prints for a valid config. It
+//! names SPIs and suites but never keys.
+
+use core::fmt;
+
+use super::model::{Action, Config, Encap, Mode, Poll, Side, SpdEntry};
+
+/// Displays a config summary: `println!("{}", Summary(&config))`.
+pub struct Summary<'a>(pub &'a Config);
+
+fn plural(n: usize, word: &str) -> String {
+    format!("{n} {word}{}", if n == 1 { "" } else { "s" })
+}
+
+impl fmt::Display for Summary<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let c = self.0;
+        let dp = &c.dataplane;
+        writeln!(
+            f,
+            "{}: OK. gateway {:?}: {}, {}, {}",
+            c.source.display(),
+            c.gateway.name,
+            plural(c.ports.len(), "port"),
+            plural(c.tunnels.len(), "tunnel"),
+            plural(c.policies.len(), "policy").replace("policys", "policies"),
+        )?;
+        let lcores = dp.lcores.as_ref().map_or("any".to_string(), |l| {
+            l.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+        });
+        writeln!(
+            f,
+            "dataplane: {} on lcores {lcores}, {}, {} polling, burst {}, {} mbufs, mtu {}",
+            plural(dp.workers, "worker"),
+            match dp.mode {
+                Mode::RunToCompletion => "run-to-completion",
+                Mode::Pipeline => "pipeline",
+            },
+            match dp.poll {
+                Poll::Busy => "busy",
+                Poll::Adaptive => "adaptive",
+            },
+            dp.burst,
+            dp.mbufs,
+            dp.mtu
+        )?;
+        if let Some(sock) = &c.gateway.control_socket {
+            writeln!(f, "control socket: {}", sock.display())?;
+        }
+        if let Some(m) = &c.gateway.metrics {
+            writeln!(f, "metrics: http://{m}/metrics")?;
+        }
+        writeln!(f, "ports:")?;
+        for p in &c.ports {
+            let addrs: Vec<String> = p.addresses.iter().map(|a| a.to_string()).collect();
+            let side = match p.side {
+                Side::Protected => "protected",
+                Side::Unprotected => "unprotected",
+            };
+            let mac = p.mac.map_or(String::new(), |m| format!(" mac {m}"));
+            writeln!(
+                f,
+                "  {:<10} {side:<11} {} {}{mac}",
+                p.name,
+                addrs.join(","),
+                p.device
+            )?;
+        }
+        if !c.neighbors.is_empty() || !c.routes.is_empty() {
+            writeln!(
+                f,
+                "{}, {}",
+                plural(c.neighbors.len(), "static neighbor"),
+                plural(c.routes.len(), "route")
+            )?;
+        }
+        writeln!(f, "security policy (first match wins):")?;
+        for (i, e) in c.spd.iter().enumerate() {
+            match *e {
+                SpdEntry::Tunnel(t) => {
+                    let t = &c.tunnels[t];
+                    let ts = |v: &[crate::config::net::Prefix]| {
+                        v.iter()
+                            .map(|p| p.to_string())
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    };
+                    writeln!(
+                        f,
+                        "  {:>2}. protect {} <-> {} via tunnel {:?}: {} -> {} {} out spi {:#010x} in spi {:#010x}{}{} replay {}",
+                        i + 1,
+                        ts(&t.local_ts),
+                        ts(&t.remote_ts),
+                        t.name,
+                        t.local,
+                        t.remote,
+                        t.suite,
+                        t.outbound.spi,
+                        t.inbound.spi,
+                        if t.esn { " esn" } else { "" },
+                        if t.encap == Encap::Udp { " udp-encap" } else { "" },
+                        t.replay_window,
+                    )?;
+                }
+                SpdEntry::Policy(p) => {
+                    let p = &c.policies[p];
+                    let any = |x: Option<String>| x.unwrap_or_else(|| "any".into());
+                    writeln!(
+                        f,
+                        "  {:>2}. {} src {} dst {} proto {} sport {} dport {}",
+                        i + 1,
+                        action(p.action),
+                        any(p.src.map(|v| v.to_string())),
+                        any(p.dst.map(|v| v.to_string())),
+                        any(p.proto.map(|v| v.to_string())),
+                        any(p.sport.map(|v| v.to_string())),
+                        any(p.dport.map(|v| v.to_string())),
+                    )?;
+                }
+            }
+        }
+        writeln!(f, "  everything else: {}", action(c.default_action))
+    }
+}
+
+fn action(a: Action) -> &'static str {
+    match a {
+        Action::Bypass => "bypass",
+        Action::Discard => "discard",
+    }
+}
