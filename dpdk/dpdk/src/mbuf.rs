@@ -1,0 +1,224 @@
+//! An owned DPDK packet buffer and its in-place edits ([`PacketBuf`]).
+//!
+//! The per-packet operations are plain field arithmetic on `rte_mbuf`
+//! (`buf_addr`, `data_off`, `data_len`, `pkt_len`, `buf_len`), written here in
+//! Rust rather than called through the C shim so they inline into the data
+//! path. They cover single-segment mbufs: every PMD we use delivers those
+//! when the mempool's data room fits the MTU. A chained mbuf
+//! ([`Mbuf::nb_segs`] > 1) exposes only its first segment through
+//! [`PacketBuf`], and `append`/`trim` refuse it; callers should drop such
+//! packets (count them) rather than process a partial view.
+
+use std::ptr::NonNull;
+
+use dpdk_sys as sys;
+use espgw_wire::buf::{NoRoom, PacketBuf};
+
+/// An owned `rte_mbuf`, returned to its pool on drop.
+///
+/// `repr(transparent)` over a non-null pointer: a `[Mbuf]` has the layout of
+/// the `struct rte_mbuf *[]` arrays DPDK's burst calls take.
+#[repr(transparent)]
+pub struct Mbuf {
+    raw: NonNull<sys::rte_mbuf>,
+}
+
+// SAFETY: an Mbuf is the only handle to its rte_mbuf (refcnt 1, never
+// shared), so moving it to another thread moves exclusive access. Freeing
+// from any thread is fine: the pool is multi-producer.
+unsafe impl Send for Mbuf {}
+
+impl Mbuf {
+    /// Takes ownership of a raw mbuf.
+    ///
+    /// # Safety
+    /// `raw` must be a valid, single-segment-or-chained `rte_mbuf` from a
+    /// pktmbuf pool, not owned by anything else (refcnt 1, not in any ring,
+    /// queue or other `Mbuf`), and its pool must outlive it.
+    #[inline]
+    pub unsafe fn from_raw(raw: NonNull<sys::rte_mbuf>) -> Self {
+        Mbuf { raw }
+    }
+
+    /// Gives up ownership without freeing; the caller must free or hand it on.
+    #[inline]
+    pub fn into_raw(self) -> NonNull<sys::rte_mbuf> {
+        let raw = self.raw;
+        std::mem::forget(self);
+        raw
+    }
+
+    /// The raw mbuf, still owned by `self`.
+    #[inline]
+    pub fn as_ptr(&self) -> *mut sys::rte_mbuf {
+        self.raw.as_ptr()
+    }
+
+    #[inline]
+    fn m(&self) -> &sys::rte_mbuf {
+        // SAFETY: raw is valid and exclusively ours for as long as self lives.
+        unsafe { self.raw.as_ref() }
+    }
+
+    #[inline]
+    fn m_mut(&mut self) -> &mut sys::rte_mbuf {
+        // SAFETY: as in `m`, and &mut self gives exclusive access.
+        unsafe { self.raw.as_mut() }
+    }
+
+    /// Number of segments; anything but 1 means a chained mbuf.
+    #[inline]
+    pub fn nb_segs(&self) -> u16 {
+        self.m().nb_segs
+    }
+
+    /// Total packet length over all segments (`pkt_len`).
+    #[inline]
+    pub fn pkt_len(&self) -> u32 {
+        self.m().pkt_len
+    }
+
+    /// The port the packet arrived on (set by the PMD on receive).
+    #[inline]
+    pub fn port(&self) -> u16 {
+        self.m().port
+    }
+
+    /// Offload flags (`ol_flags`, RTE_MBUF_F_*).
+    #[inline]
+    pub fn ol_flags(&self) -> u64 {
+        self.m().ol_flags
+    }
+
+    /// The RSS hash the NIC computed, when `ol_flags` has RTE_MBUF_F_RX_RSS_HASH.
+    #[inline]
+    pub fn rss_hash(&self) -> Option<u32> {
+        if self.m().ol_flags & sys::RTE_MBUF_F_RX_RSS_HASH as u64 != 0 {
+            // SAFETY: the PMD wrote the rss member when it set the flag; every
+            // member of this union is plain integers, so any bits are valid.
+            Some(unsafe { self.m().__bindgen_anon_2.hash.rss })
+        } else {
+            None
+        }
+    }
+
+    /// Clears offload flags before reusing a received mbuf for transmit, so
+    /// stale RX flags are not read as TX offload requests.
+    #[inline]
+    pub fn clear_offload_flags(&mut self) {
+        self.m_mut().ol_flags = 0;
+    }
+
+    /// Appends `bytes` at the end of the packet.
+    pub fn extend_from_slice(&mut self, bytes: &[u8]) -> Result<(), NoRoom> {
+        let old = self.len();
+        self.append(bytes.len())?;
+        self.data_mut()[old..].copy_from_slice(bytes);
+        Ok(())
+    }
+
+    #[inline]
+    fn data_ptr(&self) -> *mut u8 {
+        let m = self.m();
+        // SAFETY: data_off <= buf_len, so the result stays inside the buffer.
+        unsafe { (m.buf_addr as *mut u8).add(usize::from(m.data_off)) }
+    }
+}
+
+impl PacketBuf for Mbuf {
+    #[inline]
+    fn data(&self) -> &[u8] {
+        // SAFETY: [data_off, data_off + data_len) lies inside this mbuf's
+        // buffer (DPDK invariant kept by every edit below), and the buffer is
+        // exclusively ours while self is borrowed.
+        unsafe { std::slice::from_raw_parts(self.data_ptr(), usize::from(self.m().data_len)) }
+    }
+
+    #[inline]
+    fn data_mut(&mut self) -> &mut [u8] {
+        let len = usize::from(self.m().data_len);
+        // SAFETY: as in `data`, with &mut self for exclusive access.
+        unsafe { std::slice::from_raw_parts_mut(self.data_ptr(), len) }
+    }
+
+    #[inline]
+    fn headroom(&self) -> usize {
+        usize::from(self.m().data_off)
+    }
+
+    #[inline]
+    fn tailroom(&self) -> usize {
+        let m = self.m();
+        usize::from(m.buf_len) - usize::from(m.data_off) - usize::from(m.data_len)
+    }
+
+    #[inline]
+    fn prepend(&mut self, n: usize) -> Result<(), NoRoom> {
+        if n > self.headroom() {
+            return Err(NoRoom);
+        }
+        let n16 = n as u16; // n <= data_off, a u16
+        let m = self.m_mut();
+        m.data_off -= n16;
+        m.data_len += n16; // data_off + data_len <= buf_len: no overflow
+        m.pkt_len += u32::from(n16);
+        Ok(())
+    }
+
+    #[inline]
+    fn append(&mut self, n: usize) -> Result<(), NoRoom> {
+        if self.nb_segs() != 1 || n > self.tailroom() {
+            return Err(NoRoom);
+        }
+        let n16 = n as u16; // n <= tailroom <= buf_len, a u16
+        let m = self.m_mut();
+        m.data_len += n16;
+        m.pkt_len += u32::from(n16);
+        Ok(())
+    }
+
+    #[inline]
+    fn adj(&mut self, n: usize) -> Result<(), NoRoom> {
+        if n > usize::from(self.m().data_len) {
+            return Err(NoRoom);
+        }
+        let n16 = n as u16; // n <= data_len, a u16
+        let m = self.m_mut();
+        m.data_off += n16;
+        m.data_len -= n16;
+        m.pkt_len -= u32::from(n16);
+        Ok(())
+    }
+
+    #[inline]
+    fn trim(&mut self, n: usize) -> Result<(), NoRoom> {
+        if self.nb_segs() != 1 || n > usize::from(self.m().data_len) {
+            return Err(NoRoom);
+        }
+        let n16 = n as u16; // n <= data_len, a u16
+        let m = self.m_mut();
+        m.data_len -= n16;
+        m.pkt_len -= u32::from(n16);
+        Ok(())
+    }
+}
+
+impl Drop for Mbuf {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: we own the mbuf (and its chain); it is not referenced after this.
+        unsafe { sys::shim_rte_pktmbuf_free(self.raw.as_ptr()) }
+    }
+}
+
+impl std::fmt::Debug for Mbuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mbuf")
+            .field("len", &self.len())
+            .field("pkt_len", &self.pkt_len())
+            .field("nb_segs", &self.nb_segs())
+            .field("headroom", &self.headroom())
+            .field("tailroom", &self.tailroom())
+            .finish()
+    }
+}

@@ -1,0 +1,736 @@
+//! Ethernet ports: attach by device string, configure queues/RSS/MTU,
+//! start/stop, link, MAC, stats; per-queue RX/TX handles for the workers.
+//!
+//! Ownership model: a [`Port`] is the control-plane handle (configure, start,
+//! stop, stats). Each RX and TX queue is polled through its own handle,
+//! [`RxQueue`] / [`TxQueue`], that can exist at most once per queue, so two
+//! threads can never poll the same queue (DPDK queues are not thread-safe).
+//! Reconfiguring, starting or stopping needs every queue handle back
+//! (`EBUSY` otherwise), because DPDK forbids those while a queue is polled.
+
+use std::ffi::{CStr, CString};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use dpdk_sys as sys;
+
+use crate::burst::Burst;
+use crate::eal::{ensure_running, LiveGuard};
+use crate::error::{libc_errno, Error, Result};
+use crate::mempool::{Mempool, MBUF_HEADROOM};
+
+/// Ethernet header + two VLAN tags + FCS on top of the MTU.
+const L2_OVERHEAD: u32 = 14 + 8 + 4;
+
+/// RSS over IPv4/IPv6 addresses and UDP/TCP ports: spreads ESP (by IP) and
+/// UDP-encapsulated ESP (by port) flows over the RX queues.
+const WANTED_RSS: u64 =
+    sys::RTE_ETH_RSS_IP as u64 | sys::RTE_ETH_RSS_UDP as u64 | sys::RTE_ETH_RSS_TCP as u64;
+
+/// How to set up a port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortConfig {
+    /// RX queues (one per worker that polls this port).
+    pub rx_queues: u16,
+    /// TX queues (one per worker that sends on this port).
+    pub tx_queues: u16,
+    /// RX descriptors per queue (DPDK rounds to what the device accepts).
+    pub rx_descriptors: u16,
+    /// TX descriptors per queue (likewise).
+    pub tx_descriptors: u16,
+    /// L3 MTU, up to 9000 where the device allows; the RX mempool's data room
+    /// must hold a whole frame ([`Mempool::data_room_for_mtu`]).
+    pub mtu: u16,
+    /// Spread RX over the queues by IP/UDP/TCP hash when the device supports
+    /// it (masked with what it supports; ignored for a single RX queue).
+    pub rss: bool,
+    /// Receive frames for every destination MAC.
+    pub promiscuous: bool,
+}
+
+impl Default for PortConfig {
+    fn default() -> Self {
+        PortConfig {
+            rx_queues: 1,
+            tx_queues: 1,
+            rx_descriptors: 1024,
+            tx_descriptors: 1024,
+            mtu: 1500,
+            rss: true,
+            promiscuous: true,
+        }
+    }
+}
+
+/// What the device reports about itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortInfo {
+    pub driver: String,
+    pub max_rx_queues: u16,
+    pub max_tx_queues: u16,
+    pub min_mtu: u16,
+    pub max_mtu: u16,
+    pub max_rx_pktlen: u32,
+    /// RTE_ETH_RSS_* flow types the device can hash.
+    pub rss_offloads: u64,
+    /// RTE_ETH_RX_OFFLOAD_* capabilities.
+    pub rx_offloads: u64,
+    /// RTE_ETH_TX_OFFLOAD_* capabilities.
+    pub tx_offloads: u64,
+    /// NUMA socket of the device, or -1 when unknown (virtual devices).
+    pub socket: i32,
+}
+
+/// Link state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Link {
+    pub up: bool,
+    /// Speed in Mbit/s (0 when unknown).
+    pub speed_mbps: u32,
+    pub full_duplex: bool,
+}
+
+/// Basic port counters (`rte_eth_stats`, totals only).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PortStats {
+    pub rx_packets: u64,
+    pub tx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_bytes: u64,
+    /// Dropped by the device because the RX queues were full.
+    pub rx_missed: u64,
+    pub rx_errors: u64,
+    pub tx_errors: u64,
+    /// RX mbuf allocation failures (mempool too small or exhausted).
+    pub rx_nombuf: u64,
+}
+
+/// The port id of an attached device by its name (`net_ring0`,
+/// `0000:01:00.0`), or `None` if no such port exists.
+pub fn port_id_by_name(name: &str) -> Option<u16> {
+    if !crate::eal::running() {
+        return None;
+    }
+    let c_name = CString::new(name).ok()?;
+    let mut id = 0u16;
+    // SAFETY: the EAL is running; c_name is a valid C string and id a valid out pointer.
+    let ret = unsafe { sys::rte_eth_dev_get_port_by_name(c_name.as_ptr(), &mut id) };
+    (ret == 0).then_some(id)
+}
+
+/// Number of attached Ethernet ports.
+pub fn port_count() -> u16 {
+    if !crate::eal::running() {
+        return 0;
+    }
+    // SAFETY: the EAL is running; a plain query.
+    unsafe { sys::rte_eth_dev_count_avail() }
+}
+
+/// An Ethernet port (control-plane handle).
+#[derive(Debug)]
+pub struct Port {
+    shared: Arc<PortShared>,
+}
+
+#[derive(Debug)]
+struct PortShared {
+    id: u16,
+    name: String,
+    /// We attached the device with rte_dev_probe (not an EAL argument).
+    hotplugged: bool,
+    state: Mutex<PortState>,
+    _live: LiveGuard,
+}
+
+#[derive(Debug, Default)]
+struct PortState {
+    started: bool,
+    rx_taken: Vec<bool>,
+    tx_taken: Vec<bool>,
+    /// The RX queues' pool: kept alive while the device may write into it.
+    rx_pool: Option<Mempool>,
+}
+
+impl PortState {
+    fn queues_out(&self) -> bool {
+        self.rx_taken.iter().chain(&self.tx_taken).any(|&t| t)
+    }
+}
+
+impl Port {
+    /// Opens the port for a DPDK device string: a PCI address
+    /// (`0000:01:00.0`) or a vdev with its arguments (`net_ring0`,
+    /// `net_pcap0,rx_pcap=a.pcap,tx_pcap=b.pcap`, `net_af_packet0,iface=veth0`).
+    ///
+    /// A device already attached (e.g. by an EAL `--vdev` or `-a` argument) is
+    /// used as is; otherwise it is hot-plugged with `rte_dev_probe`. Either
+    /// way, dropping the port (and its queue handles) stops it and detaches
+    /// the device, so opening the same string again attaches it afresh.
+    pub fn open(device: &str) -> Result<Port> {
+        ensure_running("Port::open")?;
+        let name = device.split(',').next().unwrap_or(device).trim();
+        if name.is_empty() {
+            return Err(Error::invalid(format!(
+                "device string {device:?} has no name"
+            )));
+        }
+        let (id, hotplugged) = match find_port(name) {
+            Some(id) => (id, false),
+            None => {
+                let c_dev = CString::new(device).map_err(|_| {
+                    Error::invalid(format!("device string {device:?} contains NUL"))
+                })?;
+                // SAFETY: the EAL is running and c_dev is a valid C string;
+                // DPDK copies what it keeps.
+                let ret = unsafe { sys::rte_dev_probe(c_dev.as_ptr()) };
+                Error::check(ret, || format!("rte_dev_probe({device})"))?;
+                let id = find_port(name).ok_or_else(|| {
+                    Error::new(
+                        format!("device {device} attached but no Ethernet port is named {name}"),
+                        libc_errno::ENOENT,
+                    )
+                })?;
+                (id, true)
+            }
+        };
+        Ok(Port {
+            shared: Arc::new(PortShared {
+                id,
+                name: name.to_string(),
+                hotplugged,
+                state: Mutex::new(PortState::default()),
+                _live: LiveGuard::new(),
+            }),
+        })
+    }
+
+    /// The DPDK port id.
+    pub fn id(&self) -> u16 {
+        self.shared.id
+    }
+
+    /// The device name (the device string up to the first comma).
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// True when [`Port::open`] attached the device itself (it was not
+    /// already attached by an EAL argument).
+    pub fn attached_by_open(&self) -> bool {
+        self.shared.hotplugged
+    }
+
+    fn state(&self) -> MutexGuard<'_, PortState> {
+        lock(&self.shared.state)
+    }
+
+    /// Device capabilities.
+    pub fn info(&self) -> Result<PortInfo> {
+        let raw = self.raw_info()?;
+        // SAFETY: driver_name is a static C string owned by the driver (or NULL).
+        let driver = if raw.driver_name.is_null() {
+            String::new()
+        } else {
+            unsafe { CStr::from_ptr(raw.driver_name) }
+                .to_string_lossy()
+                .into_owned()
+        };
+        // SAFETY: the port id is valid (we hold the port); a plain query.
+        let socket = unsafe { sys::rte_eth_dev_socket_id(self.id()) };
+        Ok(PortInfo {
+            driver,
+            max_rx_queues: raw.max_rx_queues,
+            max_tx_queues: raw.max_tx_queues,
+            min_mtu: raw.min_mtu,
+            max_mtu: raw.max_mtu,
+            max_rx_pktlen: raw.max_rx_pktlen,
+            rss_offloads: raw.flow_type_rss_offloads,
+            rx_offloads: raw.rx_offload_capa,
+            tx_offloads: raw.tx_offload_capa,
+            socket,
+        })
+    }
+
+    fn raw_info(&self) -> Result<sys::rte_eth_dev_info> {
+        // SAFETY: rte_eth_dev_info is plain integers and pointers; all-zero is valid.
+        let mut raw: sys::rte_eth_dev_info = unsafe { std::mem::zeroed() };
+        // SAFETY: valid port id and out pointer.
+        let ret = unsafe { sys::rte_eth_dev_info_get(self.id(), &mut raw) };
+        Error::check(ret, || format!("rte_eth_dev_info_get({})", self.name()))?;
+        Ok(raw)
+    }
+
+    /// Configures queues, RSS, MTU and promiscuous mode; RX queues take
+    /// their mbufs from `rx_pool`. The port must be stopped with every queue
+    /// handle returned.
+    pub fn configure(&mut self, cfg: &PortConfig, rx_pool: &Mempool) -> Result<()> {
+        let mut state = self.state();
+        if state.started || state.queues_out() {
+            return Err(self.busy("configure"));
+        }
+        let info = self.raw_info()?;
+        if cfg.rx_queues == 0 || cfg.tx_queues == 0 {
+            return Err(Error::invalid(format!(
+                "{}: need at least one RX and one TX queue",
+                self.name()
+            )));
+        }
+        if cfg.rx_queues > info.max_rx_queues || cfg.tx_queues > info.max_tx_queues {
+            return Err(Error::invalid(format!(
+                "{}: {} RX / {} TX queues requested, device allows {} / {}",
+                self.name(),
+                cfg.rx_queues,
+                cfg.tx_queues,
+                info.max_rx_queues,
+                info.max_tx_queues
+            )));
+        }
+        if cfg.mtu < info.min_mtu || cfg.mtu > info.max_mtu {
+            return Err(Error::invalid(format!(
+                "{}: MTU {} outside the device's range {}..={}",
+                self.name(),
+                cfg.mtu,
+                info.min_mtu,
+                info.max_mtu
+            )));
+        }
+        let frame = u32::from(cfg.mtu) + L2_OVERHEAD;
+        let room = u32::from(rx_pool.data_room()) - u32::from(MBUF_HEADROOM);
+        if frame > room {
+            return Err(Error::invalid(format!(
+                "{}: MTU {} needs mbufs with data room >= {} (pool has {})",
+                self.name(),
+                cfg.mtu,
+                Mempool::data_room_for_mtu(cfg.mtu),
+                rx_pool.data_room()
+            )));
+        }
+
+        // SAFETY: rte_eth_conf is plain integers and pointers; all-zero is
+        // DPDK's documented "defaults" value.
+        let mut conf: sys::rte_eth_conf = unsafe { std::mem::zeroed() };
+        conf.rxmode.mtu = u32::from(cfg.mtu);
+        let rss_hf = WANTED_RSS & info.flow_type_rss_offloads;
+        if cfg.rss && cfg.rx_queues > 1 && rss_hf != 0 {
+            conf.rxmode.mq_mode = sys::rte_eth_rx_mq_mode_RTE_ETH_MQ_RX_RSS;
+            conf.rx_adv_conf.rss_conf.rss_hf = rss_hf; // NULL key: the driver's default
+            let hash_offload = sys::RTE_ETH_RX_OFFLOAD_RSS_HASH as u64;
+            if info.rx_offload_capa & hash_offload != 0 {
+                conf.rxmode.offloads |= hash_offload;
+            }
+        }
+        // SAFETY: valid port id, stopped (checked above), conf outlives the call.
+        let ret =
+            unsafe { sys::rte_eth_dev_configure(self.id(), cfg.rx_queues, cfg.tx_queues, &conf) };
+        Error::check(ret, || format!("rte_eth_dev_configure({})", self.name()))?;
+
+        let (mut nb_rx, mut nb_tx) = (cfg.rx_descriptors, cfg.tx_descriptors);
+        // SAFETY: valid port id and out pointers.
+        let ret =
+            unsafe { sys::rte_eth_dev_adjust_nb_rx_tx_desc(self.id(), &mut nb_rx, &mut nb_tx) };
+        Error::check(ret, || {
+            format!("rte_eth_dev_adjust_nb_rx_tx_desc({})", self.name())
+        })?;
+        // SAFETY: valid port id; -1 (unknown) wraps to SOCKET_ID_ANY as DPDK expects.
+        let socket = unsafe { sys::rte_eth_dev_socket_id(self.id()) } as u32;
+        for q in 0..cfg.rx_queues {
+            // SAFETY: configured port, q < nb_rx_queues, NULL rxconf = the
+            // device default; the pool outlives the queue (kept in state).
+            let ret = unsafe {
+                sys::rte_eth_rx_queue_setup(
+                    self.id(),
+                    q,
+                    nb_rx,
+                    socket,
+                    std::ptr::null(),
+                    rx_pool.as_ptr(),
+                )
+            };
+            Error::check(ret, || {
+                format!("rte_eth_rx_queue_setup({}, queue {q})", self.name())
+            })?;
+        }
+        for q in 0..cfg.tx_queues {
+            // SAFETY: configured port, q < nb_tx_queues, NULL txconf = the device default.
+            let ret = unsafe {
+                sys::rte_eth_tx_queue_setup(self.id(), q, nb_tx, socket, std::ptr::null())
+            };
+            Error::check(ret, || {
+                format!("rte_eth_tx_queue_setup({}, queue {q})", self.name())
+            })?;
+        }
+        state.rx_taken = vec![false; usize::from(cfg.rx_queues)];
+        state.tx_taken = vec![false; usize::from(cfg.tx_queues)];
+        state.rx_pool = Some(rx_pool.clone());
+        drop(state);
+        self.set_promiscuous(cfg.promiscuous)
+    }
+
+    /// Starts the port (after [`Port::configure`]).
+    pub fn start(&mut self) -> Result<()> {
+        let mut state = self.state();
+        if state.queues_out() {
+            return Err(self.busy("start"));
+        }
+        if state.rx_pool.is_none() {
+            return Err(Error::invalid(format!(
+                "{}: start before configure",
+                self.name()
+            )));
+        }
+        // SAFETY: configured port, no queue is being polled (no handle out).
+        let ret = unsafe { sys::rte_eth_dev_start(self.id()) };
+        Error::check(ret, || format!("rte_eth_dev_start({})", self.name()))?;
+        state.started = true;
+        Ok(())
+    }
+
+    /// Stops the port; every queue handle must have been dropped.
+    pub fn stop(&mut self) -> Result<()> {
+        let mut state = self.state();
+        if state.queues_out() {
+            return Err(self.busy("stop"));
+        }
+        if state.started {
+            // SAFETY: valid port, no queue is being polled.
+            let ret = unsafe { sys::rte_eth_dev_stop(self.id()) };
+            Error::check(ret, || format!("rte_eth_dev_stop({})", self.name()))?;
+            state.started = false;
+        }
+        Ok(())
+    }
+
+    /// True between [`Port::start`] and [`Port::stop`].
+    pub fn is_started(&self) -> bool {
+        self.state().started
+    }
+
+    fn busy(&self, what: &str) -> Error {
+        Error::new(
+            format!(
+                "{}: cannot {what} while queue handles are out or the port runs",
+                self.name()
+            ),
+            libc_errno::EBUSY,
+        )
+    }
+
+    /// Takes the handle for RX queue `queue`; fails with EBUSY if it is
+    /// already out, EINVAL if the port has no such queue.
+    pub fn rx_queue(&self, queue: u16) -> Result<RxQueue> {
+        take_queue(&self.shared, queue, true)?;
+        Ok(RxQueue {
+            port: self.id(),
+            queue,
+            shared: Arc::clone(&self.shared),
+            _not_sync: std::marker::PhantomData,
+        })
+    }
+
+    /// Takes the handle for TX queue `queue` (see [`Port::rx_queue`]).
+    pub fn tx_queue(&self, queue: u16) -> Result<TxQueue> {
+        take_queue(&self.shared, queue, false)?;
+        Ok(TxQueue {
+            port: self.id(),
+            queue,
+            shared: Arc::clone(&self.shared),
+            _not_sync: std::marker::PhantomData,
+        })
+    }
+
+    /// Turns promiscuous mode on or off (drivers that do not support it,
+    /// e.g. ring ports, are left as they are).
+    pub fn set_promiscuous(&self, on: bool) -> Result<()> {
+        // SAFETY: valid port id; a control call.
+        let ret = unsafe {
+            if on {
+                sys::rte_eth_promiscuous_enable(self.id())
+            } else {
+                sys::rte_eth_promiscuous_disable(self.id())
+            }
+        };
+        if ret == -95 {
+            // ENOTSUP: the device always receives everything or has no such mode.
+            return Ok(());
+        }
+        Error::check(ret, || {
+            format!(
+                "rte_eth_promiscuous_{}({})",
+                if on { "enable" } else { "disable" },
+                self.name()
+            )
+        })
+        .map(|_| ())
+    }
+
+    /// The port's MAC address.
+    pub fn mac(&self) -> Result<[u8; 6]> {
+        let mut addr = sys::rte_ether_addr::default();
+        // SAFETY: valid port id and out pointer.
+        let ret = unsafe { sys::rte_eth_macaddr_get(self.id(), &mut addr) };
+        Error::check(ret, || format!("rte_eth_macaddr_get({})", self.name()))?;
+        Ok(addr.addr_bytes)
+    }
+
+    /// The link state, without waiting for auto-negotiation.
+    pub fn link(&self) -> Result<Link> {
+        let mut link = sys::rte_eth_link::default();
+        // SAFETY: valid port id and out pointer.
+        let ret = unsafe { sys::rte_eth_link_get_nowait(self.id(), &mut link) };
+        Error::check(ret, || format!("rte_eth_link_get_nowait({})", self.name()))?;
+        Ok(Link {
+            up: u32::from(link.link_status()) == sys::RTE_ETH_LINK_UP,
+            speed_mbps: link.link_speed,
+            full_duplex: u32::from(link.link_duplex()) == sys::RTE_ETH_LINK_FULL_DUPLEX,
+        })
+    }
+
+    /// Basic counters.
+    pub fn stats(&self) -> Result<PortStats> {
+        let mut s = sys::rte_eth_stats::default();
+        // SAFETY: valid port id and out pointer; safe alongside the data path.
+        let ret = unsafe { sys::rte_eth_stats_get(self.id(), &mut s) };
+        Error::check(ret, || format!("rte_eth_stats_get({})", self.name()))?;
+        Ok(PortStats {
+            rx_packets: s.ipackets,
+            tx_packets: s.opackets,
+            rx_bytes: s.ibytes,
+            tx_bytes: s.obytes,
+            rx_missed: s.imissed,
+            rx_errors: s.ierrors,
+            tx_errors: s.oerrors,
+            rx_nombuf: s.rx_nombuf,
+        })
+    }
+
+    /// Zeroes the basic counters (and the xstats of most drivers).
+    pub fn reset_stats(&self) -> Result<()> {
+        // SAFETY: valid port id.
+        let ret = unsafe { sys::rte_eth_stats_reset(self.id()) };
+        Error::check(ret, || format!("rte_eth_stats_reset({})", self.name())).map(|_| ())
+    }
+
+    /// Every extended statistic, as (name, value). Allocates: control path only.
+    pub fn xstats(&self) -> Result<Vec<(String, u64)>> {
+        let id = self.id();
+        // SAFETY: valid port id; NULL/0 asks for the count.
+        let n = unsafe { sys::rte_eth_xstats_get_names(id, std::ptr::null_mut(), 0) };
+        let n = Error::check(n, || format!("rte_eth_xstats_get_names({})", self.name()))? as usize;
+        let mut names = vec![sys::rte_eth_xstat_name { name: [0; 64] }; n];
+        let mut values = vec![sys::rte_eth_xstat::default(); n];
+        // SAFETY: names has room for n entries.
+        let got = unsafe { sys::rte_eth_xstats_get_names(id, names.as_mut_ptr(), n as u32) };
+        let got_names =
+            Error::check(got, || format!("rte_eth_xstats_get_names({})", self.name()))? as usize;
+        // SAFETY: values has room for n entries.
+        let got = unsafe { sys::rte_eth_xstats_get(id, values.as_mut_ptr(), n as u32) };
+        let got_values =
+            Error::check(got, || format!("rte_eth_xstats_get({})", self.name()))? as usize;
+        let count = n.min(got_names).min(got_values);
+        Ok(values[..count]
+            .iter()
+            .filter_map(|v| {
+                let name = names.get(v.id as usize)?;
+                // SAFETY: DPDK NUL-terminates names within the 64-byte array
+                // (snprintf); the array is ours.
+                let text = unsafe { CStr::from_ptr(name.name.as_ptr()) };
+                Some((text.to_string_lossy().into_owned(), v.value))
+            })
+            .collect())
+    }
+
+    /// One extended statistic by name (e.g. `rx_good_packets`).
+    pub fn xstat(&self, name: &str) -> Result<u64> {
+        let c_name = CString::new(name).map_err(|_| Error::invalid("xstat name contains NUL"))?;
+        let mut xid = 0u64;
+        // SAFETY: valid port id, C string and out pointer.
+        let ret =
+            unsafe { sys::rte_eth_xstats_get_id_by_name(self.id(), c_name.as_ptr(), &mut xid) };
+        Error::check(ret, || {
+            format!("rte_eth_xstats_get_id_by_name({}, {name})", self.name())
+        })?;
+        let mut value = 0u64;
+        // SAFETY: one id in, room for one value out.
+        let ret = unsafe { sys::rte_eth_xstats_get_by_id(self.id(), &xid, &mut value, 1) };
+        Error::check(ret, || {
+            format!("rte_eth_xstats_get_by_id({}, {name})", self.name())
+        })?;
+        Ok(value)
+    }
+}
+
+fn find_port(name: &str) -> Option<u16> {
+    port_id_by_name(name).or_else(|| {
+        // DPDK names PCI ports with the domain: accept "01:00.0" for "0000:01:00.0".
+        let looks_pci = name.len() == 7 && name.as_bytes()[2] == b':' && name.as_bytes()[5] == b'.';
+        if looks_pci {
+            port_id_by_name(&format!("0000:{name}"))
+        } else {
+            None
+        }
+    })
+}
+
+fn lock(m: &Mutex<PortState>) -> MutexGuard<'_, PortState> {
+    // A panic while holding the lock cannot leave PortState half-updated in a
+    // way that matters more than refusing every later call would.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn take_queue(shared: &PortShared, queue: u16, rx: bool) -> Result<()> {
+    let mut state = lock(&shared.state);
+    let taken = if rx {
+        &mut state.rx_taken
+    } else {
+        &mut state.tx_taken
+    };
+    match taken.get_mut(usize::from(queue)) {
+        None => Err(Error::invalid(format!(
+            "{}: no {} queue {queue} (configured: {})",
+            shared.name,
+            if rx { "RX" } else { "TX" },
+            taken.len()
+        ))),
+        Some(true) => Err(Error::new(
+            format!(
+                "{}: {} queue {queue} is already taken",
+                shared.name,
+                if rx { "RX" } else { "TX" }
+            ),
+            libc_errno::EBUSY,
+        )),
+        Some(slot) => {
+            *slot = true;
+            Ok(())
+        }
+    }
+}
+
+fn give_back(shared: &PortShared, queue: u16, rx: bool) {
+    let mut state = lock(&shared.state);
+    let taken = if rx {
+        &mut state.rx_taken
+    } else {
+        &mut state.tx_taken
+    };
+    if let Some(slot) = taken.get_mut(usize::from(queue)) {
+        *slot = false;
+    }
+}
+
+impl Drop for PortShared {
+    fn drop(&mut self) {
+        // No Port and no queue handle is left, so nothing polls the port.
+        let state = lock(&self.state);
+        // SAFETY: valid port id, nobody polls it; after this block the id is
+        // never used again.
+        unsafe {
+            if state.started {
+                sys::rte_eth_dev_stop(self.id);
+            }
+            // Detach the device (its driver closes and releases the port), so
+            // that a later Port::open of the same device string attaches it
+            // afresh; a closed-but-attached port could not be found again.
+            let mut info: sys::rte_eth_dev_info = std::mem::zeroed();
+            if sys::rte_eth_dev_info_get(self.id, &mut info) == 0
+                && !info.device.is_null()
+                && sys::rte_dev_remove(info.device) == 0
+            {
+                return;
+            }
+            sys::rte_eth_dev_close(self.id);
+        }
+    }
+}
+
+/// The handle for polling one RX queue. `Send` (move it to its worker), not
+/// `Sync`: one thread polls a queue.
+#[derive(Debug)]
+pub struct RxQueue {
+    port: u16,
+    queue: u16,
+    shared: Arc<PortShared>,
+    _not_sync: std::marker::PhantomData<std::cell::Cell<()>>,
+}
+
+impl RxQueue {
+    /// Receives up to `burst.free_slots()` packets, appended to `burst`;
+    /// returns how many arrived. Never blocks.
+    #[inline]
+    pub fn rx_burst<const N: usize>(&mut self, burst: &mut Burst<N>) -> usize {
+        let room = burst.free_slots().min(usize::from(u16::MAX)) as u16;
+        if room == 0 {
+            return 0;
+        }
+        // SAFETY: this handle is the only poller of (port, queue); the spare
+        // slots have room for `room` pointers, and each mbuf DPDK writes there
+        // is handed over to us (refcnt 1, from the queue's pool).
+        let n = unsafe {
+            sys::shim_rte_eth_rx_burst(self.port, self.queue, burst.spare_raw_slots(), room)
+        };
+        // SAFETY: DPDK filled exactly n <= room slots.
+        unsafe { burst.assume_pushed(usize::from(n)) };
+        usize::from(n)
+    }
+
+    /// The port id.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The queue index.
+    pub fn queue(&self) -> u16 {
+        self.queue
+    }
+}
+
+impl Drop for RxQueue {
+    fn drop(&mut self) {
+        give_back(&self.shared, self.queue, true);
+    }
+}
+
+/// The handle for sending on one TX queue (see [`RxQueue`]).
+#[derive(Debug)]
+pub struct TxQueue {
+    port: u16,
+    queue: u16,
+    shared: Arc<PortShared>,
+    _not_sync: std::marker::PhantomData<std::cell::Cell<()>>,
+}
+
+impl TxQueue {
+    /// Hands packets from the front of `burst` to the device; returns how
+    /// many it took. The rest stay in `burst`, in order and still owned: retry
+    /// them, or drop them (and count the drop) with [`Burst::clear`].
+    #[inline]
+    pub fn tx_burst<const N: usize>(&mut self, burst: &mut Burst<N>) -> usize {
+        let n = burst.len().min(usize::from(u16::MAX)) as u16;
+        if n == 0 {
+            return 0;
+        }
+        // SAFETY: this handle is the only sender on (port, queue); the first
+        // n slots hold owned mbufs; DPDK takes ownership of the first `sent`.
+        let sent =
+            unsafe { sys::shim_rte_eth_tx_burst(self.port, self.queue, burst.raw_slots(), n) };
+        // SAFETY: sent <= n = len, and DPDK owns those now.
+        unsafe { burst.assume_taken_front(usize::from(sent)) };
+        usize::from(sent)
+    }
+
+    /// The port id.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The queue index.
+    pub fn queue(&self) -> u16 {
+        self.queue
+    }
+}
+
+impl Drop for TxQueue {
+    fn drop(&mut self) {
+        give_back(&self.shared, self.queue, false);
+    }
+}

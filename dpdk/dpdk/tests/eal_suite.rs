@@ -1,0 +1,425 @@
+//! Everything that needs a live EAL, in one test: DPDK's EAL can be
+//! initialised once per process, so the sub-cases run in sequence here.
+//!
+//! Needs root (DPDK opens /dev and /proc/self/pagemap); as non-root it
+//! prints a skip message and passes.
+
+use dpdk::error::Error;
+use dpdk::{lcore, Burst, Eal, Mbuf, Mempool, Port, PortConfig, Ring, RingMode, SOCKET_ANY};
+use espgw_wire::buf::{NoRoom, PacketBuf, VecBuf};
+
+const DATA_ROOM: u16 = 2048 + dpdk::MBUF_HEADROOM;
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2).map(|euid| euid == "0"))
+        })
+        .unwrap_or(false)
+}
+
+fn eal_args() -> Vec<String> {
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let lcores = if cpus >= 2 { "0-1" } else { "0" };
+    // --no-huge implies legacy memory, which DPDK 22.11 refuses together with
+    // --in-memory; --no-shconf (half of --in-memory) keeps no shared files,
+    // and a per-process prefix keeps parallel test runs apart.
+    let prefix = format!("--file-prefix=espgw-dpdk-test-{}", std::process::id());
+    [
+        "-l",
+        lcores,
+        "-m",
+        "256",
+        "--no-huge",
+        "--no-shconf",
+        &prefix,
+        "--no-pci",
+        "--no-telemetry",
+        "--log-level=lib.eal:warning",
+        "--vdev=net_ring0",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+#[test]
+fn eal_suite() {
+    if !is_root() {
+        eprintln!("SKIPPED: the DPDK EAL tests need root (run with sudo or as root, as CI does)");
+        return;
+    }
+    let eal = Eal::init(&eal_args()).expect("EAL init");
+    eal_refuses_second_init();
+    let pool = Mempool::new("test_pool", 1023, 32, DATA_ROOM, SOCKET_ANY).expect("mempool");
+    mbuf_fresh_layout(&pool);
+    mbuf_ops_match_vecbuf_model(&pool);
+    mempool_accounting_and_exhaustion();
+    burst_semantics(&pool);
+    ring_round_trip(&pool);
+    ring_port_loopback(&pool);
+    port_mtu_needs_matching_data_room(&pool);
+    pcap_hotplug_write_then_read_back(&pool);
+    lcore_launch();
+    drop(pool);
+    drop(eal);
+    assert!(
+        Mempool::new("after", 63, 0, DATA_ROOM, SOCKET_ANY).is_err(),
+        "no objects after EAL drop"
+    );
+    println!("eal_suite: all sub-cases passed");
+}
+
+fn eal_refuses_second_init() {
+    let err = Eal::init(&eal_args()).expect_err("second init must fail");
+    assert_eq!(err.errno(), 114, "EALREADY, got {err}");
+}
+
+fn mbuf_fresh_layout(pool: &Mempool) {
+    let m = pool.alloc().expect("alloc");
+    assert_eq!(m.len(), 0);
+    assert_eq!(m.headroom(), usize::from(dpdk::MBUF_HEADROOM));
+    assert_eq!(m.tailroom(), 2048);
+    assert_eq!(m.nb_segs(), 1);
+}
+
+/// A tiny deterministic generator (xorshift64*) for the op sequences.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+}
+
+/// Every PacketBuf op on an mbuf must behave exactly like VecBuf (an
+/// independent implementation of the same contract) with the same room,
+/// including the NoRoom answers at the headroom/tailroom/length limits.
+fn mbuf_ops_match_vecbuf_model(pool: &Mempool) {
+    let mut m = pool.alloc().expect("alloc");
+    let mut model = VecBuf::with_room(&[], usize::from(dpdk::MBUF_HEADROOM), 2048);
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut no_room_seen = [false; 4];
+    for step in 0..20_000 {
+        let op = rng.next() % 4;
+        // Mostly in range, sometimes just past the limit, sometimes far past.
+        let limit = match op {
+            0 => model.headroom(),
+            1 => model.tailroom(),
+            _ => model.len(),
+        };
+        let n = match rng.next() % 8 {
+            0 => limit,
+            1 => limit + 1,
+            2 => limit + 5000,
+            _ => (rng.next() as usize) % (limit + 1),
+        };
+        let (a, b): (Result<(), NoRoom>, Result<(), NoRoom>) = match op {
+            0 => (m.prepend(n), model.prepend(n)),
+            1 => (m.append(n), model.append(n)),
+            2 => (m.adj(n), model.adj(n)),
+            _ => (m.trim(n), model.trim(n)),
+        };
+        assert_eq!(a, b, "step {step}: op {op} n {n}");
+        if a.is_err() {
+            no_room_seen[op as usize] = true;
+        }
+        // Fill the packet with a step-specific pattern through both views.
+        let fill = step as u8;
+        m.data_mut()
+            .iter_mut()
+            .enumerate()
+            .for_each(|(i, x)| *x = fill ^ i as u8);
+        model
+            .data_mut()
+            .iter_mut()
+            .enumerate()
+            .for_each(|(i, x)| *x = fill ^ i as u8);
+        assert_eq!(m.data(), model.data(), "step {step}");
+        assert_eq!(
+            (m.headroom(), m.tailroom()),
+            (model.headroom(), model.tailroom()),
+            "step {step}"
+        );
+        assert_eq!(m.pkt_len() as usize, m.len(), "pkt_len follows data_len");
+    }
+    assert_eq!(
+        no_room_seen, [true; 4],
+        "every op hit its limit at least once"
+    );
+
+    let mut m = pool.alloc().expect("alloc");
+    m.extend_from_slice(b"hello").unwrap();
+    m.prepend(2).unwrap();
+    m.data_mut()[..2].copy_from_slice(b">>");
+    assert_eq!(m.data(), b">>hello");
+    assert_eq!(m.extend_from_slice(&vec![0u8; 2048]), Err(NoRoom));
+    assert_eq!(
+        m.data(),
+        b">>hello",
+        "a failed append leaves the packet unchanged"
+    );
+}
+
+fn mempool_accounting_and_exhaustion() {
+    let pool = Mempool::new("small_pool", 63, 0, DATA_ROOM, SOCKET_ANY).expect("mempool");
+    assert_eq!((pool.in_use(), pool.available()), (0, 63));
+    let mut held = Vec::new();
+    while let Some(m) = pool.alloc() {
+        held.push(m);
+    }
+    assert_eq!(held.len(), 63);
+    assert_eq!(pool.in_use(), 63);
+    drop(held);
+    assert_eq!(pool.in_use(), 0, "dropping an Mbuf returns it");
+
+    let mut burst: Burst<64> = Burst::new();
+    let err = pool
+        .alloc_bulk(&mut burst, 64)
+        .expect_err("more than the pool holds");
+    assert_eq!(err.errno(), 12, "ENOMEM: {err}");
+    assert!(burst.is_empty(), "all or nothing");
+    pool.alloc_bulk(&mut burst, 40).unwrap();
+    assert_eq!((burst.len(), pool.in_use()), (40, 40));
+    let err = pool
+        .alloc_bulk(&mut burst, 25)
+        .expect_err("burst has 24 free slots");
+    assert_eq!(err.errno(), 28, "ENOSPC: {err}");
+    drop(burst);
+    assert_eq!(pool.in_use(), 0, "dropping a Burst frees what it holds");
+}
+
+fn burst_semantics(pool: &Mempool) {
+    let mut burst: Burst<4> = Burst::new();
+    for i in 0..4u8 {
+        let mut m = pool.alloc().unwrap();
+        m.extend_from_slice(&[i]).unwrap();
+        burst.push(m).unwrap();
+    }
+    let extra = pool.alloc().unwrap();
+    let extra = burst
+        .push(extra)
+        .expect_err("full burst hands the mbuf back");
+    drop(extra);
+    let before = pool.in_use();
+    burst.retain(|m| m.data()[0] % 2 == 0);
+    assert_eq!(pool.in_use(), before - 2, "retain frees the rejected mbufs");
+    let order: Vec<u8> = burst.iter().map(|m| m.data()[0]).collect();
+    assert_eq!(order, [0, 2]);
+    let last = burst.swap_remove(0);
+    assert_eq!(last.data(), &[0]);
+    assert_eq!(burst.as_slice()[0].data(), &[2]);
+}
+
+fn ring_round_trip(pool: &Mempool) {
+    let ring = Ring::new("test_ring", 8, SOCKET_ANY, RingMode::SPSC).expect("ring");
+    let mut producer = ring.producer().unwrap();
+    assert_eq!(ring.producer().expect_err("single producer").errno(), 16);
+    let mut consumer = ring.consumer().unwrap();
+
+    let mut burst: Burst<16> = Burst::new();
+    for i in 0..10u8 {
+        let mut m = pool.alloc().unwrap();
+        m.extend_from_slice(&[i; 3]).unwrap();
+        burst.push(m).unwrap();
+    }
+    assert_eq!(producer.enqueue_burst(&mut burst), 8, "ring holds 8");
+    assert_eq!(ring.len(), 8);
+    let left: Vec<u8> = burst.iter().map(|m| m.data()[0]).collect();
+    assert_eq!(left, [8, 9], "the unsent mbufs stay in the burst, in order");
+    burst.clear();
+
+    let mut out: Burst<16> = Burst::new();
+    assert_eq!(consumer.dequeue_burst(&mut out), 8);
+    let got: Vec<u8> = out.iter().map(|m| m.data()[0]).collect();
+    assert_eq!(got, [0, 1, 2, 3, 4, 5, 6, 7], "FIFO order, contents intact");
+    assert!(ring.is_empty());
+
+    // Mbufs left in a ring are freed with it.
+    let in_use = pool.in_use();
+    producer.enqueue_burst(&mut out);
+    drop((producer, consumer, ring));
+    assert_eq!(pool.in_use(), in_use - 8);
+}
+
+fn frame(i: u8, len: usize) -> Vec<u8> {
+    let mut f = vec![0u8; len];
+    f[..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 1]); // dst
+    f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 2]); // src
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    for (k, b) in f[14..].iter_mut().enumerate() {
+        *b = i.wrapping_add(k as u8);
+    }
+    f
+}
+
+/// net_ring0 (from --vdev) loops its TX queue to its RX queue.
+fn ring_port_loopback(pool: &Mempool) {
+    let mut port = Port::open("net_ring0").expect("open net_ring0");
+    assert_eq!(dpdk::port_id_by_name("net_ring0"), Some(port.id()));
+    let info = port.info().unwrap();
+    println!("net_ring0: {info:?}");
+    port.configure(&PortConfig::default(), pool)
+        .expect("configure");
+    port.start().expect("start");
+    assert!(port.link().unwrap().up, "ring link is up once started");
+    let _mac = port.mac().unwrap();
+    port.reset_stats().unwrap();
+
+    let mut rx = port.rx_queue(0).unwrap();
+    let mut tx = port.tx_queue(0).unwrap();
+    assert_eq!(port.rx_queue(0).expect_err("taken once").errno(), 16);
+    assert_eq!(port.start().expect_err("queues out").errno(), 16);
+
+    let sizes = [60usize, 64, 128, 1000, 1514];
+    let mut burst: Burst<32> = Burst::new();
+    for (i, &len) in sizes.iter().enumerate() {
+        let mut m = pool.alloc().unwrap();
+        m.extend_from_slice(&frame(i as u8, len)).unwrap();
+        burst.push(m).unwrap();
+    }
+    assert_eq!(tx.tx_burst(&mut burst), sizes.len());
+    assert!(burst.is_empty());
+
+    let mut got: Burst<32> = Burst::new();
+    for _ in 0..100 {
+        rx.rx_burst(&mut got);
+        if got.len() == sizes.len() {
+            break;
+        }
+    }
+    assert_eq!(got.len(), sizes.len());
+    for (i, m) in got.iter().enumerate() {
+        assert_eq!(m.data(), &frame(i as u8, sizes[i])[..], "packet {i}");
+    }
+    let stats = port.stats().unwrap();
+    // net_ring counts packets only (its byte counters stay 0 in 22.11);
+    // bytes are checked on the pcap port below.
+    assert_eq!((stats.tx_packets, stats.rx_packets), (5, 5), "{stats:?}");
+    let xstats = port.xstats().unwrap();
+    assert!(
+        xstats
+            .iter()
+            .any(|(n, v)| n == "tx_good_packets" && *v == 5),
+        "{xstats:?}"
+    );
+    assert_eq!(port.xstat("rx_good_packets").unwrap(), 5);
+    assert!(port.xstat("no_such_counter").is_err());
+
+    drop((rx, tx, got));
+    port.stop().expect("stop once the queues are back");
+}
+
+fn port_mtu_needs_matching_data_room(pool: &Mempool) {
+    let mut port = Port::open("net_ring0").unwrap();
+    let jumbo = PortConfig {
+        mtu: 9000,
+        ..PortConfig::default()
+    };
+    let err = port
+        .configure(&jumbo, pool)
+        .expect_err("2 KiB mbufs cannot hold 9000");
+    assert_eq!(err.errno(), 22, "{err}");
+    let room = Mempool::data_room_for_mtu(9000);
+    let big = Mempool::new("jumbo_pool", 255, 0, room as u16, SOCKET_ANY).unwrap();
+    port.configure(&jumbo, &big)
+        .expect("jumbo with matching data room");
+    port.start().unwrap();
+    let (mut rx, mut tx) = (port.rx_queue(0).unwrap(), port.tx_queue(0).unwrap());
+    let mut burst: Burst<1> = Burst::new();
+    let mut m = big.alloc().unwrap();
+    m.extend_from_slice(&frame(7, 9000 + 14)).unwrap();
+    burst.push(m).unwrap();
+    assert_eq!(tx.tx_burst(&mut burst), 1);
+    assert_eq!(rx.rx_burst(&mut burst), 1);
+    assert_eq!(burst.as_slice()[0].data(), &frame(7, 9014)[..]);
+}
+
+/// Hot-plugs a pcap port that writes a file, then another that reads it back.
+fn pcap_hotplug_write_then_read_back(pool: &Mempool) {
+    let path = std::env::temp_dir().join(format!("espgw-dpdk-test-{}.pcap", std::process::id()));
+    let path_s = path.display().to_string();
+    let sizes = [64usize, 300, 1514];
+    {
+        let mut port =
+            Port::open(&format!("net_pcap0,tx_pcap={path_s}")).expect("hot-plug pcap writer");
+        port.configure(&PortConfig::default(), pool).unwrap();
+        port.start().unwrap();
+        let mut tx = port.tx_queue(0).unwrap();
+        let mut burst: Burst<8> = Burst::new();
+        for (i, &len) in sizes.iter().enumerate() {
+            let mut m = pool.alloc().unwrap();
+            m.extend_from_slice(&frame(40 + i as u8, len)).unwrap();
+            burst.push(m).unwrap();
+        }
+        assert_eq!(tx.tx_burst(&mut burst), 3);
+        let stats = port.stats().unwrap();
+        let bytes: u64 = sizes.iter().map(|&s| s as u64).sum();
+        assert_eq!((stats.tx_packets, stats.tx_bytes), (3, bytes), "{stats:?}");
+        assert_eq!(port.xstat("tx_good_bytes").unwrap(), bytes);
+        // Dropping the port detaches the device, which closes the file.
+    }
+    assert_eq!(
+        dpdk::port_id_by_name("net_pcap0"),
+        None,
+        "hot-plugged port is detached on drop"
+    );
+    let mut port =
+        Port::open(&format!("net_pcap1,rx_pcap={path_s}")).expect("hot-plug pcap reader");
+    port.configure(&PortConfig::default(), pool).unwrap();
+    port.start().unwrap();
+    let mut rx = port.rx_queue(0).unwrap();
+    let mut got: Burst<8> = Burst::new();
+    for _ in 0..100 {
+        rx.rx_burst(&mut got);
+        if got.len() >= sizes.len() {
+            break;
+        }
+    }
+    assert_eq!(
+        got.len(),
+        sizes.len(),
+        "every frame comes back from the pcap file"
+    );
+    for (i, m) in got.iter().enumerate() {
+        assert_eq!(m.data(), &frame(40 + i as u8, sizes[i])[..]);
+    }
+    drop((rx, got, port));
+    let _ = std::fs::remove_file(path);
+}
+
+fn lcore_launch() {
+    let workers = lcore::worker_ids();
+    assert_eq!(lcore::count() as usize, workers.len() + 1);
+    assert_eq!(lcore::current(), Some(lcore::main_id()));
+    let Some(&worker) = workers.first() else {
+        println!("lcore_launch: one CPU only, no worker lcore to launch on");
+        return;
+    };
+    let handle = lcore::launch(worker, || (lcore::current(), 6 * 7)).unwrap();
+    assert_eq!(handle.wait().unwrap(), (Some(worker), 42));
+    let handle = lcore::launch(worker, || -> u32 { panic!("worker panic is caught") }).unwrap();
+    assert!(handle.wait().is_err(), "a panic comes back as Err");
+    // The lcore is usable again after a panic.
+    assert_eq!(lcore::launch(worker, || 1).unwrap().wait().unwrap(), 1);
+    let _unused: Option<Error> = None;
+}
+
+#[allow(dead_code)]
+fn assert_send<T: Send>() {}
+#[allow(dead_code)]
+fn send_bounds() {
+    assert_send::<Mbuf>();
+    assert_send::<Burst<32>>();
+    assert_send::<dpdk::RxQueue>();
+    assert_send::<dpdk::TxQueue>();
+    assert_send::<dpdk::RingProducer>();
+    assert_send::<Mempool>();
+}
