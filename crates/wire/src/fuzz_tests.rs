@@ -106,6 +106,22 @@ fn build_all(b: &[u8]) {
         let _ = reply::emit_icmpv6_time_exceeded(b, V6, &mut out);
         let _ = reply::neighbor_advert_reply(b, V6, [2; 6], &mut out);
     }
+    for headroom in [0usize, 47, 48, 128] {
+        let mut buf = VecBuf::with_room(b, headroom, 0);
+        if reply::icmpv4_frag_needed_in_buf(&mut buf, 1400, V4).is_ok() {
+            assert!(buf.len() <= reply::ICMPV4_ERROR_MAX_LEN);
+        } else {
+            assert_eq!(buf.data(), b, "unchanged on error");
+        }
+        let mut buf = VecBuf::with_room(b, headroom, 0);
+        if reply::icmpv6_packet_too_big_in_buf(&mut buf, 1280, V6).is_ok() {
+            assert!(buf.len() <= icmpv6::MIN_MTU);
+        } else {
+            assert_eq!(buf.data(), b, "unchanged on error");
+        }
+        let _ = reply::icmpv4_time_exceeded_in_buf(&mut VecBuf::with_room(b, headroom, 0), V4);
+        let _ = reply::icmpv6_time_exceeded_in_buf(&mut VecBuf::with_room(b, headroom, 0), V6);
+    }
     let _ = reply::icmpv4_echo_reply_in_place(&mut b.to_vec());
     let _ = reply::icmpv6_echo_reply_in_place(&mut b.to_vec());
     let _ = reply::arp_reply_in_place(&mut b.to_vec(), V4, [2; 6]);
@@ -124,6 +140,23 @@ fn packetish() -> impl Strategy<Value = Vec<u8>> {
         })
 }
 
+/// Setters that change length fields must not make later accessors panic.
+fn bad_setters(b: &[u8], v: u16) {
+    let mut b = b.to_vec();
+    if let Ok(mut p) = Ipv4Packet::new_checked(&mut b[..]) {
+        p.set_total_len(v);
+        let _ = (p.payload().len(), p.payload_mut().len(), p.packet().len());
+    }
+    if let Ok(mut p) = Ipv6Packet::new_checked(&mut b[..]) {
+        p.set_payload_len(v);
+        let _ = (p.payload().len(), p.payload_mut().len(), p.upper_layer());
+    }
+    if let Ok(mut p) = Icmpv6Packet::new_checked(&mut b[..]) {
+        p.set_msg_type(icmpv6::msg_type::NEIGHBOR_SOLICIT);
+        let _ = p.target_addr();
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
 
@@ -139,5 +172,10 @@ proptest! {
         poke_all(b.get(20..).unwrap_or(&[]));
         poke_all(b.get(40..).unwrap_or(&[]));
         build_all(&b);
+    }
+
+    #[test]
+    fn length_setters_never_break_accessors(b in packetish(), v in any::<u16>()) {
+        bad_setters(&b, v);
     }
 }

@@ -109,9 +109,8 @@ impl<T: AsRef<[u8]>> Icmpv6Packet<T> {
         if !is_nd(self.msg_type()) {
             return None;
         }
-        let mut a = [0u8; 16];
-        a.copy_from_slice(&self.b()[8..24]);
-        Some(Ipv6Addr::from(a))
+        let bytes: [u8; 16] = self.b().get(8..24)?.try_into().ok()?;
+        Some(Ipv6Addr::from(bytes))
     }
     /// Bytes after the 8-byte header: echo data, quoted packet, or ND body.
     pub fn data(&self) -> &[u8] {

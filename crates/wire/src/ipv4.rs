@@ -99,15 +99,27 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     }
     /// The options bytes (empty when IHL is 5).
     pub fn options(&self) -> &[u8] {
-        &self.b()[MIN_HEADER_LEN..self.header_len()]
+        &self.header()[MIN_HEADER_LEN..]
     }
     /// The whole header, options included.
     pub fn header(&self) -> &[u8] {
+        // new_checked saw header_len <= buffer length, and no setter changes IHL.
         &self.b()[..self.header_len()]
+    }
+    /// The packet: header plus payload, without link-layer padding.
+    pub fn packet(&self) -> &[u8] {
+        &self.b()[..self.payload_range().1]
+    }
+    /// Start and end of the payload. Clamped to the buffer so that a bad
+    /// `set_total_len` cannot make an accessor panic.
+    fn payload_range(&self) -> (usize, usize) {
+        let end = usize::from(self.total_len()).min(self.b().len());
+        (self.header_len().min(end), end)
     }
     /// The payload, up to `total_len` (link-layer padding excluded).
     pub fn payload(&self) -> &[u8] {
-        &self.b()[self.header_len()..usize::from(self.total_len())]
+        let (start, end) = self.payload_range();
+        &self.b()[start..end]
     }
     /// True when the header checksum verifies.
     pub fn verify_checksum(&self) -> bool {
@@ -174,7 +186,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
     }
     /// The payload (up to `total_len`), writable.
     pub fn payload_mut(&mut self) -> &mut [u8] {
-        let (start, end) = (self.header_len(), usize::from(self.total_len()));
+        let (start, end) = self.payload_range();
         &mut self.bm()[start..end]
     }
 }

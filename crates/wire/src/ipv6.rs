@@ -79,7 +79,12 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
     }
     /// The packet: fixed header plus `payload_len` bytes.
     pub fn packet(&self) -> &[u8] {
-        &self.b()[..HEADER_LEN + usize::from(self.payload_len())]
+        &self.b()[..self.packet_len()]
+    }
+    /// Fixed header plus `payload_len`, clamped to the buffer so that a bad
+    /// `set_payload_len` cannot make an accessor panic.
+    fn packet_len(&self) -> usize {
+        (HEADER_LEN + usize::from(self.payload_len())).min(self.b().len())
     }
     /// The payload after the fixed header (extension headers included).
     pub fn payload(&self) -> &[u8] {
@@ -120,7 +125,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv6Packet<T> {
     }
     /// The payload after the fixed header, writable.
     pub fn payload_mut(&mut self) -> &mut [u8] {
-        let end = HEADER_LEN + usize::from(self.payload_len());
+        let end = self.packet_len();
         &mut self.buffer.as_mut()[HEADER_LEN..end]
     }
 }

@@ -1,0 +1,113 @@
+//! Neighbor resolution: ARP replies in place (RFC 826) and Neighbor
+//! Discovery solicitations and advertisements (RFC 4861).
+
+use crate::ethernet::{ethertype, EthernetFrame, MacAddr};
+use crate::icmpv6::{self, Icmpv6Packet, Icmpv6Repr};
+use crate::ipv6::{self, Ipv6Packet, Ipv6Repr};
+use crate::{ip_protocol, ArpPacket, Error, Result};
+use core::net::{Ipv4Addr, Ipv6Addr};
+
+/// Answers the ARP request in the Ethernet frame `frame` in place when it
+/// asks for `our_ip`: rewrites both the Ethernet header and the ARP body.
+/// Returns the frame length to send (unchanged).
+pub fn arp_reply_in_place(frame: &mut [u8], our_ip: Ipv4Addr, our_mac: MacAddr) -> Result<usize> {
+    let len = frame.len();
+    let mut eth = EthernetFrame::new_checked(frame)?;
+    if eth.ethertype() != ethertype::ARP {
+        return Err(Error::Unsupported);
+    }
+    ArpPacket::new_checked(eth.payload_mut())?.turn_into_reply(our_ip, our_mac)?;
+    eth.turn_around(our_mac);
+    Ok(len)
+}
+
+/// Answers the neighbor solicitation `ns_ip_packet` (IPv6, no extension
+/// headers) for `our_addr` with a neighbor advertisement written into `out`
+/// (RFC 4861 7.1.1, 7.2.4): solicited and to the solicitor, or, for
+/// duplicate address detection (unspecified source), unsolicited to
+/// all-nodes (ff02::1). Override is set and the target link-layer option
+/// carries `our_mac`. Returns the IPv6 packet length written. An NS for
+/// another address is [`Error::Suppressed`]; one that breaks the
+/// validation rules (hop limit not 255, bad checksum, bad options) is an error.
+pub fn neighbor_advert_reply(
+    ns_ip_packet: &[u8],
+    our_addr: Ipv6Addr,
+    our_mac: MacAddr,
+    out: &mut [u8],
+) -> Result<usize> {
+    let ip = Ipv6Packet::new_checked(ns_ip_packet)?;
+    if ip.next_header() != ip_protocol::ICMPV6 {
+        return Err(Error::Unsupported);
+    }
+    if ip.hop_limit() != 255 {
+        return Err(Error::Malformed);
+    }
+    let (src, dst) = (ip.src_addr(), ip.dst_addr());
+    let icmp = Icmpv6Packet::new_checked(ip.payload())?;
+    let Icmpv6Repr::NeighborSolicit {
+        target_addr,
+        source_lladdr,
+    } = Icmpv6Repr::parse(&icmp, src, dst)?
+    else {
+        return Err(Error::Unsupported);
+    };
+    if target_addr.is_multicast() {
+        return Err(Error::Malformed);
+    }
+    let dad = src.is_unspecified();
+    // RFC 4861 7.1.1: DAD probes go to the solicited-node group and carry no
+    // source link-layer option.
+    if dad && (source_lladdr.is_some() || dst != icmpv6::solicited_node_multicast(target_addr)) {
+        return Err(Error::Malformed);
+    }
+    if target_addr != our_addr {
+        return Err(Error::Suppressed);
+    }
+    let reply_dst = if dad {
+        Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1)
+    } else {
+        src
+    };
+    let na = Icmpv6Repr::NeighborAdvert {
+        router: false,
+        solicited: !dad,
+        override_: true,
+        target_addr: our_addr,
+        target_lladdr: Some(our_mac),
+    };
+    emit_nd(our_addr, reply_dst, &na, out)
+}
+
+/// Writes into `out` a neighbor solicitation from `src` (with `our_mac` as
+/// source link-layer option) asking for `target`, sent to the target's
+/// solicited-node multicast address; the Ethernet destination is
+/// [`icmpv6::multicast_mac`] of that address. Returns the IPv6 packet length.
+pub fn emit_neighbor_solicit(
+    src: Ipv6Addr,
+    target: Ipv6Addr,
+    our_mac: MacAddr,
+    out: &mut [u8],
+) -> Result<usize> {
+    let ns = Icmpv6Repr::NeighborSolicit {
+        target_addr: target,
+        source_lladdr: Some(our_mac),
+    };
+    emit_nd(src, icmpv6::solicited_node_multicast(target), &ns, out)
+}
+
+fn emit_nd(src: Ipv6Addr, dst: Ipv6Addr, icmp: &Icmpv6Repr<'_>, out: &mut [u8]) -> Result<usize> {
+    let ip = Ipv6Repr {
+        src_addr: src,
+        dst_addr: dst,
+        next_header: ip_protocol::ICMPV6,
+        payload_len: icmp.buffer_len() as u16,
+        hop_limit: 255,
+        traffic_class: 0,
+        flow_label: 0,
+    };
+    if out.len() < ipv6::HEADER_LEN + icmp.buffer_len() {
+        return Err(Error::NoRoom);
+    }
+    let h = ip.emit(out)?;
+    Ok(h + icmp.emit(src, dst, &mut out[h..])?)
+}
