@@ -76,6 +76,19 @@ impl InboundSa {
         })
     }
 
+    /// Continues after `highest_seen` as if that sequence number had been
+    /// received (restoring state, or tests near the 2^32 boundary). Only on
+    /// a fresh SA, so the window can never move backwards.
+    pub fn starting_after(mut self, highest_seen: u64) -> Self {
+        if self.window.top() == 0 && highest_seen != 0 {
+            let mut window = ReplayWindow::new(self.window.size() as u32);
+            if window.update(highest_seen).is_ok() {
+                self.window = window;
+            }
+        }
+        self
+    }
+
     pub fn spi(&self) -> u32 {
         self.spi
     }
