@@ -1,0 +1,114 @@
+//! Helpers for config tests: a valid base config and ways to break it.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use espgw_control::config::{parse_str, Config, Diagnostic, HostFacts};
+
+pub const OUT_KEY: &str = "00112233445566778899aabbccddeeff01020304";
+pub const IN_KEY: &str = "ffeeddccbbaa99887766554433221100a1a2a3a4";
+
+/// A valid config; tests replace parts of it.
+pub fn base() -> String {
+    format!(
+        r#"default_action = "discard"
+
+[gateway]
+name = "gw-test"
+
+[dataplane]
+workers = 2
+mtu = 1500
+poll = "busy"
+
+[[port]]
+name = "prot"
+side = "protected"
+device = "net_ring0"
+address = "10.1.0.1/24"
+
+[[port]]
+name = "unprot"
+side = "unprotected"
+device = "net_ring1"
+address = "192.0.2.1/24"
+
+[[route]]
+dest = "198.51.100.0/24"
+via = "192.0.2.254"
+port = "unprot"
+
+[[tunnel]]
+name = "t1"
+local = "192.0.2.1"
+remote = "192.0.2.2"
+local_ts = ["10.1.0.0/24"]
+remote_ts = ["10.2.0.0/24"]
+esp = "aes128gcm16"
+out = {{ spi = 0x1001, key = "{OUT_KEY}" }}
+in = {{ spi = 0x2001, key = "{IN_KEY}" }}
+"#
+    )
+}
+
+pub fn host() -> HostFacts {
+    HostFacts {
+        cpus: 4,
+        check_permissions: false,
+    }
+}
+
+/// `text` with the first `from` replaced by `to`; panics if `from` is absent
+/// so a test cannot silently check the unmodified base.
+pub fn with(text: &str, from: &str, to: &str) -> String {
+    assert!(text.contains(from), "{from:?} not in config");
+    text.replacen(from, to, 1)
+}
+
+/// The 1-based line of the first occurrence of `needle`.
+pub fn line_of(text: &str, needle: &str) -> usize {
+    let at = text
+        .find(needle)
+        .unwrap_or_else(|| panic!("{needle:?} not in config"));
+    text[..at].matches('\n').count() + 1
+}
+
+pub fn parse(text: &str) -> Result<(Config, Vec<Diagnostic>), Vec<Diagnostic>> {
+    parse_str(Path::new("test.toml"), text.to_string(), &host())
+}
+
+/// The errors of a config that must be rejected.
+pub fn errors(text: &str) -> Vec<Diagnostic> {
+    match parse(text) {
+        Ok(_) => panic!("config was accepted:\n{text}"),
+        Err(diags) => diags.into_iter().filter(|d| d.is_error()).collect(),
+    }
+}
+
+/// Asserts there is an error at `line` for `key` whose text contains `words`,
+/// and that it prints in the `FILE:LINE:COL: key: message` form.
+pub fn assert_error(diags: &[Diagnostic], line: usize, key: &str, words: &str) {
+    let found = diags
+        .iter()
+        .find(|d| d.line() == Some(line) && d.key == key);
+    let Some(d) = found else {
+        panic!("no error at line {line} for {key}; got:\n{}", render(diags));
+    };
+    let text = d.to_string();
+    let prefix = format!("test.toml:{line}:");
+    assert!(text.starts_with(&prefix), "{text}");
+    assert!(text.contains(&format!(": {key}: ")), "{text}");
+    assert!(text.contains(words), "{text:?} lacks {words:?}");
+}
+
+pub fn render(diags: &[Diagnostic]) -> String {
+    diags.iter().map(|d| format!("{d}\n")).collect()
+}
+
+/// A fresh directory under the system temp dir.
+pub fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("espgw-control-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}

@@ -1,0 +1,161 @@
+//! Config files on disk: the shipped examples, key files, file modes.
+
+mod common;
+use common::*;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use espgw_control::config::{load_with, Encap, HostFacts, Side};
+use espgw_esp::Suite;
+
+fn repo_file(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(rel)
+}
+
+#[test]
+fn shipped_configs_are_valid_mirror_images() {
+    let (a, wa) =
+        load_with(&repo_file("gateway.toml"), &host()).unwrap_or_else(|d| panic!("{}", render(&d)));
+    let (b, wb) = load_with(&repo_file("configs/gateway-b.toml"), &host())
+        .unwrap_or_else(|d| panic!("{}", render(&d)));
+    assert!(
+        wa.is_empty() && wb.is_empty(),
+        "{}{}",
+        render(&wa),
+        render(&wb)
+    );
+    assert_eq!(a.ports.len(), 2);
+    assert_eq!(a.ports[0].side, Side::Protected);
+    assert_eq!(a.ports[0].device, "net_af_packet0,iface=gwa-prot");
+    let (ta, tb) = (&a.tunnels[0], &b.tunnels[0]);
+    assert_eq!(ta.suite, Suite::Aes128Gcm16);
+    assert_eq!(ta.encap, Encap::None);
+    assert_eq!((ta.local, ta.remote), (tb.remote, tb.local));
+    assert_eq!((&ta.local_ts, &ta.remote_ts), (&tb.remote_ts, &tb.local_ts));
+    assert_eq!(ta.outbound.spi, tb.inbound.spi);
+    assert_eq!(ta.inbound.spi, tb.outbound.spi);
+    assert_eq!(ta.outbound.key, tb.inbound.key);
+    assert_eq!(ta.inbound.key, tb.outbound.key);
+    assert_ne!(
+        ta.outbound.key, ta.inbound.key,
+        "each direction has its own key"
+    );
+    // Soft lifetime defaults to 90% of the hard one.
+    assert_eq!(ta.lifetime.hard.seconds, Some(86400));
+    assert_eq!(ta.lifetime.soft.seconds, Some(77760));
+}
+
+fn write(path: &Path, text: &str, mode: u32) {
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+fn with_key_file(base: &str) -> String {
+    let text = with(base, &format!(", key = \"{OUT_KEY}\" }}"), " }");
+    let text = with(&text, &format!(", key = \"{IN_KEY}\" }}"), " }");
+    with(
+        &text,
+        "esp = \"aes128gcm16\"",
+        "esp = \"aes128gcm16\"\nkey_file = \"keys/t1.toml\"",
+    )
+}
+
+#[test]
+fn keys_can_live_in_a_key_file_next_to_the_config() {
+    let dir = temp_dir("keyfile");
+    std::fs::create_dir(dir.join("keys")).unwrap();
+    let config = dir.join("gw.toml");
+    write(&config, &with_key_file(&base()), 0o644);
+    write(
+        &dir.join("keys/t1.toml"),
+        &format!("[out]\nkey = \"{OUT_KEY}\"\n[in]\nkey = \"0x{IN_KEY}\"\n"),
+        0o600,
+    );
+    let (c, warnings) = load_with(
+        &config,
+        &HostFacts {
+            cpus: 4,
+            check_permissions: true,
+        },
+    )
+    .unwrap_or_else(|d| panic!("{}", render(&d)));
+    // The config holds no keys, so its mode 0644 is fine.
+    assert!(warnings.is_empty(), "{}", render(&warnings));
+    assert_eq!(c.tunnels[0].inbound.key.to_hex().as_str(), IN_KEY);
+}
+
+#[test]
+fn key_file_errors_point_into_the_key_file() {
+    let dir = temp_dir("keyfile-bad");
+    std::fs::create_dir(dir.join("keys")).unwrap();
+    let config = dir.join("gw.toml");
+    write(&config, &with_key_file(&base()), 0o600);
+    let keys = dir.join("keys/t1.toml");
+    write(
+        &keys,
+        &format!(
+            "[out]\nkey = \"{OUT_KEY}\"\n[in]\nkey = \"{}\"\nextra = 1\n",
+            "ab".repeat(16)
+        ),
+        0o600,
+    );
+    let diags = load_with(&config, &host()).unwrap_err();
+    let text = render(&diags);
+    let prefix = keys.display().to_string();
+    assert!(text.contains(&format!("{prefix}:4:7: tunnel[0].in.key: wrong length for aes128gcm16: got 16 bytes (expected 20 bytes: 16-byte key + 4-byte salt)")), "{text}");
+    assert!(
+        text.contains(&format!("{prefix}:5:1: tunnel[0].in.extra: unknown key")),
+        "{text}"
+    );
+
+    // A key given both inline and in the key file is ambiguous.
+    write(&keys, &format!("[out]\nkey = \"{OUT_KEY}\"\n"), 0o600);
+    let inline = with(
+        &with_key_file(&base()),
+        "out = { spi = 0x1001 }",
+        &format!("out = {{ spi = 0x1001, key = \"{OUT_KEY}\" }}"),
+    );
+    write(&config, &inline, 0o600);
+    let text = render(&load_with(&config, &host()).unwrap_err());
+    assert!(
+        text.contains("tunnel[0].out.key: key is given both here and in key_file"),
+        "{text}"
+    );
+    assert!(
+        text.contains("tunnel[0].in: missing key for aes128gcm16"),
+        "{text}"
+    );
+
+    std::fs::remove_file(&keys).unwrap();
+    let text = render(&load_with(&config, &host()).unwrap_err());
+    assert!(
+        text.contains("tunnel[0].key_file: cannot read key file \"keys/t1.toml\""),
+        "{text}"
+    );
+}
+
+#[test]
+fn readable_files_with_keys_get_a_warning() {
+    let dir = temp_dir("modes");
+    let config = dir.join("gw.toml");
+    let facts = HostFacts {
+        cpus: 4,
+        check_permissions: true,
+    };
+    write(&config, &base(), 0o644);
+    let (_, warnings) = load_with(&config, &facts).unwrap();
+    let text = render(&warnings);
+    assert_eq!(
+        text,
+        format!(
+            "warning: {} holds keys and is readable by group/others (mode 0644); chmod 600 it\n",
+            config.display()
+        )
+    );
+    write(&config, &base(), 0o600);
+    let (_, warnings) = load_with(&config, &facts).unwrap();
+    assert!(warnings.is_empty(), "{}", render(&warnings));
+}
