@@ -121,6 +121,10 @@ fn build_all(b: &[u8]) {
         }
         let _ = reply::icmpv4_time_exceeded_in_buf(&mut VecBuf::with_room(b, headroom, 0), V4);
         let _ = reply::icmpv6_time_exceeded_in_buf(&mut VecBuf::with_room(b, headroom, 0), V6);
+        let mut buf = VecBuf::with_room(b, 0, headroom);
+        if reply::neighbor_advert_in_buf(&mut buf, V6, [2; 6]).is_err() {
+            assert_eq!(buf.data(), b, "unchanged on error");
+        }
     }
     let _ = reply::icmpv4_echo_reply_in_place(&mut b.to_vec());
     let _ = reply::icmpv6_echo_reply_in_place(&mut b.to_vec());

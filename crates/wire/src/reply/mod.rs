@@ -19,7 +19,9 @@ pub use icmp_error::{
     icmpv6_packet_too_big_in_buf, icmpv6_time_exceeded_in_buf, ICMPV4_ERROR_MAX_LEN,
     ICMPV4_ERROR_OVERHEAD, ICMPV6_ERROR_OVERHEAD,
 };
-pub use neighbor::{arp_reply_in_place, emit_neighbor_solicit, neighbor_advert_reply};
+pub use neighbor::{
+    arp_reply_in_place, emit_neighbor_solicit, neighbor_advert_in_buf, neighbor_advert_reply,
+};
 
 /// TTL / hop limit of the ICMP messages the gateway originates.
 pub const REPLY_TTL: u8 = 64;

@@ -4,7 +4,7 @@
 use crate::ethernet::{ethertype, EthernetFrame, MacAddr};
 use crate::icmpv6::{self, Icmpv6Packet, Icmpv6Repr};
 use crate::ipv6::{self, Ipv6Packet, Ipv6Repr};
-use crate::{ip_protocol, ArpPacket, Error, Result};
+use crate::{ip_protocol, ArpPacket, Error, PacketBuf, Result};
 use core::net::{Ipv4Addr, Ipv6Addr};
 
 /// Answers the ARP request in the Ethernet frame `frame` in place when it
@@ -35,10 +35,58 @@ pub fn neighbor_advert_reply(
     our_mac: MacAddr,
     out: &mut [u8],
 ) -> Result<usize> {
+    let reply_dst = plan_advert(ns_ip_packet, our_addr)?;
+    emit_nd(
+        our_addr,
+        reply_dst,
+        &advert(our_addr, our_mac, reply_dst),
+        out,
+    )
+}
+
+/// Turns `buf`, holding a neighbor solicitation for `our_addr`, into the
+/// advertisement that answers it (see [`neighbor_advert_reply`]), growing
+/// or trimming it to the 72 bytes of the reply. `buf` is unchanged on error.
+pub fn neighbor_advert_in_buf<B: PacketBuf + ?Sized>(
+    buf: &mut B,
+    our_addr: Ipv6Addr,
+    our_mac: MacAddr,
+) -> Result<()> {
+    let reply_dst = plan_advert(buf.data(), our_addr)?;
+    let na = advert(our_addr, our_mac, reply_dst);
+    let need = ipv6::HEADER_LEN + na.buffer_len();
+    let len = buf.len();
+    if len < need {
+        buf.append(need - len).map_err(|_| Error::NoRoom)?;
+    } else {
+        buf.trim(len - need).map_err(|_| Error::NoRoom)?;
+    }
+    emit_nd(our_addr, reply_dst, &na, buf.data_mut()).map(|_| ())
+}
+
+/// The advertisement from us: solicited unless it answers a DAD probe (sent
+/// to all-nodes), override set since the address is ours.
+fn advert(our_addr: Ipv6Addr, our_mac: MacAddr, reply_dst: Ipv6Addr) -> Icmpv6Repr<'static> {
+    Icmpv6Repr::NeighborAdvert {
+        router: false,
+        solicited: reply_dst != ALL_NODES,
+        override_: true,
+        target_addr: our_addr,
+        target_lladdr: Some(our_mac),
+    }
+}
+
+/// All-nodes multicast, where answers to DAD probes go.
+const ALL_NODES: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
+
+/// Validates a solicitation (RFC 4861 7.1.1) and checks it asks for
+/// `our_addr`; returns where the advertisement goes (7.2.4).
+fn plan_advert(ns_ip_packet: &[u8], our_addr: Ipv6Addr) -> Result<Ipv6Addr> {
     let ip = Ipv6Packet::new_checked(ns_ip_packet)?;
     if ip.next_header() != ip_protocol::ICMPV6 {
         return Err(Error::Unsupported);
     }
+    // Only on-link senders can send hop limit 255: anything else is forged.
     if ip.hop_limit() != 255 {
         return Err(Error::Malformed);
     }
@@ -55,27 +103,15 @@ pub fn neighbor_advert_reply(
         return Err(Error::Malformed);
     }
     let dad = src.is_unspecified();
-    // RFC 4861 7.1.1: DAD probes go to the solicited-node group and carry no
-    // source link-layer option.
+    // DAD probes go to the solicited-node group and carry no source
+    // link-layer option.
     if dad && (source_lladdr.is_some() || dst != icmpv6::solicited_node_multicast(target_addr)) {
         return Err(Error::Malformed);
     }
     if target_addr != our_addr {
         return Err(Error::Suppressed);
     }
-    let reply_dst = if dad {
-        Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1)
-    } else {
-        src
-    };
-    let na = Icmpv6Repr::NeighborAdvert {
-        router: false,
-        solicited: !dad,
-        override_: true,
-        target_addr: our_addr,
-        target_lladdr: Some(our_mac),
-    };
-    emit_nd(our_addr, reply_dst, &na, out)
+    Ok(if dad { ALL_NODES } else { src })
 }
 
 /// Writes into `out` a neighbor solicitation from `src` (with `our_mac` as

@@ -294,3 +294,22 @@ fn in_buf_trims_to_limits_and_leaves_buf_alone_on_error() {
     );
     assert_eq!(err.data(), &hex(TIME_EXCEEDED_28)[..]);
 }
+
+#[test]
+fn neighbor_advert_in_buf_matches_scapy() {
+    // NS with source link-layer option: same length as the NA.
+    let mut buf = VecBuf::from_packet(&hex(crate::icmpv6::tests::NS));
+    neighbor_advert_in_buf(&mut buf, v6("fe80::2"), MAC2).unwrap();
+    assert_eq!(buf.data(), &hex(crate::icmpv6::tests::NA)[..]);
+    // DAD probe is 8 bytes shorter than its answer: the buffer grows.
+    let mut buf = VecBuf::from_packet(&hex(DAD_NS));
+    neighbor_advert_in_buf(&mut buf, v6("fe80::2"), MAC2).unwrap();
+    assert_eq!(buf.data(), &hex(DAD_NA)[..]);
+    // No tailroom to grow: NoRoom, untouched.
+    let mut tight = VecBuf::with_room(&hex(DAD_NS), 0, 7);
+    assert_eq!(
+        neighbor_advert_in_buf(&mut tight, v6("fe80::2"), MAC2),
+        Err(Error::NoRoom)
+    );
+    assert_eq!(tight.data(), &hex(DAD_NS)[..]);
+}
