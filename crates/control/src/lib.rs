@@ -6,6 +6,7 @@
 //! renders the SAs of a config as Wireshark `esp_sa` lines ([`wireshark`]).
 
 pub mod config;
+pub mod tables;
 pub mod wireshark;
 
 pub use config::{load, load_with, parse_str, Config, Diagnostic, HostFacts, Severity};

@@ -1,0 +1,113 @@
+//! The compiled security policy database: first-match policy lookup whose
+//! cost depends on the number of distinct prefix lengths, not on the number
+//! of rules.
+//!
+//! Build it from the rule list with [`Spd::new`]; it is immutable after
+//! that (publish a new one to change policy).
+//! [`linear_first_match`](crate::tables::linear_first_match) defines the
+//! answer; property tests hold the two to the same result.
+
+mod family;
+mod index;
+
+use std::net::IpAddr;
+
+use self::family::{CompiledRule, FamilyTable};
+use super::policy::{Action, FlowKey, Rule, RuleId};
+use super::prefix::Family;
+
+/// The compiled SPD. See the module documentation.
+#[derive(Debug)]
+pub struct Spd {
+    v4: FamilyTable<u32>,
+    v6: FamilyTable<u128>,
+    default_action: Action,
+    rules: usize,
+}
+
+impl Spd {
+    /// Compiles `rules` (in config order; [`RuleId`]s are positions in this
+    /// slice). Packets no rule matches get `default_action`.
+    pub fn new(rules: &[Rule], default_action: Action) -> Spd {
+        Spd {
+            v4: FamilyTable::build(rules, Family::V4),
+            v6: FamilyTable::build(rules, Family::V6),
+            default_action,
+            rules: rules.len(),
+        }
+    }
+
+    #[inline]
+    fn first_match(&self, key: &FlowKey) -> Option<&CompiledRule> {
+        match (key.src, key.dst) {
+            (IpAddr::V4(src), IpAddr::V4(dst)) => self.v4.lookup(
+                u32::from(src),
+                u32::from(dst),
+                key.proto,
+                key.sport,
+                key.dport,
+            ),
+            (IpAddr::V6(src), IpAddr::V6(dst)) => self.v6.lookup(
+                u128::from(src),
+                u128::from(dst),
+                key.proto,
+                key.sport,
+                key.dport,
+            ),
+            // Not a packet that exists; no rule is written for it.
+            _ => None,
+        }
+    }
+
+    /// The action for a packet: that of the first matching rule, else the
+    /// default action. No allocation, no locks.
+    #[inline]
+    pub fn lookup(&self, key: &FlowKey) -> Action {
+        self.first_match(key)
+            .map_or(self.default_action, |rule| rule.action)
+    }
+
+    /// The rule that decides `key`, `None` when the default action does
+    /// (for per-rule counters and for diagnostics).
+    pub fn matching_rule(&self, key: &FlowKey) -> Option<RuleId> {
+        self.first_match(key).map(|rule| rule.id)
+    }
+
+    /// Looks up a burst: `actions[i]` is the action for `keys[i]`, for the
+    /// shorter of the two slices.
+    pub fn lookup_burst(&self, keys: &[FlowKey], actions: &mut [Action]) {
+        for (key, action) in keys.iter().zip(actions.iter_mut()) {
+            *action = self.lookup(key);
+        }
+    }
+
+    pub fn default_action(&self) -> Action {
+        self.default_action
+    }
+
+    /// Number of rules it was built from.
+    pub fn len(&self) -> usize {
+        self.rules
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rules == 0
+    }
+
+    /// The most hash probes one lookup of `family` costs (the number of
+    /// distinct prefix lengths indexed), for sizing and for the docs.
+    pub fn probe_depth(&self, family: Family) -> usize {
+        match family {
+            Family::V4 => self.v4.depth(),
+            Family::V6 => self.v6.depth(),
+        }
+    }
+
+    /// Rules that can match packets of `family`.
+    pub fn family_len(&self, family: Family) -> usize {
+        match family {
+            Family::V4 => self.v4.len(),
+            Family::V6 => self.v6.len(),
+        }
+    }
+}
