@@ -439,3 +439,19 @@ fn policies_need_ports_only_with_a_ported_protocol() {
         "needs a protocol with ports",
     );
 }
+
+#[test]
+fn both_port_sides_are_needed() {
+    let text = with(&base(), "side = \"unprotected\"", "side = \"protected\"");
+    let errs = errors(&text);
+    assert!(
+        errs.iter()
+            .any(|d| d.key == "port" && d.message == "no [[port]] with side = \"unprotected\""),
+        "{}",
+        render(&errs)
+    );
+    // A port that failed to read is not also reported as a missing side.
+    let text = with(&base(), "side = \"unprotected\"", "side = \"outside\"");
+    let errs = errors(&text);
+    assert!(!errs.iter().any(|d| d.key == "port"), "{}", render(&errs));
+}

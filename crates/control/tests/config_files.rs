@@ -46,6 +46,20 @@ fn shipped_configs_are_valid_mirror_images() {
     // Soft lifetime defaults to 90% of the hard one.
     assert_eq!(ta.lifetime.hard.seconds, Some(86400));
     assert_eq!(ta.lifetime.soft.seconds, Some(77760));
+
+    // The ESP engine accepts what the config built, direction by direction.
+    let (out, inn) = (ta.outbound_sa(), ta.inbound_sa());
+    out.validate().unwrap();
+    inn.validate().unwrap();
+    assert_eq!(
+        (out.spi, out.local, out.remote),
+        (ta.outbound.spi, ta.local, ta.remote)
+    );
+    assert_eq!(inn.key.expose(), tb.outbound.key.expose());
+    assert!(out.auth_key.is_empty());
+    assert_eq!(out.lifetimes.seconds.hard, Some(86400));
+    assert_eq!(out.lifetimes.seconds.soft, Some(77760));
+    assert_eq!(out.replay_window, 1024);
 }
 
 fn write(path: &Path, text: &str, mode: u32) {

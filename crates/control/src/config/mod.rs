@@ -10,6 +10,7 @@ mod model;
 pub mod net;
 mod perms;
 mod reader;
+mod sa;
 mod secret;
 mod sections;
 mod source;
@@ -174,6 +175,7 @@ fn read_document(ctx: &mut Ctx, root: &Table, host: &HostFacts, base_dir: &Path)
 
     let mut ports: Vec<Located<Port>> = Vec::new();
     let mut declared = Vec::new();
+    let mut any_port_failed = false;
     for t in tables(ctx, root, "port", network::PORT_KEYS) {
         let path = t.path.clone();
         if let Some(name) = t
@@ -182,11 +184,12 @@ fn read_document(ctx: &mut Ctx, root: &Table, host: &HostFacts, base_dir: &Path)
         {
             declared.push(name);
         }
-        if let Some(item) = network::read_port(ctx, t) {
-            ports.push(Located { item, path });
+        match network::read_port(ctx, t) {
+            Some(item) => ports.push(Located { item, path }),
+            None => any_port_failed = true,
         }
     }
-    network::check_ports(ctx, &ports);
+    network::check_ports(ctx, &ports, any_port_failed);
     let port_items: Vec<Port> = ports.iter().map(|p| p.item.clone()).collect();
     let names = PortNames {
         ids: port_items

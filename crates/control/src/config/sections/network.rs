@@ -183,7 +183,7 @@ pub(crate) fn read_route(
 }
 
 /// Cross-checks between ports: names, addresses, sides.
-pub(crate) fn check_ports(ctx: &mut Ctx, ports: &[Located<Port>]) {
+pub(crate) fn check_ports(ctx: &mut Ctx, ports: &[Located<Port>], any_port_failed: bool) {
     for (i, p) in ports.iter().enumerate() {
         if let Some(first) = ports[..i].iter().find(|q| q.item.name == p.item.name) {
             let line = ctx.line_of(&first.path).unwrap_or(0);
@@ -232,9 +232,9 @@ pub(crate) fn check_ports(ctx: &mut Ctx, ports: &[Located<Port>]) {
         (Side::Protected, "protected"),
         (Side::Unprotected, "unprotected"),
     ] {
-        if !ports.iter().any(|p| p.item.side == side)
-            && !ctx.diags.iter().any(|d| d.key.starts_with("port"))
-        {
+        // A port that failed to read may have been the missing side; its
+        // own error says what to fix.
+        if !ports.iter().any(|p| p.item.side == side) && !any_port_failed {
             ctx.error(
                 "port",
                 format!("no [[port]] with side = \"{word}\""),

@@ -39,7 +39,8 @@ const LIFETIME_KEYS: &[&str] = &[
 pub(crate) const DIR_KEYS: &[&str] = &["spi", "key", "auth_key"];
 
 pub const DEFAULT_REPLAY_WINDOW: u32 = 1024;
-pub const MAX_REPLAY_WINDOW: u32 = 4096;
+/// The largest window the ESP engine supports.
+pub const MAX_REPLAY_WINDOW: u32 = espgw_esp::MAX_REPLAY_WINDOW;
 /// SPD priority of tunnels and policies that do not set one (lower wins).
 pub const DEFAULT_PRIORITY: u32 = 1000;
 /// Soft limits default to this share (percent) of the hard limit.

@@ -1,0 +1,44 @@
+//! From a config tunnel to the ESP engine's per-direction SA config.
+
+use espgw_esp::{Encap as EspEncap, Lifetimes, Limit, SaConfig, SecretBytes as EspSecret};
+
+use super::model::{Encap, SaKeys, Tunnel};
+
+impl Tunnel {
+    /// The outbound SA (`local -> remote`) for `espgw_esp::OutboundSa::new`.
+    pub fn outbound_sa(&self) -> SaConfig {
+        self.sa_config(&self.outbound)
+    }
+
+    /// The inbound SA (`remote -> local`) for `espgw_esp::InboundSa::new`.
+    pub fn inbound_sa(&self) -> SaConfig {
+        self.sa_config(&self.inbound)
+    }
+
+    fn sa_config(&self, keys: &SaKeys) -> SaConfig {
+        let limit = |soft: Option<u64>, hard: Option<u64>| Limit { soft, hard };
+        let (soft, hard) = (&self.lifetime.soft, &self.lifetime.hard);
+        SaConfig {
+            suite: self.suite,
+            spi: keys.spi,
+            key: EspSecret::from(keys.key.expose()),
+            auth_key: keys
+                .auth_key
+                .as_ref()
+                .map_or_else(EspSecret::default, |k| EspSecret::from(k.expose())),
+            esn: self.esn,
+            replay_window: self.replay_window,
+            encap: match self.encap {
+                Encap::None => EspEncap::None,
+                Encap::Udp => EspEncap::udp_4500(),
+            },
+            local: self.local,
+            remote: self.remote,
+            lifetimes: Lifetimes {
+                packets: limit(soft.packets, hard.packets),
+                bytes: limit(soft.bytes, hard.bytes),
+                seconds: limit(soft.seconds, hard.seconds),
+            },
+        }
+    }
+}
