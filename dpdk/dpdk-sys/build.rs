@@ -17,7 +17,11 @@ fn main() {
     // Emits the link lines (shared libraries; the EAL loads the PMDs itself).
     let lib = match pkg_config::Config::new().probe("libdpdk") {
         Ok(lib) => lib,
-        Err(e) => fail(&format!("{MISSING_DPDK}\n(pkg-config said: {e})")),
+        Err(e) => {
+            let detail = e.to_string();
+            let first = detail.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+            fail(&format!("{MISSING_DPDK} (pkg-config: {})", first.trim()))
+        }
     };
     let cflags = dpdk_cflags();
 
@@ -25,8 +29,10 @@ fn main() {
     generate_bindings(&cflags);
 }
 
-/// Prints one clear error and stops the build (a panic would bury it in a backtrace).
+/// Prints one clear error and stops the build (a panic would bury it in a
+/// backtrace). The `cargo:warning` line is what cargo shows on top.
 fn fail(msg: &str) -> ! {
+    println!("cargo:warning={msg}");
     eprintln!("error: {msg}");
     std::process::exit(1);
 }

@@ -149,6 +149,8 @@ struct PortState {
     tx_taken: Vec<bool>,
     /// The RX queues' pool: kept alive while the device may write into it.
     rx_pool: Option<Mempool>,
+    /// RTE_ETH_RSS_* flow types hashed (0: RSS off).
+    rss_hf: u64,
 }
 
 impl PortState {
@@ -310,8 +312,11 @@ impl Port {
         // DPDK's documented "defaults" value.
         let mut conf: sys::rte_eth_conf = unsafe { std::mem::zeroed() };
         conf.rxmode.mtu = u32::from(cfg.mtu);
-        let rss_hf = WANTED_RSS & info.flow_type_rss_offloads;
-        if cfg.rss && cfg.rx_queues > 1 && rss_hf != 0 {
+        let mut rss_hf = WANTED_RSS & info.flow_type_rss_offloads;
+        if !(cfg.rss && cfg.rx_queues > 1) {
+            rss_hf = 0;
+        }
+        if rss_hf != 0 {
             conf.rxmode.mq_mode = sys::rte_eth_rx_mq_mode_RTE_ETH_MQ_RX_RSS;
             conf.rx_adv_conf.rss_conf.rss_hf = rss_hf; // NULL key: the driver's default
             let hash_offload = sys::RTE_ETH_RX_OFFLOAD_RSS_HASH as u64;
@@ -362,6 +367,7 @@ impl Port {
         state.rx_taken = vec![false; usize::from(cfg.rx_queues)];
         state.tx_taken = vec![false; usize::from(cfg.tx_queues)];
         state.rx_pool = Some(rx_pool.clone());
+        state.rss_hf = rss_hf;
         drop(state);
         self.set_promiscuous(cfg.promiscuous)
     }
@@ -398,6 +404,13 @@ impl Port {
             state.started = false;
         }
         Ok(())
+    }
+
+    /// The RTE_ETH_RSS_* flow types RX is spread by since the last
+    /// [`Port::configure`]; 0 when RSS is off (one RX queue, not asked for,
+    /// or not supported by the device).
+    pub fn rss_flow_types(&self) -> u64 {
+        self.state().rss_hf
     }
 
     /// True between [`Port::start`] and [`Port::stop`].

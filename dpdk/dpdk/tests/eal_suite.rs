@@ -66,6 +66,8 @@ fn eal_suite() {
     port_mtu_needs_matching_data_room(&pool);
     pcap_hotplug_write_then_read_back(&pool);
     lcore_launch();
+    registered_thread_uses_the_pool(&pool);
+    null_port_gets_rss_with_two_queues(&pool);
     drop(pool);
     drop(eal);
     assert!(
@@ -268,6 +270,7 @@ fn ring_port_loopback(pool: &Mempool) {
     println!("net_ring0: {info:?}");
     port.configure(&PortConfig::default(), pool)
         .expect("configure");
+    assert_eq!(port.rss_flow_types(), 0, "one RX queue: no RSS");
     port.start().expect("start");
     assert!(port.link().unwrap().up, "ring link is up once started");
     let _mac = port.mac().unwrap();
@@ -410,6 +413,73 @@ fn lcore_launch() {
     // The lcore is usable again after a panic.
     assert_eq!(lcore::launch(worker, || 1).unwrap().wait().unwrap(), 1);
     let _unused: Option<Error> = None;
+}
+
+fn registered_thread_uses_the_pool(pool: &Mempool) {
+    let pool = pool.clone();
+    let in_use = pool.in_use();
+    let worker_pool = pool.clone();
+    let (id, len) = std::thread::spawn(move || {
+        assert_eq!(lcore::current(), None, "a plain thread has no lcore id");
+        let id = lcore::register_thread().expect("register");
+        let mut m = worker_pool.alloc().expect("alloc on a registered thread");
+        m.extend_from_slice(b"x").unwrap();
+        let len = m.len();
+        drop(m);
+        lcore::unregister_thread();
+        (id, len)
+    })
+    .join()
+    .unwrap();
+    assert!(
+        id != lcore::main_id() && !lcore::worker_ids().contains(&id),
+        "a fresh lcore id: {id}"
+    );
+    assert_eq!(len, 1);
+    assert_eq!(pool.in_use(), in_use, "the mbuf went back to the pool");
+}
+
+/// net_null can hash IP/UDP/TCP: with two RX queues RSS must be switched on,
+/// masked to what the device supports; with one it stays off.
+fn null_port_gets_rss_with_two_queues(pool: &Mempool) {
+    let mut port = Port::open("net_null0,size=100").expect("hot-plug net_null0");
+    assert!(port.attached_by_open());
+    let info = port.info().unwrap();
+    let cfg = PortConfig {
+        rx_queues: 2,
+        tx_queues: 2,
+        ..PortConfig::default()
+    };
+    port.configure(&cfg, pool).expect("two queues with RSS");
+    let rss = port.rss_flow_types();
+    assert_ne!(rss, 0, "net_null supports RSS: {info:?}");
+    assert_eq!(rss & !info.rss_offloads, 0, "only what the device supports");
+    let no_rss = PortConfig {
+        rss: false,
+        ..cfg.clone()
+    };
+    port.configure(&no_rss, pool).unwrap();
+    assert_eq!(port.rss_flow_types(), 0, "RSS off when not asked for");
+    port.configure(&cfg, pool).unwrap();
+    port.start().unwrap();
+
+    // net_null makes up packets of `size` bytes from the queue's pool.
+    let mut rx1 = port.rx_queue(1).unwrap();
+    let mut tx1 = port.tx_queue(1).unwrap();
+    assert!(port.rx_queue(2).is_err(), "only two RX queues");
+    let in_use = pool.in_use();
+    let mut burst: Burst<32> = Burst::new();
+    assert_eq!(rx1.rx_burst(&mut burst), 32);
+    assert!(burst.iter().all(|m| m.len() == 100 && m.nb_segs() == 1));
+    assert_eq!(
+        pool.in_use(),
+        in_use + 32,
+        "RX mbufs come from the configured pool"
+    );
+    assert_eq!(tx1.tx_burst(&mut burst), 32, "net_null takes everything");
+    assert_eq!(pool.in_use(), in_use, "and frees it");
+    let stats = port.stats().unwrap();
+    assert_eq!((stats.rx_packets, stats.tx_packets), (32, 32), "{stats:?}");
 }
 
 #[allow(dead_code)]
