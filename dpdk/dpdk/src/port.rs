@@ -176,6 +176,9 @@ impl Port {
                 "device string {device:?} has no name"
             )));
         }
+        // Held across the lookup and attach so two opens cannot race, and so
+        // one port never has two Port objects (two owners of one queue).
+        let mut open_ports = lock_open_ports();
         let (id, hotplugged) = match find_port(name) {
             Some(id) => (id, false),
             None => {
@@ -195,6 +198,13 @@ impl Port {
                 (id, true)
             }
         };
+        if open_ports.contains(&id) {
+            return Err(Error::new(
+                format!("{name}: port {id} is already open"),
+                libc_errno::EBUSY,
+            ));
+        }
+        open_ports.push(id);
         Ok(Port {
             shared: Arc::new(PortShared {
                 id,
@@ -584,6 +594,13 @@ fn find_port(name: &str) -> Option<u16> {
     })
 }
 
+/// Ids of the ports that have a live [`Port`] (or queue handle).
+static OPEN_PORTS: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+
+fn lock_open_ports() -> MutexGuard<'static, Vec<u16>> {
+    OPEN_PORTS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn lock(m: &Mutex<PortState>) -> MutexGuard<'_, PortState> {
     // A panic while holding the lock cannot leave PortState half-updated in a
     // way that matters more than refusing every later call would.
@@ -634,6 +651,8 @@ fn give_back(shared: &PortShared, queue: u16, rx: bool) {
 impl Drop for PortShared {
     fn drop(&mut self) {
         // No Port and no queue handle is left, so nothing polls the port.
+        let mut open_ports = lock_open_ports();
+        open_ports.retain(|&id| id != self.id);
         let state = lock(&self.state);
         // SAFETY: valid port id, nobody polls it; after this block the id is
         // never used again.
