@@ -131,6 +131,11 @@ where
     F: FnOnce() -> T + Send + 'static,
 {
     ensure_running("lcore::launch")?;
+    if lcore == main_id() {
+        return Err(Error::invalid(format!(
+            "lcore::launch: lcore {lcore} is the main lcore; run the closure directly"
+        )));
+    }
     let slot: Slot<T> = Arc::new(Mutex::new(None));
     let out = Arc::clone(&slot);
     let job: Box<dyn FnOnce() + Send> = Box::new(move || {

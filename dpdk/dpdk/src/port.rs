@@ -508,6 +508,19 @@ impl Port {
         })
     }
 
+    /// Polls the link every 100 ms until it is up or `timeout` passes;
+    /// returns the last state seen (check `up`).
+    pub fn wait_for_link(&self, timeout: std::time::Duration) -> Result<Link> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let link = self.link()?;
+            if link.up || std::time::Instant::now() >= deadline {
+                return Ok(link);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+
     /// Basic counters.
     pub fn stats(&self) -> Result<PortStats> {
         let mut s = sys::rte_eth_stats::default();

@@ -275,6 +275,10 @@ fn ring_port_loopback(pool: &Mempool) {
     assert_eq!(port.rss_flow_types(), 0, "one RX queue: no RSS");
     port.start().expect("start");
     assert!(port.link().unwrap().up, "ring link is up once started");
+    let link = port
+        .wait_for_link(std::time::Duration::from_secs(1))
+        .unwrap();
+    assert!(link.up);
     let _mac = port.mac().unwrap();
     port.reset_stats().unwrap();
 
@@ -408,6 +412,10 @@ fn lcore_launch() {
         println!("lcore_launch: one CPU only, no worker lcore to launch on");
         return;
     };
+    assert!(
+        lcore::launch(lcore::main_id(), || ()).is_err(),
+        "not on the main lcore"
+    );
     let handle = lcore::launch(worker, || (lcore::current(), 6 * 7)).unwrap();
     assert_eq!(handle.wait().unwrap(), (Some(worker), 42));
     let handle = lcore::launch(worker, || -> u32 { panic!("worker panic is caught") }).unwrap();
