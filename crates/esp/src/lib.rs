@@ -4,6 +4,26 @@
 //! Pure Rust and no DPDK, so it can be unit-tested, property-tested and
 //! fuzzed anywhere. Packets are edited in place through
 //! [`espgw_wire::PacketBuf`].
+//!
+//! # Engine API (data plane and control plane)
+//!
+//! * The control plane builds an [`SaConfig`] per direction (`local` is
+//!   always this gateway) and makes [`OutboundSa::new`] / [`InboundSa::new`]
+//!   with the caller's monotonic `now` in seconds (starts the time lifetimes).
+//! * [`OutboundSa::encap_burst`]`(&self, pkts, verdicts, now)`: `Sync`, so
+//!   all workers share one outbound SA; one atomic sequence reservation per
+//!   burst (never wrapping: the SA hard-expires at 2^32-1, or 2^64-1 with
+//!   ESN) and one atomic add per changed counter per burst.
+//! * [`InboundSa::decap_burst`]`(&mut self, pkts, verdicts, now)`: the
+//!   replay window is per-SA mutable state; own it from one core or lock it
+//!   per burst. [`locate_esp`] gives the SPI for the SA lookup first.
+//! * Each packet gets a [`Verdict`]: `Forward` or `Drop(`[`DropReason`]`)`,
+//!   whose `name()` is the stable metrics key. Per-SA totals: `stats()`.
+//! * Lifetimes: the control plane polls `expiry(now)` ([`Expiry`]: soft =
+//!   rekey, hard = the SA now drops everything as `sa_expired`).
+//! * Outer headers: IPv4 DF set, TTL 64, id = low 16 bits of the sequence
+//!   number (see [`outer`]); IPv6 hop limit 64; NAT-T UDP checksum 0 over
+//!   IPv4, computed over IPv6.
 
 mod checksum;
 pub mod config;

@@ -456,3 +456,11 @@ fn replay_window_off_accepts_duplicates() {
         [Verdict::Forward, Verdict::Forward]
     );
 }
+
+#[test]
+fn sas_can_be_shared_or_moved_between_cores() {
+    fn shared<T: Send + Sync>() {}
+    fn moved<T: Send>() {}
+    shared::<OutboundSa>();
+    moved::<InboundSa>();
+}
