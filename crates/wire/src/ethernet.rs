@@ -112,6 +112,15 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
     }
 }
 
+impl<'a> EthernetFrame<&'a [u8]> {
+    /// The payload, borrowed for as long as the underlying bytes (so views
+    /// can be chained and returned from a function).
+    pub fn into_payload(self) -> &'a [u8] {
+        let start = self.header_len();
+        &self.buffer[start..]
+    }
+}
+
 impl<T: AsRef<[u8]> + AsMut<[u8]>> EthernetFrame<T> {
     /// Sets the destination MAC address.
     pub fn set_dst_addr(&mut self, addr: MacAddr) {

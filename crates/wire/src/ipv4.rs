@@ -127,6 +127,15 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     }
 }
 
+impl<'a> Ipv4Packet<&'a [u8]> {
+    /// The payload (up to `total_len`), borrowed for as long as the
+    /// underlying bytes.
+    pub fn into_payload(self) -> &'a [u8] {
+        let (start, end) = self.payload_range();
+        &self.buffer[start..end]
+    }
+}
+
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
     fn bm(&mut self) -> &mut [u8] {
         self.buffer.as_mut()

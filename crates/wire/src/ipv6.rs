@@ -96,6 +96,15 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
     }
 }
 
+impl<'a> Ipv6Packet<&'a [u8]> {
+    /// The payload after the fixed header, borrowed for as long as the
+    /// underlying bytes.
+    pub fn into_payload(self) -> &'a [u8] {
+        let end = self.packet_len();
+        &self.buffer[HEADER_LEN..end]
+    }
+}
+
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv6Packet<T> {
     /// Sets the hop limit.
     pub fn set_hop_limit(&mut self, v: u8) {

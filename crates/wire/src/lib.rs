@@ -8,6 +8,39 @@
 //! when `T: AsMut<[u8]>`), and a `XxxRepr` with `parse` and `emit`. Builders
 //! for the packets the gateway answers with (ICMP errors, echo replies,
 //! ARP and ND) live in [`reply`].
+//!
+//! ```
+//! use espgw_wire::{classify_udp_encap, ethertype, ip_protocol, EspPacket, EthernetFrame};
+//! use espgw_wire::{Ipv4Packet, UdpEncapKind, UdpPacket, esp::NAT_T_PORT};
+//!
+//! /// The SPI of a UDP-encapsulated ESP packet in an Ethernet frame, if it is one.
+//! fn nat_t_spi(frame: &[u8]) -> Option<u32> {
+//!     let eth = EthernetFrame::new_checked(frame).ok()?;
+//!     if eth.ethertype() != ethertype::IPV4 {
+//!         return None;
+//!     }
+//!     let ip = Ipv4Packet::new_checked(eth.into_payload()).ok()?;
+//!     if !ip.verify_checksum() || ip.protocol() != ip_protocol::UDP || ip.is_fragment() {
+//!         return None;
+//!     }
+//!     let udp = UdpPacket::new_checked(ip.into_payload()).ok()?;
+//!     if udp.dst_port() != NAT_T_PORT || classify_udp_encap(udp.payload()) != UdpEncapKind::Esp {
+//!         return None;
+//!     }
+//!     Some(EspPacket::new_checked(udp.into_payload()).ok()?.spi())
+//! }
+//!
+//! // scapy: Ether()/IP(src="192.0.2.1", dst="192.0.2.2")/UDP(sport=4500, dport=4500)/ESP(spi=0x01020304, seq=1, data=24 x 0xcd)
+//! let mut frame = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
+//! frame.extend_from_slice(&[
+//!     0x45, 0x00, 0x00, 0x3c, 0x00, 0x01, 0x00, 0x00, 0x40, 0x11, 0xf6, 0xac, 0xc0, 0x00, 0x02, 0x01,
+//!     0xc0, 0x00, 0x02, 0x02, 0x11, 0x94, 0x11, 0x94, 0x00, 0x28, 0xae, 0xc5, 0x01, 0x02, 0x03, 0x04,
+//!     0x00, 0x00, 0x00, 0x01,
+//! ]);
+//! frame.extend_from_slice(&[0xcd; 24]);
+//! assert_eq!(nat_t_spi(&frame), Some(0x0102_0304));
+//! assert_eq!(nat_t_spi(&frame[..40]), None); // truncated: rejected, no panic
+//! ```
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

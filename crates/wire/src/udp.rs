@@ -84,6 +84,14 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
     }
 }
 
+impl<'a> UdpPacket<&'a [u8]> {
+    /// The payload, borrowed for as long as the underlying bytes.
+    pub fn into_payload(self) -> &'a [u8] {
+        let end = usize::from(self.len());
+        &self.buffer[HEADER_LEN..end]
+    }
+}
+
 impl<T: AsRef<[u8]> + AsMut<[u8]>> UdpPacket<T> {
     /// Sets the source port (checksum not updated).
     pub fn set_src_port(&mut self, v: u16) {
