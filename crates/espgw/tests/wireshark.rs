@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 struct Sa {
+    local: String,
+    remote: String,
     spi: u32,
     scapy_crypt: &'static str,
     key: String,
@@ -22,20 +24,27 @@ fn hex(byte: u8, len: usize) -> String {
 /// A config with one tunnel per suite Wireshark 4.0 can decrypt, and the
 /// outbound SAs scapy will encrypt with.
 fn config() -> (String, Vec<Sa>) {
+    // (suite, scapy cipher, key bytes, scapy auth, auth key bytes, outer IPv6)
     let suites = [
-        ("aes128gcm16", "AES-GCM", 20, "", 0),
-        ("aes256gcm16", "AES-GCM", 36, "", 0),
-        ("aes128-sha256", "AES-CBC", 16, "SHA2-256-128", 32),
-        ("aes256-sha256", "AES-CBC", 32, "SHA2-256-128", 32),
-        ("aes128-sha1", "AES-CBC", 16, "HMAC-SHA1-96", 20),
+        ("aes128gcm16", "AES-GCM", 20, "", 0, false),
+        ("aes256gcm16", "AES-GCM", 36, "", 0, false),
+        ("aes128-sha256", "AES-CBC", 16, "SHA2-256-128", 32, false),
+        ("aes256-sha256", "AES-CBC", 32, "SHA2-256-128", 32, false),
+        ("aes128-sha1", "AES-CBC", 16, "HMAC-SHA1-96", 20, false),
+        ("aes128gcm16", "AES-GCM", 20, "", 0, true),
     ];
     let mut text = String::from(
         "[[port]]\nname = \"p\"\nside = \"protected\"\ndevice = \"net_ring0\"\naddress = \"10.1.0.1/24\"\n\n\
-         [[port]]\nname = \"u\"\nside = \"unprotected\"\ndevice = \"net_ring1\"\naddress = \"192.0.2.1/24\"\n",
+         [[port]]\nname = \"u\"\nside = \"unprotected\"\ndevice = \"net_ring1\"\naddress = [\"192.0.2.1/24\", \"2001:db8::1/64\"]\n",
     );
     let mut sas = Vec::new();
-    for (i, (suite, crypt, key_len, auth, auth_len)) in suites.into_iter().enumerate() {
+    for (i, (suite, crypt, key_len, auth, auth_len, v6)) in suites.into_iter().enumerate() {
         let i = i as u8;
+        let (local, remote) = if v6 {
+            ("2001:db8::1".to_string(), format!("2001:db8::{}", 10 + i))
+        } else {
+            ("192.0.2.1".to_string(), format!("192.0.2.{}", 10 + i))
+        };
         let spi = 0x1000 + u32::from(i);
         let key = hex(0x10 * (i + 1), key_len);
         let auth_key = (auth_len > 0).then(|| hex(0x80 + i, auth_len));
@@ -43,14 +52,15 @@ fn config() -> (String, Vec<Sa>) {
             .as_ref()
             .map_or(String::new(), |k| format!(", auth_key = \"{k}\""));
         text += &format!(
-            "\n[[tunnel]]\nname = \"t{i}\"\nlocal = \"192.0.2.1\"\nremote = \"192.0.2.{}\"\n\
+            "\n[[tunnel]]\nname = \"t{i}\"\nlocal = \"{local}\"\nremote = \"{remote}\"\n\
              local_ts = [\"10.1.0.0/24\"]\nremote_ts = [\"10.{}.0.0/16\"]\nesp = \"{suite}\"\n\
              out = {{ spi = {spi}, key = \"{key}\"{auth_kv} }}\nin = {{ spi = {}, key = \"{key}\"{auth_kv} }}\n",
-            10 + i,
             20 + i,
             spi + 0x100,
         );
         sas.push(Sa {
+            local,
+            remote,
             spi,
             scapy_crypt: crypt,
             key,
@@ -131,6 +141,12 @@ fn tshark_decrypts_with_the_printed_esp_sa_lines() {
     );
     let records: Vec<&str> = stdout.lines().filter(|l| !l.starts_with('#')).collect();
     assert_eq!(records.len(), 2 * sas.len(), "{stdout}");
+    let v6 = sas.last().unwrap();
+    assert!(
+        records[2 * sas.len() - 2]
+            .starts_with(&format!("\"IPv6\",\"2001:db8::1\",\"{}\"", v6.remote)),
+        "{stdout}"
+    );
     assert_eq!(
         records[0],
         format!("\"IPv4\",\"192.0.2.1\",\"192.0.2.10\",\"0x00001000\",\"AES-GCM with 16 octet ICV [RFC4106]\",\"0x{}\",\"NULL\",\"\"", sas[0].key)
@@ -140,11 +156,11 @@ fn tshark_decrypts_with_the_printed_esp_sa_lines() {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/esp_packets.py");
     let specs: Vec<String> = sas
         .iter()
-        .enumerate()
-        .map(|(i, sa)| {
+        .map(|sa| {
             format!(
-                "192.0.2.1,192.0.2.{},{:#x},{},{},{},{}",
-                10 + i,
+                "{}/{}/{:#x}/{}/{}/{}/{}",
+                sa.local,
+                sa.remote,
                 sa.spi,
                 sa.scapy_crypt,
                 sa.key,
