@@ -1,1 +1,37 @@
-//! espgw-dataplane
+//! espgw-dataplane: the workers that make espgw a gateway.
+//!
+//! The packet-processing core ([`Worker`]) is generic over
+//! [`espgw_wire::PacketBuf`] and free of DPDK, so everything a gateway does
+//! on a link (ARP, ND, ping, SPD, ESP per SA group, TTL, PMTU, routing,
+//! neighbor resolution, counting) is unit-tested with `VecBuf`. The DPDK
+//! runtime (feature `dpdk`, on by default) runs workers on EAL lcores over
+//! real ports: [`run`]. Design notes: docs/dataplane.md.
+
+pub mod counters;
+pub mod ip;
+pub mod neighbor;
+pub mod pool;
+pub mod reason;
+pub mod route;
+pub mod spd;
+pub mod stats;
+pub mod tables;
+pub mod tx;
+pub mod worker;
+
+#[cfg(feature = "dpdk")]
+pub mod runtime;
+
+#[cfg(test)]
+mod tests;
+
+pub use counters::{PortCounters, TunnelCounters, WorkerCounters};
+pub use pool::{BufPool, VecBufPool};
+pub use reason::{Drop, DropCounts};
+pub use stats::Stats;
+pub use tables::{Tables, TablesError};
+pub use tx::TxQueues;
+pub use worker::{Now, Worker};
+
+#[cfg(feature = "dpdk")]
+pub use runtime::{run, RunError, RunOptions};

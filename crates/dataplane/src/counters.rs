@@ -1,0 +1,119 @@
+//! Per-worker counters: plain `u64` fields the worker alone writes, copied
+//! out for the control thread (see `runtime`), summed across workers there.
+//!
+//! The accounting identity every worker keeps (tested):
+//!
+//! `rx + generated == tx + dropped + local + held`
+//!
+//! `rx`: packets received. `generated`: packets the gateway made (ARP
+//! requests and replies, ICMP echo replies and errors, ND). `tx`: packets
+//! handed to a port's TX queue. `dropped`: drops, by reason. `local`:
+//! received packets consumed by the gateway itself (ARP, ND, echo
+//! requests: their answers count as generated). `held`: packets waiting for
+//! next-hop resolution right now.
+
+use crate::reason::{Drop, DropCounts};
+
+/// Counters of one port, as seen by one worker.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PortCounters {
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    /// Received on this port and dropped (any reason).
+    pub rx_dropped: u64,
+    /// Handed to this port's TX and refused by the device queue.
+    pub tx_dropped: u64,
+}
+
+impl PortCounters {
+    fn merge(&mut self, o: &PortCounters) {
+        self.rx_packets += o.rx_packets;
+        self.rx_bytes += o.rx_bytes;
+        self.tx_packets += o.tx_packets;
+        self.tx_bytes += o.tx_bytes;
+        self.rx_dropped += o.rx_dropped;
+        self.tx_dropped += o.tx_dropped;
+    }
+}
+
+/// The data plane's own per-tunnel counters (the ESP engine keeps the SAs'
+/// packets, bytes and ESP drops itself).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TunnelCounters {
+    /// Decrypted packets outside the SA's traffic selectors.
+    pub in_policy_mismatch: u64,
+    /// Packets for the tunnel too big for the outer MTU.
+    pub out_mtu_exceeded: u64,
+}
+
+/// Everything one worker counts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WorkerCounters {
+    pub rx: u64,
+    pub tx: u64,
+    pub generated: u64,
+    pub local: u64,
+    /// Packets waiting for next-hop resolution (a level, not a total).
+    pub held: u64,
+    pub drops: DropCounts,
+    /// Requests (ARP/ND) not sent for lack of a buffer: not packets, so
+    /// outside the identity.
+    pub alloc_failures: u64,
+    /// RX bursts that brought at least one packet.
+    pub bursts: u64,
+    pub ports: Vec<PortCounters>,
+    pub tunnels: Vec<TunnelCounters>,
+}
+
+impl WorkerCounters {
+    /// Zeroed counters for `ports` ports and `tunnels` tunnels.
+    pub fn new(ports: usize, tunnels: usize) -> Self {
+        WorkerCounters {
+            ports: vec![PortCounters::default(); ports],
+            tunnels: vec![TunnelCounters::default(); tunnels],
+            ..Default::default()
+        }
+    }
+
+    /// Counts a drop of a packet received on `port` (`None`: made here).
+    #[inline]
+    pub fn drop(&mut self, reason: Drop, port: Option<usize>) {
+        self.drops.add(reason);
+        if let Some(p) = port.and_then(|p| self.ports.get_mut(p)) {
+            p.rx_dropped += 1;
+        }
+    }
+
+    /// True when the accounting identity holds.
+    pub fn balanced(&self) -> bool {
+        self.rx + self.generated == self.tx + self.drops.total() + self.local + self.held
+    }
+
+    /// Adds `o` (another worker's counters) to these.
+    pub fn merge(&mut self, o: &WorkerCounters) {
+        self.rx += o.rx;
+        self.tx += o.tx;
+        self.generated += o.generated;
+        self.local += o.local;
+        self.held += o.held;
+        self.drops.merge(&o.drops);
+        self.alloc_failures += o.alloc_failures;
+        self.bursts += o.bursts;
+        if self.ports.len() < o.ports.len() {
+            self.ports.resize(o.ports.len(), PortCounters::default());
+        }
+        for (a, b) in self.ports.iter_mut().zip(&o.ports) {
+            a.merge(b);
+        }
+        if self.tunnels.len() < o.tunnels.len() {
+            self.tunnels
+                .resize(o.tunnels.len(), TunnelCounters::default());
+        }
+        for (a, b) in self.tunnels.iter_mut().zip(&o.tunnels) {
+            a.in_policy_mismatch += b.in_policy_mismatch;
+            a.out_mtu_exceeded += b.out_mtu_exceeded;
+        }
+    }
+}

@@ -1,0 +1,164 @@
+//! The EAL command line for a config: lcores for the workers, one device
+//! argument per port, then the config's own `eal` list passed through.
+
+use espgw_control::config::{Dataplane, Port};
+
+/// True when `arg` (or `arg=...`) is one of `flags`.
+fn is_flag(arg: &str, flags: &[&str]) -> bool {
+    flags.iter().any(|f| {
+        arg == *f
+            || arg
+                .strip_prefix(f)
+                .is_some_and(|rest| rest.starts_with('='))
+    })
+}
+
+/// A PCI address such as `0000:01:00.0` or `01:00.0` (as opposed to a vdev).
+pub fn is_pci(device: &str) -> bool {
+    let name = device.split(',').next().unwrap_or(device);
+    let parts: Vec<&str> = name.split(':').collect();
+    let hex = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_hexdigit());
+    let func_ok = |s: &str| {
+        s.split_once('.').is_some_and(|(dev, func)| {
+            hex(dev) && func.len() == 1 && func.chars().all(|c| c.is_ascii_digit())
+        })
+    };
+    match parts.as_slice() {
+        [dom, bus, devfn] => hex(dom) && hex(bus) && func_ok(devfn),
+        [bus, devfn] => hex(bus) && func_ok(devfn),
+        _ => false,
+    }
+}
+
+/// The `--lcores` value: lcore 0 is the main (control) lcore, lcores
+/// 1..=workers run the workers. With `lcores` in the config each worker is
+/// pinned to its core; without, every lcore floats over all `cpus` CPUs
+/// (the kernel places them: right for small shared machines).
+pub fn lcore_map(dp: &Dataplane, cpus: usize) -> String {
+    let all = format!("(0-{})", cpus.max(1) - 1);
+    match &dp.lcores {
+        Some(cores) => {
+            let mut parts = vec![format!("0@{all}")];
+            for (k, core) in cores.iter().take(dp.workers).enumerate() {
+                parts.push(format!("{}@{core}", k + 1));
+            }
+            parts.join(",")
+        }
+        None if dp.workers == 0 => format!("0@{all}"),
+        None => format!("(0-{})@{all}", dp.workers),
+    }
+}
+
+/// The device argument of a port: af_packet gets one queue pair per worker
+/// unless the device string says otherwise.
+pub fn device_arg(device: &str, workers: usize) -> String {
+    let name = device.split(',').next().unwrap_or(device);
+    if name.starts_with("net_af_packet") && workers > 1 && !device.contains("qpairs=") {
+        format!("{device},qpairs={workers}")
+    } else {
+        device.to_string()
+    }
+}
+
+/// The whole EAL argument list (without the program name).
+pub fn eal_args(dp: &Dataplane, ports: &[Port], gateway: &str, cpus: usize) -> Vec<String> {
+    let user = &dp.eal;
+    let has = |flags: &[&str]| user.iter().any(|a| is_flag(a, flags));
+    let mut args = Vec::new();
+    if !has(&["-l", "-c", "--lcores"]) {
+        args.push(format!("--lcores={}", lcore_map(dp, cpus)));
+    }
+    if !has(&["--in-memory", "--file-prefix"]) {
+        // Several gateways on one machine must not share DPDK's runtime files.
+        let name: String = gateway
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        args.push(format!("--file-prefix=espgw_{name}"));
+    }
+    for p in ports {
+        if is_pci(&p.device) {
+            args.push("-a".into());
+            args.push(p.device.clone());
+        } else {
+            args.push(format!("--vdev={}", device_arg(&p.device, dp.workers)));
+        }
+    }
+    args.extend(user.iter().cloned());
+    args
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use espgw_control::config::{Mode, Poll, Side};
+
+    fn dp(workers: usize, lcores: Option<Vec<u32>>, eal: &[&str]) -> Dataplane {
+        Dataplane {
+            workers,
+            lcores,
+            mode: Mode::RunToCompletion,
+            burst: 32,
+            mbufs: 4095,
+            mtu: 1500,
+            poll: Poll::Adaptive,
+            eal: eal.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    fn port(device: &str) -> Port {
+        Port {
+            name: "p".into(),
+            side: Side::Protected,
+            device: device.into(),
+            addresses: vec![],
+            mac: None,
+        }
+    }
+
+    #[test]
+    fn recognises_pci_addresses() {
+        assert!(is_pci("0000:01:00.0"));
+        assert!(is_pci("01:00.1"));
+        assert!(is_pci("0000:af:00.0,txq_inline=1"));
+        assert!(!is_pci("net_af_packet0,iface=eth0"));
+        assert!(!is_pci("net_pcap0,rx_pcap=a.pcap"));
+    }
+
+    #[test]
+    fn lcores_float_or_pin() {
+        assert_eq!(lcore_map(&dp(1, None, &[]), 2), "(0-1)@(0-1)");
+        assert_eq!(lcore_map(&dp(6, None, &[]), 2), "(0-6)@(0-1)");
+        assert_eq!(
+            lcore_map(&dp(2, Some(vec![2, 5]), &[]), 8),
+            "0@(0-7),1@2,2@5"
+        );
+    }
+
+    #[test]
+    fn args_cover_ports_and_pass_user_args_through() {
+        let ports = [port("net_af_packet0,iface=a"), port("0000:01:00.0")];
+        let a = eal_args(&dp(2, None, &["--no-huge"]), &ports, "gw a", 4);
+        assert_eq!(
+            a,
+            [
+                "--lcores=(0-2)@(0-3)",
+                "--file-prefix=espgw_gw_a",
+                "--vdev=net_af_packet0,iface=a,qpairs=2",
+                "-a",
+                "0000:01:00.0",
+                "--no-huge"
+            ]
+        );
+        let a = eal_args(
+            &dp(1, None, &["--in-memory", "-l", "0-3"]),
+            &ports[..1],
+            "g",
+            4,
+        );
+        assert_eq!(
+            a,
+            ["--vdev=net_af_packet0,iface=a", "--in-memory", "-l", "0-3"]
+        );
+    }
+}

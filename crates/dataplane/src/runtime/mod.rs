@@ -1,0 +1,315 @@
+//! `espgw run`: the DPDK side. EAL, one mbuf pool, every port with one
+//! RX/TX queue pair per worker, workers on EAL lcores (worker k owns queue
+//! k of every port, run to completion), a control loop on the main lcore
+//! that waits for SIGINT/SIGTERM or `--duration`, then the final counters.
+
+mod eal_args;
+mod worker_loop;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use dpdk::{lcore, Eal, Mempool, Port, PortConfig};
+use espgw_control::config::{Config, Mode};
+use espgw_control::Diagnostic;
+
+use crate::counters::WorkerCounters;
+use crate::neighbor::SharedNeighbors;
+use crate::stats::{NicCounters, Stats};
+use crate::tables::{Tables, TablesError};
+
+pub use eal_args::{device_arg, eal_args, is_pci, lcore_map};
+pub use worker_loop::MbufPool;
+
+/// What `espgw run` was asked to do.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub config: PathBuf,
+    /// Stop after this long; `None`: until SIGINT/SIGTERM.
+    pub duration: Option<Duration>,
+    /// Where to write the final counters as JSON.
+    pub stats_json: Option<PathBuf>,
+}
+
+/// Why a run could not start (or finish cleanly).
+#[derive(Debug)]
+pub enum RunError {
+    /// The config did not validate; nothing was started.
+    Config(Vec<Diagnostic>),
+    Tables(TablesError),
+    Dpdk(dpdk::Error),
+    Io(PathBuf, std::io::Error),
+    /// A worker panicked (a bug: workers must not panic on any input).
+    WorkerPanicked(usize),
+    Setup(String),
+}
+
+impl core::fmt::Display for RunError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            RunError::Config(d) => write!(
+                f,
+                "the config has {} error(s)",
+                d.iter().filter(|d| d.is_error()).count()
+            ),
+            RunError::Tables(e) => write!(f, "{e}"),
+            RunError::Dpdk(e) => write!(f, "DPDK: {e}"),
+            RunError::Io(p, e) => write!(f, "{}: {e}", p.display()),
+            RunError::WorkerPanicked(k) => write!(f, "worker {k} panicked"),
+            RunError::Setup(s) => f.write_str(s),
+        }
+    }
+}
+
+impl std::error::Error for RunError {}
+
+impl From<dpdk::Error> for RunError {
+    fn from(e: dpdk::Error) -> Self {
+        RunError::Dpdk(e)
+    }
+}
+
+/// Descriptors per RX/TX queue: enough for bursts at 10G without tying up
+/// most of a small pool (af_packet keeps its own ring and ignores them).
+const QUEUE_DESCRIPTORS: u16 = 512;
+/// Extra data room per mbuf beyond the largest frame: ESP trailer and ICV
+/// growth of a packet that arrived at full size is refused by the PMTU
+/// check anyway, so this is slack, not a requirement.
+const DATA_ROOM_SLACK: u32 = 128;
+
+/// Runs the gateway described by `opts.config` until a signal or the
+/// duration; returns the final counters (also written to `--stats-json`).
+pub fn run(opts: &RunOptions) -> Result<serde_json::Value, RunError> {
+    let (config, warnings) = espgw_control::load(&opts.config).map_err(RunError::Config)?;
+    for w in &warnings {
+        eprintln!("{w}");
+    }
+    if config.dataplane.mode == Mode::Pipeline {
+        eprintln!("espgw: mode = \"pipeline\" is not implemented yet; running run-to-completion");
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))
+            .map_err(|e| RunError::Setup(format!("signal handler: {e}")))?;
+    }
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let args = eal_args(&config.dataplane, &config.ports, &config.gateway.name, cpus);
+    eprintln!("espgw {}: EAL {}", config.gateway.name, args.join(" "));
+    let _eal = Eal::init(&args)?;
+    let (json, result) = run_with_eal(&config, opts, &stop);
+    if let (Some(path), Some(json)) = (&opts.stats_json, &json) {
+        let text = serde_json::to_string_pretty(json).unwrap_or_default();
+        std::fs::write(path, text + "\n").map_err(|e| RunError::Io(path.clone(), e))?;
+    }
+    result?;
+    json.ok_or_else(|| RunError::Setup("no counters".into()))
+}
+
+/// Everything after EAL init. Returns the counters whenever workers ran,
+/// even if stopping them went wrong, so that they are still written.
+fn run_with_eal(
+    config: &Config,
+    opts: &RunOptions,
+    stop: &Arc<AtomicBool>,
+) -> (Option<serde_json::Value>, Result<(), RunError>) {
+    let setup = match Setup::new(config) {
+        Ok(s) => s,
+        Err(e) => return (None, Err(e)),
+    };
+    let started = Instant::now();
+    let workers = match setup.launch(config, Arc::clone(stop), started) {
+        Ok(w) => w,
+        Err(e) => return (None, Err(e)),
+    };
+    eprintln!(
+        "espgw {}: running, {} worker(s), ports: {}",
+        config.gateway.name,
+        workers.len(),
+        setup
+            .tables
+            .ports
+            .iter()
+            .map(|p| format!(
+                "{} ({}, {})",
+                p.name,
+                p.device,
+                crate::stats::mac_string(p.mac)
+            ))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    while !stop.load(Ordering::Relaxed) {
+        if opts.duration.is_some_and(|d| started.elapsed() >= d) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let mut counters = Vec::new();
+    let mut result = Ok(());
+    for (k, (handle, _live)) in workers.into_iter().enumerate() {
+        match handle.wait() {
+            Ok(c) => counters.push(c),
+            Err(_) => {
+                counters.push(WorkerCounters::new(
+                    setup.tables.ports.len(),
+                    setup.tables.tunnels.len(),
+                ));
+                result = Err(RunError::WorkerPanicked(k));
+            }
+        }
+    }
+    let nic = setup
+        .ports
+        .iter()
+        .map(|p| {
+            p.stats().ok().map(|s| NicCounters {
+                rx_packets: s.rx_packets,
+                tx_packets: s.tx_packets,
+                rx_missed: s.rx_missed,
+                rx_errors: s.rx_errors,
+                tx_errors: s.tx_errors,
+                rx_nombuf: s.rx_nombuf,
+            })
+        })
+        .collect();
+    let stats = Stats {
+        seconds: started.elapsed().as_secs_f64(),
+        workers: counters,
+        nic,
+    };
+    let json = stats.to_json(&setup.tables);
+    let total = stats.total();
+    eprintln!(
+        "espgw {}: stopped after {:.1}s: rx {} tx {} local {} generated {} dropped {} held {}{}",
+        config.gateway.name,
+        stats.seconds,
+        total.rx,
+        total.tx,
+        total.local,
+        total.generated,
+        total.drops.total(),
+        total.held,
+        if total.balanced() {
+            ""
+        } else {
+            " (counters do not balance!)"
+        }
+    );
+    if let Err(e) = setup.stop() {
+        eprintln!("espgw: stopping ports: {e}");
+    }
+    (Some(json), result)
+}
+
+/// The started ports, the pool and the tables.
+struct Setup {
+    pool: Mempool,
+    ports: Vec<Port>,
+    tables: Arc<Tables>,
+    shared: SharedNeighbors,
+}
+
+type WorkerHandle = (
+    lcore::LaunchHandle<WorkerCounters>,
+    Arc<Mutex<WorkerCounters>>,
+);
+
+impl Setup {
+    fn new(config: &Config) -> Result<Setup, RunError> {
+        let dp = &config.dataplane;
+        let workers = dp.workers;
+        let queues = u16::try_from(workers).map_err(|_| {
+            RunError::Setup(format!("{workers} workers: more queues than DPDK allows"))
+        })?;
+        let data_room = Mempool::data_room_for_mtu(dp.mtu) + DATA_ROOM_SLACK;
+        let data_room = u16::try_from(data_room)
+            .map_err(|_| RunError::Setup("mtu too large for an mbuf".into()))?;
+        let cache = (dp.mbufs / 8).min(256);
+        let pool = Mempool::new("espgw_mbufs", dp.mbufs, cache, data_room, dpdk::SOCKET_ANY)?;
+        let mut ports = Vec::new();
+        let mut macs = Vec::new();
+        for p in &config.ports {
+            let mut port = Port::open(&p.device)?;
+            let pc = PortConfig {
+                rx_queues: queues,
+                tx_queues: queues,
+                rx_descriptors: QUEUE_DESCRIPTORS,
+                tx_descriptors: QUEUE_DESCRIPTORS,
+                mtu: dp.mtu,
+                rss: true,
+                promiscuous: true,
+            };
+            port.configure(&pc, &pool)?;
+            port.start()?;
+            macs.push(port.mac()?);
+            ports.push(port);
+        }
+        let tables = Tables::from_config(config, &macs, 0).map_err(RunError::Tables)?;
+        Ok(Setup {
+            pool,
+            ports,
+            tables: Arc::new(tables),
+            shared: SharedNeighbors::default(),
+        })
+    }
+
+    /// Starts one worker per configured worker on the EAL's worker lcores.
+    fn launch(
+        &self,
+        config: &Config,
+        stop: Arc<AtomicBool>,
+        started: Instant,
+    ) -> Result<Vec<WorkerHandle>, RunError> {
+        let lcores = lcore::worker_ids();
+        let workers = config.dataplane.workers;
+        if lcores.len() < workers {
+            return Err(RunError::Setup(format!(
+                "{workers} workers but the EAL has {} worker lcores (check -l/--lcores in dataplane.eal)",
+                lcores.len()
+            )));
+        }
+        let mut handles = Vec::new();
+        for (k, &lc) in lcores.iter().take(workers).enumerate() {
+            let q = k as u16;
+            let rx = self
+                .ports
+                .iter()
+                .map(|p| p.rx_queue(q))
+                .collect::<Result<Vec<_>, _>>()?;
+            let tx = self
+                .ports
+                .iter()
+                .map(|p| p.tx_queue(q))
+                .collect::<Result<Vec<_>, _>>()?;
+            let live = Arc::new(Mutex::new(WorkerCounters::default()));
+            let job = worker_loop::Job {
+                id: k,
+                tables: Arc::clone(&self.tables),
+                pool: MbufPool(self.pool.clone()),
+                shared: self.shared.clone(),
+                rx,
+                tx,
+                poll: config.dataplane.poll,
+                burst: usize::from(config.dataplane.burst),
+                stop: Arc::clone(&stop),
+                started,
+                live: Arc::clone(&live),
+            };
+            let handle = lcore::launch(lc, move || job.run())?;
+            handles.push((handle, live));
+        }
+        Ok(handles)
+    }
+
+    fn stop(mut self) -> Result<(), RunError> {
+        for p in &mut self.ports {
+            p.stop()?;
+        }
+        drop(self.ports);
+        drop(self.pool);
+        Ok(())
+    }
+}

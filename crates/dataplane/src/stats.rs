@@ -1,0 +1,166 @@
+//! The counters of a run as one JSON document (`espgw run --stats-json`).
+//!
+//! Shape (keys are a contract: scripts/demo.sh and the e2e tests read them):
+//!
+//! ```text
+//! { "gateway": "gw-a", "seconds": 12.3,
+//!   "ports":   [{"name","device","side","mac","rx_packets","rx_bytes","tx_packets",
+//!                "tx_bytes","rx_dropped","tx_dropped","nic":{...}}],
+//!   "workers": [{"id","rx","tx","generated","local","held","dropped","bursts",
+//!                "alloc_failures"}],
+//!   "sas":     [{"tunnel","dir":"out"|"in","spi","packets","bytes","drops":{reason:n}}],
+//!   "drops":   {reason: n},            # every reason, zeros included
+//!   "totals":  {"rx","tx","generated","local","held","dropped","balanced"} }
+//! ```
+//! `balanced` is the accounting identity `rx + generated == tx + dropped +
+//! local + held` over all workers.
+
+use serde_json::{json, Map, Value};
+
+use crate::counters::WorkerCounters;
+use crate::tables::Tables;
+
+/// Device-level counters of a port (from the NIC / PMD), when known.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NicCounters {
+    pub rx_packets: u64,
+    pub tx_packets: u64,
+    pub rx_missed: u64,
+    pub rx_errors: u64,
+    pub tx_errors: u64,
+    pub rx_nombuf: u64,
+}
+
+/// A run's final (or current) counters.
+#[derive(Debug, Clone)]
+pub struct Stats {
+    pub seconds: f64,
+    pub workers: Vec<WorkerCounters>,
+    pub nic: Vec<Option<NicCounters>>,
+}
+
+impl Stats {
+    /// All workers' counters added up.
+    pub fn total(&self) -> WorkerCounters {
+        let mut t = WorkerCounters::default();
+        for w in &self.workers {
+            t.merge(w);
+        }
+        t
+    }
+
+    /// The JSON document for `tables`' ports and tunnels.
+    pub fn to_json(&self, tables: &Tables) -> Value {
+        let total = self.total();
+        let ports: Vec<Value> = tables
+            .ports
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let c = total.ports.get(i).copied().unwrap_or_default();
+                let mut v = json!({
+                    "name": p.name,
+                    "device": p.device,
+                    "side": match p.side {
+                        espgw_control::config::Side::Protected => "protected",
+                        espgw_control::config::Side::Unprotected => "unprotected",
+                    },
+                    "mac": mac_string(p.mac),
+                    "rx_packets": c.rx_packets,
+                    "rx_bytes": c.rx_bytes,
+                    "tx_packets": c.tx_packets,
+                    "tx_bytes": c.tx_bytes,
+                    "rx_dropped": c.rx_dropped,
+                    "tx_dropped": c.tx_dropped,
+                });
+                if let Some(Some(n)) = self.nic.get(i) {
+                    v["nic"] = json!({
+                        "rx_packets": n.rx_packets,
+                        "tx_packets": n.tx_packets,
+                        "rx_missed": n.rx_missed,
+                        "rx_errors": n.rx_errors,
+                        "tx_errors": n.tx_errors,
+                        "rx_nombuf": n.rx_nombuf,
+                    });
+                }
+                v
+            })
+            .collect();
+        let workers: Vec<Value> = self
+            .workers
+            .iter()
+            .enumerate()
+            .map(|(i, w)| {
+                json!({
+                    "id": i,
+                    "rx": w.rx,
+                    "tx": w.tx,
+                    "generated": w.generated,
+                    "local": w.local,
+                    "held": w.held,
+                    "dropped": w.drops.total(),
+                    "bursts": w.bursts,
+                    "alloc_failures": w.alloc_failures,
+                })
+            })
+            .collect();
+        let mut sas = Vec::new();
+        for (i, t) in tables.tunnels.iter().enumerate() {
+            let tc = total.tunnels.get(i).copied().unwrap_or_default();
+            let out = t.out.stats();
+            let mut out_drops = reason_map(out.drops.iter().map(|(r, n)| (r.name(), n)));
+            out_drops.insert("mtu_exceeded".into(), tc.out_mtu_exceeded.into());
+            sas.push(json!({
+                "tunnel": t.name,
+                "dir": "out",
+                "spi": t.out.spi(),
+                "packets": out.packets,
+                "bytes": out.bytes,
+                "drops": out_drops,
+            }));
+            let (spi, inn) = {
+                let sa = t.inbound.lock().unwrap_or_else(|e| e.into_inner());
+                (sa.spi(), sa.stats())
+            };
+            let mut in_drops = reason_map(inn.drops.iter().map(|(r, n)| (r.name(), n)));
+            in_drops.insert("policy_mismatch".into(), tc.in_policy_mismatch.into());
+            sas.push(json!({
+                "tunnel": t.name,
+                "dir": "in",
+                "spi": spi,
+                "packets": inn.packets,
+                "bytes": inn.bytes,
+                "drops": in_drops,
+            }));
+        }
+        let drops = reason_map(total.drops.iter().map(|(r, n)| (r.name(), n)));
+        json!({
+            "gateway": tables.gateway,
+            "seconds": self.seconds,
+            "ports": ports,
+            "workers": workers,
+            "sas": sas,
+            "drops": drops,
+            "totals": {
+                "rx": total.rx,
+                "tx": total.tx,
+                "generated": total.generated,
+                "local": total.local,
+                "held": total.held,
+                "dropped": total.drops.total(),
+                "balanced": total.balanced(),
+            },
+        })
+    }
+}
+
+fn reason_map<'a>(it: impl Iterator<Item = (&'a str, u64)>) -> Map<String, Value> {
+    it.map(|(k, v)| (k.to_string(), Value::from(v))).collect()
+}
+
+pub fn mac_string(m: [u8; 6]) -> String {
+    format!(
+        "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+        m[0], m[1], m[2], m[3], m[4], m[5]
+    )
+}

@@ -1,0 +1,690 @@
+//! Unit tests of the worker core with `VecBuf`: two gateways (A and B, the
+//! netns demo's mirror-image configs) talk to each other in memory, so
+//! what A encrypts is checked by B's independent decap path, and every
+//! frame is checked field by field.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::path::Path;
+use std::sync::Arc;
+
+use espgw_control::HostFacts;
+use espgw_wire::{
+    arp, ethertype, icmpv4, icmpv6, ip_protocol, ArpPacket, ArpRepr, EthernetFrame, EthernetRepr,
+    Icmpv4Packet, Icmpv4Repr, Icmpv6Packet, Icmpv6Repr, Ipv4Packet, Ipv4Repr, Ipv6Packet, Ipv6Repr,
+    MacAddr, PacketBuf, UdpRepr, VecBuf,
+};
+
+use crate::neighbor::SharedNeighbors;
+use crate::pool::VecBufPool;
+use crate::reason::Drop;
+use crate::tables::Tables;
+use crate::tx::TxQueues;
+use crate::worker::{Now, Worker};
+
+const A_PROT_MAC: MacAddr = [2, 0xaa, 0, 0, 0, 1];
+const A_UNPROT_MAC: MacAddr = [2, 0xaa, 0, 0, 0, 2];
+const B_UNPROT_MAC: MacAddr = [2, 0xbb, 0, 0, 0, 2];
+const B_PROT_MAC: MacAddr = [2, 0xbb, 0, 0, 0, 1];
+const HOST_A_MAC: MacAddr = [2, 0, 0, 0, 0x0a, 0x0a];
+const HOST_B_MAC: MacAddr = [2, 0, 0, 0, 0x0b, 0x0b];
+const PROT: usize = 0;
+const UNPROT: usize = 1;
+
+fn v4(s: &str) -> Ipv4Addr {
+    s.parse().unwrap()
+}
+fn v6(s: &str) -> Ipv6Addr {
+    s.parse().unwrap()
+}
+
+/// Gateway A (or B, mirrored) as in gateway.toml / configs/gateway-b.toml,
+/// plus an IPv6 address on the protected port and the given extra text.
+fn config_text(b_side: bool, local_ts_a: &str, extra: &str) -> String {
+    let (name, prot, prot6, unprot, local, remote, lts, rts, out, inn) = if b_side {
+        (
+            "gw-b",
+            "10.2.0.1/24",
+            "fd00:2::1/64",
+            "192.0.2.2/24",
+            "192.0.2.2",
+            "192.0.2.1",
+            "10.2.0.0/24".to_string(),
+            "10.1.0.0/24",
+            ("0xb001", "9b890a06962125b8925af8d8f76eac664799f983"),
+            ("0xa001", "bef3215147135cd554e9156cae70f5a899331a52"),
+        )
+    } else {
+        (
+            "gw-a",
+            "10.1.0.1/24",
+            "fd00:1::1/64",
+            "192.0.2.1/24",
+            "192.0.2.1",
+            "192.0.2.2",
+            local_ts_a.to_string(),
+            "10.2.0.0/24",
+            ("0xa001", "bef3215147135cd554e9156cae70f5a899331a52"),
+            ("0xb001", "9b890a06962125b8925af8d8f76eac664799f983"),
+        )
+    };
+    format!(
+        r#"
+default_action = "discard"
+[gateway]
+name = "{name}"
+[dataplane]
+workers = 1
+mtu = 1500
+[[port]]
+name = "prot"
+side = "protected"
+device = "net_ring0"
+address = ["{prot}", "{prot6}"]
+[[port]]
+name = "unprot"
+side = "unprotected"
+device = "net_ring1"
+address = "{unprot}"
+[[tunnel]]
+name = "t"
+local = "{local}"
+remote = "{remote}"
+local_ts = ["{lts}"]
+remote_ts = ["{rts}"]
+esp = "aes128gcm16"
+replay_window = 64
+out = {{ spi = {}, key = "{}" }}
+in = {{ spi = {}, key = "{}" }}
+{extra}
+"#,
+        out.0, out.1, inn.0, inn.1
+    )
+}
+
+fn tables_from(text: String, macs: [MacAddr; 2]) -> Arc<Tables> {
+    let host = HostFacts {
+        cpus: 2,
+        check_permissions: false,
+    };
+    let (config, _) = match espgw_control::parse_str(Path::new("test.toml"), text, &host) {
+        Ok(c) => c,
+        Err(d) => panic!("config: {d:?}"),
+    };
+    Arc::new(Tables::from_config(&config, &macs, 0).unwrap())
+}
+
+type TestWorker = Worker<VecBuf, VecBufPool>;
+
+struct Gw {
+    w: TestWorker,
+    tx: TxQueues<VecBuf>,
+    now: Now,
+}
+
+impl Gw {
+    fn new(tables: Arc<Tables>) -> Gw {
+        let ports = tables.ports.len();
+        Gw {
+            w: Worker::new(0, tables, VecBufPool, 32, SharedNeighbors::default()),
+            tx: TxQueues::new(ports, 64),
+            now: Now { ns: 1 },
+        }
+    }
+    fn a() -> Gw {
+        Gw::new(tables_from(
+            config_text(false, "10.1.0.0/24", ""),
+            [A_PROT_MAC, A_UNPROT_MAC],
+        ))
+    }
+    fn b() -> Gw {
+        Gw::new(tables_from(
+            config_text(true, "", ""),
+            [B_PROT_MAC, B_UNPROT_MAC],
+        ))
+    }
+    /// Feeds `frames` as one burst on `port`; returns what left each port.
+    fn rx(&mut self, port: usize, frames: &[Vec<u8>]) -> [Vec<Vec<u8>>; 2] {
+        let mut burst: Vec<VecBuf> = frames.iter().map(|f| VecBuf::from_packet(f)).collect();
+        self.w
+            .process_burst(port, &mut burst, &mut self.tx, self.now);
+        self.take()
+    }
+    fn take(&mut self) -> [Vec<Vec<u8>>; 2] {
+        let mut out: [Vec<Vec<u8>>; 2] = [Vec::new(), Vec::new()];
+        for (p, o) in out.iter_mut().enumerate() {
+            let frames: Vec<VecBuf> = self.tx.drain(p).collect();
+            let bytes: u64 = frames.iter().map(|f| f.len() as u64).sum();
+            self.w.count_tx(p, frames.len() as u64, bytes, 0);
+            *o = frames.iter().map(|f| f.data().to_vec()).collect();
+        }
+        assert!(self.w.counters().balanced(), "{:?}", self.w.counters());
+        out
+    }
+    fn drops(&self, r: Drop) -> u64 {
+        self.w.counters().drops.get(r)
+    }
+    /// Teaches the gateway a neighbor the way a host does: by ARPing for it.
+    fn learn_by_arp(&mut self, port: usize, host_ip: &str, host_mac: MacAddr, our_ip: &str) {
+        let out = self.rx(port, &[arp_request(host_mac, v4(host_ip), v4(our_ip))]);
+        assert_eq!(out[port].len(), 1, "ARP answered");
+    }
+}
+
+fn eth(dst: MacAddr, src: MacAddr, ethertype: u16, payload: &[u8]) -> Vec<u8> {
+    let mut f = vec![0u8; 14];
+    EthernetRepr {
+        src_addr: src,
+        dst_addr: dst,
+        vlan_tci: None,
+        ethertype,
+    }
+    .emit(&mut f)
+    .unwrap();
+    f.extend_from_slice(payload);
+    f
+}
+
+fn arp_request(mac: MacAddr, ip: Ipv4Addr, target: Ipv4Addr) -> Vec<u8> {
+    let mut body = vec![0u8; 28];
+    ArpRepr::request(mac, ip, target).emit(&mut body).unwrap();
+    // Ethernet minimum frame: 18 bytes of padding after the ARP body.
+    body.extend_from_slice(&[0; 18]);
+    eth([0xff; 6], mac, ethertype::ARP, &body)
+}
+
+fn ipv4_packet(src: &str, dst: &str, ttl: u8, df: bool, proto: u8, payload: &[u8]) -> Vec<u8> {
+    let mut p = vec![0u8; 20];
+    Ipv4Repr {
+        src_addr: v4(src),
+        dst_addr: v4(dst),
+        protocol: proto,
+        payload_len: payload.len() as u16,
+        ttl,
+        dscp_ecn: 0,
+        ident: 7,
+        dont_frag: df,
+    }
+    .emit(&mut p)
+    .unwrap();
+    p.extend_from_slice(payload);
+    p
+}
+
+fn udp4(src: &str, dst: &str, ttl: u8, df: bool, data_len: usize) -> Vec<u8> {
+    let data: Vec<u8> = (0..data_len).map(|i| i as u8).collect();
+    let mut u = vec![0u8; 8 + data.len()];
+    UdpRepr {
+        src_port: 40000,
+        dst_port: 5201,
+        payload_len: data.len() as u16,
+    }
+    .emit(&mut u)
+    .unwrap();
+    u[8..].copy_from_slice(&data);
+    ipv4_packet(src, dst, ttl, df, ip_protocol::UDP, &u)
+}
+
+fn echo4(src: &str, dst: &str) -> Vec<u8> {
+    let icmp = Icmpv4Repr::EchoRequest {
+        ident: 0x4242,
+        seq_no: 7,
+        data: b"espgw-ping",
+    };
+    let mut b = vec![0u8; icmp.buffer_len()];
+    icmp.emit(&mut b).unwrap();
+    ipv4_packet(src, dst, 64, true, ip_protocol::ICMP, &b)
+}
+
+fn from_host_a(ip: &[u8]) -> Vec<u8> {
+    eth(A_PROT_MAC, HOST_A_MAC, ethertype::IPV4, ip)
+}
+
+/// The IPv4 packet inside an Ethernet frame, checked.
+fn l3(frame: &[u8]) -> (EthernetRepr, Vec<u8>) {
+    let f = EthernetFrame::new_checked(frame).unwrap();
+    (EthernetRepr::parse(&f), f.payload().to_vec())
+}
+
+/// Gateway A with host A and gateway B known, ready to protect traffic.
+fn ready_a() -> Gw {
+    let mut a = Gw::a();
+    a.learn_by_arp(PROT, "10.1.0.10", HOST_A_MAC, "10.1.0.1");
+    a.learn_by_arp(UNPROT, "192.0.2.2", B_UNPROT_MAC, "192.0.2.1");
+    a
+}
+
+fn ready_b() -> Gw {
+    let mut b = Gw::b();
+    b.learn_by_arp(PROT, "10.2.0.10", HOST_B_MAC, "10.2.0.1");
+    b.learn_by_arp(UNPROT, "192.0.2.1", A_UNPROT_MAC, "192.0.2.2");
+    b
+}
+
+#[test]
+fn arp_request_for_our_address_gets_a_reply() {
+    let mut a = Gw::a();
+    let out = a.rx(
+        PROT,
+        &[arp_request(HOST_A_MAC, v4("10.1.0.10"), v4("10.1.0.1"))],
+    );
+    assert_eq!(out[PROT].len(), 1);
+    assert!(out[UNPROT].is_empty());
+    let (e, body) = l3(&out[PROT][0]);
+    assert_eq!(
+        (e.dst_addr, e.src_addr, e.ethertype),
+        (HOST_A_MAC, A_PROT_MAC, ethertype::ARP)
+    );
+    let r = ArpRepr::parse(&ArpPacket::new_checked(&body[..]).unwrap()).unwrap();
+    assert_eq!(r.operation, arp::operation::REPLY);
+    assert_eq!((r.sender_mac, r.sender_ip), (A_PROT_MAC, v4("10.1.0.1")));
+    assert_eq!((r.target_mac, r.target_ip), (HOST_A_MAC, v4("10.1.0.10")));
+    assert_eq!(a.w.counters().local, 1);
+    // For someone else's address: not answered, counted.
+    let out = a.rx(
+        PROT,
+        &[arp_request(HOST_A_MAC, v4("10.1.0.10"), v4("10.1.0.99"))],
+    );
+    assert!(out[PROT].is_empty());
+    assert_eq!(a.drops(Drop::ArpIgnored), 1);
+    // Asking for our unprotected address on the protected port: not ours there.
+    let out = a.rx(
+        PROT,
+        &[arp_request(HOST_A_MAC, v4("10.1.0.10"), v4("192.0.2.1"))],
+    );
+    assert!(out[PROT].is_empty());
+}
+
+#[test]
+fn ping_to_our_address_is_answered() {
+    let mut a = Gw::a();
+    a.learn_by_arp(PROT, "10.1.0.10", HOST_A_MAC, "10.1.0.1");
+    let req = echo4("10.1.0.10", "10.1.0.1");
+    let out = a.rx(PROT, &[from_host_a(&req)]);
+    assert_eq!(out[PROT].len(), 1);
+    let (e, ip) = l3(&out[PROT][0]);
+    assert_eq!((e.dst_addr, e.src_addr), (HOST_A_MAC, A_PROT_MAC));
+    let ip = Ipv4Packet::new_checked(&ip[..]).unwrap();
+    assert!(ip.verify_checksum());
+    assert_eq!(
+        (ip.src_addr(), ip.dst_addr()),
+        (v4("10.1.0.1"), v4("10.1.0.10"))
+    );
+    let icmp = Icmpv4Packet::new_checked(ip.payload()).unwrap();
+    assert!(icmp.verify_checksum());
+    assert_eq!(
+        Icmpv4Repr::parse(&icmp).unwrap(),
+        Icmpv4Repr::EchoReply {
+            ident: 0x4242,
+            seq_no: 7,
+            data: b"espgw-ping"
+        }
+    );
+}
+
+#[test]
+fn unresolved_next_hop_is_arped_and_the_packet_held_then_sent() {
+    let mut a = Gw::a();
+    let out = a.rx(PROT, &[from_host_a(&echo4("10.1.0.10", "10.1.0.1"))]);
+    // The reply waits for host A's MAC: an ARP request goes out instead.
+    assert_eq!(out[PROT].len(), 1);
+    let (e, body) = l3(&out[PROT][0]);
+    assert_eq!((e.dst_addr, e.ethertype), ([0xff; 6], ethertype::ARP));
+    let r = ArpRepr::parse(&ArpPacket::new_checked(&body[..]).unwrap()).unwrap();
+    assert_eq!(
+        r,
+        ArpRepr::request(A_PROT_MAC, v4("10.1.0.1"), v4("10.1.0.10"))
+    );
+    assert_eq!(a.w.counters().held, 1);
+    // Host A answers: the held echo reply goes out.
+    let mut reply = vec![0u8; 28];
+    ArpRepr {
+        operation: arp::operation::REPLY,
+        sender_mac: HOST_A_MAC,
+        sender_ip: v4("10.1.0.10"),
+        target_mac: A_PROT_MAC,
+        target_ip: v4("10.1.0.1"),
+    }
+    .emit(&mut reply)
+    .unwrap();
+    let out = a.rx(PROT, &[eth(A_PROT_MAC, HOST_A_MAC, ethertype::ARP, &reply)]);
+    assert_eq!(out[PROT].len(), 1);
+    let (e, ip) = l3(&out[PROT][0]);
+    assert_eq!((e.dst_addr, e.ethertype), (HOST_A_MAC, ethertype::IPV4));
+    assert_eq!(
+        Ipv4Packet::new_checked(&ip[..]).unwrap().dst_addr(),
+        v4("10.1.0.10")
+    );
+    assert_eq!(a.w.counters().held, 0);
+}
+
+#[test]
+fn protected_packet_leaves_as_esp_and_the_peer_decrypts_it() {
+    let mut a = ready_a();
+    let mut b = ready_b();
+    let inner = udp4("10.1.0.10", "10.2.0.10", 64, true, 100);
+    let out = a.rx(PROT, &[from_host_a(&inner)]);
+    assert!(out[PROT].is_empty());
+    assert_eq!(out[UNPROT].len(), 1);
+    let (e, outer) = l3(&out[UNPROT][0]);
+    assert_eq!(
+        (e.dst_addr, e.src_addr, e.ethertype),
+        (B_UNPROT_MAC, A_UNPROT_MAC, ethertype::IPV4)
+    );
+    let ip = Ipv4Packet::new_checked(&outer[..]).unwrap();
+    assert!(ip.verify_checksum());
+    assert_eq!(
+        (ip.src_addr(), ip.dst_addr(), ip.protocol()),
+        (v4("192.0.2.1"), v4("192.0.2.2"), ip_protocol::ESP)
+    );
+    assert_eq!(&ip.payload()[..4], &0xa001u32.to_be_bytes());
+    assert_eq!(&ip.payload()[4..8], &1u32.to_be_bytes());
+    // The plaintext is nowhere in the ESP packet.
+    let needle = &inner[28..60];
+    assert!(!outer.windows(needle.len()).any(|w| w == needle));
+
+    // Gateway B decrypts it and forwards the inner packet to host B.
+    let out = b.rx(UNPROT, &[out[UNPROT][0].clone()]);
+    assert_eq!(out[PROT].len(), 1);
+    assert!(out[UNPROT].is_empty());
+    let (e, got) = l3(&out[PROT][0]);
+    assert_eq!((e.dst_addr, e.src_addr), (HOST_B_MAC, B_PROT_MAC));
+    // Identical but for the TTL, decremented once per gateway.
+    let mut expect = inner.clone();
+    {
+        let mut p = Ipv4Packet::new_checked(&mut expect[..]).unwrap();
+        p.set_ttl(62);
+        p.fill_checksum();
+    }
+    assert_eq!(got, expect);
+    let sa = &b.w.tables().tunnels[0];
+    assert_eq!(sa.inbound.lock().unwrap().stats().packets, 1);
+    assert_eq!(a.w.tables().tunnels[0].out.stats().packets, 1);
+}
+
+#[test]
+fn no_policy_or_discard_never_leaks_plaintext() {
+    let policy = r#"
+[[policy]]
+action = "discard"
+src = "10.1.0.0/24"
+dst = "10.3.0.0/24"
+"#;
+    let mut a = Gw::new(tables_from(
+        config_text(false, "10.1.0.0/24", policy),
+        [A_PROT_MAC, A_UNPROT_MAC],
+    ));
+    a.learn_by_arp(UNPROT, "192.0.2.2", B_UNPROT_MAC, "192.0.2.1");
+    let frames = [
+        // No tunnel, no policy: default discard.
+        from_host_a(&udp4("10.1.0.10", "10.4.0.10", 64, true, 10)),
+        // To the unprotected subnet in the clear: also no policy.
+        from_host_a(&udp4("10.1.0.10", "192.0.2.2", 64, true, 10)),
+        // Explicit discard.
+        from_host_a(&udp4("10.1.0.10", "10.3.0.10", 64, true, 10)),
+    ];
+    let out = a.rx(PROT, &frames);
+    assert!(out[UNPROT].is_empty() && out[PROT].is_empty());
+    assert_eq!(a.drops(Drop::NoPolicy), 2);
+    assert_eq!(a.drops(Drop::PolicyDiscard), 1);
+}
+
+#[test]
+fn bad_esp_is_counted_by_reason() {
+    let mut a = ready_a();
+    let mut b = ready_b();
+    let esp = a.rx(
+        PROT,
+        &[from_host_a(&udp4("10.1.0.10", "10.2.0.10", 64, true, 64))],
+    )[UNPROT][0]
+        .clone();
+    // Tampered ciphertext.
+    let mut tampered = esp.clone();
+    let n = tampered.len();
+    tampered[n - 20] ^= 1;
+    // Unknown SPI (IPv4 header checksum does not cover the payload).
+    let mut unknown = esp.clone();
+    unknown[14 + 20..14 + 24].copy_from_slice(&0xdead_beefu32.to_be_bytes());
+    // Truncated ESP: cut inside the ICV, with the IP length fixed up.
+    let mut short = esp[..14 + 20 + 12].to_vec();
+    short[14 + 2..14 + 4].copy_from_slice(&32u16.to_be_bytes());
+    {
+        let mut ip = Ipv4Packet::new_checked(&mut short[14..]).unwrap();
+        ip.fill_checksum();
+    }
+    let out = b.rx(UNPROT, &[tampered, unknown, short, esp.clone(), esp]);
+    // Only the genuine packet, once: the copy is a replay.
+    assert_eq!(out[PROT].len(), 1);
+    assert_eq!(b.drops(Drop::IcvMismatch), 1);
+    assert_eq!(b.drops(Drop::UnknownSpi), 1);
+    assert_eq!(b.drops(Drop::EspTruncated), 1);
+    assert_eq!(b.drops(Drop::Replayed), 1);
+    let stats = b.w.tables().tunnels[0].inbound.lock().unwrap().stats();
+    assert_eq!(stats.drops.get(espgw_esp::DropReason::Replayed), 1);
+}
+
+#[test]
+fn garbage_is_counted_never_forwarded() {
+    let mut b = ready_b();
+    let frames = vec![
+        vec![],
+        vec![0xff; 5],
+        eth(B_UNPROT_MAC, A_UNPROT_MAC, 0x88b5, &[1, 2, 3]),
+        eth(B_UNPROT_MAC, A_UNPROT_MAC, ethertype::IPV4, &[0x45, 0, 0]),
+        eth(
+            [2, 9, 9, 9, 9, 9],
+            A_UNPROT_MAC,
+            ethertype::IPV4,
+            &echo4("192.0.2.1", "192.0.2.2"),
+        ),
+        {
+            let mut ip = echo4("192.0.2.1", "192.0.2.2");
+            ip[10] ^= 0xff;
+            eth(B_UNPROT_MAC, A_UNPROT_MAC, ethertype::IPV4, &ip)
+        },
+        // Plaintext for the protected subnet arriving on the unprotected side.
+        eth(
+            B_UNPROT_MAC,
+            A_UNPROT_MAC,
+            ethertype::IPV4,
+            &udp4("10.1.0.10", "10.2.0.10", 64, true, 20),
+        ),
+    ];
+    let out = b.rx(UNPROT, &frames);
+    assert!(out[PROT].is_empty() && out[UNPROT].is_empty());
+    assert_eq!(b.drops(Drop::Malformed), 3);
+    assert_eq!(b.drops(Drop::UnsupportedEthertype), 1);
+    assert_eq!(b.drops(Drop::NotOurMac), 1);
+    assert_eq!(b.drops(Drop::BadChecksum), 1);
+    assert_eq!(b.drops(Drop::UnprotectedPlaintext), 1);
+}
+
+#[test]
+fn oversize_df_gets_frag_needed_with_the_inner_mtu() {
+    let mut a = ready_a();
+    // AES-GCM: 20 (IP) + 8 (ESP) + 8 (IV) + 16 (ICV) + 2 (trailer), padded
+    // to 4 bytes: the largest inner packet for a 1500-byte path is 1446.
+    let fits = udp4("10.1.0.10", "10.2.0.10", 64, true, 1446 - 28);
+    let out = a.rx(PROT, &[from_host_a(&fits)]);
+    assert_eq!(out[UNPROT].len(), 1);
+    assert_eq!(out[UNPROT][0].len(), 14 + 1500);
+    let big = udp4("10.1.0.10", "10.2.0.10", 64, true, 1447 - 28);
+    let out = a.rx(PROT, &[from_host_a(&big)]);
+    assert!(out[UNPROT].is_empty());
+    assert_eq!(out[PROT].len(), 1);
+    let (e, ip) = l3(&out[PROT][0]);
+    assert_eq!(e.dst_addr, HOST_A_MAC);
+    let ip = Ipv4Packet::new_checked(&ip[..]).unwrap();
+    assert_eq!(
+        (ip.src_addr(), ip.dst_addr()),
+        (v4("10.1.0.1"), v4("10.1.0.10"))
+    );
+    let icmp = Icmpv4Packet::new_checked(ip.payload()).unwrap();
+    assert!(icmp.verify_checksum());
+    assert_eq!(
+        (icmp.msg_type(), icmp.code()),
+        (icmpv4::msg_type::DST_UNREACHABLE, icmpv4::CODE_FRAG_NEEDED)
+    );
+    assert_eq!(icmp.next_hop_mtu(), 1446);
+    // The quote starts with the original header, TTL untouched.
+    assert_eq!(&icmp.data()[..20], &big[..20]);
+    assert_eq!(a.drops(Drop::MtuExceeded), 1);
+    // Without DF: counted as needing fragmentation, not sent.
+    let out = a.rx(
+        PROT,
+        &[from_host_a(&udp4(
+            "10.1.0.10",
+            "10.2.0.10",
+            64,
+            false,
+            1447 - 28,
+        ))],
+    );
+    assert!(out[UNPROT].is_empty() && out[PROT].is_empty());
+    assert_eq!(a.drops(Drop::FragmentationNeeded), 1);
+}
+
+#[test]
+fn ttl_one_gets_time_exceeded() {
+    let mut a = ready_a();
+    let pkt = udp4("10.1.0.10", "10.2.0.10", 1, true, 10);
+    let out = a.rx(PROT, &[from_host_a(&pkt)]);
+    assert!(out[UNPROT].is_empty());
+    assert_eq!(out[PROT].len(), 1);
+    let (_, ip) = l3(&out[PROT][0]);
+    let ip = Ipv4Packet::new_checked(&ip[..]).unwrap();
+    let icmp = Icmpv4Packet::new_checked(ip.payload()).unwrap();
+    assert_eq!(
+        (icmp.msg_type(), icmp.code()),
+        (icmpv4::msg_type::TIME_EXCEEDED, 0)
+    );
+    assert_eq!(&icmp.data()[..pkt.len()], &pkt[..]);
+    assert_eq!(a.drops(Drop::TtlExceeded), 1);
+}
+
+#[test]
+fn decrypted_packet_outside_the_selectors_is_dropped() {
+    // A protects 10.1.0.0/16, but B only accepts 10.1.0.0/24 from it.
+    let mut a = Gw::new(tables_from(
+        config_text(false, "10.1.0.0/16", ""),
+        [A_PROT_MAC, A_UNPROT_MAC],
+    ));
+    a.learn_by_arp(UNPROT, "192.0.2.2", B_UNPROT_MAC, "192.0.2.1");
+    let mut b = ready_b();
+    let out = a.rx(
+        PROT,
+        &[from_host_a(&udp4("10.1.5.5", "10.2.0.10", 64, true, 10))],
+    );
+    let out = b.rx(UNPROT, &out[UNPROT]);
+    assert!(out[PROT].is_empty() && out[UNPROT].is_empty());
+    assert_eq!(b.drops(Drop::PolicyMismatch), 1);
+    assert_eq!(b.w.counters().tunnels[0].in_policy_mismatch, 1);
+}
+
+#[test]
+fn neighbor_solicitation_for_our_address_gets_an_advert() {
+    let mut a = Gw::a();
+    let host = v6("fd00:1::10");
+    let ours = v6("fd00:1::1");
+    let ns = Icmpv6Repr::NeighborSolicit {
+        target_addr: ours,
+        source_lladdr: Some(HOST_A_MAC),
+    };
+    let dst = icmpv6::solicited_node_multicast(ours);
+    let mut ip = vec![0u8; 40 + ns.buffer_len()];
+    Ipv6Repr {
+        src_addr: host,
+        dst_addr: dst,
+        next_header: ip_protocol::ICMPV6,
+        payload_len: ns.buffer_len() as u16,
+        hop_limit: 255,
+        traffic_class: 0,
+        flow_label: 0,
+    }
+    .emit(&mut ip)
+    .unwrap();
+    ns.emit(host, dst, &mut ip[40..]).unwrap();
+    let out = a.rx(
+        PROT,
+        &[eth(
+            icmpv6::multicast_mac(dst),
+            HOST_A_MAC,
+            ethertype::IPV6,
+            &ip,
+        )],
+    );
+    assert_eq!(out[PROT].len(), 1);
+    let (e, ip) = l3(&out[PROT][0]);
+    assert_eq!(
+        (e.dst_addr, e.src_addr, e.ethertype),
+        (HOST_A_MAC, A_PROT_MAC, ethertype::IPV6)
+    );
+    let ip = Ipv6Packet::new_checked(&ip[..]).unwrap();
+    let icmp = Icmpv6Packet::new_checked(ip.payload()).unwrap();
+    match Icmpv6Repr::parse(&icmp, ip.src_addr(), ip.dst_addr()).unwrap() {
+        Icmpv6Repr::NeighborAdvert {
+            solicited,
+            target_addr,
+            target_lladdr,
+            ..
+        } => {
+            assert!(solicited);
+            assert_eq!((target_addr, target_lladdr), (ours, Some(A_PROT_MAC)));
+        }
+        other => panic!("not an NA: {other:?}"),
+    }
+    // The solicitor was learned: a ping from it is answered directly.
+    assert_eq!(a.w.counters().generated, 1);
+    let _ = IpAddr::from(host);
+}
+
+#[test]
+fn mixed_burst_balances_the_accounting_identity() {
+    let mut a = Gw::a();
+    let frames = vec![
+        arp_request(HOST_A_MAC, v4("10.1.0.10"), v4("10.1.0.1")),
+        from_host_a(&echo4("10.1.0.10", "10.1.0.1")),
+        from_host_a(&udp4("10.1.0.10", "10.2.0.10", 64, true, 100)),
+        from_host_a(&udp4("10.1.0.10", "10.2.0.10", 64, true, 1470)),
+        from_host_a(&udp4("10.1.0.10", "10.2.0.10", 1, true, 10)),
+        from_host_a(&udp4("10.1.0.10", "10.9.0.10", 64, true, 10)),
+        vec![1, 2, 3],
+        eth(A_PROT_MAC, HOST_A_MAC, ethertype::IPV6, &[0x60; 10]),
+    ];
+    a.rx(PROT, &frames); // `take` asserts the identity
+    let c = a.w.counters().clone();
+    assert_eq!(c.rx, frames.len() as u64);
+    // The ESP packet waits for gateway B's MAC.
+    assert_eq!(c.held, 1);
+    a.w.shutdown();
+    assert_eq!(a.drops(Drop::Shutdown), 1);
+    assert!(a.w.counters().balanced());
+}
+
+mod prop {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+        /// Any bytes on any port: no panic, identity holds.
+        #[test]
+        fn random_frames_never_panic_and_balance(
+            frames in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..200), 1..16),
+            port in 0usize..2,
+            prefix in any::<bool>(),
+        ) {
+            let mut b = ready_b();
+            let frames: Vec<Vec<u8>> = frames
+                .into_iter()
+                .map(|f| if prefix {
+                    // Make them reach the IP/ESP paths more often.
+                    let mut ip = ipv4_packet("192.0.2.1", "192.0.2.2", 64, true, ip_protocol::ESP, &f);
+                    if f.len() > 1 { ip[20..22].copy_from_slice(&f[..2]); }
+                    eth(B_UNPROT_MAC, A_UNPROT_MAC, ethertype::IPV4, &ip)
+                } else { f })
+                .collect();
+            b.rx(port, &frames);
+            prop_assert!(b.w.counters().balanced());
+        }
+    }
+}
