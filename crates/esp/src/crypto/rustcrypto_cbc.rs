@@ -2,12 +2,13 @@
 //!
 //! CBC is written out here instead of taking the `cbc` crate's
 //! Encryptor/Decryptor, which own their cipher and so would copy the whole
-//! key schedule for every packet. Decryption runs eight blocks at a time
-//! through `decrypt_blocks` so AES-NI pipelines them.
+//! key schedule for every packet. Encryption is serial by nature and runs in
+//! one backend closure; decryption runs eight blocks at a time through
+//! `decrypt_blocks` so AES-NI pipelines them.
 
 use aes::cipher::consts::U16;
 use aes::cipher::generic_array::GenericArray;
-use aes::cipher::{BlockDecrypt, BlockEncrypt, BlockSizeUser, KeyInit};
+use aes::cipher::{BlockBackend, BlockClosure, BlockDecrypt, BlockEncrypt, BlockSizeUser, KeyInit};
 use aes::{Aes128, Aes256};
 
 use super::cbc_hmac::CbcCipher;
@@ -15,15 +16,36 @@ use super::cbc_hmac::CbcCipher;
 /// Blocks decrypted per `decrypt_blocks` call.
 const PAR_BLOCKS: usize = 8;
 
-fn encrypt_cbc<C: BlockEncrypt>(cipher: &C, iv: &[u8; 16], buf: &mut [u8]) {
-    let mut prev = *iv;
-    for block in buf.chunks_exact_mut(16) {
-        for (b, p) in block.iter_mut().zip(prev.iter()) {
-            *b ^= p;
+/// CBC encryption as one closure over the cipher's backend, so the CPU
+/// feature dispatch happens once per packet, not once per block.
+struct CbcEncrypt<'a> {
+    iv: [u8; 16],
+    buf: &'a mut [u8],
+}
+
+impl BlockSizeUser for CbcEncrypt<'_> {
+    type BlockSize = U16;
+}
+
+impl BlockClosure for CbcEncrypt<'_> {
+    fn call<B: BlockBackend<BlockSize = U16>>(self, backend: &mut B) {
+        let mut chain = GenericArray::<u8, U16>::from(self.iv);
+        for block in self.buf.chunks_exact_mut(16) {
+            for (c, b) in chain.iter_mut().zip(block.iter()) {
+                *c ^= b;
+            }
+            backend.proc_block_inplace(&mut chain);
+            block.copy_from_slice(&chain);
         }
-        cipher.encrypt_block(GenericArray::from_mut_slice(block));
-        prev.copy_from_slice(block);
     }
+}
+
+fn encrypt_cbc<C: BlockEncrypt + BlockSizeUser<BlockSize = U16>>(
+    cipher: &C,
+    iv: &[u8; 16],
+    buf: &mut [u8],
+) {
+    cipher.encrypt_with_backend(CbcEncrypt { iv: *iv, buf });
 }
 
 fn decrypt_cbc<C: BlockDecrypt + BlockSizeUser<BlockSize = U16>>(
