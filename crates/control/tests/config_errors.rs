@@ -455,3 +455,78 @@ fn both_port_sides_are_needed() {
     let errs = errors(&text);
     assert!(!errs.iter().any(|d| d.key == "port"), "{}", render(&errs));
 }
+
+#[test]
+fn eal_core_options_are_refused() {
+    let text = with(
+        &base(),
+        "poll = \"busy\"",
+        "eal = [\"--no-huge\", \"-l\", \"--lcores=1-3\"]",
+    );
+    let errs = errors(&text);
+    let line = line_of(&text, "eal =");
+    assert_error(&errs, line, "dataplane.eal[1]", "\"-l\" chooses cores");
+    assert_error(
+        &errs,
+        line,
+        "dataplane.eal[2]",
+        "\"--lcores\" chooses cores",
+    );
+    assert_eq!(errs.len(), 2, "{}", render(&errs));
+}
+
+#[test]
+fn packet_lifetimes_beyond_32_bit_sequence_numbers_warn_without_esn() {
+    let text = with(
+        &base(),
+        "esp = \"aes128gcm16\"",
+        "esp = \"aes128gcm16\"\nlifetime = { packets = 0x1_0000_0000 }",
+    );
+    let (_, warnings) = parse(&text).unwrap_or_else(|d| panic!("{}", render(&d)));
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.key == "tunnel[0].lifetime.packets"),
+        "{}",
+        render(&warnings)
+    );
+    let text = with(
+        &text,
+        "esp = \"aes128gcm16\"",
+        "esp = \"aes128gcm16\"\nesn = true",
+    );
+    assert!(parse(&text).unwrap().1.is_empty());
+}
+
+#[test]
+fn soft_lifetimes_must_stay_below_hard_ones() {
+    let text = with(
+        &base(),
+        "esp = \"aes128gcm16\"",
+        "esp = \"aes128gcm16\"\nlifetime = { seconds = 100, soft_seconds = 100 }",
+    );
+    assert_error(
+        &errors(&text),
+        line_of(&text, "lifetime"),
+        "tunnel[0].lifetime.soft_seconds",
+        "soft limit 100 is not below the hard limit 100",
+    );
+    let text = with(
+        &base(),
+        "esp = \"aes128gcm16\"",
+        "esp = \"aes128gcm16\"\nlifetime = { bytes = 1000, soft_bytes = 10 }",
+    );
+    let lt = parse(&text).unwrap().0.tunnels[0].lifetime;
+    assert_eq!((lt.hard.bytes, lt.soft.bytes), (Some(1000), Some(10)));
+    let text = with(
+        &base(),
+        "esp = \"aes128gcm16\"",
+        "esp = \"aes128gcm16\"\nlifetime = { seconds = 0 }",
+    );
+    assert_error(
+        &errors(&text),
+        line_of(&text, "lifetime"),
+        "tunnel[0].lifetime.seconds",
+        "out of range",
+    );
+}

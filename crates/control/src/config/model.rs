@@ -27,6 +27,13 @@ pub struct Config {
     pub spd: Vec<SpdEntry>,
 }
 
+impl Config {
+    /// The port an id refers to.
+    pub fn port(&self, id: PortId) -> &Port {
+        &self.ports[id.0]
+    }
+}
+
 /// `[gateway]`.
 #[derive(Debug, Clone)]
 pub struct Gateway {

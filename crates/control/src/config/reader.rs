@@ -158,10 +158,9 @@ impl<'n, 'i> Table<'n, 'i> {
             "{key} not declared for {}",
             self.path
         );
-        let (k, node) = self.map.get_key_value(key)?;
+        let node = self.map.get(key)?;
         let path = join(&self.path, key);
         ctx.remember(&path, node.span());
-        let _ = k;
         Some(Field { path, node })
     }
 

@@ -22,6 +22,9 @@ pub const MIN_MTU_V4: u16 = 576;
 pub const MIN_MTU_V6: u16 = 1280;
 pub const MAX_MTU: u16 = 9000;
 
+/// EAL options that select cores; espgw derives them from `lcores`.
+const EAL_CORE_OPTIONS: &[&str] = &["-l", "-c", "--lcores", "--main-lcore", "--master-lcore"];
+
 /// `workers` as written: a count or `"all"`.
 enum Workers {
     Count(usize),
@@ -131,10 +134,20 @@ pub(crate) fn read(ctx: &mut Ctx, table: Option<Table>, host: &HostFacts) -> Dat
     }
     if let Some(f) = t.get(ctx, "eal") {
         let items = f.array(ctx, "a list of strings").unwrap_or_default();
-        dp.eal = items
-            .iter()
-            .filter_map(|i| i.str(ctx).map(str::to_string))
-            .collect();
+        for item in &items {
+            let Some(arg) = item.str(ctx) else { continue };
+            // espgw places workers itself; EAL core options would fight it.
+            let option = arg.split('=').next().unwrap_or(arg);
+            if EAL_CORE_OPTIONS.contains(&option) {
+                item.error(
+                    ctx,
+                    format!("{option:?} chooses cores, which espgw does itself"),
+                    Some("dataplane.lcores and dataplane.workers instead"),
+                );
+                continue;
+            }
+            dp.eal.push(arg.to_string());
+        }
     }
     t.finish(ctx);
     dp

@@ -272,6 +272,14 @@ pub(crate) fn read(ctx: &mut Ctx, t: Table, env: &Env) -> ReadTunnel {
     let lifetime = t
         .get(ctx, "lifetime")
         .map_or(Some(Lifetime::default()), |f| read_lifetime(ctx, &f));
+    if let (Some(lt), Some(false)) = (&lifetime, esn) {
+        if lt.hard.packets.is_some_and(|p| p > u64::from(u32::MAX)) {
+            ctx.warn(
+                &format!("{path}.lifetime.packets"),
+                "without esn the SA expires after 2^32-1 packets anyway (the sequence number must not wrap)",
+            );
+        }
+    }
     let priority = t
         .get(ctx, "priority")
         .map_or(Some(DEFAULT_PRIORITY as i128), |f| {
