@@ -170,56 +170,79 @@ fn keys(family: Family, tunnels: u32, rng: &mut Rng) -> Vec<(FlowKey, TunnelId)>
         .collect()
 }
 
-/// Median ns per lookup over `RUNS` runs.
-fn measure(spd: &Spd, keys: &[FlowKey]) -> f64 {
+/// ns per lookup, one run.
+fn run_once(spd: &Spd, keys: &[FlowKey]) -> f64 {
     let rounds = LOOKUPS_PER_RUN / keys.len();
-    let mut samples: Vec<f64> = (0..RUNS)
-        .map(|_| {
-            let start = Instant::now();
-            for _ in 0..rounds {
-                for key in keys {
-                    black_box(spd.lookup(black_box(key)));
-                }
-            }
-            start.elapsed().as_nanos() as f64 / (rounds * keys.len()) as f64
-        })
-        .collect();
+    let start = Instant::now();
+    for _ in 0..rounds {
+        for key in keys {
+            black_box(spd.lookup(black_box(key)));
+        }
+    }
+    start.elapsed().as_nanos() as f64 / (rounds * keys.len()) as f64
+}
+
+fn median(mut samples: Vec<f64>) -> f64 {
     samples.sort_by(f64::total_cmp);
-    samples[RUNS / 2]
+    samples[samples.len() / 2]
+}
+
+struct Case {
+    tunnels: u32,
+    spd: Spd,
+    keys: Vec<FlowKey>,
+    build_ms: f64,
+    samples: Vec<f64>,
+}
+
+fn case(family: Family, tunnels: u32) -> Case {
+    let rules = rules(family, tunnels);
+    let built = Instant::now();
+    let spd = Spd::new(&rules, Action::Discard);
+    let build_ms = built.elapsed().as_secs_f64() * 1e3;
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ tunnels as u64);
+    let flows = keys(family, tunnels, &mut rng);
+    // The benchmark only means something if the answers are right.
+    for (key, tunnel) in &flows {
+        assert_eq!(spd.lookup(key), Action::Protect(*tunnel), "{key:?}");
+    }
+    Case {
+        tunnels,
+        spd,
+        keys: flows.iter().map(|(k, _)| *k).collect(),
+        build_ms,
+        samples: Vec::new(),
+    }
 }
 
 fn main() {
     println!(
-        "SPD lookup, median of {RUNS} runs of {LOOKUPS_PER_RUN} lookups over {KEYS} random flows"
+        "SPD lookup: median of {RUNS} runs of {LOOKUPS_PER_RUN} lookups over {KEYS} random flows"
     );
+    println!("(runs interleaved across table sizes, so machine load hits all sizes alike)");
     println!(
         "{:>8} {:>6} {:>10} {:>7} {:>7} {:>9}",
         "tunnels", "family", "ns/lookup", "ratio", "probes", "build ms"
     );
     for family in Family::ALL {
-        let mut base = None;
-        for tunnels in TUNNEL_COUNTS {
-            let rules = rules(family, tunnels);
-            let built = Instant::now();
-            let spd = Spd::new(&rules, Action::Discard);
-            let build_ms = built.elapsed().as_secs_f64() * 1e3;
-            let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ tunnels as u64);
-            let flows = keys(family, tunnels, &mut rng);
-            // The benchmark only means something if the answers are right.
-            for (key, tunnel) in &flows {
-                assert_eq!(spd.lookup(key), Action::Protect(*tunnel), "{key:?}");
+        let mut cases: Vec<Case> = TUNNEL_COUNTS.iter().map(|&n| case(family, n)).collect();
+        for _ in 0..RUNS {
+            for case in &mut cases {
+                let ns = run_once(&case.spd, &case.keys);
+                case.samples.push(ns);
             }
-            let keys: Vec<FlowKey> = flows.iter().map(|(k, _)| *k).collect();
-            let ns = measure(&spd, &keys);
-            let base = *base.get_or_insert(ns);
+        }
+        let base = median(cases[0].samples.clone());
+        for case in &cases {
+            let ns = median(case.samples.clone());
             println!(
                 "{:>8} {:>6} {:>10.1} {:>7.2} {:>7} {:>9.1}",
-                tunnels,
+                case.tunnels,
                 format!("{family:?}"),
                 ns,
                 ns / base,
-                spd.probe_depth(family),
-                build_ms
+                case.spd.probe_depth(family),
+                case.build_ms
             );
         }
     }

@@ -4,38 +4,39 @@ use super::index::{AddrBits, PrefixIndex};
 use crate::tables::policy::{consult_order, family_part, Action, Rule, RuleId};
 use crate::tables::prefix::{Family, IpPrefix, PortRange};
 
-/// A rule reduced to what is left to check once an index has vouched for
-/// one of its addresses.
+/// One source network of a rule, with what is left to check once an index
+/// has vouched for the rule's destination. A rule with several source
+/// networks becomes several of these, adjacent and of equal rank; stored
+/// by value in each candidate list, 32 bytes for IPv4 (half a cache line,
+/// never straddling one), 64 for IPv6.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct CompiledRule {
-    /// Span of the rule's source networks in `FamilyTable::src_nets`;
-    /// `src_len == 0` means any source.
-    src_start: u32,
-    src_len: u32,
+#[repr(align(32))]
+pub(crate) struct CompiledRule<B> {
+    /// Position in consult order: lower is consulted first.
+    rank: u32,
+    /// Source network and mask; mask 0 for any source.
+    src_net: B,
+    src_mask: B,
     proto: Option<u8>,
     sport: PortRange,
     dport: PortRange,
     pub(crate) action: Action,
-    pub(crate) id: RuleId,
 }
 
-/// Every rule that can match packets of one family, in consult order
-/// (position = rank, so comparing positions compares priorities), and
-/// three ways to reach them:
+/// Every rule that can match packets of one family, reachable three ways:
 /// - rules naming destinations, through a destination prefix index;
 /// - rules for any destination but naming sources, through a source index;
 /// - rules for any source and destination, in a short wildcard list.
 ///
-/// The three candidate lists are each sorted by rank; the answer is the
+/// The three candidate lists are each in rank order; the answer is the
 /// lowest-ranked candidate that passes its remaining checks.
 #[derive(Debug)]
 pub(crate) struct FamilyTable<B> {
-    rules: Vec<CompiledRule>,
-    /// (network, mask) pairs of the rules' source lists.
-    src_nets: Vec<(B, B)>,
-    by_dst: PrefixIndex<B>,
-    by_src: PrefixIndex<B>,
-    wildcard: Vec<u32>,
+    by_dst: PrefixIndex<B, CompiledRule<B>>,
+    by_src: PrefixIndex<B, CompiledRule<B>>,
+    wildcard: Vec<CompiledRule<B>>,
+    /// Rule ids by rank, for reporting which rule matched.
+    ids: Vec<RuleId>,
 }
 
 /// A prefix as the index's integer network and length.
@@ -45,11 +46,13 @@ fn net<B: AddrBits>(p: &IpPrefix) -> (B, u8) {
 
 impl<B: AddrBits> FamilyTable<B> {
     pub(crate) fn build(rules: &[Rule], family: Family) -> FamilyTable<B> {
-        let mut compiled = Vec::new();
-        let mut src_nets = Vec::new();
+        let mut variants = Vec::new();
+        // Span of each rank's variants in `variants`.
+        let mut by_rank: Vec<(usize, usize)> = Vec::new();
+        let mut ids = Vec::new();
         let mut dst_entries = Vec::new();
         let mut src_entries = Vec::new();
-        let mut wildcard = Vec::new();
+        let mut wildcard_ranks = Vec::new();
 
         for id in consult_order(rules) {
             let rule = &rules[id.0 as usize];
@@ -59,25 +62,33 @@ impl<B: AddrBits> FamilyTable<B> {
             else {
                 continue; // the rule never matches this family
             };
-            let pos = compiled.len() as u32;
-            compiled.push(CompiledRule {
-                src_start: src_nets.len() as u32,
-                src_len: src.len() as u32,
+            let rank = ids.len() as u32;
+            ids.push(id);
+            let variant = |(src_net, src_mask): (B, B)| CompiledRule {
+                rank,
+                src_net,
+                src_mask,
                 proto: sel.proto,
                 sport: sel.sport,
                 dport: sel.dport,
                 action: rule.action,
-                id,
-            });
-            src_nets.extend(src.iter().map(|p| {
+            };
+            let start = variants.len();
+            if src.is_empty() {
+                // Any source: network 0, mask 0.
+                variants.push(variant((B::ZERO, B::ZERO)));
+            }
+            variants.extend(src.iter().map(|p| {
                 let (bits, len) = net::<B>(p);
-                (bits, B::mask(len))
+                variant((bits, B::mask(len)))
             }));
+            by_rank.push((start, variants.len()));
+
             let entries = |list: &[IpPrefix]| -> Vec<(B, u8, u32)> {
                 list.iter()
                     .map(|p| {
                         let (bits, len) = net::<B>(p);
-                        (bits, len, pos)
+                        (bits, len, rank)
                     })
                     .collect()
             };
@@ -86,47 +97,51 @@ impl<B: AddrBits> FamilyTable<B> {
             } else if !src.is_empty() {
                 src_entries.extend(entries(&src));
             } else {
-                wildcard.push(pos);
+                wildcard_ranks.push(rank);
             }
         }
+        let values = |rank: u32| -> &[CompiledRule<B>] {
+            by_rank
+                .get(rank as usize)
+                .and_then(|&(start, end)| variants.get(start..end))
+                .unwrap_or(&[])
+        };
         FamilyTable {
-            rules: compiled,
-            src_nets,
-            by_dst: PrefixIndex::build(dst_entries),
-            by_src: PrefixIndex::build(src_entries),
-            wildcard,
+            by_dst: PrefixIndex::build(dst_entries, values),
+            by_src: PrefixIndex::build(src_entries, values),
+            wildcard: wildcard_ranks
+                .iter()
+                .flat_map(|&rank| values(rank).iter().copied())
+                .collect(),
+            ids,
         }
     }
 
     /// Everything but the destination (which the index that produced the
     /// candidate has already checked, or which the rule does not restrict).
     #[inline]
-    fn passes(&self, rule: &CompiledRule, src: B, proto: u8, sport: u16, dport: u16) -> bool {
+    fn passes(rule: &CompiledRule<B>, src: B, proto: u8, sport: u16, dport: u16) -> bool {
         (rule.proto.is_none() || rule.proto == Some(proto))
             && rule.sport.contains(sport)
             && rule.dport.contains(dport)
-            && (rule.src_len == 0 || {
-                let start = rule.src_start as usize;
-                self.src_nets
-                    .get(start..start + rule.src_len as usize)
-                    .unwrap_or(&[])
-                    .iter()
-                    .any(|&(net, mask)| src.and(mask) == net)
-            })
+            && src.and(rule.src_mask) == rule.src_net
     }
 
-    /// The position of the first candidate that passes, if it ranks before
-    /// `best`; else `best`.
+    /// The first candidate that passes, if it ranks before `best`.
     #[inline]
-    fn first_passing(&self, candidates: &[u32], best: u32, key: (B, u8, u16, u16)) -> u32 {
+    fn first_passing<'a>(
+        candidates: &'a [CompiledRule<B>],
+        best: Option<&'a CompiledRule<B>>,
+        key: (B, u8, u16, u16),
+    ) -> Option<&'a CompiledRule<B>> {
         let (src, proto, sport, dport) = key;
-        for &pos in candidates {
-            if pos >= best {
+        let limit = best.map_or(u32::MAX, |rule| rule.rank);
+        for rule in candidates {
+            if rule.rank >= limit {
                 break;
             }
-            match self.rules.get(pos as usize) {
-                Some(rule) if self.passes(rule, src, proto, sport, dport) => return pos,
-                _ => {}
+            if Self::passes(rule, src, proto, sport, dport) {
+                return Some(rule);
             }
         }
         best
@@ -141,21 +156,24 @@ impl<B: AddrBits> FamilyTable<B> {
         proto: u8,
         sport: u16,
         dport: u16,
-    ) -> Option<&CompiledRule> {
+    ) -> Option<&CompiledRule<B>> {
         let rest = (src, proto, sport, dport);
-        let mut best = u32::MAX;
-        best = self.first_passing(&self.wildcard, best, rest);
-        best = self.first_passing(self.by_dst.candidates(dst), best, rest);
-        best = self.first_passing(self.by_src.candidates(src), best, rest);
-        self.rules.get(best as usize)
+        let best = Self::first_passing(&self.wildcard, None, rest);
+        let best = Self::first_passing(self.by_dst.candidates(dst), best, rest);
+        Self::first_passing(self.by_src.candidates(src), best, rest)
+    }
+
+    /// The config position of a matched rule.
+    pub(crate) fn id(&self, rule: &CompiledRule<B>) -> Option<RuleId> {
+        self.ids.get(rule.rank as usize).copied()
     }
 
     /// Rules this family can match.
     pub(crate) fn len(&self) -> usize {
-        self.rules.len()
+        self.ids.len()
     }
 
-    /// Hash probes a lookup costs at most (destination plus source index).
+    /// Probes a lookup costs at most (destination plus source index).
     pub(crate) fn depth(&self) -> usize {
         self.by_dst.depth() + self.by_src.depth()
     }

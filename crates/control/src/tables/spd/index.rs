@@ -20,6 +20,7 @@ use rustc_hash::FxHashMap;
 /// family per probe.
 pub(crate) trait AddrBits: Copy + Eq + Hash + Ord + Debug + Send + Sync + 'static {
     const WIDTH: u8;
+    const ZERO: Self;
 
     /// The low `WIDTH` bits of `v`.
     fn from_u128(v: u128) -> Self;
@@ -28,10 +29,24 @@ pub(crate) trait AddrBits: Copy + Eq + Hash + Ord + Debug + Send + Sync + 'stati
     fn mask(len: u8) -> Self;
 
     fn and(self, mask: Self) -> Self;
+
+    /// A well-mixed 64-bit hash (Fibonacci hashing, upper half of the
+    /// product moved down): slots use its low bits, filters bits 40 and up.
+    fn hash(self) -> u64;
 }
+
+/// 2^64 divided by the golden ratio: Fibonacci hashing.
+const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
 
 impl AddrBits for u32 {
     const WIDTH: u8 = 32;
+    const ZERO: u32 = 0;
+
+    #[inline]
+    fn hash(self) -> u64 {
+        let product = u128::from(self) * u128::from(GOLDEN);
+        (product as u64) ^ ((product >> 64) as u64)
+    }
 
     fn from_u128(v: u128) -> u32 {
         v as u32
@@ -53,6 +68,14 @@ impl AddrBits for u32 {
 
 impl AddrBits for u128 {
     const WIDTH: u8 = 128;
+    const ZERO: u128 = 0;
+
+    #[inline]
+    fn hash(self) -> u64 {
+        let folded = (self as u64) ^ ((self >> 64) as u64).rotate_left(29);
+        let product = u128::from(folded) * u128::from(GOLDEN);
+        (product as u64) ^ ((product >> 64) as u64)
+    }
 
     fn from_u128(v: u128) -> u128 {
         v
@@ -72,46 +95,127 @@ impl AddrBits for u128 {
     }
 }
 
-/// Where one leaf's candidates lie in the shared candidate array.
-#[derive(Debug, Clone, Copy)]
+/// Where one leaf's candidates lie in the shared candidate array. A leaf
+/// always has at least one candidate, so `len == 0` marks an empty slot.
+#[derive(Debug, Clone, Copy, Default)]
 struct Span {
     start: u32,
     len: u32,
 }
 
-/// The leaves of one prefix length.
+/// The leaves of one prefix length: an open-addressed table with linear
+/// probing, keys and spans side by side, so a probe usually reads one cache
+/// line whether it hits or misses (a general-purpose map reads a control
+/// line and then a bucket line). Load stays at or below one half.
+///
+/// In front of it, a one-hash bit filter of about 8 bits per leaf, small
+/// enough to stay cached: most addresses with no leaf at this length are
+/// turned away without touching the table (a /24 tunnel's packets skip the
+/// /32 level this way).
 #[derive(Debug)]
 struct Level<B> {
     mask: B,
-    leaves: FxHashMap<B, Span>,
+    slots: Vec<(B, Span)>,
+    /// `slots.len() - 1`; the length is a power of two.
+    slot_mask: usize,
+    filter: Vec<u64>,
+    /// `filter.len() * 64 - 1`; a power of two less one.
+    filter_mask: usize,
 }
 
-/// Maps an address to the sorted candidate positions of the longest indexed
-/// prefix that contains it.
+/// Bit position of `hash` in a filter: bits of the hash the slot index
+/// does not use, so a filter hit says something the slot does not.
+#[inline]
+fn filter_bit(hash: u64, filter_mask: usize) -> usize {
+    (hash >> 40) as usize & filter_mask
+}
+
+impl<B: AddrBits> Level<B> {
+    fn new(mask: B, leaves: &[(B, Span)]) -> Level<B> {
+        let size = (leaves.len() * 2).next_power_of_two().max(2);
+        let mut slots = vec![(B::ZERO, Span::default()); size];
+        let slot_mask = size - 1;
+        let filter_bits = (leaves.len() * 8).next_power_of_two().max(64);
+        let mut filter = vec![0u64; filter_bits / 64];
+        let filter_mask = filter_bits - 1;
+        for &(net, span) in leaves {
+            let hash = net.hash();
+            let bit = filter_bit(hash, filter_mask);
+            filter[bit / 64] |= 1 << (bit % 64);
+            let mut i = hash as usize & slot_mask;
+            while slots[i].1.len != 0 {
+                i = (i + 1) & slot_mask;
+            }
+            slots[i] = (net, span);
+        }
+        Level {
+            mask,
+            slots,
+            slot_mask,
+            filter,
+            filter_mask,
+        }
+    }
+
+    /// The span stored for the network that holds `addr` at this length.
+    #[inline]
+    fn get(&self, addr: B) -> Option<Span> {
+        let net = addr.and(self.mask);
+        let hash = net.hash();
+        let bit = filter_bit(hash, self.filter_mask);
+        if self.filter.get(bit / 64).copied().unwrap_or(0) & (1 << (bit % 64)) == 0 {
+            return None;
+        }
+        let mut i = hash as usize & self.slot_mask;
+        // Terminates: at most half the slots are occupied.
+        loop {
+            let (key, span) = *self.slots.get(i)?;
+            if span.len == 0 {
+                return None;
+            }
+            if key == net {
+                return Some(span);
+            }
+            i = (i + 1) & self.slot_mask;
+        }
+    }
+}
+
+/// Maps an address to the candidates of the longest indexed prefix that
+/// contains it, in rank order. Candidates are stored by value (`V` is a
+/// compiled rule), so reaching them costs no further indirection.
 #[derive(Debug)]
-pub(crate) struct PrefixIndex<B> {
+pub(crate) struct PrefixIndex<B, V> {
     /// Longest prefix length first.
     levels: Vec<Level<B>>,
-    /// Every leaf's candidates, back to back; each run sorted ascending and
+    /// Every leaf's candidates, back to back; each run sorted by rank and
     /// free of duplicates.
-    candidates: Vec<u32>,
+    candidates: Vec<V>,
 }
 
-impl<B: AddrBits> PrefixIndex<B> {
-    /// Indexes `(network, prefix length, candidate)` entries. A candidate may
-    /// appear under several prefixes. Building costs one probe per leaf and
-    /// shorter length; memory is the sum of the candidate lists, which is
-    /// linear unless many short prefixes cover many long ones.
-    pub(crate) fn build(entries: impl IntoIterator<Item = (B, u8, u32)>) -> PrefixIndex<B> {
+impl<B: AddrBits, V: Copy> PrefixIndex<B, V> {
+    /// Indexes `(network, prefix length, rank)` entries; `values(rank)` is
+    /// what the lookup returns for a rank (one or more values, kept
+    /// together). A rank may appear under several prefixes. Building costs
+    /// one probe per leaf and shorter length; memory is the sum of the
+    /// candidate lists, which is linear unless many short prefixes cover
+    /// many long ones.
+    pub(crate) fn build<'v>(
+        entries: impl IntoIterator<Item = (B, u8, u32)>,
+        values: impl Fn(u32) -> &'v [V],
+    ) -> PrefixIndex<B, V>
+    where
+        V: 'v,
+    {
         let mut groups: BTreeMap<u8, FxHashMap<B, Vec<u32>>> = BTreeMap::new();
-        for (net, len, candidate) in entries {
+        for (net, len, rank) in entries {
             let len = len.min(B::WIDTH);
             groups
                 .entry(len)
                 .or_default()
                 .entry(net.and(B::mask(len)))
                 .or_default()
-                .push(candidate);
+                .push(rank);
         }
         let lens: Vec<u8> = groups.keys().copied().collect();
 
@@ -119,37 +223,37 @@ impl<B: AddrBits> PrefixIndex<B> {
         let mut candidates = Vec::new();
         for (depth, &len) in lens.iter().enumerate().rev() {
             let shorter = &lens[..depth];
-            let mut leaves = FxHashMap::default();
+            let mut leaves = Vec::with_capacity(groups[&len].len());
             for (&net, own) in &groups[&len] {
-                let mut list = own.clone();
+                let mut ranks = own.clone();
                 for &short in shorter {
                     if let Some(covering) = groups[&short].get(&net.and(B::mask(short))) {
-                        list.extend_from_slice(covering);
+                        ranks.extend_from_slice(covering);
                     }
                 }
-                list.sort_unstable();
-                list.dedup();
+                ranks.sort_unstable();
+                ranks.dedup();
+                let start = candidates.len();
+                for &rank in &ranks {
+                    candidates.extend_from_slice(values(rank));
+                }
                 let span = Span {
-                    start: candidates.len() as u32,
-                    len: list.len() as u32,
+                    start: start as u32,
+                    len: (candidates.len() - start) as u32,
                 };
-                candidates.extend_from_slice(&list);
-                leaves.insert(net, span);
+                leaves.push((net, span));
             }
-            levels.push(Level {
-                mask: B::mask(len),
-                leaves,
-            });
+            levels.push(Level::new(B::mask(len), &leaves));
         }
         PrefixIndex { levels, candidates }
     }
 
-    /// The candidates for `addr`, ascending; empty when no indexed prefix
-    /// holds it.
+    /// The candidates for `addr`, in rank order; empty when no indexed
+    /// prefix holds it.
     #[inline]
-    pub(crate) fn candidates(&self, addr: B) -> &[u32] {
+    pub(crate) fn candidates(&self, addr: B) -> &[V] {
         for level in &self.levels {
-            if let Some(span) = level.leaves.get(&addr.and(level.mask)) {
+            if let Some(span) = level.get(addr) {
                 let start = span.start as usize;
                 return self
                     .candidates
@@ -160,7 +264,7 @@ impl<B: AddrBits> PrefixIndex<B> {
         &[]
     }
 
-    /// Distinct prefix lengths, i.e. the most hash probes a miss costs.
+    /// Distinct prefix lengths, i.e. the most probes a lookup costs.
     pub(crate) fn depth(&self) -> usize {
         self.levels.len()
     }
@@ -173,17 +277,22 @@ mod tests {
 
     #[test]
     fn longest_leaf_includes_covering_prefixes() {
-        // 10.0.0.0/8 -> 0, 10.1.0.0/16 -> 1, 10.1.2.0/24 -> 2, 11.0.0.0/8 -> 3
-        let index = PrefixIndex::<u32>::build([
-            (0x0a00_0000, 8, 0),
-            (0x0a01_0000, 16, 1),
-            (0x0a01_0200, 24, 2),
-            (0x0b00_0000, 8, 3),
-        ]);
-        assert_eq!(index.candidates(0x0a01_0203), &[0, 1, 2]);
-        assert_eq!(index.candidates(0x0a01_0303), &[0, 1]);
-        assert_eq!(index.candidates(0x0a02_0000), &[0]);
-        assert_eq!(index.candidates(0x0b01_0101), &[3]);
+        // 10.0.0.0/8 -> 0, 10.1.0.0/16 -> 1, 10.1.2.0/24 -> 2, 11.0.0.0/8 -> 3;
+        // rank 1 has two values, which stay together.
+        let values: [&[u32]; 4] = [&[100], &[110, 111], &[120], &[130]];
+        let index = PrefixIndex::<u32, u32>::build(
+            [
+                (0x0a00_0000, 8, 0),
+                (0x0a01_0000, 16, 1),
+                (0x0a01_0200, 24, 2),
+                (0x0b00_0000, 8, 3),
+            ],
+            |rank| values[rank as usize],
+        );
+        assert_eq!(index.candidates(0x0a01_0203), &[100, 110, 111, 120]);
+        assert_eq!(index.candidates(0x0a01_0303), &[100, 110, 111]);
+        assert_eq!(index.candidates(0x0a02_0000), &[100]);
+        assert_eq!(index.candidates(0x0b01_0101), &[130]);
         assert_eq!(index.candidates(0x0c00_0000), &[] as &[u32]);
         assert_eq!(index.depth(), 3);
     }
@@ -199,7 +308,8 @@ mod tests {
             // An 8-bit universe in the top byte makes nesting and overlap common.
             let entries: Vec<(u32, u8, u32)> =
                 entries.iter().map(|&(net, len, c)| ((net as u32) << 24, len, c)).collect();
-            let index = PrefixIndex::<u32>::build(entries.iter().copied());
+            let ranks: Vec<u32> = (0..50).collect();
+            let index = PrefixIndex::<u32, u32>::build(entries.iter().copied(), |rank| ranks.get(rank as usize..=rank as usize).unwrap_or(&[]));
             for addr in addrs {
                 let addr = (addr as u32) << 24 | 0x00ab_cdef;
                 let mut want: Vec<u32> = entries

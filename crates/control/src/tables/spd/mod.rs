@@ -12,7 +12,7 @@ mod index;
 
 use std::net::IpAddr;
 
-use self::family::{CompiledRule, FamilyTable};
+use self::family::FamilyTable;
 use super::policy::{Action, FlowKey, Rule, RuleId};
 use super::prefix::Family;
 
@@ -37,23 +37,30 @@ impl Spd {
         }
     }
 
+    /// The deciding rule's action, and (when `want_id`) its id.
     #[inline]
-    fn first_match(&self, key: &FlowKey) -> Option<&CompiledRule> {
+    fn first_match(&self, key: &FlowKey, want_id: bool) -> Option<(Action, Option<RuleId>)> {
         match (key.src, key.dst) {
-            (IpAddr::V4(src), IpAddr::V4(dst)) => self.v4.lookup(
-                u32::from(src),
-                u32::from(dst),
-                key.proto,
-                key.sport,
-                key.dport,
-            ),
-            (IpAddr::V6(src), IpAddr::V6(dst)) => self.v6.lookup(
-                u128::from(src),
-                u128::from(dst),
-                key.proto,
-                key.sport,
-                key.dport,
-            ),
+            (IpAddr::V4(src), IpAddr::V4(dst)) => self
+                .v4
+                .lookup(
+                    u32::from(src),
+                    u32::from(dst),
+                    key.proto,
+                    key.sport,
+                    key.dport,
+                )
+                .map(|rule| (rule.action, want_id.then(|| self.v4.id(rule)).flatten())),
+            (IpAddr::V6(src), IpAddr::V6(dst)) => self
+                .v6
+                .lookup(
+                    u128::from(src),
+                    u128::from(dst),
+                    key.proto,
+                    key.sport,
+                    key.dport,
+                )
+                .map(|rule| (rule.action, want_id.then(|| self.v6.id(rule)).flatten())),
             // Not a packet that exists; no rule is written for it.
             _ => None,
         }
@@ -63,14 +70,14 @@ impl Spd {
     /// default action. No allocation, no locks.
     #[inline]
     pub fn lookup(&self, key: &FlowKey) -> Action {
-        self.first_match(key)
-            .map_or(self.default_action, |rule| rule.action)
+        self.first_match(key, false)
+            .map_or(self.default_action, |(action, _)| action)
     }
 
     /// The rule that decides `key`, `None` when the default action does
     /// (for per-rule counters and for diagnostics).
     pub fn matching_rule(&self, key: &FlowKey) -> Option<RuleId> {
-        self.first_match(key).map(|rule| rule.id)
+        self.first_match(key, true).and_then(|(_, id)| id)
     }
 
     /// Looks up a burst: `actions[i]` is the action for `keys[i]`, for the
@@ -94,7 +101,7 @@ impl Spd {
         self.rules == 0
     }
 
-    /// The most hash probes one lookup of `family` costs (the number of
+    /// The most table probes one lookup of `family` costs (the number of
     /// distinct prefix lengths indexed), for sizing and for the docs.
     pub fn probe_depth(&self, family: Family) -> usize {
         match family {
