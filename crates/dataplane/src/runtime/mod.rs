@@ -78,6 +78,9 @@ const QUEUE_DESCRIPTORS: u16 = 512;
 /// growth of a packet that arrived at full size is refused by the PMTU
 /// check anyway, so this is slack, not a requirement.
 const DATA_ROOM_SLACK: u32 = 128;
+/// DPDK's default mbuf size (RTE_MBUF_DEFAULT_BUF_SIZE): some PMDs size
+/// their receive frames by it (af_packet wants 2016 bytes after headroom).
+const MIN_DATA_ROOM: u32 = 2048 + 128;
 
 /// Runs the gateway described by `opts.config` until a signal or the
 /// duration; returns the final counters (also written to `--stats-json`).
@@ -224,7 +227,7 @@ impl Setup {
         let queues = u16::try_from(workers).map_err(|_| {
             RunError::Setup(format!("{workers} workers: more queues than DPDK allows"))
         })?;
-        let data_room = Mempool::data_room_for_mtu(dp.mtu) + DATA_ROOM_SLACK;
+        let data_room = (Mempool::data_room_for_mtu(dp.mtu) + DATA_ROOM_SLACK).max(MIN_DATA_ROOM);
         let data_room = u16::try_from(data_room)
             .map_err(|_| RunError::Setup("mtu too large for an mbuf".into()))?;
         let cache = (dp.mbufs / 8).min(256);
