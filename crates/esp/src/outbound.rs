@@ -292,6 +292,10 @@ impl OutboundSa {
 
     /// Takes up to `n` sequence numbers: (first, how many). Saturates at
     /// `max_seq`, so the counter can never wrap and hand out a number twice.
+    /// A plain `fetch_add` could wrap the counter at 2^64 (ESN) and would
+    /// leave it past the end for every later caller; the compare-exchange
+    /// loop is still one successful atomic RMW per burst (it only retries
+    /// when another core reserved in between).
     #[inline]
     fn reserve(&self, n: u64) -> (u64, u64) {
         if n == 0 {

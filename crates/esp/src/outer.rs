@@ -184,6 +184,9 @@ pub struct EspLocation {
 /// as an SA with `encap` expects it: plain ESP for [`Encap::None`], ESP in
 /// UDP to `local_port` for [`Encap::Udp`]. The data plane can call this to
 /// get the SPI for its SA lookup.
+///
+/// Outer checksums (IPv4 header, UDP) are not verified here: the ICV covers
+/// everything past them that matters, and NICs check them in hardware.
 pub fn locate_esp(packet: &[u8], encap: Encap) -> Result<EspLocation, DropReason> {
     let first = *packet.first().ok_or(DropReason::Truncated)?;
     let (header_len, end, proto) = match first >> 4 {

@@ -9,8 +9,9 @@ the 4-byte salt), esn (bool), seq (full 64-bit number), udp (bool: RFC 3948
 encapsulation on port 4500), outer_src / outer_dst, plus
   encrypt: "inner" (hex of the inner IP packet): scapy encrypts it in tunnel
            mode and answers "outer" (hex of the outer IP packet);
-  decrypt: "outer" (hex, made by espgw): scapy verifies and decrypts it and
-           answers "inner" (hex of the inner IP packet).
+  decrypt: "outer" (hex, made by espgw): scapy checks its outer checksums,
+           verifies and decrypts it and answers "inner" (hex of the inner
+           IP packet).
 RESPONSE: {"encrypt": [result...], "decrypt": [result...]} in task order;
 a result is {"outer": hex} / {"inner": hex}, or {"error": text}.
 
@@ -74,12 +75,35 @@ def encrypt(task):
     return {"outer": raw(outer).hex()}
 
 
+def checksum_error(outer):
+    """espgw's outer checksums as scapy computes them: the IPv4 header
+    checksum, and the UDP checksum over IPv6 (zero is allowed over IPv4)."""
+    if outer.version == 4:
+        fresh = outer.copy()
+        del fresh.chksum
+        expected = IP(raw(fresh)).chksum
+        if outer.chksum != expected:
+            return "outer IPv4 checksum %#06x, scapy computes %#06x" % (outer.chksum, expected)
+        if outer.haslayer(UDP) and outer[UDP].chksum != 0:
+            return "UDP checksum over IPv4 is %#06x, espgw sends 0" % outer[UDP].chksum
+    elif outer.haslayer(UDP):
+        fresh = outer.copy()
+        del fresh[UDP].chksum
+        expected = IPv6(raw(fresh))[UDP].chksum
+        if outer[UDP].chksum != expected:
+            return "UDP checksum %#06x, scapy computes %#06x" % (outer[UDP].chksum, expected)
+    return None
+
+
 def decrypt(task):
     sa = security_association(task)
     seq = task["seq"]
     outer = parse_ip(bytes.fromhex(task["outer"]))
     if not outer.haslayer(ESP):
         return {"error": "scapy did not dissect an ESP layer: " + outer.summary()}
+    error = checksum_error(outer)
+    if error:
+        return {"error": error}
     inner = sa.decrypt(outer, verify=True, esn_en=task["esn"], esn=seq >> 32)
     return {"inner": raw(inner).hex()}
 
