@@ -1,6 +1,6 @@
 //! The compiled rules of one address family and their first-match lookup.
 
-use super::index::{AddrBits, PrefixIndex};
+use super::index::{AddrBits, Candidates, PrefixIndex};
 use crate::tables::policy::{consult_order, family_part, Action, Rule, RuleId};
 use crate::tables::prefix::{Family, IpPrefix, PortRange};
 
@@ -159,8 +159,19 @@ impl<B: AddrBits> FamilyTable<B> {
     ) -> Option<&CompiledRule<B>> {
         let rest = (src, proto, sport, dport);
         let best = Self::first_passing(&self.wildcard, None, rest);
-        let best = Self::first_passing(self.by_dst.candidates(dst), best, rest);
-        Self::first_passing(self.by_src.candidates(src), best, rest)
+        let best = Self::first_passing_in(self.by_dst.candidates(dst), best, rest);
+        Self::first_passing_in(self.by_src.candidates(src), best, rest)
+    }
+
+    /// [`Self::first_passing`] over a leaf's first candidate, then the rest.
+    #[inline]
+    fn first_passing_in<'a>(
+        found: Candidates<'a, CompiledRule<B>>,
+        best: Option<&'a CompiledRule<B>>,
+        key: (B, u8, u16, u16),
+    ) -> Option<&'a CompiledRule<B>> {
+        let best = Self::first_passing(found.first, best, key);
+        Self::first_passing(found.rest, best, key)
     }
 
     /// The config position of a matched rule.
@@ -176,5 +187,21 @@ impl<B: AddrBits> FamilyTable<B> {
     /// Probes a lookup costs at most (destination plus source index).
     pub(crate) fn depth(&self) -> usize {
         self.by_dst.depth() + self.by_src.depth()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The layout the lookup cost depends on (see the `Slot` docs).
+    #[test]
+    fn compiled_rules_fill_whole_lines() {
+        assert_eq!(core::mem::size_of::<CompiledRule<u32>>(), 32);
+        assert_eq!(core::mem::size_of::<CompiledRule<u128>>(), 64);
+        assert_eq!(
+            super::super::index::slot_size::<u32, CompiledRule<u32>>(),
+            64
+        );
     }
 }

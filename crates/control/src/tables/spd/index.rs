@@ -95,27 +95,42 @@ impl AddrBits for u128 {
     }
 }
 
-/// Where one leaf's candidates lie in the shared candidate array. A leaf
-/// always has at least one candidate, so `len == 0` marks an empty slot.
+/// Where a leaf's further candidates lie in the shared candidate array.
 #[derive(Debug, Clone, Copy, Default)]
 struct Span {
     start: u32,
     len: u32,
 }
 
+/// One table slot: a leaf's network, its best candidate by value, and
+/// where the others are. For IPv4 rules the whole slot is one 64-byte cache
+/// line, so a lookup that ends at the first candidate (the usual case: one
+/// tunnel per network) reads one line of the table and nothing else.
+#[derive(Debug, Clone, Copy)]
+struct Slot<B, V> {
+    net: B,
+    occupied: bool,
+    rest: Span,
+    first: V,
+}
+
+/// Bytes of one table slot (for the layout test).
+#[cfg(test)]
+pub(crate) fn slot_size<B, V>() -> usize {
+    core::mem::size_of::<Slot<B, V>>()
+}
+
 /// The leaves of one prefix length: an open-addressed table with linear
-/// probing, keys and spans side by side, so a probe usually reads one cache
-/// line whether it hits or misses (a general-purpose map reads a control
-/// line and then a bucket line). Load stays at or below one half.
+/// probing and load at most one half.
 ///
 /// In front of it, a one-hash bit filter of about 8 bits per leaf, small
 /// enough to stay cached: most addresses with no leaf at this length are
 /// turned away without touching the table (a /24 tunnel's packets skip the
 /// /32 level this way).
 #[derive(Debug)]
-struct Level<B> {
+struct Level<B, V> {
     mask: B,
-    slots: Vec<(B, Span)>,
+    slots: Vec<Slot<B, V>>,
     /// `slots.len() - 1`; the length is a power of two.
     slot_mask: usize,
     filter: Vec<u64>,
@@ -130,36 +145,41 @@ fn filter_bit(hash: u64, filter_mask: usize) -> usize {
     (hash >> 40) as usize & filter_mask
 }
 
-impl<B: AddrBits> Level<B> {
-    fn new(mask: B, leaves: &[(B, Span)]) -> Level<B> {
-        let size = (leaves.len() * 2).next_power_of_two().max(2);
-        let mut slots = vec![(B::ZERO, Span::default()); size];
+impl<B: AddrBits, V: Copy> Level<B, V> {
+    /// `None` when there are no leaves (no level is needed then).
+    fn new(mask: B, leaves: &[Slot<B, V>]) -> Option<Level<B, V>> {
+        let filler = Slot {
+            occupied: false,
+            ..*leaves.first()?
+        };
+        let size = (leaves.len() * 2).next_power_of_two();
+        let mut slots = vec![filler; size];
         let slot_mask = size - 1;
         let filter_bits = (leaves.len() * 8).next_power_of_two().max(64);
         let mut filter = vec![0u64; filter_bits / 64];
         let filter_mask = filter_bits - 1;
-        for &(net, span) in leaves {
-            let hash = net.hash();
+        for leaf in leaves {
+            let hash = leaf.net.hash();
             let bit = filter_bit(hash, filter_mask);
             filter[bit / 64] |= 1 << (bit % 64);
             let mut i = hash as usize & slot_mask;
-            while slots[i].1.len != 0 {
+            while slots[i].occupied {
                 i = (i + 1) & slot_mask;
             }
-            slots[i] = (net, span);
+            slots[i] = *leaf;
         }
-        Level {
+        Some(Level {
             mask,
             slots,
             slot_mask,
             filter,
             filter_mask,
-        }
+        })
     }
 
-    /// The span stored for the network that holds `addr` at this length.
+    /// The slot of the network that holds `addr` at this length.
     #[inline]
-    fn get(&self, addr: B) -> Option<Span> {
+    fn get(&self, addr: B) -> Option<&Slot<B, V>> {
         let net = addr.and(self.mask);
         let hash = net.hash();
         let bit = filter_bit(hash, self.filter_mask);
@@ -169,14 +189,30 @@ impl<B: AddrBits> Level<B> {
         let mut i = hash as usize & self.slot_mask;
         // Terminates: at most half the slots are occupied.
         loop {
-            let (key, span) = *self.slots.get(i)?;
-            if span.len == 0 {
+            let slot = self.slots.get(i)?;
+            if !slot.occupied {
                 return None;
             }
-            if key == net {
-                return Some(span);
+            if slot.net == net {
+                return Some(slot);
             }
             i = (i + 1) & self.slot_mask;
+        }
+    }
+}
+
+/// The candidates for one address, in rank order: `first` then `rest`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Candidates<'a, V> {
+    pub(crate) first: &'a [V],
+    pub(crate) rest: &'a [V],
+}
+
+impl<V> Default for Candidates<'_, V> {
+    fn default() -> Self {
+        Candidates {
+            first: &[],
+            rest: &[],
         }
     }
 }
@@ -187,9 +223,9 @@ impl<B: AddrBits> Level<B> {
 #[derive(Debug)]
 pub(crate) struct PrefixIndex<B, V> {
     /// Longest prefix length first.
-    levels: Vec<Level<B>>,
-    /// Every leaf's candidates, back to back; each run sorted by rank and
-    /// free of duplicates.
+    levels: Vec<Level<B, V>>,
+    /// Every leaf's candidates after its first, back to back; each leaf's
+    /// run sorted by rank.
     candidates: Vec<V>,
 }
 
@@ -233,35 +269,44 @@ impl<B: AddrBits, V: Copy> PrefixIndex<B, V> {
                 }
                 ranks.sort_unstable();
                 ranks.dedup();
-                let start = candidates.len();
-                for &rank in &ranks {
-                    candidates.extend_from_slice(values(rank));
-                }
-                let span = Span {
-                    start: start as u32,
-                    len: (candidates.len() - start) as u32,
+                let mut ordered = ranks.iter().flat_map(|&rank| values(rank).iter().copied());
+                let Some(first) = ordered.next() else {
+                    continue; // a rank without values: nothing to find
                 };
-                leaves.push((net, span));
+                let start = candidates.len();
+                candidates.extend(ordered);
+                leaves.push(Slot {
+                    net,
+                    occupied: true,
+                    rest: Span {
+                        start: start as u32,
+                        len: (candidates.len() - start) as u32,
+                    },
+                    first,
+                });
             }
-            levels.push(Level::new(B::mask(len), &leaves));
+            levels.extend(Level::new(B::mask(len), &leaves));
         }
         PrefixIndex { levels, candidates }
     }
 
-    /// The candidates for `addr`, in rank order; empty when no indexed
+    /// The candidates for `addr`, in rank order; none when no indexed
     /// prefix holds it.
     #[inline]
-    pub(crate) fn candidates(&self, addr: B) -> &[V] {
+    pub(crate) fn candidates(&self, addr: B) -> Candidates<'_, V> {
         for level in &self.levels {
-            if let Some(span) = level.get(addr) {
-                let start = span.start as usize;
-                return self
-                    .candidates
-                    .get(start..start + span.len as usize)
-                    .unwrap_or(&[]);
+            if let Some(slot) = level.get(addr) {
+                let start = slot.rest.start as usize;
+                return Candidates {
+                    first: std::slice::from_ref(&slot.first),
+                    rest: self
+                        .candidates
+                        .get(start..start + slot.rest.len as usize)
+                        .unwrap_or(&[]),
+                };
             }
         }
-        &[]
+        Candidates::default()
     }
 
     /// Distinct prefix lengths, i.e. the most probes a lookup costs.
@@ -274,6 +319,12 @@ impl<B: AddrBits, V: Copy> PrefixIndex<B, V> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// Every candidate, in order.
+    fn all(index: &PrefixIndex<u32, u32>, addr: u32) -> Vec<u32> {
+        let found = index.candidates(addr);
+        found.first.iter().chain(found.rest).copied().collect()
+    }
 
     #[test]
     fn longest_leaf_includes_covering_prefixes() {
@@ -289,11 +340,11 @@ mod tests {
             ],
             |rank| values[rank as usize],
         );
-        assert_eq!(index.candidates(0x0a01_0203), &[100, 110, 111, 120]);
-        assert_eq!(index.candidates(0x0a01_0303), &[100, 110, 111]);
-        assert_eq!(index.candidates(0x0a02_0000), &[100]);
-        assert_eq!(index.candidates(0x0b01_0101), &[130]);
-        assert_eq!(index.candidates(0x0c00_0000), &[] as &[u32]);
+        assert_eq!(all(&index, 0x0a01_0203), [100, 110, 111, 120]);
+        assert_eq!(all(&index, 0x0a01_0303), [100, 110, 111]);
+        assert_eq!(all(&index, 0x0a02_0000), [100]);
+        assert_eq!(all(&index, 0x0b01_0101), [130]);
+        assert_eq!(all(&index, 0x0c00_0000), [0u32; 0]);
         assert_eq!(index.depth(), 3);
     }
 
@@ -319,7 +370,7 @@ mod tests {
                     .collect();
                 want.sort_unstable();
                 want.dedup();
-                prop_assert_eq!(index.candidates(addr), &want[..]);
+                prop_assert_eq!(all(&index, addr), want);
             }
         }
     }
