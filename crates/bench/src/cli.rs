@@ -1,0 +1,123 @@
+//! `espgw bench` as the binary calls it: options from the contract flags,
+//! progress and table on the terminal, JSON and SVG files.
+
+use std::path::PathBuf;
+
+use crate::options::{self, Options};
+use crate::report;
+use crate::runner;
+
+/// The contract flags, as strings (clap lives in the binary).
+#[derive(Debug, Clone, Default)]
+pub struct Args {
+    pub suite: Option<String>,
+    pub sizes: Option<String>,
+    /// "encrypt", "decrypt" or "both" (default).
+    pub direction: Option<String>,
+    pub workers: Option<usize>,
+    pub seconds: Option<f64>,
+    pub json: Option<PathBuf>,
+    pub svg: Option<PathBuf>,
+}
+
+impl Args {
+    /// Validated options; `command` is the command line as typed.
+    pub fn options(&self, command: String) -> Result<Options, options::OptionError> {
+        let mut o = Options {
+            command,
+            ..Options::default()
+        };
+        if let Some(s) = &self.suite {
+            o.suites = options::parse_suites(s)?;
+        }
+        if let Some(s) = &self.sizes {
+            o.sizes = options::parse_sizes(s)?;
+        }
+        if let Some(d) = &self.direction {
+            o.directions = options::parse_direction(d)?;
+        }
+        if let Some(n) = self.workers {
+            o.workers = options::check_workers(n)?;
+        }
+        if let Some(s) = self.seconds {
+            o.seconds = options::check_seconds(s)?;
+        }
+        o.json = self.json.clone();
+        o.svg = self.svg.clone();
+        Ok(o)
+    }
+}
+
+/// The command line of this process, shell-quoted where needed.
+pub fn command_line() -> String {
+    std::env::args()
+        .map(|a| {
+            if a.is_empty() || a.contains(|c: char| c.is_whitespace() || "\"'$\\".contains(c)) {
+                format!("'{}'", a.replace('\'', r"'\''"))
+            } else {
+                a
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Runs the bench, prints the table, writes the files. Ok(true) when every
+/// packet of every case passed the sink.
+pub fn run(args: &Args) -> Result<bool, String> {
+    let opts = args.options(command_line()).map_err(|e| e.to_string())?;
+    let rep = runner::run(&opts)?;
+    print!("{}", report::table::render(&rep));
+    if let Some(path) = &opts.json {
+        let text =
+            serde_json::to_string_pretty(&report::json::render(&rep)).map_err(|e| e.to_string())?;
+        std::fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
+    if let Some(path) = &opts.svg {
+        std::fs::write(path, report::svg::render(&rep))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
+    let ok = rep.all_valid();
+    if !ok {
+        eprintln!("espgw bench: some packets failed the sink's checks or were lost (see the check column)");
+    }
+    Ok(ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::{Direction, Size};
+
+    #[test]
+    fn defaults_and_overrides() {
+        let o = Args::default().options("x".into()).unwrap();
+        assert_eq!(
+            (o.suites.len(), o.sizes.len(), o.directions.len(), o.workers),
+            (6, 7, 2, 1)
+        );
+        assert_eq!(o.seconds, 0.5);
+        let a = Args {
+            suite: Some("aes128gcm16".into()),
+            sizes: Some("64,imix".into()),
+            direction: Some("decrypt".into()),
+            workers: Some(2),
+            seconds: Some(0.1),
+            ..Args::default()
+        };
+        let o = a.options("espgw bench".into()).unwrap();
+        assert_eq!(o.sizes, vec![Size::Fixed(64), Size::Imix]);
+        assert_eq!(o.directions, vec![Direction::Decrypt]);
+        assert_eq!(
+            (o.workers, o.seconds, o.command.as_str()),
+            (2, 0.1, "espgw bench")
+        );
+        let bad = Args {
+            workers: Some(0),
+            ..Args::default()
+        };
+        assert!(bad.options(String::new()).is_err());
+    }
+}

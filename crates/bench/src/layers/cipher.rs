@@ -1,0 +1,139 @@
+//! The ceiling: the ESP cipher alone (`EspCipher::seal` / `open` of the
+//! suite's backend, the very object the engine calls) over the ESP part of
+//! the same packets (SPI to ICV, padded as the engine pads), in mbufs from
+//! the same pool. No headers, no lookups, no counters: what the engine and
+//! the worker add shows as the distance to this.
+
+use dpdk::Mbuf;
+use espgw_esp::crypto::{new_cipher, EspCipher};
+use espgw_esp::{SaConfig, Suite};
+use espgw_wire::PacketBuf;
+
+use super::{record_burst, run_for, tsc, Ctx};
+use crate::generator::{Generator, Template, BURST};
+use crate::options::Direction;
+use crate::packets::IPV4_LEN;
+use crate::sink::{check_inner, Invalid};
+use crate::stats::Measured;
+
+fn cipher(cfg: &SaConfig) -> Result<Box<dyn EspCipher>, String> {
+    new_cipher(cfg.suite, cfg.key.expose(), cfg.auth_key.expose()).map_err(|e| e.to_string())
+}
+
+/// The ESP packet (SPI .. ICV) of `inner` before sealing: padding 1, 2, ...
+/// as RFC 4303 says, next header 4 (IPv4), ICV space zeroed.
+pub fn esp_plaintext(suite: Suite, spi: u32, inner: &[u8]) -> Vec<u8> {
+    let align = suite.block_align();
+    let padded = (inner.len() + 2).div_ceil(align) * align;
+    let pad = padded - inner.len() - 2;
+    let mut p = Vec::with_capacity(8 + suite.iv_len() + padded + suite.icv_len());
+    p.extend_from_slice(&spi.to_be_bytes());
+    p.extend_from_slice(&[0; 4]);
+    p.resize(8 + suite.iv_len(), 0);
+    p.extend_from_slice(inner);
+    p.extend((1..=pad).map(|b| b as u8));
+    p.push(pad as u8);
+    p.push(4);
+    p.resize(p.len() + suite.icv_len(), 0);
+    p
+}
+
+pub fn measure(ctx: &Ctx<'_>) -> Result<Measured, String> {
+    let case = ctx.case;
+    let gw_cfg_out = ctx.gateway.outbound(case.worker);
+    let gw_cfg_in = ctx.gateway.inbound(case.worker);
+    let suite = case.suite;
+    let payload_at = 8 + suite.iv_len();
+    let (templates, c): (Vec<Template>, Box<dyn EspCipher>) = match case.direction {
+        Direction::Encrypt => (
+            case.inner
+                .iter()
+                .map(|t| Template {
+                    bytes: esp_plaintext(suite, gw_cfg_out.spi, &t.bytes),
+                    ..t.clone()
+                })
+                .collect(),
+            cipher(&gw_cfg_out)?,
+        ),
+        Direction::Decrypt => (
+            case.esp
+                .iter()
+                .map(|t| Template {
+                    bytes: t.bytes[IPV4_LEN..].to_vec(),
+                    ..t.clone()
+                })
+                .collect(),
+            cipher(&gw_cfg_in)?,
+        ),
+    };
+    let mut gen = Generator::new(templates);
+    let mut pkts: Vec<Mbuf> = Vec::with_capacity(BURST);
+    let mut opened = [true; BURST];
+    let mut seq = 0u64;
+    let icv = suite.icv_len();
+    let mut m = Measured::new();
+    run_for(ctx.seconds, &mut m, |m, record| {
+        gen.fill(ctx.pool, &mut pkts)?;
+        let t0 = tsc();
+        match case.direction {
+            Direction::Encrypt => {
+                for p in pkts.iter_mut() {
+                    seq += 1;
+                    c.seal(p.data_mut(), seq, false);
+                }
+            }
+            Direction::Decrypt => {
+                for ((p, slot), ok) in pkts.iter_mut().zip(&gen.slots).zip(opened.iter_mut()) {
+                    *ok = c.open(p.data_mut(), slot.seq, false).is_ok();
+                }
+            }
+        }
+        let t1 = tsc();
+        if record {
+            record_burst(m, case, &gen.slots, t1 - t0, t1 - t0, ctx.tsc_hz);
+            for ((p, slot), ok) in pkts.iter().zip(&gen.slots).zip(&opened) {
+                let d = p.data();
+                let result = match case.direction {
+                    // The tag is the part seal must have written.
+                    Direction::Encrypt
+                        if d.len() >= icv && d[d.len() - icv..].iter().any(|&b| b != 0) =>
+                    {
+                        Ok(())
+                    }
+                    Direction::Encrypt => Err(Invalid::Rejected),
+                    Direction::Decrypt if !ok => Err(Invalid::Rejected),
+                    Direction::Decrypt => d
+                        .get(payload_at..payload_at + slot.inner_len)
+                        .ok_or(Invalid::Truncated)
+                        .and_then(|inner| check_inner(inner, &case.inner_expect)),
+                };
+                m.tally.record(result);
+            }
+        }
+        pkts.clear(); // back to the pool
+        Ok(())
+    })?;
+    Ok(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn esp_plaintext_is_aligned_with_rfc4303_padding() {
+        let inner = vec![0x45u8; 64];
+        let p = esp_plaintext(Suite::Aes128Sha256, 0x1234, &inner);
+        // 8 header + 16 IV + (64 + 2 -> 80) + 16 ICV.
+        assert_eq!(p.len(), 8 + 16 + 80 + 16);
+        let trailer = &p[8 + 16 + 64..8 + 16 + 80];
+        assert_eq!(
+            &trailer[..14],
+            &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]
+        );
+        assert_eq!(&trailer[14..], &[14, 4]);
+        let gcm = esp_plaintext(Suite::Aes128Gcm16, 1, &inner);
+        // GCM aligns to 4: 64 + 2 -> 68, 2 bytes of padding.
+        assert_eq!(gcm.len(), 8 + 8 + 68 + 16);
+    }
+}

@@ -1,0 +1,72 @@
+//! The ESP engine alone: `OutboundSa::encap_burst` on inner IP packets, or
+//! `InboundSa::decap_burst` on outer ESP packets, in mbufs, one burst per
+//! call, with the SA the gateway config gives this worker's tunnel.
+
+use dpdk::Mbuf;
+use espgw_esp::{InboundSa, OutboundSa, Verdict};
+use espgw_wire::PacketBuf;
+
+use super::{record_burst, run_for, tsc, Ctx};
+use crate::generator::{Generator, BURST};
+use crate::options::Direction;
+use crate::sink::{check_esp, check_inner, Invalid};
+use crate::stats::Measured;
+
+pub fn measure(ctx: &Ctx<'_>) -> Result<Measured, String> {
+    let case = ctx.case;
+    let w = case.worker;
+    let mut m = Measured::new();
+    let mut pkts: Vec<Mbuf> = Vec::with_capacity(BURST);
+    let mut verdicts = [Verdict::default(); BURST];
+    match case.direction {
+        Direction::Encrypt => {
+            let sa = OutboundSa::new(&ctx.gateway.outbound(w), 0).map_err(|e| e.to_string())?;
+            let mut gen = Generator::new(case.inner.clone());
+            run_for(ctx.seconds, &mut m, |m, record| {
+                gen.fill(ctx.pool, &mut pkts)?;
+                let t0 = tsc();
+                sa.encap_burst(&mut pkts, &mut verdicts, 0);
+                let t1 = tsc();
+                if record {
+                    record_burst(m, case, &gen.slots, t1 - t0, t1 - t0, ctx.tsc_hz);
+                    for (p, v) in pkts.iter().zip(&verdicts) {
+                        m.tally.record(if v.is_forward() {
+                            check_esp(p.data(), &case.esp_expect)
+                        } else {
+                            Err(Invalid::Rejected)
+                        });
+                    }
+                }
+                pkts.clear();
+                Ok(())
+            })?;
+        }
+        Direction::Decrypt => {
+            let cfg = ctx.gateway.inbound(w);
+            let mut sa = InboundSa::new(&cfg, 0).map_err(|e| e.to_string())?;
+            let mut gen = Generator::new(case.esp.clone());
+            run_for(ctx.seconds, &mut m, |m, record| {
+                if gen.fill(ctx.pool, &mut pkts)? {
+                    // The same sequence numbers again: a fresh window.
+                    sa = InboundSa::new(&cfg, 0).map_err(|e| e.to_string())?;
+                }
+                let t0 = tsc();
+                sa.decap_burst(&mut pkts, &mut verdicts, 0);
+                let t1 = tsc();
+                if record {
+                    record_burst(m, case, &gen.slots, t1 - t0, t1 - t0, ctx.tsc_hz);
+                    for (p, v) in pkts.iter().zip(&verdicts) {
+                        m.tally.record(if v.is_forward() {
+                            check_inner(p.data(), &case.inner_expect)
+                        } else {
+                            Err(Invalid::Rejected)
+                        });
+                    }
+                }
+                pkts.clear();
+                Ok(())
+            })?;
+        }
+    }
+    Ok(m)
+}

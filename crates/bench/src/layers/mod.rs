@@ -1,0 +1,125 @@
+//! The three layers measured on the same mbufs, each from a generator
+//! through the stage to the sink, one core per worker:
+//!
+//! * [`cipher`]: the raw `EspCipher::seal`/`open` over the ESP bytes, the
+//!   ceiling (same library, same packet sizes, same buffers);
+//! * [`engine`]: `OutboundSa::encap_burst` / `InboundSa::decap_burst`;
+//! * [`worker`]: `Worker::process_burst`, the code path of `espgw run`
+//!   (classification, SPD, ESP, routing, neighbor, Ethernet, TX queues).
+//!
+//! Only the stage call is timed (TSC); see [`crate::stats`].
+
+pub mod cipher;
+pub mod engine;
+pub mod worker;
+
+use std::time::Instant;
+
+use dpdk::cycles::rdtsc;
+use dpdk::Mempool;
+
+use crate::case::CaseData;
+use crate::generator::Slot;
+use crate::stats::Measured;
+
+/// Which layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layer {
+    Cipher,
+    Engine,
+    Worker,
+}
+
+impl Layer {
+    pub const ALL: [Layer; 3] = [Layer::Cipher, Layer::Engine, Layer::Worker];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Layer::Cipher => "cipher",
+            Layer::Engine => "engine",
+            Layer::Worker => "worker",
+        }
+    }
+}
+
+/// What a layer measurement runs with.
+pub struct Ctx<'a> {
+    pub gateway: &'a crate::gateway::Gateway,
+    pub case: &'a CaseData,
+    pub pool: &'a Mempool,
+    pub seconds: f64,
+    pub tsc_hz: f64,
+}
+
+impl Ctx<'_> {
+    pub fn measure(&self, layer: Layer) -> Result<Measured, String> {
+        match layer {
+            Layer::Cipher => cipher::measure(self),
+            Layer::Engine => engine::measure(self),
+            Layer::Worker => worker::measure(self),
+        }
+    }
+}
+
+/// Share of the time spent warming up (caches, branch predictors, the
+/// mempool cache) before counting starts.
+const WARMUP_SHARE: f64 = 0.1;
+
+/// Runs `step` until `seconds` of wall time have passed; the first
+/// [`WARMUP_SHARE`] of them are not counted. `step(record)` handles one
+/// burst and adds to the measurement when `record` is true.
+pub fn run_for(
+    seconds: f64,
+    measured: &mut Measured,
+    mut step: impl FnMut(&mut Measured, bool) -> Result<(), String>,
+) -> Result<(), String> {
+    let start = Instant::now();
+    let warm_until = seconds * WARMUP_SHARE;
+    let mut counting_since: Option<Instant> = None;
+    let mut bursts = 0u64;
+    loop {
+        // The clock is read every 16 bursts: cheap, and at most a few µs late.
+        if bursts & 15 == 0 {
+            let t = start.elapsed().as_secs_f64();
+            if t >= seconds {
+                break;
+            }
+            if counting_since.is_none() && t >= warm_until {
+                counting_since = Some(Instant::now());
+            }
+        }
+        step(measured, counting_since.is_some())?;
+        bursts += 1;
+    }
+    measured.loop_ns = counting_since.map_or(0, |t| t.elapsed().as_nanos() as u64);
+    Ok(())
+}
+
+/// Records one burst: its stage cycles, bytes and latency.
+#[inline]
+pub fn record_burst(
+    m: &mut Measured,
+    case: &CaseData,
+    slots: &[Slot],
+    stage_cycles: u64,
+    latency_cycles: u64,
+    tsc_hz: f64,
+) {
+    m.packets += slots.len() as u64;
+    m.cycles += stage_cycles;
+    for s in slots {
+        m.inner_bytes += s.inner_len as u64;
+        m.wire_bytes += case.wire_bytes(s.inner_len) as u64;
+    }
+    let ns = (latency_cycles as f64 * 1e9 / tsc_hz) as u64;
+    // Saturate rather than fail on an absurd sample (a preempted thread).
+    let _ = m
+        .latency_ns
+        .record_n(ns.clamp(1, 10_000_000_000), slots.len() as u64);
+}
+
+/// The TSC, through the DPDK wrapper (all FFI stays in dpdk/).
+#[inline]
+pub fn tsc() -> u64 {
+    rdtsc()
+}

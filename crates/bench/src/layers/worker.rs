@@ -1,0 +1,116 @@
+//! The real worker: `Worker::process_burst` exactly as `espgw run` calls
+//! it after an RX burst, over the bench gateway's tables. The generator
+//! plays the RX queue (Ethernet frames into the protected port for
+//! encrypt, ESP frames into the unprotected port for decrypt); the sink
+//! plays the TX queues (checks every frame the worker queued, then frees
+//! it). Latency: from the end of generation of a burst to the sink taking
+//! it, i.e. the time each packet of the burst spends inside the worker.
+
+use std::time::Instant;
+
+use dpdk::{Burst, Mbuf, Mempool};
+use espgw_dataplane::neighbor::SharedNeighbors;
+use espgw_dataplane::{BufPool, Now, TxQueues, Worker};
+use espgw_esp::InboundSa;
+use espgw_wire::PacketBuf;
+
+use super::{record_burst, run_for, tsc, Ctx};
+use crate::gateway::{self, PROTECTED, UNPROTECTED};
+use crate::generator::{Generator, BURST};
+use crate::options::Direction;
+use crate::sink::{check_esp, check_ethernet, check_inner, Invalid};
+use crate::stats::Measured;
+
+/// The worker's buffer source for packets it originates (ARP/ND; none in
+/// the bench, whose neighbors are static).
+#[derive(Clone)]
+pub struct PoolSource(pub Mempool);
+
+impl BufPool<Mbuf> for PoolSource {
+    fn alloc(&self) -> Option<Mbuf> {
+        self.0.alloc()
+    }
+}
+
+pub fn measure(ctx: &Ctx<'_>) -> Result<Measured, String> {
+    let case = ctx.case;
+    let w = case.worker;
+    let tables = std::sync::Arc::clone(&ctx.gateway.tables);
+    let ports = tables.ports.len();
+    let mut worker = Worker::new(
+        w,
+        tables,
+        PoolSource(ctx.pool.clone()),
+        BURST,
+        SharedNeighbors::default(),
+    );
+    let mut txq: TxQueues<Mbuf> = TxQueues::new(ports, 2 * BURST);
+    let mut pkts: Vec<Mbuf> = Vec::with_capacity(BURST);
+    let mut free: Burst<64> = Burst::new();
+    let mut gen = Generator::new(case.frames());
+    let in_cfg = ctx.gateway.inbound(w);
+    let tunnel = std::sync::Arc::clone(&ctx.gateway.tables.tunnels[w]);
+    let (in_port, out_port) = match case.direction {
+        Direction::Encrypt => (PROTECTED, UNPROTECTED),
+        Direction::Decrypt => (UNPROTECTED, PROTECTED),
+    };
+    let started = Instant::now();
+    let mut m = Measured::new();
+    run_for(ctx.seconds, &mut m, |m, record| {
+        if gen.fill(ctx.pool, &mut pkts)? && case.direction == Direction::Decrypt {
+            // The same sequence numbers again: a fresh window for this
+            // worker's own tunnel (no other worker uses it).
+            let fresh = InboundSa::new(&in_cfg, 0).map_err(|e| e.to_string())?;
+            *tunnel
+                .inbound
+                .lock()
+                .map_err(|_| "inbound SA lock poisoned")? = fresh;
+        }
+        let now = Now {
+            ns: started.elapsed().as_nanos() as u64,
+        };
+        let t0 = tsc();
+        worker.process_burst(in_port, &mut pkts, &mut txq, now);
+        let t1 = tsc();
+        worker.tick(&mut txq, now);
+        let t2 = tsc();
+        if record {
+            record_burst(m, case, &gen.slots, t1 - t0, t2 - t0, ctx.tsc_hz);
+        }
+        for port in 0..ports {
+            for frame in txq.drain(port) {
+                if record {
+                    m.tally.record(check_frame(case, port, out_port, &frame));
+                }
+                if let Err(f) = free.push(frame) {
+                    free.clear();
+                    drop(f);
+                }
+            }
+        }
+        Ok(())
+    })?;
+    free.clear();
+    Ok(m)
+}
+
+fn check_frame(
+    case: &crate::case::CaseData,
+    port: usize,
+    expected_port: usize,
+    frame: &Mbuf,
+) -> Result<(), Invalid> {
+    if port != expected_port {
+        return Err(Invalid::WrongPort);
+    }
+    match case.direction {
+        Direction::Encrypt => {
+            let ip = check_ethernet(frame.data(), gateway::GW_UNPROT_MAC, gateway::PEER_MAC)?;
+            check_esp(ip, &case.esp_expect)
+        }
+        Direction::Decrypt => {
+            let ip = check_ethernet(frame.data(), gateway::GW_PROT_MAC, gateway::HOST_MAC)?;
+            check_inner(ip, &case.forwarded_expect)
+        }
+    }
+}

@@ -1,0 +1,250 @@
+//! What to measure: suites, packet sizes, directions, workers, duration.
+//! Parsed from the `espgw bench` command-line strings (the CLI contract).
+
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use espgw_esp::Suite;
+
+use crate::imix;
+
+/// The standard sizes when `--sizes` is not given (inner IP packet bytes).
+pub const DEFAULT_SIZES: [usize; 7] = [64, 128, 256, 512, 1024, 1420, 1500];
+
+/// Smallest inner packet the generator builds: IPv4 (20) + UDP (8) headers
+/// plus room for a payload pattern the sink can check.
+pub const MIN_SIZE: usize = 46;
+/// Largest inner packet: it must fit a 2 KiB mbuf after ESP and Ethernet
+/// are added (the bench gateway runs with MTU 9000, but the mbufs are the
+/// standard 2048-byte data room).
+pub const MAX_SIZE: usize = 1900;
+
+/// Packet size of a case: one fixed inner IP packet size or the IMIX mix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Size {
+    Fixed(usize),
+    Imix,
+}
+
+impl Size {
+    /// Inner IP packet sizes in the order the generator sends them
+    /// (repeated cyclically).
+    pub fn pattern(self) -> Vec<usize> {
+        match self {
+            Size::Fixed(n) => vec![n],
+            Size::Imix => imix::PATTERN.to_vec(),
+        }
+    }
+
+    /// The label in tables and reports ("64", "imix").
+    pub fn label(self) -> String {
+        match self {
+            Size::Fixed(n) => n.to_string(),
+            Size::Imix => "imix".into(),
+        }
+    }
+
+    /// Mean inner packet size (for the x axis of the charts).
+    pub fn mean(self) -> f64 {
+        let p = self.pattern();
+        p.iter().sum::<usize>() as f64 / p.len() as f64
+    }
+}
+
+/// Which way packets go through the gateway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Protected side to unprotected: plaintext in, ESP out.
+    Encrypt,
+    /// Unprotected side to protected: ESP in, plaintext out.
+    Decrypt,
+}
+
+impl Direction {
+    pub fn name(self) -> &'static str {
+        match self {
+            Direction::Encrypt => "encrypt",
+            Direction::Decrypt => "decrypt",
+        }
+    }
+}
+
+/// Everything `espgw bench` was asked for.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub suites: Vec<Suite>,
+    pub sizes: Vec<Size>,
+    pub directions: Vec<Direction>,
+    /// Workers of the scaled run; 1 means no scaling run.
+    pub workers: usize,
+    /// Measuring time per layer of each case.
+    pub seconds: f64,
+    pub json: Option<PathBuf>,
+    pub svg: Option<PathBuf>,
+    /// The command line as typed, for the JSON report.
+    pub command: String,
+    /// Print progress on stderr.
+    pub progress: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            suites: Suite::ALL.to_vec(),
+            sizes: DEFAULT_SIZES.iter().map(|&n| Size::Fixed(n)).collect(),
+            directions: vec![Direction::Encrypt, Direction::Decrypt],
+            workers: 1,
+            seconds: 0.5,
+            json: None,
+            svg: None,
+            command: String::new(),
+            progress: true,
+        }
+    }
+}
+
+/// A command-line value that could not be understood.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OptionError(pub String);
+
+impl std::fmt::Display for OptionError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for OptionError {}
+
+/// `--suite`: comma-separated suite names, or "all".
+pub fn parse_suites(list: &str) -> Result<Vec<Suite>, OptionError> {
+    if list.trim() == "all" {
+        return Ok(Suite::ALL.to_vec());
+    }
+    let mut out = Vec::new();
+    for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let suite = Suite::from_str(name).map_err(|_| {
+            let known: Vec<&str> = Suite::ALL.iter().map(|s| s.name()).collect();
+            OptionError(format!(
+                "--suite: unknown suite {name:?} (known: {})",
+                known.join(", ")
+            ))
+        })?;
+        if !out.contains(&suite) {
+            out.push(suite);
+        }
+    }
+    if out.is_empty() {
+        return Err(OptionError("--suite: empty list".into()));
+    }
+    Ok(out)
+}
+
+/// `--sizes`: comma-separated inner IP packet sizes and/or "imix".
+pub fn parse_sizes(list: &str) -> Result<Vec<Size>, OptionError> {
+    let mut out = Vec::new();
+    for item in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let size = if item.eq_ignore_ascii_case("imix") {
+            Size::Imix
+        } else {
+            let n: usize = item.parse().map_err(|_| {
+                OptionError(format!(
+                    "--sizes: {item:?} is neither a number nor \"imix\""
+                ))
+            })?;
+            if !(MIN_SIZE..=MAX_SIZE).contains(&n) {
+                return Err(OptionError(format!(
+                    "--sizes: {n} is outside {MIN_SIZE}..={MAX_SIZE} (inner IP packet bytes)"
+                )));
+            }
+            Size::Fixed(n)
+        };
+        if !out.contains(&size) {
+            out.push(size);
+        }
+    }
+    if out.is_empty() {
+        return Err(OptionError("--sizes: empty list".into()));
+    }
+    Ok(out)
+}
+
+/// `--direction`: encrypt, decrypt or both.
+pub fn parse_direction(s: &str) -> Result<Vec<Direction>, OptionError> {
+    match s {
+        "encrypt" => Ok(vec![Direction::Encrypt]),
+        "decrypt" => Ok(vec![Direction::Decrypt]),
+        "both" => Ok(vec![Direction::Encrypt, Direction::Decrypt]),
+        _ => Err(OptionError(format!(
+            "--direction: {s:?} (encrypt, decrypt or both)"
+        ))),
+    }
+}
+
+/// `--seconds`: positive and finite.
+pub fn check_seconds(s: f64) -> Result<f64, OptionError> {
+    if s.is_finite() && s > 0.0 && s <= 3600.0 {
+        Ok(s)
+    } else {
+        Err(OptionError(format!("--seconds: {s} (0 < S <= 3600)")))
+    }
+}
+
+/// `--workers`: at least one.
+pub fn check_workers(n: usize) -> Result<usize, OptionError> {
+    if n >= 1 {
+        Ok(n)
+    } else {
+        Err(OptionError("--workers: at least 1".into()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suites_parse_in_order_without_duplicates() {
+        let s = parse_suites("aes256gcm16, aes128gcm16,aes256gcm16").unwrap();
+        assert_eq!(s, vec![Suite::Aes256Gcm16, Suite::Aes128Gcm16]);
+        assert_eq!(parse_suites("all").unwrap().len(), 6);
+        assert!(parse_suites("rot13").unwrap_err().0.contains("rot13"));
+        assert!(parse_suites(",").is_err());
+    }
+
+    #[test]
+    fn sizes_accept_numbers_and_imix_and_reject_the_rest() {
+        assert_eq!(
+            parse_sizes("64,1420,imix").unwrap(),
+            vec![Size::Fixed(64), Size::Fixed(1420), Size::Imix]
+        );
+        assert_eq!(parse_sizes("IMIX").unwrap(), vec![Size::Imix]);
+        assert!(parse_sizes("20").is_err(), "below IPv4+UDP+pattern");
+        assert!(parse_sizes("9000").is_err(), "above the mbuf");
+        assert!(parse_sizes("big").is_err());
+    }
+
+    #[test]
+    fn direction_both_means_encrypt_then_decrypt() {
+        assert_eq!(
+            parse_direction("both").unwrap(),
+            vec![Direction::Encrypt, Direction::Decrypt]
+        );
+        assert!(parse_direction("sideways").is_err());
+    }
+
+    #[test]
+    fn seconds_and_workers_are_bounded() {
+        assert!(check_seconds(0.0).is_err());
+        assert!(check_seconds(f64::NAN).is_err());
+        assert_eq!(check_seconds(0.5).unwrap(), 0.5);
+        assert!(check_workers(0).is_err());
+    }
+
+    #[test]
+    fn imix_label_and_mean() {
+        assert_eq!(Size::Imix.label(), "imix");
+        let mean = (7.0 * 64.0 + 4.0 * 570.0 + 1500.0) / 12.0;
+        assert!((Size::Imix.mean() - mean).abs() < 1e-9);
+        assert_eq!(Size::Fixed(64).pattern(), vec![64]);
+    }
+}

@@ -1,0 +1,121 @@
+//! The packets the generator sends: Ethernet + IPv4 + UDP with a payload
+//! pattern the sink can check byte for byte.
+//!
+//! Sizes are inner IP packet bytes (what the protected side sends, without
+//! Ethernet): a "64-byte" case is a 64-byte IPv4 packet in a 78-byte frame.
+
+use std::net::Ipv4Addr;
+
+use espgw_wire::MacAddr;
+
+pub const ETH_LEN: usize = 14;
+pub const IPV4_LEN: usize = 20;
+pub const UDP_LEN: usize = 8;
+/// Preamble + start delimiter (8), FCS (4) and inter-frame gap (12): what a
+/// frame costs on an Ethernet link beyond its header and payload.
+pub const L1_OVERHEAD: usize = 24;
+
+/// Addresses of one Ethernet + IPv4 + UDP frame.
+#[derive(Debug, Clone, Copy)]
+pub struct FrameAddrs {
+    pub src_mac: MacAddr,
+    pub dst_mac: MacAddr,
+    pub src_ip: Ipv4Addr,
+    pub dst_ip: Ipv4Addr,
+}
+
+/// Payload byte at `offset` (from the start of the UDP payload) of a packet
+/// of `ip_len` bytes: depends on both, so a packet truncated, shifted or
+/// swapped with one of another size does not pass the sink.
+#[inline]
+pub fn payload_byte(ip_len: usize, offset: usize) -> u8 {
+    (offset.wrapping_mul(31) ^ ip_len.wrapping_mul(7) ^ (offset >> 8)) as u8
+}
+
+/// The Internet checksum (RFC 1071) of `bytes`.
+pub fn checksum(bytes: &[u8]) -> u16 {
+    let mut sum: u32 = 0;
+    for pair in bytes.chunks(2) {
+        let word = if pair.len() == 2 {
+            u16::from_be_bytes([pair[0], pair[1]])
+        } else {
+            u16::from_be_bytes([pair[0], 0])
+        };
+        sum += u32::from(word);
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+/// An IPv4 + UDP packet of exactly `ip_len` bytes (no Ethernet), TTL 64,
+/// UDP checksum 0 (allowed over IPv4).
+pub fn ipv4_udp(ip_len: usize, src: Ipv4Addr, dst: Ipv4Addr) -> Vec<u8> {
+    assert!(
+        ip_len >= IPV4_LEN + UDP_LEN,
+        "inner packet too small: {ip_len}"
+    );
+    let mut p = vec![0u8; ip_len];
+    p[0] = 0x45;
+    p[2..4].copy_from_slice(&(ip_len as u16).to_be_bytes());
+    p[6] = 0x40; // DF: what a PMTU-aware host sends
+    p[8] = 64;
+    p[9] = 17;
+    p[12..16].copy_from_slice(&src.octets());
+    p[16..20].copy_from_slice(&dst.octets());
+    let sum = checksum(&p[..IPV4_LEN]);
+    p[10..12].copy_from_slice(&sum.to_be_bytes());
+    let udp = &mut p[IPV4_LEN..];
+    udp[0..2].copy_from_slice(&40000u16.to_be_bytes());
+    udp[2..4].copy_from_slice(&5001u16.to_be_bytes());
+    udp[4..6].copy_from_slice(&((ip_len - IPV4_LEN) as u16).to_be_bytes());
+    for (i, b) in p[IPV4_LEN + UDP_LEN..].iter_mut().enumerate() {
+        *b = payload_byte(ip_len, i);
+    }
+    p
+}
+
+/// `ip` behind an Ethernet header (IPv4 ethertype).
+pub fn ethernet(addrs: &FrameAddrs, ip: &[u8]) -> Vec<u8> {
+    let mut f = Vec::with_capacity(ETH_LEN + ip.len());
+    f.extend_from_slice(&addrs.dst_mac);
+    f.extend_from_slice(&addrs.src_mac);
+    f.extend_from_slice(&0x0800u16.to_be_bytes());
+    f.extend_from_slice(ip);
+    f
+}
+
+/// An Ethernet + IPv4 + UDP frame whose IP packet is `ip_len` bytes.
+pub fn frame(addrs: &FrameAddrs, ip_len: usize) -> Vec<u8> {
+    ethernet(addrs, &ipv4_udp(ip_len, addrs.src_ip, addrs.dst_ip))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checksum_matches_rfc1071_example() {
+        // RFC 1071 section 3 example: the ones' complement sum is 0xddf2.
+        let data = [0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7];
+        assert_eq!(checksum(&data), !0xddf2);
+    }
+
+    #[test]
+    fn ipv4_header_checksums_to_zero_and_lengths_agree() {
+        let p = ipv4_udp(64, Ipv4Addr::new(10, 1, 0, 10), Ipv4Addr::new(10, 2, 0, 10));
+        assert_eq!(p.len(), 64);
+        assert_eq!(checksum(&p[..IPV4_LEN]), 0, "a valid header sums to 0xffff");
+        assert_eq!(u16::from_be_bytes([p[2], p[3]]), 64);
+        assert_eq!(u16::from_be_bytes([p[24], p[25]]), 44);
+        assert_eq!(p[28], payload_byte(64, 0));
+    }
+
+    #[test]
+    fn payload_differs_between_sizes() {
+        let a: Vec<u8> = (0..36).map(|i| payload_byte(64, i)).collect();
+        let b: Vec<u8> = (0..36).map(|i| payload_byte(570, i)).collect();
+        assert_ne!(a, b);
+    }
+}

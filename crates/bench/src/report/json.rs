@@ -1,0 +1,81 @@
+//! The JSON report: every number of the table plus the raw counts, the
+//! machine and the exact command.
+
+use serde_json::{json, Value};
+
+use crate::runner::{Report, Row};
+
+fn row(r: &Row) -> Value {
+    let h = &r.measured.latency_ns;
+    json!({
+        "suite": r.suite.name(),
+        "size": r.size.label(),
+        "size_mean_bytes": r.size.mean(),
+        "direction": r.direction.name(),
+        "workers": r.workers,
+        "layer": r.layer.name(),
+        "mpps": r.rates.mpps,
+        "gbps_inner": r.rates.gbps_inner,
+        "gbps_wire": r.rates.gbps_wire,
+        "cycles_per_packet": r.rates.cycles_per_packet,
+        "ratio_to_ceiling": r.ratio_to_ceiling,
+        "efficiency": r.efficiency,
+        "loop_mpps": r.rates.loop_mpps,
+        "latency_ns": {
+            "p50": h.value_at_quantile(0.5),
+            "p99": h.value_at_quantile(0.99),
+            "p999": h.value_at_quantile(0.999),
+            "max": h.max(),
+            "samples": h.len(),
+        },
+        "packets": r.measured.packets,
+        "inner_bytes": r.measured.inner_bytes,
+        "wire_bytes": r.measured.wire_bytes,
+        "cycles": r.measured.cycles,
+        "loop_ns": r.measured.loop_ns,
+        "valid": r.measured.tally.valid,
+        "invalid": r.measured.tally.invalid,
+        "first_invalid": r.measured.tally.first_invalid,
+        "lost": r.measured.lost(),
+    })
+}
+
+pub fn render(report: &Report) -> Value {
+    let m = &report.machine;
+    let o = &report.options;
+    json!({
+        "tool": "espgw bench",
+        "command": o.command,
+        "machine": {
+            "cpu_model": m.cpu_model,
+            "logical_cpus": m.logical_cpus,
+            "cpu_features": m.cpu_features,
+            "kernel": m.kernel,
+            "tsc_hz": m.tsc_hz,
+            "hugepages": m.hugepages,
+            "git_commit": m.git_commit,
+            "git_dirty": m.git_dirty,
+        },
+        "eal_args": report.eal_args,
+        "options": {
+            "suites": o.suites.iter().map(|s| s.name()).collect::<Vec<_>>(),
+            "sizes": o.sizes.iter().map(|s| s.label()).collect::<Vec<_>>(),
+            "directions": o.directions.iter().map(|d| d.name()).collect::<Vec<_>>(),
+            "workers": o.workers,
+            "seconds_per_layer": o.seconds,
+            "burst": crate::generator::BURST,
+        },
+        "units": {
+            "size": "inner IP packet bytes; imix = 7:4:1 of 64/570/1500",
+            "mpps": "packets / (TSC cycles inside the stage call / TSC Hz), summed over workers",
+            "gbps_inner": "inner IP bytes",
+            "gbps_wire": "ESP Ethernet frames on the encrypted link + 24 bytes preamble/FCS/inter-frame gap",
+            "cycles_per_packet": "TSC cycles (constant-rate) inside the stage call per packet",
+            "ratio_to_ceiling": "cipher-layer cycles per packet / this layer's, same case",
+            "latency_ns": "from a burst's generation to the sink, recorded once per packet of the burst",
+            "loop_mpps": "packets / wall time of generator + stage + sink on the same core",
+        },
+        "all_valid": report.all_valid(),
+        "results": report.rows.iter().map(row).collect::<Vec<_>>(),
+    })
+}

@@ -1,0 +1,334 @@
+//! Runs the cases: EAL and pools once, then per case one pinned thread per
+//! worker, each with its own generator, pool and sink (no cross-core
+//! handoff), all layers in turn, the threads starting each layer together.
+
+use std::io::Write;
+use std::sync::Barrier;
+
+use dpdk::{lcore, Eal, Mempool, MBUF_HEADROOM, SOCKET_ANY};
+use espgw_esp::Suite;
+
+use crate::case::CaseData;
+use crate::gateway::Gateway;
+use crate::layers::{Ctx, Layer};
+use crate::machine::Machine;
+use crate::options::{Direction, Options, Size};
+use crate::stats::{aggregate_rates, efficiency, merge, ratio_to_ceiling, Measured, Rates};
+
+/// Mbufs per worker pool: a burst in flight plus the mempool cache.
+const POOL_MBUFS: u32 = 4095;
+const POOL_CACHE: u32 = 256;
+/// Data room of the standard DPDK mbuf (RTE_MBUF_DEFAULT_BUF_SIZE).
+const DATA_ROOM: u16 = 2048 + MBUF_HEADROOM;
+
+/// One row of the report: one layer of one case.
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub suite: Suite,
+    pub size: Size,
+    pub direction: Direction,
+    pub workers: usize,
+    pub layer: Layer,
+    pub rates: Rates,
+    /// All workers merged (counts, tally, latency).
+    pub measured: Measured,
+    /// Ceiling cycles per packet over this layer's, same case.
+    pub ratio_to_ceiling: Option<f64>,
+    /// Only on rows of the scaled run (workers > 1).
+    pub efficiency: Option<f64>,
+}
+
+impl Row {
+    /// True when the sink saw every packet and all were right.
+    pub fn valid(&self) -> bool {
+        self.measured.tally.valid > 0
+            && self.measured.tally.invalid == 0
+            && self.measured.lost() == 0
+    }
+}
+
+/// Everything a run produced.
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub machine: Machine,
+    pub options: Options,
+    pub eal_args: Vec<String>,
+    pub rows: Vec<Row>,
+}
+
+impl Report {
+    pub fn all_valid(&self) -> bool {
+        self.rows.iter().all(Row::valid)
+    }
+}
+
+/// Free 2 MiB hugepages, from sysfs (0 when unknown).
+fn free_hugepages() -> u64 {
+    std::fs::read_to_string("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// EAL arguments: no PCI devices (no NIC needed), hugepages when enough are
+/// free (what a real deployment uses), plain memory otherwise.
+pub fn eal_args(hugepages: bool) -> Vec<String> {
+    let mut a: Vec<String> = vec![
+        "-l".into(),
+        "0".into(),
+        "--no-pci".into(),
+        "--log-level=lib.eal:error".into(),
+    ];
+    if hugepages {
+        a.push("--in-memory".into());
+    } else {
+        a.extend([
+            "--no-huge".into(),
+            "--no-shconf".into(),
+            "-m".into(),
+            "512".into(),
+        ]);
+    }
+    a.push(format!("--file-prefix=espgw-bench-{}", std::process::id()));
+    a
+}
+
+/// Runs the benchmark described by `opts`. Initialises the EAL (once per
+/// process).
+pub fn run(opts: &Options) -> Result<Report, String> {
+    // Each worker pool is about 10 MiB; ask for hugepages only with room to spare.
+    let hugepages = free_hugepages() >= 16 + 8 * opts.workers as u64;
+    let args = eal_args(hugepages);
+    let eal = Eal::init(&args).map_err(|e| format!("DPDK EAL init failed: {e}"))?;
+    let tsc_hz = dpdk::cycles::tsc_hz();
+    if tsc_hz == 0 {
+        return Err("DPDK reports a TSC frequency of 0".into());
+    }
+    let pools = (0..opts.workers)
+        .map(|w| {
+            Mempool::new(
+                &format!("bench{w}"),
+                POOL_MBUFS,
+                POOL_CACHE,
+                DATA_ROOM,
+                SOCKET_ANY,
+            )
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("mempool: {e}"))?;
+
+    let counts: Vec<usize> = if opts.workers > 1 {
+        vec![1, opts.workers]
+    } else {
+        vec![1]
+    };
+    let total = opts.suites.len() * opts.sizes.len() * opts.directions.len() * counts.len();
+    let mut rows: Vec<Row> = Vec::new();
+    let mut done = 0;
+    for &suite in &opts.suites {
+        for &size in &opts.sizes {
+            for &direction in &opts.directions {
+                for &n in &counts {
+                    done += 1;
+                    if opts.progress {
+                        progress(done, total, suite, size, direction, n);
+                    }
+                    let per_layer = run_case(
+                        suite,
+                        size,
+                        direction,
+                        n,
+                        &pools[..n],
+                        opts.seconds,
+                        tsc_hz as f64,
+                    )?;
+                    rows.extend(rows_of_case(
+                        suite,
+                        size,
+                        direction,
+                        n,
+                        per_layer,
+                        tsc_hz as f64,
+                        &rows,
+                    ));
+                }
+            }
+        }
+    }
+    if opts.progress {
+        eprintln!();
+    }
+    drop(pools);
+    drop(eal);
+    Ok(Report {
+        machine: Machine::this(tsc_hz, hugepages),
+        options: opts.clone(),
+        eal_args: args,
+        rows,
+    })
+}
+
+fn progress(done: usize, total: usize, suite: Suite, size: Size, dir: Direction, n: usize) {
+    const WIDTH: usize = 30;
+    let filled = done * WIDTH / total.max(1);
+    eprint!(
+        "\r[{}{}] {done}/{total} {} {} {} x{n}          ",
+        "#".repeat(filled),
+        " ".repeat(WIDTH - filled),
+        suite.name(),
+        size.label(),
+        dir.name()
+    );
+    let _ = std::io::stderr().flush();
+}
+
+/// Runs every layer of one case on `pools.len()` workers; returns, per
+/// layer, each worker's measurement.
+fn run_case(
+    suite: Suite,
+    size: Size,
+    direction: Direction,
+    n: usize,
+    pools: &[Mempool],
+    seconds: f64,
+    tsc_hz: f64,
+) -> Result<Vec<(Layer, Vec<Measured>)>, String> {
+    let gw = Gateway::new(suite, n)?;
+    let cores = core_affinity::get_core_ids().unwrap_or_default();
+    let barrier = Barrier::new(n);
+    let results: Vec<Result<Vec<Measured>, String>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..n)
+            .map(|w| {
+                let (gw, barrier, pool) = (&gw, &barrier, &pools[w]);
+                let core = (!cores.is_empty()).then(|| cores[w % cores.len()]);
+                s.spawn(move || {
+                    worker_thread(
+                        w, core, gw, barrier, pool, suite, size, direction, seconds, tsc_hz,
+                    )
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("bench worker panicked".into()))
+            })
+            .collect()
+    });
+    let per_worker: Vec<Vec<Measured>> = results.into_iter().collect::<Result<_, _>>()?;
+    Ok(Layer::ALL
+        .iter()
+        .enumerate()
+        .map(|(i, &layer)| {
+            (
+                layer,
+                per_worker.iter().map(|layers| layers[i].clone()).collect(),
+            )
+        })
+        .collect())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn worker_thread(
+    w: usize,
+    core: Option<core_affinity::CoreId>,
+    gw: &Gateway,
+    barrier: &Barrier,
+    pool: &Mempool,
+    suite: Suite,
+    size: Size,
+    direction: Direction,
+    seconds: f64,
+    tsc_hz: f64,
+) -> Result<Vec<Measured>, String> {
+    if let Some(core) = core {
+        core_affinity::set_for_current(core);
+    }
+    // An lcore id gives this thread its mempool cache, as on an EAL worker.
+    let registered = lcore::register_thread().is_ok();
+    let result = measure_layers(
+        w, gw, barrier, pool, suite, size, direction, seconds, tsc_hz,
+    );
+    if registered {
+        lcore::unregister_thread();
+    }
+    result
+}
+
+/// Every layer in turn, each started together with the other workers.
+#[allow(clippy::too_many_arguments)]
+fn measure_layers(
+    w: usize,
+    gw: &Gateway,
+    barrier: &Barrier,
+    pool: &Mempool,
+    suite: Suite,
+    size: Size,
+    direction: Direction,
+    seconds: f64,
+    tsc_hz: f64,
+) -> Result<Vec<Measured>, String> {
+    let case = CaseData::new(gw, suite, size, direction, w);
+    let mut out = Vec::new();
+    for layer in Layer::ALL {
+        // Every thread waits here even after an error, or the others hang.
+        barrier.wait();
+        out.push(match &case {
+            Ok(case) => Ctx {
+                gateway: gw,
+                case,
+                pool,
+                seconds,
+                tsc_hz,
+            }
+            .measure(layer),
+            Err(e) => Err(e.clone()),
+        });
+    }
+    out.into_iter().collect()
+}
+
+fn rows_of_case(
+    suite: Suite,
+    size: Size,
+    direction: Direction,
+    n: usize,
+    per_layer: Vec<(Layer, Vec<Measured>)>,
+    tsc_hz: f64,
+    earlier: &[Row],
+) -> Vec<Row> {
+    let ceiling = per_layer
+        .iter()
+        .find(|(l, _)| *l == Layer::Cipher)
+        .map(|(_, m)| aggregate_rates(m, tsc_hz).cycles_per_packet)
+        .unwrap_or(0.0);
+    per_layer
+        .into_iter()
+        .map(|(layer, measured)| {
+            let rates = aggregate_rates(&measured, tsc_hz);
+            let single = earlier.iter().find(|r| {
+                r.suite == suite
+                    && r.size == size
+                    && r.direction == direction
+                    && r.layer == layer
+                    && r.workers == 1
+            });
+            Row {
+                suite,
+                size,
+                direction,
+                workers: n,
+                layer,
+                rates,
+                measured: merge(&measured),
+                ratio_to_ceiling: ratio_to_ceiling(rates.cycles_per_packet, ceiling),
+                efficiency: if n > 1 {
+                    single.and_then(|r| efficiency(rates.mpps, n, r.rates.mpps))
+                } else {
+                    None
+                },
+            }
+        })
+        .collect()
+}

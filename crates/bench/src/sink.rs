@@ -1,0 +1,317 @@
+//! What the sink checks on every packet that comes out of the measured
+//! stage, and its tally. A benchmark that counts packets it never looked at
+//! can measure a bug at full speed; every output is checked here (outside
+//! the timed region).
+//!
+//! * ESP out (encrypt): Ethernet to the peer, outer IPv4 from our address to
+//!   the peer's, protocol 50, the expected SPI, an outer length that one of
+//!   the case's inner sizes encapsulates to.
+//! * Plaintext out (decrypt): Ethernet to the host, the inner IPv4 header as
+//!   sent (addresses, length, TTL as expected, valid checksum), and the UDP
+//!   header and payload byte for byte.
+
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+
+use espgw_wire::MacAddr;
+
+use crate::packets::{checksum, ETH_LEN, IPV4_LEN};
+
+/// Why a packet failed the sink.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Invalid {
+    Truncated,
+    WrongMac,
+    NotIpv4,
+    WrongAddress,
+    NotEsp,
+    WrongSpi,
+    WrongLength,
+    BadChecksum,
+    WrongTtl,
+    PayloadMismatch,
+    WrongPort,
+    Rejected,
+}
+
+impl Invalid {
+    pub fn name(self) -> &'static str {
+        match self {
+            Invalid::Truncated => "truncated",
+            Invalid::WrongMac => "wrong_mac",
+            Invalid::NotIpv4 => "not_ipv4",
+            Invalid::WrongAddress => "wrong_address",
+            Invalid::NotEsp => "not_esp",
+            Invalid::WrongSpi => "wrong_spi",
+            Invalid::WrongLength => "wrong_length",
+            Invalid::BadChecksum => "bad_checksum",
+            Invalid::WrongTtl => "wrong_ttl",
+            Invalid::PayloadMismatch => "payload_mismatch",
+            Invalid::WrongPort => "wrong_port",
+            Invalid::Rejected => "rejected_by_stage",
+        }
+    }
+}
+
+/// Strips an Ethernet header after checking its MACs and IPv4 ethertype.
+pub fn check_ethernet(frame: &[u8], src: MacAddr, dst: MacAddr) -> Result<&[u8], Invalid> {
+    if frame.len() < ETH_LEN {
+        return Err(Invalid::Truncated);
+    }
+    if frame[0..6] != dst || frame[6..12] != src {
+        return Err(Invalid::WrongMac);
+    }
+    if frame[12..14] != [0x08, 0x00] {
+        return Err(Invalid::NotIpv4);
+    }
+    Ok(&frame[ETH_LEN..])
+}
+
+/// Checks the common IPv4 header fields; returns the total length.
+fn check_ipv4(ip: &[u8], src: Ipv4Addr, dst: Ipv4Addr) -> Result<usize, Invalid> {
+    if ip.len() < IPV4_LEN {
+        return Err(Invalid::Truncated);
+    }
+    if ip[0] != 0x45 {
+        return Err(Invalid::NotIpv4);
+    }
+    let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+    if total != ip.len() {
+        return Err(Invalid::WrongLength);
+    }
+    if ip[12..16] != src.octets() || ip[16..20] != dst.octets() {
+        return Err(Invalid::WrongAddress);
+    }
+    if checksum(&ip[..IPV4_LEN]) != 0 {
+        return Err(Invalid::BadChecksum);
+    }
+    Ok(total)
+}
+
+/// What an ESP packet out of the gateway must look like.
+#[derive(Debug, Clone)]
+pub struct EspExpect {
+    pub spi: u32,
+    pub src: Ipv4Addr,
+    pub dst: Ipv4Addr,
+    /// Outer IP lengths the case's inner sizes encapsulate to.
+    pub outer_lens: Vec<usize>,
+}
+
+/// Checks an outer IPv4 ESP packet (no Ethernet).
+pub fn check_esp(ip: &[u8], e: &EspExpect) -> Result<(), Invalid> {
+    let total = check_ipv4(ip, e.src, e.dst)?;
+    if ip[9] != 50 {
+        return Err(Invalid::NotEsp);
+    }
+    if ip.len() < IPV4_LEN + 8 {
+        return Err(Invalid::Truncated);
+    }
+    let spi = u32::from_be_bytes([ip[20], ip[21], ip[22], ip[23]]);
+    if spi != e.spi {
+        return Err(Invalid::WrongSpi);
+    }
+    if !e.outer_lens.contains(&total) {
+        return Err(Invalid::WrongLength);
+    }
+    Ok(())
+}
+
+/// What a plaintext packet out of the gateway must look like: one of the
+/// packets the peer encrypted, restored.
+#[derive(Debug, Clone)]
+pub struct InnerExpect {
+    pub src: Ipv4Addr,
+    pub dst: Ipv4Addr,
+    pub ttl: u8,
+    /// The original inner packet of each size, by length.
+    pub originals: HashMap<usize, Vec<u8>>,
+}
+
+impl InnerExpect {
+    pub fn new(
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+        ttl: u8,
+        originals: impl IntoIterator<Item = Vec<u8>>,
+    ) -> Self {
+        InnerExpect {
+            src,
+            dst,
+            ttl,
+            originals: originals.into_iter().map(|p| (p.len(), p)).collect(),
+        }
+    }
+}
+
+/// Checks a restored inner IPv4 packet (no Ethernet).
+pub fn check_inner(ip: &[u8], e: &InnerExpect) -> Result<(), Invalid> {
+    let total = check_ipv4(ip, e.src, e.dst)?;
+    let original = e.originals.get(&total).ok_or(Invalid::WrongLength)?;
+    if ip[8] != e.ttl {
+        return Err(Invalid::WrongTtl);
+    }
+    if ip[9] != original[9] || ip[IPV4_LEN..] != original[IPV4_LEN..] {
+        return Err(Invalid::PayloadMismatch);
+    }
+    Ok(())
+}
+
+/// The sink's tally for one measurement.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tally {
+    pub valid: u64,
+    pub invalid: u64,
+    /// The first reason seen, to say what went wrong.
+    pub first_invalid: Option<&'static str>,
+}
+
+impl Tally {
+    #[inline]
+    pub fn record(&mut self, result: Result<(), Invalid>) {
+        match result {
+            Ok(()) => self.valid += 1,
+            Err(why) => {
+                self.invalid += 1;
+                self.first_invalid.get_or_insert(why.name());
+            }
+        }
+    }
+
+    pub fn merge(&mut self, other: &Tally) {
+        self.valid += other.valid;
+        self.invalid += other.invalid;
+        if self.first_invalid.is_none() {
+            self.first_invalid = other.first_invalid;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::packets::{ethernet, ipv4_udp, FrameAddrs};
+
+    const A: Ipv4Addr = Ipv4Addr::new(10, 2, 0, 10);
+    const B: Ipv4Addr = Ipv4Addr::new(10, 1, 0, 10);
+
+    fn esp_packet(spi: u32, total: usize) -> Vec<u8> {
+        let mut p = ipv4_udp(
+            total,
+            Ipv4Addr::new(192, 0, 2, 1),
+            Ipv4Addr::new(192, 0, 2, 2),
+        );
+        p[9] = 50;
+        p[10] = 0;
+        p[11] = 0;
+        let sum = checksum(&p[..20]);
+        p[10..12].copy_from_slice(&sum.to_be_bytes());
+        p[20..24].copy_from_slice(&spi.to_be_bytes());
+        p
+    }
+
+    fn esp_expect() -> EspExpect {
+        EspExpect {
+            spi: 0x1000,
+            src: Ipv4Addr::new(192, 0, 2, 1),
+            dst: Ipv4Addr::new(192, 0, 2, 2),
+            outer_lens: vec![120],
+        }
+    }
+
+    #[test]
+    fn esp_check_accepts_the_expected_and_rejects_each_wrong_field() {
+        let e = esp_expect();
+        assert_eq!(check_esp(&esp_packet(0x1000, 120), &e), Ok(()));
+        assert_eq!(
+            check_esp(&esp_packet(0x1001, 120), &e),
+            Err(Invalid::WrongSpi)
+        );
+        assert_eq!(
+            check_esp(&esp_packet(0x1000, 136), &e),
+            Err(Invalid::WrongLength)
+        );
+        let mut udp = esp_packet(0x1000, 120);
+        udp[9] = 17;
+        udp[10..12].fill(0);
+        let sum = checksum(&udp[..20]);
+        udp[10..12].copy_from_slice(&sum.to_be_bytes());
+        assert_eq!(check_esp(&udp, &e), Err(Invalid::NotEsp));
+        let mut bad = esp_packet(0x1000, 120);
+        bad[15] ^= 1;
+        assert_eq!(check_esp(&bad, &e), Err(Invalid::WrongAddress));
+        assert_eq!(check_esp(&bad[..10], &e), Err(Invalid::Truncated));
+    }
+
+    #[test]
+    fn inner_check_rejects_a_corrupted_payload_byte_anywhere() {
+        let original = ipv4_udp(128, A, B);
+        let e = InnerExpect::new(A, B, 63, [original.clone(), ipv4_udp(64, A, B)]);
+        let mut restored = original.clone();
+        restored[8] = 63;
+        restored[10..12].fill(0);
+        let sum = checksum(&restored[..20]);
+        restored[10..12].copy_from_slice(&sum.to_be_bytes());
+        assert_eq!(check_inner(&restored, &e), Ok(()));
+        for at in [20, 27, 28, 100, 127] {
+            let mut corrupt = restored.clone();
+            corrupt[at] ^= 0x80;
+            assert_eq!(
+                check_inner(&corrupt, &e),
+                Err(Invalid::PayloadMismatch),
+                "byte {at}"
+            );
+        }
+        // Untouched TTL (the worker must decrement it) and a broken header.
+        assert_eq!(check_inner(&original, &e), Err(Invalid::WrongTtl));
+        let mut bad_sum = restored.clone();
+        bad_sum[10] ^= 1;
+        assert_eq!(check_inner(&bad_sum, &e), Err(Invalid::BadChecksum));
+        // A size the case never sent.
+        let other = ipv4_udp(256, A, B);
+        assert_eq!(check_inner(&other, &e), Err(Invalid::WrongLength));
+        // A truncated packet whose header still claims the full length.
+        assert_eq!(check_inner(&restored[..100], &e), Err(Invalid::WrongLength));
+    }
+
+    #[test]
+    fn ethernet_check_wants_both_macs_and_ipv4() {
+        let addrs = FrameAddrs {
+            src_mac: [2, 0, 0, 0, 0, 1],
+            dst_mac: [2, 0, 0, 0, 0, 2],
+            src_ip: A,
+            dst_ip: B,
+        };
+        let f = ethernet(&addrs, &ipv4_udp(64, A, B));
+        assert_eq!(
+            check_ethernet(&f, addrs.src_mac, addrs.dst_mac).map(<[u8]>::len),
+            Ok(64)
+        );
+        assert_eq!(
+            check_ethernet(&f, addrs.dst_mac, addrs.src_mac),
+            Err(Invalid::WrongMac)
+        );
+        let mut arp = f.clone();
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        assert_eq!(
+            check_ethernet(&arp, addrs.src_mac, addrs.dst_mac),
+            Err(Invalid::NotIpv4)
+        );
+        assert_eq!(
+            check_ethernet(&f[..6], addrs.src_mac, addrs.dst_mac),
+            Err(Invalid::Truncated)
+        );
+    }
+
+    #[test]
+    fn tally_keeps_the_first_reason() {
+        let mut t = Tally::default();
+        t.record(Ok(()));
+        t.record(Err(Invalid::WrongSpi));
+        t.record(Err(Invalid::WrongLength));
+        assert_eq!(
+            (t.valid, t.invalid, t.first_invalid),
+            (1, 2, Some("wrong_spi"))
+        );
+    }
+}

@@ -1,0 +1,240 @@
+//! Counts of one measurement and the arithmetic that turns them into the
+//! reported rates. Kept free of DPDK so the maths is unit-tested.
+//!
+//! Time is the TSC cycles spent inside the measured call only (the cipher
+//! call, `encap_burst`/`decap_burst`, or `Worker::process_burst`); the
+//! generator's packet copy and the sink's checks and frees are outside it.
+//! Rates are therefore what one core sustains doing that stage alone.
+
+use hdrhistogram::Histogram;
+
+use crate::sink::Tally;
+
+/// What one worker thread measured for one layer of one case.
+#[derive(Debug, Clone)]
+pub struct Measured {
+    /// Packets handed to the stage while measuring.
+    pub packets: u64,
+    /// Inner IP bytes of those packets.
+    pub inner_bytes: u64,
+    /// Bytes the same packets take on the encrypted Ethernet link
+    /// (ESP frame + preamble, FCS and gap).
+    pub wire_bytes: u64,
+    /// TSC cycles inside the measured call.
+    pub cycles: u64,
+    /// Wall-clock nanoseconds of the whole loop (generator and sink included).
+    pub loop_ns: u64,
+    pub tally: Tally,
+    /// Nanoseconds from the end of a burst's generation to the sink, one
+    /// sample per packet.
+    pub latency_ns: Histogram<u64>,
+}
+
+impl Measured {
+    pub fn new() -> Self {
+        Measured {
+            packets: 0,
+            inner_bytes: 0,
+            wire_bytes: 0,
+            cycles: 0,
+            loop_ns: 0,
+            tally: Tally::default(),
+            // 1 ns .. 10 s, 3 significant digits.
+            latency_ns: Histogram::new_with_bounds(1, 10_000_000_000, 3)
+                .expect("valid histogram bounds"),
+        }
+    }
+
+    /// Packets that went in and never reached the sink (dropped or held by
+    /// the stage).
+    pub fn lost(&self) -> u64 {
+        self.packets
+            .saturating_sub(self.tally.valid + self.tally.invalid)
+    }
+}
+
+impl Default for Measured {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The reported numbers of one layer of one case (all workers).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rates {
+    /// Million packets per second (sum over workers).
+    pub mpps: f64,
+    /// Inner IP throughput, Gbit/s.
+    pub gbps_inner: f64,
+    /// On-wire (encrypted Ethernet link) throughput, Gbit/s.
+    pub gbps_wire: f64,
+    /// TSC cycles per packet (all workers' cycles / all packets).
+    pub cycles_per_packet: f64,
+    /// Packets per second of the whole generator + stage + sink loop, Mpps.
+    pub loop_mpps: f64,
+}
+
+/// Rates of one worker: its packets over its own measured cycles.
+pub fn worker_rates(m: &Measured, tsc_hz: f64) -> Rates {
+    if m.packets == 0 || m.cycles == 0 || tsc_hz <= 0.0 {
+        return Rates {
+            mpps: 0.0,
+            gbps_inner: 0.0,
+            gbps_wire: 0.0,
+            cycles_per_packet: 0.0,
+            loop_mpps: 0.0,
+        };
+    }
+    let secs = m.cycles as f64 / tsc_hz;
+    Rates {
+        mpps: m.packets as f64 / secs / 1e6,
+        gbps_inner: m.inner_bytes as f64 * 8.0 / secs / 1e9,
+        gbps_wire: m.wire_bytes as f64 * 8.0 / secs / 1e9,
+        cycles_per_packet: m.cycles as f64 / m.packets as f64,
+        loop_mpps: if m.loop_ns > 0 {
+            m.packets as f64 / (m.loop_ns as f64 / 1e9) / 1e6
+        } else {
+            0.0
+        },
+    }
+}
+
+/// Rates of several workers running at once, each on its own core: the
+/// per-worker rates add up; cycles per packet is the pooled average.
+pub fn aggregate_rates(per_worker: &[Measured], tsc_hz: f64) -> Rates {
+    let mut total = Rates {
+        mpps: 0.0,
+        gbps_inner: 0.0,
+        gbps_wire: 0.0,
+        cycles_per_packet: 0.0,
+        loop_mpps: 0.0,
+    };
+    let (mut cycles, mut packets) = (0u64, 0u64);
+    for m in per_worker {
+        let r = worker_rates(m, tsc_hz);
+        total.mpps += r.mpps;
+        total.gbps_inner += r.gbps_inner;
+        total.gbps_wire += r.gbps_wire;
+        total.loop_mpps += r.loop_mpps;
+        cycles += m.cycles;
+        packets += m.packets;
+    }
+    if packets > 0 {
+        total.cycles_per_packet = cycles as f64 / packets as f64;
+    }
+    total
+}
+
+/// Scaling efficiency: the N-worker rate over N times the 1-worker rate
+/// (1.0 = perfectly linear).
+pub fn efficiency(rate_n: f64, n: usize, rate_1: f64) -> Option<f64> {
+    (n > 0 && rate_1 > 0.0).then(|| rate_n / (n as f64 * rate_1))
+}
+
+/// How close a layer gets to the raw cipher on the same packets: ceiling
+/// cycles per packet over the layer's (1.0 = no overhead at all).
+pub fn ratio_to_ceiling(
+    layer_cycles_per_packet: f64,
+    ceiling_cycles_per_packet: f64,
+) -> Option<f64> {
+    (layer_cycles_per_packet > 0.0 && ceiling_cycles_per_packet > 0.0)
+        .then(|| ceiling_cycles_per_packet / layer_cycles_per_packet)
+}
+
+/// Merges several workers' measurements (latency histograms and tallies).
+pub fn merge(per_worker: &[Measured]) -> Measured {
+    let mut all = Measured::new();
+    for m in per_worker {
+        all.packets += m.packets;
+        all.inner_bytes += m.inner_bytes;
+        all.wire_bytes += m.wire_bytes;
+        all.cycles += m.cycles;
+        all.loop_ns = all.loop_ns.max(m.loop_ns);
+        all.tally.merge(&m.tally);
+        // Same bounds on both sides: add cannot fail.
+        let _ = all.latency_ns.add(&m.latency_ns);
+    }
+    all
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn measured(packets: u64, inner: u64, wire: u64, cycles: u64) -> Measured {
+        let mut m = Measured::new();
+        m.packets = packets;
+        m.inner_bytes = inner;
+        m.wire_bytes = wire;
+        m.cycles = cycles;
+        m.loop_ns = 2_000_000_000;
+        m
+    }
+
+    #[test]
+    fn rates_from_known_counts() {
+        // 10 M packets of 1420 inner bytes in 3e9 cycles at 3 GHz = 1 s.
+        let m = measured(
+            10_000_000,
+            10_000_000 * 1420,
+            10_000_000 * 1500,
+            3_000_000_000,
+        );
+        let r = worker_rates(&m, 3e9);
+        assert!((r.mpps - 10.0).abs() < 1e-9);
+        assert!((r.gbps_inner - 113.6).abs() < 1e-9);
+        assert!((r.gbps_wire - 120.0).abs() < 1e-9);
+        assert!((r.cycles_per_packet - 300.0).abs() < 1e-9);
+        // 10 M packets in a 2 s loop.
+        assert!((r.loop_mpps - 5.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn empty_measurement_gives_zero_not_nan() {
+        let r = worker_rates(&Measured::new(), 3e9);
+        assert_eq!(r.mpps, 0.0);
+        assert_eq!(r.cycles_per_packet, 0.0);
+    }
+
+    #[test]
+    fn workers_add_up_and_cycles_pool() {
+        // Worker 0: 1 Mpkt in 1 s (3e9 cycles); worker 1: 1 Mpkt in 0.5 s.
+        let a = measured(1_000_000, 64_000_000, 0, 3_000_000_000);
+        let b = measured(1_000_000, 64_000_000, 0, 1_500_000_000);
+        let r = aggregate_rates(&[a, b], 3e9);
+        assert!((r.mpps - 3.0).abs() < 1e-9, "{}", r.mpps);
+        assert!((r.cycles_per_packet - 2250.0).abs() < 1e-9);
+        assert!((r.gbps_inner - 3.0 * 64.0 * 8.0 / 1000.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn efficiency_and_ceiling_ratio() {
+        assert_eq!(efficiency(7.0, 2, 4.0), Some(0.875));
+        assert_eq!(efficiency(8.0, 2, 4.0), Some(1.0));
+        assert_eq!(efficiency(1.0, 2, 0.0), None);
+        assert_eq!(ratio_to_ceiling(1000.0, 900.0), Some(0.9));
+        assert_eq!(ratio_to_ceiling(0.0, 900.0), None);
+    }
+
+    #[test]
+    fn merge_sums_counts_and_histograms() {
+        let mut a = measured(10, 640, 0, 100);
+        let mut b = measured(20, 1280, 0, 300);
+        a.latency_ns.record_n(1000, 10).unwrap();
+        b.latency_ns.record_n(3000, 20).unwrap();
+        a.tally.valid = 10;
+        b.tally.valid = 19;
+        b.tally.invalid = 1;
+        let m = merge(&[a, b]);
+        assert_eq!(
+            (m.packets, m.cycles, m.tally.valid, m.tally.invalid),
+            (30, 400, 29, 1)
+        );
+        assert_eq!(m.latency_ns.len(), 30);
+        assert_eq!(
+            m.latency_ns.value_at_quantile(0.5),
+            m.latency_ns.highest_equivalent(3000)
+        );
+        assert_eq!(m.lost(), 0);
+    }
+}
