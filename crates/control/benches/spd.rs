@@ -15,7 +15,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::Instant;
 
 use espgw_control::tables::{
-    unreachable_rules, Action, Family, FlowKey, IpPrefix, PortRange, Rule, Selector, Spd, TunnelId,
+    unreachable_rules, Action, Family, FlowKey, IpPrefix, PortRange, Rule, SadBuilder, Selector,
+    Spd, TunnelId,
 };
 
 const TUNNEL_COUNTS: [u32; 4] = [1, 100, 10_000, 100_000];
@@ -246,6 +247,7 @@ fn main() {
             );
         }
     }
+    sad_inbound();
     // What the config checker pays for the shadowed-rule check.
     for family in Family::ALL {
         let rules = rules(family, 100_000);
@@ -257,5 +259,37 @@ fn main() {
             start.elapsed().as_secs_f64() * 1e3,
             shadowed.len()
         );
+    }
+}
+
+/// Inbound SA lookup by (SPI, destination), the per-packet SAD operation.
+fn sad_inbound() {
+    let gateway = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
+    println!("SAD inbound lookup (SPI + destination), random SPIs of existing SAs");
+    for count in TUNNEL_COUNTS {
+        let mut builder = SadBuilder::new();
+        for i in 0..count {
+            builder
+                .insert_inbound(0x1000 + i, gateway, std::sync::Arc::new(i))
+                .unwrap();
+        }
+        let sad = builder.build();
+        let mut rng = Rng(0x1234_5678 ^ count as u64);
+        let spis: Vec<u32> = (0..KEYS)
+            .map(|_| 0x1000 + (rng.next() % count as u64) as u32)
+            .collect();
+        let rounds = LOOKUPS_PER_RUN / spis.len();
+        let samples = (0..RUNS)
+            .map(|_| {
+                let start = Instant::now();
+                for _ in 0..rounds {
+                    for &spi in &spis {
+                        black_box(sad.inbound(black_box(spi), gateway));
+                    }
+                }
+                start.elapsed().as_nanos() as f64 / (rounds * spis.len()) as f64
+            })
+            .collect();
+        println!("{count:>8} SAs {:>8.1} ns/lookup", median(samples));
     }
 }
