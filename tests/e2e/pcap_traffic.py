@@ -66,6 +66,10 @@ def tunnel_inner():
     return v4 + v6
 
 
+# Too big for the tunnel and without DF: espgw fragments it before ESP.
+NO_DF = udp4("10.1.0.10", "10.2.0.10", 1447, df=False)
+
+
 def inbound_inner():
     return [udp4("10.2.0.10", "10.1.0.10", s, sport=50000 + s) for s in (64, 300, 1200)]
 
@@ -78,7 +82,7 @@ def gen(d):
     prot += [to_gw(p) for p in tunnel_inner()]
     prot += [
         to_gw(udp4("10.1.0.10", "10.2.0.10", 1447)),              # DF, too big: frag needed 1446
-        to_gw(udp4("10.1.0.10", "10.2.0.10", 1447, df=False)),    # no DF: fragmentation_needed
+        to_gw(NO_DF),                                             # no DF: 2 fragments, then ESP
         to_gw(udp4("10.1.0.10", "10.2.0.10", 100, ttl=1)),        # time exceeded
         to_gw(udp4("10.1.0.10", "10.9.9.9", 100)),                # no policy
         to_gw(udp6("fd00:1::10", "fd00:2::10", 1447)),            # packet too big
@@ -114,7 +118,6 @@ def gen(d):
 
 EXPECTED_DROPS = {
     "mtu_exceeded": 2,
-    "fragmentation_needed": 1,
     "ttl_exceeded": 1,
     "no_policy": 1,
     "malformed": 1,
@@ -161,10 +164,10 @@ def check(d, stats_path):
     prot_out = rdpcap(f"{d}/prot_out.pcap")
     # Unprotected side: the 7 tunnelled packets as ESP, then the peer's echo reply.
     esp = [f for f in unprot_out if IP in f and f[IP].proto == 50]
-    if len(esp) != len(tunnel_inner()) or len(unprot_out) != len(esp) + 1:
+    if len(esp) != len(tunnel_inner()) + 2 or len(unprot_out) != len(esp) + 1:
         fail(f"unprotected port sent {len(unprot_out)} frames, {len(esp)} ESP")
     sa = sa_out()
-    for i, (frame, want) in enumerate(zip(esp, tunnel_inner())):
+    for i, frame in enumerate(esp):
         if frame[Ether].dst != PEER or frame[Ether].src != GW_UNPROT:
             fail(f"ESP {i}: wrong MACs {frame[Ether].src} -> {frame[Ether].dst}")
         outer = frame[IP]
@@ -172,7 +175,15 @@ def check(d, stats_path):
             fail(f"ESP {i}: outer {outer.summary()} spi {outer[ESP].spi:#x} seq {outer[ESP].seq}")
         if len(outer) > 1500:
             fail(f"ESP {i}: {len(outer)} bytes exceeds the MTU")
-        same_inner(sa.decrypt(IP(bytes(outer))), want, f"ESP {i} decrypted by scapy")
+        inner = sa.decrypt(IP(bytes(outer)))
+        if i < len(tunnel_inner()):
+            same_inner(inner, tunnel_inner()[i], f"ESP {i} decrypted by scapy")
+    # The last two: the fragments of NO_DF, which reassemble to it.
+    frags = [IP(bytes(sa.decrypt(IP(bytes(f[IP]))))) for f in esp[-2:]]
+    if [(f.flags.MF, f.frag) for f in frags] != [(1, 0), (0, 1424 // 8)]:
+        fail(f"fragments {[(f.flags, f.frag) for f in frags]}")
+    if b"".join(bytes(f.payload) for f in frags) != bytes(NO_DF.payload):
+        fail("fragments do not reassemble to the original")
     echo = [f for f in unprot_out if ICMP in f]
     if not echo or echo[0][ICMP].type != 0 or echo[0][IP].dst != "192.0.2.2":
         fail("no echo reply to the peer")
@@ -211,9 +222,9 @@ def check(d, stats_path):
     if len(prot_out) != 6 + len(want):
         fail(f"protected port sent {len(prot_out)} frames, want {6 + len(want)}")
     sas = {sa["dir"]: sa for sa in s["sas"]}
-    if sas["out"]["packets"] != 7 or sas["in"]["packets"] != 5:
+    if sas["out"]["packets"] != 9 or sas["in"]["packets"] != 5:
         fail(f"SA counters {sas}")
-    print(f"PASS: {n_in} frames in, every one accounted for; {len(esp)} ESP decrypted by scapy; "
+    print(f"PASS: {n_in} frames in, every one accounted for; {len(esp)} ESP (2 of them fragments) decrypted by scapy; "
           f"{len(plain)} scapy-made ESP decrypted by espgw; drops {drops}")
 
 

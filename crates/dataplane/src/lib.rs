@@ -8,6 +8,7 @@
 //! real ports: [`run`]. Design notes: docs/dataplane.md.
 
 pub mod counters;
+pub mod fragment;
 pub mod ip;
 pub mod neighbor;
 pub mod pool;

@@ -63,6 +63,9 @@ pub struct Tick<B> {
     pub retry: Vec<Key>,
     /// Packets whose next hop never answered.
     pub expired: Vec<B>,
+    /// Next hops another worker resolved meanwhile, with the packets
+    /// that waited for them here.
+    pub resolved: Vec<(Key, MacAddr, Vec<B>)>,
 }
 
 /// One worker's neighbor cache and wait queues.
@@ -159,7 +162,21 @@ impl<B> Neighbors<B> {
         let mut tick = Tick {
             retry: Vec::new(),
             expired: Vec::new(),
+            resolved: Vec::new(),
         };
+        // The answer may have reached another worker's queue.
+        let found: Vec<(Key, MacAddr)> = self
+            .pending
+            .keys()
+            .filter_map(|k| self.shared.get(k).map(|mac| (*k, mac)))
+            .collect();
+        for (key, mac) in found {
+            self.entries.insert(key, mac);
+            if let Some(p) = self.pending.remove(&key) {
+                self.held_count -= p.held.len();
+                tick.resolved.push((key, mac, p.held));
+            }
+        }
         let mut dead = Vec::new();
         for (key, p) in self.pending.iter_mut() {
             if now_ns.saturating_sub(p.last_request_ns) < RETRY_NS {
@@ -249,6 +266,13 @@ mod tests {
         let shared = SharedNeighbors::default();
         let mut a: Neighbors<u8> = Neighbors::new(&[], shared.clone());
         let mut b: Neighbors<u8> = Neighbors::new(&[], shared);
+        // b waits for a next hop whose answer reaches a.
+        let _ = b.hold(0, ip("10.1.0.20"), 5, 0);
+        a.learn(0, ip("10.1.0.20"), MAC);
+        let t = b.tick(1);
+        assert_eq!(t.resolved.len(), 1);
+        assert_eq!(t.resolved[0].2, vec![5]);
+        assert_eq!(b.held(), 0);
         a.learn(0, ip("10.1.0.10"), MAC);
         assert_eq!(b.lookup(0, ip("10.1.0.10")), Some(MAC));
         let mut s: Neighbors<u8> =

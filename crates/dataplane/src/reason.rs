@@ -73,8 +73,8 @@ reasons! {
     TtlExceeded => "ttl_exceeded",
     /// Too big for the path, DF set or IPv6 (ICMP frag needed / packet too big sent).
     MtuExceeded => "mtu_exceeded",
-    /// Too big for the path, IPv4 without DF: would need fragmentation,
-    /// which this data plane does not do yet.
+    /// Too big for the path, IPv4 without DF, and it could not be
+    /// fragmented (no buffer for the fragments).
     FragmentationNeeded => "fragmentation_needed",
     /// No route to the destination.
     NoRoute => "no_route",

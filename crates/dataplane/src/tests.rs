@@ -528,19 +528,28 @@ fn oversize_df_gets_frag_needed_with_the_inner_mtu() {
     // The quote starts with the original header, TTL untouched.
     assert_eq!(&icmp.data()[..20], &big[..20]);
     assert_eq!(a.drops(Drop::MtuExceeded), 1);
-    // Without DF: counted as needing fragmentation, not sent.
-    let out = a.rx(
-        PROT,
-        &[from_host_a(&udp4(
-            "10.1.0.10",
-            "10.2.0.10",
-            64,
-            false,
-            1447 - 28,
-        ))],
-    );
-    assert!(out[UNPROT].is_empty() && out[PROT].is_empty());
-    assert_eq!(a.drops(Drop::FragmentationNeeded), 1);
+    // Without DF: fragmented before encryption, two ESP packets that
+    // gateway B decrypts into the two fragments.
+    let plain = udp4("10.1.0.10", "10.2.0.10", 64, false, 1447 - 28);
+    let out = a.rx(PROT, &[from_host_a(&plain)]);
+    assert!(out[PROT].is_empty());
+    assert_eq!(out[UNPROT].len(), 2);
+    assert!(out[UNPROT].iter().all(|f| f.len() <= 14 + 1500));
+    let mut b = ready_b();
+    let out = b.rx(UNPROT, &out[UNPROT]);
+    assert_eq!(out[PROT].len(), 2);
+    let mut payload = Vec::new();
+    for (i, f) in out[PROT].iter().enumerate() {
+        let (_, ip) = l3(f);
+        let ip = Ipv4Packet::new_checked(&ip[..]).unwrap();
+        assert_eq!(
+            (ip.more_frags(), usize::from(ip.frag_offset())),
+            (i == 0, i * 1424)
+        );
+        payload.extend_from_slice(ip.payload());
+    }
+    assert_eq!(payload, plain[20..]);
+    assert_eq!(a.drops(Drop::FragmentationNeeded), 0);
 }
 
 #[test]

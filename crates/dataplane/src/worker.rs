@@ -27,6 +27,7 @@ use espgw_wire::{
 };
 
 use crate::counters::WorkerCounters;
+use crate::fragment::fragment_v4;
 use crate::ip::{decrement_ttl, parse_v4, parse_v6, IpMeta};
 use crate::neighbor::{Held, Neighbors, SharedNeighbors};
 use crate::pool::BufPool;
@@ -169,6 +170,11 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         }
         self.last_tick_ns = now.ns;
         let t = self.neighbors.tick(now.ns);
+        for ((port, _), mac, held) in t.resolved {
+            for pkt in held {
+                self.send_frame(port, mac, pkt, None, tx);
+            }
+        }
         for (port, ip) in t.retry {
             self.solicit(port, ip, tx);
         }
@@ -299,7 +305,17 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
                     if m.dont_frag {
                         return self.too_big(port, pkt, m, inner_mtu, tx, now);
                     }
-                    return self.drop_pkt(pkt, Drop::FragmentationNeeded, Some(port));
+                    // IPv4 without DF: fragment, then encrypt each fragment.
+                    decrement_ttl(&mut pkt, m.v6);
+                    let Some(rest) = fragment_v4(&mut pkt, inner_mtu, &self.pool) else {
+                        return self.drop_pkt(pkt, Drop::FragmentationNeeded, Some(port));
+                    };
+                    self.counters.generated += rest.len() as u64;
+                    self.out_stage[t].push(pkt, port);
+                    for frag in rest {
+                        self.out_stage[t].push(frag, port);
+                    }
+                    return;
                 }
                 decrement_ttl(&mut pkt, m.v6);
                 self.out_stage[t].push(pkt, port);
