@@ -183,6 +183,20 @@ fn run_once(spd: &Spd, keys: &[FlowKey]) -> f64 {
     start.elapsed().as_nanos() as f64 / (rounds * keys.len()) as f64
 }
 
+/// ns per lookup, one run, through `lookup_burst` in bursts of 32.
+fn run_once_burst(spd: &Spd, keys: &[FlowKey]) -> f64 {
+    let rounds = LOOKUPS_PER_RUN / keys.len();
+    let mut actions = [Action::Discard; 32];
+    let start = Instant::now();
+    for _ in 0..rounds {
+        for burst in keys.chunks(32) {
+            spd.lookup_burst(black_box(burst), &mut actions);
+            black_box(&actions);
+        }
+    }
+    start.elapsed().as_nanos() as f64 / (rounds * keys.len()) as f64
+}
+
 fn median(mut samples: Vec<f64>) -> f64 {
     samples.sort_by(f64::total_cmp);
     samples[samples.len() / 2]
@@ -194,6 +208,7 @@ struct Case {
     keys: Vec<FlowKey>,
     build_ms: f64,
     samples: Vec<f64>,
+    burst_samples: Vec<f64>,
 }
 
 fn case(family: Family, tunnels: u32) -> Case {
@@ -207,12 +222,20 @@ fn case(family: Family, tunnels: u32) -> Case {
     for (key, tunnel) in &flows {
         assert_eq!(spd.lookup(key), Action::Protect(*tunnel), "{key:?}");
     }
+    let keys: Vec<FlowKey> = flows.iter().map(|(k, _)| *k).collect();
+    let mut actions = vec![Action::Discard; keys.len()];
+    spd.lookup_burst(&keys, &mut actions);
+    assert!(flows
+        .iter()
+        .zip(&actions)
+        .all(|((_, tunnel), action)| *action == Action::Protect(*tunnel)));
     Case {
         tunnels,
         spd,
-        keys: flows.iter().map(|(k, _)| *k).collect(),
+        keys,
         build_ms,
         samples: Vec::new(),
+        burst_samples: Vec::new(),
     }
 }
 
@@ -221,9 +244,10 @@ fn main() {
         "SPD lookup: median of {RUNS} runs of {LOOKUPS_PER_RUN} lookups over {KEYS} random flows"
     );
     println!("(runs interleaved across table sizes, so machine load hits all sizes alike)");
+    println!("single: one lookup() per key; burst: lookup_burst() over 32 keys at a time");
     println!(
-        "{:>8} {:>6} {:>10} {:>7} {:>7} {:>9}",
-        "tunnels", "family", "ns/lookup", "ratio", "probes", "build ms"
+        "{:>8} {:>6} {:>10} {:>7} {:>10} {:>7} {:>7} {:>9}",
+        "tunnels", "family", "single ns", "ratio", "burst ns", "ratio", "probes", "build ms"
     );
     for family in Family::ALL {
         let mut cases: Vec<Case> = TUNNEL_COUNTS.iter().map(|&n| case(family, n)).collect();
@@ -231,17 +255,23 @@ fn main() {
             for case in &mut cases {
                 let ns = run_once(&case.spd, &case.keys);
                 case.samples.push(ns);
+                let ns = run_once_burst(&case.spd, &case.keys);
+                case.burst_samples.push(ns);
             }
         }
         let base = median(cases[0].samples.clone());
+        let burst_base = median(cases[0].burst_samples.clone());
         for case in &cases {
             let ns = median(case.samples.clone());
+            let burst_ns = median(case.burst_samples.clone());
             println!(
-                "{:>8} {:>6} {:>10.1} {:>7.2} {:>7} {:>9.1}",
+                "{:>8} {:>6} {:>10.1} {:>7.2} {:>10.1} {:>7.2} {:>7} {:>9.1}",
                 case.tunnels,
                 format!("{family:?}"),
                 ns,
                 ns / base,
+                burst_ns,
+                burst_ns / burst_base,
                 case.spd.probe_depth(family),
                 case.build_ms
             );

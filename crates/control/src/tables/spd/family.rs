@@ -157,9 +157,30 @@ impl<B: AddrBits> FamilyTable<B> {
         sport: u16,
         dport: u16,
     ) -> Option<&CompiledRule<B>> {
+        self.finish(self.dst_candidates(dst), src, proto, sport, dport)
+    }
+
+    /// The destination probe: the part of a lookup that misses the cache on
+    /// a large table, split off so that a burst can issue it for many keys
+    /// before it needs any of the answers.
+    #[inline]
+    pub(crate) fn dst_candidates(&self, dst: B) -> Candidates<'_, CompiledRule<B>> {
+        self.by_dst.candidates(dst)
+    }
+
+    /// The rest of a lookup, given `dst_candidates(dst)`.
+    #[inline]
+    pub(crate) fn finish<'a>(
+        &'a self,
+        by_dst: Candidates<'a, CompiledRule<B>>,
+        src: B,
+        proto: u8,
+        sport: u16,
+        dport: u16,
+    ) -> Option<&'a CompiledRule<B>> {
         let rest = (src, proto, sport, dport);
         let best = Self::first_passing(&self.wildcard, None, rest);
-        let best = Self::first_passing_in(self.by_dst.candidates(dst), best, rest);
+        let best = Self::first_passing_in(by_dst, best, rest);
         Self::first_passing_in(self.by_src.candidates(src), best, rest)
     }
 

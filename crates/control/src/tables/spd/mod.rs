@@ -12,9 +12,22 @@ mod index;
 
 use std::net::IpAddr;
 
-use self::family::FamilyTable;
+use self::family::{CompiledRule, FamilyTable};
+use self::index::Candidates;
 use super::policy::{Action, FlowKey, Rule, RuleId};
 use super::prefix::Family;
+
+/// Keys per group in [`Spd::lookup_burst`]: enough loads in flight to
+/// cover a cache miss, few enough that the probed lines stay in L1.
+pub const BURST: usize = 32;
+
+/// A key's destination probe, between the two passes of a burst.
+#[derive(Clone, Copy)]
+enum Probed<'a> {
+    Nothing,
+    V4(Candidates<'a, CompiledRule<u32>>),
+    V6(Candidates<'a, CompiledRule<u128>>),
+}
 
 /// The compiled SPD. See the module documentation.
 #[derive(Debug)]
@@ -81,10 +94,39 @@ impl Spd {
     }
 
     /// Looks up a burst: `actions[i]` is the action for `keys[i]`, for the
-    /// shorter of the two slices.
+    /// shorter of the two slices. Same answers as [`Spd::lookup`], faster on
+    /// large tables: for each group of [`BURST`] keys it first does every
+    /// key's destination probe (independent loads, so their cache misses
+    /// overlap), then finishes each lookup from cache.
     pub fn lookup_burst(&self, keys: &[FlowKey], actions: &mut [Action]) {
-        for (key, action) in keys.iter().zip(actions.iter_mut()) {
-            *action = self.lookup(key);
+        for (keys, actions) in keys.chunks(BURST).zip(actions.chunks_mut(BURST)) {
+            let mut probed = [Probed::Nothing; BURST];
+            for (probe, key) in probed.iter_mut().zip(keys) {
+                *probe = match (key.src, key.dst) {
+                    (IpAddr::V4(_), IpAddr::V4(dst)) => {
+                        Probed::V4(self.v4.dst_candidates(u32::from(dst)))
+                    }
+                    (IpAddr::V6(_), IpAddr::V6(dst)) => {
+                        Probed::V6(self.v6.dst_candidates(u128::from(dst)))
+                    }
+                    _ => Probed::Nothing,
+                };
+            }
+            for ((key, action), probe) in keys.iter().zip(actions.iter_mut()).zip(probed) {
+                let (proto, sport, dport) = (key.proto, key.sport, key.dport);
+                let found = match (probe, key.src) {
+                    (Probed::V4(by_dst), IpAddr::V4(src)) => self
+                        .v4
+                        .finish(by_dst, u32::from(src), proto, sport, dport)
+                        .map(|rule| rule.action),
+                    (Probed::V6(by_dst), IpAddr::V6(src)) => self
+                        .v6
+                        .finish(by_dst, u128::from(src), proto, sport, dport)
+                        .map(|rule| rule.action),
+                    _ => None,
+                };
+                *action = found.unwrap_or(self.default_action);
+            }
         }
     }
 
