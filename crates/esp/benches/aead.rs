@@ -9,10 +9,11 @@
 //! ESPGW_BENCH_ROUNDS (samples per cell, default 7) and ESPGW_BENCH_SUITE
 //! (comma-separated suite names to run, default all).
 //!
-//! Method. The machine is small and shared, so the backends of one cell
-//! (suite, size, operation) are sampled in turn, round after round, and a
-//! cell reports the best and the median sample: load that comes and goes
-//! hits every backend alike. Each operation starts by copying the pristine
+//! Method. The machine is small and shared, so time is the thread's CPU
+//! time (CLOCK_THREAD_CPUTIME_ID: time the core spent on other processes is
+//! not counted), the backends of one cell (suite, size, operation) are
+//! sampled in turn, round after round, and a cell reports the best and the
+//! median sample: load that comes and goes hits every backend alike. Each operation starts by copying the pristine
 //! packet into the work buffer (open must start from ciphertext every time;
 //! seal does the same so the two compare), so the numbers include one
 //! memcpy of the packet. Size = bytes of ESP payload region (payload,
@@ -128,9 +129,22 @@ fn env_or(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// Runs `op` `iters` times; returns nanoseconds per operation.
+/// CPU time this thread has run, in nanoseconds. Unlike wall time it does
+/// not count the time other processes on this shared machine hold the core.
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec through a valid pointer.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "CLOCK_THREAD_CPUTIME_ID");
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Runs `op` `iters` times; returns CPU nanoseconds per operation.
 fn sample(cipher: &dyn EspCipher, op: Op, pristine: &[u8], work: &mut [u8], iters: u64) -> f64 {
-    let start = Instant::now();
+    let start = thread_cpu_ns();
     for seq in 1..=iters {
         work.copy_from_slice(pristine);
         match op {
@@ -139,7 +153,7 @@ fn sample(cipher: &dyn EspCipher, op: Op, pristine: &[u8], work: &mut [u8], iter
         }
         black_box(&*work);
     }
-    start.elapsed().as_nanos() as f64 / iters as f64
+    (thread_cpu_ns() - start) as f64 / iters as f64
 }
 
 /// Iterations that take about `target` for this cipher.

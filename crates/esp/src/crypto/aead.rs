@@ -127,3 +127,26 @@ impl<P: AeadPrimitive> core::fmt::Debug for EspAead<P> {
             .finish_non_exhaustive()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crypto::ring_aead::RingAead;
+
+    #[test]
+    fn debug_shows_the_suite_and_no_key_material() {
+        let keymat = [0xabu8; 20];
+        let esp = EspAead::<RingAead>::new(Suite::Aes128Gcm16, &keymat).unwrap();
+        let shown = format!("{esp:?}");
+        assert!(shown.contains("Aes128Gcm16"), "{shown}");
+        assert!(!shown.to_lowercase().contains("ab"), "{shown}");
+        assert!(!shown.contains("171"), "{shown}");
+    }
+
+    #[test]
+    fn non_aead_suites_and_wrong_lengths_are_refused() {
+        assert!(EspAead::<RingAead>::new(Suite::Aes128Sha256, &[0; 16]).is_err());
+        let err = EspAead::<RingAead>::new(Suite::Aes256Gcm16, &[0; 32]).unwrap_err();
+        assert_eq!((err.expected, err.got), (36, 32));
+    }
+}
