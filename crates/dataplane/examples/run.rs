@@ -11,7 +11,10 @@ fn main() -> ExitCode {
         eprintln!("usage: run CONFIG [SECS] [STATS.json]");
         return ExitCode::from(2);
     };
-    let duration = args.next().and_then(|s| s.parse::<f64>().ok()).map(Duration::from_secs_f64);
+    let duration = args
+        .next()
+        .and_then(|s| s.parse::<f64>().ok())
+        .map(Duration::from_secs_f64);
     let stats_json = args.next().map(PathBuf::from);
     let opts = espgw_dataplane::RunOptions {
         config: config.into(),

@@ -402,6 +402,50 @@ fn protected_packet_leaves_as_esp_and_the_peer_decrypts_it() {
 }
 
 #[test]
+fn ping_and_traceroute_through_the_tunnel_to_the_far_gateway() {
+    let mut a = ready_a();
+    let mut b = ready_b();
+    // Host A pings gateway B's protected address: the request and the
+    // reply both travel as ESP.
+    let req = echo4("10.1.0.10", "10.2.0.1");
+    let esp = a.rx(PROT, &[from_host_a(&req)]);
+    let back = b.rx(UNPROT, &esp[UNPROT]);
+    assert!(back[PROT].is_empty());
+    assert_eq!(back[UNPROT].len(), 1);
+    let (_, outer) = l3(&back[UNPROT][0]);
+    assert_eq!(
+        Ipv4Packet::new_checked(&outer[..]).unwrap().protocol(),
+        ip_protocol::ESP
+    );
+    let out = a.rx(UNPROT, &back[UNPROT]);
+    assert_eq!(out[PROT].len(), 1);
+    let (_, ip) = l3(&out[PROT][0]);
+    let ip = Ipv4Packet::new_checked(&ip[..]).unwrap();
+    assert_eq!(
+        (ip.src_addr(), ip.dst_addr()),
+        (v4("10.2.0.1"), v4("10.1.0.10"))
+    );
+    let icmp = Icmpv4Packet::new_checked(ip.payload()).unwrap();
+    assert_eq!(icmp.msg_type(), icmpv4::msg_type::ECHO_REPLY);
+
+    // TTL 2 from host A: 1 after gateway A, so gateway B answers with
+    // time exceeded from 10.2.0.1, through the tunnel.
+    let esp = a.rx(
+        PROT,
+        &[from_host_a(&udp4("10.1.0.10", "10.2.0.10", 2, true, 20))],
+    );
+    let back = b.rx(UNPROT, &esp[UNPROT]);
+    assert_eq!(b.drops(Drop::TtlExceeded), 1);
+    assert!(back[PROT].is_empty());
+    let out = a.rx(UNPROT, &back[UNPROT]);
+    let (_, ip) = l3(&out[PROT][0]);
+    let ip = Ipv4Packet::new_checked(&ip[..]).unwrap();
+    assert_eq!(ip.src_addr(), v4("10.2.0.1"));
+    let icmp = Icmpv4Packet::new_checked(ip.payload()).unwrap();
+    assert_eq!(icmp.msg_type(), icmpv4::msg_type::TIME_EXCEEDED);
+}
+
+#[test]
 fn no_policy_or_discard_never_leaks_plaintext() {
     let policy = r#"
 [[policy]]

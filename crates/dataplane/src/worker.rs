@@ -53,6 +53,10 @@ impl Now {
 /// How often [`Worker::tick`] does neighbor retries and expiries.
 const TICK_NS: u64 = 100_000_000;
 
+/// The "ingress port" of packets the gateway made itself (no port's
+/// receive counters are charged for their drops).
+const ORIGINATED: PortIdx = PortIdx::MAX;
+
 /// All-nodes multicast MAC (ff02::1), for answers to DAD probes.
 const ALL_NODES_MAC: MacAddr = [0x33, 0x33, 0, 0, 0, 1];
 
@@ -161,6 +165,10 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         }
         self.run_outbound(tx, now);
         self.run_inbound(tx, now);
+        // Answers to traffic that came through a tunnel go back through it.
+        if self.out_stage.iter().any(|s| !s.pkts.is_empty()) {
+            self.run_outbound(tx, now);
+        }
     }
 
     /// Periodic work (call once per loop): neighbor retries and expiries.
@@ -388,7 +396,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
                 }
                 self.counters.local += 1;
                 self.counters.generated += 1;
-                self.route_out(pkt, m.src, Egress::Trusted, None, tx, now);
+                self.originate(pkt, tx, now);
             }
             _ => self.drop_pkt(pkt, Drop::LocalUnsupported, Some(port)),
         }
@@ -590,7 +598,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
     // ---------------------------------------------------------------
 
     fn time_exceeded(&mut self, port: PortIdx, pkt: B, m: IpMeta, tx: &mut TxQueues<B>, now: Now) {
-        self.icmp_error(port, pkt, m, Drop::TtlExceeded, 0, tx, now);
+        self.icmp_error(port, port, pkt, m, Drop::TtlExceeded, 0, tx, now);
     }
 
     fn too_big(
@@ -602,15 +610,19 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         tx: &mut TxQueues<B>,
         now: Now,
     ) {
-        self.icmp_error(port, pkt, m, Drop::MtuExceeded, mtu, tx, now);
+        self.icmp_error(port, port, pkt, m, Drop::MtuExceeded, mtu, tx, now);
     }
 
     /// Drops `pkt` for `reason` and, where RFC 1812 / 4443 allow, sends
     /// the matching ICMP error back to its source, built in the same buffer.
+    /// The error's source address is that of `src_port`: the port facing
+    /// the packet's sender, so that an error about decrypted traffic goes
+    /// back through the tunnel from an address inside its selectors.
     #[allow(clippy::too_many_arguments)]
     fn icmp_error(
         &mut self,
         port: PortIdx,
+        src_port: PortIdx,
         mut pkt: B,
         m: IpMeta,
         reason: Drop,
@@ -619,7 +631,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         now: Now,
     ) {
         self.counters.drop(reason, Some(port));
-        let p = &self.tables.ports[port];
+        let p = &self.tables.ports[src_port];
         let scratch = &mut self.scratch[..];
         let built = match (m.v6, reason) {
             (false, Drop::TtlExceeded) => p
@@ -648,7 +660,39 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
             return;
         }
         self.counters.generated += 1;
-        self.route_out(pkt, m.src, Egress::Trusted, None, tx, now);
+        self.originate(pkt, tx, now);
+    }
+
+    /// Sends an IP packet the gateway made (echo reply, ICMP error): into
+    /// a tunnel when the SPD protects its addresses (so the far side's
+    /// hosts can ping and traceroute us through the tunnel), else routed
+    /// in the clear like any of our own packets.
+    fn originate(&mut self, mut pkt: B, tx: &mut TxQueues<B>, now: Now) {
+        let v6 = pkt.data().first().is_some_and(|b| b >> 4 == 6);
+        let m = if v6 {
+            parse_v6(&mut pkt)
+        } else {
+            parse_v4(&mut pkt)
+        };
+        let Ok(m) = m else {
+            return self.drop_pkt(pkt, Drop::Malformed, None);
+        };
+        let flow = Flow {
+            local: m.src,
+            remote: m.dst,
+            proto: m.proto,
+            local_port: m.sport,
+            remote_port: m.dport,
+        };
+        if let Action::Protect(t) = self.tables.spd.lookup(&flow).action {
+            let tunnel = &self.tables.tunnels[t];
+            let len = pkt.len();
+            if len + tunnel.out.overhead(len) > self.tables.ports[tunnel.port].mtu {
+                return self.drop_pkt(pkt, Drop::MtuExceeded, None);
+            }
+            return self.out_stage[t].push(pkt, ORIGINATED);
+        }
+        self.route_out(pkt, m.dst, Egress::Trusted, None, tx, now);
     }
 
     // ---------------------------------------------------------------
@@ -669,11 +713,12 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
                 .out
                 .encap_burst(&mut stage.pkts, &mut self.verdicts, now.secs());
             for (i, (pkt, port)) in stage.pkts.drain(..).zip(stage.ports.drain(..)).enumerate() {
+                let port = (port != ORIGINATED).then_some(port);
                 match self.verdicts[i] {
                     Verdict::Forward => {
-                        self.route_out(pkt, tunnel.remote, Egress::Trusted, Some(port), tx, now)
+                        self.route_out(pkt, tunnel.remote, Egress::Trusted, port, tx, now)
                     }
-                    Verdict::Drop(r) => self.drop_pkt(pkt, Drop::from_esp(r), Some(port)),
+                    Verdict::Drop(r) => self.drop_pkt(pkt, Drop::from_esp(r), port),
                 }
             }
             self.out_stage[t] = stage;
@@ -720,14 +765,26 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
                     continue;
                 }
                 if self.tables.is_local(m.dst) {
-                    // Through the tunnel to the gateway itself: answer pings
-                    // only if the answer can go back the same way; not yet.
-                    self.drop_pkt(pkt, Drop::LocalUnsupported, Some(port));
+                    // A ping through the tunnel to one of our protected
+                    // addresses: answered, back through the tunnel.
+                    let answered = m.proto == ip_protocol::ICMP
+                        && reply::icmpv4_echo_reply_in_place(pkt.data_mut()).is_ok()
+                        || m.proto == ip_protocol::ICMPV6
+                            && reply::icmpv6_echo_reply_in_place(pkt.data_mut()).is_ok();
+                    if !answered {
+                        self.drop_pkt(pkt, Drop::LocalUnsupported, Some(port));
+                        continue;
+                    }
+                    self.counters.local += 1;
+                    self.counters.generated += 1;
+                    self.originate(pkt, tx, now);
                     continue;
                 }
                 if m.ttl <= 1 {
-                    // The ICMP error would have to go back through the tunnel.
-                    self.drop_pkt(pkt, Drop::TtlExceeded, Some(port));
+                    // Time exceeded from the port facing the destination,
+                    // back through the tunnel (traceroute across it).
+                    let src_port = self.tables.routes.lookup(m.dst).map_or(port, |h| h.port);
+                    self.icmp_error(port, src_port, pkt, m, Drop::TtlExceeded, 0, tx, now);
                     continue;
                 }
                 decrement_ttl(&mut pkt, m.v6);
