@@ -68,6 +68,8 @@ in_a ping -c 5 -i 0.2 -W 1 -p "$PATTERN" 10.2.0.10 >"$WORK/ping-tunnel.log" || f
 in_a ping -c 3 -i 0.2 -W 1 10.1.0.1 >"$WORK/ping-gw.log" || fail "ping to the gateway's own address failed"
 in_a ping -c 3 -i 0.2 -W 1 -s 1400 10.2.0.10 >/dev/null || fail "1400-byte ping through the tunnel failed"
 ip netns exec $P-hostb ping -c 3 -i 0.2 -W 1 10.1.0.10 >/dev/null || fail "ping from host B to host A failed"
+# The far gateway's protected address answers through the tunnel.
+in_a ping -c 2 -i 0.2 -W 1 10.2.0.1 >/dev/null || fail "ping to gateway B's protected address through the tunnel failed"
 sleep 1
 kill -INT "${TCPDUMPS[@]}"; wait "${TCPDUMPS[@]}" 2>/dev/null || true
 mergecap -w "$WORK/mid.pcap" "$WORK/mid-a.pcap" "$WORK/mid-b.pcap" 2>/dev/null \
