@@ -96,8 +96,11 @@ pub fn eal_args(hugepages: bool) -> Vec<String> {
 /// Runs the benchmark described by `opts`. Initialises the EAL (once per
 /// process).
 pub fn run(opts: &Options) -> Result<Report, String> {
-    // Each worker pool is about 10 MiB; ask for hugepages only with room to spare.
-    let hugepages = free_hugepages() >= 16 + 8 * opts.workers as u64;
+    // Each worker pool is about 10 MiB; ask for hugepages only with room to
+    // spare. ESPGW_BENCH_NO_HUGEPAGES=1 forces plain memory (valgrind cannot
+    // map DPDK's hugepage areas).
+    let forced_off = std::env::var_os("ESPGW_BENCH_NO_HUGEPAGES").is_some_and(|v| v == "1");
+    let hugepages = !forced_off && free_hugepages() >= 16 + 8 * opts.workers as u64;
     let args = eal_args(hugepages);
     let eal = Eal::init(&args).map_err(|e| format!("DPDK EAL init failed: {e}"))?;
     let tsc_hz = dpdk::cycles::tsc_hz();

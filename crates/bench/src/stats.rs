@@ -28,6 +28,10 @@ pub struct Measured {
     /// Nanoseconds from the end of a burst's generation to the sink, one
     /// sample per packet.
     pub latency_ns: Histogram<u64>,
+    /// Stage cycles per packet of each burst, one sample per burst: its
+    /// median is robust to the preemptions of a shared machine, which the
+    /// mean (`cycles / packets`) includes.
+    pub burst_cycles: Histogram<u64>,
 }
 
 impl Measured {
@@ -41,6 +45,8 @@ impl Measured {
             tally: Tally::default(),
             // 1 ns .. 10 s, 3 significant digits.
             latency_ns: Histogram::new_with_bounds(1, 10_000_000_000, 3)
+                .expect("valid histogram bounds"),
+            burst_cycles: Histogram::new_with_bounds(1, 100_000_000_000, 3)
                 .expect("valid histogram bounds"),
         }
     }
@@ -70,6 +76,8 @@ pub struct Rates {
     pub gbps_wire: f64,
     /// TSC cycles per packet (all workers' cycles / all packets).
     pub cycles_per_packet: f64,
+    /// Median over bursts of the cycles per packet (all workers).
+    pub cycles_per_packet_p50: f64,
     /// Packets per second of the whole generator + stage + sink loop, Mpps.
     pub loop_mpps: f64,
 }
@@ -82,6 +90,7 @@ pub fn worker_rates(m: &Measured, tsc_hz: f64) -> Rates {
             gbps_inner: 0.0,
             gbps_wire: 0.0,
             cycles_per_packet: 0.0,
+            cycles_per_packet_p50: 0.0,
             loop_mpps: 0.0,
         };
     }
@@ -91,6 +100,7 @@ pub fn worker_rates(m: &Measured, tsc_hz: f64) -> Rates {
         gbps_inner: m.inner_bytes as f64 * 8.0 / secs / 1e9,
         gbps_wire: m.wire_bytes as f64 * 8.0 / secs / 1e9,
         cycles_per_packet: m.cycles as f64 / m.packets as f64,
+        cycles_per_packet_p50: m.burst_cycles.value_at_quantile(0.5) as f64,
         loop_mpps: if m.loop_ns > 0 {
             m.packets as f64 / (m.loop_ns as f64 / 1e9) / 1e6
         } else {
@@ -107,6 +117,7 @@ pub fn aggregate_rates(per_worker: &[Measured], tsc_hz: f64) -> Rates {
         gbps_inner: 0.0,
         gbps_wire: 0.0,
         cycles_per_packet: 0.0,
+        cycles_per_packet_p50: 0.0,
         loop_mpps: 0.0,
     };
     let (mut cycles, mut packets) = (0u64, 0u64);
@@ -122,6 +133,7 @@ pub fn aggregate_rates(per_worker: &[Measured], tsc_hz: f64) -> Rates {
     if packets > 0 {
         total.cycles_per_packet = cycles as f64 / packets as f64;
     }
+    total.cycles_per_packet_p50 = merge(per_worker).burst_cycles.value_at_quantile(0.5) as f64;
     total
 }
 
@@ -153,6 +165,7 @@ pub fn merge(per_worker: &[Measured]) -> Measured {
         all.tally.merge(&m.tally);
         // Same bounds on both sides: add cannot fail.
         let _ = all.latency_ns.add(&m.latency_ns);
+        let _ = all.burst_cycles.add(&m.burst_cycles);
     }
     all
 }
@@ -222,6 +235,8 @@ mod tests {
         let mut b = measured(20, 1280, 0, 300);
         a.latency_ns.record_n(1000, 10).unwrap();
         b.latency_ns.record_n(3000, 20).unwrap();
+        a.burst_cycles.record(90).unwrap();
+        b.burst_cycles.record_n(300, 2).unwrap();
         a.tally.valid = 10;
         b.tally.valid = 19;
         b.tally.invalid = 1;
@@ -236,5 +251,6 @@ mod tests {
             m.latency_ns.highest_equivalent(3000)
         );
         assert_eq!(m.lost(), 0);
+        assert_eq!(m.burst_cycles.value_at_quantile(0.5), 300);
     }
 }

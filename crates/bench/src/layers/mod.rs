@@ -111,6 +111,11 @@ pub fn record_burst(
         m.inner_bytes += s.inner_len as u64;
         m.wire_bytes += case.wire_bytes(s.inner_len) as u64;
     }
+    if !slots.is_empty() {
+        let _ = m
+            .burst_cycles
+            .record((stage_cycles / slots.len() as u64).max(1));
+    }
     let ns = (latency_cycles as f64 * 1e9 / tsc_hz) as u64;
     // Saturate rather than fail on an absurd sample (a preempted thread).
     let _ = m
