@@ -38,6 +38,23 @@ pub struct FlowKey {
     pub dport: u16,
 }
 
+impl FlowKey {
+    /// The same flow seen from the other side: addresses and ports swapped.
+    /// Selectors are written for outbound traffic (source = protected
+    /// side); a packet that arrived through a tunnel (or in the clear on the
+    /// unprotected port) is checked against the same SPD with its key
+    /// reversed, e.g. "does the decrypted packet belong to this tunnel".
+    pub fn reversed(&self) -> FlowKey {
+        FlowKey {
+            src: self.dst,
+            dst: self.src,
+            proto: self.proto,
+            sport: self.dport,
+            dport: self.sport,
+        }
+    }
+}
+
 /// The packets a rule applies to. An empty address list means any address
 /// of either family; a non-empty list matches only addresses inside one of
 /// its prefixes (so a list of IPv4 prefixes never matches IPv6 traffic).
@@ -153,6 +170,21 @@ mod tests {
         // The v6 destination cannot pair with a v4-only source list.
         assert!(!sel.matches(&key("::1", "2001:db8::1", 17, 999, 53)));
         assert!(!sel.matches(&key("10.1.1.1", "2001:db8::1", 17, 999, 53)));
+    }
+
+    #[test]
+    fn reversed_keys_match_the_outbound_selector() {
+        let sel = Selector {
+            src: vec!["10.1.0.0/24".parse().unwrap()],
+            dst: vec!["10.2.0.0/24".parse().unwrap()],
+            proto: Some(6),
+            sport: PortRange::ANY,
+            dport: PortRange::single(443),
+        };
+        let inbound = key("10.2.0.9", "10.1.0.7", 6, 443, 40000);
+        assert!(!sel.matches(&inbound));
+        assert!(sel.matches(&inbound.reversed()));
+        assert_eq!(inbound.reversed().reversed(), inbound);
     }
 
     #[test]
