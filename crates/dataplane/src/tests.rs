@@ -713,6 +713,122 @@ fn mixed_burst_balances_the_accounting_identity() {
     assert!(a.w.counters().balanced());
 }
 
+/// A and B over an IPv6 outer network with UDP-encapsulated ESP (NAT-T),
+/// peers known statically.
+fn v6_udp_config(b_side: bool) -> String {
+    let (name, prot, local, remote, peer_mac, lts, rts, out, inn) = if b_side {
+        (
+            "gw-b",
+            "10.2.0.1/24",
+            "2001:db8::2",
+            "2001:db8::1",
+            "02:aa:00:00:00:02",
+            "10.2.0.0/24",
+            "10.1.0.0/24",
+            ("0xb001", "9b890a06962125b8925af8d8f76eac664799f983"),
+            ("0xa001", "bef3215147135cd554e9156cae70f5a899331a52"),
+        )
+    } else {
+        (
+            "gw-a",
+            "10.1.0.1/24",
+            "2001:db8::1",
+            "2001:db8::2",
+            "02:bb:00:00:00:02",
+            "10.1.0.0/24",
+            "10.2.0.0/24",
+            ("0xa001", "bef3215147135cd554e9156cae70f5a899331a52"),
+            ("0xb001", "9b890a06962125b8925af8d8f76eac664799f983"),
+        )
+    };
+    format!(
+        r#"
+[gateway]
+name = "{name}"
+[dataplane]
+mtu = 1500
+[[port]]
+name = "prot"
+side = "protected"
+device = "net_ring0"
+address = "{prot}"
+[[port]]
+name = "unprot"
+side = "unprotected"
+device = "net_ring1"
+address = "{local}/64"
+[[neighbor]]
+address = "{remote}"
+mac = "{peer_mac}"
+port = "unprot"
+[[tunnel]]
+name = "t6"
+local = "{local}"
+remote = "{remote}"
+local_ts = ["{lts}"]
+remote_ts = ["{rts}"]
+esp = "aes128gcm16"
+encap = "udp"
+out = {{ spi = {}, key = "{}" }}
+in = {{ spi = {}, key = "{}" }}
+"#,
+        out.0, out.1, inn.0, inn.1
+    )
+}
+
+#[test]
+fn ipv6_outer_with_udp_encapsulation_round_trips() {
+    let mut a = Gw::new(tables_from(
+        v6_udp_config(false),
+        [A_PROT_MAC, A_UNPROT_MAC],
+    ));
+    let mut b = Gw::new(tables_from(v6_udp_config(true), [B_PROT_MAC, B_UNPROT_MAC]));
+    a.learn_by_arp(PROT, "10.1.0.10", HOST_A_MAC, "10.1.0.1");
+    b.learn_by_arp(PROT, "10.2.0.10", HOST_B_MAC, "10.2.0.1");
+    let inner = udp4("10.1.0.10", "10.2.0.10", 64, true, 200);
+    let out = a.rx(PROT, &[from_host_a(&inner)]);
+    assert_eq!(out[UNPROT].len(), 1);
+    let (e, outer) = l3(&out[UNPROT][0]);
+    assert_eq!((e.dst_addr, e.ethertype), (B_UNPROT_MAC, ethertype::IPV6));
+    let ip = Ipv6Packet::new_checked(&outer[..]).unwrap();
+    assert_eq!(
+        (ip.src_addr(), ip.dst_addr(), ip.next_header()),
+        (v6("2001:db8::1"), v6("2001:db8::2"), ip_protocol::UDP)
+    );
+    let udp = espgw_wire::UdpPacket::new_checked(ip.payload()).unwrap();
+    assert_eq!((udp.src_port(), udp.dst_port()), (4500, 4500));
+    assert!(udp.verify_checksum_v6(ip.src_addr(), ip.dst_addr()));
+    assert_eq!(&udp.payload()[..4], &0xa001u32.to_be_bytes());
+    let out = b.rx(UNPROT, &out[UNPROT]);
+    assert_eq!(out[PROT].len(), 1);
+    let (e, got) = l3(&out[PROT][0]);
+    assert_eq!(e.dst_addr, HOST_B_MAC);
+    assert_eq!(
+        Ipv4Packet::new_checked(&got[..]).unwrap().payload(),
+        &inner[20..]
+    );
+    // The inner MTU shrinks by the IPv6 and UDP headers: 1500 - 40 - 8 - 8
+    // - 8 - 16 - 2 = 1418, already a multiple of 4 with the trailer.
+    let out = a.rx(
+        PROT,
+        &[from_host_a(&udp4(
+            "10.1.0.10",
+            "10.2.0.10",
+            64,
+            true,
+            1500 - 28,
+        ))],
+    );
+    let (_, ip) = l3(&out[PROT][0]);
+    let ip = Ipv4Packet::new_checked(&ip[..]).unwrap();
+    assert_eq!(
+        Icmpv4Packet::new_checked(ip.payload())
+            .unwrap()
+            .next_hop_mtu(),
+        1418
+    );
+}
+
 mod prop {
     use super::*;
     use proptest::prelude::*;

@@ -92,6 +92,9 @@ pub fn run(opts: &RunOptions) -> Result<serde_json::Value, RunError> {
     if config.dataplane.mode == Mode::Pipeline {
         eprintln!("espgw: mode = \"pipeline\" is not implemented yet; running run-to-completion");
     }
+    // Every SA is built once before DPDK starts, so a key the cipher
+    // refuses stops the run before any port comes up.
+    Tables::from_config(&config, &vec![[0; 6]; config.ports.len()], 0).map_err(RunError::Tables)?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop))
