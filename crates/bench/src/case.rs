@@ -33,6 +33,10 @@ pub struct CaseData {
     pub inner_expect: InnerExpect,
     /// As the worker forwards them (TTL decremented).
     pub forwarded_expect: InnerExpect,
+    /// What our host sent, as the peer must find it inside our ESP (the
+    /// engine alone; the worker decrements the TTL first).
+    pub sent_expect: InnerExpect,
+    pub sent_forwarded_expect: InnerExpect,
 }
 
 impl CaseData {
@@ -93,6 +97,9 @@ impl CaseData {
             }
         }
         let (local, remote) = (gateway::GW_UNPROT_IP, gateway::PEER_IP);
+        let sent = || inner.iter().map(|t| t.bytes.clone()).collect::<Vec<_>>();
+        let sent_expect = InnerExpect::new(near.src_ip, near.dst_ip, 64, sent());
+        let sent_forwarded_expect = InnerExpect::new(near.src_ip, near.dst_ip, 63, sent());
         let originals = || {
             pattern
                 .iter()
@@ -112,6 +119,8 @@ impl CaseData {
             },
             inner_expect: InnerExpect::new(far.src_ip, far.dst_ip, 64, originals()),
             forwarded_expect: InnerExpect::new(far.src_ip, far.dst_ip, 63, originals()),
+            sent_expect,
+            sent_forwarded_expect,
             wire_by_len,
         })
     }
@@ -150,5 +159,76 @@ impl CaseData {
                     .collect()
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sink::{check_esp, check_inner, Invalid, PeerDecrypt};
+    use espgw_esp::InboundSa;
+
+    fn encap(gw: &Gateway, w: usize, ip: &[u8]) -> Vec<u8> {
+        let sa = OutboundSa::new(&gw.outbound(w), 0).unwrap();
+        let mut buf = [VecBuf::with_room(ip, VecBuf::DEFAULT_HEADROOM, 256)];
+        let mut v = [Verdict::default()];
+        sa.encap_burst(&mut buf, &mut v, 0);
+        assert!(v[0].is_forward());
+        buf[0].data().to_vec()
+    }
+
+    #[test]
+    fn our_esp_passes_the_sink_and_the_peer_and_a_flipped_bit_does_not() {
+        for suite in Suite::ALL {
+            let gw = Gateway::new(suite, 2).unwrap();
+            let case = CaseData::new(&gw, suite, Size::Imix, Direction::Encrypt, 1).unwrap();
+            let esp = encap(&gw, 1, &case.inner[7].bytes);
+            assert_eq!(
+                check_esp(&esp, &case.esp_expect),
+                Ok(()),
+                "{}",
+                suite.name()
+            );
+            let mut peer =
+                PeerDecrypt::new(&gw.peer_inbound(1), case.sent_expect.clone(), 1).unwrap();
+            assert_eq!(peer.check(&esp), Ok(()), "{}", suite.name());
+            let mut flipped = encap(&gw, 1, &case.inner[0].bytes);
+            let last = flipped.len() - 20;
+            flipped[last] ^= 1;
+            assert_eq!(
+                peer.check(&flipped),
+                Err(Invalid::PeerCannotDecrypt),
+                "{}",
+                suite.name()
+            );
+            // Worker 0's SA is not worker 1's: wrong SPI for the sink.
+            let other = encap(&gw, 0, &case.inner[0].bytes);
+            assert_eq!(check_esp(&other, &case.esp_expect), Err(Invalid::WrongSpi));
+        }
+    }
+
+    #[test]
+    fn decrypt_templates_open_with_the_gateway_sa_in_sequence() {
+        let gw = Gateway::new(Suite::Aes256Sha256, 1).unwrap();
+        let case = CaseData::new(
+            &gw,
+            Suite::Aes256Sha256,
+            Size::Fixed(100),
+            Direction::Decrypt,
+            0,
+        )
+        .unwrap();
+        assert_eq!(case.esp.len() % BURST, 0);
+        assert_eq!(case.esp[5].seq, 6);
+        let mut sa = InboundSa::new(&gw.inbound(0), 0).unwrap();
+        for t in case.esp.iter().take(40) {
+            let mut buf = [VecBuf::with_room(&t.bytes, VecBuf::DEFAULT_HEADROOM, 0)];
+            let mut v = [Verdict::default()];
+            sa.decap_burst(&mut buf, &mut v, 0);
+            assert!(v[0].is_forward(), "{v:?}");
+            assert_eq!(check_inner(buf[0].data(), &case.inner_expect), Ok(()));
+        }
+        // The wire bytes include the ESP overhead and Ethernet L1 framing.
+        assert!(case.wire_bytes(100) > 100 + ETH_LEN + L1_OVERHEAD + 8 + 16 + 12);
     }
 }

@@ -178,6 +178,16 @@ impl Gateway {
     }
 }
 
+impl Gateway {
+    /// The peer gateway's inbound SA for our outbound one of worker `w`:
+    /// the sink decrypts samples of what the stage encrypted with it.
+    pub fn peer_inbound(&self, w: usize) -> SaConfig {
+        let mut c = self.outbound(w);
+        std::mem::swap(&mut c.local, &mut c.remote);
+        c
+    }
+}
+
 /// Addresses of the plaintext frames worker `w` sends into the protected port.
 pub fn protected_frame(w: usize) -> FrameAddrs {
     FrameAddrs {

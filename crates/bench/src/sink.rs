@@ -13,7 +13,8 @@
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
-use espgw_wire::MacAddr;
+use espgw_esp::{InboundSa, SaConfig, Verdict};
+use espgw_wire::{MacAddr, PacketBuf, VecBuf};
 
 use crate::packets::{checksum, ETH_LEN, IPV4_LEN};
 
@@ -32,6 +33,7 @@ pub enum Invalid {
     PayloadMismatch,
     WrongPort,
     Rejected,
+    PeerCannotDecrypt,
 }
 
 impl Invalid {
@@ -49,6 +51,7 @@ impl Invalid {
             Invalid::PayloadMismatch => "payload_mismatch",
             Invalid::WrongPort => "wrong_port",
             Invalid::Rejected => "rejected_by_stage",
+            Invalid::PeerCannotDecrypt => "peer_cannot_decrypt",
         }
     }
 }
@@ -155,6 +158,46 @@ pub fn check_inner(ip: &[u8], e: &InnerExpect) -> Result<(), Invalid> {
         return Err(Invalid::PayloadMismatch);
     }
     Ok(())
+}
+
+/// The peer gateway's inbound SA: decrypts a sample of the ESP the stage
+/// produced and compares it with what was sent, so an encrypt case proves
+/// its output is real ESP, not just ESP-shaped.
+pub struct PeerDecrypt {
+    sa: InboundSa,
+    /// The packets as the peer must restore them.
+    pub expect: InnerExpect,
+    /// Check one burst in this many (decryption costs the sink time).
+    pub every: u64,
+    bursts: u64,
+}
+
+impl PeerDecrypt {
+    pub fn new(cfg: &SaConfig, expect: InnerExpect, every: u64) -> Result<Self, String> {
+        Ok(PeerDecrypt {
+            sa: InboundSa::new(cfg, 0).map_err(|e| e.to_string())?,
+            expect,
+            every: every.max(1),
+            bursts: 0,
+        })
+    }
+
+    /// True for the bursts to sample (call once per burst).
+    pub fn sample_next_burst(&mut self) -> bool {
+        self.bursts += 1;
+        self.bursts % self.every == 1 || self.every == 1
+    }
+
+    /// Decrypts a copy of the outer IP packet `ip` and checks the result.
+    pub fn check(&mut self, ip: &[u8]) -> Result<(), Invalid> {
+        let mut buf = [VecBuf::with_room(ip, VecBuf::DEFAULT_HEADROOM, 0)];
+        let mut verdict = [Verdict::default()];
+        self.sa.decap_burst(&mut buf, &mut verdict, 0);
+        if !verdict[0].is_forward() {
+            return Err(Invalid::PeerCannotDecrypt);
+        }
+        check_inner(buf[0].data(), &self.expect)
+    }
 }
 
 /// The sink's tally for one measurement.

@@ -6,10 +6,10 @@ use dpdk::Mbuf;
 use espgw_esp::{InboundSa, OutboundSa, Verdict};
 use espgw_wire::PacketBuf;
 
-use super::{record_burst, run_for, tsc, Ctx};
+use super::{record_burst, run_for, tsc, Ctx, PEER_CHECK_EVERY};
 use crate::generator::{Generator, BURST};
 use crate::options::Direction;
-use crate::sink::{check_esp, check_inner, Invalid};
+use crate::sink::{check_esp, check_inner, Invalid, PeerDecrypt};
 use crate::stats::Measured;
 
 pub fn measure(ctx: &Ctx<'_>) -> Result<Measured, String> {
@@ -22,6 +22,11 @@ pub fn measure(ctx: &Ctx<'_>) -> Result<Measured, String> {
         Direction::Encrypt => {
             let sa = OutboundSa::new(&ctx.gateway.outbound(w), 0).map_err(|e| e.to_string())?;
             let mut gen = Generator::new(case.inner.clone());
+            let mut peer = PeerDecrypt::new(
+                &ctx.gateway.peer_inbound(w),
+                case.sent_expect.clone(),
+                PEER_CHECK_EVERY,
+            )?;
             run_for(ctx.seconds, &mut m, |m, record| {
                 gen.fill(ctx.pool, &mut pkts)?;
                 let t0 = tsc();
@@ -29,9 +34,16 @@ pub fn measure(ctx: &Ctx<'_>) -> Result<Measured, String> {
                 let t1 = tsc();
                 if record {
                     record_burst(m, case, &gen.slots, t1 - t0, t1 - t0, ctx.tsc_hz);
+                    let sample = peer.sample_next_burst();
                     for (p, v) in pkts.iter().zip(&verdicts) {
                         m.tally.record(if v.is_forward() {
-                            check_esp(p.data(), &case.esp_expect)
+                            check_esp(p.data(), &case.esp_expect).and_then(|()| {
+                                if sample {
+                                    peer.check(p.data())
+                                } else {
+                                    Ok(())
+                                }
+                            })
                         } else {
                             Err(Invalid::Rejected)
                         });

@@ -61,6 +61,10 @@ impl Ctx<'_> {
     }
 }
 
+/// Encrypt cases: the sink has the peer decrypt every packet of one burst
+/// in this many (every burst would make the sink slower than the stage).
+pub const PEER_CHECK_EVERY: u64 = 16;
+
 /// Share of the time spent warming up (caches, branch predictors, the
 /// mempool cache) before counting starts.
 const WARMUP_SHARE: f64 = 0.1;

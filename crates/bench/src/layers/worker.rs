@@ -14,11 +14,11 @@ use espgw_dataplane::{BufPool, Now, TxQueues, Worker};
 use espgw_esp::InboundSa;
 use espgw_wire::PacketBuf;
 
-use super::{record_burst, run_for, tsc, Ctx};
+use super::{record_burst, run_for, tsc, Ctx, PEER_CHECK_EVERY};
 use crate::gateway::{self, PROTECTED, UNPROTECTED};
 use crate::generator::{Generator, BURST};
 use crate::options::Direction;
-use crate::sink::{check_esp, check_ethernet, check_inner, Invalid};
+use crate::sink::{check_esp, check_ethernet, check_inner, Invalid, PeerDecrypt};
 use crate::stats::Measured;
 
 /// The worker's buffer source for packets it originates (ARP/ND; none in
@@ -54,6 +54,11 @@ pub fn measure(ctx: &Ctx<'_>) -> Result<Measured, String> {
         Direction::Encrypt => (PROTECTED, UNPROTECTED),
         Direction::Decrypt => (UNPROTECTED, PROTECTED),
     };
+    let mut peer = PeerDecrypt::new(
+        &ctx.gateway.peer_inbound(w),
+        case.sent_forwarded_expect.clone(),
+        PEER_CHECK_EVERY,
+    )?;
     let started = Instant::now();
     let mut m = Measured::new();
     run_for(ctx.seconds, &mut m, |m, record| {
@@ -74,13 +79,17 @@ pub fn measure(ctx: &Ctx<'_>) -> Result<Measured, String> {
         let t1 = tsc();
         worker.tick(&mut txq, now);
         let t2 = tsc();
+        let mut sample = false;
         if record {
             record_burst(m, case, &gen.slots, t1 - t0, t2 - t0, ctx.tsc_hz);
+            sample = case.direction == Direction::Encrypt && peer.sample_next_burst();
         }
         for port in 0..ports {
             for frame in txq.drain(port) {
                 if record {
-                    m.tally.record(check_frame(case, port, out_port, &frame));
+                    let peer = if sample { Some(&mut peer) } else { None };
+                    m.tally
+                        .record(check_frame(case, port, out_port, &frame, peer));
                 }
                 if let Err(f) = free.push(frame) {
                     free.clear();
@@ -99,6 +108,7 @@ fn check_frame(
     port: usize,
     expected_port: usize,
     frame: &Mbuf,
+    peer: Option<&mut PeerDecrypt>,
 ) -> Result<(), Invalid> {
     if port != expected_port {
         return Err(Invalid::WrongPort);
@@ -106,7 +116,8 @@ fn check_frame(
     match case.direction {
         Direction::Encrypt => {
             let ip = check_ethernet(frame.data(), gateway::GW_UNPROT_MAC, gateway::PEER_MAC)?;
-            check_esp(ip, &case.esp_expect)
+            check_esp(ip, &case.esp_expect)?;
+            peer.map_or(Ok(()), |p| p.check(ip))
         }
         Direction::Decrypt => {
             let ip = check_ethernet(frame.data(), gateway::GW_PROT_MAC, gateway::HOST_MAC)?;
