@@ -712,13 +712,24 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
             tunnel
                 .out
                 .encap_burst(&mut stage.pkts, &mut self.verdicts, now.secs());
+            // Every packet of the group goes to the same peer: one route
+            // and neighbor lookup for all of them.
+            let hop = tables.routes.lookup(tunnel.remote);
+            let resolved = hop.and_then(|h| {
+                self.neighbors
+                    .lookup(h.port, h.addr)
+                    .map(|mac| (h.port, mac))
+            });
             for (i, (pkt, port)) in stage.pkts.drain(..).zip(stage.ports.drain(..)).enumerate() {
                 let port = (port != ORIGINATED).then_some(port);
-                match self.verdicts[i] {
-                    Verdict::Forward => {
+                match (self.verdicts[i], resolved) {
+                    (Verdict::Forward, Some((out, mac))) if pkt.len() <= tables.ports[out].mtu => {
+                        self.send_frame(out, mac, pkt, port, tx)
+                    }
+                    (Verdict::Forward, _) => {
                         self.route_out(pkt, tunnel.remote, Egress::Trusted, port, tx, now)
                     }
-                    Verdict::Drop(r) => self.drop_pkt(pkt, Drop::from_esp(r), port),
+                    (Verdict::Drop(r), _) => self.drop_pkt(pkt, Drop::from_esp(r), port),
                 }
             }
             self.out_stage[t] = stage;
