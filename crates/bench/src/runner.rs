@@ -2,7 +2,7 @@
 //! worker, each with its own generator, pool and sink (no cross-core
 //! handoff), all layers in turn, the threads starting each layer together.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::sync::Barrier;
 
 use dpdk::{lcore, Eal, Mempool, MBUF_HEADROOM, SOCKET_ANY};
@@ -158,7 +158,7 @@ pub fn run(opts: &Options) -> Result<Report, String> {
             }
         }
     }
-    if opts.progress {
+    if opts.progress && std::io::stderr().is_terminal() {
         eprintln!();
     }
     drop(pools);
@@ -173,6 +173,16 @@ pub fn run(opts: &Options) -> Result<Report, String> {
 
 fn progress(done: usize, total: usize, suite: Suite, size: Size, dir: Direction, n: usize) {
     const WIDTH: usize = 30;
+    if !std::io::stderr().is_terminal() {
+        // A log, not a terminal: one line per case instead of a redrawn bar.
+        eprintln!(
+            "[{done}/{total}] {} {} {} x{n}",
+            suite.name(),
+            size.label(),
+            dir.name()
+        );
+        return;
+    }
     let filled = done * WIDTH / total.max(1);
     eprint!(
         "\r[{}{}] {done}/{total} {} {} {} x{n}          ",

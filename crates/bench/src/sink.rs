@@ -10,7 +10,6 @@
 //!   sent (addresses, length, TTL as expected, valid checksum), and the UDP
 //!   header and payload byte for byte.
 
-use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
 use espgw_esp::{InboundSa, SaConfig, Verdict};
@@ -127,8 +126,9 @@ pub struct InnerExpect {
     pub src: Ipv4Addr,
     pub dst: Ipv4Addr,
     pub ttl: u8,
-    /// The original inner packet of each size, by length.
-    pub originals: HashMap<usize, Vec<u8>>,
+    /// The original inner packet of each size (a handful: a linear search
+    /// beats hashing).
+    pub originals: Vec<Vec<u8>>,
 }
 
 impl InnerExpect {
@@ -142,7 +142,7 @@ impl InnerExpect {
             src,
             dst,
             ttl,
-            originals: originals.into_iter().map(|p| (p.len(), p)).collect(),
+            originals: originals.into_iter().collect(),
         }
     }
 }
@@ -150,7 +150,11 @@ impl InnerExpect {
 /// Checks a restored inner IPv4 packet (no Ethernet).
 pub fn check_inner(ip: &[u8], e: &InnerExpect) -> Result<(), Invalid> {
     let total = check_ipv4(ip, e.src, e.dst)?;
-    let original = e.originals.get(&total).ok_or(Invalid::WrongLength)?;
+    let original = e
+        .originals
+        .iter()
+        .find(|p| p.len() == total)
+        .ok_or(Invalid::WrongLength)?;
     if ip[8] != e.ttl {
         return Err(Invalid::WrongTtl);
     }
