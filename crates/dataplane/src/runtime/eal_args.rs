@@ -49,15 +49,23 @@ pub fn lcore_map(dp: &Dataplane, cpus: usize) -> String {
     }
 }
 
-/// The device argument of a port: af_packet gets one queue pair per worker
-/// unless the device string says otherwise.
+/// The device argument of a port. af_packet gets one queue pair per
+/// worker, and sends through the qdisc layer (`qdisc_bypass=0`) so that
+/// packet taps (tcpdump on the gateway's own interface) see what espgw
+/// sends; either can be set in the device string instead.
 pub fn device_arg(device: &str, workers: usize) -> String {
     let name = device.split(',').next().unwrap_or(device);
-    if name.starts_with("net_af_packet") && workers > 1 && !device.contains("qpairs=") {
-        format!("{device},qpairs={workers}")
-    } else {
-        device.to_string()
+    if !name.starts_with("net_af_packet") {
+        return device.to_string();
     }
+    let mut arg = device.to_string();
+    if workers > 1 && !device.contains("qpairs=") {
+        arg.push_str(&format!(",qpairs={workers}"));
+    }
+    if !device.contains("qdisc_bypass=") {
+        arg.push_str(",qdisc_bypass=0");
+    }
+    arg
 }
 
 /// The whole EAL argument list (without the program name).
@@ -144,7 +152,7 @@ mod tests {
             [
                 "--lcores=(0-2)@(0-3)",
                 "--file-prefix=espgw_gw_a",
-                "--vdev=net_af_packet0,iface=a,qpairs=2",
+                "--vdev=net_af_packet0,iface=a,qpairs=2,qdisc_bypass=0",
                 "-a",
                 "0000:01:00.0",
                 "--no-huge"
@@ -158,7 +166,16 @@ mod tests {
         );
         assert_eq!(
             a,
-            ["--vdev=net_af_packet0,iface=a", "--in-memory", "-l", "0-3"]
+            [
+                "--vdev=net_af_packet0,iface=a,qdisc_bypass=0",
+                "--in-memory",
+                "-l",
+                "0-3"
+            ]
+        );
+        assert_eq!(
+            device_arg("net_af_packet0,iface=a,qdisc_bypass=1", 1),
+            "net_af_packet0,iface=a,qdisc_bypass=1"
         );
     }
 }
