@@ -25,7 +25,6 @@
 //!   number (see [`outer`]); IPv6 hop limit 64; NAT-T UDP checksum 0 over
 //!   IPv4, computed over IPv6.
 
-mod checksum;
 pub mod config;
 pub mod crypto;
 mod inbound;

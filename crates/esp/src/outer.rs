@@ -12,7 +12,8 @@
 
 use std::net::IpAddr;
 
-use crate::checksum;
+use espgw_wire::checksum;
+
 use crate::config::Encap;
 use crate::verdict::DropReason;
 
@@ -35,10 +36,12 @@ pub(crate) struct OuterTemplate {
     len: usize,
     ipv6: bool,
     udp: bool,
-    /// IPv4: sum of the header with total length, id and checksum zero.
-    /// IPv6 + UDP: sum of the pseudo-header's addresses and next header plus
-    /// the UDP ports (the length goes in per packet).
-    partial_sum: u64,
+    /// Folded ones' complement sum of the fixed fields, precomputed once:
+    /// IPv4, the header with total length, id and checksum zero; IPv6 + UDP,
+    /// the pseudo-header's addresses and next header plus the UDP ports.
+    /// Ones' complement addition is associative, so each packet only `add`s
+    /// its own fields (lengths, id, payload) to it.
+    partial_sum: u16,
 }
 
 impl OuterTemplate {
@@ -68,7 +71,7 @@ impl OuterTemplate {
                 h[9] = proto;
                 h[12..16].copy_from_slice(&src.octets());
                 h[16..20].copy_from_slice(&dst.octets());
-                t.partial_sum = checksum::add_bytes(0, h);
+                t.partial_sum = checksum::sum(h);
                 IPV4_HEADER
             }
             (IpAddr::V6(src), remote) => {
@@ -82,7 +85,7 @@ impl OuterTemplate {
                 h[7] = TTL;
                 h[8..24].copy_from_slice(&src.octets());
                 h[24..40].copy_from_slice(&dst.octets());
-                t.partial_sum = checksum::add_bytes(0, &h[8..40]) + u64::from(IPPROTO_UDP);
+                t.partial_sum = checksum::add(checksum::sum(&h[8..40]), u16::from(IPPROTO_UDP));
                 IPV6_HEADER
             }
         };
@@ -96,7 +99,8 @@ impl OuterTemplate {
             u[0..2].copy_from_slice(&local_port.to_be_bytes());
             u[2..4].copy_from_slice(&remote_port.to_be_bytes());
             if t.ipv6 {
-                t.partial_sum += u64::from(local_port) + u64::from(remote_port);
+                t.partial_sum =
+                    checksum::add(t.partial_sum, checksum::add(local_port, remote_port));
             }
             t.len += UDP_HEADER;
         }
@@ -135,7 +139,7 @@ impl OuterTemplate {
             let total16 = total as u16;
             out[2..4].copy_from_slice(&total16.to_be_bytes());
             out[4..6].copy_from_slice(&ip_id.to_be_bytes());
-            let sum = self.partial_sum + u64::from(total16) + u64::from(ip_id);
+            let sum = checksum::add(checksum::add(self.partial_sum, total16), ip_id);
             out[10..12].copy_from_slice(&checksum::finish(sum).to_be_bytes());
             if self.udp {
                 // RFC 3948 §2.1: the UDP checksum SHOULD be zero over IPv4.
@@ -158,10 +162,12 @@ impl OuterTemplate {
             return;
         }
         let udp = &mut packet[IPV6_HEADER..];
-        let udp_len = udp.len() as u64;
+        // At most 0xFFFF: `max_packet` bounds what `write` was given.
+        let udp_len = udp.len() as u16;
         // Pseudo-header length plus the UDP length field: the same number twice.
-        let sum = checksum::add_bytes(self.partial_sum + 2 * udp_len, &udp[UDP_HEADER..]);
-        let mut csum = checksum::finish(sum);
+        let lengths = checksum::add(udp_len, udp_len);
+        let sum = checksum::add(self.partial_sum, lengths);
+        let mut csum = checksum::finish(checksum::add(sum, checksum::sum(&udp[UDP_HEADER..])));
         if csum == 0 {
             csum = 0xFFFF;
         }
@@ -287,7 +293,7 @@ mod tests {
         let t = OuterTemplate::new(l, r, Encap::None);
         for id in [0u16, 1, 0xFFFF, 0x1234] {
             let p = packet_with(&t, &[0xAA; 100], id);
-            assert_eq!(checksum::fold(checksum::add_bytes(0, &p[..20])), 0xFFFF);
+            assert_eq!(checksum::sum(&p[..20]), 0xFFFF);
             assert_eq!(&p[2..4], &120u16.to_be_bytes());
             assert_eq!(&p[4..6], &id.to_be_bytes());
             assert_eq!(p[6] & 0x40, 0x40, "DF");
@@ -303,7 +309,7 @@ mod tests {
         let p = packet_with(&t, &[1; 33], 9);
         assert_eq!(p[9], IPPROTO_UDP);
         assert_eq!(&p[20..28], &[0x11, 0x94, 0x11, 0x94, 0, 41, 0, 0]);
-        assert_eq!(checksum::fold(checksum::add_bytes(0, &p[..20])), 0xFFFF);
+        assert_eq!(checksum::sum(&p[..20]), 0xFFFF);
     }
 
     #[test]
@@ -327,8 +333,8 @@ mod tests {
             pseudo.extend_from_slice(&p[8..40]);
             pseudo.extend_from_slice(&((8 + n) as u32).to_be_bytes());
             pseudo.extend_from_slice(&[0, 0, 0, 17]);
-            let sum = checksum::add_bytes(checksum::add_bytes(0, &pseudo), &p[40..]);
-            assert_eq!(checksum::fold(sum), 0xFFFF);
+            let sum = checksum::add(checksum::sum(&pseudo), checksum::sum(&p[40..]));
+            assert_eq!(sum, 0xFFFF);
             assert_ne!(&p[46..48], &[0, 0]);
         }
     }
