@@ -65,8 +65,32 @@ impl Default for Measured {
     }
 }
 
+/// A burst that took more than this many times the median burst was
+/// preempted (a time slice is milliseconds, a burst microseconds): it
+/// measured the scheduler of a shared machine, not espgw.
+pub const PREEMPTED_FACTOR: u64 = 20;
+
+/// Mean per-packet cycles of the bursts that were not preempted, with the
+/// number of bursts kept and left out. From the per-burst histogram
+/// (3 significant digits, so within 0.1%).
+pub fn unpreempted(h: &Histogram<u64>) -> Option<(f64, u64, u64)> {
+    if h.is_empty() {
+        return None;
+    }
+    let limit = h.value_at_quantile(0.5).saturating_mul(PREEMPTED_FACTOR);
+    let (mut sum, mut kept) = (0f64, 0u64);
+    for v in h.iter_recorded() {
+        let value = h.median_equivalent(v.value_iterated_to());
+        if value <= limit {
+            sum += value as f64 * v.count_at_value() as f64;
+            kept += v.count_at_value();
+        }
+    }
+    (kept > 0).then(|| (sum / kept as f64, kept, h.len() - kept))
+}
+
 /// The reported numbers of one layer of one case (all workers).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Rates {
     /// Million packets per second (sum over workers).
     pub mpps: f64,
@@ -74,33 +98,40 @@ pub struct Rates {
     pub gbps_inner: f64,
     /// On-wire (encrypted Ethernet link) throughput, Gbit/s.
     pub gbps_wire: f64,
-    /// TSC cycles per packet (all workers' cycles / all packets).
+    /// TSC cycles per packet, preempted bursts left out: what the rates
+    /// above are computed from.
     pub cycles_per_packet: f64,
-    /// Median over bursts of the cycles per packet (all workers).
+    /// TSC cycles per packet over every burst (all cycles / all packets).
+    pub cycles_per_packet_mean: f64,
+    /// Median over bursts of the cycles per packet.
     pub cycles_per_packet_p50: f64,
+    /// Share of bursts left out as preempted.
+    pub preempted: f64,
     /// Packets per second of the whole generator + stage + sink loop, Mpps.
     pub loop_mpps: f64,
 }
 
-/// Rates of one worker: its packets over its own measured cycles.
+/// Rates of one worker. Without a per-burst histogram (hand-made counts)
+/// every cycle counts.
 pub fn worker_rates(m: &Measured, tsc_hz: f64) -> Rates {
     if m.packets == 0 || m.cycles == 0 || tsc_hz <= 0.0 {
-        return Rates {
-            mpps: 0.0,
-            gbps_inner: 0.0,
-            gbps_wire: 0.0,
-            cycles_per_packet: 0.0,
-            cycles_per_packet_p50: 0.0,
-            loop_mpps: 0.0,
-        };
+        return Rates::default();
     }
-    let secs = m.cycles as f64 / tsc_hz;
+    let mean = m.cycles as f64 / m.packets as f64;
+    let (cpp, preempted) = match unpreempted(&m.burst_cycles) {
+        Some((cpp, kept, left)) => (cpp, left as f64 / (kept + left) as f64),
+        None => (mean, 0.0),
+    };
+    let pps = tsc_hz / cpp;
+    let per_packet = |bytes: u64| bytes as f64 / m.packets as f64;
     Rates {
-        mpps: m.packets as f64 / secs / 1e6,
-        gbps_inner: m.inner_bytes as f64 * 8.0 / secs / 1e9,
-        gbps_wire: m.wire_bytes as f64 * 8.0 / secs / 1e9,
-        cycles_per_packet: m.cycles as f64 / m.packets as f64,
+        mpps: pps / 1e6,
+        gbps_inner: pps * per_packet(m.inner_bytes) * 8.0 / 1e9,
+        gbps_wire: pps * per_packet(m.wire_bytes) * 8.0 / 1e9,
+        cycles_per_packet: cpp,
+        cycles_per_packet_mean: mean,
         cycles_per_packet_p50: m.burst_cycles.value_at_quantile(0.5) as f64,
+        preempted,
         loop_mpps: if m.loop_ns > 0 {
             m.packets as f64 / (m.loop_ns as f64 / 1e9) / 1e6
         } else {
@@ -110,16 +141,9 @@ pub fn worker_rates(m: &Measured, tsc_hz: f64) -> Rates {
 }
 
 /// Rates of several workers running at once, each on its own core: the
-/// per-worker rates add up; cycles per packet is the pooled average.
+/// per-worker rates add up; cycles per packet are pooled over all workers.
 pub fn aggregate_rates(per_worker: &[Measured], tsc_hz: f64) -> Rates {
-    let mut total = Rates {
-        mpps: 0.0,
-        gbps_inner: 0.0,
-        gbps_wire: 0.0,
-        cycles_per_packet: 0.0,
-        cycles_per_packet_p50: 0.0,
-        loop_mpps: 0.0,
-    };
+    let mut total = Rates::default();
     let (mut cycles, mut packets) = (0u64, 0u64);
     for m in per_worker {
         let r = worker_rates(m, tsc_hz);
@@ -130,10 +154,19 @@ pub fn aggregate_rates(per_worker: &[Measured], tsc_hz: f64) -> Rates {
         cycles += m.cycles;
         packets += m.packets;
     }
-    if packets > 0 {
-        total.cycles_per_packet = cycles as f64 / packets as f64;
+    if packets == 0 {
+        return total;
     }
-    total.cycles_per_packet_p50 = merge(per_worker).burst_cycles.value_at_quantile(0.5) as f64;
+    total.cycles_per_packet_mean = cycles as f64 / packets as f64;
+    let all = merge(per_worker);
+    total.cycles_per_packet_p50 = all.burst_cycles.value_at_quantile(0.5) as f64;
+    match unpreempted(&all.burst_cycles) {
+        Some((cpp, kept, left)) => {
+            total.cycles_per_packet = cpp;
+            total.preempted = left as f64 / (kept + left) as f64;
+        }
+        None => total.cycles_per_packet = total.cycles_per_packet_mean,
+    }
     total
 }
 
@@ -218,6 +251,36 @@ mod tests {
         assert!((r.mpps - 3.0).abs() < 1e-9, "{}", r.mpps);
         assert!((r.cycles_per_packet - 2250.0).abs() < 1e-9);
         assert!((r.gbps_inner - 3.0 * 64.0 * 8.0 / 1000.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn preempted_bursts_are_left_out_of_the_rates_but_not_the_mean() {
+        // 99 bursts at 300 cycles/packet, one preempted at 1e6.
+        let mut m = measured(
+            100 * 32,
+            100 * 32 * 64,
+            100 * 32 * 100,
+            (99 * 300 + 1_000_000) * 32,
+        );
+        m.burst_cycles.record_n(300, 99).unwrap();
+        m.burst_cycles.record(1_000_000).unwrap();
+        let r = worker_rates(&m, 3e9);
+        assert!(
+            (r.cycles_per_packet - 300.0).abs() < 0.5,
+            "{}",
+            r.cycles_per_packet
+        );
+        assert!((r.mpps - 10.0).abs() < 0.02, "{}", r.mpps);
+        assert!((r.gbps_inner - 10.0 * 64.0 * 8.0 / 1000.0).abs() < 0.02);
+        assert!((r.preempted - 0.01).abs() < 1e-9);
+        assert!((r.cycles_per_packet_mean - 10_297.0).abs() < 1e-6);
+        // A burst at 19x the median is kept.
+        let mut h = Histogram::<u64>::new_with_bounds(1, 100_000_000_000, 3).unwrap();
+        h.record_n(100, 3).unwrap();
+        h.record(1900).unwrap();
+        let (cpp, kept, left) = unpreempted(&h).unwrap();
+        assert_eq!((kept, left), (4, 0));
+        assert!((cpp - 550.0).abs() < 1.0);
     }
 
     #[test]
