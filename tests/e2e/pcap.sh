@@ -19,29 +19,37 @@ trap cleanup EXIT
 [ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root"; exit 0; }
 [ -x "$ESPGW" ] || { echo "FAIL: no binary at $ESPGW (cargo build --release -p espgw)"; exit 1; }
 
-python3 tests/e2e/pcap_traffic.py gen "$WORK"
+# Both modes: run to completion with one worker, and the pipeline (an I/O
+# lcore steering flows to two workers over rings).
+for mode in run-to-completion:1 pipeline:2; do
+MODE=${mode%:*} WORKERS=${mode#*:}
+D="$WORK/$MODE"
+mkdir -p "$D"
+echo "--- mode $MODE, $WORKERS worker(s)"
+python3 tests/e2e/pcap_traffic.py gen "$D"
 
 # gateway.toml's tunnel and keys, with pcap ports and static neighbors
 # (a pcap cannot answer ARP).
-cat >"$WORK/gw.toml" <<TOML
+cat >"$D/gw.toml" <<TOML
 default_action = "discard"
 [gateway]
 name = "gw-pcap"
 [dataplane]
-workers = 1
+workers = $WORKERS
+mode = "$MODE"
 mtu = 1500
 poll = "adaptive"
 eal = ["--no-huge", "--no-shconf", "--no-pci", "-m", "256", "--log-level=lib.eal:warning"]
 [[port]]
 name = "prot"
 side = "protected"
-device = "net_pcap0,rx_pcap=$WORK/prot_in.pcap,tx_pcap=$WORK/prot_out.pcap"
+device = "net_pcap0,rx_pcap=$D/prot_in.pcap,tx_pcap=$D/prot_out.pcap"
 address = ["10.1.0.1/24", "fd00:1::1/64"]
 mac = "02:00:00:00:01:01"
 [[port]]
 name = "unprot"
 side = "unprotected"
-device = "net_pcap1,rx_pcap=$WORK/unprot_in.pcap,tx_pcap=$WORK/unprot_out.pcap"
+device = "net_pcap1,rx_pcap=$D/unprot_in.pcap,tx_pcap=$D/unprot_out.pcap"
 address = "192.0.2.1/24"
 mac = "02:00:00:00:01:02"
 [[neighbor]]
@@ -67,8 +75,9 @@ replay_window = 1024
 out = { spi = 0x0000a001, key = "0xbef3215147135cd554e9156cae70f5a899331a52" }
 in = { spi = 0x0000b001, key = "0x9b890a06962125b8925af8d8f76eac664799f983" }
 TOML
-chmod 600 "$WORK/gw.toml"
+chmod 600 "$D/gw.toml"
 
-"$ESPGW" run --config "$WORK/gw.toml" --duration 3 --stats-json "$WORK/stats.json" >"$WORK/run.log" 2>&1 \
-    || { rc=$?; cat "$WORK/run.log"; echo "FAIL: espgw run exited with $rc"; exit 1; }
-python3 tests/e2e/pcap_traffic.py check "$WORK" "$WORK/stats.json" || { cat "$WORK/run.log"; exit 1; }
+"$ESPGW" run --config "$D/gw.toml" --duration 3 --stats-json "$D/stats.json" >"$D/run.log" 2>&1 \
+    || { rc=$?; cat "$D/run.log"; echo "FAIL: espgw run exited with $rc"; exit 1; }
+python3 tests/e2e/pcap_traffic.py check "$D" "$D/stats.json" || { cat "$D/run.log"; exit 1; }
+done

@@ -16,6 +16,7 @@ pub mod reason;
 pub mod route;
 pub mod spd;
 pub mod stats;
+pub mod steer;
 pub mod tables;
 pub mod tx;
 pub mod worker;

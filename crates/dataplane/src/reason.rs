@@ -96,6 +96,8 @@ reasons! {
     PlaintextBlocked => "plaintext_blocked",
     /// The TX queue did not take the packet.
     TxFull => "tx_full",
+    /// Pipeline mode: the ring to a worker (or back) was full.
+    RingFull => "ring_full",
     /// Still waiting for its next hop when the gateway stopped.
     Shutdown => "shutdown",
 }

@@ -213,6 +213,16 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         }
     }
 
+    /// Pipeline mode: counts frames handed to the I/O lcore for `port`
+    /// (`handed`) and those the ring refused (freed by the caller). The
+    /// I/O lcore counts what the device sends.
+    pub fn count_handoff(&mut self, handed: u64, refused: u64) {
+        self.counters.tx += handed;
+        for _ in 0..refused {
+            self.counters.drop(Drop::RingFull, None);
+        }
+    }
+
     // ---------------------------------------------------------------
     // Stage 1: per packet
     // ---------------------------------------------------------------

@@ -1,7 +1,7 @@
 //! The EAL command line for a config: lcores for the workers, one device
 //! argument per port, then the config's own `eal` list passed through.
 
-use espgw_control::config::{Dataplane, Port};
+use espgw_control::config::{Dataplane, Mode, Port};
 
 /// True when `arg` (or `arg=...`) is one of `flags`.
 fn is_flag(arg: &str, flags: &[&str]) -> bool {
@@ -30,22 +30,41 @@ pub fn is_pci(device: &str) -> bool {
     }
 }
 
+/// Worker lcores a config needs: one per worker, plus the I/O lcore in
+/// pipeline mode.
+pub fn lcores_needed(dp: &Dataplane) -> usize {
+    dp.workers + usize::from(dp.mode == Mode::Pipeline)
+}
+
+/// RX/TX queue pairs per port: one per worker, or the I/O lcore's one.
+pub fn queues_per_port(dp: &Dataplane) -> usize {
+    match dp.mode {
+        Mode::RunToCompletion => dp.workers,
+        Mode::Pipeline => 1,
+    }
+}
+
 /// The `--lcores` value: lcore 0 is the main (control) lcore, lcores
-/// 1..=workers run the workers. With `lcores` in the config each worker is
-/// pinned to its core; without, every lcore floats over all `cpus` CPUs
-/// (the kernel places them: right for small shared machines).
+/// 1..=workers run the workers (and workers+1 the I/O lcore in pipeline
+/// mode). With `lcores` in the config each worker is pinned to its core
+/// (the I/O lcore floats); without, every lcore floats over all `cpus`
+/// CPUs (the kernel places them: right for small shared machines).
 pub fn lcore_map(dp: &Dataplane, cpus: usize) -> String {
     let all = format!("(0-{})", cpus.max(1) - 1);
+    let needed = lcores_needed(dp);
     match &dp.lcores {
         Some(cores) => {
             let mut parts = vec![format!("0@{all}")];
             for (k, core) in cores.iter().take(dp.workers).enumerate() {
                 parts.push(format!("{}@{core}", k + 1));
             }
+            if needed > dp.workers {
+                parts.push(format!("{}@{all}", dp.workers + 1));
+            }
             parts.join(",")
         }
-        None if dp.workers == 0 => format!("0@{all}"),
-        None => format!("(0-{})@{all}", dp.workers),
+        None if needed == 0 => format!("0@{all}"),
+        None => format!("(0-{needed})@{all}"),
     }
 }
 
@@ -89,7 +108,10 @@ pub fn eal_args(dp: &Dataplane, ports: &[Port], gateway: &str, cpus: usize) -> V
             args.push("-a".into());
             args.push(p.device.clone());
         } else {
-            args.push(format!("--vdev={}", device_arg(&p.device, dp.workers)));
+            args.push(format!(
+                "--vdev={}",
+                device_arg(&p.device, queues_per_port(dp))
+            ));
         }
     }
     args.extend(user.iter().cloned());
@@ -99,7 +121,7 @@ pub fn eal_args(dp: &Dataplane, ports: &[Port], gateway: &str, cpus: usize) -> V
 #[cfg(test)]
 mod tests {
     use super::*;
-    use espgw_control::config::{Mode, Poll, Side};
+    use espgw_control::config::{Poll, Side};
 
     fn dp(workers: usize, lcores: Option<Vec<u32>>, eal: &[&str]) -> Dataplane {
         Dataplane {

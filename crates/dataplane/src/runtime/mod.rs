@@ -4,14 +4,15 @@
 //! that waits for SIGINT/SIGTERM or `--duration`, then the final counters.
 
 mod eal_args;
+mod pipeline;
 mod worker_loop;
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use dpdk::{lcore, Eal, Mempool, Port, PortConfig};
+use dpdk::{lcore, Eal, Mempool, Port, PortConfig, Ring, RingMode};
 use espgw_control::config::{Config, Mode};
 use espgw_control::Diagnostic;
 
@@ -20,7 +21,7 @@ use crate::neighbor::SharedNeighbors;
 use crate::stats::{NicCounters, Stats};
 use crate::tables::{Tables, TablesError};
 
-pub use eal_args::{device_arg, eal_args, is_pci, lcore_map};
+pub use eal_args::{device_arg, eal_args, is_pci, lcore_map, lcores_needed, queues_per_port};
 pub use worker_loop::MbufPool;
 
 /// What `espgw run` was asked to do.
@@ -74,6 +75,8 @@ impl From<dpdk::Error> for RunError {
 /// Descriptors per RX/TX queue: enough for bursts at 10G without tying up
 /// most of a small pool (af_packet keeps its own ring and ignores them).
 const QUEUE_DESCRIPTORS: u16 = 512;
+/// Frames each pipeline ring holds (between the I/O lcore and a worker).
+const RING_SIZE: u32 = 1024;
 /// Extra data room per mbuf beyond the largest frame: ESP trailer and ICV
 /// growth of a packet that arrived at full size is refused by the PMTU
 /// check anyway, so this is slack, not a requirement.
@@ -88,9 +91,6 @@ pub fn run(opts: &RunOptions) -> Result<serde_json::Value, RunError> {
     let (config, warnings) = espgw_control::load(&opts.config).map_err(RunError::Config)?;
     for w in &warnings {
         eprintln!("{w}");
-    }
-    if config.dataplane.mode == Mode::Pipeline {
-        eprintln!("espgw: mode = \"pipeline\" is not implemented yet; running run-to-completion");
     }
     // Every SA is built once before DPDK starts, so a key the cipher
     // refuses stops the run before any port comes up.
@@ -226,9 +226,9 @@ type WorkerHandle = (
 impl Setup {
     fn new(config: &Config) -> Result<Setup, RunError> {
         let dp = &config.dataplane;
-        let workers = dp.workers;
-        let queues = u16::try_from(workers).map_err(|_| {
-            RunError::Setup(format!("{workers} workers: more queues than DPDK allows"))
+        let queues = queues_per_port(dp);
+        let queues = u16::try_from(queues).map_err(|_| {
+            RunError::Setup(format!("{queues} queues per port: more than DPDK allows"))
         })?;
         let data_room = (Mempool::data_room_for_mtu(dp.mtu) + DATA_ROOM_SLACK).max(MIN_DATA_ROOM);
         let data_room = u16::try_from(data_room)
@@ -270,13 +270,17 @@ impl Setup {
         started: Instant,
     ) -> Result<Vec<WorkerHandle>, RunError> {
         let lcores = lcore::worker_ids();
-        let workers = config.dataplane.workers;
-        if lcores.len() < workers {
+        let needed = lcores_needed(&config.dataplane);
+        if lcores.len() < needed {
             return Err(RunError::Setup(format!(
-                "{workers} workers but the EAL has {} worker lcores (check -l/--lcores in dataplane.eal)",
+                "{needed} worker lcores needed but the EAL has {} (check -l/--lcores in dataplane.eal)",
                 lcores.len()
             )));
         }
+        if config.dataplane.mode == Mode::Pipeline {
+            return self.launch_pipeline(config, &lcores, stop, started);
+        }
+        let workers = config.dataplane.workers;
         let mut handles = Vec::new();
         for (k, &lc) in lcores.iter().take(workers).enumerate() {
             let q = k as u16;
@@ -307,6 +311,87 @@ impl Setup {
             let handle = lcore::launch(lc, move || job.run())?;
             handles.push((handle, live));
         }
+        Ok(handles)
+    }
+
+    /// Pipeline mode: workers on the first lcores, the I/O lcore after them.
+    fn launch_pipeline(
+        &self,
+        config: &Config,
+        lcores: &[u32],
+        stop: Arc<AtomicBool>,
+        started: Instant,
+    ) -> Result<Vec<WorkerHandle>, RunError> {
+        let workers = config.dataplane.workers;
+        let ports = self.ports.len();
+        let mut index = Vec::new();
+        for (i, p) in self.ports.iter().enumerate() {
+            let id = usize::from(p.id());
+            if index.len() <= id {
+                index.resize(id + 1, None);
+            }
+            index[id] = Some(i);
+        }
+        let port_index: pipeline::PortIndex = Arc::new(index);
+        let done = Arc::new(AtomicUsize::new(0));
+        let rx_stopped = Arc::new(AtomicBool::new(false));
+        let ring = |name: String| Ring::new(&name, RING_SIZE, dpdk::SOCKET_ANY, RingMode::SPSC);
+        let mut to_workers = Vec::new();
+        let mut from_workers = Vec::new();
+        let mut handles = Vec::new();
+        for (k, &lc) in lcores.iter().take(workers).enumerate() {
+            let input = ring(format!("espgw_in{k}"))?;
+            let outputs = (0..ports)
+                .map(|p| ring(format!("espgw_out{k}_{p}")))
+                .collect::<Result<Vec<_>, _>>()?;
+            to_workers.push(input.producer()?);
+            from_workers.push(
+                outputs
+                    .iter()
+                    .map(|r| r.consumer())
+                    .collect::<Result<Vec<_>, _>>()?,
+            );
+            let live = Arc::new(Mutex::new(WorkerCounters::default()));
+            let job = pipeline::CryptoJob {
+                id: k,
+                tables: Arc::clone(&self.tables),
+                pool: MbufPool(self.pool.clone()),
+                shared: self.shared.clone(),
+                from_io: input.consumer()?,
+                to_io: outputs
+                    .iter()
+                    .map(|r| r.producer())
+                    .collect::<Result<Vec<_>, _>>()?,
+                port_index: Arc::clone(&port_index),
+                poll: config.dataplane.poll,
+                rx_stopped: Arc::clone(&rx_stopped),
+                done: Arc::clone(&done),
+                started,
+                live: Arc::clone(&live),
+            };
+            handles.push((lcore::launch(lc, move || job.run())?, live));
+        }
+        let io = pipeline::IoJob {
+            rx: self
+                .ports
+                .iter()
+                .map(|p| p.rx_queue(0))
+                .collect::<Result<Vec<_>, _>>()?,
+            tx: self
+                .ports
+                .iter()
+                .map(|p| p.tx_queue(0))
+                .collect::<Result<Vec<_>, _>>()?,
+            to_workers,
+            from_workers,
+            port_index,
+            poll: config.dataplane.poll,
+            stop,
+            done,
+            rx_stopped,
+        };
+        let live = Arc::new(Mutex::new(WorkerCounters::default()));
+        handles.push((lcore::launch(lcores[workers], move || io.run())?, live));
         Ok(handles)
     }
 

@@ -35,6 +35,38 @@ const PUBLISH_EVERY: Duration = Duration::from_millis(100);
 /// TX calls that took nothing before the rest of a burst is dropped.
 const TX_RETRIES: u32 = 4;
 
+/// Idle handling: `busy` spins; `adaptive` sleeps after [`SPIN_POLLS`]
+/// empty polls, 10 µs doubling to 100 µs, back to spinning on traffic.
+pub(super) struct Backoff {
+    adaptive: bool,
+    idle: u32,
+    sleep: Duration,
+}
+
+impl Backoff {
+    pub fn new(poll: Poll) -> Self {
+        Backoff {
+            adaptive: poll == Poll::Adaptive,
+            idle: 0,
+            sleep: MIN_SLEEP,
+        }
+    }
+
+    /// Call once per loop with the number of packets moved.
+    pub fn after(&mut self, work: usize) {
+        if work > 0 {
+            self.idle = 0;
+            self.sleep = MIN_SLEEP;
+            return;
+        }
+        self.idle = self.idle.saturating_add(1);
+        if self.adaptive && self.idle > SPIN_POLLS {
+            std::thread::sleep(self.sleep);
+            self.sleep = (self.sleep * 2).min(MAX_SLEEP);
+        }
+    }
+}
+
 /// Everything a worker lcore needs, moved onto it.
 pub(super) struct Job {
     pub id: usize,
@@ -78,8 +110,7 @@ impl Job {
         let mut tx_burst: Burst<N> = Burst::new();
         let mut pkts: Vec<Mbuf> = Vec::with_capacity(N);
         let mut txq: TxQueues<Mbuf> = TxQueues::new(ports, 2 * N);
-        let mut idle = 0u32;
-        let mut sleep = MIN_SLEEP;
+        let mut backoff = Backoff::new(self.poll);
         let mut last_publish = Instant::now();
         while !self.stop.load(Ordering::Relaxed) {
             let now = Now {
@@ -107,16 +138,7 @@ impl Job {
                     live.clone_from(worker.counters());
                 }
             }
-            if got == 0 && sent == 0 {
-                idle = idle.saturating_add(1);
-                if self.poll == Poll::Adaptive && idle > SPIN_POLLS {
-                    std::thread::sleep(sleep);
-                    sleep = (sleep * 2).min(MAX_SLEEP);
-                }
-            } else {
-                idle = 0;
-                sleep = MIN_SLEEP;
-            }
+            backoff.after(got + sent);
         }
         worker.shutdown();
         flush(&mut worker, &mut txq, &mut self.tx, &mut tx_burst);

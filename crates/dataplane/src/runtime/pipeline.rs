@@ -1,0 +1,293 @@
+//! `mode = "pipeline"`: one I/O lcore polls every port (queue 0) and hands
+//! each frame over a single-producer/single-consumer `rte_ring` to the
+//! worker its flow hashes to ([`crate::steer`]); workers run the same core
+//! as in run-to-completion mode and hand their output back over one ring
+//! per port; the I/O lcore transmits. A flow always meets the same worker
+//! and every ring is FIFO, so flows keep their order.
+//!
+//! Counting: a worker's `tx` is what it handed back; the I/O lcore counts
+//! what the devices sent (port `tx_packets`) and its own drops (`ring_full`
+//! when a worker's ring is full, `tx_full` when a device refuses), each as
+//! one received and one dropped packet, so its counters balance on their own.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use dpdk::{Burst, Mbuf, RingConsumer, RingProducer, RxQueue, TxQueue};
+use espgw_control::config::Poll;
+use espgw_wire::PacketBuf;
+
+use super::worker_loop::{Backoff, MbufPool};
+use crate::counters::WorkerCounters;
+use crate::neighbor::SharedNeighbors;
+use crate::reason::Drop;
+use crate::steer::worker_for;
+use crate::tables::Tables;
+use crate::tx::TxQueues;
+use crate::worker::{Now, Worker};
+
+/// Frames per ring operation on the I/O lcore.
+const IO_BURST: usize = 32;
+/// How often the live counters are copied out.
+const PUBLISH_EVERY: Duration = Duration::from_millis(100);
+const TX_RETRIES: u32 = 4;
+
+/// DPDK port id -> config port index.
+pub(super) type PortIndex = Arc<Vec<Option<usize>>>;
+
+/// The I/O lcore.
+pub(super) struct IoJob {
+    pub rx: Vec<RxQueue>,
+    pub tx: Vec<TxQueue>,
+    pub to_workers: Vec<RingProducer>,
+    /// `[worker][port]`.
+    pub from_workers: Vec<Vec<RingConsumer>>,
+    pub port_index: PortIndex,
+    pub poll: Poll,
+    pub stop: Arc<AtomicBool>,
+    /// Workers that have finished (drained their input and handed back).
+    pub done: Arc<AtomicUsize>,
+    /// Set once this lcore has stopped reading ports: nothing more will
+    /// enter the workers' rings.
+    pub rx_stopped: Arc<AtomicBool>,
+}
+
+impl IoJob {
+    pub fn run(mut self) -> WorkerCounters {
+        let workers = self.to_workers.len();
+        let ports = self.rx.len();
+        let mut c = WorkerCounters::new(ports, 0);
+        let mut rx_burst: Burst<IO_BURST> = Burst::new();
+        let mut tx_burst: Burst<IO_BURST> = Burst::new();
+        let mut staged: Vec<Burst<IO_BURST>> = (0..workers).map(|_| Burst::new()).collect();
+        let mut frames: Vec<Mbuf> = Vec::with_capacity(IO_BURST);
+        let mut backoff = Backoff::new(self.poll);
+        loop {
+            let stopping = self.stop.load(Ordering::Relaxed);
+            if stopping {
+                self.rx_stopped.store(true, Ordering::Release);
+            }
+            let mut work = 0;
+            if !stopping {
+                for q in self.rx.iter_mut() {
+                    let n = q.rx_burst(&mut rx_burst);
+                    if n == 0 {
+                        continue;
+                    }
+                    work += n;
+                    while let Some(m) = rx_burst.pop() {
+                        frames.push(m);
+                    }
+                    frames.reverse();
+                    for m in frames.drain(..) {
+                        let w = worker_for(m.data(), workers);
+                        if staged[w].is_full() {
+                            hand_over(
+                                &mut self.to_workers[w],
+                                &mut staged[w],
+                                &mut c,
+                                &self.port_index,
+                            );
+                        }
+                        if let Err(m) = staged[w].push(m) {
+                            ring_full(&mut c, &self.port_index, &m);
+                        }
+                    }
+                    for (w, s) in staged.iter_mut().enumerate() {
+                        hand_over(&mut self.to_workers[w], s, &mut c, &self.port_index);
+                    }
+                }
+            }
+            for from in self.from_workers.iter_mut() {
+                for (port, ring) in from.iter_mut().enumerate() {
+                    work += transmit(ring, &mut self.tx[port], port, &mut tx_burst, &mut c);
+                }
+            }
+            if stopping && work == 0 && self.done.load(Ordering::Acquire) == workers {
+                // Every worker finished and its rings are empty.
+                break;
+            }
+            backoff.after(work);
+        }
+        c
+    }
+}
+
+fn port_of(port_index: &PortIndex, m: &Mbuf) -> usize {
+    port_index
+        .get(usize::from(m.port()))
+        .copied()
+        .flatten()
+        .unwrap_or(0)
+}
+
+fn ring_full(c: &mut WorkerCounters, port_index: &PortIndex, m: &Mbuf) {
+    let p = port_of(port_index, m);
+    c.rx += 1;
+    if let Some(pc) = c.ports.get_mut(p) {
+        pc.rx_packets += 1;
+        pc.rx_bytes += m.len() as u64;
+    }
+    c.drop(Drop::RingFull, Some(p));
+}
+
+/// Enqueues `staged` to a worker; what the ring refuses is dropped and counted.
+fn hand_over(
+    ring: &mut RingProducer,
+    staged: &mut Burst<IO_BURST>,
+    c: &mut WorkerCounters,
+    port_index: &PortIndex,
+) {
+    if staged.is_empty() {
+        return;
+    }
+    ring.enqueue_burst(staged);
+    for m in staged.iter() {
+        ring_full(c, port_index, m);
+    }
+    staged.clear();
+}
+
+/// Sends what one worker handed back for `port`; returns frames moved.
+fn transmit(
+    ring: &mut RingConsumer,
+    q: &mut TxQueue,
+    port: usize,
+    burst: &mut Burst<IO_BURST>,
+    c: &mut WorkerCounters,
+) -> usize {
+    let mut moved = 0;
+    loop {
+        let n = ring.dequeue_burst(burst);
+        if n == 0 {
+            return moved;
+        }
+        moved += n;
+        let bytes: u64 = burst.iter().map(|m| m.len() as u64).sum();
+        let mut misses = 0;
+        while !burst.is_empty() && misses < TX_RETRIES {
+            if q.tx_burst(burst) == 0 {
+                misses += 1;
+            }
+        }
+        let refused = burst.len() as u64;
+        let refused_bytes: u64 = burst.iter().map(|m| m.len() as u64).sum();
+        burst.clear();
+        let pc = &mut c.ports[port];
+        pc.tx_packets += n as u64 - refused;
+        pc.tx_bytes += bytes - refused_bytes;
+        pc.tx_dropped += refused;
+        for _ in 0..refused {
+            c.rx += 1;
+            c.drop(Drop::TxFull, None);
+        }
+    }
+}
+
+/// A worker lcore of the pipeline.
+pub(super) struct CryptoJob {
+    pub id: usize,
+    pub tables: Arc<Tables>,
+    pub pool: MbufPool,
+    pub shared: SharedNeighbors,
+    pub from_io: RingConsumer,
+    /// One ring back to the I/O lcore per port.
+    pub to_io: Vec<RingProducer>,
+    pub port_index: PortIndex,
+    pub poll: Poll,
+    pub rx_stopped: Arc<AtomicBool>,
+    pub done: Arc<AtomicUsize>,
+    pub started: Instant,
+    pub live: Arc<Mutex<WorkerCounters>>,
+}
+
+impl CryptoJob {
+    pub fn run(mut self) -> WorkerCounters {
+        const N: usize = IO_BURST;
+        let ports = self.tables.ports.len();
+        let mut worker = Worker::new(
+            self.id,
+            Arc::clone(&self.tables),
+            self.pool.clone(),
+            N,
+            self.shared.clone(),
+        );
+        let mut burst: Burst<N> = Burst::new();
+        let mut out: Burst<N> = Burst::new();
+        let mut frames: Vec<Mbuf> = Vec::with_capacity(N);
+        let mut run: Vec<Mbuf> = Vec::with_capacity(N);
+        let mut txq: TxQueues<Mbuf> = TxQueues::new(ports, 2 * N);
+        let mut backoff = Backoff::new(self.poll);
+        let mut last_publish = Instant::now();
+        loop {
+            // Read before the dequeue: once the I/O lcore stopped reading
+            // ports, an empty ring means there is nothing left to do.
+            let io_done = self.rx_stopped.load(Ordering::Acquire);
+            let now = Now {
+                ns: self.started.elapsed().as_nanos() as u64,
+            };
+            let n = self.from_io.dequeue_burst(&mut burst);
+            if n > 0 {
+                while let Some(m) = burst.pop() {
+                    frames.push(m);
+                }
+                frames.reverse();
+                // The core takes a burst per port: split into runs.
+                let mut current = None;
+                for m in frames.drain(..) {
+                    let p = port_of(&self.port_index, &m);
+                    if let Some(c) = current.filter(|c| *c != p) {
+                        worker.process_burst(c, &mut run, &mut txq, now);
+                    }
+                    current = Some(p);
+                    run.push(m);
+                }
+                if let Some(c) = current {
+                    worker.process_burst(c, &mut run, &mut txq, now);
+                }
+            }
+            worker.tick(&mut txq, now);
+            hand_back(&mut worker, &mut txq, &mut self.to_io, &mut out);
+            if last_publish.elapsed() >= PUBLISH_EVERY {
+                last_publish = Instant::now();
+                if let Ok(mut live) = self.live.try_lock() {
+                    live.clone_from(worker.counters());
+                }
+            }
+            if io_done && n == 0 {
+                break;
+            }
+            backoff.after(n);
+        }
+        worker.shutdown();
+        hand_back(&mut worker, &mut txq, &mut self.to_io, &mut out);
+        let counters = worker.counters().clone();
+        self.done.fetch_add(1, Ordering::Release);
+        counters
+    }
+}
+
+fn hand_back<P: crate::pool::BufPool<Mbuf>, const N: usize>(
+    worker: &mut Worker<Mbuf, P>,
+    txq: &mut TxQueues<Mbuf>,
+    rings: &mut [RingProducer],
+    out: &mut Burst<N>,
+) {
+    for (port, ring) in rings.iter_mut().enumerate() {
+        let mut frames = txq.drain(port).peekable();
+        while frames.peek().is_some() {
+            while !out.is_full() {
+                let Some(mut m) = frames.next() else { break };
+                m.clear_offload_flags();
+                if let Err(m) = out.push(m) {
+                    drop(m);
+                }
+            }
+            let handed = ring.enqueue_burst(out);
+            let refused = out.len();
+            out.clear();
+            worker.count_handoff(handed as u64, refused as u64);
+        }
+    }
+}
