@@ -6,6 +6,7 @@
 //! renders the SAs of a config as Wireshark `esp_sa` lines ([`wireshark`]).
 
 pub mod config;
+pub mod live;
 pub mod tables;
 pub mod wireshark;
 

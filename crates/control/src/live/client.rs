@@ -1,0 +1,364 @@
+//! The client end of the control socket, for `espgw ctl`: builds
+//! requests, sends them, and renders responses as tables.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use zeroize::Zeroizing;
+
+use super::protocol::DelTarget;
+use super::status::{SaInfo, StatsSnapshot, Status};
+
+/// How long to wait for the gateway's answer.
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// New keys for one direction, as the operator typed them (hex).
+pub struct KeyArgs {
+    pub spi: u32,
+    pub key: Zeroizing<String>,
+    pub auth_key: Option<Zeroizing<String>>,
+}
+
+impl KeyArgs {
+    fn to_json(&self) -> Value {
+        let mut v = json!({ "spi": self.spi, "key": self.key.as_str() });
+        if let Some(a) = &self.auth_key {
+            v["auth_key"] = Value::String(a.to_string());
+        }
+        v
+    }
+}
+
+/// One `espgw ctl` command.
+pub enum CtlCommand {
+    Status,
+    SaList,
+    Stats,
+    SaAdd {
+        tunnel: Value,
+    },
+    SaDel {
+        target: DelTarget,
+    },
+    SaRekey {
+        tunnel: String,
+        outbound: Option<KeyArgs>,
+        inbound: Option<KeyArgs>,
+    },
+}
+
+impl CtlCommand {
+    /// The request line's JSON.
+    pub fn request(&self) -> Value {
+        match self {
+            CtlCommand::Status => json!({"cmd": "status"}),
+            CtlCommand::SaList => json!({"cmd": "sa_list"}),
+            CtlCommand::Stats => json!({"cmd": "stats"}),
+            CtlCommand::SaAdd { tunnel } => json!({"cmd": "sa_add", "tunnel": tunnel}),
+            CtlCommand::SaDel { target } => match target {
+                DelTarget::Tunnel(name) => json!({"cmd": "sa_del", "tunnel": name}),
+                DelTarget::Spi(spi) => json!({"cmd": "sa_del", "spi": spi}),
+            },
+            CtlCommand::SaRekey {
+                tunnel,
+                outbound,
+                inbound,
+            } => {
+                let mut v = json!({"cmd": "sa_rekey", "tunnel": tunnel});
+                if let Some(k) = outbound {
+                    v["out"] = k.to_json();
+                }
+                if let Some(k) = inbound {
+                    v["in"] = k.to_json();
+                }
+                v
+            }
+        }
+    }
+
+    /// Renders a successful response for people.
+    pub fn render(&self, response: &Value) -> Result<String, String> {
+        match self {
+            CtlCommand::Status => render_status(&parse(response)?),
+            CtlCommand::SaList => {
+                let sas: Vec<SaInfo> = serde_json::from_value(response["sas"].clone())
+                    .map_err(|e| format!("unexpected response: {e}"))?;
+                Ok(render_sas(&sas))
+            }
+            CtlCommand::Stats => render_stats(&parse(response)?),
+            CtlCommand::SaAdd { .. } => Ok(format!("tunnel {} added\n", response["tunnel"])),
+            CtlCommand::SaDel { .. } => Ok(format!("tunnel {} deleted\n", response["tunnel"])),
+            CtlCommand::SaRekey { .. } => {
+                let mut s = format!("tunnel {} rekeyed:", response["tunnel"]);
+                if let Some(spi) = response["in_spi"].as_u64() {
+                    s.push_str(&format!(
+                        " new inbound SPI {spi:#010x} installed (old one draining)"
+                    ));
+                }
+                if let Some(spi) = response["out_spi"].as_u64() {
+                    s.push_str(&format!(" outbound switched to SPI {spi:#010x}"));
+                }
+                s.push('\n');
+                Ok(s)
+            }
+        }
+    }
+}
+
+fn parse<T: serde::de::DeserializeOwned>(v: &Value) -> Result<T, String> {
+    serde_json::from_value(v.clone()).map_err(|e| format!("unexpected response: {e}"))
+}
+
+/// Sends one request and returns the response object (`ok` true or false).
+pub fn call(socket: &Path, request: &Value) -> Result<Value, String> {
+    let stream = UnixStream::connect(socket)
+        .map_err(|e| format!("cannot connect to {}: {e}", socket.display()))?;
+    stream
+        .set_read_timeout(Some(TIMEOUT))
+        .and_then(|_| stream.set_write_timeout(Some(TIMEOUT)))
+        .map_err(|e| e.to_string())?;
+    let mut line = Zeroizing::new(serde_json::to_string(request).map_err(|e| e.to_string())?);
+    line.push('\n');
+    (&stream)
+        .write_all(line.as_bytes())
+        .map_err(|e| format!("send: {e}"))?;
+    let mut answer = String::new();
+    BufReader::new(&stream)
+        .read_line(&mut answer)
+        .map_err(|e| format!("receive: {e}"))?;
+    if answer.is_empty() {
+        return Err("the gateway closed the connection without answering".into());
+    }
+    serde_json::from_str(&answer).map_err(|e| format!("response is not JSON: {e}"))
+}
+
+/// Runs a command: the text to print, or the gateway's error.
+pub fn run(socket: &Path, command: &CtlCommand, as_json: bool) -> Result<String, String> {
+    let response = call(socket, &command.request())?;
+    if response["ok"] != Value::Bool(true) {
+        return Err(response["error"]
+            .as_str()
+            .unwrap_or("request failed")
+            .to_string());
+    }
+    if as_json {
+        let mut s = serde_json::to_string_pretty(&response).map_err(|e| e.to_string())?;
+        s.push('\n');
+        return Ok(s);
+    }
+    command.render(&response)
+}
+
+/// A tunnel from TOML text: either a `[[tunnel]]` table (the first one)
+/// or the tunnel's keys at top level. Errors never quote the text.
+pub fn tunnel_from_toml(text: &str) -> Result<Value, String> {
+    let doc: toml::Table = toml::from_str(text).map_err(|e| format!("TOML: {}", e.message()))?;
+    let table = match doc.get("tunnel") {
+        Some(toml::Value::Array(items)) => match items.first() {
+            Some(toml::Value::Table(t)) => t.clone(),
+            _ => return Err("[[tunnel]] is empty".into()),
+        },
+        Some(toml::Value::Table(t)) => t.clone(),
+        Some(_) => return Err("\"tunnel\" must be a table".into()),
+        None => doc,
+    };
+    serde_json::to_value(table).map_err(|e| format!("TOML: {e}"))
+}
+
+/// Left-aligned columns, two spaces apart.
+fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for r in rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let mut line = |cells: Vec<&str>| {
+        let mut l = String::new();
+        for (i, (c, w)) in cells.iter().zip(&widths).enumerate() {
+            if i + 1 == cells.len() {
+                l.push_str(c);
+            } else {
+                l.push_str(&format!("{c:<w$}  "));
+            }
+        }
+        out.push_str(l.trim_end());
+        out.push('\n');
+    };
+    line(header.to_vec());
+    for r in rows {
+        line(r.iter().map(String::as_str).collect());
+    }
+    out
+}
+
+fn opt(v: Option<u64>) -> String {
+    v.map_or("-".to_string(), |n| n.to_string())
+}
+
+fn spi(v: Option<u32>) -> String {
+    v.map_or("-".to_string(), |s| format!("{s:#010x}"))
+}
+
+pub fn render_sas(sas: &[SaInfo]) -> String {
+    let rows: Vec<Vec<String>> = sas
+        .iter()
+        .map(|s| {
+            let drops = if s.drops.is_empty() {
+                "-".to_string()
+            } else {
+                s.drops
+                    .iter()
+                    .map(|(r, n)| format!("{r}={n}"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            };
+            vec![
+                s.tunnel.clone(),
+                s.dir.name().to_string(),
+                spi(Some(s.spi)),
+                s.suite.clone(),
+                s.state.name().to_string(),
+                s.packets.to_string(),
+                s.bytes.to_string(),
+                drops,
+                opt(s.lifetime_left.seconds),
+                opt(s.lifetime_left.bytes),
+                opt(s.lifetime_left.packets),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "TUNNEL",
+            "DIR",
+            "SPI",
+            "SUITE",
+            "STATE",
+            "PACKETS",
+            "BYTES",
+            "DROPS",
+            "LEFT_S",
+            "LEFT_BYTES",
+            "LEFT_PKTS",
+        ],
+        &rows,
+    )
+}
+
+pub fn render_status(s: &Status) -> Result<String, String> {
+    let mut out = format!(
+        "gateway {}: up {} s, {} worker(s), {} tunnel(s), snapshot generation {} ({} pending)\n",
+        s.gateway,
+        s.uptime_seconds,
+        s.workers,
+        s.tunnels.len(),
+        s.generation,
+        s.pending_snapshots
+    );
+    let e = &s.events;
+    out.push_str(&format!(
+        "events: {} added, {} deleted, {} rekeys (in {}, out {}), {} soft expiries, {} hard expiries, {} drained\n\n",
+        e.tunnels_added,
+        e.tunnels_deleted,
+        e.rekeys_inbound + e.rekeys_outbound,
+        e.rekeys_inbound,
+        e.rekeys_outbound,
+        e.soft_expiries,
+        e.hard_expiries,
+        e.drained
+    ));
+    let rows: Vec<Vec<String>> = s
+        .tunnels
+        .iter()
+        .map(|t| {
+            let state = match (t.out_spi, t.in_spi, t.soft_expired) {
+                (None, _, _) | (_, None, _) => "expired",
+                (_, _, true) => "soft-expired",
+                _ => "up",
+            };
+            vec![
+                t.name.clone(),
+                t.local.clone(),
+                t.remote.clone(),
+                spi(t.out_spi),
+                spi(t.in_spi),
+                t.draining.to_string(),
+                state.to_string(),
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        &[
+            "TUNNEL", "LOCAL", "REMOTE", "OUT_SPI", "IN_SPI", "DRAINING", "STATE",
+        ],
+        &rows,
+    ));
+    if !s.soft_expired.is_empty() {
+        out.push_str("\nsoft-expired (rekey due):\n");
+        for r in &s.soft_expired {
+            out.push_str(&format!(
+                "  {} {} {}\n",
+                r.tunnel,
+                r.dir.name(),
+                spi(Some(r.spi))
+            ));
+        }
+    }
+    if !s.recent.is_empty() {
+        out.push_str("\nrecent events:\n");
+        for ev in &s.recent {
+            out.push_str(&format!(
+                "  t={} {} {}{}{}\n",
+                ev.at,
+                ev.kind,
+                ev.tunnel,
+                ev.dir.map_or(String::new(), |d| format!(" {}", d.name())),
+                ev.spi.map_or(String::new(), |x| format!(" {x:#010x}")),
+            ));
+        }
+    }
+    Ok(out)
+}
+
+pub fn render_stats(s: &StatsSnapshot) -> Result<String, String> {
+    let mut out = format!("gateway {}: up {} s\n\n", s.gateway, s.uptime_seconds);
+    let ports: Vec<Vec<String>> = s
+        .ports
+        .iter()
+        .map(|p| {
+            vec![
+                p.name.clone(),
+                p.rx_packets.to_string(),
+                p.tx_packets.to_string(),
+                p.rx_bytes.to_string(),
+                p.tx_bytes.to_string(),
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        &["PORT", "RX_PKTS", "TX_PKTS", "RX_BYTES", "TX_BYTES"],
+        &ports,
+    ));
+    let workers: Vec<Vec<String>> = s
+        .workers
+        .iter()
+        .map(|w| vec![w.worker.to_string(), format!("{:.3}", w.busy_ratio)])
+        .collect();
+    out.push('\n');
+    out.push_str(&table(&["WORKER", "BUSY"], &workers));
+    let drops: Vec<Vec<String>> = s
+        .drops
+        .iter()
+        .map(|(r, n)| vec![r.clone(), n.to_string()])
+        .collect();
+    out.push('\n');
+    out.push_str(&table(&["DROP_REASON", "PACKETS"], &drops));
+    out.push('\n');
+    out.push_str(&render_sas(&s.sas));
+    Ok(out)
+}

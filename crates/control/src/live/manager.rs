@@ -1,0 +1,777 @@
+//! The SA manager: owns every SA and the published data-plane snapshot,
+//! and changes them live (add, delete, make-before-break rekey, lifetimes).
+//!
+//! Runs on the control thread. Every change builds a new snapshot with the
+//! caller's [`SnapshotBuilder`] and publishes it RCU-style; SAs are shared
+//! by `Arc` between snapshots, so the sequence numbers, replay windows and
+//! counters of SAs that did not change carry over untouched. Each change
+//! writes one `tracing` info line (never a key, never per packet).
+
+use std::collections::VecDeque;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use espgw_esp::{Expiry, InboundSa, OutboundSa, SaStats};
+use tracing::{info, warn};
+
+use super::rules;
+use super::snapshot::{
+    control_tables, InboundView, LiveTables, LiveView, SharedInbound, SharedOutbound,
+    SnapshotBuilder, TunnelView,
+};
+use super::status::{Dir, Event, EventCounts, LifetimeLeft, SaInfo, SaRef, SaState, TunnelStatus};
+use crate::config::{Config, SaKeys, SpdEntry, Tunnel};
+use crate::tables::{Action, Generation, Publisher, Reader, Rule, Spd, TunnelId};
+
+/// How long an inbound SA replaced by a rekey keeps decrypting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DrainPolicy {
+    /// Remove it once no packet arrived on it for this many seconds...
+    pub idle_seconds: u64,
+    /// ...or at the latest this many seconds after the rekey.
+    pub timeout_seconds: u64,
+}
+
+impl Default for DrainPolicy {
+    /// 5 s idle (far beyond any packet still in flight), 60 s at most.
+    fn default() -> DrainPolicy {
+        DrainPolicy {
+            idle_seconds: 5,
+            timeout_seconds: 60,
+        }
+    }
+}
+
+/// Why a live change was refused. Messages never contain key material.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveError(pub String);
+
+impl std::fmt::Display for LiveError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for LiveError {}
+
+fn err<T>(msg: impl Into<String>) -> Result<T, LiveError> {
+    Err(LiveError(msg.into()))
+}
+
+/// Events kept for `ctl status`.
+const RECENT_EVENTS: usize = 32;
+
+fn lock<X>(m: &Mutex<X>) -> MutexGuard<'_, X> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn hex_spi(spi: u32) -> String {
+    format!("{spi:#010x}")
+}
+
+struct OutboundSlot {
+    sa: SharedOutbound,
+    spi: u32,
+    created: u64,
+    soft_reported: bool,
+}
+
+struct Drain {
+    since: u64,
+    /// Packet count at the last tick, and when it last changed.
+    last_packets: u64,
+    active_at: u64,
+}
+
+struct InboundSlot {
+    sa: SharedInbound,
+    spi: u32,
+    created: u64,
+    soft_reported: bool,
+    /// `Some` once a rekey replaced it.
+    drain: Option<Drain>,
+}
+
+struct LiveTunnel {
+    id: TunnelId,
+    config: Tunnel,
+    outbound: Option<OutboundSlot>,
+    /// At most one not draining (the current one), which comes first.
+    inbound: Vec<InboundSlot>,
+}
+
+impl LiveTunnel {
+    fn current_inbound(&self) -> Option<&InboundSlot> {
+        self.inbound.iter().find(|s| s.drain.is_none())
+    }
+}
+
+/// An SPD entry in consult order.
+enum Entry {
+    Policy(Rule),
+    Tunnel(String),
+    /// A deleted tunnel's selectors, discarding, while the default action
+    /// is bypass (so its traffic is never sent in the clear).
+    Tombstone(String, Rule),
+}
+
+/// See the module documentation.
+pub struct SaManager<T> {
+    gateway: String,
+    publisher: Publisher<T>,
+    builder: SnapshotBuilder<T>,
+    tunnels: Vec<LiveTunnel>,
+    entries: Vec<Entry>,
+    default_action: Action,
+    rules: Vec<Rule>,
+    spd: Arc<Spd>,
+    drain: DrainPolicy,
+    counts: EventCounts,
+    recent: VecDeque<Event>,
+    started: u64,
+}
+
+impl SaManager<LiveTables> {
+    /// A manager publishing the control crate's own [`LiveTables`].
+    pub fn with_control_tables(config: &Config, now: u64) -> Result<Self, LiveError> {
+        SaManager::new(config, now, Box::new(control_tables))
+    }
+}
+
+impl<T: Send + Sync + 'static> SaManager<T> {
+    /// Creates the SAs of every config tunnel (tunnel id = config index)
+    /// and publishes the first snapshot built by `builder`.
+    pub fn new(config: &Config, now: u64, builder: SnapshotBuilder<T>) -> Result<Self, LiveError> {
+        let mut tunnels = Vec::with_capacity(config.tunnels.len());
+        for (i, t) in config.tunnels.iter().enumerate() {
+            tunnels.push(new_tunnel(TunnelId(i as u32), t.clone(), now)?);
+        }
+        let mut entries = Vec::new();
+        for e in &config.spd {
+            entries.push(match *e {
+                SpdEntry::Tunnel(i) => Entry::Tunnel(config.tunnels[i].name.clone()),
+                SpdEntry::Policy(i) => Entry::Policy(rules::policy_rule(&config.policies[i])),
+            });
+        }
+        let default_action = rules::action(config.default_action);
+        let mut builder = builder;
+        let rules = compile_rules(&entries, &tunnels);
+        let spd = Arc::new(Spd::new(&rules, default_action));
+        let first = builder(&view(&spd, &rules, &tunnels));
+        let mut manager = SaManager {
+            gateway: config.gateway.name.clone(),
+            publisher: Publisher::new(Arc::new(first)),
+            builder,
+            tunnels: Vec::new(),
+            entries,
+            default_action,
+            rules,
+            spd,
+            drain: DrainPolicy::default(),
+            counts: EventCounts::default(),
+            recent: VecDeque::new(),
+            started: now,
+        };
+        for t in &tunnels {
+            manager.log_up(t, now);
+        }
+        manager.tunnels = tunnels;
+        Ok(manager)
+    }
+
+    pub fn set_drain_policy(&mut self, drain: DrainPolicy) {
+        self.drain = drain;
+    }
+
+    pub fn gateway(&self) -> &str {
+        &self.gateway
+    }
+
+    /// A reader for one worker (move it to the worker's thread).
+    pub fn reader(&self) -> Reader<T> {
+        self.publisher.reader()
+    }
+
+    /// The snapshot published last.
+    pub fn current(&self) -> &Arc<T> {
+        self.publisher.current()
+    }
+
+    pub fn generation(&self) -> Generation {
+        self.publisher.generation()
+    }
+
+    /// Replaced snapshots some reader may still hold.
+    pub fn pending_snapshots(&self) -> usize {
+        self.publisher.pending()
+    }
+
+    pub fn events(&self) -> EventCounts {
+        self.counts
+    }
+
+    /// The settings of tunnel `name` (its config keys are those it was
+    /// created with).
+    pub fn tunnel(&self, name: &str) -> Option<&Tunnel> {
+        self.find(name).map(|i| &self.tunnels[i].config)
+    }
+
+    /// Tunnel names in SPD order.
+    pub fn tunnel_names(&self) -> Vec<String> {
+        self.tunnels.iter().map(|t| t.config.name.clone()).collect()
+    }
+
+    fn find(&self, name: &str) -> Option<usize> {
+        self.tunnels.iter().position(|t| t.config.name == name)
+    }
+
+    fn find_or_err(&self, name: &str) -> Result<usize, LiveError> {
+        self.find(name)
+            .ok_or_else(|| LiveError(format!("no tunnel named {name:?}")))
+    }
+
+    /// The tunnel whose current or draining SA uses `spi` (either direction).
+    pub fn tunnel_by_spi(&self, spi: u32) -> Option<&str> {
+        self.tunnels
+            .iter()
+            .find(|t| {
+                t.outbound.as_ref().is_some_and(|o| o.spi == spi)
+                    || t.inbound.iter().any(|i| i.spi == spi)
+            })
+            .map(|t| t.config.name.as_str())
+    }
+
+    /// Refuses an inbound SPI some SA already receives on at `local`.
+    fn check_inbound_spi(&self, spi: u32, local: IpAddr) -> Result<(), LiveError> {
+        if spi < 256 {
+            return err(format!("SPI {} is reserved (0..=255)", hex_spi(spi)));
+        }
+        let clash = self
+            .tunnels
+            .iter()
+            .find(|t| t.config.local == local && t.inbound.iter().any(|i| i.spi == spi));
+        match clash {
+            Some(t) => err(format!(
+                "inbound SPI {} is already used by tunnel {:?}",
+                hex_spi(spi),
+                t.config.name
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// Refuses an outbound SPI another of our SAs already sends to `remote`.
+    fn check_outbound_spi(&self, spi: u32, remote: IpAddr) -> Result<(), LiveError> {
+        if spi < 256 {
+            return err(format!("SPI {} is reserved (0..=255)", hex_spi(spi)));
+        }
+        let clash = self.tunnels.iter().find(|t| {
+            t.config.remote == remote && t.outbound.as_ref().is_some_and(|o| o.spi == spi)
+        });
+        match clash {
+            Some(t) => err(format!(
+                "outbound SPI {} to {remote} is already used by tunnel {:?}",
+                hex_spi(spi),
+                t.config.name
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// Adds a tunnel (SA pair plus SPD rule) and publishes. Its rule comes
+    /// after every existing rule of the same priority.
+    pub fn add_tunnel(&mut self, tunnel: Tunnel, now: u64) -> Result<(), LiveError> {
+        if self.find(&tunnel.name).is_some() {
+            return err(format!("tunnel {:?} already exists", tunnel.name));
+        }
+        self.check_inbound_spi(tunnel.inbound.spi, tunnel.local)?;
+        self.check_outbound_spi(tunnel.outbound.spi, tunnel.remote)?;
+        let id = self.free_id();
+        let live = new_tunnel(id, tunnel, now)?;
+        let name = live.config.name.clone();
+        // A tombstone of an earlier tunnel of this name gives way.
+        self.entries
+            .retain(|e| !matches!(e, Entry::Tombstone(n, _) if *n == name));
+        self.entries.push(Entry::Tunnel(name));
+        self.log_up(&live, now);
+        self.tunnels.push(live);
+        self.counts.tunnels_added += 1;
+        self.recompile();
+        self.publish();
+        Ok(())
+    }
+
+    /// The lowest id no tunnel uses (keeps the dense outbound table small).
+    fn free_id(&self) -> TunnelId {
+        let mut used: Vec<u32> = self.tunnels.iter().map(|t| t.id.0).collect();
+        used.sort_unstable();
+        let mut id = 0;
+        for u in used {
+            if u != id {
+                break;
+            }
+            id += 1;
+        }
+        TunnelId(id)
+    }
+
+    /// Deletes a tunnel and publishes. Its traffic then falls to the
+    /// remaining rules and the default action; when that is bypass, a
+    /// discard rule with its selectors stays in its place, so the traffic
+    /// is never sent in the clear.
+    pub fn delete_tunnel(&mut self, name: &str, now: u64) -> Result<(), LiveError> {
+        let i = self.find_or_err(name)?;
+        let gone = self.tunnels.remove(i);
+        let keep_discarding = self.default_action == Action::Bypass;
+        for e in &mut self.entries {
+            if matches!(e, Entry::Tunnel(n) if n == name) {
+                *e = Entry::Tombstone(
+                    name.to_string(),
+                    rules::tunnel_selector_rule(&gone.config, Action::Discard),
+                );
+            }
+        }
+        if !keep_discarding {
+            self.entries
+                .retain(|e| !matches!(e, Entry::Tombstone(n, _) if n == name));
+        }
+        info!(tunnel = %name, "tunnel deleted: its SAs are removed, its traffic is discarded");
+        self.event(now, "tunnel-deleted", name, None, None);
+        self.counts.tunnels_deleted += 1;
+        self.recompile();
+        self.publish();
+        Ok(())
+    }
+
+    /// Rekey step 1 (make): installs a new inbound SA next to the current
+    /// one and publishes. The old one keeps decrypting (draining) until
+    /// idle for the drain time or the drain timeout; see [`Self::tick`].
+    pub fn install_inbound(&mut self, name: &str, keys: SaKeys, now: u64) -> Result<(), LiveError> {
+        let i = self.find_or_err(name)?;
+        let local = self.tunnels[i].config.local;
+        self.check_inbound_spi(keys.spi, local)?;
+        let mut config = self.tunnels[i].config.clone();
+        config.inbound = keys;
+        let sa = InboundSa::new(&config.inbound_sa(), now)
+            .map_err(|e| LiveError(format!("tunnel {name:?} in: {e}")))?;
+        let spi = config.inbound.spi;
+        let t = &mut self.tunnels[i];
+        let mut old_spis = Vec::new();
+        for slot in t.inbound.iter_mut().filter(|s| s.drain.is_none()) {
+            let packets = lock(&slot.sa).stats().packets;
+            slot.drain = Some(Drain {
+                since: now,
+                last_packets: packets,
+                active_at: now,
+            });
+            old_spis.push(slot.spi);
+        }
+        t.inbound.insert(
+            0,
+            InboundSlot {
+                sa: Arc::new(Mutex::new(sa)),
+                spi,
+                created: now,
+                soft_reported: false,
+                drain: None,
+            },
+        );
+        info!(tunnel = %name, dir = "in", spi = %hex_spi(spi), draining = ?old_spis.iter().map(|s| hex_spi(*s)).collect::<Vec<_>>(), "rekey: new inbound SA installed, old one draining");
+        self.event(now, "rekey-in", name, Some(Dir::In), Some(spi));
+        self.counts.rekeys_inbound += 1;
+        self.publish();
+        Ok(())
+    }
+
+    /// Rekey step 2 (switch): the tunnel encrypts with a new outbound SA
+    /// from the next snapshot on. The peer must already accept it (its
+    /// step 1 done).
+    pub fn switch_outbound(&mut self, name: &str, keys: SaKeys, now: u64) -> Result<(), LiveError> {
+        let i = self.find_or_err(name)?;
+        let remote = self.tunnels[i].config.remote;
+        self.check_outbound_spi(keys.spi, remote)?;
+        let mut config = self.tunnels[i].config.clone();
+        config.outbound = keys;
+        let sa = OutboundSa::new(&config.outbound_sa(), now)
+            .map_err(|e| LiveError(format!("tunnel {name:?} out: {e}")))?;
+        let spi = config.outbound.spi;
+        let t = &mut self.tunnels[i];
+        let old = t.outbound.replace(OutboundSlot {
+            sa: Arc::new(sa),
+            spi,
+            created: now,
+            soft_reported: false,
+        });
+        let old_spi = old.map(|o| hex_spi(o.spi));
+        info!(tunnel = %name, dir = "out", spi = %hex_spi(spi), old_spi = ?old_spi, "rekey: outbound switched to new SA");
+        self.event(now, "rekey-out", name, Some(Dir::Out), Some(spi));
+        self.counts.rekeys_outbound += 1;
+        self.publish();
+        Ok(())
+    }
+
+    /// A whole local rekey, make-before-break: the new inbound SA (if
+    /// given) is installed and published before the outbound SA (if
+    /// given) switches. Between two gateways, a keying daemon should run
+    /// step 1 on both peers before step 2 on either (`sa rekey` with only
+    /// `in`, then with only `out`).
+    pub fn rekey(
+        &mut self,
+        name: &str,
+        outbound: Option<SaKeys>,
+        inbound: Option<SaKeys>,
+        now: u64,
+    ) -> Result<(), LiveError> {
+        let i = self.find_or_err(name)?;
+        if outbound.is_none() && inbound.is_none() {
+            return err("rekey needs new keys for out, in, or both");
+        }
+        // Check both before changing anything, so a bad `out` does not
+        // leave a half-done rekey behind.
+        let mut config = self.tunnels[i].config.clone();
+        if let Some(keys) = &inbound {
+            self.check_inbound_spi(keys.spi, config.local)?;
+            config.inbound = keys.clone();
+            InboundSa::new(&config.inbound_sa(), now)
+                .map_err(|e| LiveError(format!("tunnel {name:?} in: {e}")))?;
+        }
+        if let Some(keys) = &outbound {
+            self.check_outbound_spi(keys.spi, config.remote)?;
+            config.outbound = keys.clone();
+            OutboundSa::new(&config.outbound_sa(), now)
+                .map_err(|e| LiveError(format!("tunnel {name:?} out: {e}")))?;
+        }
+        if let Some(keys) = inbound {
+            self.install_inbound(name, keys, now)?;
+        }
+        if let Some(keys) = outbound {
+            self.switch_outbound(name, keys, now)?;
+        }
+        Ok(())
+    }
+
+    /// Once per control-loop tick (about a second): polls every SA's
+    /// lifetime, raises soft-expiry events, removes hard-expired SAs and
+    /// drained inbound SAs (one publish for all of it), and frees snapshots
+    /// no worker holds any more.
+    pub fn tick(&mut self, now: u64) {
+        let mut changed = false;
+        let mut events: Vec<(&'static str, String, Dir, u32)> = Vec::new();
+        let drain = self.drain;
+        for t in &mut self.tunnels {
+            let name = &t.config.name;
+            if let Some(out) = &mut t.outbound {
+                let e = out.sa.expiry(now);
+                if e.is_hard() {
+                    warn!(tunnel = %name, dir = "out", spi = %hex_spi(out.spi), reason = %expiry_reason(e), "hard expiry: SA removed, tunnel traffic discarded until rekey");
+                    events.push(("hard-expiry", name.clone(), Dir::Out, out.spi));
+                    t.outbound = None;
+                    changed = true;
+                } else if e.is_soft() && !out.soft_reported {
+                    out.soft_reported = true;
+                    info!(tunnel = %name, dir = "out", spi = %hex_spi(out.spi), reason = %expiry_reason(e), "soft expiry: rekey due");
+                    events.push(("soft-expiry", name.clone(), Dir::Out, out.spi));
+                }
+            }
+            let mut keep = Vec::with_capacity(t.inbound.len());
+            for mut slot in t.inbound.drain(..) {
+                let (e, packets) = {
+                    let mut sa = lock(&slot.sa);
+                    (sa.expiry(now), sa.stats().packets)
+                };
+                if e.is_hard() {
+                    warn!(tunnel = %name, dir = "in", spi = %hex_spi(slot.spi), reason = %expiry_reason(e), "hard expiry: SA removed");
+                    events.push(("hard-expiry", name.clone(), Dir::In, slot.spi));
+                    changed = true;
+                    continue;
+                }
+                if let Some(d) = &mut slot.drain {
+                    if packets != d.last_packets {
+                        d.last_packets = packets;
+                        d.active_at = now;
+                    }
+                    let idle = now.saturating_sub(d.active_at) >= drain.idle_seconds;
+                    let timed_out = now.saturating_sub(d.since) >= drain.timeout_seconds;
+                    if idle || timed_out {
+                        info!(tunnel = %name, dir = "in", spi = %hex_spi(slot.spi), timed_out, "drained: old inbound SA removed");
+                        events.push(("drained", name.clone(), Dir::In, slot.spi));
+                        changed = true;
+                        continue;
+                    }
+                } else if e.is_soft() && !slot.soft_reported {
+                    slot.soft_reported = true;
+                    info!(tunnel = %name, dir = "in", spi = %hex_spi(slot.spi), reason = %expiry_reason(e), "soft expiry: rekey due");
+                    events.push(("soft-expiry", name.clone(), Dir::In, slot.spi));
+                }
+                keep.push(slot);
+            }
+            t.inbound = keep;
+        }
+        for (kind, tunnel, dir, spi) in events {
+            match kind {
+                "hard-expiry" => self.counts.hard_expiries += 1,
+                "soft-expiry" => self.counts.soft_expiries += 1,
+                _ => self.counts.drained += 1,
+            }
+            self.event(now, kind, &tunnel, Some(dir), Some(spi));
+        }
+        if changed {
+            self.publish();
+        }
+        self.publisher.reclaim();
+    }
+
+    /// Every SA, tunnel by tunnel: outbound, then inbound (current first).
+    pub fn sa_list(&self, now: u64) -> Vec<SaInfo> {
+        let mut out = Vec::new();
+        for t in &self.tunnels {
+            let c = &t.config;
+            if let Some(o) = &t.outbound {
+                let state = if o.soft_reported || o.sa.expiry(now).is_soft() {
+                    SaState::SoftExpired
+                } else {
+                    SaState::Active
+                };
+                out.push(sa_info(
+                    c,
+                    Dir::Out,
+                    o.spi,
+                    o.created,
+                    state,
+                    o.sa.stats(),
+                    now,
+                ));
+            }
+            for i in &t.inbound {
+                let (stats, soft) = {
+                    let mut sa = lock(&i.sa);
+                    (sa.stats(), sa.expiry(now).is_soft())
+                };
+                let state = match (&i.drain, i.soft_reported || soft) {
+                    (Some(_), _) => SaState::Draining,
+                    (None, true) => SaState::SoftExpired,
+                    (None, false) => SaState::Active,
+                };
+                out.push(sa_info(c, Dir::In, i.spi, i.created, state, stats, now));
+            }
+        }
+        out
+    }
+
+    /// One line per tunnel.
+    pub fn tunnel_status(&self) -> Vec<TunnelStatus> {
+        self.tunnels
+            .iter()
+            .map(|t| TunnelStatus {
+                name: t.config.name.clone(),
+                local: t.config.local.to_string(),
+                remote: t.config.remote.to_string(),
+                out_spi: t.outbound.as_ref().map(|o| o.spi),
+                in_spi: t.current_inbound().map(|i| i.spi),
+                draining: t.inbound.iter().filter(|i| i.drain.is_some()).count(),
+                soft_expired: t.outbound.as_ref().is_some_and(|o| o.soft_reported)
+                    || t.inbound
+                        .iter()
+                        .any(|i| i.drain.is_none() && i.soft_reported),
+            })
+            .collect()
+    }
+
+    /// SAs that reached a soft lifetime and still carry traffic.
+    pub fn soft_expired(&self) -> Vec<SaRef> {
+        let mut out = Vec::new();
+        for t in &self.tunnels {
+            if let Some(o) = t.outbound.as_ref().filter(|o| o.soft_reported) {
+                out.push(SaRef {
+                    tunnel: t.config.name.clone(),
+                    dir: Dir::Out,
+                    spi: o.spi,
+                });
+            }
+            for i in t
+                .inbound
+                .iter()
+                .filter(|i| i.drain.is_none() && i.soft_reported)
+            {
+                out.push(SaRef {
+                    tunnel: t.config.name.clone(),
+                    dir: Dir::In,
+                    spi: i.spi,
+                });
+            }
+        }
+        out
+    }
+
+    /// The latest state changes, oldest first.
+    pub fn recent_events(&self) -> Vec<Event> {
+        self.recent.iter().cloned().collect()
+    }
+
+    pub fn uptime(&self, now: u64) -> u64 {
+        now.saturating_sub(self.started)
+    }
+
+    fn event(&mut self, at: u64, kind: &str, tunnel: &str, dir: Option<Dir>, spi: Option<u32>) {
+        if self.recent.len() == RECENT_EVENTS {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(Event {
+            at,
+            kind: kind.to_string(),
+            tunnel: tunnel.to_string(),
+            dir,
+            spi,
+        });
+    }
+
+    fn log_up(&mut self, t: &LiveTunnel, now: u64) {
+        let suite = t.config.suite.name();
+        if let Some(o) = &t.outbound {
+            info!(tunnel = %t.config.name, dir = "out", spi = %hex_spi(o.spi), suite, remote = %t.config.remote, "SA up");
+            self.event(now, "sa-up", &t.config.name, Some(Dir::Out), Some(o.spi));
+        }
+        for i in &t.inbound {
+            info!(tunnel = %t.config.name, dir = "in", spi = %hex_spi(i.spi), suite, local = %t.config.local, "SA up");
+            self.event(now, "sa-up", &t.config.name, Some(Dir::In), Some(i.spi));
+        }
+    }
+
+    fn recompile(&mut self) {
+        self.rules = compile_rules(&self.entries, &self.tunnels);
+        self.spd = Arc::new(Spd::new(&self.rules, self.default_action));
+    }
+
+    /// Builds and publishes a snapshot of the current state.
+    fn publish(&mut self) {
+        let next = (self.builder)(&view(&self.spd, &self.rules, &self.tunnels));
+        self.publisher.publish(Arc::new(next));
+        self.counts.publishes += 1;
+        self.publisher.reclaim();
+    }
+}
+
+fn expiry_reason(e: Expiry) -> String {
+    let mut parts = Vec::new();
+    for (flag, name) in [
+        (Expiry::HARD_SECONDS, "hard seconds"),
+        (Expiry::HARD_BYTES, "hard bytes"),
+        (Expiry::HARD_PACKETS, "hard packets"),
+        (Expiry::SEQUENCE_EXHAUSTED, "sequence numbers used up"),
+        (Expiry::SOFT_SECONDS, "soft seconds"),
+        (Expiry::SOFT_BYTES, "soft bytes"),
+        (Expiry::SOFT_PACKETS, "soft packets"),
+    ] {
+        if e.contains(flag) {
+            parts.push(name);
+        }
+    }
+    parts.join(", ")
+}
+
+fn new_tunnel(id: TunnelId, config: Tunnel, now: u64) -> Result<LiveTunnel, LiveError> {
+    let name = &config.name;
+    let out = OutboundSa::new(&config.outbound_sa(), now)
+        .map_err(|e| LiveError(format!("tunnel {name:?} out: {e}")))?;
+    let inbound = InboundSa::new(&config.inbound_sa(), now)
+        .map_err(|e| LiveError(format!("tunnel {name:?} in: {e}")))?;
+    Ok(LiveTunnel {
+        id,
+        outbound: Some(OutboundSlot {
+            sa: Arc::new(out),
+            spi: config.outbound.spi,
+            created: now,
+            soft_reported: false,
+        }),
+        inbound: vec![InboundSlot {
+            sa: Arc::new(Mutex::new(inbound)),
+            spi: config.inbound.spi,
+            created: now,
+            soft_reported: false,
+            drain: None,
+        }],
+        config,
+    })
+}
+
+fn compile_rules(entries: &[Entry], tunnels: &[LiveTunnel]) -> Vec<Rule> {
+    entries
+        .iter()
+        .filter_map(|e| match e {
+            Entry::Policy(rule) | Entry::Tombstone(_, rule) => Some(rule.clone()),
+            Entry::Tunnel(name) => tunnels
+                .iter()
+                .find(|t| t.config.name == *name)
+                .map(|t| rules::tunnel_rule(&t.config, t.id)),
+        })
+        .collect()
+}
+
+fn view<'a>(spd: &'a Arc<Spd>, rules: &'a [Rule], tunnels: &'a [LiveTunnel]) -> LiveView<'a> {
+    LiveView {
+        spd,
+        rules,
+        tunnels: tunnels
+            .iter()
+            .map(|t| TunnelView {
+                id: t.id,
+                tunnel: &t.config,
+                outbound: t.outbound.as_ref().map(|o| &o.sa),
+                inbound: t
+                    .inbound
+                    .iter()
+                    .map(|i| InboundView {
+                        spi: i.spi,
+                        sa: &i.sa,
+                        draining: i.drain.is_some(),
+                    })
+                    .collect(),
+            })
+            .collect(),
+    }
+}
+
+fn sa_info(
+    t: &Tunnel,
+    dir: Dir,
+    spi: u32,
+    created: u64,
+    state: SaState,
+    stats: SaStats,
+    now: u64,
+) -> SaInfo {
+    let hard = &t.lifetime.hard;
+    SaInfo {
+        tunnel: t.name.clone(),
+        dir,
+        spi,
+        suite: t.suite.name().to_string(),
+        state,
+        packets: stats.packets,
+        bytes: stats.bytes,
+        drops: stats
+            .drops
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(r, n)| (r.name().to_string(), n))
+            .collect(),
+        lifetime_left: LifetimeLeft {
+            seconds: hard
+                .seconds
+                .map(|s| created.saturating_add(s).saturating_sub(now)),
+            bytes: hard.bytes.map(|b| b.saturating_sub(stats.bytes)),
+            packets: hard.packets.map(|p| p.saturating_sub(stats.packets)),
+        },
+        age_seconds: now.saturating_sub(created),
+    }
+}
+
+impl<T: Send + Sync + 'static> std::fmt::Debug for SaManager<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SaManager")
+            .field("gateway", &self.gateway)
+            .field("tunnels", &self.tunnels.len())
+            .field("generation", &self.publisher.generation())
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,338 @@
+//! Prometheus text exposition (format 0.0.4) over a tiny HTTP/1.0 server.
+//!
+//! `GET /metrics` answers with the current [`StatsSnapshot`] of a
+//! [`StatsSource`]; anything else gets 404 (or 405 for other methods).
+//! One std thread accepts and answers connections one at a time: a
+//! scrape is a few kilobytes, and a 2 s timeout keeps a stalled client
+//! from holding the server.
+
+use std::fmt::Write as _;
+use std::io::{self, BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use tracing::{debug, info};
+
+use super::control::StatsSource;
+use super::status::{SaInfo, StatsSnapshot};
+
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A label value with `\`, `"` and newlines escaped.
+fn escape(v: &str) -> String {
+    let mut s = String::with_capacity(v.len());
+    for c in v.chars() {
+        match c {
+            '\\' => s.push_str("\\\\"),
+            '"' => s.push_str("\\\""),
+            '\n' => s.push_str("\\n"),
+            c => s.push(c),
+        }
+    }
+    s
+}
+
+/// Writes one metric family: HELP, TYPE, then its samples.
+struct Family<'a> {
+    out: &'a mut String,
+}
+
+impl Family<'_> {
+    fn start<'o>(out: &'o mut String, name: &str, kind: &str, help: &str) -> Family<'o> {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        Family { out }
+    }
+
+    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: impl std::fmt::Display) {
+        self.out.push_str(name);
+        if !labels.is_empty() {
+            self.out.push('{');
+            for (i, (k, v)) in labels.iter().enumerate() {
+                if i > 0 {
+                    self.out.push(',');
+                }
+                let _ = write!(self.out, "{k}=\"{}\"", escape(v));
+            }
+            self.out.push('}');
+        }
+        let _ = writeln!(self.out, " {value}");
+    }
+}
+
+fn sa_labels(sa: &SaInfo) -> [(&'static str, String); 3] {
+    [
+        ("tunnel", sa.tunnel.clone()),
+        ("dir", sa.dir.name().to_string()),
+        ("spi", format!("{:#010x}", sa.spi)),
+    ]
+}
+
+fn as_refs<'a>(labels: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
+    labels.iter().map(|(k, v)| (*k, v.as_str())).collect()
+}
+
+/// The exposition text of a snapshot.
+pub fn render(s: &StatsSnapshot) -> String {
+    let mut out = String::new();
+    for (name, help, get) in [
+        (
+            "espgw_port_rx_packets_total",
+            "Packets received on the port.",
+            (|p: &super::status::PortCounters| p.rx_packets) as fn(&_) -> u64,
+        ),
+        (
+            "espgw_port_tx_packets_total",
+            "Packets sent on the port.",
+            |p| p.tx_packets,
+        ),
+        (
+            "espgw_port_rx_bytes_total",
+            "Bytes received on the port.",
+            |p| p.rx_bytes,
+        ),
+        (
+            "espgw_port_tx_bytes_total",
+            "Bytes sent on the port.",
+            |p| p.tx_bytes,
+        ),
+    ] {
+        let mut f = Family::start(&mut out, name, "counter", help);
+        for p in &s.ports {
+            f.sample(name, &[("port", &p.name)], get(p));
+        }
+    }
+    {
+        let name = "espgw_worker_busy_ratio";
+        let mut f = Family::start(
+            &mut out,
+            name,
+            "gauge",
+            "Share of the worker's polls that found packets (0..1).",
+        );
+        for w in &s.workers {
+            f.sample(name, &[("worker", &w.worker.to_string())], w.busy_ratio);
+        }
+    }
+    {
+        let name = "espgw_drops_total";
+        let mut f = Family::start(&mut out, name, "counter", "Packets dropped, by reason.");
+        for (reason, n) in &s.drops {
+            f.sample(name, &[("reason", reason)], n);
+        }
+    }
+    for (name, help, get) in [
+        (
+            "espgw_sa_packets_total",
+            "Packets the SA encrypted (out) or decrypted (in).",
+            (|sa: &SaInfo| sa.packets) as fn(&_) -> u64,
+        ),
+        (
+            "espgw_sa_bytes_total",
+            "Inner (plaintext) bytes the SA carried.",
+            |sa| sa.bytes,
+        ),
+    ] {
+        let mut f = Family::start(&mut out, name, "counter", help);
+        for sa in &s.sas {
+            let labels = sa_labels(sa);
+            f.sample(name, &as_refs(&labels), get(sa));
+        }
+    }
+    {
+        let name = "espgw_sa_drops_total";
+        let mut f = Family::start(
+            &mut out,
+            name,
+            "counter",
+            "Packets the SA dropped, by reason.",
+        );
+        for sa in &s.sas {
+            let labels = sa_labels(sa);
+            for (reason, n) in &sa.drops {
+                let mut l = as_refs(&labels);
+                l.push(("reason", reason));
+                f.sample(name, &l, n);
+            }
+        }
+    }
+    for (name, help, get) in [
+        (
+            "espgw_sa_lifetime_remaining_seconds",
+            "Seconds until the SA's hard lifetime (SAs with a time limit only).",
+            (|sa: &SaInfo| sa.lifetime_left.seconds) as fn(&_) -> Option<u64>,
+        ),
+        (
+            "espgw_sa_lifetime_remaining_bytes",
+            "Bytes left before the SA's hard lifetime (SAs with a byte limit only).",
+            |sa| sa.lifetime_left.bytes,
+        ),
+        (
+            "espgw_sa_lifetime_remaining_packets",
+            "Packets left before the SA's hard lifetime (SAs with a packet limit only).",
+            |sa| sa.lifetime_left.packets,
+        ),
+    ] {
+        let mut f = Family::start(&mut out, name, "gauge", help);
+        for sa in &s.sas {
+            if let Some(v) = get(sa) {
+                let labels = sa_labels(sa);
+                f.sample(name, &as_refs(&labels), v);
+            }
+        }
+    }
+    {
+        let name = "espgw_sa_state";
+        let mut f = Family::start(
+            &mut out,
+            name,
+            "gauge",
+            "1 for the SA's current state (active, soft-expired, draining).",
+        );
+        for sa in &s.sas {
+            let labels = sa_labels(sa);
+            let mut l = as_refs(&labels);
+            l.push(("state", sa.state.name()));
+            f.sample(name, &l, 1);
+        }
+    }
+    let e = &s.events;
+    for (name, help, v) in [
+        (
+            "espgw_sa_soft_expiries_total",
+            "SAs that reached a soft lifetime.",
+            e.soft_expiries,
+        ),
+        (
+            "espgw_sa_hard_expiries_total",
+            "SAs removed at a hard lifetime.",
+            e.hard_expiries,
+        ),
+        (
+            "espgw_rekeys_total",
+            "Rekey steps (new inbound SA installed, or outbound switched).",
+            e.rekeys_inbound + e.rekeys_outbound,
+        ),
+        (
+            "espgw_tunnels_added_total",
+            "Tunnels added at run time.",
+            e.tunnels_added,
+        ),
+        (
+            "espgw_tunnels_deleted_total",
+            "Tunnels deleted at run time.",
+            e.tunnels_deleted,
+        ),
+    ] {
+        let mut f = Family::start(&mut out, name, "counter", help);
+        f.sample(name, &[], v);
+    }
+    {
+        let name = "espgw_uptime_seconds";
+        let mut f = Family::start(
+            &mut out,
+            name,
+            "gauge",
+            "Seconds since the gateway started.",
+        );
+        f.sample(name, &[], s.uptime_seconds);
+    }
+    out
+}
+
+/// A running metrics endpoint; dropping it stops the server.
+pub struct MetricsServer {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl MetricsServer {
+    /// Listens on `addr` (port 0 picks a free port; see [`Self::local_addr`]).
+    pub fn bind(addr: SocketAddr, source: Arc<dyn StatsSource>) -> io::Result<MetricsServer> {
+        let listener = TcpListener::bind(addr)?;
+        let addr = listener.local_addr()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let stop = Arc::clone(&stop);
+            std::thread::Builder::new()
+                .name("espgw-metrics".into())
+                .spawn(move || {
+                    for conn in listener.incoming() {
+                        if stop.load(Ordering::SeqCst) {
+                            break;
+                        }
+                        if let Ok(stream) = conn {
+                            if let Err(e) = answer(stream, source.as_ref()) {
+                                debug!(error = %e, "metrics connection ended");
+                            }
+                        }
+                    }
+                })?
+        };
+        info!(%addr, "metrics endpoint listening (GET /metrics)");
+        Ok(MetricsServer {
+            addr,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for MetricsServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = TcpStream::connect_timeout(&self.addr, CLIENT_TIMEOUT);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn answer(stream: TcpStream, source: &dyn StatsSource) -> io::Result<()> {
+    stream.set_read_timeout(Some(CLIENT_TIMEOUT))?;
+    stream.set_write_timeout(Some(CLIENT_TIMEOUT))?;
+    let mut reader = BufReader::new(std::io::Read::take(&stream, 8192));
+    let mut request_line = String::new();
+    reader.read_line(&mut request_line)?;
+    // Read the headers to their end so the client sees a clean close.
+    loop {
+        let mut h = String::new();
+        if reader.read_line(&mut h)? == 0 || h == "\r\n" || h == "\n" {
+            break;
+        }
+    }
+    let mut parts = request_line.split_whitespace();
+    let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let path = target.split('?').next().unwrap_or("");
+    let (status, body, content_type) = match (method, path) {
+        ("GET", "/metrics") => ("200 OK", render(&source.snapshot()), CONTENT_TYPE),
+        ("GET", _) => (
+            "404 Not Found",
+            "not found: try /metrics\n".to_string(),
+            "text/plain",
+        ),
+        _ => (
+            "405 Method Not Allowed",
+            "only GET\n".to_string(),
+            "text/plain",
+        ),
+    };
+    let head = format!(
+        "HTTP/1.0 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let mut w = &stream;
+    w.write_all(head.as_bytes())?;
+    w.write_all(body.as_bytes())?;
+    w.flush()
+}

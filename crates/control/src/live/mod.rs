@@ -1,0 +1,43 @@
+//! Live operations: SAs and policy that change while the data plane runs,
+//! the control socket, and the operator's view (status, metrics).
+//!
+//! - [`SaManager`] (control thread) owns every SA and publishes the
+//!   workers' table snapshot on each change: add/delete a tunnel,
+//!   make-before-break rekey with draining of the old inbound SA, and
+//!   lifetime polling (soft expiry = event, hard expiry = SA removed).
+//! - [`LiveControl`] puts the manager behind a mutex together with a clock
+//!   and the runtime's counters; it answers control-socket requests and
+//!   metrics scrapes.
+//! - [`ControlServer`]: the Unix-socket JSON-lines server; [`client`] is the
+//!   other end, used by `espgw ctl`.
+//! - [`MetricsServer`]: Prometheus text exposition over HTTP/1.0.
+//!
+//! Protocol, commands, rekey semantics, metric names and the runtime
+//! integration steps: docs/operations.md.
+
+pub mod client;
+mod control;
+mod manager;
+pub mod metrics;
+pub mod protocol;
+mod rules;
+mod snapshot;
+mod socket;
+mod status;
+mod tunnel_json;
+
+pub use control::{
+    monotonic_clock, Clock, ControlBackend, CountersSource, LiveControl, StatsSource,
+};
+pub use manager::{DrainPolicy, LiveError, SaManager};
+pub use metrics::MetricsServer;
+pub use snapshot::{
+    control_tables, InboundView, LiveSa, LiveTables, LiveView, SharedInbound, SharedOutbound,
+    SnapshotBuilder, TunnelView,
+};
+pub use socket::ControlServer;
+pub use status::{
+    DataplaneCounters, Dir, Event, EventCounts, LifetimeLeft, PortCounters, SaInfo, SaRef, SaState,
+    StatsSnapshot, Status, TunnelStatus, WorkerCounters,
+};
+pub use tunnel_json::TunnelParser;

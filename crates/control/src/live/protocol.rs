@@ -1,0 +1,265 @@
+//! The control socket's requests and responses: JSON lines.
+//!
+//! One request per line, one response per line:
+//! `{"cmd":"status"}` -> `{"ok":true,...}` or `{"ok":false,"error":"..."}`.
+//! Requests are read as generic JSON first and their fields picked out by
+//! hand, so that no error message ever quotes a value (serde's typed
+//! errors would echo a mistyped key). Keys are accepted in `sa_add` and
+//! `sa_rekey` and appear in no response, error or log line.
+
+use serde_json::{json, Map, Value};
+
+use crate::config::{SaKeys, SecretBytes};
+
+/// The longest request line accepted (a tunnel with keys is well below).
+pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
+
+/// A parsed request.
+pub enum Request {
+    Status,
+    SaList,
+    Stats,
+    /// `tunnel`: the fields of a `[[tunnel]]` table, as JSON.
+    SaAdd {
+        tunnel: Value,
+    },
+    /// By tunnel name, or by any SPI of the tunnel.
+    SaDel {
+        target: DelTarget,
+    },
+    /// New keys for the outbound SA, the inbound SA, or both.
+    SaRekey {
+        tunnel: String,
+        outbound: Option<SaKeys>,
+        inbound: Option<SaKeys>,
+    },
+}
+
+/// What `sa_del` names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DelTarget {
+    Tunnel(String),
+    Spi(u32),
+}
+
+impl std::fmt::Debug for Request {
+    /// Names the command only: requests may hold keys.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.command())
+    }
+}
+
+impl Request {
+    /// The `cmd` value, for logs.
+    pub fn command(&self) -> &'static str {
+        match self {
+            Request::Status => "status",
+            Request::SaList => "sa_list",
+            Request::Stats => "stats",
+            Request::SaAdd { .. } => "sa_add",
+            Request::SaDel { .. } => "sa_del",
+            Request::SaRekey { .. } => "sa_rekey",
+        }
+    }
+
+    /// Parses one request line.
+    pub fn parse(line: &str) -> Result<Request, String> {
+        // serde_json's syntax errors give a position, never the text.
+        let value: Value =
+            serde_json::from_str(line).map_err(|e| format!("request is not JSON: {e}"))?;
+        let Value::Object(obj) = value else {
+            return Err("request must be a JSON object".into());
+        };
+        let cmd = str_field(&obj, "cmd")?.ok_or("request has no \"cmd\"")?;
+        let allowed: &[&str] = match cmd {
+            "status" | "sa_list" | "stats" => &["cmd"],
+            "sa_add" => &["cmd", "tunnel"],
+            "sa_del" => &["cmd", "tunnel", "spi"],
+            "sa_rekey" => &["cmd", "tunnel", "out", "in"],
+            _ => {
+                return Err(
+                    "unknown cmd (expected status, sa_list, sa_add, sa_del, sa_rekey or stats)"
+                        .into(),
+                )
+            }
+        };
+        if let Some(k) = obj.keys().find(|k| !allowed.contains(&k.as_str())) {
+            return Err(format!("{cmd}: unknown field {:?}", truncate(k)));
+        }
+        Ok(match cmd {
+            "status" => Request::Status,
+            "sa_list" => Request::SaList,
+            "stats" => Request::Stats,
+            "sa_add" => match obj.get("tunnel") {
+                Some(t @ Value::Object(_)) => Request::SaAdd { tunnel: t.clone() },
+                _ => return Err("sa_add needs \"tunnel\": { ...[[tunnel]] fields... }".into()),
+            },
+            "sa_del" => {
+                let target = match (str_field(&obj, "tunnel")?, obj.get("spi")) {
+                    (Some(name), None) => DelTarget::Tunnel(name.to_string()),
+                    (None, Some(spi)) => DelTarget::Spi(spi_value(spi, "spi")?),
+                    _ => return Err("sa_del needs \"tunnel\" (a name) or \"spi\"".into()),
+                };
+                Request::SaDel { target }
+            }
+            _ => {
+                let tunnel = str_field(&obj, "tunnel")?
+                    .ok_or("sa_rekey needs \"tunnel\" (a name)")?
+                    .to_string();
+                let outbound = obj.get("out").map(|v| sa_keys(v, "out")).transpose()?;
+                let inbound = obj.get("in").map(|v| sa_keys(v, "in")).transpose()?;
+                if outbound.is_none() && inbound.is_none() {
+                    return Err("sa_rekey needs \"out\", \"in\" or both".into());
+                }
+                Request::SaRekey {
+                    tunnel,
+                    outbound,
+                    inbound,
+                }
+            }
+        })
+    }
+}
+
+/// Names from requests are echoed in errors; keep that short.
+fn truncate(s: &str) -> String {
+    s.chars().take(64).collect()
+}
+
+fn str_field<'a>(obj: &'a Map<String, Value>, key: &str) -> Result<Option<&'a str>, String> {
+    match obj.get(key) {
+        None => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(format!("\"{key}\" must be a string")),
+    }
+}
+
+/// An SPI as a JSON number or a string (`"0xa001"` or decimal).
+pub fn spi_value(v: &Value, what: &str) -> Result<u32, String> {
+    let n = match v {
+        Value::Number(n) => n.as_u64(),
+        Value::String(s) => match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+            Some(hex) => u64::from_str_radix(hex, 16).ok(),
+            None => s.parse().ok(),
+        },
+        _ => None,
+    };
+    n.and_then(|n| u32::try_from(n).ok())
+        .filter(|n| *n >= 256)
+        .ok_or_else(|| {
+            format!("\"{what}\" must be an SPI in 256..=4294967295 (0x100..=0xffffffff)")
+        })
+}
+
+fn secret(v: &Value, what: &str) -> Result<SecretBytes, String> {
+    match v {
+        // from_hex's errors name a position, never the text.
+        Value::String(s) => SecretBytes::from_hex(s).map_err(|e| format!("{what}: {e}")),
+        _ => Err(format!("{what} must be a hex string")),
+    }
+}
+
+/// `{"spi": .., "key": "hex", "auth_key": "hex"}`.
+fn sa_keys(v: &Value, dir: &str) -> Result<SaKeys, String> {
+    let Value::Object(obj) = v else {
+        return Err(format!(
+            "\"{dir}\" must be an object {{spi, key, auth_key}}"
+        ));
+    };
+    if let Some(k) = obj
+        .keys()
+        .find(|k| !["spi", "key", "auth_key"].contains(&k.as_str()))
+    {
+        return Err(format!("{dir}: unknown field {:?}", truncate(k)));
+    }
+    let spi = spi_value(
+        obj.get("spi")
+            .ok_or_else(|| format!("{dir}: missing spi"))?,
+        &format!("{dir}.spi"),
+    )?;
+    let key = secret(
+        obj.get("key")
+            .ok_or_else(|| format!("{dir}: missing key"))?,
+        &format!("{dir}.key"),
+    )?;
+    let auth_key = obj
+        .get("auth_key")
+        .map(|k| secret(k, &format!("{dir}.auth_key")))
+        .transpose()?;
+    Ok(SaKeys { spi, key, auth_key })
+}
+
+/// `{"ok":true, ...fields}`.
+pub fn ok(fields: Value) -> Value {
+    let mut obj = Map::new();
+    obj.insert("ok".into(), Value::Bool(true));
+    if let Value::Object(extra) = fields {
+        obj.extend(extra);
+    }
+    Value::Object(obj)
+}
+
+/// `{"ok":false,"error":...}`.
+pub fn error(message: impl Into<String>) -> Value {
+    json!({"ok": false, "error": message.into()})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEY: &str = "00112233445566778899aabbccddeeff01020304";
+
+    #[test]
+    fn commands_parse() {
+        for (line, cmd) in [
+            (r#"{"cmd":"status"}"#, "status"),
+            (r#"{"cmd":"sa_list"}"#, "sa_list"),
+            (r#"{"cmd":"stats"}"#, "stats"),
+            (r#"{"cmd":"sa_del","tunnel":"t"}"#, "sa_del"),
+            (r#"{"cmd":"sa_add","tunnel":{"name":"t"}}"#, "sa_add"),
+        ] {
+            assert_eq!(Request::parse(line).unwrap().command(), cmd);
+        }
+        let Request::SaDel { target } =
+            Request::parse(r#"{"cmd":"sa_del","spi":"0xa001"}"#).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(target, DelTarget::Spi(0xa001));
+        let line =
+            format!(r#"{{"cmd":"sa_rekey","tunnel":"t","in":{{"spi":4096,"key":"{KEY}"}}}}"#);
+        let Request::SaRekey {
+            tunnel,
+            outbound,
+            inbound,
+        } = Request::parse(&line).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(tunnel, "t");
+        assert!(outbound.is_none());
+        let inbound = inbound.unwrap();
+        assert_eq!(inbound.spi, 4096);
+        assert_eq!(inbound.key.len(), 20);
+    }
+
+    #[test]
+    fn errors_never_quote_values() {
+        let bad = [
+            format!(r#"{{"cmd":"sa_rekey","tunnel":"t","in":{{"spi":4096,"key":"{KEY}zz"}}}}"#),
+            format!(r#"{{"cmd":"sa_rekey","tunnel":"t","in":{{"spi":4096,"key":["{KEY}"]}}}}"#),
+            format!(r#"{{"cmd":"sa_rekey","tunnel":"t","in":{{"spi":"{KEY}","key":"00"}}}}"#),
+            format!(r#"{{"cmd":"sa_rekey","tunnel":"t","in":{{"spi":1,"key":"{KEY}"}}}}"#),
+            format!(r#"{{"cmd":"sa_rekey","tunnel":"t","in":{{"spi":4096,"key":"{KEY}""#),
+            format!(r#"{{"cmd":"{KEY}"}}"#),
+        ];
+        for line in &bad {
+            let e = Request::parse(line).unwrap_err();
+            assert!(!e.contains(KEY) && !e.contains("0011"), "{e}");
+        }
+        assert!(Request::parse(r#"{"cmd":"status","x":1}"#).is_err());
+        assert!(Request::parse("[1]").is_err());
+        assert!(Request::parse(r#"{"cmd":"sa_rekey","tunnel":"t"}"#).is_err());
+    }
+}

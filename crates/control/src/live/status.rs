@@ -1,0 +1,189 @@
+//! Plain data the control plane reports: per-SA rows, manager status and
+//! the data plane's counters. Serializable, so the same structs travel
+//! over the control socket, feed the metrics endpoint and are parsed back
+//! by `espgw ctl`. None of them holds key material.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Direction of an SA, seen from this gateway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dir {
+    /// Encrypts traffic towards the peer.
+    Out,
+    /// Decrypts traffic from the peer.
+    In,
+}
+
+impl Dir {
+    pub fn name(self) -> &'static str {
+        match self {
+            Dir::Out => "out",
+            Dir::In => "in",
+        }
+    }
+}
+
+/// Where an SA is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SaState {
+    /// Carrying traffic.
+    Active,
+    /// A soft lifetime was reached: still carrying traffic, due for rekey.
+    SoftExpired,
+    /// Replaced by a rekey; still decrypts what the peer sent under it
+    /// until idle for the drain time (or the drain timeout passes).
+    Draining,
+}
+
+impl SaState {
+    pub fn name(self) -> &'static str {
+        match self {
+            SaState::Active => "active",
+            SaState::SoftExpired => "soft-expired",
+            SaState::Draining => "draining",
+        }
+    }
+}
+
+/// How much an SA may still carry before it hard-expires; `None` is
+/// unlimited.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LifetimeLeft {
+    pub seconds: Option<u64>,
+    pub bytes: Option<u64>,
+    pub packets: Option<u64>,
+}
+
+/// One SA, as `sa list` and the metrics show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SaInfo {
+    pub tunnel: String,
+    pub dir: Dir,
+    pub spi: u32,
+    /// Suite name as in the config (`aes128gcm16`, ...).
+    pub suite: String,
+    pub state: SaState,
+    pub packets: u64,
+    /// Inner (plaintext) bytes, what byte lifetimes count.
+    pub bytes: u64,
+    /// Drops by reason name (`replayed`, `icv_mismatch`, ...); only
+    /// reasons that happened.
+    pub drops: BTreeMap<String, u64>,
+    pub lifetime_left: LifetimeLeft,
+    /// Seconds since the SA was installed.
+    pub age_seconds: u64,
+}
+
+/// Counts of state changes since start (never reset).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventCounts {
+    pub tunnels_added: u64,
+    pub tunnels_deleted: u64,
+    pub rekeys_inbound: u64,
+    pub rekeys_outbound: u64,
+    pub soft_expiries: u64,
+    pub hard_expiries: u64,
+    pub drained: u64,
+    pub publishes: u64,
+}
+
+/// One state change, kept in a short history for `ctl status`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    /// The manager's clock (seconds) when it happened.
+    pub at: u64,
+    /// `sa-up`, `soft-expiry`, `hard-expiry`, `rekey-in`, `rekey-out`,
+    /// `drained`, `tunnel-deleted`.
+    pub kind: String,
+    pub tunnel: String,
+    pub dir: Option<Dir>,
+    pub spi: Option<u32>,
+}
+
+/// A tunnel's health in one line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TunnelStatus {
+    pub name: String,
+    pub local: String,
+    pub remote: String,
+    /// Current outbound SPI; `None` after a hard expiry (traffic discarded).
+    pub out_spi: Option<u32>,
+    /// Current inbound SPI; `None` after a hard expiry.
+    pub in_spi: Option<u32>,
+    /// Old inbound SAs still draining after rekeys.
+    pub draining: usize,
+    /// Some SA of the tunnel reached a soft lifetime.
+    pub soft_expired: bool,
+}
+
+/// What `ctl status` shows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Status {
+    pub gateway: String,
+    pub uptime_seconds: u64,
+    /// Publication count of the data-plane snapshot.
+    pub generation: u64,
+    /// Replaced snapshots some worker may still hold.
+    pub pending_snapshots: usize,
+    pub workers: usize,
+    pub tunnels: Vec<TunnelStatus>,
+    pub events: EventCounts,
+    /// SAs whose soft lifetime passed: a keying daemon should rekey them.
+    pub soft_expired: Vec<SaRef>,
+    /// The latest state changes, oldest first.
+    pub recent: Vec<Event>,
+}
+
+/// Names one SA.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SaRef {
+    pub tunnel: String,
+    pub dir: Dir,
+    pub spi: u32,
+}
+
+/// A port's counters.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PortCounters {
+    pub name: String,
+    pub rx_packets: u64,
+    pub tx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_bytes: u64,
+}
+
+/// A worker's load.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorkerCounters {
+    /// Worker index (0..workers).
+    pub worker: usize,
+    /// Share of polls that found packets (0..=1) over the run, or over
+    /// whatever recent window the runtime keeps.
+    pub busy_ratio: f64,
+}
+
+/// What the runtime reports about itself (everything except SAs, which
+/// the manager knows).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DataplaneCounters {
+    pub ports: Vec<PortCounters>,
+    pub workers: Vec<WorkerCounters>,
+    /// Gateway-wide drops by reason name (policy, no route, ESP reasons...).
+    pub drops: BTreeMap<String, u64>,
+}
+
+/// Everything `ctl stats` and the metrics endpoint show.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StatsSnapshot {
+    pub gateway: String,
+    pub uptime_seconds: u64,
+    pub ports: Vec<PortCounters>,
+    pub workers: Vec<WorkerCounters>,
+    pub drops: BTreeMap<String, u64>,
+    pub sas: Vec<SaInfo>,
+    pub events: EventCounts,
+}

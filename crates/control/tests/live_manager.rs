@@ -1,0 +1,306 @@
+//! SaManager with real ESP SAs: what each live change publishes.
+
+#[path = "live_support.rs"]
+mod support;
+
+use std::sync::{Arc, Mutex};
+
+use espgw_control::live::{
+    control_tables, Dir, LiveError, LiveTables, LiveView, SaManager, SaState,
+};
+use espgw_control::tables::{Action, TunnelId};
+use support::*;
+
+fn manager(lifetime: &str, default_action: &str, extra: &str) -> SaManager<LiveTables> {
+    SaManager::with_control_tables(
+        &config(gateway_toml(1, lifetime, default_action, extra)),
+        100,
+    )
+    .unwrap()
+}
+
+/// What a worker does with the tunnel's traffic in the current snapshot:
+/// `Some(spi)` of the outbound SA that encrypts it, or `None` (discarded).
+fn outbound_for(m: &SaManager<LiveTables>, src: &str, dst: &str) -> Result<u32, Action> {
+    let tables = m.current();
+    match tables.spd.lookup(&flow(src, dst)) {
+        Action::Protect(t) => tables
+            .sad
+            .outbound_sa(t)
+            .and_then(|s| s.outbound())
+            .map(|sa| sa.spi())
+            .ok_or(Action::Discard),
+        other => Err(other),
+    }
+}
+
+fn inbound_spis(m: &SaManager<LiveTables>) -> Vec<u32> {
+    let tables = m.current();
+    let mut spis: Vec<u32> = [0xb001, 0xb002, 0xc001, 0xc002, 0xd001]
+        .into_iter()
+        .filter(|spi| tables.sad.inbound_sa(*spi, ip("192.0.2.1")).is_some())
+        .collect();
+    spis.sort_unstable();
+    spis
+}
+
+const SECOND_TUNNEL: &str = r#"{
+    "name": "u", "local": "192.0.2.1", "remote": "192.0.2.3",
+    "local_ts": ["10.1.0.0/24"], "remote_ts": ["10.3.0.0/24"],
+    "esp": "aes128gcm16",
+    "out": {"spi": 49153, "key": "0x55555555555555555555555555555555aaaaaaaa"},
+    "in": {"spi": 53249, "key": "0x66666666666666666666666666666666bbbbbbbb"}
+}"#;
+
+fn second_tunnel() -> espgw_control::config::Tunnel {
+    let c = config(gateway_toml(1, "", "discard", ""));
+    let parser = espgw_control::live::TunnelParser::new(&c);
+    parser
+        .parse(&serde_json::from_str(SECOND_TUNNEL).unwrap())
+        .unwrap()
+}
+
+#[test]
+fn config_tunnel_is_up_and_protects_its_traffic() {
+    let m = manager("", "discard", "");
+    assert_eq!(outbound_for(&m, "10.1.0.7", "10.2.0.9"), Ok(0xa001));
+    assert_eq!(inbound_spis(&m), vec![0xb001]);
+    // Traffic outside every selector gets the default action.
+    assert_eq!(
+        outbound_for(&m, "10.1.0.7", "10.9.0.9"),
+        Err(Action::Discard)
+    );
+    let sas = m.sa_list(100);
+    assert_eq!(sas.len(), 2);
+    assert!(sas
+        .iter()
+        .all(|s| s.state == SaState::Active && s.suite == "aes128gcm16"));
+}
+
+#[test]
+fn add_then_delete_a_tunnel() {
+    let mut m = manager("", "discard", "");
+    m.add_tunnel(second_tunnel(), 101).unwrap();
+    assert_eq!(outbound_for(&m, "10.1.0.7", "10.3.0.1"), Ok(49153));
+    assert!(m.current().sad.inbound_sa(53249, ip("192.0.2.1")).is_some());
+    assert_eq!(m.tunnel_names(), vec!["t", "u"]);
+
+    m.delete_tunnel("u", 102).unwrap();
+    // Its traffic now matches nothing and is discarded, its SA is gone;
+    // the other tunnel is untouched.
+    assert_eq!(
+        outbound_for(&m, "10.1.0.7", "10.3.0.1"),
+        Err(Action::Discard)
+    );
+    assert!(m.current().sad.inbound_sa(53249, ip("192.0.2.1")).is_none());
+    assert_eq!(outbound_for(&m, "10.1.0.7", "10.2.0.9"), Ok(0xa001));
+    assert_eq!(m.events().tunnels_added, 1);
+    assert_eq!(m.events().tunnels_deleted, 1);
+    // Deleting what is not there is an error, and changes nothing.
+    let generation = m.generation();
+    assert!(m.delete_tunnel("u", 103).is_err());
+    assert_eq!(m.generation(), generation);
+}
+
+#[test]
+fn deleted_tunnel_traffic_is_discarded_even_when_the_default_is_bypass() {
+    let mut m = manager("", "bypass", "");
+    assert_eq!(
+        outbound_for(&m, "10.1.0.7", "10.9.0.9"),
+        Err(Action::Bypass)
+    );
+    m.delete_tunnel("t", 101).unwrap();
+    assert_eq!(
+        outbound_for(&m, "10.1.0.7", "10.2.0.9"),
+        Err(Action::Discard)
+    );
+    assert_eq!(
+        outbound_for(&m, "10.1.0.7", "10.9.0.9"),
+        Err(Action::Bypass)
+    );
+    // Adding the tunnel back protects the traffic again.
+    let c = config(gateway_toml(1, "", "bypass", ""));
+    m.add_tunnel(c.tunnels[0].clone(), 102).unwrap();
+    assert_eq!(outbound_for(&m, "10.1.0.7", "10.2.0.9"), Ok(0xa001));
+}
+
+#[test]
+fn conflicting_additions_are_refused() {
+    let mut m = manager("", "discard", "");
+    let c = config(gateway_toml(1, "", "discard", ""));
+    let same = c.tunnels[0].clone();
+    let e = m.add_tunnel(same.clone(), 101).unwrap_err();
+    assert!(e.0.contains("already exists"), "{e}");
+    let mut renamed = same;
+    renamed.name = "v".into();
+    let LiveError(e) = m.add_tunnel(renamed.clone(), 101).unwrap_err();
+    assert!(e.contains("inbound SPI 0x0000b001"), "{e}");
+    renamed.inbound.spi = 0xc002;
+    let LiveError(e) = m.add_tunnel(renamed, 101).unwrap_err();
+    assert!(e.contains("outbound SPI 0x0000a001"), "{e}");
+    assert_eq!(m.tunnel_names(), vec!["t"]);
+}
+
+#[test]
+fn hard_expiry_removes_the_sas_and_discards_the_traffic() {
+    let mut m = manager("lifetime = { seconds = 60 }", "discard", "");
+    m.tick(159);
+    assert_eq!(outbound_for(&m, "10.1.0.7", "10.2.0.9"), Ok(0xa001));
+    assert_eq!(m.events().soft_expiries, 2, "soft at 90% = 54 s");
+    m.tick(160);
+    assert_eq!(m.events().hard_expiries, 2);
+    assert_eq!(
+        outbound_for(&m, "10.1.0.7", "10.2.0.9"),
+        Err(Action::Discard)
+    );
+    assert!(inbound_spis(&m).is_empty());
+    assert!(m.sa_list(160).is_empty());
+    let status = m.tunnel_status();
+    assert_eq!((status[0].out_spi, status[0].in_spi), (None, None));
+    // A rekey brings the tunnel back.
+    m.rekey("t", Some(sa_keys(0xa002, 1)), Some(sa_keys(0xb002, 2)), 161)
+        .unwrap();
+    assert_eq!(outbound_for(&m, "10.1.0.7", "10.2.0.9"), Ok(0xa002));
+    assert_eq!(inbound_spis(&m), vec![0xb002]);
+}
+
+#[test]
+fn soft_expiry_raises_one_event_per_sa_and_shows_in_status() {
+    let mut m = manager(
+        "lifetime = { seconds = 100, soft_seconds = 50 }",
+        "discard",
+        "",
+    );
+    m.tick(149);
+    assert_eq!(m.events().soft_expiries, 0);
+    assert!(m.soft_expired().is_empty());
+    m.tick(150);
+    m.tick(151);
+    assert_eq!(m.events().soft_expiries, 2, "once per SA, not per tick");
+    let soft = m.soft_expired();
+    assert_eq!(soft.len(), 2);
+    assert!(soft.iter().any(|r| r.dir == Dir::Out && r.spi == 0xa001));
+    assert!(soft.iter().any(|r| r.dir == Dir::In && r.spi == 0xb001));
+    let sas = m.sa_list(151);
+    assert!(sas.iter().all(|s| s.state == SaState::SoftExpired));
+    assert!(sas.iter().all(|s| s.lifetime_left.seconds == Some(49)));
+    // Still carrying traffic.
+    assert_eq!(outbound_for(&m, "10.1.0.7", "10.2.0.9"), Ok(0xa001));
+    assert!(m.tunnel_status()[0].soft_expired);
+    let kinds: Vec<String> = m.recent_events().into_iter().map(|e| e.kind).collect();
+    assert_eq!(kinds.iter().filter(|k| *k == "soft-expiry").count(), 2);
+}
+
+/// (outbound SPI, inbound SPIs) of tunnel 0 in every snapshot published.
+type Seen = Arc<Mutex<Vec<(Option<u32>, Vec<u32>)>>>;
+
+fn recording_manager(seen: &Seen) -> SaManager<LiveTables> {
+    let seen = Arc::clone(seen);
+    let builder = move |view: &LiveView| {
+        let t = view.tunnels.iter().find(|t| t.id == TunnelId(0)).unwrap();
+        seen.lock().unwrap().push((
+            t.outbound.map(|o| o.spi()),
+            t.inbound.iter().map(|i| i.spi).collect(),
+        ));
+        control_tables(view)
+    };
+    SaManager::new(
+        &config(gateway_toml(1, "", "discard", "")),
+        100,
+        Box::new(builder),
+    )
+    .unwrap()
+}
+
+#[test]
+fn rekey_is_make_before_break() {
+    let seen: Seen = Arc::default();
+    let mut m = recording_manager(&seen);
+    m.rekey("t", Some(sa_keys(0xa002, 1)), Some(sa_keys(0xb002, 2)), 101)
+        .unwrap();
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![
+            (Some(0xa001), vec![0xb001]),
+            // Make: the new inbound SA is published next to the old one...
+            (Some(0xa001), vec![0xb002, 0xb001]),
+            // ...before the outbound SA switches.
+            (Some(0xa002), vec![0xb002, 0xb001]),
+        ]
+    );
+    let states: Vec<(u32, SaState)> = m.sa_list(101).iter().map(|s| (s.spi, s.state)).collect();
+    assert_eq!(
+        states,
+        vec![
+            (0xa002, SaState::Active),
+            (0xb002, SaState::Active),
+            (0xb001, SaState::Draining)
+        ]
+    );
+    // Default drain: 5 s idle. The old SA stays until then...
+    m.tick(105);
+    assert_eq!(seen.lock().unwrap().len(), 3);
+    // ...and goes (break) with one more publish.
+    m.tick(106);
+    assert_eq!(
+        seen.lock().unwrap().last().unwrap(),
+        &(Some(0xa002), vec![0xb002])
+    );
+    assert_eq!(m.events().drained, 1);
+}
+
+#[test]
+fn a_bad_rekey_changes_nothing() {
+    let seen: Seen = Arc::default();
+    let mut m = recording_manager(&seen);
+    let mut short = sa_keys(0xa002, 1);
+    short.key = espgw_control::config::SecretBytes::from_hex("0011").unwrap();
+    let e = m
+        .rekey("t", Some(short), Some(sa_keys(0xb002, 2)), 101)
+        .unwrap_err();
+    assert!(e.0.contains("out"), "{e}");
+    // Reusing the current inbound SPI is refused too.
+    assert!(m.rekey("t", None, Some(sa_keys(0xb001, 3)), 101).is_err());
+    assert!(m
+        .rekey("nope", None, Some(sa_keys(0xb003, 3)), 101)
+        .is_err());
+    assert_eq!(seen.lock().unwrap().len(), 1, "nothing published");
+}
+
+#[test]
+fn drain_timeout_removes_a_busy_old_sa() {
+    let mut m = manager("", "discard", "");
+    m.set_drain_policy(espgw_control::live::DrainPolicy {
+        idle_seconds: 1_000,
+        timeout_seconds: 10,
+    });
+    m.rekey("t", None, Some(sa_keys(0xb002, 2)), 100).unwrap();
+    m.tick(109);
+    assert_eq!(inbound_spis(&m), vec![0xb001, 0xb002]);
+    m.tick(110);
+    assert_eq!(inbound_spis(&m), vec![0xb002]);
+}
+
+#[test]
+fn state_changes_are_logged_without_keys() {
+    let logs = logs();
+    let mut m = manager("lifetime = { seconds = 60 }", "discard", "");
+    m.rekey("t", Some(sa_keys(0xa002, 7)), Some(sa_keys(0xb002, 8)), 101)
+        .unwrap();
+    m.tick(170);
+    let lines = logs.lock().unwrap().clone();
+    for needle in [
+        "SA up",
+        "rekey: new inbound SA installed",
+        "rekey: outbound switched",
+        "hard expiry",
+    ] {
+        assert!(
+            lines.iter().any(|l| l.contains(needle)),
+            "no {needle:?} in {lines:#?}"
+        );
+    }
+    for key in [&KEY_A[2..], &KEY_B[2..], &key_hex(7), &key_hex(8)] {
+        assert!(!lines.iter().any(|l| l.contains(&key[..16])), "key in logs");
+    }
+}
