@@ -72,8 +72,8 @@ fn tunnel_nets(family: Family, i: u32) -> (IpPrefix, IpPrefix) {
     };
     let local_len = family.width() - 8;
     (
-        IpPrefix::new(local, local_len).unwrap(),
-        IpPrefix::new(remote, remote_len).unwrap(),
+        IpPrefix::new(local, local_len),
+        IpPrefix::new(remote, remote_len),
     )
 }
 

@@ -20,9 +20,9 @@ use toml::de::DeTable;
 use super::diag::Diagnostic;
 use super::perms;
 use super::reader::{Ctx, Table};
-use super::secret::SecretBytes;
 use super::source::SourceText;
 use super::HostFacts;
+use espgw_esp::SecretBytes;
 
 const KEY_FILE_KEYS: &[&str] = &["out", "in"];
 const KEY_FILE_DIR_KEYS: &[&str] = &["key", "auth_key"];

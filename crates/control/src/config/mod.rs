@@ -11,19 +11,19 @@ pub mod net;
 mod perms;
 mod reader;
 mod sa;
-mod secret;
 mod sections;
 mod source;
 mod spd;
 mod summary;
+pub mod to_tables;
 
 use std::path::Path;
 
 use toml::de::DeTable;
 
 pub use diag::{Diagnostic, Severity};
+pub use espgw_esp::SecretBytes;
 pub use model::*;
-pub use secret::SecretBytes;
 pub use sections::dataplane::{
     DEFAULT_BURST, DEFAULT_MBUFS, DEFAULT_MTU, MAX_BURST, MAX_MBUFS, MAX_MTU, MIN_MBUFS,
     MIN_MTU_V4, MIN_MTU_V6,
@@ -32,6 +32,10 @@ pub use sections::tunnel::{
     DEFAULT_PRIORITY, DEFAULT_REPLAY_WINDOW, MAX_REPLAY_WINDOW, SOFT_PERCENT,
 };
 pub use summary::Summary;
+pub use to_tables::{
+    policy_rule, sad_from_config, spd_from_config, tables_from_config, tunnel_rule,
+    SadFromConfigError,
+};
 
 use reader::{Ctx, Field, Table};
 use sections::network::PortNames;

@@ -4,10 +4,9 @@
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
-use espgw_esp::Suite;
+use espgw_esp::{SecretBytes, Suite};
 
 use super::net::{IfAddr, MacAddr, PortRange, Prefix};
-use super::secret::SecretBytes;
 
 /// A whole gateway config.
 #[derive(Debug, Clone)]

@@ -1,127 +1,18 @@
 //! Address types of the config: prefixes, interface addresses, MACs, port
 //! ranges and lcore lists. Each parses from the config's text form and
 //! explains what it expected when it cannot.
+//!
+//! Prefixes and port ranges are the tables' own types, so a parsed config
+//! selector goes into the SPD as it is.
 
 use core::fmt;
 use std::net::IpAddr;
 
-/// The address bits of `ip` as a number, and the family's width in bits.
-fn bits(ip: IpAddr) -> (u128, u8) {
-    match ip {
-        IpAddr::V4(v4) => (u32::from(v4) as u128, 32),
-        IpAddr::V6(v6) => (u128::from(v6), 128),
-    }
-}
-
-/// The netmask of a `len`-bit prefix in a `width`-bit family.
-fn mask(width: u8, len: u8) -> u128 {
-    if len == 0 {
-        0
-    } else {
-        let full = if width == 128 {
-            u128::MAX
-        } else {
-            (1u128 << width) - 1
-        };
-        (u128::MAX << (width - len)) & full
-    }
-}
-
-fn ip_from_bits(family_of: IpAddr, v: u128) -> IpAddr {
-    match family_of {
-        IpAddr::V4(_) => IpAddr::V4((v as u32).into()),
-        IpAddr::V6(_) => IpAddr::V6(v.into()),
-    }
-}
-
-/// Splits `"IP/LEN"` into an address and a prefix length valid for its family.
-fn parse_addr_len(s: &str) -> Result<(IpAddr, u8), String> {
-    let (ip, len) = s
-        .split_once('/')
-        .ok_or_else(|| format!("{s:?} has no prefix length"))?;
-    let ip: IpAddr = ip
-        .parse()
-        .map_err(|_| format!("{ip:?} is not an IPv4 or IPv6 address"))?;
-    let width = bits(ip).1;
-    let len: u8 = len
-        .parse()
-        .ok()
-        .filter(|l| *l <= width)
-        .ok_or_else(|| format!("prefix length {len:?} is not 0..={width}"))?;
-    Ok((ip, len))
-}
-
-/// A network prefix such as `10.1.0.0/24` or `2001:db8::/32`. Host bits are
-/// always zero.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Prefix {
-    addr: IpAddr,
-    len: u8,
-}
-
-impl Prefix {
-    /// A prefix; host bits of `addr` are cleared.
-    pub fn new(addr: IpAddr, len: u8) -> Prefix {
-        let (v, width) = bits(addr);
-        let len = len.min(width);
-        Prefix {
-            addr: ip_from_bits(addr, v & mask(width, len)),
-            len,
-        }
-    }
-
-    /// Parses `"IP/LEN"`, refusing host bits (a typo for another network) and
-    /// accepting a bare address as a host prefix (/32 or /128).
-    pub fn parse(s: &str) -> Result<Prefix, String> {
-        if !s.contains('/') {
-            let ip: IpAddr = s
-                .parse()
-                .map_err(|_| format!("{s:?} is not an IP prefix"))?;
-            return Ok(Prefix::new(ip, bits(ip).1));
-        }
-        let (ip, len) = parse_addr_len(s)?;
-        let prefix = Prefix::new(ip, len);
-        if prefix.addr != ip {
-            return Err(format!("{s:?} has host bits set (did you mean {prefix}?)"));
-        }
-        Ok(prefix)
-    }
-
-    pub fn addr(&self) -> IpAddr {
-        self.addr
-    }
-
-    pub fn prefix_len(&self) -> u8 {
-        self.len
-    }
-
-    pub fn is_ipv4(&self) -> bool {
-        self.addr.is_ipv4()
-    }
-
-    /// True when `ip` is inside this prefix (same family only).
-    pub fn contains(&self, ip: IpAddr) -> bool {
-        let (a, width) = bits(self.addr);
-        let (b, width_b) = bits(ip);
-        width == width_b && (a ^ b) & mask(width, self.len) == 0
-    }
-
-    /// True when every address of `other` is inside this prefix.
-    pub fn covers(&self, other: &Prefix) -> bool {
-        self.len <= other.len && self.contains(other.addr)
-    }
-
-    /// True when the two prefixes share at least one address.
-    pub fn overlaps(&self, other: &Prefix) -> bool {
-        self.covers(other) || other.covers(self)
-    }
-}
-
-impl fmt::Display for Prefix {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.addr, self.len)
-    }
-}
+use crate::tables::parse_addr_len;
+/// The config's name for [`crate::tables::IpPrefix`]: a network prefix with
+/// host bits cleared; `Prefix::parse` is the config's strict parser.
+pub use crate::tables::IpPrefix as Prefix;
+pub use crate::tables::PortRange;
 
 /// An address configured on a port, with the length of its subnet
 /// (`10.1.0.1/24`).
@@ -133,6 +24,10 @@ pub struct IfAddr {
 
 impl IfAddr {
     pub fn parse(s: &str) -> Result<IfAddr, String> {
+        // A port address names its subnet: a bare address is not enough.
+        if !s.contains('/') {
+            return Err(format!("{s:?} has no prefix length"));
+        }
         let (addr, prefix_len) = parse_addr_len(s)?;
         Ok(IfAddr { addr, prefix_len })
     }
@@ -185,45 +80,6 @@ impl fmt::Display for MacAddr {
     }
 }
 
-/// An inclusive range of TCP/UDP/SCTP ports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct PortRange {
-    pub first: u16,
-    pub last: u16,
-}
-
-impl PortRange {
-    /// Parses `"80"` or `"1024-65535"`.
-    pub fn parse(s: &str) -> Result<PortRange, String> {
-        let bad = || format!("{s:?} is not a port or a port range");
-        let (a, b) = s.split_once('-').unwrap_or((s, s));
-        let first: u16 = a.trim().parse().map_err(|_| bad())?;
-        let last: u16 = b.trim().parse().map_err(|_| bad())?;
-        if first > last {
-            return Err(format!("{s:?} is an empty range"));
-        }
-        Ok(PortRange { first, last })
-    }
-
-    pub fn covers(&self, other: &PortRange) -> bool {
-        self.first <= other.first && other.last <= self.last
-    }
-
-    pub fn overlaps(&self, other: &PortRange) -> bool {
-        self.first <= other.last && other.first <= self.last
-    }
-}
-
-impl fmt::Display for PortRange {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.first == self.last {
-            write!(f, "{}", self.first)
-        } else {
-            write!(f, "{}-{}", self.first, self.last)
-        }
-    }
-}
-
 /// Parses an lcore list such as `"1-3,5"` into sorted, distinct core ids.
 pub fn parse_lcores(s: &str) -> Result<Vec<u32>, String> {
     let mut cores = Vec::new();
@@ -258,36 +114,12 @@ pub const MAX_LCORE: u32 = 1024;
 mod tests {
     use super::*;
 
-    fn p(s: &str) -> Prefix {
-        Prefix::parse(s).unwrap()
-    }
-
     #[test]
-    fn prefixes_contain_and_cover() {
-        assert!(p("10.1.0.0/24").contains("10.1.0.255".parse().unwrap()));
-        assert!(!p("10.1.0.0/24").contains("10.1.1.0".parse().unwrap()));
-        assert!(!p("0.0.0.0/0").contains("::1".parse().unwrap()));
-        assert!(p("::/0").contains("2001:db8::1".parse().unwrap()));
-        assert!(p("10.0.0.0/8").covers(&p("10.1.0.0/16")));
-        assert!(!p("10.1.0.0/16").covers(&p("10.0.0.0/8")));
-        assert!(p("10.1.0.0/16").overlaps(&p("10.0.0.0/8")));
-        assert!(!p("10.1.0.0/16").overlaps(&p("10.2.0.0/16")));
-        assert_eq!(p("10.1.2.3"), p("10.1.2.3/32"));
-        assert_eq!(p("2001:db8::/32").prefix_len(), 32);
-    }
-
-    #[test]
-    fn prefixes_refuse_host_bits_and_bad_lengths() {
-        assert!(Prefix::parse("10.1.0.1/24")
-            .unwrap_err()
-            .contains("10.1.0.0/24"));
-        assert!(Prefix::parse("10.1.0.0/33").is_err());
-        assert!(Prefix::parse("2001:db8::/129").is_err());
-        assert!(Prefix::parse("10.1.0/24").is_err());
+    fn interface_addresses_need_a_length_and_name_their_subnet() {
         assert!(IfAddr::parse("10.1.0.1").is_err());
         assert_eq!(
             IfAddr::parse("10.1.0.1/24").unwrap().subnet(),
-            p("10.1.0.0/24")
+            Prefix::parse("10.1.0.0/24").unwrap()
         );
     }
 
@@ -309,15 +141,5 @@ mod tests {
         assert!(parse_lcores("1,1").is_err());
         assert!(parse_lcores("1-x").is_err());
         assert!(parse_lcores("0-4000000000").is_err());
-    }
-
-    #[test]
-    fn port_ranges() {
-        let r = PortRange::parse("1000-2000").unwrap();
-        assert!(r.covers(&PortRange::parse("1500").unwrap()));
-        assert!(r.overlaps(&PortRange::parse("2000-3000").unwrap()));
-        assert!(!r.overlaps(&PortRange::parse("2001-3000").unwrap()));
-        assert!(PortRange::parse("2-1").is_err());
-        assert!(PortRange::parse("70000").is_err());
     }
 }

@@ -1,6 +1,6 @@
 //! From a config tunnel to the ESP engine's per-direction SA config.
 
-use espgw_esp::{Encap as EspEncap, Lifetimes, Limit, SaConfig, SecretBytes as EspSecret};
+use espgw_esp::{Encap as EspEncap, Lifetimes, Limit, SaConfig};
 
 use super::model::{Encap, SaKeys, Tunnel};
 
@@ -21,11 +21,10 @@ impl Tunnel {
         SaConfig {
             suite: self.suite,
             spi: keys.spi,
-            key: EspSecret::from(keys.key.expose()),
-            auth_key: keys
-                .auth_key
-                .as_ref()
-                .map_or_else(EspSecret::default, |k| EspSecret::from(k.expose())),
+            // The config holds the engine's own secret type: a clone, no
+            // conversion through plain bytes.
+            key: keys.key.clone(),
+            auth_key: keys.auth_key.clone().unwrap_or_default(),
             esn: self.esn,
             replay_window: self.replay_window,
             encap: match self.encap {

@@ -1,94 +1,24 @@
-//! The security policy database order and the shadowing check.
+//! The security policy database order and the config's diagnostics about it.
 //!
 //! Tunnels and policies form one ordered list: lower `priority` first, and
 //! for equal priorities the one written first in the file. The first entry
 //! whose selector matches a packet decides (protect through the tunnel,
-//! bypass, or discard). An entry whose every selector is covered by
-//! entries before it can never match: that is an error, since the config
-//! says something it will not do.
+//! bypass, or discard). An entry that no packet can reach is an error,
+//! since the config says something it will not do; a tunnel that partly
+//! overlaps an earlier one gets a warning.
+//!
+//! Reachability is the tables' own check ([`unreachable_rules`]) over the
+//! very rules the data plane compiles ([`super::to_tables`]), asked twice:
+//! once with whole rules (an entry covered by one earlier entry, whose
+//! prefix lists count as unions), and once with each tunnel split into its
+//! (local, remote) prefix pairs (an entry whose pairs are each covered by
+//! some earlier entry, not necessarily the same one).
 
 use super::model::{Policy, SpdEntry, Tunnel};
-use super::net::{PortRange, Prefix};
 use super::reader::Ctx;
 use super::sections::Located;
-
-/// A 5-tuple pattern; `None` matches anything.
-#[derive(Debug, Clone, Copy)]
-struct Selector {
-    src: Option<Prefix>,
-    dst: Option<Prefix>,
-    proto: Option<u8>,
-    sport: Option<PortRange>,
-    dport: Option<PortRange>,
-}
-
-fn covers<T>(outer: &Option<T>, inner: &Option<T>, f: impl Fn(&T, &T) -> bool) -> bool {
-    match (outer, inner) {
-        (None, _) => true,
-        (Some(_), None) => false,
-        (Some(a), Some(b)) => f(a, b),
-    }
-}
-
-fn overlaps<T>(a: &Option<T>, b: &Option<T>, f: impl Fn(&T, &T) -> bool) -> bool {
-    match (a, b) {
-        (Some(a), Some(b)) => f(a, b),
-        _ => true,
-    }
-}
-
-impl Selector {
-    /// Every packet `other` matches, `self` matches too.
-    fn covers(&self, other: &Selector) -> bool {
-        covers(&self.src, &other.src, Prefix::covers)
-            && covers(&self.dst, &other.dst, Prefix::covers)
-            && covers(&self.proto, &other.proto, |a, b| a == b)
-            && covers(&self.sport, &other.sport, PortRange::covers)
-            && covers(&self.dport, &other.dport, PortRange::covers)
-    }
-
-    /// Some packet matches both.
-    fn overlaps(&self, other: &Selector) -> bool {
-        overlaps(&self.src, &other.src, Prefix::overlaps)
-            && overlaps(&self.dst, &other.dst, Prefix::overlaps)
-            && overlaps(&self.proto, &other.proto, |a, b| a == b)
-            && overlaps(&self.sport, &other.sport, PortRange::overlaps)
-            && overlaps(&self.dport, &other.dport, PortRange::overlaps)
-    }
-}
-
-impl std::fmt::Display for Selector {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let any = |p: &Option<Prefix>| p.map_or("any".to_string(), |p| p.to_string());
-        write!(f, "{} -> {}", any(&self.src), any(&self.dst))
-    }
-}
-
-fn tunnel_selectors(t: &Tunnel) -> Vec<Selector> {
-    let mut out = Vec::new();
-    for l in &t.local_ts {
-        for r in t.remote_ts.iter().filter(|r| r.is_ipv4() == l.is_ipv4()) {
-            out.push(Selector {
-                src: Some(*l),
-                dst: Some(*r),
-                proto: None,
-                sport: None,
-                dport: None,
-            });
-        }
-    }
-    out
-}
-
-fn policy_selector(p: &Policy) -> Selector {
-    Selector {
-        src: p.src,
-        dst: p.dst,
-        proto: p.proto,
-        sport: p.sport,
-        dport: p.dport,
-    }
-}
+use super::to_tables::{policy_rule, tunnel_rule};
+use crate::tables::{unreachable_rules, IpPrefix, Rule, Selector};
 
 struct Entry {
     spd: SpdEntry,
@@ -96,7 +26,6 @@ struct Entry {
     offset: usize,
     path: String,
     label: String,
-    selectors: Vec<Selector>,
 }
 
 /// Orders tunnels and policies into the SPD and reports unreachable
@@ -114,7 +43,6 @@ pub(crate) fn build(
             offset: ctx.offset_of(&t.path).unwrap_or(0),
             path: t.path.clone(),
             label: format!("tunnel {:?}", t.item.name),
-            selectors: tunnel_selectors(&t.item),
         });
     }
     for (i, p) in policies.iter().enumerate() {
@@ -124,26 +52,30 @@ pub(crate) fn build(
             offset: ctx.offset_of(&p.path).unwrap_or(0),
             path: p.path.clone(),
             label: p.path.clone(),
-            selectors: vec![policy_selector(&p.item)],
         });
     }
     entries.sort_by_key(|e| (e.priority, e.offset));
 
+    // Rules in SPD order: the tables consult equal priorities in list
+    // order, so rule i is entry i and consult order is SPD order.
+    let rules: Vec<Rule> = entries
+        .iter()
+        .map(|e| match e.spd {
+            SpdEntry::Tunnel(i) => tunnel_rule(i, &tunnels[i].item),
+            SpdEntry::Policy(i) => policy_rule(&policies[i].item),
+        })
+        .collect();
+    let shadowed_by = shadowers(&rules);
+
     for (i, e) in entries.iter().enumerate() {
-        let earlier = &entries[..i];
-        let covered_by = |s: &Selector| {
-            earlier
+        if let Some(by) = &shadowed_by[i] {
+            let names: Vec<String> = by
                 .iter()
-                .find(|a| a.selectors.iter().any(|x| x.covers(s)))
-        };
-        let shadowers: Vec<Option<&Entry>> = e.selectors.iter().map(covered_by).collect();
-        if !e.selectors.is_empty() && shadowers.iter().all(Option::is_some) {
-            let mut names: Vec<String> = shadowers
-                .iter()
-                .flatten()
-                .map(|a| format!("{} (line {})", a.label, ctx.src.line_col(a.offset).0))
+                .map(|&j| {
+                    let a = &entries[j];
+                    format!("{} (line {})", a.label, ctx.src.line_col(a.offset).0)
+                })
                 .collect();
-            names.dedup();
             let key = match e.spd {
                 SpdEntry::Tunnel(_) => format!("{}.local_ts", e.path),
                 SpdEntry::Policy(_) => e.path.clone(),
@@ -159,20 +91,17 @@ pub(crate) fn build(
             continue;
         }
         if let SpdEntry::Tunnel(_) = e.spd {
-            for a in earlier
+            let earlier_tunnels = entries[..i]
                 .iter()
-                .filter(|a| matches!(a.spd, SpdEntry::Tunnel(_)))
-            {
-                let overlap = e
-                    .selectors
-                    .iter()
-                    .find_map(|s| a.selectors.iter().find(|x| x.overlaps(s)).map(|x| (s, x)));
-                if let Some((s, x)) = overlap {
+                .zip(&rules)
+                .filter(|(a, _)| matches!(a.spd, SpdEntry::Tunnel(_)));
+            for (a, earlier) in earlier_tunnels {
+                if let Some((s, x)) = overlapping_pair(&rules[i].selector, &earlier.selector) {
                     ctx.warn(
                         &format!("{}.local_ts", e.path),
                         format!(
-                            "selector {s} overlaps {x} of {}, which is matched first",
-                            a.label
+                            "selector {} -> {} overlaps {} -> {} of {}, which is matched first",
+                            s.0, s.1, x.0, x.1, a.label
                         ),
                     );
                 }
@@ -180,4 +109,98 @@ pub(crate) fn build(
         }
     }
     entries.iter().map(|e| e.spd).collect()
+}
+
+/// For each rule (in consult order), the earlier rules that together take
+/// all its traffic, or `None` when some packet reaches it.
+fn shadowers(rules: &[Rule]) -> Vec<Option<Vec<usize>>> {
+    let mut by: Vec<Option<Vec<usize>>> = vec![None; rules.len()];
+    for (shadowed, first) in unreachable_rules(rules) {
+        by[shadowed.0 as usize] = Some(vec![first.0 as usize]);
+    }
+
+    let (pairs, owner) = split_into_pairs(rules);
+    if pairs.len() == rules.len() {
+        // No rule has more than one pair: the split asks nothing new.
+        return by;
+    }
+    // For each rule, the owner of the first rule covering each of its
+    // pairs (`None` for an uncovered pair). A pair is only ever reported
+    // covered by a sibling when an earlier rule covers that sibling, and
+    // then the earlier rule is named first, so siblings are left out.
+    let mut pair_by: Vec<Vec<Option<usize>>> = vec![Vec::new(); rules.len()];
+    let mut covered = vec![None; pairs.len()];
+    for (shadowed, first) in unreachable_rules(&pairs) {
+        covered[shadowed.0 as usize] = Some(owner[first.0 as usize]);
+    }
+    for (pair, &rule) in owner.iter().enumerate() {
+        pair_by[rule].push(covered[pair].filter(|&o| o != rule));
+    }
+    for (found, pairs_by) in by.iter_mut().zip(pair_by) {
+        if found.is_none() && !pairs_by.is_empty() && pairs_by.iter().all(Option::is_some) {
+            let mut names: Vec<usize> = pairs_by.into_iter().flatten().collect();
+            names.dedup();
+            *found = Some(names);
+        }
+    }
+    by
+}
+
+/// Each rule as one rule per (source, destination) prefix pair of one
+/// family, in order, with the index of the rule each came from. A rule with
+/// an empty (any) list stays whole on that side; a rule with no pair of one
+/// family (it matches nothing) contributes no rule.
+fn split_into_pairs(rules: &[Rule]) -> (Vec<Rule>, Vec<usize>) {
+    let mut pairs = Vec::with_capacity(rules.len());
+    let mut owner = Vec::with_capacity(rules.len());
+    for (i, rule) in rules.iter().enumerate() {
+        let sides = |list: &[IpPrefix]| -> Vec<Vec<IpPrefix>> {
+            if list.is_empty() {
+                vec![Vec::new()]
+            } else {
+                list.iter().map(|p| vec![*p]).collect()
+            }
+        };
+        for src in sides(&rule.selector.src) {
+            for dst in sides(&rule.selector.dst) {
+                let same_family = match (src.first(), dst.first()) {
+                    (Some(s), Some(d)) => s.family() == d.family(),
+                    _ => true,
+                };
+                if same_family {
+                    let mut pair = rule.clone();
+                    pair.selector.src = src.clone();
+                    pair.selector.dst = dst;
+                    pairs.push(pair);
+                    owner.push(i);
+                }
+            }
+        }
+    }
+    (pairs, owner)
+}
+
+type Pair = (IpPrefix, IpPrefix);
+
+/// The first (local, remote) pair of tunnel selector `a` that shares a
+/// packet with a pair of tunnel selector `b`, with that pair of `b`.
+fn overlapping_pair(a: &Selector, b: &Selector) -> Option<(Pair, Pair)> {
+    let pairs = |s: &Selector| -> Vec<Pair> {
+        s.src
+            .iter()
+            .flat_map(|l| {
+                s.dst
+                    .iter()
+                    .filter(|r| r.family() == l.family())
+                    .map(|r| (*l, *r))
+            })
+            .collect()
+    };
+    let b_pairs = pairs(b);
+    pairs(a).into_iter().find_map(|s| {
+        b_pairs
+            .iter()
+            .find(|x| x.0.overlaps(&s.0) && x.1.overlaps(&s.1))
+            .map(|x| (s, *x))
+    })
 }

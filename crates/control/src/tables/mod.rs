@@ -68,6 +68,7 @@ use std::sync::Arc;
 pub use policy::{
     consult_order, linear_first_match, Action, FlowKey, Rule, RuleId, Selector, TunnelId,
 };
+pub(crate) use prefix::parse_addr_len;
 pub use prefix::{Family, IpPrefix, PortRange, PrefixParseError};
 pub use rcu::{Generation, Publisher, Reader};
 pub use sad::{SaIndex, Sad, SadBuilder, SadError, MAX_TUNNEL_ID};

@@ -1,8 +1,9 @@
 //! Address prefixes and port ranges: the values a policy selector is made of.
 //!
 //! Kept independent of the config model so the tables build from any source
-//! (the config, the control socket, tests); the config layer converts into
-//! these types.
+//! (the config, the control socket, tests). The config parses into these
+//! very types (`config::net::Prefix` is [`IpPrefix`]): one prefix type and
+//! one port range type in the workspace.
 
 use core::fmt;
 use core::str::FromStr;
@@ -57,6 +58,28 @@ pub(crate) fn mask128(width: u8, len: u8) -> u128 {
     }
 }
 
+/// Splits `"IP/LEN"` (or a bare address, taken as a host prefix) into an
+/// address and a prefix length valid for its family. The messages say what
+/// was expected; the config shows them next to the key.
+pub(crate) fn parse_addr_len(s: &str) -> Result<(IpAddr, u8), String> {
+    let Some((ip, len)) = s.split_once('/') else {
+        let ip: IpAddr = s
+            .parse()
+            .map_err(|_| format!("{s:?} is not an IP prefix"))?;
+        return Ok((ip, Family::of(ip).width()));
+    };
+    let ip: IpAddr = ip
+        .parse()
+        .map_err(|_| format!("{ip:?} is not an IPv4 or IPv6 address"))?;
+    let width = Family::of(ip).width();
+    let len: u8 = len
+        .parse()
+        .ok()
+        .filter(|l| *l <= width)
+        .ok_or_else(|| format!("prefix length {len:?} is not 0..={width}"))?;
+    Ok((ip, len))
+}
+
 /// A network prefix (`10.1.0.0/24`, `2001:db8::/48`) with its host bits
 /// cleared, so equal networks compare equal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -66,11 +89,22 @@ pub struct IpPrefix {
 }
 
 impl IpPrefix {
-    /// The prefix of `addr` of length `len`, host bits cleared; `None` when
-    /// `len` is longer than the family's width.
-    pub fn new(addr: IpAddr, len: u8) -> Option<IpPrefix> {
-        let family = Family::of(addr);
-        (len <= family.width()).then(|| IpPrefix::from_bits(family, ip_bits(addr), len))
+    /// The prefix of `addr` of length `len`, host bits cleared; a `len`
+    /// longer than the family's width is clamped to it (a host prefix).
+    pub fn new(addr: IpAddr, len: u8) -> IpPrefix {
+        IpPrefix::from_bits(Family::of(addr), ip_bits(addr), len)
+    }
+
+    /// Parses `"IP/LEN"` strictly, as the config does: host bits are
+    /// refused (a typo for another network) and a bare address is a host
+    /// prefix (/32 or /128). [`FromStr`] is the lenient form.
+    pub fn parse(s: &str) -> Result<IpPrefix, String> {
+        let (ip, len) = parse_addr_len(s)?;
+        let prefix = IpPrefix::new(ip, len);
+        if prefix.addr != ip {
+            return Err(format!("{s:?} has host bits set (did you mean {prefix}?)"));
+        }
+        Ok(prefix)
     }
 
     /// The prefix whose network is the low bits of `bits` (host bits are
@@ -119,6 +153,10 @@ impl IpPrefix {
         Family::of(self.addr)
     }
 
+    pub fn is_ipv4(&self) -> bool {
+        self.addr.is_ipv4()
+    }
+
     /// The network bits in the low bits of a `u128`.
     pub(crate) fn bits(&self) -> u128 {
         ip_bits(self.addr)
@@ -165,49 +203,51 @@ impl FromStr for IpPrefix {
 
     /// `"10.0.0.0/8"`, `"2001:db8::/32"`, or a bare address as a host
     /// prefix. Host bits are cleared rather than refused: refusing them is
-    /// the config checker's job, which can say where they came from.
+    /// [`IpPrefix::parse`]'s job, which the config uses.
     fn from_str(s: &str) -> Result<IpPrefix, PrefixParseError> {
-        let err = || PrefixParseError(s.to_string());
-        match s.split_once('/') {
-            None => s.parse().map(IpPrefix::host).map_err(|_| err()),
-            Some((addr, len)) => {
-                let addr: IpAddr = addr.parse().map_err(|_| err())?;
-                let len: u8 = len.parse().map_err(|_| err())?;
-                IpPrefix::new(addr, len).ok_or_else(err)
-            }
-        }
+        parse_addr_len(s)
+            .map(|(addr, len)| IpPrefix::new(addr, len))
+            .map_err(|_| PrefixParseError(s.to_string()))
     }
 }
 
-/// An inclusive range of transport ports; never empty.
+/// An inclusive range of transport ports, `first..=last`.
+///
+/// [`PortRange::new`] and [`PortRange::parse`] never make an empty range.
+/// The fields are public for the data plane's own matcher; a range built
+/// by hand with `first > last` contains no port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PortRange {
-    lo: u16,
-    hi: u16,
+    pub first: u16,
+    pub last: u16,
 }
 
 impl PortRange {
     /// Every port.
     pub const ANY: PortRange = PortRange {
-        lo: 0,
-        hi: u16::MAX,
+        first: 0,
+        last: u16::MAX,
     };
 
-    /// `lo..=hi`; `None` when `lo > hi`.
-    pub fn new(lo: u16, hi: u16) -> Option<PortRange> {
-        (lo <= hi).then_some(PortRange { lo, hi })
+    /// `first..=last`; `None` when `first > last`.
+    pub fn new(first: u16, last: u16) -> Option<PortRange> {
+        (first <= last).then_some(PortRange { first, last })
     }
 
     pub fn single(port: u16) -> PortRange {
-        PortRange { lo: port, hi: port }
+        PortRange {
+            first: port,
+            last: port,
+        }
     }
 
-    pub fn lo(&self) -> u16 {
-        self.lo
-    }
-
-    pub fn hi(&self) -> u16 {
-        self.hi
+    /// Parses `"80"` or `"1024-65535"`.
+    pub fn parse(s: &str) -> Result<PortRange, String> {
+        let bad = || format!("{s:?} is not a port or a port range");
+        let (a, b) = s.split_once('-').unwrap_or((s, s));
+        let first: u16 = a.trim().parse().map_err(|_| bad())?;
+        let last: u16 = b.trim().parse().map_err(|_| bad())?;
+        PortRange::new(first, last).ok_or_else(|| format!("{s:?} is an empty range"))
     }
 
     pub fn is_any(&self) -> bool {
@@ -216,11 +256,16 @@ impl PortRange {
 
     #[inline]
     pub fn contains(&self, port: u16) -> bool {
-        self.lo <= port && port <= self.hi
+        self.first <= port && port <= self.last
     }
 
     pub fn covers(&self, other: &PortRange) -> bool {
-        self.lo <= other.lo && other.hi <= self.hi
+        self.first <= other.first && other.last <= self.last
+    }
+
+    /// True when some port is in both.
+    pub fn overlaps(&self, other: &PortRange) -> bool {
+        self.first <= other.last && other.first <= self.last
     }
 }
 
@@ -232,10 +277,10 @@ impl Default for PortRange {
 
 impl fmt::Display for PortRange {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.lo == self.hi {
-            write!(f, "{}", self.lo)
+        if self.first == self.last {
+            write!(f, "{}", self.first)
         } else {
-            write!(f, "{}-{}", self.lo, self.hi)
+            write!(f, "{}-{}", self.first, self.last)
         }
     }
 }
@@ -271,6 +316,47 @@ mod tests {
         assert!(!p("10.1.0.0/16").covers(&p("10.0.0.0/8")));
         assert!(p("10.1.0.0/16").overlaps(&p("10.0.0.0/8")));
         assert!(!p("10.1.0.0/16").overlaps(&p("10.2.0.0/16")));
+    }
+
+    #[test]
+    fn strict_parse_contains_and_covers() {
+        let p = |s: &str| IpPrefix::parse(s).unwrap();
+        assert!(p("10.1.0.0/24").contains("10.1.0.255".parse().unwrap()));
+        assert!(!p("10.1.0.0/24").contains("10.1.1.0".parse().unwrap()));
+        assert!(!p("0.0.0.0/0").contains("::1".parse().unwrap()));
+        assert!(p("::/0").contains("2001:db8::1".parse().unwrap()));
+        assert!(p("10.0.0.0/8").covers(&p("10.1.0.0/16")));
+        assert!(!p("10.1.0.0/16").covers(&p("10.0.0.0/8")));
+        assert!(p("10.1.0.0/16").overlaps(&p("10.0.0.0/8")));
+        assert!(!p("10.1.0.0/16").overlaps(&p("10.2.0.0/16")));
+        assert_eq!(p("10.1.2.3"), p("10.1.2.3/32"));
+        assert_eq!(p("2001:db8::/32").prefix_len(), 32);
+        assert_eq!(
+            IpPrefix::new("10.1.2.3".parse().unwrap(), 40),
+            p("10.1.2.3/32")
+        );
+    }
+
+    #[test]
+    fn strict_parse_refuses_host_bits_and_bad_lengths() {
+        assert!(IpPrefix::parse("10.1.0.1/24")
+            .unwrap_err()
+            .contains("10.1.0.0/24"));
+        assert!(IpPrefix::parse("10.1.0.0/33").is_err());
+        assert!(IpPrefix::parse("2001:db8::/129").is_err());
+        assert!(IpPrefix::parse("10.1.0/24").is_err());
+    }
+
+    #[test]
+    fn port_ranges_parse() {
+        let r = PortRange::parse("1000-2000").unwrap();
+        assert!(r.covers(&PortRange::parse("1500").unwrap()));
+        assert!(r.overlaps(&PortRange::parse("2000-3000").unwrap()));
+        assert!(!r.overlaps(&PortRange::parse("2001-3000").unwrap()));
+        assert!(PortRange::parse("2-1").is_err());
+        assert!(PortRange::parse("70000").is_err());
+        assert_eq!(r.to_string(), "1000-2000");
+        assert_eq!(PortRange::single(53).to_string(), "53");
     }
 
     #[test]

@@ -50,10 +50,7 @@ fn proto(ctx: &mut Ctx, f: &Field) -> Option<Option<u8>> {
 
 fn ports(ctx: &mut Ctx, f: &Field) -> Option<PortRange> {
     if f.is_int() {
-        return f.int(ctx, 0, 65535).map(|p| PortRange {
-            first: p as u16,
-            last: p as u16,
-        });
+        return f.int(ctx, 0, 65535).map(|p| PortRange::single(p as u16));
     }
     f.parse_with(ctx, "a port or range like \"1024-65535\"", PortRange::parse)
 }

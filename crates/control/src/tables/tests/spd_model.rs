@@ -31,7 +31,7 @@ fn prefix() -> impl Strategy<Value = IpPrefix> {
             IpAddr::V4(_) => [0, 8, 16, 22, 23, 24, 30, 31, 32][i],
             IpAddr::V6(_) => [0, 32, 64, 109, 110, 112, 126, 127, 128][i],
         };
-        IpPrefix::new(ip, len).unwrap()
+        IpPrefix::new(ip, len)
     })
 }
 
@@ -146,7 +146,7 @@ proptest! {
     ) {
         let original = rules[pick.index(rules.len())].clone();
         let mut copy = original.clone();
-        copy.selector.dport = PortRange::single(original.selector.dport.lo().max(port).min(original.selector.dport.hi()));
+        copy.selector.dport = PortRange::single(original.selector.dport.first.max(port).min(original.selector.dport.last));
         copy.priority = original.priority;
         let copy_id = RuleId(rules.len() as u32);
         rules.push(copy.clone());
