@@ -34,7 +34,8 @@ pub struct Row {
     pub measured: Measured,
     /// Ceiling cycles per packet over this layer's, same case.
     pub ratio_to_ceiling: Option<f64>,
-    /// Only on rows of the scaled run (workers > 1).
+    /// Only on rows of the scaled run (workers > 1): wall-clock loop rate
+    /// of N workers over N times that of one.
     pub efficiency: Option<f64>,
 }
 
@@ -71,8 +72,9 @@ fn free_hugepages() -> u64 {
 }
 
 /// EAL arguments: no PCI devices (no NIC needed), hugepages when enough are
-/// free (what a real deployment uses), plain memory otherwise.
-pub fn eal_args(hugepages: bool) -> Vec<String> {
+/// free (what a real deployment uses), plain memory otherwise, sized for
+/// `workers` pools of about 10 MiB.
+pub fn eal_args(hugepages: bool, workers: usize) -> Vec<String> {
     let mut a: Vec<String> = vec![
         "-l".into(),
         "0".into(),
@@ -82,11 +84,12 @@ pub fn eal_args(hugepages: bool) -> Vec<String> {
     if hugepages {
         a.push("--in-memory".into());
     } else {
+        let mib = 128 + 16 * workers;
         a.extend([
             "--no-huge".into(),
             "--no-shconf".into(),
             "-m".into(),
-            "512".into(),
+            mib.to_string(),
         ]);
     }
     a.push(format!("--file-prefix=espgw-bench-{}", std::process::id()));
@@ -101,7 +104,7 @@ pub fn run(opts: &Options) -> Result<Report, String> {
     // map DPDK's hugepage areas).
     let forced_off = std::env::var_os("ESPGW_BENCH_NO_HUGEPAGES").is_some_and(|v| v == "1");
     let hugepages = !forced_off && free_hugepages() >= 16 + 8 * opts.workers as u64;
-    let args = eal_args(hugepages);
+    let args = eal_args(hugepages, opts.workers);
     let eal = Eal::init(&args).map_err(|e| format!("DPDK EAL init failed: {e}"))?;
     let tsc_hz = dpdk::cycles::tsc_hz();
     if tsc_hz == 0 {
@@ -337,7 +340,10 @@ fn rows_of_case(
                 measured: merge(&measured),
                 ratio_to_ceiling: ratio_to_ceiling(rates.cycles_per_packet, ceiling),
                 efficiency: if n > 1 {
-                    single.and_then(|r| efficiency(rates.mpps, n, r.rates.mpps))
+                    // Wall-clock rates of the whole loops: a worker that
+                    // shares its core (more workers than free cores) shows
+                    // here, while its stage cycles would hide it.
+                    single.and_then(|r| efficiency(rates.loop_mpps, n, r.rates.loop_mpps))
                 } else {
                     None
                 },

@@ -31,6 +31,13 @@ fn check(row: &Row) -> String {
 /// The whole table, with a legend.
 pub fn render(report: &Report) -> String {
     let mut s = String::new();
+    if report.options.workers > report.machine.logical_cpus {
+        let _ = writeln!(
+            s,
+            "NOTE: {} workers on {} CPUs share cores: the stage rates assume a core each; eff and loop Mp show the sharing.\n",
+            report.options.workers, report.machine.logical_cpus
+        );
+    }
     let _ = writeln!(
         s,
         "{:<16} {:>5} {:<7} {:>3} {:<6} | {:>7} {:>7} {:>7} {:>8} {:>6} | {:>7} {:>5} | {:>7} {:>7} {:>7} | {:>5} {:>7} | check",
@@ -80,7 +87,7 @@ pub fn render(report: &Report) -> String {
          by other processes (> 20x the median burst, share in pre%) left out; mean: over every burst, preempted included.\n\
          Gb/s in: inner IP bytes; Gb/s wr: ESP frames on the encrypted link incl. 24 B preamble/FCS/gap.\n\
          x ceil: cipher cycles / layer cycles (1.0 = no overhead over the raw cipher). Latency: burst of 32 handed to the\n\
-         stage until the sink takes it (every packet of a burst waits for the whole burst). eff: rate(W) / (W x rate(1)).\n\
+         stage until the sink takes it (every packet of a burst waits for the whole burst). eff: loop rate(W) / (W x loop rate(1)).\n\
          loop Mp: generator + stage + sink on the same core, wall clock. check: every output checked by the sink.\n",
         report.machine.tsc_hz as f64 / 1e9
     );
