@@ -33,8 +33,8 @@ pub use sections::tunnel::{
 };
 pub use summary::Summary;
 pub use to_tables::{
-    policy_rule, sad_from_config, spd_from_config, tables_from_config, tunnel_rule,
-    SadFromConfigError,
+    policy_rule, sad_from_config, spd_from_config, tables_from_config, tunnel_id, tunnel_rule,
+    tunnel_selector, SadFromConfigError,
 };
 
 use reader::{Ctx, Field, Table};

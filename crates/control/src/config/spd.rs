@@ -17,7 +17,7 @@
 use super::model::{Policy, SpdEntry, Tunnel};
 use super::reader::Ctx;
 use super::sections::Located;
-use super::to_tables::{policy_rule, tunnel_rule};
+use super::to_tables::{policy_rule, tunnel_id, tunnel_rule};
 use crate::tables::{unreachable_rules, IpPrefix, Rule, Selector};
 
 struct Entry {
@@ -61,7 +61,7 @@ pub(crate) fn build(
     let rules: Vec<Rule> = entries
         .iter()
         .map(|e| match e.spd {
-            SpdEntry::Tunnel(i) => tunnel_rule(i, &tunnels[i].item),
+            SpdEntry::Tunnel(i) => tunnel_rule(tunnel_id(i), &tunnels[i].item),
             SpdEntry::Policy(i) => policy_rule(&policies[i].item),
         })
         .collect();

@@ -26,17 +26,23 @@ pub fn tunnel_id(index: usize) -> TunnelId {
     TunnelId(index as u32)
 }
 
-/// A tunnel's SPD rule: outbound traffic from its `local_ts` to its
-/// `remote_ts` (same family, any protocol and port) is protected by it.
-pub fn tunnel_rule(index: usize, tunnel: &Tunnel) -> Rule {
+/// A tunnel's traffic, as for outbound packets: from its `local_ts` to its
+/// `remote_ts` (same family), any protocol and port.
+pub fn tunnel_selector(tunnel: &Tunnel) -> Selector {
+    Selector {
+        src: tunnel.local_ts.clone(),
+        dst: tunnel.remote_ts.clone(),
+        ..Selector::default()
+    }
+}
+
+/// A tunnel's SPD rule: its traffic is protected by tunnel `id` (the
+/// config index for config tunnels, see [`tunnel_id`]).
+pub fn tunnel_rule(id: TunnelId, tunnel: &Tunnel) -> Rule {
     Rule {
         priority: tunnel.priority,
-        selector: Selector {
-            src: tunnel.local_ts.clone(),
-            dst: tunnel.remote_ts.clone(),
-            ..Selector::default()
-        },
-        action: Action::Protect(tunnel_id(index)),
+        selector: tunnel_selector(tunnel),
+        action: Action::Protect(id),
     }
 }
 
@@ -64,7 +70,7 @@ pub fn tables_from_config(cfg: &Config) -> (Vec<Rule>, Action) {
         .spd
         .iter()
         .map(|&entry| match entry {
-            SpdEntry::Tunnel(i) => tunnel_rule(i, &cfg.tunnels[i]),
+            SpdEntry::Tunnel(i) => tunnel_rule(tunnel_id(i), &cfg.tunnels[i]),
             SpdEntry::Policy(i) => policy_rule(&cfg.policies[i]),
         })
         .collect();

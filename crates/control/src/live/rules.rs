@@ -1,15 +1,16 @@
-//! Config tunnels and policies as SPD rules of the control tables.
-//!
-//! Config prefixes and port ranges are the tables' own types, so this is
-//! only a matter of putting the fields in place.
+//! Config tunnels and policies as SPD rules of the control tables: the
+//! config's own conversion (`config::to_tables`), which `espgw check`'s
+//! shadowing check uses too.
 
-use crate::config::{Action as ConfigAction, Policy, Tunnel};
-use crate::tables::{Action, PortRange, Rule, Selector, TunnelId};
+pub(crate) use crate::config::to_tables::policy_rule;
+use crate::config::to_tables::{tunnel_rule as config_tunnel_rule, tunnel_selector};
+use crate::config::{Action as ConfigAction, Tunnel};
+use crate::tables::{Action, Rule, TunnelId};
 
 /// A tunnel's selectors: protected side (`local_ts`) as source, far side
 /// (`remote_ts`) as destination, as for outbound traffic.
 pub(crate) fn tunnel_rule(t: &Tunnel, id: TunnelId) -> Rule {
-    tunnel_selector_rule(t, Action::Protect(id))
+    config_tunnel_rule(id, t)
 }
 
 /// The same selectors with another action: what stands in for a deleted
@@ -17,32 +18,11 @@ pub(crate) fn tunnel_rule(t: &Tunnel, id: TunnelId) -> Rule {
 pub(crate) fn tunnel_selector_rule(t: &Tunnel, action: Action) -> Rule {
     Rule {
         priority: t.priority,
-        selector: Selector {
-            src: t.local_ts.clone(),
-            dst: t.remote_ts.clone(),
-            ..Selector::default()
-        },
+        selector: tunnel_selector(t),
         action,
     }
 }
 
-pub(crate) fn policy_rule(p: &Policy) -> Rule {
-    Rule {
-        priority: p.priority,
-        selector: Selector {
-            src: p.src.iter().copied().collect(),
-            dst: p.dst.iter().copied().collect(),
-            proto: p.proto,
-            sport: p.sport.unwrap_or(PortRange::ANY),
-            dport: p.dport.unwrap_or(PortRange::ANY),
-        },
-        action: action(p.action),
-    }
-}
-
 pub(crate) fn action(a: ConfigAction) -> Action {
-    match a {
-        ConfigAction::Bypass => Action::Bypass,
-        ConfigAction::Discard => Action::Discard,
-    }
+    a.into()
 }
