@@ -138,6 +138,12 @@ pub fn call(socket: &Path, request: &Value) -> Result<Value, String> {
 /// Runs a command: the text to print, or the gateway's error.
 pub fn run(socket: &Path, command: &CtlCommand, as_json: bool) -> Result<String, String> {
     let response = call(socket, &command.request())?;
+    output(command, &response, as_json)
+}
+
+/// What [`run`] prints for `response`: the table (or pretty JSON), or
+/// the gateway's error.
+pub fn output(command: &CtlCommand, response: &Value, as_json: bool) -> Result<String, String> {
     if response["ok"] != Value::Bool(true) {
         return Err(response["error"]
             .as_str()
@@ -145,11 +151,11 @@ pub fn run(socket: &Path, command: &CtlCommand, as_json: bool) -> Result<String,
             .to_string());
     }
     if as_json {
-        let mut s = serde_json::to_string_pretty(&response).map_err(|e| e.to_string())?;
+        let mut s = serde_json::to_string_pretty(response).map_err(|e| e.to_string())?;
         s.push('\n');
         return Ok(s);
     }
-    command.render(&response)
+    command.render(response)
 }
 
 /// A tunnel from TOML text: either a `[[tunnel]]` table (the first one)

@@ -124,6 +124,11 @@ fn to_toml(v: &Value, path: &str) -> Result<Toml, String> {
             (None, Some(f)) => Toml::Float(f),
             (None, None) => return Err(format!("{path}: not a number")),
         },
+        // JSON has no hex numbers: an SPI may come as "0xa001".
+        Value::String(s) if path.ends_with(".spi") => match parse_int(s) {
+            Some(n) => Toml::Integer(n),
+            None => Toml::String(s.clone()),
+        },
         Value::String(s) => Toml::String(s.clone()),
         Value::Array(items) => Toml::Array(
             items
@@ -140,4 +145,12 @@ fn to_toml(v: &Value, path: &str) -> Result<Toml, String> {
             Toml::Table(t)
         }
     })
+}
+
+/// `"0x..."` hex or decimal.
+fn parse_int(s: &str) -> Option<i64> {
+    match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(hex) => i64::from_str_radix(hex, 16).ok(),
+        None => s.parse().ok(),
+    }
 }

@@ -1,0 +1,280 @@
+//! The Prometheus endpoint: scrape it over TCP and check the exposition.
+
+#[path = "live_support.rs"]
+mod support;
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::Arc;
+
+use espgw_control::live::{
+    metrics, monotonic_clock, CountersSource, DataplaneCounters, Dir, LifetimeLeft, LiveControl,
+    MetricsServer, PortCounters, SaInfo, SaManager, SaState, StatsSnapshot, WorkerCounters,
+};
+use espgw_esp::Verdict;
+use support::*;
+
+struct FakeDataplane;
+
+impl CountersSource for FakeDataplane {
+    fn counters(&self) -> DataplaneCounters {
+        DataplaneCounters {
+            ports: vec![
+                PortCounters {
+                    name: "prot".into(),
+                    rx_packets: 1000,
+                    tx_packets: 990,
+                    ..PortCounters::default()
+                },
+                PortCounters {
+                    name: "unprot".into(),
+                    rx_packets: 7,
+                    tx_packets: 996,
+                    ..PortCounters::default()
+                },
+            ],
+            workers: vec![
+                WorkerCounters {
+                    worker: 0,
+                    busy_ratio: 0.5,
+                },
+                WorkerCounters {
+                    worker: 1,
+                    busy_ratio: 0.125,
+                },
+            ],
+            drops: BTreeMap::from([("no_route".to_string(), 4), ("policy".to_string(), 6)]),
+        }
+    }
+}
+
+/// One sample: name, labels, value.
+type Sample = (String, BTreeMap<String, String>, f64);
+
+/// Parses the text exposition format strictly enough to catch mistakes:
+/// every sample belongs to a family with HELP and TYPE given before it,
+/// label values are quoted with valid escapes, values are numbers.
+fn parse_exposition(text: &str) -> (HashMap<String, String>, Vec<Sample>) {
+    let mut types = HashMap::new();
+    let mut helped = std::collections::HashSet::new();
+    let mut samples = Vec::new();
+    let valid_name = |n: &str| {
+        !n.is_empty()
+            && n.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+            && !n.starts_with(|c: char| c.is_ascii_digit())
+    };
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            let (name, help) = rest.split_once(' ').expect("HELP has text");
+            assert!(valid_name(name) && !help.is_empty(), "{line}");
+            helped.insert(name.to_string());
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap();
+            assert!(["counter", "gauge"].contains(&kind), "{line}");
+            assert!(helped.contains(name), "TYPE before HELP: {line}");
+            assert!(
+                types.insert(name.to_string(), kind.to_string()).is_none(),
+                "twice: {line}"
+            );
+            continue;
+        }
+        assert!(
+            !line.starts_with('#') && !line.is_empty(),
+            "stray line {line:?}"
+        );
+        let (name, rest) = match line.find('{') {
+            Some(i) => (&line[..i], &line[i..]),
+            None => line.split_at(line.find(' ').unwrap()),
+        };
+        assert!(valid_name(name), "{line}");
+        assert!(types.contains_key(name), "sample before its TYPE: {line}");
+        if types[name] == "counter" {
+            assert!(name.ends_with("_total"), "counter without _total: {line}");
+        }
+        let mut labels = BTreeMap::new();
+        let mut chars = rest.chars().peekable();
+        if chars.peek() == Some(&'{') {
+            chars.next();
+            loop {
+                let key: String = chars.by_ref().take_while(|c| *c != '=').collect();
+                assert!(valid_name(&key), "label name {key:?} in {line}");
+                assert_eq!(chars.next(), Some('"'), "{line}");
+                let mut value = String::new();
+                loop {
+                    match chars.next().expect("unterminated label value") {
+                        '"' => break,
+                        '\\' => match chars.next() {
+                            Some('\\') => value.push('\\'),
+                            Some('"') => value.push('"'),
+                            Some('n') => value.push('\n'),
+                            other => panic!("bad escape {other:?} in {line}"),
+                        },
+                        c => value.push(c),
+                    }
+                }
+                labels.insert(key, value);
+                match chars.next() {
+                    Some(',') => continue,
+                    Some('}') => break,
+                    other => panic!("{other:?} after a label in {line}"),
+                }
+            }
+        }
+        let value: String = chars.collect();
+        let value: f64 = value
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("bad value in {line}"));
+        samples.push((name.to_string(), labels, value));
+    }
+    (types, samples)
+}
+
+fn find<'a>(samples: &'a [Sample], name: &str, labels: &[(&str, &str)]) -> Option<&'a Sample> {
+    samples.iter().find(|(n, l, _)| {
+        n == name
+            && labels
+                .iter()
+                .all(|(k, v)| l.get(*k).map(String::as_str) == Some(*v))
+    })
+}
+
+fn scrape(addr: std::net::SocketAddr, path: &str) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn scrape_parses_and_carries_every_family() {
+    let config = config(gateway_toml(
+        1,
+        "lifetime = { seconds = 3600, bytes = 1000000 }",
+        "discard",
+        "",
+    ));
+    let manager = SaManager::with_control_tables(&config, 0).unwrap();
+    // Some traffic through the tunnel's outbound SA.
+    {
+        let tables = manager.current();
+        let sa = tables
+            .sad
+            .outbound_sa(espgw_control::tables::TunnelId(0))
+            .and_then(|s| s.outbound())
+            .unwrap();
+        let mut burst: Vec<_> = (0..5)
+            .map(|i| inner_packet([10, 1, 0, 7], [10, 2, 0, 9], i))
+            .collect();
+        let mut v = [Verdict::Forward; 5];
+        assert_eq!(sa.encap_burst(&mut burst, &mut v, 0), 5);
+    }
+    let control = Arc::new(LiveControl::new(
+        &config,
+        manager,
+        monotonic_clock(),
+        Arc::new(FakeDataplane),
+    ));
+    let server = MetricsServer::bind("127.0.0.1:0".parse().unwrap(), control).unwrap();
+    let response = scrape(server.local_addr(), "/metrics");
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.0 200 OK\r\n"), "{head}");
+    assert!(
+        head.contains("Content-Type: text/plain; version=0.0.4"),
+        "{head}"
+    );
+    assert!(
+        head.contains(&format!("Content-Length: {}", body.len())),
+        "{head}"
+    );
+    let (types, samples) = parse_exposition(body);
+
+    for (name, kind) in [
+        ("espgw_port_rx_packets_total", "counter"),
+        ("espgw_port_tx_packets_total", "counter"),
+        ("espgw_worker_busy_ratio", "gauge"),
+        ("espgw_sa_packets_total", "counter"),
+        ("espgw_sa_bytes_total", "counter"),
+        ("espgw_sa_drops_total", "counter"),
+        ("espgw_sa_lifetime_remaining_seconds", "gauge"),
+        ("espgw_sa_lifetime_remaining_bytes", "gauge"),
+        ("espgw_sa_lifetime_remaining_packets", "gauge"),
+        ("espgw_drops_total", "counter"),
+        ("espgw_sa_soft_expiries_total", "counter"),
+    ] {
+        assert_eq!(types.get(name).map(String::as_str), Some(kind), "{name}");
+    }
+    let value = |name, labels: &[(&str, &str)]| {
+        find(&samples, name, labels)
+            .unwrap_or_else(|| panic!("no {name} {labels:?} in\n{body}"))
+            .2
+    };
+    assert_eq!(
+        value("espgw_port_rx_packets_total", &[("port", "prot")]),
+        1000.0
+    );
+    assert_eq!(
+        value("espgw_port_tx_packets_total", &[("port", "unprot")]),
+        996.0
+    );
+    assert_eq!(value("espgw_worker_busy_ratio", &[("worker", "1")]), 0.125);
+    assert_eq!(value("espgw_drops_total", &[("reason", "policy")]), 6.0);
+    let out_sa = [("tunnel", "t"), ("dir", "out"), ("spi", "0x0000a001")];
+    assert_eq!(value("espgw_sa_packets_total", &out_sa), 5.0);
+    // 5 inner packets of 60 bytes.
+    assert_eq!(value("espgw_sa_bytes_total", &out_sa), 300.0);
+    assert_eq!(
+        value("espgw_sa_lifetime_remaining_bytes", &out_sa),
+        999_700.0
+    );
+    let in_sa = [("tunnel", "t"), ("dir", "in"), ("spi", "0x0000b001")];
+    assert_eq!(value("espgw_sa_packets_total", &in_sa), 0.0);
+    assert!(value("espgw_sa_lifetime_remaining_seconds", &in_sa) <= 3600.0);
+    // No packet limit configured: no such series.
+    assert!(find(&samples, "espgw_sa_lifetime_remaining_packets", &out_sa).is_none());
+
+    let other = scrape(server.local_addr(), "/");
+    assert!(other.starts_with("HTTP/1.0 404"), "{other}");
+}
+
+#[test]
+fn label_values_are_escaped() {
+    let name = "we\"ird\\tun\nnel";
+    let snapshot = StatsSnapshot {
+        sas: vec![SaInfo {
+            tunnel: name.into(),
+            dir: Dir::In,
+            spi: 0x1234,
+            suite: "aes256gcm16".into(),
+            state: SaState::Draining,
+            packets: 3,
+            bytes: 4,
+            drops: BTreeMap::from([("replayed".to_string(), 2)]),
+            lifetime_left: LifetimeLeft {
+                packets: Some(9),
+                ..LifetimeLeft::default()
+            },
+            age_seconds: 1,
+        }],
+        ..StatsSnapshot::default()
+    };
+    let text = metrics::render(&snapshot);
+    let (_, samples) = parse_exposition(&text);
+    let labels = [("tunnel", name), ("dir", "in"), ("spi", "0x00001234")];
+    let drops = find(&samples, "espgw_sa_drops_total", &labels).unwrap();
+    assert_eq!(drops.1.get("reason").unwrap(), "replayed");
+    assert_eq!(drops.2, 2.0);
+    assert_eq!(
+        find(&samples, "espgw_sa_lifetime_remaining_packets", &labels)
+            .unwrap()
+            .2,
+        9.0
+    );
+    let state = find(&samples, "espgw_sa_state", &labels).unwrap();
+    assert_eq!(state.1.get("state").unwrap(), "draining");
+}

@@ -1,0 +1,329 @@
+//! The control socket end to end: a real server on a temp path, driven by
+//! the ctl client functions; keys never come back out.
+
+#[path = "live_support.rs"]
+mod support;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use espgw_control::live::client::{self, CtlCommand, KeyArgs};
+use espgw_control::live::protocol::DelTarget;
+use espgw_control::live::{
+    ControlServer, CountersSource, DataplaneCounters, LiveControl, LiveTables, PortCounters,
+    SaManager, WorkerCounters,
+};
+use serde_json::{json, Value};
+use support::*;
+use zeroize::Zeroizing;
+
+struct FakeDataplane;
+
+impl CountersSource for FakeDataplane {
+    fn counters(&self) -> DataplaneCounters {
+        DataplaneCounters {
+            ports: vec![PortCounters {
+                name: "prot".into(),
+                rx_packets: 123,
+                tx_packets: 45,
+                rx_bytes: 6789,
+                tx_bytes: 1011,
+            }],
+            workers: vec![WorkerCounters {
+                worker: 0,
+                busy_ratio: 0.25,
+            }],
+            drops: BTreeMap::from([("policy_discard".to_string(), 3)]),
+        }
+    }
+}
+
+fn temp_dir(tag: &str) -> PathBuf {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "espgw-live-{tag}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// A gateway with one tunnel (soft lifetime 50 s, hard 100 s) behind a
+/// control socket in a fresh directory; the clock is the returned atomic.
+fn gateway(dir: &Path) -> (ControlServer, Arc<LiveControl<LiveTables>>, Arc<AtomicU64>) {
+    let config = config(gateway_toml(
+        1,
+        "lifetime = { seconds = 100, soft_seconds = 50 }",
+        "discard",
+        "",
+    ));
+    let manager = SaManager::with_control_tables(&config, 0).unwrap();
+    let clock = Arc::new(AtomicU64::new(0));
+    let c = clock.clone();
+    let control = Arc::new(LiveControl::new(
+        &config,
+        manager,
+        Arc::new(move || c.load(Ordering::Relaxed)),
+        Arc::new(FakeDataplane),
+    ));
+    // A directory that does not exist yet: the server creates it.
+    let server = ControlServer::bind(&dir.join("run/gw.sock"), control.clone()).unwrap();
+    (server, control, clock)
+}
+
+const ADD_OUT_KEY: &str = "a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4";
+const ADD_IN_KEY: &str = "c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4";
+const REKEY_OUT_KEY: &str = "e1e2e3e4e5e6e7e8e9eaebecedeeeff0f1f2f3f4";
+const REKEY_IN_KEY: &str = "0102030405060708090a0b0c0d0e0f1011121314";
+
+fn tunnel_u(out_key: &str) -> Value {
+    json!({
+        "name": "u", "local": "192.0.2.1", "remote": "192.0.2.3",
+        "local_ts": ["10.1.0.0/24"], "remote_ts": ["10.3.0.0/24"],
+        "esp": "aes128gcm16",
+        "out": {"spi": "0xc001", "key": out_key},
+        "in": {"spi": 0xd001, "key": ADD_IN_KEY}
+    })
+}
+
+fn keys(spi: u32, key: &str) -> Option<KeyArgs> {
+    Some(KeyArgs {
+        spi,
+        key: Zeroizing::new(key.to_string()),
+        auth_key: None,
+    })
+}
+
+/// Runs a command both ways (table and JSON); returns the table text and
+/// pushes everything seen onto `seen`.
+fn ctl(sock: &Path, cmd: &CtlCommand, seen: &mut Vec<String>) -> Result<String, String> {
+    let response = client::call(sock, &cmd.request())?;
+    seen.push(response.to_string());
+    let text = client::output(cmd, &response, false);
+    seen.push(format!("{text:?}"));
+    text
+}
+
+#[test]
+fn every_command_through_the_socket_and_no_key_comes_back() {
+    let logs = logs();
+    let dir = temp_dir("sock");
+    let (server, control, clock) = gateway(&dir);
+    let sock = server.path().to_path_buf();
+    let mode = std::fs::metadata(&sock).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "socket mode {mode:o}");
+    let mut seen = Vec::new();
+
+    let status = ctl(&sock, &CtlCommand::Status, &mut seen).unwrap();
+    assert!(
+        status.starts_with("gateway gw-1: up 0 s, 1 worker(s), 1 tunnel(s)"),
+        "{status}"
+    );
+    assert!(
+        status.contains("t       192.0.2.1  192.0.2.2  0x0000a001  0x0000b001  0         up"),
+        "{status}"
+    );
+
+    let list = ctl(&sock, &CtlCommand::SaList, &mut seen).unwrap();
+    let lines: Vec<&str> = list.lines().collect();
+    assert!(
+        lines[0].starts_with("TUNNEL  DIR  SPI         SUITE        STATE   PACKETS"),
+        "{list}"
+    );
+    assert_eq!(lines.len(), 3, "{list}");
+    assert!(
+        lines[1].contains("out  0x0000a001  aes128gcm16  active  0"),
+        "{list}"
+    );
+    assert!(lines[1].ends_with("100     -           -"), "{list}");
+
+    // sa add, then it is listed; adding it again is refused.
+    let add = CtlCommand::SaAdd {
+        tunnel: tunnel_u(ADD_OUT_KEY),
+    };
+    assert_eq!(ctl(&sock, &add, &mut seen).unwrap(), "tunnel \"u\" added\n");
+    let e = ctl(&sock, &add, &mut seen).unwrap_err();
+    assert!(e.contains("already exists"), "{e}");
+    // A key of the wrong length is refused by the config checks.
+    let bad = CtlCommand::SaAdd {
+        tunnel: json!({"name": "w", "local": "192.0.2.1", "remote": "192.0.2.4",
+            "local_ts": ["10.1.0.0/24"], "remote_ts": ["10.4.0.0/24"], "esp": "aes128gcm16",
+            "out": {"spi": 0xe001, "key": &ADD_OUT_KEY[..30]},
+            "in": {"spi": 0xf001, "key": ADD_IN_KEY}}),
+    };
+    let e = ctl(&sock, &bad, &mut seen).unwrap_err();
+    assert!(e.contains("tunnel.out.key"), "{e}");
+    // A local address on no port is refused, naming the key.
+    let mut elsewhere = tunnel_u(ADD_OUT_KEY);
+    elsewhere["name"] = json!("x");
+    elsewhere["local"] = json!("198.51.100.1");
+    let e = ctl(&sock, &CtlCommand::SaAdd { tunnel: elsewhere }, &mut seen).unwrap_err();
+    assert!(e.contains("tunnel.local"), "{e}");
+
+    let list = ctl(&sock, &CtlCommand::SaList, &mut seen).unwrap();
+    assert!(list.contains("u       out  0x0000c001"), "{list}");
+
+    // Rekey both directions of t: the old inbound SA drains.
+    let rekey = CtlCommand::SaRekey {
+        tunnel: "t".into(),
+        outbound: keys(0xa002, REKEY_OUT_KEY),
+        inbound: keys(0xb002, REKEY_IN_KEY),
+    };
+    let r = ctl(&sock, &rekey, &mut seen).unwrap();
+    assert!(
+        r.contains("0x0000b002 installed") && r.contains("SPI 0x0000a002"),
+        "{r}"
+    );
+    let list = ctl(&sock, &CtlCommand::SaList, &mut seen).unwrap();
+    assert!(list.contains("0x0000b001  aes128gcm16  draining"), "{list}");
+    // A rekey with a short key is refused without quoting it.
+    let short = CtlCommand::SaRekey {
+        tunnel: "t".into(),
+        outbound: keys(0xa003, &REKEY_OUT_KEY[..20]),
+        inbound: None,
+    };
+    assert!(ctl(&sock, &short, &mut seen).is_err());
+
+    // Soft expiry shows in status once the clock passes 50 s.
+    clock.store(60, Ordering::Relaxed);
+    control.tick();
+    let status = ctl(&sock, &CtlCommand::Status, &mut seen).unwrap();
+    assert!(
+        status.contains("soft-expired (rekey due):\n  t out 0x0000a002\n  t in 0x0000b002\n"),
+        "{status}"
+    );
+
+    let stats = ctl(&sock, &CtlCommand::Stats, &mut seen).unwrap();
+    assert!(stats.contains("prot  123      45"), "{stats}");
+    assert!(stats.contains("0       0.250"), "{stats}");
+    assert!(stats.contains("policy_discard  3"), "{stats}");
+    let json_stats = client::run(&sock, &CtlCommand::Stats, true).unwrap();
+    seen.push(json_stats.clone());
+    let v: Value = serde_json::from_str(&json_stats).unwrap();
+    assert_eq!(v["ports"][0]["rx_packets"], 123);
+    // t out+in, u out+in: the old inbound SA of t drained at the tick.
+    assert_eq!(v["sas"].as_array().unwrap().len(), 4);
+    for cmd in [CtlCommand::Status, CtlCommand::SaList] {
+        seen.push(client::run(&sock, &cmd, true).unwrap());
+    }
+
+    // Delete by name and by SPI.
+    let del = CtlCommand::SaDel {
+        target: DelTarget::Tunnel("u".into()),
+    };
+    assert_eq!(
+        ctl(&sock, &del, &mut seen).unwrap(),
+        "tunnel \"u\" deleted\n"
+    );
+    assert!(ctl(&sock, &del, &mut seen).is_err());
+    let del = CtlCommand::SaDel {
+        target: DelTarget::Spi(0xb002),
+    };
+    assert_eq!(
+        ctl(&sock, &del, &mut seen).unwrap(),
+        "tunnel \"t\" deleted\n"
+    );
+    let status = ctl(&sock, &CtlCommand::Status, &mut seen).unwrap();
+    assert!(status.contains("0 tunnel(s)"), "{status}");
+
+    // Raw protocol: bad lines get an error line and the connection lives on.
+    let mut conn = UnixStream::connect(&sock).unwrap();
+    let mut reader = BufReader::new(conn.try_clone().unwrap());
+    for line in [
+        "not json".to_string(),
+        r#"{"cmd":"reboot"}"#.to_string(),
+        format!(
+            r#"{{"cmd":"sa_rekey","tunnel":"t","in":{{"spi":4096,"key":{REKEY_IN_KEY:?}zz}}}}"#
+        ),
+        r#"{"cmd":"status"}"#.to_string(),
+    ] {
+        writeln!(conn, "{line}").unwrap();
+        let mut answer = String::new();
+        reader.read_line(&mut answer).unwrap();
+        seen.push(answer.clone());
+        let v: Value = serde_json::from_str(&answer).unwrap();
+        assert_eq!(v["ok"], line.contains("status"), "{line} -> {answer}");
+    }
+
+    drop(server);
+    assert!(!sock.exists(), "socket removed on drop");
+
+    let log_lines = logs.lock().unwrap().clone();
+    assert!(log_lines
+        .iter()
+        .any(|l| l.contains("rekey: outbound switched")));
+    for key in [
+        ADD_OUT_KEY,
+        ADD_IN_KEY,
+        REKEY_OUT_KEY,
+        REKEY_IN_KEY,
+        &KEY_A[2..],
+        &KEY_B[2..],
+    ] {
+        let probe = &key[..12];
+        let upper = probe.to_uppercase();
+        for text in seen.iter().chain(&log_lines) {
+            assert!(
+                !text.contains(probe) && !text.contains(&upper),
+                "key material in {text}"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn stale_sockets_are_replaced_and_live_ones_are_not() {
+    let dir = temp_dir("stale");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("gw.sock");
+    // A socket file nobody listens on any more.
+    drop(UnixListener::bind(&path).unwrap());
+    assert!(path.exists());
+    let config = config(gateway_toml(1, "", "discard", ""));
+    let control = || {
+        Arc::new(LiveControl::new(
+            &config,
+            SaManager::with_control_tables(&config, 0).unwrap(),
+            espgw_control::live::monotonic_clock(),
+            Arc::new(()),
+        ))
+    };
+    let server = ControlServer::bind(&path, control()).unwrap();
+    assert!(client::run(&path, &CtlCommand::Status, false).is_ok());
+    // A second gateway on the same path is refused; the first keeps it.
+    let e = ControlServer::bind(&path, control()).err().unwrap();
+    assert_eq!(e.kind(), std::io::ErrorKind::AddrInUse);
+    assert!(client::run(&path, &CtlCommand::Status, false).is_ok());
+    drop(server);
+    // A regular file is never removed.
+    std::fs::write(&path, "not a socket").unwrap();
+    assert!(ControlServer::bind(&path, control()).is_err());
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "not a socket");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn tunnel_toml_files_become_sa_add_requests() {
+    let text = format!(
+        "[[tunnel]]\nname = \"u\"\nlocal = \"192.0.2.1\"\nremote = \"192.0.2.3\"\n\
+         local_ts = [\"10.1.0.0/24\"]\nremote_ts = [\"10.3.0.0/24\"]\nesp = \"aes128gcm16\"\n\
+         out = {{ spi = 0xc001, key = \"{ADD_OUT_KEY}\" }}\nin = {{ spi = 0xd001, key = \"{ADD_IN_KEY}\" }}\n"
+    );
+    let v = client::tunnel_from_toml(&text).unwrap();
+    assert_eq!(v["out"]["spi"], 0xc001);
+    assert_eq!(v["name"], "u");
+    // Bare keys at top level work too.
+    let bare = text.replace("[[tunnel]]\n", "");
+    assert_eq!(client::tunnel_from_toml(&bare).unwrap(), v);
+    // A syntax error does not quote the line (which may hold a key).
+    let broken = text.replace("key = \"a1", "key = a1");
+    let e = client::tunnel_from_toml(&broken).unwrap_err();
+    assert!(!e.contains(&ADD_OUT_KEY[..12]), "{e}");
+}
