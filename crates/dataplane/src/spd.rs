@@ -9,6 +9,7 @@
 use std::net::IpAddr;
 
 use espgw_control::config::net::Prefix;
+use espgw_control::tables;
 
 /// What the SPD says to do with a packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,10 +73,16 @@ pub struct SpdRule {
     pub action: Action,
 }
 
-/// The ordered rules and the default action.
-#[derive(Debug, Clone)]
+/// The ordered rules, compiled into the control plane's first-match
+/// lookup ([`espgw_control::tables::Spd`]: prefix-indexed, its cost does
+/// not grow with the number of tunnels), and the default action.
+#[derive(Debug)]
 pub struct Spd {
-    rules: Vec<SpdRule>,
+    compiled: tables::Spd,
+    /// Rule index -> what it does. The compiled table's action of rule
+    /// *i* is `Protect(TunnelId(i))` and its default `Discard`, so one
+    /// lookup says both which rule matched and that none did.
+    actions: Vec<Action>,
     default: Action,
 }
 
@@ -86,22 +93,61 @@ pub struct Decision {
     pub by_default: bool,
 }
 
+fn prefixes(p: Option<Prefix>) -> Vec<tables::IpPrefix> {
+    // Through the text form: the config's prefixes are valid, so it parses.
+    p.and_then(|p| p.to_string().parse::<tables::IpPrefix>().ok())
+        .into_iter()
+        .collect()
+}
+
+fn ports(r: Option<(u16, u16)>) -> tables::PortRange {
+    r.and_then(|(a, b)| tables::PortRange::new(a, b))
+        .unwrap_or(tables::PortRange::ANY)
+}
+
 impl Spd {
+    /// Compiles `rules` (in lookup order) with `default` for no match.
     pub fn new(rules: Vec<SpdRule>, default: Action) -> Spd {
-        Spd { rules, default }
+        let compiled: Vec<tables::Rule> = rules
+            .iter()
+            .enumerate()
+            .map(|(i, r)| tables::Rule {
+                priority: i as u32,
+                selector: tables::Selector {
+                    src: prefixes(r.selector.local),
+                    dst: prefixes(r.selector.remote),
+                    proto: r.selector.proto,
+                    sport: ports(r.selector.local_port),
+                    dport: ports(r.selector.remote_port),
+                },
+                action: tables::Action::Protect(tables::TunnelId(i as u32)),
+            })
+            .collect();
+        Spd {
+            compiled: tables::Spd::new(&compiled, tables::Action::Discard),
+            actions: rules.iter().map(|r| r.action).collect(),
+            default,
+        }
     }
 
-    /// The first rule matching `flow`, or the default. A linear scan: SPDs
-    /// of gateways like this one hold a handful of rules; a large SPD would
-    /// want the control plane's compiled lookup instead.
+    /// The first rule matching `flow`, or the default. A packet without
+    /// ports (not TCP/UDP/SCTP, or a non-first fragment) is looked up with
+    /// ports 0, so a rule's port range matches it only if it holds 0.
     #[inline]
     pub fn lookup(&self, flow: &Flow) -> Decision {
-        match self.rules.iter().find(|r| r.selector.matches(flow)) {
-            Some(r) => Decision {
-                action: r.action,
+        let key = tables::FlowKey {
+            src: flow.local,
+            dst: flow.remote,
+            proto: flow.proto,
+            sport: flow.local_port.unwrap_or(0),
+            dport: flow.remote_port.unwrap_or(0),
+        };
+        match self.compiled.lookup(&key) {
+            tables::Action::Protect(tables::TunnelId(i)) => Decision {
+                action: self.actions[i as usize],
                 by_default: false,
             },
-            None => Decision {
+            _ => Decision {
                 action: self.default,
                 by_default: true,
             },
@@ -125,6 +171,57 @@ mod tests {
             local_port: Some(40000),
             remote_port: rport,
         }
+    }
+
+    /// The compiled lookup agrees with a plain first-match scan using
+    /// [`Selector::matches`] (ports: a selector's range never matches a
+    /// packet without ports unless the range holds 0).
+    #[test]
+    fn compiled_lookup_agrees_with_a_linear_scan() {
+        use proptest::prelude::*;
+        let nets = [
+            "10.1.0.0/24",
+            "10.1.0.0/16",
+            "10.2.0.0/24",
+            "0.0.0.0/0",
+            "10.1.0.128/25",
+        ];
+        let rule = (
+            0usize..6,
+            0usize..6,
+            proptest::option::of(prop_oneof![Just(6u8), Just(17u8)]),
+            any::<bool>(),
+            0usize..3,
+        );
+        proptest!(|(rules in proptest::collection::vec(rule, 0..8), flows in proptest::collection::vec((0u8..4, 0u8..4, prop_oneof![Just(6u8), Just(17u8), Just(1u8)], 0u16..100), 1..20))| {
+            let rules: Vec<SpdRule> = rules
+                .into_iter()
+                .map(|(l, r, proto, ranged, act)| SpdRule {
+                    selector: Selector {
+                        local: nets.get(l).map(|s| Prefix::parse(s).unwrap()),
+                        remote: nets.get(r).map(|s| Prefix::parse(s).unwrap()),
+                        proto,
+                        local_port: None,
+                        remote_port: ranged.then_some((10, 50)),
+                    },
+                    action: [Action::Bypass, Action::Discard, Action::Protect(3)][act],
+                })
+                .collect();
+            let spd = Spd::new(rules.clone(), Action::Discard);
+            for (a, b, proto, port) in flows {
+                let f = Flow {
+                    local: format!("10.1.0.{}", a * 60).parse().unwrap(),
+                    remote: format!("10.{}.0.9", b).parse().unwrap(),
+                    proto,
+                    local_port: (proto != 1).then_some(40000),
+                    remote_port: (proto != 1).then_some(port),
+                };
+                let want = rules.iter().find(|r| r.selector.matches(&f)).map(|r| r.action);
+                let got = spd.lookup(&f);
+                prop_assert_eq!(got.action, want.unwrap_or(Action::Discard));
+                prop_assert_eq!(got.by_default, want.is_none());
+            }
+        });
     }
 
     #[test]
