@@ -160,6 +160,18 @@ fn sa_constructor_errors_name_the_tunnel_and_direction() {
     ));
 }
 
+/// A `[[tunnel]]` named `tN` from the base config's address to 192.0.2.(N+1),
+/// with SPIs 0x100N (out) and 0x200N (in); `extra` is one more line or "".
+fn tunnel(name: &str, local_ts: &[&str], remote_ts: &[&str], extra: &str) -> String {
+    let n = &name[1..];
+    let peer: u8 = n.parse::<u8>().unwrap() + 1;
+    format!(
+        "\n[[tunnel]]\nname = \"{name}\"\nlocal = \"192.0.2.1\"\nremote = \"192.0.2.{peer}\"\n\
+         local_ts = {local_ts:?}\nremote_ts = {remote_ts:?}\nesp = \"aes128gcm16\"\n{extra}\n\
+         out = {{ spi = 0x100{n}, key = \"{OUT_KEY}\" }}\nin = {{ spi = 0x200{n}, key = \"{IN_KEY}\" }}\n"
+    )
+}
+
 /// Tunnels (IPv4 and IPv6 selectors, several priorities) and policies
 /// (protocols, port ranges) that interleave in the SPD.
 fn mixed_config() -> String {
@@ -168,28 +180,13 @@ fn mixed_config() -> String {
         "default_action = \"discard\"",
         "default_action = \"bypass\"",
     );
-    text + r#"
-[[tunnel]]
-name = "t2"
-local = "192.0.2.1"
-remote = "192.0.2.3"
-local_ts = ["10.1.0.0/24", "fd00:1::/64"]
-remote_ts = ["10.3.0.0/16", "fd00:3::/48"]
-esp = "aes128gcm16"
-out = { spi = 0x1002, key = "00112233445566778899aabbccddeeff01020304" }
-in = { spi = 0x2002, key = "00112233445566778899aabbccddeeff01020304" }
-
-[[tunnel]]
-name = "t3"
-local = "192.0.2.1"
-remote = "192.0.2.4"
-local_ts = ["10.1.0.128/25"]
-remote_ts = ["10.2.0.0/23"]
-esp = "aes128gcm16"
-priority = 500
-out = { spi = 0x1003, key = "00112233445566778899aabbccddeeff01020304" }
-in = { spi = 0x2003, key = "00112233445566778899aabbccddeeff01020304" }
-
+    text + &tunnel(
+        "t2",
+        &["10.1.0.0/24", "fd00:1::/64"],
+        &["10.3.0.0/16", "fd00:3::/48"],
+        "",
+    ) + &tunnel("t3", &["10.1.0.128/25"], &["10.2.0.0/23"], "priority = 500")
+        + r#"
 [[policy]]
 action = "bypass"
 proto = "udp"
@@ -378,27 +375,13 @@ fn compiled_spd_linear_scan_and_config_meaning_agree() {
 fn a_tunnel_covered_by_the_union_of_an_earlier_ones_prefixes_is_unreachable() {
     // The two /25 halves of t2 cover t3's /24: no one prefix does.
     let text = base()
-        + r#"
-[[tunnel]]
-name = "t2"
-local = "192.0.2.1"
-remote = "192.0.2.3"
-local_ts = ["10.1.0.0/25", "10.1.0.128/25"]
-remote_ts = ["10.3.0.0/24"]
-esp = "aes128gcm16"
-out = { spi = 0x1002, key = "00112233445566778899aabbccddeeff01020304" }
-in = { spi = 0x2002, key = "00112233445566778899aabbccddeeff01020304" }
-
-[[tunnel]]
-name = "t3"
-local = "192.0.2.1"
-remote = "192.0.2.4"
-local_ts = ["10.1.0.0/24"]
-remote_ts = ["10.3.0.0/24"]
-esp = "aes128gcm16"
-out = { spi = 0x1003, key = "00112233445566778899aabbccddeeff01020304" }
-in = { spi = 0x2003, key = "00112233445566778899aabbccddeeff01020304" }
-"#;
+        + &tunnel(
+            "t2",
+            &["10.1.0.0/25", "10.1.0.128/25"],
+            &["10.3.0.0/24"],
+            "",
+        )
+        + &tunnel("t3", &["10.1.0.0/24"], &["10.3.0.0/24"], "");
     let t2 = line_of(&text, "name = \"t2\"") - 1;
     assert_error(
         &errors(&text),
@@ -419,16 +402,12 @@ action = "discard"
 dst = "fd00:2::/48"
 priority = 10
 
-[[tunnel]]
-name = "t3"
-local = "192.0.2.1"
-remote = "192.0.2.4"
-local_ts = ["10.1.0.0/24", "fd00:1::/64"]
-remote_ts = ["10.2.0.0/24", "fd00:2::/48"]
-esp = "aes128gcm16"
-out = { spi = 0x1003, key = "00112233445566778899aabbccddeeff01020304" }
-in = { spi = 0x2003, key = "00112233445566778899aabbccddeeff01020304" }
-"#;
+"# + &tunnel(
+        "t3",
+        &["10.1.0.0/24", "fd00:1::/64"],
+        &["10.2.0.0/24", "fd00:2::/48"],
+        "",
+    );
     let errs = errors(&text);
     assert_error(
         &errs,
