@@ -3,6 +3,7 @@
 
 mod cli;
 mod cmd;
+mod ctl;
 
 use clap::Parser;
 use std::process::ExitCode;
@@ -16,6 +17,6 @@ fn main() -> ExitCode {
         } => cmd::keys::wireshark(&config),
         cli::Command::Run { .. } => cmd::not_implemented("run"),
         cli::Command::Bench { .. } => cmd::not_implemented("bench"),
-        cli::Command::Ctl { .. } => cmd::not_implemented("ctl"),
+        cli::Command::Ctl { socket, command } => ctl::run(&socket, &command),
     }
 }

@@ -23,6 +23,15 @@ pub struct KeyArgs {
 }
 
 impl KeyArgs {
+    /// Takes the hex strings (zeroized when dropped).
+    pub fn new(spi: u32, key: String, auth_key: Option<String>) -> KeyArgs {
+        KeyArgs {
+            spi,
+            key: Zeroizing::new(key),
+            auth_key: auth_key.map(Zeroizing::new),
+        }
+    }
+
     fn to_json(&self) -> Value {
         let mut v = json!({ "spi": self.spi, "key": self.key.as_str() });
         if let Some(a) = &self.auth_key {
@@ -30,6 +39,60 @@ impl KeyArgs {
         }
         v
     }
+}
+
+/// A tunnel's fields as JSON (what `sa_add` carries).
+pub type TunnelJson = Value;
+
+/// A tunnel given by command-line flags; `None` fields take the config
+/// defaults.
+pub struct TunnelFields {
+    pub name: String,
+    pub local: Option<String>,
+    pub remote: Option<String>,
+    pub local_ts: Vec<String>,
+    pub remote_ts: Vec<String>,
+    pub esp: Option<String>,
+    pub esn: bool,
+    pub replay_window: Option<u32>,
+    pub encap: Option<String>,
+    pub priority: Option<u32>,
+    /// Hard limits: `seconds`, `bytes`, `packets`.
+    pub lifetime: [(&'static str, Option<u64>); 3],
+    pub out: KeyArgs,
+    pub inbound: KeyArgs,
+}
+
+/// The `sa_add` tunnel object for flags. Missing required fields are left
+/// out, so the gateway's config checks name them.
+pub fn tunnel_json(f: TunnelFields) -> Result<TunnelJson, String> {
+    let mut t = json!({ "name": f.name, "out": f.out.to_json(), "in": f.inbound.to_json() });
+    let mut set = |k: &str, v: Option<Value>| {
+        if let Some(v) = v {
+            t[k] = v;
+        }
+    };
+    set("local", f.local.map(Value::String));
+    set("remote", f.remote.map(Value::String));
+    let list = |l: Vec<String>| (!l.is_empty()).then(|| json!(l));
+    set("local_ts", list(f.local_ts));
+    set("remote_ts", list(f.remote_ts));
+    set("esp", f.esp.map(Value::String));
+    set("esn", f.esn.then_some(Value::Bool(true)));
+    set("replay_window", f.replay_window.map(|w| json!(w)));
+    set("encap", f.encap.map(Value::String));
+    set("priority", f.priority.map(|p| json!(p)));
+    let mut lifetime = serde_json::Map::new();
+    for (k, v) in f.lifetime {
+        if let Some(v) = v {
+            let v = i64::try_from(v).map_err(|_| format!("lifetime {k} is too large"))?;
+            lifetime.insert(k.to_string(), json!(v));
+        }
+    }
+    if !lifetime.is_empty() {
+        set("lifetime", Some(Value::Object(lifetime)));
+    }
+    Ok(t)
 }
 
 /// One `espgw ctl` command.
