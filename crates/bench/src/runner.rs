@@ -10,7 +10,7 @@ use espgw_esp::Suite;
 
 use crate::case::CaseData;
 use crate::gateway::Gateway;
-use crate::layers::{Ctx, Layer};
+use crate::layers::{self, Ctx, Layer};
 use crate::machine::Machine;
 use crate::options::{Direction, Options, Size};
 use crate::stats::{aggregate_rates, efficiency, merge, ratio_to_ceiling, Measured, Rates};
@@ -272,7 +272,8 @@ fn worker_thread(
     result
 }
 
-/// Every layer in turn, each started together with the other workers.
+/// Every layer in slices, in turn ([`crate::layers::SLICE_SECONDS`]),
+/// each slice started together with the other workers.
 #[allow(clippy::too_many_arguments)]
 fn measure_layers(
     w: usize,
@@ -286,23 +287,44 @@ fn measure_layers(
     tsc_hz: f64,
 ) -> Result<Vec<Measured>, String> {
     let case = CaseData::new(gw, suite, size, direction, w);
-    let mut out = Vec::new();
-    for layer in Layer::ALL {
-        // Every thread waits here even after an error, or the others hang.
-        barrier.wait();
-        out.push(match &case {
-            Ok(case) => Ctx {
-                gateway: gw,
-                case,
-                pool,
-                seconds,
-                tsc_hz,
+    let slices = layers::slices(seconds);
+    let slice = seconds / slices as f64;
+    let mut measured: Vec<Measured> = Layer::ALL.iter().map(|_| Measured::new()).collect();
+    let mut failure: Option<String> = case.as_ref().err().cloned();
+    let ctx = case.as_ref().ok().map(|case| Ctx {
+        gateway: gw,
+        case,
+        pool,
+        tsc_hz,
+    });
+    let mut steps = Vec::new();
+    if let Some(ctx) = &ctx {
+        for layer in Layer::ALL {
+            match ctx.stage(layer) {
+                Ok(step) => steps.push(step),
+                Err(e) => {
+                    failure.get_or_insert(e);
+                }
             }
-            .measure(layer),
-            Err(e) => Err(e.clone()),
-        });
+        }
     }
-    out.into_iter().collect()
+    for _ in 0..slices {
+        for (i, _) in Layer::ALL.iter().enumerate() {
+            // Every thread waits here even after an error, or the others hang.
+            barrier.wait();
+            if failure.is_some() {
+                continue;
+            }
+            if let Err(e) = layers::run_for(slice, &mut measured[i], &mut steps[i]) {
+                failure = Some(e);
+            }
+        }
+    }
+    drop(steps); // frees the mbufs the stages still hold
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(measured),
+    }
 }
 
 fn rows_of_case(

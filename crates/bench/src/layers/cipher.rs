@@ -9,7 +9,7 @@ use espgw_esp::crypto::{new_cipher, EspCipher};
 use espgw_esp::{SaConfig, Suite};
 use espgw_wire::PacketBuf;
 
-use super::{record_burst, run_for, tsc, Ctx};
+use super::{record_burst, tsc, Ctx, Step};
 use crate::generator::{Generator, Template, BURST};
 use crate::options::Direction;
 use crate::packets::IPV4_LEN;
@@ -38,7 +38,8 @@ pub fn esp_plaintext(suite: Suite, spi: u32, inner: &[u8]) -> Vec<u8> {
     p
 }
 
-pub fn measure(ctx: &Ctx<'_>) -> Result<Measured, String> {
+/// The cipher stage of `ctx`'s case.
+pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
     let case = ctx.case;
     let gw_cfg_out = ctx.gateway.outbound(case.worker);
     let gw_cfg_in = ctx.gateway.inbound(case.worker);
@@ -71,8 +72,7 @@ pub fn measure(ctx: &Ctx<'_>) -> Result<Measured, String> {
     let mut opened = [true; BURST];
     let mut seq = 0u64;
     let icv = suite.icv_len();
-    let mut m = Measured::new();
-    run_for(ctx.seconds, &mut m, |m, record| {
+    Ok(Box::new(move |m: &mut Measured, record: bool| {
         gen.fill(ctx.pool, &mut pkts)?;
         let t0 = tsc();
         match case.direction {
@@ -112,8 +112,7 @@ pub fn measure(ctx: &Ctx<'_>) -> Result<Measured, String> {
         }
         pkts.clear(); // back to the pool
         Ok(())
-    })?;
-    Ok(m)
+    }))
 }
 
 #[cfg(test)]

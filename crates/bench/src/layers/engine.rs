@@ -6,16 +6,16 @@ use dpdk::Mbuf;
 use espgw_esp::{InboundSa, OutboundSa, Verdict};
 use espgw_wire::PacketBuf;
 
-use super::{record_burst, run_for, tsc, Ctx, PEER_CHECK_EVERY};
+use super::{record_burst, tsc, Ctx, Step, PEER_CHECK_EVERY};
 use crate::generator::{Generator, BURST};
 use crate::options::Direction;
 use crate::sink::{check_esp, check_inner, Invalid, PeerDecrypt};
 use crate::stats::Measured;
 
-pub fn measure(ctx: &Ctx<'_>) -> Result<Measured, String> {
+/// The engine stage of `ctx`'s case.
+pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
     let case = ctx.case;
     let w = case.worker;
-    let mut m = Measured::new();
     let mut pkts: Vec<Mbuf> = Vec::with_capacity(BURST);
     let mut verdicts = [Verdict::default(); BURST];
     match case.direction {
@@ -27,7 +27,7 @@ pub fn measure(ctx: &Ctx<'_>) -> Result<Measured, String> {
                 case.sent_expect.clone(),
                 PEER_CHECK_EVERY,
             )?;
-            run_for(ctx.seconds, &mut m, |m, record| {
+            Ok(Box::new(move |m: &mut Measured, record: bool| {
                 gen.fill(ctx.pool, &mut pkts)?;
                 let t0 = tsc();
                 sa.encap_burst(&mut pkts, &mut verdicts, 0);
@@ -51,13 +51,13 @@ pub fn measure(ctx: &Ctx<'_>) -> Result<Measured, String> {
                 }
                 pkts.clear();
                 Ok(())
-            })?;
+            }))
         }
         Direction::Decrypt => {
             let cfg = ctx.gateway.inbound(w);
             let mut sa = InboundSa::new(&cfg, 0).map_err(|e| e.to_string())?;
             let mut gen = Generator::new(case.esp.clone());
-            run_for(ctx.seconds, &mut m, |m, record| {
+            Ok(Box::new(move |m: &mut Measured, record: bool| {
                 if gen.fill(ctx.pool, &mut pkts)? {
                     // The same sequence numbers again: a fresh window.
                     sa = InboundSa::new(&cfg, 0).map_err(|e| e.to_string())?;
@@ -77,8 +77,7 @@ pub fn measure(ctx: &Ctx<'_>) -> Result<Measured, String> {
                 }
                 pkts.clear();
                 Ok(())
-            })?;
+            }))
         }
     }
-    Ok(m)
 }

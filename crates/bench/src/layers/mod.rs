@@ -47,18 +47,32 @@ pub struct Ctx<'a> {
     pub gateway: &'a crate::gateway::Gateway,
     pub case: &'a CaseData,
     pub pool: &'a Mempool,
-    pub seconds: f64,
     pub tsc_hz: f64,
 }
 
-impl Ctx<'_> {
-    pub fn measure(&self, layer: Layer) -> Result<Measured, String> {
+/// One layer's loop body: one burst from the generator through the stage
+/// to the sink; counts it when its argument is true.
+pub type Step<'a> = Box<dyn FnMut(&mut Measured, bool) -> Result<(), String> + 'a>;
+
+impl<'a> Ctx<'a> {
+    /// The loop body of `layer`, with its own generator, SA or worker.
+    pub fn stage(&'a self, layer: Layer) -> Result<Step<'a>, String> {
         match layer {
-            Layer::Cipher => cipher::measure(self),
-            Layer::Engine => engine::measure(self),
-            Layer::Worker => worker::measure(self),
+            Layer::Cipher => cipher::stage(self),
+            Layer::Engine => engine::stage(self),
+            Layer::Worker => worker::stage(self),
         }
     }
+}
+
+/// Layers take turns in slices of about this long, so that a change in
+/// the load of a shared machine hits all of them alike and their ratios
+/// stay fair.
+pub const SLICE_SECONDS: f64 = 0.1;
+
+/// The number of slices `seconds` is cut into (1..=50).
+pub fn slices(seconds: f64) -> usize {
+    ((seconds / SLICE_SECONDS).round() as usize).clamp(1, 50)
 }
 
 /// Encrypt cases: the sink has the peer decrypt every packet of one burst
@@ -70,7 +84,8 @@ pub const PEER_CHECK_EVERY: u64 = 16;
 const WARMUP_SHARE: f64 = 0.1;
 
 /// Runs `step` until `seconds` of wall time have passed; the first
-/// [`WARMUP_SHARE`] of them are not counted. `step(record)` handles one
+/// [`WARMUP_SHARE`] of them are not counted (caches and predictors are
+/// warmed again after another layer ran). `step(record)` handles one
 /// burst and adds to the measurement when `record` is true.
 pub fn run_for(
     seconds: f64,
@@ -95,7 +110,7 @@ pub fn run_for(
         step(measured, counting_since.is_some())?;
         bursts += 1;
     }
-    measured.loop_ns = counting_since.map_or(0, |t| t.elapsed().as_nanos() as u64);
+    measured.loop_ns += counting_since.map_or(0, |t| t.elapsed().as_nanos() as u64);
     Ok(())
 }
 

@@ -14,7 +14,7 @@ use espgw_dataplane::{BufPool, Now, TxQueues, Worker};
 use espgw_esp::InboundSa;
 use espgw_wire::PacketBuf;
 
-use super::{record_burst, run_for, tsc, Ctx, PEER_CHECK_EVERY};
+use super::{record_burst, tsc, Ctx, Step, PEER_CHECK_EVERY};
 use crate::gateway::{self, PROTECTED, UNPROTECTED};
 use crate::generator::{Generator, BURST};
 use crate::options::Direction;
@@ -32,7 +32,8 @@ impl BufPool<Mbuf> for PoolSource {
     }
 }
 
-pub fn measure(ctx: &Ctx<'_>) -> Result<Measured, String> {
+/// The worker stage of `ctx`'s case.
+pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
     let case = ctx.case;
     let w = case.worker;
     let tables = std::sync::Arc::clone(&ctx.gateway.tables);
@@ -60,8 +61,7 @@ pub fn measure(ctx: &Ctx<'_>) -> Result<Measured, String> {
         PEER_CHECK_EVERY,
     )?;
     let started = Instant::now();
-    let mut m = Measured::new();
-    run_for(ctx.seconds, &mut m, |m, record| {
+    Ok(Box::new(move |m: &mut Measured, record: bool| {
         if gen.fill(ctx.pool, &mut pkts)? && case.direction == Direction::Decrypt {
             // The same sequence numbers again: a fresh window for this
             // worker's own tunnel (no other worker uses it).
@@ -98,9 +98,7 @@ pub fn measure(ctx: &Ctx<'_>) -> Result<Measured, String> {
             }
         }
         Ok(())
-    })?;
-    free.clear();
-    Ok(m)
+    }))
 }
 
 fn check_frame(
