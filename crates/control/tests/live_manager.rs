@@ -304,3 +304,36 @@ fn state_changes_are_logged_without_keys() {
         assert!(!lines.iter().any(|l| l.contains(&key[..16])), "key in logs");
     }
 }
+
+fn encap(m: &SaManager<LiveTables>, n: usize) {
+    let tables = m.current();
+    let sa = tables
+        .sad
+        .outbound_sa(TunnelId(0))
+        .and_then(|s| s.outbound())
+        .unwrap();
+    let mut burst: Vec<_> = (0..n)
+        .map(|i| inner_packet([10, 1, 0, 7], [10, 2, 0, 9], i as u64))
+        .collect();
+    let mut v = vec![espgw_esp::Verdict::Forward; n];
+    assert_eq!(sa.encap_burst(&mut burst, &mut v, 100), n);
+}
+
+#[test]
+fn tunnel_totals_keep_the_counts_of_replaced_sas() {
+    let mut m = manager("", "discard", "");
+    encap(&m, 3);
+    m.rekey("t", Some(sa_keys(0xa002, 1)), None, 101).unwrap();
+    encap(&m, 2);
+    let out_sa = m.sa_list(101);
+    assert_eq!(out_sa[0].spi, 0xa002);
+    assert_eq!(out_sa[0].packets, 2);
+    let totals = m.tunnel_totals();
+    let out = totals.iter().find(|t| t.dir == Dir::Out).unwrap();
+    assert_eq!(
+        (out.tunnel.as_str(), out.packets, out.bytes),
+        ("t", 5, 5 * 60)
+    );
+    let inb = totals.iter().find(|t| t.dir == Dir::In).unwrap();
+    assert_eq!(inb.packets, 0);
+}

@@ -206,6 +206,8 @@ fn scrape_parses_and_carries_every_family() {
         ("espgw_sa_lifetime_remaining_packets", "gauge"),
         ("espgw_drops_total", "counter"),
         ("espgw_sa_soft_expiries_total", "counter"),
+        ("espgw_tunnel_packets_total", "counter"),
+        ("espgw_tunnel_drops_total", "counter"),
     ] {
         assert_eq!(types.get(name).map(String::as_str), Some(kind), "{name}");
     }
@@ -231,6 +233,13 @@ fn scrape_parses_and_carries_every_family() {
     assert_eq!(
         value("espgw_sa_lifetime_remaining_bytes", &out_sa),
         999_700.0
+    );
+    assert_eq!(
+        value(
+            "espgw_tunnel_packets_total",
+            &[("tunnel", "t"), ("dir", "out")]
+        ),
+        5.0
     );
     let in_sa = [("tunnel", "t"), ("dir", "in"), ("spi", "0x0000b001")];
     assert_eq!(value("espgw_sa_packets_total", &in_sa), 0.0);

@@ -155,17 +155,20 @@ impl CtlCommand {
             CtlCommand::SaAdd { .. } => Ok(format!("tunnel {} added\n", response["tunnel"])),
             CtlCommand::SaDel { .. } => Ok(format!("tunnel {} deleted\n", response["tunnel"])),
             CtlCommand::SaRekey { .. } => {
-                let mut s = format!("tunnel {} rekeyed:", response["tunnel"]);
+                let mut steps = Vec::new();
                 if let Some(spi) = response["in_spi"].as_u64() {
-                    s.push_str(&format!(
-                        " new inbound SPI {spi:#010x} installed (old one draining)"
+                    steps.push(format!(
+                        "new inbound SPI {spi:#010x} installed (old one draining)"
                     ));
                 }
                 if let Some(spi) = response["out_spi"].as_u64() {
-                    s.push_str(&format!(" outbound switched to SPI {spi:#010x}"));
+                    steps.push(format!("outbound switched to SPI {spi:#010x}"));
                 }
-                s.push('\n');
-                Ok(s)
+                Ok(format!(
+                    "tunnel {} rekeyed: {}\n",
+                    response["tunnel"],
+                    steps.join("; ")
+                ))
             }
         }
     }

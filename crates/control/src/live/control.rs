@@ -211,6 +211,7 @@ impl<T: Send + Sync + 'static> StatsSource for LiveControl<T> {
             workers: dp.workers,
             drops: dp.drops,
             sas: m.sa_list(now),
+            tunnels: m.tunnel_totals(),
             events: m.events(),
         }
     }

@@ -7,7 +7,7 @@
 //! counters of SAs that did not change carry over untouched. Each change
 //! writes one `tracing` info line (never a key, never per packet).
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -19,7 +19,9 @@ use super::snapshot::{
     control_tables, InboundView, LiveTables, LiveView, SharedInbound, SharedOutbound,
     SnapshotBuilder, TunnelView,
 };
-use super::status::{Dir, Event, EventCounts, LifetimeLeft, SaInfo, SaRef, SaState, TunnelStatus};
+use super::status::{
+    Dir, Event, EventCounts, LifetimeLeft, SaInfo, SaRef, SaState, TunnelStatus, TunnelTotals,
+};
 use crate::config::{Config, SaKeys, SpdEntry, Tunnel};
 use crate::tables::{Action, Generation, Publisher, Reader, Rule, Spd, TunnelId};
 
@@ -95,6 +97,9 @@ struct InboundSlot {
 struct LiveTunnel {
     id: TunnelId,
     config: Tunnel,
+    /// Counters of this tunnel's SAs that are gone (replaced, drained,
+    /// expired), so tunnel totals never go backwards: [out, in].
+    retired: [SaStats; 2],
     outbound: Option<OutboundSlot>,
     /// At most one not draining (the current one), which comes first.
     inbound: Vec<InboundSlot>,
@@ -402,6 +407,9 @@ impl<T: Send + Sync + 'static> SaManager<T> {
             created: now,
             soft_reported: false,
         });
+        if let Some(o) = &old {
+            add_stats(&mut t.retired[0], o.sa.stats());
+        }
         let old_spi = old.map(|o| hex_spi(o.spi));
         info!(tunnel = %name, dir = "out", spi = %hex_spi(spi), old_spi = ?old_spi, "rekey: outbound switched to new SA");
         self.event(now, "rekey-out", name, Some(Dir::Out), Some(spi));
@@ -465,6 +473,7 @@ impl<T: Send + Sync + 'static> SaManager<T> {
                 if e.is_hard() {
                     warn!(tunnel = %name, dir = "out", spi = %hex_spi(out.spi), reason = %expiry_reason(e), "hard expiry: SA removed, tunnel traffic discarded until rekey");
                     events.push(("hard-expiry", name.clone(), Dir::Out, out.spi));
+                    add_stats(&mut t.retired[0], out.sa.stats());
                     t.outbound = None;
                     changed = true;
                 } else if e.is_soft() && !out.soft_reported {
@@ -475,11 +484,13 @@ impl<T: Send + Sync + 'static> SaManager<T> {
             }
             let mut keep = Vec::with_capacity(t.inbound.len());
             for mut slot in t.inbound.drain(..) {
-                let (e, packets) = {
+                let (e, stats) = {
                     let mut sa = lock(&slot.sa);
-                    (sa.expiry(now), sa.stats().packets)
+                    (sa.expiry(now), sa.stats())
                 };
+                let packets = stats.packets;
                 if e.is_hard() {
+                    add_stats(&mut t.retired[1], stats);
                     warn!(tunnel = %name, dir = "in", spi = %hex_spi(slot.spi), reason = %expiry_reason(e), "hard expiry: SA removed");
                     events.push(("hard-expiry", name.clone(), Dir::In, slot.spi));
                     changed = true;
@@ -493,6 +504,7 @@ impl<T: Send + Sync + 'static> SaManager<T> {
                     let idle = now.saturating_sub(d.active_at) >= drain.idle_seconds;
                     let timed_out = now.saturating_sub(d.since) >= drain.timeout_seconds;
                     if idle || timed_out {
+                        add_stats(&mut t.retired[1], stats);
                         info!(tunnel = %name, dir = "in", spi = %hex_spi(slot.spi), timed_out, "drained: old inbound SA removed");
                         events.push(("drained", name.clone(), Dir::In, slot.spi));
                         changed = true;
@@ -577,6 +589,31 @@ impl<T: Send + Sync + 'static> SaManager<T> {
             .collect()
     }
 
+    /// Per tunnel and direction: every packet its SAs carried or dropped,
+    /// past SAs included (what a tunnel's counters should show).
+    pub fn tunnel_totals(&self) -> Vec<TunnelTotals> {
+        let mut out = Vec::with_capacity(self.tunnels.len() * 2);
+        for t in &self.tunnels {
+            let mut sums = t.retired;
+            if let Some(o) = &t.outbound {
+                add_stats(&mut sums[0], o.sa.stats());
+            }
+            for i in &t.inbound {
+                add_stats(&mut sums[1], lock(&i.sa).stats());
+            }
+            for (dir, s) in [(Dir::Out, sums[0]), (Dir::In, sums[1])] {
+                out.push(TunnelTotals {
+                    tunnel: t.config.name.clone(),
+                    dir,
+                    packets: s.packets,
+                    bytes: s.bytes,
+                    drops: drop_map(&s),
+                });
+            }
+        }
+        out
+    }
+
     /// SAs that reached a soft lifetime and still carry traffic.
     pub fn soft_expired(&self) -> Vec<SaRef> {
         let mut out = Vec::new();
@@ -651,6 +688,23 @@ impl<T: Send + Sync + 'static> SaManager<T> {
     }
 }
 
+fn add_stats(acc: &mut SaStats, s: SaStats) {
+    acc.packets += s.packets;
+    acc.bytes += s.bytes;
+    for (reason, n) in s.drops.iter() {
+        acc.drops.add_n(reason, n);
+    }
+}
+
+/// Drops by reason name, reasons that happened only.
+fn drop_map(s: &SaStats) -> BTreeMap<String, u64> {
+    s.drops
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(r, n)| (r.name().to_string(), n))
+        .collect()
+}
+
 fn expiry_reason(e: Expiry) -> String {
     let mut parts = Vec::new();
     for (flag, name) in [
@@ -677,6 +731,7 @@ fn new_tunnel(id: TunnelId, config: Tunnel, now: u64) -> Result<LiveTunnel, Live
         .map_err(|e| LiveError(format!("tunnel {name:?} in: {e}")))?;
     Ok(LiveTunnel {
         id,
+        retired: [SaStats::default(); 2],
         outbound: Some(OutboundSlot {
             sa: Arc::new(out),
             spi: config.outbound.spi,
@@ -749,12 +804,7 @@ fn sa_info(
         state,
         packets: stats.packets,
         bytes: stats.bytes,
-        drops: stats
-            .drops
-            .iter()
-            .filter(|(_, n)| *n > 0)
-            .map(|(r, n)| (r.name().to_string(), n))
-            .collect(),
+        drops: drop_map(&stats),
         lifetime_left: LifetimeLeft {
             seconds: hard
                 .seconds

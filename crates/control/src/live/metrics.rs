@@ -17,7 +17,7 @@ use std::time::Duration;
 use tracing::{debug, info};
 
 use super::control::StatsSource;
-use super::status::{SaInfo, StatsSnapshot};
+use super::status::{SaInfo, StatsSnapshot, TunnelTotals};
 
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
@@ -158,6 +158,49 @@ pub fn render(s: &StatsSnapshot) -> String {
                 let mut l = as_refs(&labels);
                 l.push(("reason", reason));
                 f.sample(name, &l, n);
+            }
+        }
+    }
+    for (name, help, get) in [
+        (
+            "espgw_tunnel_packets_total",
+            "Packets the tunnel's SAs carried, past SAs included.",
+            (|t: &TunnelTotals| t.packets) as fn(&_) -> u64,
+        ),
+        (
+            "espgw_tunnel_bytes_total",
+            "Inner bytes the tunnel's SAs carried, past SAs included.",
+            |t| t.bytes,
+        ),
+    ] {
+        let mut f = Family::start(&mut out, name, "counter", help);
+        for t in &s.tunnels {
+            f.sample(
+                name,
+                &[("tunnel", &t.tunnel), ("dir", t.dir.name())],
+                get(t),
+            );
+        }
+    }
+    {
+        let name = "espgw_tunnel_drops_total";
+        let mut f = Family::start(
+            &mut out,
+            name,
+            "counter",
+            "Packets the tunnel's SAs dropped, by reason, past SAs included.",
+        );
+        for t in &s.tunnels {
+            for (reason, n) in &t.drops {
+                f.sample(
+                    name,
+                    &[
+                        ("tunnel", &t.tunnel),
+                        ("dir", t.dir.name()),
+                        ("reason", reason),
+                    ],
+                    n,
+                );
             }
         }
     }

@@ -78,6 +78,17 @@ pub struct SaInfo {
     pub age_seconds: u64,
 }
 
+/// A tunnel's traffic in one direction over all its SAs, past ones
+/// included: never goes backwards while the tunnel exists.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TunnelTotals {
+    pub tunnel: String,
+    pub dir: Dir,
+    pub packets: u64,
+    pub bytes: u64,
+    pub drops: BTreeMap<String, u64>,
+}
+
 /// Counts of state changes since start (never reset).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EventCounts {
@@ -185,5 +196,7 @@ pub struct StatsSnapshot {
     pub workers: Vec<WorkerCounters>,
     pub drops: BTreeMap<String, u64>,
     pub sas: Vec<SaInfo>,
+    /// Per tunnel and direction, over all its SAs so far.
+    pub tunnels: Vec<TunnelTotals>,
     pub events: EventCounts,
 }
