@@ -48,12 +48,5 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    match espgw_bench::cli::run(&args) {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::FAILURE,
-        Err(e) => {
-            eprintln!("espgw bench: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    espgw_bench::cli::exit_code(&args)
 }

@@ -86,6 +86,19 @@ pub fn run(args: &Args) -> Result<bool, String> {
     Ok(ok)
 }
 
+/// [`run`] as a process exit status: success only when the run completed
+/// and every packet passed the sink. Errors go to stderr.
+pub fn exit_code(args: &Args) -> std::process::ExitCode {
+    match run(args) {
+        Ok(true) => std::process::ExitCode::SUCCESS,
+        Ok(false) => std::process::ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("espgw bench: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
