@@ -461,7 +461,7 @@ in = { spi = 0xb001, key = "0x3333333333333333333333333333333344444444" }
         let stats = run("stats --json".into()).unwrap();
         assert!(stats.contains("\"ok\": true"), "{stats}");
         // t: outbound, new inbound and the draining old one.
-        assert_eq!(stats.matches("\"dir\":").count(), 3, "{stats}");
+        assert_eq!(stats.matches("\"state\":").count(), 3, "{stats}");
         assert!(run("stats".into()).unwrap().contains("PORT"));
 
         drop(server);
