@@ -8,6 +8,8 @@
 //! arrive on whichever queue RSS picks.
 
 use std::collections::HashMap;
+
+use rustc_hash::FxHashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
@@ -68,12 +70,15 @@ pub struct Tick<B> {
     pub resolved: Vec<(Key, MacAddr, Vec<B>)>,
 }
 
-/// One worker's neighbor cache and wait queues.
+/// One worker's neighbor cache and wait queues. Fx hashing: keys are
+/// only addresses on the gateway's own subnets (nothing else is learned),
+/// so a remote sender cannot pick colliding keys.
 pub struct Neighbors<B> {
-    entries: HashMap<Key, MacAddr>,
-    pending: HashMap<Key, Pending<B>>,
+    entries: FxHashMap<Key, MacAddr>,
+    pending: FxHashMap<Key, Pending<B>>,
     shared: SharedNeighbors,
     held_count: usize,
+    generation: u64,
 }
 
 impl<B> Neighbors<B> {
@@ -85,10 +90,18 @@ impl<B> Neighbors<B> {
             .collect();
         Neighbors {
             entries,
-            pending: HashMap::new(),
+            pending: FxHashMap::default(),
             shared,
             held_count: 0,
+            generation: 0,
         }
+    }
+
+    /// Changes whenever an entry is added or changed: a cache of lookups
+    /// is valid while this stays the same.
+    #[inline]
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// The MAC of `ip` on `port`, if known here or learned by another worker.
@@ -107,6 +120,7 @@ impl<B> Neighbors<B> {
     pub fn learn(&mut self, port: PortIdx, ip: IpAddr, mac: MacAddr) -> Vec<B> {
         let key = (port, ip);
         if self.entries.insert(key, mac) != Some(mac) {
+            self.generation += 1;
             self.shared.post(key, mac);
         }
         match self.pending.remove(&key) {
@@ -172,6 +186,7 @@ impl<B> Neighbors<B> {
             .collect();
         for (key, mac) in found {
             self.entries.insert(key, mac);
+            self.generation += 1;
             if let Some(p) = self.pending.remove(&key) {
                 self.held_count -= p.held.len();
                 tick.resolved.push((key, mac, p.held));

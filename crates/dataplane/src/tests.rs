@@ -322,6 +322,18 @@ fn ping_to_our_address_is_answered() {
 }
 
 #[test]
+fn a_neighbor_that_changes_mac_is_followed() {
+    let mut a = Gw::a();
+    a.learn_by_arp(PROT, "10.1.0.10", HOST_A_MAC, "10.1.0.1");
+    let out = a.rx(PROT, &[from_host_a(&echo4("10.1.0.10", "10.1.0.1"))]);
+    assert_eq!(l3(&out[PROT][0]).0.dst_addr, HOST_A_MAC);
+    let new_mac = [2, 0, 0, 0, 0x0a, 0xff];
+    a.learn_by_arp(PROT, "10.1.0.10", new_mac, "10.1.0.1");
+    let out = a.rx(PROT, &[from_host_a(&echo4("10.1.0.10", "10.1.0.1"))]);
+    assert_eq!(l3(&out[PROT][0]).0.dst_addr, new_mac);
+}
+
+#[test]
 fn unresolved_next_hop_is_arped_and_the_packet_held_then_sent() {
     let mut a = Gw::a();
     let out = a.rx(PROT, &[from_host_a(&echo4("10.1.0.10", "10.1.0.1"))]);

@@ -32,6 +32,7 @@ use crate::ip::{decrement_ttl, parse_v4, parse_v6, IpMeta};
 use crate::neighbor::{Held, Neighbors, SharedNeighbors};
 use crate::pool::BufPool;
 use crate::reason::Drop;
+use crate::route::NextHop;
 use crate::spd::{Action, Flow};
 use crate::tables::{PortIdx, Tables};
 use crate::tx::TxQueues;
@@ -71,6 +72,17 @@ enum Egress {
     ProtectedOnly,
 }
 
+/// The last next hop resolved: consecutive packets to one destination
+/// (the common case) skip the route and neighbor lookups.
+#[derive(Clone, Copy)]
+struct HopCache {
+    dst: IpAddr,
+    hop: NextHop,
+    mac: MacAddr,
+    /// [`Neighbors::generation`] when cached.
+    generation: u64,
+}
+
 /// Packets of one SA group, and the port each came in on.
 struct Stage<B> {
     pkts: Vec<B>,
@@ -104,6 +116,7 @@ pub struct Worker<B: PacketBuf, P: BufPool<B>> {
     /// over the packet they answer.
     scratch: Box<[u8]>,
     last_tick_ns: u64,
+    hop_cache: Option<HopCache>,
 }
 
 impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
@@ -126,6 +139,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
             verdicts: Vec::with_capacity(burst),
             scratch: vec![0u8; icmpv6::MIN_MTU].into_boxed_slice(),
             last_tick_ns: 0,
+            hop_cache: None,
             tables,
             pool,
         }
@@ -829,8 +843,27 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         tx: &mut TxQueues<B>,
         now: Now,
     ) {
-        let Some(hop) = self.tables.routes.lookup(dst) else {
-            return self.drop_pkt(pkt, Drop::NoRoute, in_port);
+        let generation = self.neighbors.generation();
+        let cached = self
+            .hop_cache
+            .filter(|c| c.dst == dst && c.generation == generation);
+        let (hop, mac) = match cached {
+            Some(c) => (c.hop, Some(c.mac)),
+            None => {
+                let Some(hop) = self.tables.routes.lookup(dst) else {
+                    return self.drop_pkt(pkt, Drop::NoRoute, in_port);
+                };
+                let mac = self.neighbors.lookup(hop.port, hop.addr);
+                if let Some(mac) = mac {
+                    self.hop_cache = Some(HopCache {
+                        dst,
+                        hop,
+                        mac,
+                        generation,
+                    });
+                }
+                (hop, mac)
+            }
         };
         let out = &self.tables.ports[hop.port];
         if egress == Egress::ProtectedOnly && out.side == Side::Unprotected {
@@ -840,7 +873,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
             // Only decrypted or bypassed packets can get here oversize.
             return self.drop_pkt(pkt, Drop::MtuExceeded, in_port);
         }
-        if let Some(mac) = self.neighbors.lookup(hop.port, hop.addr) {
+        if let Some(mac) = mac {
             return self.send_frame(hop.port, mac, pkt, in_port, tx);
         }
         match self.neighbors.hold(hop.port, hop.addr, pkt, now.ns) {
