@@ -3,3 +3,80 @@
 pub mod json;
 pub mod svg;
 pub mod table;
+
+#[cfg(test)]
+mod tests {
+    use crate::layers::Layer;
+    use crate::machine::Machine;
+    use crate::options::{Direction, Options, Size};
+    use crate::runner::{Report, Row};
+    use crate::stats::{aggregate_rates, Measured};
+    use espgw_esp::Suite;
+
+    fn row(layer: Layer, valid: u64, invalid: u64) -> Row {
+        let mut m = Measured::new();
+        m.packets = valid + invalid;
+        m.inner_bytes = 64 * m.packets;
+        m.wire_bytes = 146 * m.packets;
+        m.cycles = 300 * m.packets;
+        m.tally.valid = valid;
+        m.tally.invalid = invalid;
+        if invalid > 0 {
+            m.tally.first_invalid = Some("wrong_spi");
+        }
+        let rates = aggregate_rates(std::slice::from_ref(&m), 3e9);
+        Row {
+            suite: Suite::Aes128Gcm16,
+            size: Size::Fixed(64),
+            direction: Direction::Encrypt,
+            workers: 1,
+            layer,
+            rates,
+            measured: m,
+            ratio_to_ceiling: Some(1.0),
+            efficiency: None,
+        }
+    }
+
+    fn report(rows: Vec<Row>) -> Report {
+        Report {
+            machine: Machine {
+                cpu_model: "Test CPU".into(),
+                logical_cpus: 2,
+                tsc_hz: 3_000_000_000,
+                ..Machine::default()
+            },
+            options: Options {
+                suites: vec![Suite::Aes128Gcm16],
+                sizes: vec![Size::Fixed(64)],
+                directions: vec![Direction::Encrypt],
+                command: "espgw bench --suite aes128gcm16".into(),
+                ..Options::default()
+            },
+            eal_args: vec![],
+            rows,
+        }
+    }
+
+    #[test]
+    fn table_and_json_carry_the_numbers_and_the_verdict() {
+        let good = report(vec![
+            row(Layer::Cipher, 3200, 0),
+            row(Layer::Worker, 3200, 0),
+        ]);
+        let text = super::table::render(&good);
+        // 300 cycles per packet at 3 GHz: 10 Mpps, 5.12 Gbit/s of 64-byte packets.
+        assert!(text.contains("10.00"), "{text}");
+        assert!(text.contains("5.12"), "{text}");
+        assert!(text.contains("| ok"), "{text}");
+        let json = super::json::render(&good);
+        assert_eq!(json["all_valid"], true);
+        assert_eq!(json["results"][1]["layer"], "worker");
+        assert!((json["results"][0]["mpps"].as_f64().unwrap() - 10.0).abs() < 1e-9);
+        assert_eq!(json["command"], "espgw bench --suite aes128gcm16");
+
+        let bad = report(vec![row(Layer::Cipher, 3190, 10)]);
+        assert!(super::table::render(&bad).contains("BAD 10 (wrong_spi)"));
+        assert_eq!(super::json::render(&bad)["all_valid"], false);
+    }
+}
