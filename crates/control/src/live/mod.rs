@@ -32,8 +32,8 @@ pub use control::{
 pub use manager::{DrainPolicy, LiveError, SaManager};
 pub use metrics::MetricsServer;
 pub use snapshot::{
-    control_tables, InboundView, LiveSa, LiveTables, LiveView, SharedInbound, SharedOutbound,
-    SnapshotBuilder, TunnelView,
+    control_tables, InboundView, Keeper, LiveSa, LiveTables, LiveView, SharedInbound,
+    SharedOutbound, SnapshotBuilder, TunnelView,
 };
 pub use socket::ControlServer;
 pub use status::{

@@ -104,3 +104,73 @@ pub fn control_tables(view: &LiveView) -> LiveTables {
     }
     Tables::new(Arc::clone(view.spd), sad.build())
 }
+
+/// Holds the control thread's own reference to snapshots that workers
+/// also keep a clone of, so that the *last* reference is always dropped
+/// (and the memory freed) on the control thread, never on a worker.
+///
+/// For a data plane whose worker keeps an `Arc<Tables>` of its own: publish
+/// `Arc<Tables>` snapshots, let the worker clone the `Arc` after a
+/// quiescent point that switched, and [`keep`](Keeper::keep) every
+/// snapshot built; [`reap`](Keeper::reap) (on the control thread, e.g. at
+/// each build) drops the ones nobody else holds any more.
+pub struct Keeper<X> {
+    held: Vec<Arc<X>>,
+}
+
+impl<X> Default for Keeper<X> {
+    fn default() -> Keeper<X> {
+        Keeper { held: Vec::new() }
+    }
+}
+
+impl<X> Keeper<X> {
+    pub fn new() -> Keeper<X> {
+        Keeper::default()
+    }
+
+    /// Keeps a reference to `x` until it is the only one left.
+    pub fn keep(&mut self, x: &Arc<X>) {
+        self.held.push(Arc::clone(x));
+    }
+
+    /// Drops every kept value no one else refers to; returns how many.
+    /// A count of 1 cannot grow again (only this keeper can clone it), so
+    /// this drop is the last one.
+    pub fn reap(&mut self) -> usize {
+        let before = self.held.len();
+        self.held.retain(|x| Arc::strong_count(x) > 1);
+        before - self.held.len()
+    }
+
+    /// Values still kept.
+    pub fn len(&self) -> usize {
+        self.held.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.held.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeper_drops_only_what_nobody_else_holds() {
+        let mut keeper = Keeper::new();
+        let a = Arc::new(1);
+        let b = Arc::new(2);
+        keeper.keep(&a);
+        keeper.keep(&b);
+        let worker_copy = Arc::clone(&a);
+        drop(a);
+        drop(b);
+        assert_eq!(keeper.reap(), 1, "b is held by the keeper alone");
+        assert_eq!(keeper.len(), 1);
+        drop(worker_copy);
+        assert_eq!(keeper.reap(), 1);
+        assert!(keeper.is_empty());
+    }
+}
