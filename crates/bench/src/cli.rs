@@ -109,7 +109,7 @@ mod tests {
         let o = Args::default().options("x".into()).unwrap();
         assert_eq!(
             (o.suites.len(), o.sizes.len(), o.directions.len(), o.workers),
-            (6, 7, 2, 1)
+            (6, 8, 2, 1)
         );
         assert_eq!(o.seconds, 0.5);
         let a = Args {

@@ -8,7 +8,8 @@ use espgw_esp::Suite;
 
 use crate::imix;
 
-/// The standard sizes when `--sizes` is not given (inner IP packet bytes).
+/// The standard sizes when `--sizes` is not given (inner IP packet bytes);
+/// IMIX comes after them.
 pub const DEFAULT_SIZES: [usize; 7] = [64, 128, 256, 512, 1024, 1420, 1500];
 
 /// Smallest inner packet the generator builds: IPv4 (20) + UDP (8) headers
@@ -91,7 +92,11 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             suites: Suite::ALL.to_vec(),
-            sizes: DEFAULT_SIZES.iter().map(|&n| Size::Fixed(n)).collect(),
+            sizes: DEFAULT_SIZES
+                .iter()
+                .map(|&n| Size::Fixed(n))
+                .chain([Size::Imix])
+                .collect(),
             directions: vec![Direction::Encrypt, Direction::Decrypt],
             workers: 1,
             seconds: 0.5,
