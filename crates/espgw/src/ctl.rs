@@ -19,7 +19,11 @@ const EXIT_FAILED: u8 = 1;
 const EXIT_USAGE: u8 = 2;
 
 #[derive(Parser, Debug)]
-#[command(name = "espgw ctl --socket PATH", no_binary_name = true)]
+#[command(
+    name = "espgw ctl --socket PATH",
+    bin_name = "espgw ctl --socket PATH",
+    no_binary_name = true
+)]
 struct CtlLine {
     /// Print the gateway's JSON response instead of a table.
     #[arg(long, global = true)]
