@@ -86,6 +86,17 @@ impl WorkerCounters {
         }
     }
 
+    /// The counters of tunnel `id` (grown on first use: tunnels can be
+    /// added while the gateway runs).
+    #[inline]
+    pub fn tunnel(&mut self, id: u32) -> &mut TunnelCounters {
+        let i = id as usize;
+        if self.tunnels.len() <= i {
+            self.tunnels.resize(i + 1, TunnelCounters::default());
+        }
+        &mut self.tunnels[i]
+    }
+
     /// True when the accounting identity holds.
     pub fn balanced(&self) -> bool {
         self.rx + self.generated == self.tx + self.drops.total() + self.local + self.held

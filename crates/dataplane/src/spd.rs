@@ -7,6 +7,7 @@
 //! unprotected port is checked the other way round (`local = dst`).
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use espgw_control::config::net::Prefix;
 use espgw_control::tables;
@@ -75,15 +76,12 @@ pub struct SpdRule {
 
 /// The ordered rules, compiled into the control plane's first-match
 /// lookup ([`espgw_control::tables::Spd`]: prefix-indexed, its cost does
-/// not grow with the number of tunnels), and the default action.
+/// not grow with the number of tunnels). Its `Protect` actions name tunnel
+/// ids; `index_of_id` maps them to this snapshot's tunnel indexes.
 #[derive(Debug)]
 pub struct Spd {
-    compiled: tables::Spd,
-    /// Rule index -> what it does. The compiled table's action of rule
-    /// *i* is `Protect(TunnelId(i))` and its default `Discard`, so one
-    /// lookup says both which rule matched and that none did.
-    actions: Vec<Action>,
-    default: Action,
+    compiled: Arc<tables::Spd>,
+    index_of_id: Vec<Option<usize>>,
 }
 
 /// The SPD's decision and whether a rule (rather than the default) made it.
@@ -106,8 +104,14 @@ fn ports(r: Option<(u16, u16)>) -> tables::PortRange {
 }
 
 impl Spd {
-    /// Compiles `rules` (in lookup order) with `default` for no match.
+    /// Compiles `rules` (in lookup order; `Protect(i)` names tunnel index
+    /// *i*, which is also its id) with `default` for no match.
     pub fn new(rules: Vec<SpdRule>, default: Action) -> Spd {
+        let action = |a: Action| match a {
+            Action::Protect(i) => tables::Action::Protect(tables::TunnelId(i as u32)),
+            Action::Bypass => tables::Action::Bypass,
+            Action::Discard => tables::Action::Discard,
+        };
         let compiled: Vec<tables::Rule> = rules
             .iter()
             .enumerate()
@@ -120,13 +124,29 @@ impl Spd {
                     sport: ports(r.selector.local_port),
                     dport: ports(r.selector.remote_port),
                 },
-                action: tables::Action::Protect(tables::TunnelId(i as u32)),
+                action: action(r.action),
             })
             .collect();
+        let ids = rules
+            .iter()
+            .filter_map(|r| match r.action {
+                Action::Protect(i) => Some(i + 1),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0);
         Spd {
-            compiled: tables::Spd::new(&compiled, tables::Action::Discard),
-            actions: rules.iter().map(|r| r.action).collect(),
-            default,
+            compiled: Arc::new(tables::Spd::new(&compiled, action(default))),
+            index_of_id: (0..ids).map(Some).collect(),
+        }
+    }
+
+    /// An SPD the control plane compiled; `index_of_id[id]` is the index of
+    /// tunnel `id` in the snapshot (`None`: no such tunnel: discard).
+    pub fn from_compiled(compiled: Arc<tables::Spd>, index_of_id: Vec<Option<usize>>) -> Spd {
+        Spd {
+            compiled,
+            index_of_id,
         }
     }
 
@@ -142,16 +162,20 @@ impl Spd {
             sport: flow.local_port.unwrap_or(0),
             dport: flow.remote_port.unwrap_or(0),
         };
-        match self.compiled.lookup(&key) {
-            tables::Action::Protect(tables::TunnelId(i)) => Decision {
-                action: self.actions[i as usize],
-                by_default: false,
-            },
-            _ => Decision {
-                action: self.default,
-                by_default: true,
-            },
-        }
+        let (action, by_default) = match self.compiled.lookup(&key) {
+            tables::Action::Protect(tables::TunnelId(id)) => {
+                match self.index_of_id.get(id as usize).copied().flatten() {
+                    Some(i) => (Action::Protect(i), false),
+                    None => (Action::Discard, false),
+                }
+            }
+            tables::Action::Bypass => (Action::Bypass, false),
+            // Only drops need to know which: a second look, off the fast path.
+            tables::Action::Discard => {
+                (Action::Discard, self.compiled.matching_rule(&key).is_none())
+            }
+        };
+        Decision { action, by_default }
     }
 }
 

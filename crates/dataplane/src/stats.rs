@@ -105,32 +105,43 @@ impl Stats {
             })
             .collect();
         let mut sas = Vec::new();
-        for (i, t) in tables.tunnels.iter().enumerate() {
-            let tc = total.tunnels.get(i).copied().unwrap_or_default();
-            let out = t.out.stats();
-            let mut out_drops = reason_map(out.drops.iter().map(|(r, n)| (r.name(), n)));
-            out_drops.insert("mtu_exceeded".into(), tc.out_mtu_exceeded.into());
-            sas.push(json!({
-                "tunnel": t.name,
-                "dir": "out",
-                "spi": t.out.spi(),
-                "packets": out.packets,
-                "bytes": out.bytes,
-                "drops": out_drops,
-            }));
-            let (spi, inn) = {
-                let sa = t.inbound.lock().unwrap_or_else(|e| e.into_inner());
-                (sa.spi(), sa.stats())
-            };
-            let mut in_drops = reason_map(inn.drops.iter().map(|(r, n)| (r.name(), n)));
-            in_drops.insert("policy_mismatch".into(), tc.in_policy_mismatch.into());
+        for t in tables.tunnels.iter() {
+            let tc = total
+                .tunnels
+                .get(t.id as usize)
+                .copied()
+                .unwrap_or_default();
+            if let Some(out) = &t.out {
+                let stats = out.stats();
+                let mut drops = reason_map(stats.drops.iter().map(|(r, n)| (r.name(), n)));
+                drops.insert("mtu_exceeded".into(), tc.out_mtu_exceeded.into());
+                sas.push(json!({
+                    "tunnel": t.name,
+                    "dir": "out",
+                    "spi": out.spi(),
+                    "packets": stats.packets,
+                    "bytes": stats.bytes,
+                    "drops": drops,
+                }));
+            }
+        }
+        for slot in &tables.inbound {
+            let t = &tables.tunnels[slot.tunnel];
+            let tc = total
+                .tunnels
+                .get(t.id as usize)
+                .copied()
+                .unwrap_or_default();
+            let stats = slot.sa.lock().unwrap_or_else(|e| e.into_inner()).stats();
+            let mut drops = reason_map(stats.drops.iter().map(|(r, n)| (r.name(), n)));
+            drops.insert("policy_mismatch".into(), tc.in_policy_mismatch.into());
             sas.push(json!({
                 "tunnel": t.name,
                 "dir": "in",
-                "spi": spi,
-                "packets": inn.packets,
-                "bytes": inn.bytes,
-                "drops": in_drops,
+                "spi": slot.spi,
+                "packets": stats.packets,
+                "bytes": stats.bytes,
+                "drops": drops,
             }));
         }
         let drops = reason_map(total.drops.iter().map(|(r, n)| (r.name(), n)));

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use espgw_control::config::net::Prefix;
 use espgw_control::config::{self as cfg, Config, Side, SpdEntry};
+use espgw_control::live::LiveView;
 use espgw_esp::{InboundSa, Lifetimes, Limit, OutboundSa, SaConfig, SecretBytes};
 use espgw_wire::MacAddr;
 
@@ -57,8 +58,12 @@ impl PortInfo {
     }
 }
 
-/// One tunnel: both SAs and what they protect.
+/// One tunnel: its outbound SA and what it protects. Its inbound SAs are
+/// [`InboundSlot`]s (a rekeyed tunnel has the current one and draining ones).
 pub struct Tunnel {
+    /// Stable for the tunnel's life (config tunnels: their config index);
+    /// per-tunnel counters are kept by it.
+    pub id: u32,
     pub name: String,
     pub local: IpAddr,
     pub remote: IpAddr,
@@ -67,11 +72,20 @@ pub struct Tunnel {
     pub local_ts: Vec<Prefix>,
     pub remote_ts: Vec<Prefix>,
     pub udp_encap: bool,
-    pub out: OutboundSa,
+    /// `None` once it hard-expired and no rekey replaced it: the tunnel's
+    /// traffic is dropped (`sa_expired`), never sent in the clear.
+    pub out: Option<Arc<OutboundSa>>,
+}
+
+/// An inbound SA and the tunnel it belongs to.
+#[derive(Debug)]
+pub struct InboundSlot {
+    pub spi: u32,
+    /// Index into [`Tables::tunnels`].
+    pub tunnel: usize,
     /// Decap needs `&mut` (the replay window): one lock per SA group per
     /// burst when several workers share it (see docs/dataplane.md).
-    pub inbound: Mutex<InboundSa>,
-    pub in_spi: u32,
+    pub sa: Arc<Mutex<InboundSa>>,
 }
 
 impl Tunnel {
@@ -81,18 +95,18 @@ impl Tunnel {
         self.remote_ts.iter().any(|p| p.contains(src))
             && self.local_ts.iter().any(|p| p.contains(dst))
     }
+}
 
-    /// Largest inner packet that fits `mtu` once encapsulated.
-    pub fn inner_mtu(&self, mtu: usize) -> usize {
-        // overhead() includes the padding, which depends on the length:
-        // start a cipher block (at most 16 bytes) above the padded guess
-        // and walk down to the first length that fits.
-        let mut inner = (mtu + 16).saturating_sub(self.out.overhead(0));
-        while inner > 0 && inner + self.out.overhead(inner) > mtu {
-            inner -= 1;
-        }
-        inner
+/// Largest inner packet that fits `mtu` once `out` encapsulated it.
+pub fn inner_mtu(out: &OutboundSa, mtu: usize) -> usize {
+    // overhead() includes the padding, which depends on the length:
+    // start a cipher block (at most 16 bytes) above the padded guess
+    // and walk down to the first length that fits.
+    let mut inner = (mtu + 16).saturating_sub(out.overhead(0));
+    while inner > 0 && inner + out.overhead(inner) > mtu {
+        inner -= 1;
     }
+    inner
 }
 
 impl core::fmt::Debug for Tunnel {
@@ -105,7 +119,8 @@ impl core::fmt::Debug for Tunnel {
     }
 }
 
-/// Everything the workers look up, immutable during a run.
+/// One snapshot of everything the workers look up. Immutable: a change
+/// (SA added, deleted, rekeyed) is a new snapshot ([`Tables::from_view`]).
 #[derive(Debug)]
 pub struct Tables {
     pub gateway: String,
@@ -113,9 +128,51 @@ pub struct Tables {
     pub routes: RouteTable,
     pub static_neighbors: Vec<(PortIdx, IpAddr, MacAddr)>,
     pub spd: Spd,
-    pub tunnels: Vec<Arc<Tunnel>>,
-    /// (inbound SPI, tunnel index), sorted by SPI for binary search.
+    pub tunnels: Vec<Tunnel>,
+    pub inbound: Vec<InboundSlot>,
+    /// (inbound SPI, slot index), sorted by SPI for binary search.
     spi_index: Vec<(u32, usize)>,
+}
+
+/// The parts of the tables that come from the config and the devices
+/// and never change during a run: ports, routes, static neighbors.
+#[derive(Debug, Clone)]
+pub struct Network {
+    pub gateway: String,
+    pub ports: Vec<PortInfo>,
+    pub routes: RouteTable,
+    pub static_neighbors: Vec<(PortIdx, IpAddr, MacAddr)>,
+}
+
+impl Network {
+    /// From `config`; `macs[i]` is port i's MAC as the device reports it
+    /// (a configured `mac` wins).
+    pub fn from_config(config: &Config, macs: &[MacAddr]) -> Result<Network, TablesError> {
+        if macs.len() != config.ports.len() {
+            return Err(TablesError(format!(
+                "{} MAC addresses for {} ports",
+                macs.len(),
+                config.ports.len()
+            )));
+        }
+        let mtu = usize::from(config.dataplane.mtu);
+        let ports: Vec<PortInfo> = config
+            .ports
+            .iter()
+            .zip(macs)
+            .map(|(p, mac)| port_info(p, p.mac.map_or(*mac, |m| m.0), mtu))
+            .collect();
+        Ok(Network {
+            gateway: config.gateway.name.clone(),
+            routes: RouteTable::build(&ports, &config.routes),
+            static_neighbors: config
+                .neighbors
+                .iter()
+                .map(|n| (n.port.0, n.address, n.mac.0))
+                .collect(),
+            ports,
+        })
+    }
 }
 
 /// Why the tables could not be built from a config.
@@ -131,55 +188,84 @@ impl core::fmt::Display for TablesError {
 impl std::error::Error for TablesError {}
 
 impl Tables {
-    /// Builds the tables from `config`. `macs[i]` is port i's MAC as the
-    /// device reports it (a configured `mac` wins). `now` (seconds of the
-    /// run's clock) starts the SA lifetimes.
+    /// Builds the tables from `config`, creating its SAs (tunnel id =
+    /// config index). `macs[i]` is port i's MAC as the device reports it
+    /// (a configured `mac` wins). `now` (seconds of the run's clock) starts
+    /// the SA lifetimes.
     pub fn from_config(config: &Config, macs: &[MacAddr], now: u64) -> Result<Tables, TablesError> {
-        if macs.len() != config.ports.len() {
-            return Err(TablesError(format!(
-                "{} MAC addresses for {} ports",
-                macs.len(),
-                config.ports.len()
-            )));
-        }
-        let mtu = usize::from(config.dataplane.mtu);
-        let ports: Vec<PortInfo> = config
-            .ports
-            .iter()
-            .zip(macs)
-            .map(|(p, mac)| port_info(p, p.mac.map_or(*mac, |m| m.0), mtu))
-            .collect();
-        let routes = RouteTable::build(&ports, &config.routes);
-        let static_neighbors = config
-            .neighbors
-            .iter()
-            .map(|n| (n.port.0, n.address, n.mac.0))
-            .collect();
+        let net = Network::from_config(config, macs)?;
         let mut tunnels = Vec::new();
-        for t in &config.tunnels {
-            tunnels.push(Arc::new(tunnel(t, now)?));
+        let mut inbound = Vec::new();
+        for (i, t) in config.tunnels.iter().enumerate() {
+            let err = |dir: &str, e: espgw_esp::ConfigError| {
+                TablesError(format!("tunnel {:?} {dir}: {e}", t.name))
+            };
+            let out =
+                OutboundSa::new(&sa_config(t, &t.outbound), now).map_err(|e| err("out", e))?;
+            let sa = InboundSa::new(&sa_config(t, &t.inbound), now).map_err(|e| err("in", e))?;
+            tunnels.push(tunnel(i as u32, t, Some(Arc::new(out))));
+            inbound.push(InboundSlot {
+                spi: t.inbound.spi,
+                tunnel: i,
+                sa: Arc::new(Mutex::new(sa)),
+            });
         }
-        let spd = build_spd(config);
-        let mut spi_index: Vec<(u32, usize)> = tunnels
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (t.in_spi, i))
-            .collect();
-        spi_index.sort_unstable();
-        Ok(Tables {
-            gateway: config.gateway.name.clone(),
-            ports,
-            routes,
-            static_neighbors,
-            spd,
-            tunnels,
-            spi_index,
-        })
+        Ok(Tables::assemble(&net, build_spd(config), tunnels, inbound))
     }
 
-    /// The tunnel whose inbound SA has `spi`.
+    /// Builds a snapshot from the control plane's live view (its SAs, its
+    /// compiled SPD) and the fixed network parts: the snapshot builder the
+    /// runtime hands to `SaManager`.
+    pub fn from_view(net: &Network, view: &LiveView) -> Tables {
+        let mut tunnels = Vec::new();
+        let mut inbound = Vec::new();
+        let mut index_of_id = Vec::new();
+        for (i, tv) in view.tunnels.iter().enumerate() {
+            let id = tv.id.0 as usize;
+            if index_of_id.len() <= id {
+                index_of_id.resize(id + 1, None);
+            }
+            index_of_id[id] = Some(i);
+            tunnels.push(tunnel(tv.id.0, tv.tunnel, tv.outbound.cloned()));
+            for iv in &tv.inbound {
+                inbound.push(InboundSlot {
+                    spi: iv.spi,
+                    tunnel: i,
+                    sa: Arc::clone(iv.sa),
+                });
+            }
+        }
+        let spd = Spd::from_compiled(Arc::clone(view.spd), index_of_id);
+        Tables::assemble(net, spd, tunnels, inbound)
+    }
+
+    fn assemble(
+        net: &Network,
+        spd: Spd,
+        tunnels: Vec<Tunnel>,
+        inbound: Vec<InboundSlot>,
+    ) -> Tables {
+        let mut spi_index: Vec<(u32, usize)> = inbound
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.spi, i))
+            .collect();
+        spi_index.sort_unstable();
+        Tables {
+            gateway: net.gateway.clone(),
+            ports: net.ports.clone(),
+            routes: net.routes.clone(),
+            static_neighbors: net.static_neighbors.clone(),
+            spd,
+            tunnels,
+            inbound,
+            spi_index,
+        }
+    }
+
+    /// The inbound SA slot with `spi`.
     #[inline]
-    pub fn tunnel_by_spi(&self, spi: u32) -> Option<usize> {
+    pub fn inbound_by_spi(&self, spi: u32) -> Option<usize> {
         self.spi_index
             .binary_search_by_key(&spi, |(s, _)| *s)
             .ok()
@@ -190,6 +276,29 @@ impl Tables {
     #[inline]
     pub fn is_local(&self, ip: IpAddr) -> bool {
         self.ports.iter().any(|p| p.owns(ip))
+    }
+
+    /// One past the largest tunnel id (size of per-tunnel counter arrays).
+    pub fn tunnel_ids(&self) -> usize {
+        self.tunnels
+            .iter()
+            .map(|t| t.id as usize + 1)
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+fn tunnel(id: u32, t: &cfg::Tunnel, out: Option<Arc<OutboundSa>>) -> Tunnel {
+    Tunnel {
+        id,
+        name: t.name.clone(),
+        local: t.local,
+        remote: t.remote,
+        port: t.port.0,
+        local_ts: t.local_ts.clone(),
+        remote_ts: t.remote_ts.clone(),
+        udp_encap: t.encap == cfg::Encap::Udp,
+        out,
     }
 }
 
@@ -244,26 +353,6 @@ pub fn sa_config(t: &cfg::Tunnel, keys: &cfg::SaKeys) -> SaConfig {
             seconds: limit(l.soft.seconds, l.hard.seconds),
         },
     }
-}
-
-fn tunnel(t: &cfg::Tunnel, now: u64) -> Result<Tunnel, TablesError> {
-    let err = |dir: &str, e: espgw_esp::ConfigError| {
-        TablesError(format!("tunnel {:?} {dir}: {e}", t.name))
-    };
-    let out = OutboundSa::new(&sa_config(t, &t.outbound), now).map_err(|e| err("out", e))?;
-    let inbound = InboundSa::new(&sa_config(t, &t.inbound), now).map_err(|e| err("in", e))?;
-    Ok(Tunnel {
-        name: t.name.clone(),
-        local: t.local,
-        remote: t.remote,
-        port: t.port.0,
-        local_ts: t.local_ts.clone(),
-        remote_ts: t.remote_ts.clone(),
-        udp_encap: t.encap == cfg::Encap::Udp,
-        out,
-        inbound: Mutex::new(inbound),
-        in_spi: t.inbound.spi,
-    })
 }
 
 fn build_spd(config: &Config) -> Spd {

@@ -408,9 +408,10 @@ fn protected_packet_leaves_as_esp_and_the_peer_decrypts_it() {
         p.fill_checksum();
     }
     assert_eq!(got, expect);
-    let sa = &b.w.tables().tunnels[0];
-    assert_eq!(sa.inbound.lock().unwrap().stats().packets, 1);
-    assert_eq!(a.w.tables().tunnels[0].out.stats().packets, 1);
+    let sa = &b.w.tables().inbound[0];
+    assert_eq!(sa.sa.lock().unwrap().stats().packets, 1);
+    let out = a.w.tables().tunnels[0].out.as_ref().unwrap();
+    assert_eq!(out.stats().packets, 1);
 }
 
 #[test]
@@ -514,7 +515,7 @@ fn bad_esp_is_counted_by_reason() {
     assert_eq!(b.drops(Drop::UnknownSpi), 1);
     assert_eq!(b.drops(Drop::EspTruncated), 1);
     assert_eq!(b.drops(Drop::Replayed), 1);
-    let stats = b.w.tables().tunnels[0].inbound.lock().unwrap().stats();
+    let stats = b.w.tables().inbound[0].sa.lock().unwrap().stats();
     assert_eq!(stats.drops.get(espgw_esp::DropReason::Replayed), 1);
 }
 
@@ -867,5 +868,73 @@ mod prop {
             b.rx(port, &frames);
             prop_assert!(b.w.counters().balanced());
         }
+    }
+}
+
+mod live {
+    //! The tables as the control plane publishes them: a rekey while
+    //! traffic flows, picked up by the workers between bursts.
+    use super::*;
+    use crate::tables::Network;
+    use espgw_control::config::{SaKeys, SecretBytes as KeyBytes};
+    use espgw_control::live::SaManager;
+
+    fn manager(text: String, macs: [MacAddr; 2]) -> SaManager<Arc<Tables>> {
+        let host = HostFacts {
+            cpus: 2,
+            check_permissions: false,
+        };
+        let (config, _) = espgw_control::parse_str(Path::new("t.toml"), text, &host).unwrap();
+        let net = Network::from_config(&config, &macs).unwrap();
+        SaManager::new(
+            &config,
+            0,
+            Box::new(move |view| Arc::new(Tables::from_view(&net, view))),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn rekey_make_before_break_while_traffic_flows() {
+        let mut ma = manager(
+            config_text(false, "10.1.0.0/24", ""),
+            [A_PROT_MAC, A_UNPROT_MAC],
+        );
+        let mut mb = manager(config_text(true, "", ""), [B_PROT_MAC, B_UNPROT_MAC]);
+        let (mut ra, mut rb) = (ma.reader(), mb.reader());
+        let mut a = Gw::new(Arc::clone(ra.get()));
+        let mut b = Gw::new(Arc::clone(rb.get()));
+        a.learn_by_arp(PROT, "10.1.0.10", HOST_A_MAC, "10.1.0.1");
+        a.learn_by_arp(UNPROT, "192.0.2.2", B_UNPROT_MAC, "192.0.2.1");
+        b.learn_by_arp(PROT, "10.2.0.10", HOST_B_MAC, "10.2.0.1");
+        let send = |a: &mut Gw, b: &mut Gw| {
+            let esp = a.rx(
+                PROT,
+                &[from_host_a(&udp4("10.1.0.10", "10.2.0.10", 64, true, 40))],
+            );
+            let (_, outer) = l3(&esp[UNPROT][0]);
+            let spi = u32::from_be_bytes(outer[20..24].try_into().unwrap());
+            let out = b.rx(UNPROT, &esp[UNPROT]);
+            (spi, out[PROT].len())
+        };
+        assert_eq!(send(&mut a, &mut b), (0xa001, 1));
+        let key = |hex: &str| SaKeys {
+            spi: 0xa002,
+            key: KeyBytes::from_hex(hex).unwrap(),
+            auth_key: None,
+        };
+        let new_key = "00112233445566778899aabbccddeeff01020304";
+        // B installs the new inbound SA first, then A switches over.
+        mb.rekey("t", None, Some(key(new_key)), 1).unwrap();
+        ma.rekey("t", Some(key(new_key)), None, 1).unwrap();
+        for (gw, r) in [(&mut a, &mut ra), (&mut b, &mut rb)] {
+            r.quiescent();
+            gw.w.set_tables(Arc::clone(r.get()));
+        }
+        assert_eq!(send(&mut a, &mut b), (0xa002, 1));
+        // B still has the old SA draining: its in-flight packets decrypt.
+        assert!(b.w.tables().inbound.iter().any(|s| s.spi == 0xa001));
+        assert_eq!(b.drops(Drop::UnknownSpi), 0);
+        assert_eq!(b.drops(Drop::IcvMismatch), 0);
     }
 }

@@ -34,7 +34,7 @@ use crate::pool::BufPool;
 use crate::reason::Drop;
 use crate::route::NextHop;
 use crate::spd::{Action, Flow};
-use crate::tables::{PortIdx, Tables};
+use crate::tables::{inner_mtu, PortIdx, Tables};
 use crate::tx::TxQueues;
 
 /// Time of the run's monotonic clock.
@@ -129,13 +129,16 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         burst: usize,
         shared: SharedNeighbors,
     ) -> Self {
-        let tunnels = tables.tunnels.len();
         Worker {
             id,
             neighbors: Neighbors::new(&tables.static_neighbors, shared),
-            counters: WorkerCounters::new(tables.ports.len(), tunnels),
-            out_stage: (0..tunnels).map(|_| Stage::new(burst)).collect(),
-            in_stage: (0..tunnels).map(|_| Stage::new(burst)).collect(),
+            counters: WorkerCounters::new(tables.ports.len(), tables.tunnel_ids()),
+            out_stage: (0..tables.tunnels.len())
+                .map(|_| Stage::new(burst))
+                .collect(),
+            in_stage: (0..tables.inbound.len())
+                .map(|_| Stage::new(burst))
+                .collect(),
             verdicts: Vec::with_capacity(burst),
             scratch: vec![0u8; icmpv6::MIN_MTU].into_boxed_slice(),
             last_tick_ns: 0,
@@ -143,6 +146,21 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
             tables,
             pool,
         }
+    }
+
+    /// Switches to a new snapshot of the tables (call between bursts,
+    /// when the control plane published one). Ports and static neighbors
+    /// never change during a run; tunnels and SAs may.
+    pub fn set_tables(&mut self, tables: Arc<Tables>) {
+        if Arc::ptr_eq(&self.tables, &tables) {
+            return;
+        }
+        let burst = self.verdicts.capacity();
+        self.out_stage
+            .resize_with(tables.tunnels.len(), || Stage::new(burst));
+        self.in_stage
+            .resize_with(tables.inbound.len(), || Stage::new(burst));
+        self.tables = tables;
     }
 
     /// This worker's index.
@@ -331,9 +349,18 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
                 let tunnel = &self.tables.tunnels[t];
                 let mtu = self.tables.ports[tunnel.port].mtu;
                 let len = pkt.len();
-                if len + tunnel.out.overhead(len) > mtu {
-                    let inner_mtu = tunnel.inner_mtu(mtu);
-                    self.counters.tunnels[t].out_mtu_exceeded += 1;
+                let (id, fits, inner) = match tunnel.out.as_deref() {
+                    Some(out) => (
+                        tunnel.id,
+                        len + out.overhead(len) <= mtu,
+                        inner_mtu(out, mtu),
+                    ),
+                    // Hard-expired and not replaced: never in the clear.
+                    None => return self.drop_pkt(pkt, Drop::SaExpired, Some(port)),
+                };
+                if !fits {
+                    let inner_mtu = inner;
+                    self.counters.tunnel(id).out_mtu_exceeded += 1;
                     if m.dont_frag {
                         return self.too_big(port, pkt, m, inner_mtu, tx, now);
                     }
@@ -432,17 +459,17 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
             Ok(l) => l,
             Err(r) => return self.drop_pkt(pkt, Drop::from_esp(r), Some(port)),
         };
-        let Some(t) = self.tables.tunnel_by_spi(loc.spi) else {
+        let Some(slot) = self.tables.inbound_by_spi(loc.spi) else {
             return self.drop_pkt(pkt, Drop::UnknownSpi, Some(port));
         };
-        let tunnel = &self.tables.tunnels[t];
+        let tunnel = &self.tables.tunnels[self.tables.inbound[slot].tunnel];
         if tunnel.local != m.dst {
             return self.drop_pkt(pkt, Drop::UnknownSpi, Some(port));
         }
         if tunnel.udp_encap != matches!(encap, Encap::Udp { .. }) {
             return self.drop_pkt(pkt, Drop::NotEsp, Some(port));
         }
-        self.in_stage[t].push(pkt, port);
+        self.in_stage[slot].push(pkt, port);
     }
 
     // ---------------------------------------------------------------
@@ -711,7 +738,10 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         if let Action::Protect(t) = self.tables.spd.lookup(&flow).action {
             let tunnel = &self.tables.tunnels[t];
             let len = pkt.len();
-            if len + tunnel.out.overhead(len) > self.tables.ports[tunnel.port].mtu {
+            let Some(out) = tunnel.out.as_deref() else {
+                return self.drop_pkt(pkt, Drop::SaExpired, None);
+            };
+            if len + out.overhead(len) > self.tables.ports[tunnel.port].mtu {
                 return self.drop_pkt(pkt, Drop::MtuExceeded, None);
             }
             return self.out_stage[t].push(pkt, ORIGINATED);
@@ -732,10 +762,18 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
             let tables = Arc::clone(&self.tables);
             let tunnel = &tables.tunnels[t];
             self.verdicts.clear();
-            self.verdicts.resize(stage.pkts.len(), Verdict::default());
-            tunnel
-                .out
-                .encap_burst(&mut stage.pkts, &mut self.verdicts, now.secs());
+            match tunnel.out.as_deref() {
+                Some(out) => {
+                    self.verdicts.resize(stage.pkts.len(), Verdict::default());
+                    out.encap_burst(&mut stage.pkts, &mut self.verdicts, now.secs());
+                }
+                // Staged only with an SA, and a snapshot does not change
+                // within a burst; dropped rather than trusted.
+                None => self.verdicts.resize(
+                    stage.pkts.len(),
+                    Verdict::Drop(espgw_esp::DropReason::SaExpired),
+                ),
+            }
             // Every packet of the group goes to the same peer: one route
             // and neighbor lookup for all of them.
             let hop = tables.routes.lookup(tunnel.remote);
@@ -767,12 +805,13 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
             }
             let mut stage = std::mem::replace(&mut self.in_stage[t], Stage::new(0));
             let tables = Arc::clone(&self.tables);
-            let tunnel = &tables.tunnels[t];
+            let slot = &tables.inbound[t];
+            let tunnel = &tables.tunnels[slot.tunnel];
             self.verdicts.clear();
             self.verdicts.resize(stage.pkts.len(), Verdict::default());
             {
                 // One lock per SA group per burst; uncontended with one worker.
-                let mut sa = tunnel.inbound.lock().unwrap_or_else(|e| e.into_inner());
+                let mut sa = slot.sa.lock().unwrap_or_else(|e| e.into_inner());
                 sa.decap_burst(&mut stage.pkts, &mut self.verdicts, now.secs());
             }
             for (i, (mut pkt, port)) in stage.pkts.drain(..).zip(stage.ports.drain(..)).enumerate()
@@ -795,7 +834,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
                     }
                 };
                 if !tunnel.inbound_matches(m.src, m.dst) {
-                    self.counters.tunnels[t].in_policy_mismatch += 1;
+                    self.counters.tunnel(tunnel.id).in_policy_mismatch += 1;
                     self.drop_pkt(pkt, Drop::PolicyMismatch, Some(port));
                     continue;
                 }
