@@ -327,3 +327,59 @@ fn tunnel_toml_files_become_sa_add_requests() {
     let e = client::tunnel_from_toml(&broken).unwrap_err();
     assert!(!e.contains(&ADD_OUT_KEY[..12]), "{e}");
 }
+
+#[test]
+fn services_start_serve_tick_and_stop() {
+    use espgw_control::live::{control_tables, Services};
+    let dir = temp_dir("services");
+    let sock = dir.join("gw.sock");
+    let text = gateway_toml(
+        1,
+        "lifetime = { seconds = 100, soft_seconds = 50 }",
+        "discard",
+        "",
+    )
+    .replace(
+        "name = \"gw-1\"",
+        &format!(
+            "name = \"gw-1\"\ncontrol_socket = {:?}\nmetrics = \"127.0.0.1:0\"",
+            sock
+        ),
+    );
+    let clock = Arc::new(AtomicU64::new(0));
+    let c = clock.clone();
+    let services = Services::start(
+        &config(text),
+        Box::new(control_tables),
+        Arc::new(move || c.load(Ordering::Relaxed)),
+        Arc::new(FakeDataplane),
+    )
+    .unwrap();
+    let reader = services.reader();
+    assert!(client::run(&sock, &CtlCommand::Status, false)
+        .unwrap()
+        .contains("gw-1"));
+    // The tick thread notices the soft lifetime by itself.
+    clock.store(50, Ordering::Relaxed);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while services.control().status().soft_expired.len() < 2 {
+        assert!(std::time::Instant::now() < deadline, "no tick");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let addr = services.metrics_addr().unwrap();
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(s, "GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+    let mut body = String::new();
+    std::io::Read::read_to_string(&mut s, &mut body).unwrap();
+    assert!(body.contains("espgw_sa_soft_expiries_total 2"), "{body}");
+    drop(reader);
+    let last = services.stop();
+    assert_eq!(last.sas.len(), 2);
+    assert_eq!(last.ports[0].rx_packets, 123);
+    assert!(!sock.exists(), "socket removed at stop");
+    assert!(
+        std::net::TcpStream::connect(addr).is_err(),
+        "metrics stopped"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -11,6 +11,7 @@
 //! - [`ControlServer`]: the Unix-socket JSON-lines server; [`client`] is the
 //!   other end, used by `espgw ctl`.
 //! - [`MetricsServer`]: Prometheus text exposition over HTTP/1.0.
+//! - [`Services`]: all of the above started (and stopped) in one call.
 //!
 //! Protocol, commands, rekey semantics, metric names and the runtime
 //! integration steps: docs/operations.md.
@@ -21,6 +22,7 @@ mod manager;
 pub mod metrics;
 pub mod protocol;
 mod rules;
+mod services;
 mod snapshot;
 mod socket;
 mod status;
@@ -31,6 +33,7 @@ pub use control::{
 };
 pub use manager::{DrainPolicy, LiveError, SaManager};
 pub use metrics::MetricsServer;
+pub use services::{Services, TICK};
 pub use snapshot::{
     control_tables, InboundView, Keeper, LiveSa, LiveTables, LiveView, SharedInbound,
     SharedOutbound, SnapshotBuilder, TunnelView,
