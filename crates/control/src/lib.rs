@@ -4,6 +4,9 @@
 //! `gateway.toml` schema parsed into typed, validated values, with every
 //! problem reported at once as `FILE:LINE:COL: key.path: message`. It also
 //! renders the SAs of a config as Wireshark `esp_sa` lines ([`wireshark`]).
+//! [`live`] changes SAs and policy while the data plane runs (add, delete,
+//! make-before-break rekey, lifetimes) and serves the control socket and
+//! the Prometheus metrics (docs/operations.md).
 
 pub mod config;
 pub mod live;
