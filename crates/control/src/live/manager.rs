@@ -7,7 +7,7 @@
 //! counters of SAs that did not change carry over untouched. Each change
 //! writes one `tracing` info line (never a key, never per packet).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -750,13 +750,18 @@ fn new_tunnel(id: TunnelId, config: Tunnel, now: u64) -> Result<LiveTunnel, Live
 }
 
 fn compile_rules(entries: &[Entry], tunnels: &[LiveTunnel]) -> Vec<Rule> {
+    // By name through a map: a scan per entry is quadratic (0.5 s at
+    // 10,000 tunnels).
+    let by_name: HashMap<&str, &LiveTunnel> = tunnels
+        .iter()
+        .map(|t| (t.config.name.as_str(), t))
+        .collect();
     entries
         .iter()
         .filter_map(|e| match e {
             Entry::Policy(rule) | Entry::Tombstone(_, rule) => Some(rule.clone()),
-            Entry::Tunnel(name) => tunnels
-                .iter()
-                .find(|t| t.config.name == *name)
+            Entry::Tunnel(name) => by_name
+                .get(name.as_str())
                 .map(|t| rules::tunnel_rule(&t.config, t.id)),
         })
         .collect()
