@@ -63,6 +63,9 @@ pub struct WorkerCounters {
     pub alloc_failures: u64,
     /// RX bursts that brought at least one packet.
     pub bursts: u64,
+    /// Loop iterations of the worker (runtime), and those that moved packets.
+    pub polls: u64,
+    pub busy_polls: u64,
     pub ports: Vec<PortCounters>,
     pub tunnels: Vec<TunnelCounters>,
 }
@@ -112,6 +115,8 @@ impl WorkerCounters {
         self.drops.merge(&o.drops);
         self.alloc_failures += o.alloc_failures;
         self.bursts += o.bursts;
+        self.polls += o.polls;
+        self.busy_polls += o.busy_polls;
         if self.ports.len() < o.ports.len() {
             self.ports.resize(o.ports.len(), PortCounters::default());
         }

@@ -245,6 +245,13 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         }
     }
 
+    /// Counts one loop iteration of the runtime, `busy` when it moved packets.
+    #[inline]
+    pub fn count_poll(&mut self, busy: bool) {
+        self.counters.polls += 1;
+        self.counters.busy_polls += u64::from(busy);
+    }
+
     /// Pipeline mode: counts frames handed to the I/O lcore for `port`
     /// (`handed`) and those the ring refused (freed by the caller). The
     /// I/O lcore counts what the device sends.

@@ -3,6 +3,7 @@
 //! k of every port, run to completion), a control loop on the main lcore
 //! that waits for SIGINT/SIGTERM or `--duration`, then the final counters.
 
+mod control;
 mod eal_args;
 mod pipeline;
 mod worker_loop;
@@ -19,7 +20,7 @@ use espgw_control::Diagnostic;
 use crate::counters::WorkerCounters;
 use crate::neighbor::SharedNeighbors;
 use crate::stats::{NicCounters, Stats};
-use crate::tables::{Tables, TablesError};
+use crate::tables::{Network, Tables, TablesError};
 
 pub use eal_args::{device_arg, eal_args, is_pci, lcore_map, lcores_needed, queues_per_port};
 pub use worker_loop::MbufPool;
@@ -125,16 +126,33 @@ fn run_with_eal(
         Err(e) => return (None, Err(e)),
     };
     let started = Instant::now();
-    let workers = match setup.launch(config, Arc::clone(stop), started) {
+    // One live counter copy per worker lcore (the I/O lcore included).
+    let lives: Vec<Arc<Mutex<WorkerCounters>>> = (0..lcores_needed(&config.dataplane))
+        .map(|_| Arc::new(Mutex::new(WorkerCounters::default())))
+        .collect();
+    let counters = control::LiveCounters {
+        workers: lives.clone(),
+        ports: setup.net.ports.iter().map(|p| p.name.clone()).collect(),
+    };
+    let control = match control::Control::start(config, setup.net.clone(), started, counters, stop)
+    {
+        Ok(c) => c,
+        Err(e) => return (None, Err(RunError::Setup(e))),
+    };
+    let workers = match setup.launch(config, &control, &lives, Arc::clone(stop), started) {
         Ok(w) => w,
-        Err(e) => return (None, Err(e)),
+        Err(e) => {
+            stop.store(true, Ordering::Relaxed);
+            control.shutdown();
+            return (None, Err(e));
+        }
     };
     eprintln!(
         "espgw {}: running, {} worker(s), ports: {}",
         config.gateway.name,
         workers.len(),
         setup
-            .tables
+            .net
             .ports
             .iter()
             .map(|p| format!(
@@ -155,18 +173,17 @@ fn run_with_eal(
     stop.store(true, Ordering::Relaxed);
     let mut counters = Vec::new();
     let mut result = Ok(());
-    for (k, (handle, _live)) in workers.into_iter().enumerate() {
+    for (k, handle) in workers.into_iter().enumerate() {
         match handle.wait() {
             Ok(c) => counters.push(c),
             Err(_) => {
-                counters.push(WorkerCounters::new(
-                    setup.tables.ports.len(),
-                    setup.tables.tunnels.len(),
-                ));
+                counters.push(WorkerCounters::new(setup.net.ports.len(), 0));
                 result = Err(RunError::WorkerPanicked(k));
             }
         }
     }
+    let tables = control.current();
+    control.shutdown();
     let nic = setup
         .ports
         .iter()
@@ -186,7 +203,7 @@ fn run_with_eal(
         workers: counters,
         nic,
     };
-    let json = stats.to_json(&setup.tables);
+    let json = stats.to_json(&tables);
     let total = stats.total();
     eprintln!(
         "espgw {}: stopped after {:.1}s: rx {} tx {} local {} generated {} dropped {} held {}{}",
@@ -210,18 +227,15 @@ fn run_with_eal(
     (Some(json), result)
 }
 
-/// The started ports, the pool and the tables.
+/// The started ports, the pool and the network they make.
 struct Setup {
     pool: Mempool,
     ports: Vec<Port>,
-    tables: Arc<Tables>,
+    net: Network,
     shared: SharedNeighbors,
 }
 
-type WorkerHandle = (
-    lcore::LaunchHandle<WorkerCounters>,
-    Arc<Mutex<WorkerCounters>>,
-);
+type WorkerHandle = lcore::LaunchHandle<WorkerCounters>;
 
 impl Setup {
     fn new(config: &Config) -> Result<Setup, RunError> {
@@ -253,11 +267,11 @@ impl Setup {
             macs.push(port.mac()?);
             ports.push(port);
         }
-        let tables = Tables::from_config(config, &macs, 0).map_err(RunError::Tables)?;
+        let net = Network::from_config(config, &macs).map_err(RunError::Tables)?;
         Ok(Setup {
             pool,
             ports,
-            tables: Arc::new(tables),
+            net,
             shared: SharedNeighbors::default(),
         })
     }
@@ -266,6 +280,8 @@ impl Setup {
     fn launch(
         &self,
         config: &Config,
+        control: &control::Control,
+        lives: &[Arc<Mutex<WorkerCounters>>],
         stop: Arc<AtomicBool>,
         started: Instant,
     ) -> Result<Vec<WorkerHandle>, RunError> {
@@ -278,7 +294,7 @@ impl Setup {
             )));
         }
         if config.dataplane.mode == Mode::Pipeline {
-            return self.launch_pipeline(config, &lcores, stop, started);
+            return self.launch_pipeline(config, control, lives, &lcores, stop, started);
         }
         let workers = config.dataplane.workers;
         let mut handles = Vec::new();
@@ -294,10 +310,10 @@ impl Setup {
                 .iter()
                 .map(|p| p.tx_queue(q))
                 .collect::<Result<Vec<_>, _>>()?;
-            let live = Arc::new(Mutex::new(WorkerCounters::default()));
+            let live = Arc::clone(&lives[k]);
             let job = worker_loop::Job {
                 id: k,
-                tables: Arc::clone(&self.tables),
+                reader: control.live.reader(),
                 pool: MbufPool(self.pool.clone()),
                 shared: self.shared.clone(),
                 rx,
@@ -309,7 +325,7 @@ impl Setup {
                 live: Arc::clone(&live),
             };
             let handle = lcore::launch(lc, move || job.run())?;
-            handles.push((handle, live));
+            handles.push(handle);
         }
         Ok(handles)
     }
@@ -318,6 +334,8 @@ impl Setup {
     fn launch_pipeline(
         &self,
         config: &Config,
+        control: &control::Control,
+        lives: &[Arc<Mutex<WorkerCounters>>],
         lcores: &[u32],
         stop: Arc<AtomicBool>,
         started: Instant,
@@ -351,10 +369,10 @@ impl Setup {
                     .map(|r| r.consumer())
                     .collect::<Result<Vec<_>, _>>()?,
             );
-            let live = Arc::new(Mutex::new(WorkerCounters::default()));
+            let live = Arc::clone(&lives[k]);
             let job = pipeline::CryptoJob {
                 id: k,
-                tables: Arc::clone(&self.tables),
+                reader: control.live.reader(),
                 pool: MbufPool(self.pool.clone()),
                 shared: self.shared.clone(),
                 from_io: input.consumer()?,
@@ -369,7 +387,7 @@ impl Setup {
                 started,
                 live: Arc::clone(&live),
             };
-            handles.push((lcore::launch(lc, move || job.run())?, live));
+            handles.push(lcore::launch(lc, move || job.run())?);
         }
         let io = pipeline::IoJob {
             rx: self
@@ -390,8 +408,7 @@ impl Setup {
             done,
             rx_stopped,
         };
-        let live = Arc::new(Mutex::new(WorkerCounters::default()));
-        handles.push((lcore::launch(lcores[workers], move || io.run())?, live));
+        handles.push(lcore::launch(lcores[workers], move || io.run())?);
         Ok(handles)
     }
 

@@ -16,14 +16,15 @@ use std::time::{Duration, Instant};
 
 use dpdk::{Burst, Mbuf, RingConsumer, RingProducer, RxQueue, TxQueue};
 use espgw_control::config::Poll;
+use espgw_control::tables::Reader;
 use espgw_wire::PacketBuf;
 
+use super::control::Snapshot;
 use super::worker_loop::{Backoff, MbufPool};
 use crate::counters::WorkerCounters;
 use crate::neighbor::SharedNeighbors;
 use crate::reason::Drop;
 use crate::steer::worker_for;
-use crate::tables::Tables;
 use crate::tx::TxQueues;
 use crate::worker::{Now, Worker};
 
@@ -188,7 +189,7 @@ fn transmit(
 /// A worker lcore of the pipeline.
 pub(super) struct CryptoJob {
     pub id: usize,
-    pub tables: Arc<Tables>,
+    pub reader: Reader<Snapshot>,
     pub pool: MbufPool,
     pub shared: SharedNeighbors,
     pub from_io: RingConsumer,
@@ -205,14 +206,9 @@ pub(super) struct CryptoJob {
 impl CryptoJob {
     pub fn run(mut self) -> WorkerCounters {
         const N: usize = IO_BURST;
-        let ports = self.tables.ports.len();
-        let mut worker = Worker::new(
-            self.id,
-            Arc::clone(&self.tables),
-            self.pool.clone(),
-            N,
-            self.shared.clone(),
-        );
+        let tables = Arc::clone(self.reader.get());
+        let ports = tables.ports.len();
+        let mut worker = Worker::new(self.id, tables, self.pool.clone(), N, self.shared.clone());
         let mut burst: Burst<N> = Burst::new();
         let mut out: Burst<N> = Burst::new();
         let mut frames: Vec<Mbuf> = Vec::with_capacity(N);
@@ -249,6 +245,10 @@ impl CryptoJob {
             }
             worker.tick(&mut txq, now);
             hand_back(&mut worker, &mut txq, &mut self.to_io, &mut out);
+            if self.reader.quiescent() {
+                worker.set_tables(Arc::clone(self.reader.get()));
+            }
+            worker.count_poll(n > 0);
             if last_publish.elapsed() >= PUBLISH_EVERY {
                 last_publish = Instant::now();
                 if let Ok(mut live) = self.live.try_lock() {

@@ -7,12 +7,14 @@ use std::time::{Duration, Instant};
 
 use dpdk::{Burst, Mbuf, Mempool, RxQueue, TxQueue};
 use espgw_control::config::Poll;
+use espgw_control::tables::Reader;
+
+use super::control::Snapshot;
 use espgw_wire::PacketBuf;
 
 use crate::counters::WorkerCounters;
 use crate::neighbor::SharedNeighbors;
 use crate::pool::BufPool;
-use crate::tables::Tables;
 use crate::tx::TxQueues;
 use crate::worker::{Now, Worker};
 
@@ -70,7 +72,8 @@ impl Backoff {
 /// Everything a worker lcore needs, moved onto it.
 pub(super) struct Job {
     pub id: usize,
-    pub tables: Arc<Tables>,
+    /// The control plane's snapshots (the first one is where it starts).
+    pub reader: Reader<Snapshot>,
     pub pool: MbufPool,
     pub shared: SharedNeighbors,
     pub rx: Vec<RxQueue>,
@@ -98,14 +101,9 @@ impl Job {
     }
 
     fn run_n<const N: usize>(mut self) -> WorkerCounters {
-        let ports = self.tables.ports.len();
-        let mut worker = Worker::new(
-            self.id,
-            Arc::clone(&self.tables),
-            self.pool.clone(),
-            N,
-            self.shared.clone(),
-        );
+        let tables = Arc::clone(self.reader.get());
+        let ports = tables.ports.len();
+        let mut worker = Worker::new(self.id, tables, self.pool.clone(), N, self.shared.clone());
         let mut rx_burst: Burst<N> = Burst::new();
         let mut tx_burst: Burst<N> = Burst::new();
         let mut pkts: Vec<Mbuf> = Vec::with_capacity(N);
@@ -132,6 +130,12 @@ impl Job {
             }
             worker.tick(&mut txq, now);
             let sent = flush(&mut worker, &mut txq, &mut self.tx, &mut tx_burst);
+            // A quiescent point: between bursts, holding nothing from the
+            // old snapshot but the worker's own reference.
+            if self.reader.quiescent() {
+                worker.set_tables(Arc::clone(self.reader.get()));
+            }
+            worker.count_poll(got + sent > 0);
             if last_publish.elapsed() >= PUBLISH_EVERY {
                 last_publish = Instant::now();
                 if let Ok(mut live) = self.live.try_lock() {

@@ -1,0 +1,140 @@
+//! The control plane around a running data plane: the SA manager that
+//! publishes table snapshots to the workers, the control socket
+//! (`espgw ctl`), the metrics endpoint and the lifetime ticker, all from
+//! crates/control; and the data plane's side of their stats.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use espgw_control::config::Config;
+use espgw_control::live::{
+    self, Clock, ControlBackend, ControlServer, CountersSource, DataplaneCounters, LiveControl,
+    MetricsServer, SaManager, StatsSource,
+};
+
+use crate::counters::WorkerCounters;
+use crate::tables::{Network, Tables};
+
+/// What the workers read: a snapshot per change, published by the manager.
+pub type Snapshot = Arc<Tables>;
+
+/// The live control plane of a run; dropping it stops its threads.
+pub(super) struct Control {
+    pub live: Arc<LiveControl<Snapshot>>,
+    _socket: Option<ControlServer>,
+    _metrics: Option<MetricsServer>,
+    ticker: Option<JoinHandle<()>>,
+}
+
+/// The workers' counter copies (published every 100 ms) as the control
+/// plane's stats.
+pub(super) struct LiveCounters {
+    pub workers: Vec<Arc<Mutex<WorkerCounters>>>,
+    pub ports: Vec<String>,
+}
+
+impl CountersSource for LiveCounters {
+    fn counters(&self) -> DataplaneCounters {
+        let mut total = WorkerCounters::default();
+        let mut workers = Vec::new();
+        for (k, w) in self.workers.iter().enumerate() {
+            let c = w.lock().map(|c| c.clone()).unwrap_or_default();
+            total.merge(&c);
+            workers.push(live::WorkerCounters {
+                worker: k,
+                busy_ratio: if c.polls == 0 {
+                    0.0
+                } else {
+                    c.busy_polls as f64 / c.polls as f64
+                },
+            });
+        }
+        let ports = self
+            .ports
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                let c = total.ports.get(i).copied().unwrap_or_default();
+                live::PortCounters {
+                    name: name.clone(),
+                    rx_packets: c.rx_packets,
+                    tx_packets: c.tx_packets,
+                    rx_bytes: c.rx_bytes,
+                    tx_bytes: c.tx_bytes,
+                }
+            })
+            .collect();
+        let drops: BTreeMap<String, u64> = total
+            .drops
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(r, n)| (r.name().to_string(), n))
+            .collect();
+        DataplaneCounters {
+            ports,
+            workers,
+            drops,
+        }
+    }
+}
+
+impl Control {
+    /// Creates the manager (the config's SAs), publishes the first
+    /// snapshot, and starts the socket, metrics and ticker the config asks
+    /// for. A socket or metrics address that cannot be bound is reported
+    /// and skipped: the data plane runs without it.
+    pub fn start(
+        config: &Config,
+        net: Network,
+        started: Instant,
+        counters: LiveCounters,
+        stop: &Arc<AtomicBool>,
+    ) -> Result<Control, String> {
+        let clock: Clock = Arc::new(move || started.elapsed().as_secs());
+        let manager = SaManager::new(
+            config,
+            clock(),
+            Box::new(move |view| Arc::new(Tables::from_view(&net, view))),
+        )
+        .map_err(|e| e.to_string())?;
+        let live = Arc::new(LiveControl::new(config, manager, clock, Arc::new(counters)));
+        let socket = config.gateway.control_socket.as_ref().and_then(|path| {
+            let backend: Arc<dyn ControlBackend> = Arc::clone(&live) as _;
+            ControlServer::bind(path, backend)
+                .map_err(|e| eprintln!("espgw: control socket {}: {e}", path.display()))
+                .ok()
+        });
+        let metrics = config.gateway.metrics.and_then(|addr| {
+            let source: Arc<dyn StatsSource> = Arc::clone(&live) as _;
+            MetricsServer::bind(addr, source)
+                .map_err(|e| eprintln!("espgw: metrics {addr}: {e}"))
+                .ok()
+        });
+        let ticker = live
+            .spawn_ticker(Duration::from_secs(1), Arc::clone(stop))
+            .map_err(|e| eprintln!("espgw: lifetime ticker: {e}"))
+            .ok();
+        Ok(Control {
+            live,
+            _socket: socket,
+            _metrics: metrics,
+            ticker,
+        })
+    }
+
+    /// The snapshot published last.
+    pub fn current(&self) -> Snapshot {
+        Arc::clone(self.live.manager().current().as_ref())
+    }
+
+    /// Waits for the ticker (after `stop` was set); the socket and metrics
+    /// stop when `self` drops.
+    pub fn shutdown(mut self) {
+        if let Some(t) = self.ticker.take() {
+            let _ = t.join();
+        }
+    }
+}
