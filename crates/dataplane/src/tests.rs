@@ -868,6 +868,32 @@ mod prop {
             b.rx(port, &frames);
             prop_assert!(b.w.counters().balanced());
         }
+
+        /// IPv4 headers with arbitrary flags, TTLs, lengths and payloads from
+        /// the protected side, towards the tunnel: fragmenting, PMTU, SPD
+        /// and encap never panic, and the identity holds.
+        #[test]
+        fn random_protected_traffic_never_panics_and_balances(
+            pkts in proptest::collection::vec(
+                (any::<u8>(), any::<bool>(), 0usize..1600, any::<u8>(), any::<u16>(), 0u8..3),
+                1..12,
+            ),
+        ) {
+            let mut a = ready_a();
+            let frames: Vec<Vec<u8>> = pkts
+                .into_iter()
+                .map(|(ttl, df, len, proto, frag, dst)| {
+                    let dst = ["10.2.0.10", "10.1.0.1", "10.7.7.7"][usize::from(dst)];
+                    let payload: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(proto)).collect();
+                    let mut ip = ipv4_packet("10.1.0.10", dst, ttl, df, proto, &payload);
+                    ip[6..8].copy_from_slice(&(frag & 0x3fff | u16::from(df) << 14).to_be_bytes());
+                    Ipv4Packet::new_checked(&mut ip[..]).unwrap().fill_checksum();
+                    from_host_a(&ip)
+                })
+                .collect();
+            a.rx(PROT, &frames);
+            prop_assert!(a.w.counters().balanced());
+        }
     }
 }
 
