@@ -407,6 +407,7 @@ impl Setup {
             stop,
             done,
             rx_stopped,
+            live: Arc::clone(&lives[workers]),
         };
         handles.push(lcore::launch(lcores[workers], move || io.run())?);
         Ok(handles)

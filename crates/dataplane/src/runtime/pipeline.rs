@@ -52,6 +52,8 @@ pub(super) struct IoJob {
     /// Set once this lcore has stopped reading ports: nothing more will
     /// enter the workers' rings.
     pub rx_stopped: Arc<AtomicBool>,
+    /// Where its counters are copied for the control thread.
+    pub live: Arc<Mutex<WorkerCounters>>,
 }
 
 impl IoJob {
@@ -64,8 +66,15 @@ impl IoJob {
         let mut staged: Vec<Burst<IO_BURST>> = (0..workers).map(|_| Burst::new()).collect();
         let mut frames: Vec<Mbuf> = Vec::with_capacity(IO_BURST);
         let mut backoff = Backoff::new(self.poll);
+        let mut last_publish = Instant::now();
         loop {
             let stopping = self.stop.load(Ordering::Relaxed);
+            if last_publish.elapsed() >= PUBLISH_EVERY {
+                last_publish = Instant::now();
+                if let Ok(mut live) = self.live.try_lock() {
+                    live.clone_from(&c);
+                }
+            }
             if stopping {
                 self.rx_stopped.store(true, Ordering::Release);
             }
@@ -109,6 +118,8 @@ impl IoJob {
                 // Every worker finished and its rings are empty.
                 break;
             }
+            c.polls += 1;
+            c.busy_polls += u64::from(work > 0);
             backoff.after(work);
         }
         c
