@@ -15,14 +15,13 @@ fi
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 T0=$(date +%s)
 WORK=$(mktemp -d /tmp/espgw-demo.XXXXXX)
-P=eg
-PIDS=()
+P=${ESPGW_NS_PREFIX:-eg}
+ESPGW=$ROOT/target/release/espgw
+. scripts/gateways.sh
 
 cleanup() {
     set +e
-    for p in "${PIDS[@]}"; do kill -INT "$p" 2>/dev/null; done
-    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
-    scripts/netns.sh down "$P"
+    gateways_down
     rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -31,30 +30,10 @@ trap 'exit 130' INT TERM
 say "set-up"
 scripts/setup.sh
 cargo build --release --locked -p espgw 2>&1 | tail -n 2
-ESPGW=$ROOT/target/release/espgw
 
-say "topology: hosta - gwa ==ESP== gwb - hostb (plus a direct hosta-hostb link)"
-scripts/netns.sh up "$P"
-# Configs with keys should be readable by root only.
-install -m 600 gateway.toml "$WORK/gateway-a.toml"
-install -m 600 configs/gateway-b.toml "$WORK/gateway-b.toml"
-sed -i "s#/run/espgw/gw-a.sock#$WORK/a.sock#; s#/run/espgw/gw-b.sock#$WORK/b.sock#" "$WORK"/gateway-*.toml
+say "topology: hosta - gwa ==ESP== gwb - hostb (plus a direct hosta-hostb link); starting both gateways"
 
-ip netns exec $P-gwa "$ESPGW" run --config "$WORK/gateway-a.toml" --stats-json "$WORK/a.json" >"$WORK/a.log" 2>&1 &
-PIDS+=($!)
-ip netns exec $P-gwb "$ESPGW" run --config "$WORK/gateway-b.toml" --stats-json "$WORK/b.json" >"$WORK/b.log" 2>&1 &
-PIDS+=($!)
-
-in_a() { ip netns exec $P-hosta "$@"; }
-in_b() { ip netns exec $P-hostb "$@"; }
-
-say "waiting for the tunnel"
-up=0
-for _ in $(seq 1 60); do
-    if in_a ping -c1 -W1 10.2.0.10 >/dev/null 2>&1; then up=1; break; fi
-    for p in "${PIDS[@]}"; do kill -0 "$p" 2>/dev/null || { echo "a gateway exited:"; cat "$WORK"/*.log; exit 1; }; done
-done
-[ $up = 1 ] || { echo "tunnel did not come up; gateway logs:"; cat "$WORK"/*.log; exit 1; }
+gateways_up
 
 say "ping host B (10.2.0.10) from host A through the tunnel"
 in_a ping -c 5 -i 0.2 10.2.0.10 | tail -n 2
@@ -90,9 +69,7 @@ say "gateway counters"
 if [ -S "$WORK/a.sock" ]; then
     "$ESPGW" ctl --socket "$WORK/a.sock" sa list || true
 fi
-for p in "${PIDS[@]}"; do kill -INT "$p" 2>/dev/null; done
-for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-PIDS=()
+gateways_stop
 for g in a b; do
     echo "-- gateway $g (final counters, --stats-json)"
     python3 - "$WORK/$g.json" <<'PY'

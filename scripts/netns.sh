@@ -10,7 +10,7 @@
 # The gateways' interfaces carry no kernel address: espgw owns them through
 # net_af_packet and answers ARP for its own addresses.
 #
-# Usage: scripts/netns.sh up [PREFIX] | down [PREFIX]
+# Usage: [MTU=9000] scripts/netns.sh up [PREFIX] | down [PREFIX]
 # PREFIX (default "eg") prefixes namespace names so parallel runs don't collide:
 # namespaces PREFIX-hosta, PREFIX-gwa, PREFIX-gwb, PREFIX-hostb. Interface
 # names are the same in every run (they live inside the namespaces).
@@ -51,7 +51,13 @@ up() {
     for pair in "$HA ha0" "$HA hd0" "$GA gwa-prot" "$GA gwa-unprot" "$GB gwb-unprot" "$GB gwb-prot" "$HB hb0" "$HB hd1"; do
         set -- $pair
         no_offload "$1" "$2"
-        ip -n "$1" link set "$2" mtu 1500 up
+        ip -n "$1" link set "$2" mtu "${MTU:-1500}" up
+    done
+
+    # The gateways' kernels stay off the links espgw owns: no IPv6 autoconf
+    # chatter (MLD, router solicitations) from them.
+    for ns in "$GA" "$GB"; do
+        ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
     done
 
     ip -n "$HA" route add 10.2.0.0/24 via 10.1.0.1

@@ -1,0 +1,54 @@
+# Sourced by scripts/demo.sh and scripts/bench-e2e.sh: starts the netns
+# topology of scripts/netns.sh with espgw A and B on it, and stops it all.
+#
+# Set before sourcing: P (namespace prefix), WORK (scratch dir), ESPGW (binary).
+# Optional: MTU (outer MTU of every link, default 1500).
+
+GW_PIDS=()
+
+in_a() { ip netns exec "$P-hosta" "$@"; }
+in_b() { ip netns exec "$P-hostb" "$@"; }
+
+# gateways_up: topology + both gateways, returns once host A reaches host B
+# through the tunnel (or fails with the gateway logs).
+gateways_up() {
+    local mtu=${MTU:-1500}
+    MTU=$mtu scripts/netns.sh up "$P"
+    # Configs with keys should be readable by root only: copy them 0600.
+    install -m 600 gateway.toml "$WORK/gateway-a.toml"
+    install -m 600 configs/gateway-b.toml "$WORK/gateway-b.toml"
+    sed -i "s#/run/espgw/gw-a.sock#$WORK/a.sock#; s#/run/espgw/gw-b.sock#$WORK/b.sock#" "$WORK"/gateway-*.toml
+    sed -i "s#^mtu = 1500#mtu = $mtu#" "$WORK"/gateway-*.toml
+    # Metrics ports are per gateway; two demos at once would clash, so drop them.
+    sed -i '/^metrics = /d' "$WORK"/gateway-*.toml
+
+    ip netns exec "$P-gwa" "$ESPGW" run --config "$WORK/gateway-a.toml" --stats-json "$WORK/a.json" >"$WORK/a.log" 2>&1 &
+    GW_PIDS+=($!)
+    ip netns exec "$P-gwb" "$ESPGW" run --config "$WORK/gateway-b.toml" --stats-json "$WORK/b.json" >"$WORK/b.log" 2>&1 &
+    GW_PIDS+=($!)
+
+    local p
+    for _ in $(seq 1 60); do
+        if in_a ping -c1 -W1 10.2.0.10 >/dev/null 2>&1; then return 0; fi
+        for p in "${GW_PIDS[@]}"; do
+            kill -0 "$p" 2>/dev/null || { echo "a gateway exited:"; cat "$WORK"/*.log; return 1; }
+        done
+    done
+    echo "tunnel did not come up; gateway logs:"
+    cat "$WORK"/*.log
+    return 1
+}
+
+# gateways_stop: SIGINT both gateways (they write --stats-json) and wait.
+gateways_stop() {
+    local p
+    for p in "${GW_PIDS[@]}"; do kill -INT "$p" 2>/dev/null || true; done
+    for p in "${GW_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+    GW_PIDS=()
+}
+
+# gateways_down: stop the gateways and remove the namespaces.
+gateways_down() {
+    gateways_stop
+    scripts/netns.sh down "$P"
+}
