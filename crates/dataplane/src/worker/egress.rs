@@ -1,0 +1,99 @@
+//! Egress: route, neighbor, Ethernet header, TX queue.
+
+use std::net::IpAddr;
+
+use espgw_control::config::Side;
+use espgw_wire::{ethernet, ethertype, EthernetRepr, MacAddr, PacketBuf};
+
+use crate::neighbor::Held;
+use crate::pool::BufPool;
+use crate::reason::Drop;
+use crate::tables::PortIdx;
+use crate::tx::TxQueues;
+
+use super::*;
+
+impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
+    /// Sends the IP packet `pkt` (no L2 header) towards `dst`.
+    pub(super) fn route_out(
+        &mut self,
+        pkt: B,
+        dst: IpAddr,
+        egress: Egress,
+        in_port: Option<PortIdx>,
+        tx: &mut TxQueues<B>,
+        now: Now,
+    ) {
+        let generation = self.neighbors.generation();
+        let cached = self
+            .hop_cache
+            .filter(|c| c.dst == dst && c.generation == generation);
+        let (hop, mac) = match cached {
+            Some(c) => (c.hop, Some(c.mac)),
+            None => {
+                let Some(hop) = self.tables.routes.lookup(dst) else {
+                    return self.drop_pkt(pkt, Drop::NoRoute, in_port);
+                };
+                let mac = self.neighbors.lookup(hop.port, hop.addr);
+                if let Some(mac) = mac {
+                    self.hop_cache = Some(HopCache {
+                        dst,
+                        hop,
+                        mac,
+                        generation,
+                    });
+                }
+                (hop, mac)
+            }
+        };
+        let out = &self.tables.ports[hop.port];
+        if egress == Egress::ProtectedOnly && out.side == Side::Unprotected {
+            return self.drop_pkt(pkt, Drop::PlaintextBlocked, in_port);
+        }
+        if pkt.len() > out.mtu {
+            // Only decrypted or bypassed packets can get here oversize.
+            return self.drop_pkt(pkt, Drop::MtuExceeded, in_port);
+        }
+        if let Some(mac) = mac {
+            return self.send_frame(hop.port, mac, pkt, in_port, tx);
+        }
+        match self.neighbors.hold(hop.port, hop.addr, pkt, now.ns) {
+            Held::Queued { request } => {
+                self.counters.held = self.neighbors.held() as u64;
+                if request {
+                    self.solicit(hop.port, hop.addr, tx);
+                }
+            }
+            Held::Full(pkt) => self.drop_pkt(pkt, Drop::NeighborQueueFull, in_port),
+        }
+    }
+
+    /// Prepends the Ethernet header to the IP packet `pkt` and queues it.
+    /// (Frames already carrying one, like NA answers built from a
+    /// stripped packet, come here stripped too.)
+    pub(super) fn send_frame(
+        &mut self,
+        port: PortIdx,
+        dst_mac: MacAddr,
+        mut pkt: B,
+        in_port: Option<PortIdx>,
+        tx: &mut TxQueues<B>,
+    ) {
+        let ethertype = match pkt.data().first().map(|b| b >> 4) {
+            Some(4) => ethertype::IPV4,
+            Some(6) => ethertype::IPV6,
+            _ => return self.drop_pkt(pkt, Drop::Malformed, in_port),
+        };
+        if pkt.prepend(ethernet::HEADER_LEN).is_err() {
+            return self.drop_pkt(pkt, Drop::NoRoom, in_port);
+        }
+        let eth = EthernetRepr {
+            src_addr: self.tables.ports[port].mac,
+            dst_addr: dst_mac,
+            vlan_tci: None,
+            ethertype,
+        };
+        let _ = eth.emit(pkt.data_mut());
+        tx.push(port, pkt);
+    }
+}

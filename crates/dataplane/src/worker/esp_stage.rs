@@ -1,0 +1,130 @@
+//! Stages 2 and 3: one ESP engine call per SA group per burst.
+
+use std::sync::Arc;
+
+use espgw_esp::Verdict;
+use espgw_wire::{ip_protocol, reply, PacketBuf};
+
+use crate::ip::{decrement_ttl, parse_v4, parse_v6};
+use crate::pool::BufPool;
+use crate::reason::Drop;
+use crate::tx::TxQueues;
+
+use super::*;
+
+impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
+    pub(super) fn run_outbound(&mut self, tx: &mut TxQueues<B>, now: Now) {
+        for t in 0..self.out_stage.len() {
+            if self.out_stage[t].pkts.is_empty() {
+                continue;
+            }
+            let mut stage = std::mem::replace(&mut self.out_stage[t], Stage::new(0));
+            let tables = Arc::clone(&self.tables);
+            let tunnel = &tables.tunnels[t];
+            self.verdicts.clear();
+            match tunnel.out.as_deref() {
+                Some(out) => {
+                    self.verdicts.resize(stage.pkts.len(), Verdict::default());
+                    out.encap_burst(&mut stage.pkts, &mut self.verdicts, now.secs());
+                }
+                // Staged only with an SA, and a snapshot does not change
+                // within a burst; dropped rather than trusted.
+                None => self.verdicts.resize(
+                    stage.pkts.len(),
+                    Verdict::Drop(espgw_esp::DropReason::SaExpired),
+                ),
+            }
+            // Every packet of the group goes to the same peer: one route
+            // and neighbor lookup for all of them.
+            let hop = tables.routes.lookup(tunnel.remote);
+            let resolved = hop.and_then(|h| {
+                self.neighbors
+                    .lookup(h.port, h.addr)
+                    .map(|mac| (h.port, mac))
+            });
+            for (i, (pkt, port)) in stage.pkts.drain(..).zip(stage.ports.drain(..)).enumerate() {
+                let port = (port != ORIGINATED).then_some(port);
+                match (self.verdicts[i], resolved) {
+                    (Verdict::Forward, Some((out, mac))) if pkt.len() <= tables.ports[out].mtu => {
+                        self.send_frame(out, mac, pkt, port, tx)
+                    }
+                    (Verdict::Forward, _) => {
+                        self.route_out(pkt, tunnel.remote, Egress::Trusted, port, tx, now)
+                    }
+                    (Verdict::Drop(r), _) => self.drop_pkt(pkt, Drop::from_esp(r), port),
+                }
+            }
+            self.out_stage[t] = stage;
+        }
+    }
+
+    pub(super) fn run_inbound(&mut self, tx: &mut TxQueues<B>, now: Now) {
+        for t in 0..self.in_stage.len() {
+            if self.in_stage[t].pkts.is_empty() {
+                continue;
+            }
+            let mut stage = std::mem::replace(&mut self.in_stage[t], Stage::new(0));
+            let tables = Arc::clone(&self.tables);
+            let slot = &tables.inbound[t];
+            let tunnel = &tables.tunnels[slot.tunnel];
+            self.verdicts.clear();
+            self.verdicts.resize(stage.pkts.len(), Verdict::default());
+            {
+                // One lock per SA group per burst; uncontended with one worker.
+                let mut sa = slot.sa.lock().unwrap_or_else(|e| e.into_inner());
+                sa.decap_burst(&mut stage.pkts, &mut self.verdicts, now.secs());
+            }
+            for (i, (mut pkt, port)) in stage.pkts.drain(..).zip(stage.ports.drain(..)).enumerate()
+            {
+                if let Verdict::Drop(r) = self.verdicts[i] {
+                    self.drop_pkt(pkt, Drop::from_esp(r), Some(port));
+                    continue;
+                }
+                let v6 = pkt.data().first().is_some_and(|b| b >> 4 == 6);
+                let m = if v6 {
+                    parse_v6(&mut pkt)
+                } else {
+                    parse_v4(&mut pkt)
+                };
+                let m = match m {
+                    Ok(m) => m,
+                    Err(r) => {
+                        self.drop_pkt(pkt, r, Some(port));
+                        continue;
+                    }
+                };
+                if !tunnel.inbound_matches(m.src, m.dst) {
+                    self.counters.tunnel(tunnel.id).in_policy_mismatch += 1;
+                    self.drop_pkt(pkt, Drop::PolicyMismatch, Some(port));
+                    continue;
+                }
+                if self.tables.is_local(m.dst) {
+                    // A ping through the tunnel to one of our protected
+                    // addresses: answered, back through the tunnel.
+                    let answered = m.proto == ip_protocol::ICMP
+                        && reply::icmpv4_echo_reply_in_place(pkt.data_mut()).is_ok()
+                        || m.proto == ip_protocol::ICMPV6
+                            && reply::icmpv6_echo_reply_in_place(pkt.data_mut()).is_ok();
+                    if !answered {
+                        self.drop_pkt(pkt, Drop::LocalUnsupported, Some(port));
+                        continue;
+                    }
+                    self.counters.local += 1;
+                    self.counters.generated += 1;
+                    self.originate(pkt, tx, now);
+                    continue;
+                }
+                if m.ttl <= 1 {
+                    // Time exceeded from the port facing the destination,
+                    // back through the tunnel (traceroute across it).
+                    let src_port = self.tables.routes.lookup(m.dst).map_or(port, |h| h.port);
+                    self.icmp_error(port, src_port, pkt, m, Drop::TtlExceeded, 0, tx, now);
+                    continue;
+                }
+                decrement_ttl(&mut pkt, m.v6);
+                self.route_out(pkt, m.dst, Egress::ProtectedOnly, Some(port), tx, now);
+            }
+            self.in_stage[t] = stage;
+        }
+    }
+}

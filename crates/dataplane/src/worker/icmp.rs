@@ -1,0 +1,123 @@
+//! ICMP errors (time exceeded, fragmentation needed, packet too big) and
+//! sending what the gateway itself originates.
+
+use espgw_wire::{icmpv6, reply, PacketBuf};
+
+use crate::ip::{parse_v4, parse_v6, IpMeta};
+use crate::pool::BufPool;
+use crate::reason::Drop;
+use crate::spd::{Action, Flow};
+use crate::tables::PortIdx;
+use crate::tx::TxQueues;
+
+use super::*;
+
+impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
+    pub(super) fn time_exceeded(
+        &mut self,
+        port: PortIdx,
+        pkt: B,
+        m: IpMeta,
+        tx: &mut TxQueues<B>,
+        now: Now,
+    ) {
+        self.icmp_error(port, port, pkt, m, Drop::TtlExceeded, 0, tx, now);
+    }
+
+    pub(super) fn too_big(
+        &mut self,
+        port: PortIdx,
+        pkt: B,
+        m: IpMeta,
+        mtu: usize,
+        tx: &mut TxQueues<B>,
+        now: Now,
+    ) {
+        self.icmp_error(port, port, pkt, m, Drop::MtuExceeded, mtu, tx, now);
+    }
+
+    /// Drops `pkt` for `reason` and, where RFC 1812 / 4443 allow, sends
+    /// the matching ICMP error back to its source, built in the same buffer.
+    /// The error's source address is that of `src_port`: the port facing
+    /// the packet's sender, so that an error about decrypted traffic goes
+    /// back through the tunnel from an address inside its selectors.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn icmp_error(
+        &mut self,
+        port: PortIdx,
+        src_port: PortIdx,
+        mut pkt: B,
+        m: IpMeta,
+        reason: Drop,
+        mtu: usize,
+        tx: &mut TxQueues<B>,
+        now: Now,
+    ) {
+        self.counters.drop(reason, Some(port));
+        let p = &self.tables.ports[src_port];
+        let scratch = &mut self.scratch[..];
+        let built = match (m.v6, reason) {
+            (false, Drop::TtlExceeded) => p
+                .first_v4()
+                .map(|src| reply::emit_icmpv4_time_exceeded(pkt.data(), src, scratch)),
+            (false, _) => p.first_v4().map(|src| {
+                let mtu = mtu.min(usize::from(u16::MAX)) as u16;
+                reply::emit_icmpv4_frag_needed(pkt.data(), mtu, src, scratch)
+            }),
+            (true, Drop::TtlExceeded) => p
+                .first_v6()
+                .map(|src| reply::emit_icmpv6_time_exceeded(pkt.data(), src, scratch)),
+            (true, _) => p.first_v6().map(|src| {
+                reply::emit_icmpv6_packet_too_big(
+                    pkt.data(),
+                    mtu.max(icmpv6::MIN_MTU) as u32,
+                    src,
+                    scratch,
+                )
+            }),
+        };
+        let Some(Ok(n)) = built else {
+            return;
+        };
+        if overwrite(&mut pkt, &self.scratch[..n]).is_err() {
+            return;
+        }
+        self.counters.generated += 1;
+        self.originate(pkt, tx, now);
+    }
+
+    /// Sends an IP packet the gateway made (echo reply, ICMP error): into
+    /// a tunnel when the SPD protects its addresses (so the far side's
+    /// hosts can ping and traceroute us through the tunnel), else routed
+    /// in the clear like any of our own packets.
+    pub(super) fn originate(&mut self, mut pkt: B, tx: &mut TxQueues<B>, now: Now) {
+        let v6 = pkt.data().first().is_some_and(|b| b >> 4 == 6);
+        let m = if v6 {
+            parse_v6(&mut pkt)
+        } else {
+            parse_v4(&mut pkt)
+        };
+        let Ok(m) = m else {
+            return self.drop_pkt(pkt, Drop::Malformed, None);
+        };
+        let flow = Flow {
+            local: m.src,
+            remote: m.dst,
+            proto: m.proto,
+            local_port: m.sport,
+            remote_port: m.dport,
+        };
+        if let Action::Protect(t) = self.tables.spd.lookup(&flow).action {
+            let tunnel = &self.tables.tunnels[t];
+            let len = pkt.len();
+            let Some(out) = tunnel.out.as_deref() else {
+                return self.drop_pkt(pkt, Drop::SaExpired, None);
+            };
+            if len + out.overhead(len) > self.tables.ports[tunnel.port].mtu {
+                return self.drop_pkt(pkt, Drop::MtuExceeded, None);
+            }
+            return self.out_stage[t].push(pkt, ORIGINATED);
+        }
+        self.route_out(pkt, m.dst, Egress::Trusted, None, tx, now);
+    }
+}

@@ -1,0 +1,523 @@
+//! The packet-processing core of one worker, generic over the packet buffer
+//! (DPDK mbufs in production, `VecBuf` in tests) and free of DPDK.
+//!
+//! A burst goes through these stages (VPP-style: the ESP work is done per
+//! SA group, one engine call per SA per burst):
+//!
+//! 1. per packet: Ethernet classify; ARP, ND and ping to our addresses are
+//!    answered in place; IP packets are parsed once ([`IpMeta`]);
+//!    protected side: TTL, SPD, PMTU, then staged per outbound SA (or
+//!    forwarded if bypassed); unprotected side: ESP to us is staged per
+//!    inbound SA by SPI, plaintext is checked against the SPD.
+//! 2. per outbound SA: `encap_burst`, then route + neighbor + Ethernet.
+//! 3. per inbound SA: `decap_burst` (one lock per SA group), traffic
+//!    selector check, TTL, route + neighbor + Ethernet.
+//!
+//! Every packet ends in exactly one place: a TX queue, a counted drop, the
+//! gateway itself (`local`), or a neighbor wait queue (`held`).
+//!
+//! This file holds the worker and stage 1; `link` (ARP, ND), `icmp` (ICMP
+//! errors, gateway-originated packets), `esp_stage` (stages 2 and 3) and
+//! `egress` (route, neighbor, Ethernet, TX) add their parts of it.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use espgw_control::config::Side;
+use espgw_esp::{Encap, Verdict};
+use espgw_wire::{
+    ethernet, ethertype, icmpv6, ip_protocol, reply, EthernetFrame, EthernetRepr, MacAddr,
+    PacketBuf,
+};
+
+use crate::counters::WorkerCounters;
+use crate::fragment::fragment_v4;
+use crate::ip::{decrement_ttl, parse_v4, parse_v6, IpMeta};
+use crate::neighbor::{Neighbors, SharedNeighbors};
+use crate::pool::BufPool;
+use crate::reason::Drop;
+use crate::route::NextHop;
+use crate::spd::{Action, Flow};
+use crate::tables::{inner_mtu, PortIdx, Tables};
+use crate::tx::TxQueues;
+
+mod egress;
+mod esp_stage;
+mod icmp;
+mod link;
+
+/// Time of the run's monotonic clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct Now {
+    /// Nanoseconds since the run started.
+    pub ns: u64,
+}
+
+impl Now {
+    /// Whole seconds, the ESP engine's lifetime clock.
+    pub fn secs(self) -> u64 {
+        self.ns / 1_000_000_000
+    }
+}
+
+/// How often [`Worker::tick`] does neighbor retries and expiries.
+const TICK_NS: u64 = 100_000_000;
+
+/// The "ingress port" of packets the gateway made itself (no port's
+/// receive counters are charged for their drops).
+const ORIGINATED: PortIdx = PortIdx::MAX;
+
+/// All-nodes multicast MAC (ff02::1), for answers to DAD probes.
+const ALL_NODES_MAC: MacAddr = [0x33, 0x33, 0, 0, 0, 1];
+
+/// What a packet is allowed to do on the way out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Egress {
+    /// Plaintext the SPD allowed in the clear: any port.
+    Bypass,
+    /// ESP, or what the gateway itself sends: any port.
+    Trusted,
+    /// Decrypted traffic: never out of an unprotected port.
+    ProtectedOnly,
+}
+
+/// The last next hop resolved: consecutive packets to one destination
+/// (the common case) skip the route and neighbor lookups.
+#[derive(Clone, Copy)]
+struct HopCache {
+    dst: IpAddr,
+    hop: NextHop,
+    mac: MacAddr,
+    /// [`Neighbors::generation`] when cached.
+    generation: u64,
+}
+
+/// Packets of one SA group, and the port each came in on.
+struct Stage<B> {
+    pkts: Vec<B>,
+    ports: Vec<PortIdx>,
+}
+
+impl<B> Stage<B> {
+    fn new(capacity: usize) -> Self {
+        Stage {
+            pkts: Vec::with_capacity(capacity),
+            ports: Vec::with_capacity(capacity),
+        }
+    }
+    fn push(&mut self, pkt: B, port: PortIdx) {
+        self.pkts.push(pkt);
+        self.ports.push(port);
+    }
+}
+
+/// One data-plane worker: its counters, neighbor cache and staging areas.
+pub struct Worker<B: PacketBuf, P: BufPool<B>> {
+    id: usize,
+    tables: Arc<Tables>,
+    pool: P,
+    neighbors: Neighbors<B>,
+    counters: WorkerCounters,
+    out_stage: Vec<Stage<B>>,
+    in_stage: Vec<Stage<B>>,
+    verdicts: Vec<Verdict>,
+    /// Where ICMP errors and ND answers are built before they are copied
+    /// over the packet they answer.
+    scratch: Box<[u8]>,
+    last_tick_ns: u64,
+    hop_cache: Option<HopCache>,
+}
+
+impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
+    /// A worker over `tables`; `burst` sizes the staging areas (they grow
+    /// if a burst is larger). `shared` is the neighbor board of all workers.
+    pub fn new(
+        id: usize,
+        tables: Arc<Tables>,
+        pool: P,
+        burst: usize,
+        shared: SharedNeighbors,
+    ) -> Self {
+        Worker {
+            id,
+            neighbors: Neighbors::new(&tables.static_neighbors, shared),
+            counters: WorkerCounters::new(tables.ports.len(), tables.tunnel_ids()),
+            out_stage: (0..tables.tunnels.len())
+                .map(|_| Stage::new(burst))
+                .collect(),
+            in_stage: (0..tables.inbound.len())
+                .map(|_| Stage::new(burst))
+                .collect(),
+            verdicts: Vec::with_capacity(burst),
+            scratch: vec![0u8; icmpv6::MIN_MTU].into_boxed_slice(),
+            last_tick_ns: 0,
+            hop_cache: None,
+            tables,
+            pool,
+        }
+    }
+
+    /// Switches to a new snapshot of the tables (call between bursts,
+    /// when the control plane published one). Ports and static neighbors
+    /// never change during a run; tunnels and SAs may.
+    pub fn set_tables(&mut self, tables: Arc<Tables>) {
+        if Arc::ptr_eq(&self.tables, &tables) {
+            return;
+        }
+        let burst = self.verdicts.capacity();
+        self.out_stage
+            .resize_with(tables.tunnels.len(), || Stage::new(burst));
+        self.in_stage
+            .resize_with(tables.inbound.len(), || Stage::new(burst));
+        self.tables = tables;
+    }
+
+    /// This worker's index.
+    pub fn id(&self) -> usize {
+        self.id
+    }
+
+    /// The counters so far (`held` is current).
+    pub fn counters(&self) -> &WorkerCounters {
+        &self.counters
+    }
+
+    /// The tables this worker reads.
+    pub fn tables(&self) -> &Arc<Tables> {
+        &self.tables
+    }
+
+    /// Processes a burst received on `port`: every packet of `pkts` is
+    /// taken (the vector is left empty, its capacity kept) and ends up in
+    /// `tx`, dropped and counted, consumed, or held for its next hop.
+    pub fn process_burst(
+        &mut self,
+        port: PortIdx,
+        pkts: &mut Vec<B>,
+        tx: &mut TxQueues<B>,
+        now: Now,
+    ) {
+        if pkts.is_empty() {
+            return;
+        }
+        self.counters.bursts += 1;
+        for pkt in pkts.drain(..) {
+            self.input(port, pkt, tx, now);
+        }
+        self.run_outbound(tx, now);
+        self.run_inbound(tx, now);
+        // Answers to traffic that came through a tunnel go back through it.
+        if self.out_stage.iter().any(|s| !s.pkts.is_empty()) {
+            self.run_outbound(tx, now);
+        }
+    }
+
+    /// Periodic work (call once per loop): neighbor retries and expiries.
+    pub fn tick(&mut self, tx: &mut TxQueues<B>, now: Now) {
+        if now.ns.saturating_sub(self.last_tick_ns) < TICK_NS {
+            return;
+        }
+        self.last_tick_ns = now.ns;
+        let t = self.neighbors.tick(now.ns);
+        for ((port, _), mac, held) in t.resolved {
+            for pkt in held {
+                self.send_frame(port, mac, pkt, None, tx);
+            }
+        }
+        for (port, ip) in t.retry {
+            self.solicit(port, ip, tx);
+        }
+        for pkt in t.expired {
+            self.drop_pkt(pkt, Drop::NeighborUnresolved, None);
+        }
+        self.counters.held = self.neighbors.held() as u64;
+    }
+
+    /// Drops every packet still waiting for a next hop (at shutdown).
+    pub fn shutdown(&mut self) {
+        for pkt in self.neighbors.drain_held() {
+            self.drop_pkt(pkt, Drop::Shutdown, None);
+        }
+        self.counters.held = 0;
+    }
+
+    /// Counts that the device queue of `port` took `sent` frames of
+    /// `bytes` bytes and refused `refused` (which the caller freed).
+    pub fn count_tx(&mut self, port: PortIdx, sent: u64, bytes: u64, refused: u64) {
+        self.counters.tx += sent;
+        let p = &mut self.counters.ports[port];
+        p.tx_packets += sent;
+        p.tx_bytes += bytes;
+        p.tx_dropped += refused;
+        for _ in 0..refused {
+            self.counters.drop(Drop::TxFull, None);
+        }
+    }
+
+    /// Counts one loop iteration of the runtime, `busy` when it moved packets.
+    #[inline]
+    pub fn count_poll(&mut self, busy: bool) {
+        self.counters.polls += 1;
+        self.counters.busy_polls += u64::from(busy);
+    }
+
+    /// Pipeline mode: counts frames handed to the I/O lcore for `port`
+    /// (`handed`) and those the ring refused (freed by the caller). The
+    /// I/O lcore counts what the device sends.
+    pub fn count_handoff(&mut self, handed: u64, refused: u64) {
+        self.counters.tx += handed;
+        for _ in 0..refused {
+            self.counters.drop(Drop::RingFull, None);
+        }
+    }
+
+    // ---------------------------------------------------------------
+    // Stage 1: per packet
+    // ---------------------------------------------------------------
+
+    fn input(&mut self, port: PortIdx, mut pkt: B, tx: &mut TxQueues<B>, now: Now) {
+        self.counters.rx += 1;
+        let pc = &mut self.counters.ports[port];
+        pc.rx_packets += 1;
+        pc.rx_bytes += pkt.len() as u64;
+
+        let eth = match EthernetFrame::new_checked(pkt.data()) {
+            Ok(f) => EthernetRepr::parse(&f),
+            Err(_) => return self.drop_pkt(pkt, Drop::Malformed, Some(port)),
+        };
+        if eth.vlan_tci.is_some() {
+            return self.drop_pkt(pkt, Drop::Vlan, Some(port));
+        }
+        let group = eth.dst_addr[0] & 1 != 0;
+        if !group && eth.dst_addr != self.tables.ports[port].mac {
+            return self.drop_pkt(pkt, Drop::NotOurMac, Some(port));
+        }
+        match eth.ethertype {
+            ethertype::ARP => self.arp_input(port, pkt, tx),
+            ethertype::IPV4 => {
+                if pkt.adj(ethernet::HEADER_LEN).is_err() {
+                    return self.drop_pkt(pkt, Drop::Malformed, Some(port));
+                }
+                match parse_v4(&mut pkt) {
+                    Ok(m) => self.ip_input(port, pkt, m, group, tx, now),
+                    Err(r) => self.drop_pkt(pkt, r, Some(port)),
+                }
+            }
+            ethertype::IPV6 => {
+                if pkt.adj(ethernet::HEADER_LEN).is_err() {
+                    return self.drop_pkt(pkt, Drop::Malformed, Some(port));
+                }
+                match parse_v6(&mut pkt) {
+                    Ok(m) if m.proto == ip_protocol::ICMPV6 && is_nd(&pkt, &m) => {
+                        self.nd_input(port, pkt, m, eth.src_addr, tx)
+                    }
+                    Ok(m) => self.ip_input(port, pkt, m, group, tx, now),
+                    Err(r) => self.drop_pkt(pkt, r, Some(port)),
+                }
+            }
+            _ => self.drop_pkt(pkt, Drop::UnsupportedEthertype, Some(port)),
+        }
+    }
+
+    fn ip_input(
+        &mut self,
+        port: PortIdx,
+        pkt: B,
+        m: IpMeta,
+        group: bool,
+        tx: &mut TxQueues<B>,
+        now: Now,
+    ) {
+        if self.tables.is_local(m.dst) {
+            return self.local_input(port, pkt, m, tx, now);
+        }
+        if group || is_group(m.dst) || is_group(m.src) {
+            return self.drop_pkt(pkt, Drop::Multicast, Some(port));
+        }
+        if m.ttl <= 1 {
+            return self.time_exceeded(port, pkt, m, tx, now);
+        }
+        match self.tables.ports[port].side {
+            Side::Protected => self.protected_transit(port, pkt, m, tx, now),
+            Side::Unprotected => self.unprotected_transit(port, pkt, m, tx, now),
+        }
+    }
+
+    /// A packet from a protected host to somewhere else: the SPD decides.
+    fn protected_transit(
+        &mut self,
+        port: PortIdx,
+        mut pkt: B,
+        m: IpMeta,
+        tx: &mut TxQueues<B>,
+        now: Now,
+    ) {
+        let flow = Flow {
+            local: m.src,
+            remote: m.dst,
+            proto: m.proto,
+            local_port: m.sport,
+            remote_port: m.dport,
+        };
+        let d = self.tables.spd.lookup(&flow);
+        match d.action {
+            Action::Protect(t) => {
+                let tunnel = &self.tables.tunnels[t];
+                let mtu = self.tables.ports[tunnel.port].mtu;
+                let len = pkt.len();
+                let (id, fits, inner) = match tunnel.out.as_deref() {
+                    Some(out) => (
+                        tunnel.id,
+                        len + out.overhead(len) <= mtu,
+                        inner_mtu(out, mtu),
+                    ),
+                    // Hard-expired and not replaced: never in the clear.
+                    None => return self.drop_pkt(pkt, Drop::SaExpired, Some(port)),
+                };
+                if !fits {
+                    let inner_mtu = inner;
+                    self.counters.tunnel(id).out_mtu_exceeded += 1;
+                    if m.dont_frag {
+                        return self.too_big(port, pkt, m, inner_mtu, tx, now);
+                    }
+                    // IPv4 without DF: fragment, then encrypt each fragment.
+                    decrement_ttl(&mut pkt, m.v6);
+                    let Some(rest) = fragment_v4(&mut pkt, inner_mtu, &self.pool) else {
+                        return self.drop_pkt(pkt, Drop::FragmentationNeeded, Some(port));
+                    };
+                    self.counters.generated += rest.len() as u64;
+                    self.out_stage[t].push(pkt, port);
+                    for frag in rest {
+                        self.out_stage[t].push(frag, port);
+                    }
+                    return;
+                }
+                decrement_ttl(&mut pkt, m.v6);
+                self.out_stage[t].push(pkt, port);
+            }
+            Action::Bypass => {
+                decrement_ttl(&mut pkt, m.v6);
+                self.route_out(pkt, m.dst, Egress::Bypass, Some(port), tx, now);
+            }
+            Action::Discard => {
+                let r = if d.by_default {
+                    Drop::NoPolicy
+                } else {
+                    Drop::PolicyDiscard
+                };
+                self.drop_pkt(pkt, r, Some(port));
+            }
+        }
+    }
+
+    /// Plaintext on an unprotected port, not for us: only a bypass policy
+    /// lets it through.
+    fn unprotected_transit(
+        &mut self,
+        port: PortIdx,
+        mut pkt: B,
+        m: IpMeta,
+        tx: &mut TxQueues<B>,
+        now: Now,
+    ) {
+        let flow = Flow {
+            local: m.dst,
+            remote: m.src,
+            proto: m.proto,
+            local_port: m.dport,
+            remote_port: m.sport,
+        };
+        match self.tables.spd.lookup(&flow).action {
+            Action::Bypass => {
+                decrement_ttl(&mut pkt, m.v6);
+                self.route_out(pkt, m.dst, Egress::Bypass, Some(port), tx, now);
+            }
+            Action::Protect(_) | Action::Discard => {
+                self.drop_pkt(pkt, Drop::UnprotectedPlaintext, Some(port))
+            }
+        }
+    }
+
+    /// A packet to one of our addresses: ESP, ping, or unsupported.
+    fn local_input(
+        &mut self,
+        port: PortIdx,
+        mut pkt: B,
+        m: IpMeta,
+        tx: &mut TxQueues<B>,
+        now: Now,
+    ) {
+        match m.proto {
+            ip_protocol::ESP => self.esp_input(port, pkt, m, Encap::None),
+            ip_protocol::UDP if m.dport == Some(Encap::NAT_T_PORT) => {
+                self.esp_input(port, pkt, m, Encap::udp_4500())
+            }
+            ip_protocol::ICMP | ip_protocol::ICMPV6 => {
+                let answered = if m.v6 {
+                    reply::icmpv6_echo_reply_in_place(pkt.data_mut()).is_ok()
+                } else {
+                    reply::icmpv4_echo_reply_in_place(pkt.data_mut()).is_ok()
+                };
+                if !answered {
+                    return self.drop_pkt(pkt, Drop::LocalUnsupported, Some(port));
+                }
+                self.counters.local += 1;
+                self.counters.generated += 1;
+                self.originate(pkt, tx, now);
+            }
+            _ => self.drop_pkt(pkt, Drop::LocalUnsupported, Some(port)),
+        }
+    }
+
+    /// ESP to one of our addresses: staged for its inbound SA.
+    fn esp_input(&mut self, port: PortIdx, pkt: B, m: IpMeta, encap: Encap) {
+        let loc = match espgw_esp::locate_esp(pkt.data(), encap) {
+            Ok(l) => l,
+            Err(r) => return self.drop_pkt(pkt, Drop::from_esp(r), Some(port)),
+        };
+        let Some(slot) = self.tables.inbound_by_spi(loc.spi) else {
+            return self.drop_pkt(pkt, Drop::UnknownSpi, Some(port));
+        };
+        let tunnel = &self.tables.tunnels[self.tables.inbound[slot].tunnel];
+        if tunnel.local != m.dst {
+            return self.drop_pkt(pkt, Drop::UnknownSpi, Some(port));
+        }
+        if tunnel.udp_encap != matches!(encap, Encap::Udp { .. }) {
+            return self.drop_pkt(pkt, Drop::NotEsp, Some(port));
+        }
+        self.in_stage[slot].push(pkt, port);
+    }
+
+    fn drop_pkt(&mut self, pkt: B, reason: Drop, port: Option<PortIdx>) {
+        self.counters.drop(reason, port);
+        drop(pkt);
+    }
+}
+
+/// True for an ICMPv6 neighbor solicitation or advertisement.
+fn is_nd<B: PacketBuf>(pkt: &B, m: &IpMeta) -> bool {
+    matches!(
+        pkt.data().get(m.l4_offset),
+        Some(&icmpv6::msg_type::NEIGHBOR_SOLICIT) | Some(&icmpv6::msg_type::NEIGHBOR_ADVERT)
+    )
+}
+
+/// Multicast, broadcast or unspecified: never forwarded.
+fn is_group(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(a) => a.is_multicast() || a.is_broadcast() || a.is_unspecified(),
+        IpAddr::V6(a) => a.is_multicast() || a.is_unspecified(),
+    }
+}
+
+/// Replaces the packet's bytes with `bytes` (growing or shrinking it).
+fn overwrite<B: PacketBuf>(pkt: &mut B, bytes: &[u8]) -> Result<(), espgw_wire::NoRoom> {
+    let len = pkt.len();
+    if bytes.len() > len {
+        pkt.append(bytes.len() - len)?;
+    } else {
+        pkt.trim(len - bytes.len())?;
+    }
+    pkt.data_mut().copy_from_slice(bytes);
+    Ok(())
+}
