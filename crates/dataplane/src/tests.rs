@@ -459,6 +459,44 @@ fn ping_and_traceroute_through_the_tunnel_to_the_far_gateway() {
 }
 
 #[test]
+fn too_big_for_the_far_side_gets_frag_needed_back_through_the_tunnel() {
+    // A's outer path allows 9000 bytes, B's links 1500: a 2000-byte DF
+    // packet crosses the tunnel, then B answers with B's MTU via the tunnel.
+    let big_a = config_text(false, "10.1.0.0/24", "").replace("mtu = 1500", "mtu = 9000");
+    let mut a = Gw::new(tables_from(big_a, [A_PROT_MAC, A_UNPROT_MAC]));
+    a.learn_by_arp(PROT, "10.1.0.10", HOST_A_MAC, "10.1.0.1");
+    a.learn_by_arp(UNPROT, "192.0.2.2", B_UNPROT_MAC, "192.0.2.1");
+    let mut b = ready_b();
+    let esp = a.rx(
+        PROT,
+        &[from_host_a(&udp4(
+            "10.1.0.10",
+            "10.2.0.10",
+            64,
+            true,
+            2000 - 28,
+        ))],
+    );
+    assert_eq!(esp[UNPROT].len(), 1);
+    let back = b.rx(UNPROT, &esp[UNPROT]);
+    assert_eq!(b.drops(Drop::MtuExceeded), 1);
+    assert!(back[PROT].is_empty());
+    let out = a.rx(UNPROT, &back[UNPROT]);
+    let (_, ip) = l3(&out[PROT][0]);
+    let ip = Ipv4Packet::new_checked(&ip[..]).unwrap();
+    assert_eq!(
+        (ip.src_addr(), ip.dst_addr()),
+        (v4("10.2.0.1"), v4("10.1.0.10"))
+    );
+    let icmp = Icmpv4Packet::new_checked(ip.payload()).unwrap();
+    assert_eq!(
+        (icmp.msg_type(), icmp.code()),
+        (icmpv4::msg_type::DST_UNREACHABLE, icmpv4::CODE_FRAG_NEEDED)
+    );
+    assert_eq!(icmp.next_hop_mtu(), 1500);
+}
+
+#[test]
 fn no_policy_or_discard_never_leaks_plaintext() {
     let policy = r#"
 [[policy]]

@@ -5,6 +5,7 @@ use std::net::IpAddr;
 use espgw_control::config::Side;
 use espgw_wire::{ethernet, ethertype, EthernetRepr, MacAddr, PacketBuf};
 
+use crate::ip::{parse_v4, parse_v6};
 use crate::neighbor::Held;
 use crate::pool::BufPool;
 use crate::reason::Drop;
@@ -51,8 +52,24 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
             return self.drop_pkt(pkt, Drop::PlaintextBlocked, in_port);
         }
         if pkt.len() > out.mtu {
-            // Only decrypted or bypassed packets can get here oversize.
-            return self.drop_pkt(pkt, Drop::MtuExceeded, in_port);
+            // Only decrypted or bypassed packets can get here oversize (the
+            // peer's path is wider than ours): the sender learns our MTU,
+            // through the tunnel when it came through one.
+            let (mtu, out_port) = (out.mtu, hop.port);
+            let v6 = pkt.data().first().is_some_and(|b| b >> 4 == 6);
+            let mut pkt = pkt;
+            let meta = if v6 {
+                parse_v6(&mut pkt)
+            } else {
+                parse_v4(&mut pkt)
+            };
+            return match meta {
+                Ok(m) if m.dont_frag => {
+                    let port = in_port.unwrap_or(out_port);
+                    self.icmp_error(port, out_port, pkt, m, Drop::MtuExceeded, mtu, tx, now)
+                }
+                _ => self.drop_pkt(pkt, Drop::MtuExceeded, in_port),
+            };
         }
         if let Some(mac) = mac {
             return self.send_frame(hop.port, mac, pkt, in_port, tx);
