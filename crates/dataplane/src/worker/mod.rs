@@ -261,9 +261,9 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         self.counters.busy_polls += u64::from(busy);
     }
 
-    /// Pipeline mode: counts frames handed to the I/O lcore for `port`
-    /// (`handed`) and those the ring refused (freed by the caller). The
-    /// I/O lcore counts what the device sends.
+    /// Pipeline mode: counts frames handed to the I/O lcore (`handed`) and
+    /// those the ring refused (freed by the caller). The I/O lcore counts
+    /// what the devices send.
     pub fn count_handoff(&mut self, handed: u64, refused: u64) {
         self.counters.tx += handed;
         for _ in 0..refused {
