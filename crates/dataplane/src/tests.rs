@@ -1002,3 +1002,38 @@ mod live {
         assert_eq!(b.drops(Drop::IcvMismatch), 0);
     }
 }
+
+#[test]
+fn stats_json_has_the_contract_keys() {
+    let mut a = ready_a();
+    a.rx(
+        PROT,
+        &[
+            from_host_a(&udp4("10.1.0.10", "10.2.0.10", 64, true, 100)),
+            vec![1, 2, 3],
+        ],
+    );
+    let stats = crate::stats::Stats {
+        seconds: 1.5,
+        workers: vec![a.w.counters().clone()],
+        nic: vec![None, None],
+    };
+    let j = stats.to_json(a.w.tables());
+    let ports = j["ports"].as_array().unwrap();
+    assert_eq!(ports[0]["name"], "prot");
+    assert_eq!(ports[0]["rx_packets"], 3); // an ARP request, the packet, the runt
+    assert_eq!(ports[0]["rx_dropped"], 1);
+    assert_eq!(ports[1]["tx_packets"], 2); // the ARP reply and the ESP packet
+    let sas = j["sas"].as_array().unwrap();
+    assert_eq!(sas.len(), 2);
+    assert_eq!(
+        (sas[0]["dir"].as_str(), sas[0]["spi"].as_u64()),
+        (Some("out"), Some(0xa001))
+    );
+    assert_eq!(sas[0]["packets"], 1);
+    assert_eq!(sas[1]["dir"], "in");
+    assert_eq!(j["drops"]["malformed"], 1);
+    assert_eq!(j["drops"].as_object().unwrap().len(), Drop::COUNT);
+    assert_eq!(j["totals"]["balanced"], true);
+    assert_eq!(j["workers"][0]["rx"], 4);
+}
