@@ -222,7 +222,8 @@ mod tests {
         for suite in Suite::ALL {
             let gw = Gateway::new(suite, 3).unwrap_or_else(|e| panic!("{}: {e}", suite.name()));
             assert_eq!(gw.tables.tunnels.len(), 3);
-            assert_eq!(gw.tables.tunnel_by_spi(in_spi(2)), Some(2));
+            let slot = gw.tables.inbound_by_spi(in_spi(2)).expect("worker 2's SA");
+            assert_eq!(gw.tables.inbound[slot].tunnel, 2);
             assert_eq!(gw.peer_outbound(1).spi, in_spi(1));
             assert_eq!(gw.peer_outbound(1).local, IpAddr::from(PEER_IP));
         }

@@ -50,7 +50,12 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
     let mut free: Burst<64> = Burst::new();
     let mut gen = Generator::new(case.frames());
     let in_cfg = ctx.gateway.inbound(w);
-    let tunnel = std::sync::Arc::clone(&ctx.gateway.tables.tunnels[w]);
+    let slot = ctx
+        .gateway
+        .tables
+        .inbound_by_spi(gateway::in_spi(w))
+        .ok_or("bench gateway: no inbound SA for the worker's SPI")?;
+    let inbound = std::sync::Arc::clone(&ctx.gateway.tables.inbound[slot].sa);
     let (in_port, out_port) = match case.direction {
         Direction::Encrypt => (PROTECTED, UNPROTECTED),
         Direction::Decrypt => (UNPROTECTED, PROTECTED),
@@ -66,10 +71,7 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
             // The same sequence numbers again: a fresh window for this
             // worker's own tunnel (no other worker uses it).
             let fresh = InboundSa::new(&in_cfg, 0).map_err(|e| e.to_string())?;
-            *tunnel
-                .inbound
-                .lock()
-                .map_err(|_| "inbound SA lock poisoned")? = fresh;
+            *inbound.lock().map_err(|_| "inbound SA lock poisoned")? = fresh;
         }
         let now = Now {
             ns: started.elapsed().as_nanos() as u64,
