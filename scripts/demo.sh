@@ -50,7 +50,7 @@ total=$(tcpdump -r "$WORK/mid.pcap" -nn 2>/dev/null | wc -l)
 esp=$(tcpdump -r "$WORK/mid.pcap" -nn 'esp or (udp port 4500)' 2>/dev/null | wc -l)
 arp=$(tcpdump -r "$WORK/mid.pcap" -nn 'arp' 2>/dev/null | wc -l)
 echo "frames captured: $total   ESP: $esp   ARP: $arp   other: $((total - esp - arp))"
-tcpdump -r "$WORK/mid.pcap" -nn 2>/dev/null | head -n 4
+tcpdump -r "$WORK/mid.pcap" -nn -c 4 2>/dev/null
 
 say "iperf3 TCP, 4 s each: direct link vs. through the tunnel"
 tput() { python3 -c 'import json,sys; d=json.load(sys.stdin); e=d["end"]; s=e.get("sum_received") or e["sum"]; print("%.0f" % (s["bits_per_second"]/1e6))'; }
@@ -61,9 +61,9 @@ tunnel=$(in_a iperf3 -c 10.2.0.10 -t 4 -J | tput)
 printf '%-28s %8s Mbit/s\n' "direct (veth)" "$direct" "through espgw (aes128gcm16)" "$tunnel"
 python3 -c "print('ratio tunnel/direct: %.2f' % ($tunnel / max($direct, 1)))"
 
-say "iperf3 UDP 1470-byte datagrams at 500 Mbit/s offered, through the tunnel"
+say "iperf3 UDP 1400-byte datagrams at 500 Mbit/s offered, through the tunnel"
 in_b iperf3 -s -D -1 >/dev/null; sleep 0.3
-in_a iperf3 -c 10.2.0.10 -u -b 500M -l 1470 -t 3 | grep -E 'receiver' || true
+in_a iperf3 -c 10.2.0.10 -u -b 500M -l 1400 -t 3 | grep -E 'receiver' || true
 
 say "gateway counters"
 if [ -S "$WORK/a.sock" ]; then

@@ -10,6 +10,10 @@ use std::path::PathBuf;
     about = "Kernel-bypass IPsec ESP tunnel gateway"
 )]
 pub struct Cli {
+    /// Log level or filter (e.g. "info", "espgw_control=debug"); RUST_LOG
+    /// is used when this is not given, and "info" when neither is.
+    #[arg(long, global = true, value_name = "FILTER")]
+    pub log: Option<String>,
     #[command(subcommand)]
     pub command: Command,
 }

@@ -10,13 +10,33 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
+    init_logging(cli.log.as_deref());
     match cli.command {
         cli::Command::Check { config } => cmd::check::run(&config),
         cli::Command::Keys {
             what: cli::Keys::Wireshark { config },
         } => cmd::keys::wireshark(&config),
-        cli::Command::Run { .. } => cmd::not_implemented("run"),
+        cli::Command::Run {
+            config,
+            duration,
+            stats_json,
+        } => cmd::run::run(config, duration, stats_json),
         cli::Command::Bench { .. } => cmd::not_implemented("bench"),
         cli::Command::Ctl { socket, command } => ctl::run(&socket, &command),
     }
+}
+
+/// Logs go to stderr: one line per state change (SA up, expiry, rekey,
+/// link), never per packet and never a key.
+fn init_logging(filter: Option<&str>) {
+    use tracing_subscriber::EnvFilter;
+    let filter = match filter {
+        Some(f) => EnvFilter::new(f),
+        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
 }

@@ -2,6 +2,7 @@
 
 pub mod check;
 pub mod keys;
+pub mod run;
 
 use espgw_control::Diagnostic;
 use std::process::ExitCode;
