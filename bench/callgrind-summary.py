@@ -10,7 +10,7 @@ Reads `callgrind_annotate --inclusive=yes --tree=both`: for each function
 whose name contains one of the substrings, prints its inclusive
 instructions per call (calls = the sum over its callers) and its callees'
 instructions per call of it. `Worker::process_burst` is inlined into the
-bench's stage closure (`...dataplane/src/worker.rs:...worker::stage`): that
+bench's stage closure (`.../crates/dataplane/src/worker...:...worker::stage`): that
 block has no call count, so it is divided by its callees' largest call
 count, the packets.
 """
@@ -24,7 +24,7 @@ DEFAULT = [
     "EspCipher>::open",
     "OutboundSa::encap_burst",
     "InboundSa::decap_burst",
-    "dataplane/src/worker.rs:espgw_bench::layers::worker::stage",
+    ":espgw_bench::layers::worker::stage",
     "Worker<B,P>::run_outbound",
     "Worker<B,P>::protected_transit",
     "Worker<B,P>::route_out",
@@ -81,6 +81,8 @@ def main():
         if not any(w in name for w in wanted):
             continue
         calls = sum(c for _, _, c in callers)
+        if "/crates/bench/" in name:
+            continue  # the bench's own loop (generator and sink included)
         if calls == 0:
             # Code inlined into its caller (e.g. process_burst into the
             # bench's stage closure): no call count of its own. Divide by
