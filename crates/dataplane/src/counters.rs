@@ -63,6 +63,9 @@ pub struct WorkerCounters {
     pub alloc_failures: u64,
     /// RX bursts that brought at least one packet.
     pub bursts: u64,
+    /// ICMP errors not sent because of the rate limit (their packets are
+    /// counted as drops all the same).
+    pub icmp_rate_limited: u64,
     /// Loop iterations of the worker (runtime), and those that moved packets.
     pub polls: u64,
     pub busy_polls: u64,
@@ -115,6 +118,7 @@ impl WorkerCounters {
         self.drops.merge(&o.drops);
         self.alloc_failures += o.alloc_failures;
         self.bursts += o.bursts;
+        self.icmp_rate_limited += o.icmp_rate_limited;
         self.polls += o.polls;
         self.busy_polls += o.busy_polls;
         if self.ports.len() < o.ports.len() {

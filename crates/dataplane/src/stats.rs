@@ -101,6 +101,7 @@ impl Stats {
                     "dropped": w.drops.total(),
                     "bursts": w.bursts,
                     "alloc_failures": w.alloc_failures,
+                    "icmp_rate_limited": w.icmp_rate_limited,
                 })
             })
             .collect();

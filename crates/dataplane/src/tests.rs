@@ -666,6 +666,23 @@ fn ttl_one_gets_time_exceeded() {
 }
 
 #[test]
+fn icmp_errors_are_rate_limited() {
+    let mut a = ready_a();
+    let flood: Vec<Vec<u8>> = (0..150)
+        .map(|_| from_host_a(&udp4("10.1.0.10", "10.2.0.10", 1, true, 10)))
+        .collect();
+    let out = a.rx(PROT, &flood);
+    let burst = crate::worker::ICMP_ERROR_BURST as usize;
+    assert_eq!(out[PROT].len(), burst);
+    assert_eq!(a.drops(Drop::TtlExceeded), 150);
+    assert_eq!(a.w.counters().icmp_rate_limited, 150 - burst as u64);
+    // A second later the bucket has refilled.
+    a.now.ns += 1_000_000_000;
+    let out = a.rx(PROT, &flood[..1]);
+    assert_eq!(out[PROT].len(), 1);
+}
+
+#[test]
 fn decrypted_packet_outside_the_selectors_is_dropped() {
     // A protects 10.1.0.0/16, but B only accepts 10.1.0.0/24 from it.
     let mut a = Gw::new(tables_from(

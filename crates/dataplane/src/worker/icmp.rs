@@ -54,6 +54,10 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         now: Now,
     ) {
         self.counters.drop(reason, Some(port));
+        if !self.icmp_limit.take(now.ns) {
+            self.counters.icmp_rate_limited += 1;
+            return;
+        }
         let p = &self.tables.ports[src_port];
         let scratch = &mut self.scratch[..];
         let built = match (m.v6, reason) {

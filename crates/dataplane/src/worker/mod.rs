@@ -35,6 +35,7 @@ use crate::fragment::fragment_v4;
 use crate::ip::{decrement_ttl, parse_v4, parse_v6, IpMeta};
 use crate::neighbor::{Neighbors, SharedNeighbors};
 use crate::pool::BufPool;
+use crate::ratelimit::TokenBucket;
 use crate::reason::Drop;
 use crate::route::NextHop;
 use crate::spd::{Action, Flow};
@@ -66,6 +67,10 @@ const TICK_NS: u64 = 100_000_000;
 /// The "ingress port" of packets the gateway made itself (no port's
 /// receive counters are charged for their drops).
 const ORIGINATED: PortIdx = PortIdx::MAX;
+
+/// ICMP errors one worker may send per second, and in one go.
+pub const ICMP_ERRORS_PER_SEC: u64 = 1000;
+pub const ICMP_ERROR_BURST: u64 = 100;
 
 /// All-nodes multicast MAC (ff02::1), for answers to DAD probes.
 const ALL_NODES_MAC: MacAddr = [0x33, 0x33, 0, 0, 0, 1];
@@ -126,6 +131,7 @@ pub struct Worker<B: PacketBuf, P: BufPool<B>> {
     scratch: Box<[u8]>,
     last_tick_ns: u64,
     hop_cache: Option<HopCache>,
+    icmp_limit: TokenBucket,
 }
 
 impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
@@ -152,6 +158,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
             scratch: vec![0u8; icmpv6::MIN_MTU].into_boxed_slice(),
             last_tick_ns: 0,
             hop_cache: None,
+            icmp_limit: TokenBucket::new(ICMP_ERRORS_PER_SEC, ICMP_ERROR_BURST),
             tables,
             pool,
         }
