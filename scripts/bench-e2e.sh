@@ -26,7 +26,7 @@ done
 
 WORK=$(mktemp -d /tmp/espgw-bench-e2e.XXXXXX)
 P=${ESPGW_NS_PREFIX:-ebe}
-ESPGW=$ROOT/target/release/espgw
+ESPGW=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/release/espgw
 export MTU
 . scripts/gateways.sh
 cleanup() { set +e; gateways_down; rm -rf "$WORK"; }

@@ -16,7 +16,7 @@ say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 T0=$(date +%s)
 WORK=$(mktemp -d /tmp/espgw-demo.XXXXXX)
 P=${ESPGW_NS_PREFIX:-eg}
-ESPGW=$ROOT/target/release/espgw
+ESPGW=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/release/espgw
 . scripts/gateways.sh
 
 cleanup() {

@@ -29,6 +29,9 @@ if [ "$(id -u)" -ne 0 ]; then
     echo "SKIP: the end-to-end suite needs root (network namespaces, DPDK); run: sudo scripts/test.sh"
 elif ls tests/e2e/*.sh >/dev/null 2>&1; then
     cargo build --release --locked -p espgw
+    # The binary under test, wherever the target directory is (CARGO_TARGET_DIR).
+    ESPGW="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/release/espgw"
+    export ESPGW
     for t in tests/e2e/*.sh; do
         step "e2e: $t"
         "$t"
