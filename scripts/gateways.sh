@@ -17,7 +17,8 @@ gateways_up() {
     # Configs with keys should be readable by root only: copy them 0600.
     install -m 600 gateway.toml "$WORK/gateway-a.toml"
     install -m 600 configs/gateway-b.toml "$WORK/gateway-b.toml"
-    sed -i "s#/run/espgw/gw-a.sock#$WORK/a.sock#; s#/run/espgw/gw-b.sock#$WORK/b.sock#" "$WORK"/gateway-*.toml
+    sed -i "s#^control_socket = .*#control_socket = \"$WORK/a.sock\"#" "$WORK/gateway-a.toml"
+    sed -i "s#^control_socket = .*#control_socket = \"$WORK/b.sock\"#" "$WORK/gateway-b.toml"
     sed -i "s#^mtu = 1500#mtu = $mtu#" "$WORK"/gateway-*.toml
     # Metrics ports are per gateway; two demos at once would clash, so drop them.
     sed -i '/^metrics = /d' "$WORK"/gateway-*.toml
@@ -39,16 +40,18 @@ gateways_up() {
     return 1
 }
 
-# gateways_stop: SIGINT both gateways (they write --stats-json) and wait.
+# gateways_stop: SIGINT both gateways (they write --stats-json) and wait;
+# fails if either did not exit with status 0.
 gateways_stop() {
-    local p
+    local p rc=0
     for p in "${GW_PIDS[@]}"; do kill -INT "$p" 2>/dev/null || true; done
-    for p in "${GW_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+    for p in "${GW_PIDS[@]}"; do wait "$p" 2>/dev/null || rc=1; done
     GW_PIDS=()
+    return $rc
 }
 
 # gateways_down: stop the gateways and remove the namespaces.
 gateways_down() {
-    gateways_stop
+    gateways_stop || true
     scripts/netns.sh down "$P"
 }

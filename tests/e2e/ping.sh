@@ -13,15 +13,13 @@ ESPGW=${ESPGW:-$ROOT/target/release/espgw}
 P=e2eping
 PATTERN=6573706777636c656172   # "espgwclear": must never be seen on the middle link
 WORK=$(mktemp -d /tmp/espgw-e2e-ping.XXXXXX)
-PIDS=()
+. scripts/gateways.sh
 
 fail() { echo "FAIL: $*" >&2; for f in "$WORK"/*.log; do echo "--- $f"; cat "$f"; done >&2; exit 1; }
 
 cleanup() {
     set +e
-    for p in "${PIDS[@]}"; do kill -INT "$p" 2>/dev/null; done
-    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
-    scripts/netns.sh down "$P"
+    gateways_down
     [ -n "${KEEP:-}" ] || rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -30,31 +28,8 @@ trap 'exit 130' INT TERM
 [ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root"; exit 0; }
 [ -x "$ESPGW" ] || fail "no binary at $ESPGW (cargo build --release -p espgw)"
 
-scripts/netns.sh up "$P"
-# The gateways' kernels must stay off their links: no IPv6 autoconf
-# chatter (MLD, router solicitations) on interfaces espgw owns.
-for ns in $P-gwa $P-gwb; do
-    ip netns exec $ns sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
-done
-install -m 600 gateway.toml "$WORK/a.toml"
-install -m 600 configs/gateway-b.toml "$WORK/b.toml"
-sed -i "s#^control_socket = .*#control_socket = \"$WORK/a.sock\"#" "$WORK/a.toml"
-sed -i "s#^control_socket = .*#control_socket = \"$WORK/b.sock\"#" "$WORK/b.toml"
-grep -q '^\[\[neighbor\]\]' "$WORK/a.toml" "$WORK/b.toml" && fail "configs have static neighbors: ARP would not be tested"
-
-ip netns exec $P-gwa "$ESPGW" run --config "$WORK/a.toml" --stats-json "$WORK/a.json" >"$WORK/a.log" 2>&1 &
-PIDS+=($!)
-ip netns exec $P-gwb "$ESPGW" run --config "$WORK/b.toml" --stats-json "$WORK/b.json" >"$WORK/b.log" 2>&1 &
-PIDS+=($!)
-
-in_a() { ip netns exec $P-hosta "$@"; }
-
-up=0
-for _ in $(seq 1 30); do
-    if in_a ping -c1 -W1 10.2.0.10 >/dev/null 2>&1; then up=1; break; fi
-    for p in "${PIDS[@]}"; do kill -0 "$p" 2>/dev/null || fail "a gateway exited"; done
-done
-[ $up = 1 ] || fail "no ping through the tunnel within 30 s"
+grep -q '^\[\[neighbor\]\]' gateway.toml configs/gateway-b.toml && fail "configs have static neighbors: ARP would not be tested"
+gateways_up >"$WORK/up.log" 2>&1 || fail "the tunnel did not come up: $(cat "$WORK/up.log")"
 
 # Capture the middle link while pinging through the tunnel and the gateway.
 # At both ends: af_packet sends with qdisc bypass, so a capture sees only
@@ -89,9 +64,7 @@ echo "middle link: $total frames, $esp ESP, $arp ARP"
 tcpdump -r "$WORK/mid.pcap" -nn -A 2>/dev/null | grep -q 'espgwclear' && fail "ping payload visible in clear on the middle link"
 
 # Clean stop on SIGINT, counters written and balanced.
-for p in "${PIDS[@]}"; do kill -INT "$p"; done
-for p in "${PIDS[@]}"; do wait "$p" || fail "gateway exited with $? on SIGINT"; done
-PIDS=()
+gateways_stop || fail "a gateway did not exit with status 0 on SIGINT"
 python3 - "$WORK/a.json" "$WORK/b.json" <<'PY' || fail "stats JSON check"
 import json, sys
 for path in sys.argv[1:]:

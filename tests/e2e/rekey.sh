@@ -12,14 +12,12 @@ ESPGW=${ESPGW:-$ROOT/target/release/espgw}
 CTL=${ESPGW_CTL:-$ESPGW}
 P=e2erekey
 WORK=$(mktemp -d /tmp/espgw-e2e-rekey.XXXXXX)
-PIDS=()
+. scripts/gateways.sh
 
 fail() { echo "FAIL: $*" >&2; for f in "$WORK"/*.log; do echo "--- $f"; cat "$f"; done >&2; exit 1; }
 cleanup() {
     set +e
-    for p in "${PIDS[@]}"; do kill -INT "$p" 2>/dev/null; done
-    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
-    scripts/netns.sh down "$P"
+    gateways_down
     [ -n "${KEEP:-}" ] || rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -28,24 +26,7 @@ trap 'exit 130' INT TERM
 [ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root"; exit 0; }
 [ -x "$ESPGW" ] || fail "no binary at $ESPGW (cargo build --release -p espgw)"
 
-scripts/netns.sh up "$P"
-for ns in $P-gwa $P-gwb; do
-    ip netns exec $ns sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
-done
-install -m 600 gateway.toml "$WORK/a.toml"
-install -m 600 configs/gateway-b.toml "$WORK/b.toml"
-sed -i "s#^control_socket = .*#control_socket = \"$WORK/a.sock\"#" "$WORK/a.toml"
-sed -i "s#^control_socket = .*#control_socket = \"$WORK/b.sock\"#" "$WORK/b.toml"
-ip netns exec $P-gwa "$ESPGW" run --config "$WORK/a.toml" --stats-json "$WORK/a.json" >"$WORK/a.log" 2>&1 &
-PIDS+=($!)
-ip netns exec $P-gwb "$ESPGW" run --config "$WORK/b.toml" --stats-json "$WORK/b.json" >"$WORK/b.log" 2>&1 &
-PIDS+=($!)
-
-up=0
-for _ in $(seq 1 30); do
-    if ip netns exec $P-hosta ping -c1 -W1 10.2.0.10 >/dev/null 2>&1; then up=1; break; fi
-done
-[ $up = 1 ] || fail "no ping through the tunnel within 30 s"
+gateways_up >"$WORK/up.log" 2>&1 || fail "the tunnel did not come up: $(cat "$WORK/up.log")"
 for s in a b; do [ -S "$WORK/$s.sock" ] || fail "gateway $s has no control socket"; done
 
 ip netns exec $P-hosta ping -c 80 -i 0.05 -W 1 10.2.0.10 >"$WORK/ping.log" 2>&1 &
@@ -60,9 +41,7 @@ wait $PING || fail "pings lost during the rekey: $(tail -2 "$WORK/ping.log")"
 grep -Eq '^to-gw-a +in +0x0000a002 .* active +[1-9]' "$WORK/sa-b.log" || fail "new inbound SA 0xa002 carries no traffic on B"
 grep -Eq '^to-gw-a +in +0x0000a001 .* draining' "$WORK/sa-b.log" || fail "old inbound SA not draining on B"
 
-for p in "${PIDS[@]}"; do kill -INT "$p"; done
-for p in "${PIDS[@]}"; do wait "$p" || fail "gateway exited with $? on SIGINT"; done
-PIDS=()
+gateways_stop || fail "a gateway did not exit with status 0 on SIGINT"
 python3 - "$WORK/b.json" <<'PY' || fail "stats JSON"
 import json, sys
 s = json.load(open(sys.argv[1]))
