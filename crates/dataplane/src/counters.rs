@@ -44,8 +44,12 @@ impl PortCounters {
 pub struct TunnelCounters {
     /// Decrypted packets outside the SA's traffic selectors.
     pub in_policy_mismatch: u64,
-    /// Packets for the tunnel too big for the outer MTU.
+    /// Packets for the tunnel too big for the outer MTU with DF set (or
+    /// IPv6): dropped, answered with ICMP fragmentation needed / too big.
     pub out_mtu_exceeded: u64,
+    /// IPv4 packets for the tunnel without DF, too big for the outer MTU:
+    /// fragmented before encryption and forwarded (not a drop).
+    pub out_fragmented: u64,
 }
 
 /// Everything one worker counts.
@@ -134,6 +138,7 @@ impl WorkerCounters {
         for (a, b) in self.tunnels.iter_mut().zip(&o.tunnels) {
             a.in_policy_mismatch += b.in_policy_mismatch;
             a.out_mtu_exceeded += b.out_mtu_exceeded;
+            a.out_fragmented += b.out_fragmented;
         }
     }
 }

@@ -122,6 +122,7 @@ impl Stats {
                     "spi": out.spi(),
                     "packets": stats.packets,
                     "bytes": stats.bytes,
+                    "fragmented": tc.out_fragmented,
                     "drops": drops,
                 }));
             }

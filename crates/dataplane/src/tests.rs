@@ -645,6 +645,9 @@ fn oversize_df_gets_frag_needed_with_the_inner_mtu() {
     }
     assert_eq!(payload, plain[20..]);
     assert_eq!(a.drops(Drop::FragmentationNeeded), 0);
+    // Per tunnel: one DF packet refused, one packet fragmented (not a drop).
+    let t = a.w.counters().tunnels[0];
+    assert_eq!((t.out_mtu_exceeded, t.out_fragmented), (1, 1));
 }
 
 #[test]

@@ -383,10 +383,11 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
                 };
                 if !fits {
                     let inner_mtu = inner;
-                    self.counters.tunnel(id).out_mtu_exceeded += 1;
                     if m.dont_frag {
+                        self.counters.tunnel(id).out_mtu_exceeded += 1;
                         return self.too_big(port, pkt, m, inner_mtu, tx, now);
                     }
+                    self.counters.tunnel(id).out_fragmented += 1;
                     // IPv4 without DF: fragment, then encrypt each fragment.
                     decrement_ttl(&mut pkt, m.v6);
                     let Some(rest) = fragment_v4(&mut pkt, inner_mtu, &self.pool) else {
