@@ -1,4 +1,4 @@
-//! Packet views over byte buffers: Ethernet, ARP, IPv4, IPv6, UDP, ICMP/ICMPv6, ESP.
+//! Packet views over byte buffers: Ethernet, ARP, IPv4, IPv6, UDP, TCP, ICMP/ICMPv6, ESP.
 //!
 //! No allocation and no DPDK. Every view has a checked constructor for
 //! untrusted input; accessors never panic once the view exists.
@@ -55,6 +55,7 @@ pub mod icmpv6;
 pub mod ipv4;
 pub mod ipv6;
 pub mod reply;
+pub mod tcp;
 pub mod udp;
 
 #[cfg(test)]
@@ -71,6 +72,7 @@ pub use icmpv4::{Icmpv4Packet, Icmpv4Repr};
 pub use icmpv6::{Icmpv6Packet, Icmpv6Repr};
 pub use ipv4::{Ipv4Packet, Ipv4Repr};
 pub use ipv6::{Ipv6Packet, Ipv6Repr};
+pub use tcp::TcpPacket;
 pub use udp::{UdpPacket, UdpRepr};
 
 /// IP protocol / IPv6 next-header numbers (IANA).
