@@ -173,7 +173,27 @@ pub struct Tunnel {
     pub outbound: SaKeys,
     pub inbound: SaKeys,
     pub priority: u32,
+    /// TCP MSS clamping of SYNs through the tunnel; `None`: off.
+    pub mss_clamp: Option<MssClamp>,
 }
+
+/// `mss_clamp` of a tunnel: the largest MSS a TCP SYN / SYN-ACK through it
+/// may announce.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MssClamp {
+    /// The tunnel's inner MTU (outer MTU less the ESP overhead of its
+    /// suite, encapsulation and outer family) less 40 (IPv4) / 60 (IPv6)
+    /// bytes of TCP/IP headers; worked out by the data plane, which knows
+    /// the overhead.
+    Auto,
+    /// A fixed value in [`MIN_MSS_CLAMP`]..=[`MAX_MSS_CLAMP`], for both families.
+    Fixed(u16),
+}
+
+/// Smallest fixed `mss_clamp`: the IPv4 default MSS (RFC 9293 3.7.1).
+pub const MIN_MSS_CLAMP: u16 = 536;
+/// Largest fixed `mss_clamp` (a 9000-byte jumbo MTU's worth).
+pub const MAX_MSS_CLAMP: u16 = 9000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {

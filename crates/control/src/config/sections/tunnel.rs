@@ -7,7 +7,10 @@ use espgw_esp::Suite;
 
 use super::Located;
 use crate::config::keys::{self, DirKeys};
-use crate::config::model::{Encap, Lifetime, Limits, Port, PortId, Route, SaKeys, Side, Tunnel};
+use crate::config::model::{
+    Encap, Lifetime, Limits, MssClamp, Port, PortId, Route, SaKeys, Side, Tunnel, MAX_MSS_CLAMP,
+    MIN_MSS_CLAMP,
+};
 use crate::config::net::Prefix;
 use crate::config::reader::{join, Ctx, Field, Table};
 use crate::config::{Diagnostic, HostFacts};
@@ -27,6 +30,7 @@ pub(crate) const KEYS: &[&str] = &[
     "in",
     "key_file",
     "priority",
+    "mss_clamp",
 ];
 const LIFETIME_KEYS: &[&str] = &[
     "seconds",
@@ -132,6 +136,16 @@ fn read_lifetime(ctx: &mut Ctx, f: &Field) -> Option<Lifetime> {
     }
     t.finish(ctx);
     ok.then_some(Lifetime { hard, soft })
+}
+
+/// `mss_clamp = "auto"` or a number; absent: off.
+fn read_mss_clamp(ctx: &mut Ctx, f: &Field) -> Option<MssClamp> {
+    if f.is_int() {
+        f.int(ctx, i128::from(MIN_MSS_CLAMP), i128::from(MAX_MSS_CLAMP))
+            .map(|v| MssClamp::Fixed(v as u16))
+    } else {
+        f.choice(ctx, &[("auto", MssClamp::Auto)])
+    }
 }
 
 fn read_spi(ctx: &mut Ctx, f: &Field) -> Option<u32> {
@@ -286,6 +300,11 @@ pub(crate) fn read(ctx: &mut Ctx, t: Table, env: &Env) -> ReadTunnel {
             f.int(ctx, 0, i128::from(u32::MAX))
         })
         .map(|v| v as u32);
+    // Outer Option: the key is valid (absent = off); inner: its value.
+    let mss_clamp = match t.get(ctx, "mss_clamp") {
+        None => Some(None),
+        Some(f) => read_mss_clamp(ctx, &f).map(Some),
+    };
     let out = read_dir(ctx, &t, "out", suite);
     let inn = read_dir(ctx, &t, "in", suite);
     let inline_keys = out.keys.any() || inn.keys.any();
@@ -329,6 +348,7 @@ pub(crate) fn read(ctx: &mut Ctx, t: Table, env: &Env) -> ReadTunnel {
             Some(encap),
             Some(lifetime),
             Some(priority),
+            Some(mss_clamp),
             Some(outbound),
             Some(inbound),
             true,
@@ -341,6 +361,7 @@ pub(crate) fn read(ctx: &mut Ctx, t: Table, env: &Env) -> ReadTunnel {
             encap,
             lifetime,
             priority,
+            mss_clamp,
             out_keys,
             in_keys,
             out.ok,
@@ -362,6 +383,7 @@ pub(crate) fn read(ctx: &mut Ctx, t: Table, env: &Env) -> ReadTunnel {
                 outbound,
                 inbound,
                 priority,
+                mss_clamp,
             });
         }
     }
