@@ -73,6 +73,9 @@ pub struct WorkerCounters {
     /// Loop iterations of the worker (runtime), and those that moved packets.
     pub polls: u64,
     pub busy_polls: u64,
+    /// TCP SYNs / SYN-ACKs whose MSS option a tunnel's `mss_clamp` lowered
+    /// (forwarded as usual: not a drop, not a new packet).
+    pub mss_clamped: u64,
     pub ports: Vec<PortCounters>,
     pub tunnels: Vec<TunnelCounters>,
 }
@@ -125,6 +128,7 @@ impl WorkerCounters {
         self.icmp_rate_limited += o.icmp_rate_limited;
         self.polls += o.polls;
         self.busy_polls += o.busy_polls;
+        self.mss_clamped += o.mss_clamped;
         if self.ports.len() < o.ports.len() {
             self.ports.resize(o.ports.len(), PortCounters::default());
         }

@@ -7,10 +7,10 @@
 //!   "ports":   [{"name","device","side","mac","rx_packets","rx_bytes","tx_packets",
 //!                "tx_bytes","rx_dropped","tx_dropped","nic":{...}}],
 //!   "workers": [{"id","rx","tx","generated","local","held","dropped","bursts",
-//!                "alloc_failures"}],
+//!                "alloc_failures","icmp_rate_limited","mss_clamped"}],
 //!   "sas":     [{"tunnel","dir":"out"|"in","spi","packets","bytes","drops":{reason:n}}],
 //!   "drops":   {reason: n},            # every reason, zeros included
-//!   "totals":  {"rx","tx","generated","local","held","dropped","balanced"} }
+//!   "totals":  {"rx","tx","generated","local","held","dropped","balanced","mss_clamped"} }
 //! ```
 //! `balanced` is the accounting identity `rx + generated == tx + dropped +
 //! local + held` over all workers.
@@ -102,6 +102,7 @@ impl Stats {
                     "bursts": w.bursts,
                     "alloc_failures": w.alloc_failures,
                     "icmp_rate_limited": w.icmp_rate_limited,
+                    "mss_clamped": w.mss_clamped,
                 })
             })
             .collect();
@@ -162,6 +163,7 @@ impl Stats {
                 "held": total.held,
                 "dropped": total.drops.total(),
                 "balanced": total.balanced(),
+                "mss_clamped": total.mss_clamped,
             },
         })
     }

@@ -75,6 +75,44 @@ pub struct Tunnel {
     /// `None` once it hard-expired and no rekey replaced it: the tunnel's
     /// traffic is dropped (`sa_expired`), never sent in the clear.
     pub out: Option<Arc<OutboundSa>>,
+    /// The MSS that TCP SYNs through the tunnel may announce (config
+    /// `mss_clamp`); `None`: no clamping.
+    pub mss_clamp: Option<MssLimits>,
+}
+
+/// Largest MSS per inner family, worked out from a tunnel's `mss_clamp`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MssLimits {
+    pub v4: u16,
+    pub v6: u16,
+}
+
+/// IPv4 + TCP headers without options (what "auto" takes off the inner MTU).
+const TCP_IPV4_HEADERS: usize = 20 + 20;
+/// IPv6 + TCP headers without options or extension headers.
+const TCP_IPV6_HEADERS: usize = 40 + 20;
+
+impl MssLimits {
+    /// The limits for `clamp` on a tunnel whose outbound SA is `out` and
+    /// whose outer MTU is `mtu`. "auto" needs the SA (its suite,
+    /// encapsulation and outer family make the overhead): without one (the
+    /// SA hard-expired) there is nothing to clamp to, and its outbound
+    /// traffic is dropped anyway.
+    pub fn new(clamp: cfg::MssClamp, out: Option<&OutboundSa>, mtu: usize) -> Option<MssLimits> {
+        match clamp {
+            cfg::MssClamp::Fixed(v) => Some(MssLimits { v4: v, v6: v }),
+            cfg::MssClamp::Auto => {
+                let inner = inner_mtu(out?, mtu);
+                let mss = |headers: usize| {
+                    u16::try_from(inner.saturating_sub(headers)).unwrap_or(u16::MAX)
+                };
+                Some(MssLimits {
+                    v4: mss(TCP_IPV4_HEADERS),
+                    v6: mss(TCP_IPV6_HEADERS),
+                })
+            }
+        }
+    }
 }
 
 /// An inbound SA and the tunnel it belongs to.
@@ -203,7 +241,7 @@ impl Tables {
             let out =
                 OutboundSa::new(&sa_config(t, &t.outbound), now).map_err(|e| err("out", e))?;
             let sa = InboundSa::new(&sa_config(t, &t.inbound), now).map_err(|e| err("in", e))?;
-            tunnels.push(tunnel(i as u32, t, Some(Arc::new(out))));
+            tunnels.push(tunnel(i as u32, t, Some(Arc::new(out)), &net));
             inbound.push(InboundSlot {
                 spi: t.inbound.spi,
                 tunnel: i,
@@ -226,7 +264,7 @@ impl Tables {
                 index_of_id.resize(id + 1, None);
             }
             index_of_id[id] = Some(i);
-            tunnels.push(tunnel(tv.id.0, tv.tunnel, tv.outbound.cloned()));
+            tunnels.push(tunnel(tv.id.0, tv.tunnel, tv.outbound.cloned(), net));
             for iv in &tv.inbound {
                 inbound.push(InboundSlot {
                     spi: iv.spi,
@@ -288,8 +326,12 @@ impl Tables {
     }
 }
 
-fn tunnel(id: u32, t: &cfg::Tunnel, out: Option<Arc<OutboundSa>>) -> Tunnel {
+fn tunnel(id: u32, t: &cfg::Tunnel, out: Option<Arc<OutboundSa>>, net: &Network) -> Tunnel {
+    let mtu = net.ports.get(t.port.0).map_or(0, |p| p.mtu);
     Tunnel {
+        mss_clamp: t
+            .mss_clamp
+            .and_then(|c| MssLimits::new(c, out.as_deref(), mtu)),
         id,
         name: t.name.clone(),
         local: t.local,

@@ -1057,3 +1057,170 @@ fn stats_json_has_the_contract_keys() {
     assert_eq!(j["totals"]["balanced"], true);
     assert_eq!(j["workers"][0]["rx"], 4);
 }
+
+/// `mss_clamp`: SYNs are clamped entering the tunnel at A and leaving it
+/// at A; B (no clamp) decrypts what A sent, so the clamp is seen by an
+/// independent decap path.
+mod mss_clamp {
+    use super::*;
+    use espgw_control::config::MssClamp;
+    use espgw_wire::{tcp, TcpPacket};
+
+    use crate::tables::{inner_mtu, MssLimits};
+
+    /// Gateway A with `mss_clamp = <clamp>` in its tunnel, hosts known.
+    fn ready_a_with(clamp: &str) -> Gw {
+        let mut a = Gw::new(tables_from(
+            config_text(false, "10.1.0.0/24", &format!("mss_clamp = {clamp}")),
+            [A_PROT_MAC, A_UNPROT_MAC],
+        ));
+        a.learn_by_arp(PROT, "10.1.0.10", HOST_A_MAC, "10.1.0.1");
+        a.learn_by_arp(UNPROT, "192.0.2.2", B_UNPROT_MAC, "192.0.2.1");
+        a
+    }
+
+    /// IPv4/TCP with `flags` and, if given, an MSS option after a NOP (the
+    /// value at an odd offset) then SAckOK, NOP, NOP; checksum filled.
+    fn tcp4(src: &str, dst: &str, flags: u8, mss: Option<u16>) -> Vec<u8> {
+        let mut seg = vec![0u8; 20];
+        seg[0..2].copy_from_slice(&40000u16.to_be_bytes());
+        seg[2..4].copy_from_slice(&5201u16.to_be_bytes());
+        seg[4..8].copy_from_slice(&0x0102_0304u32.to_be_bytes());
+        seg[13] = flags;
+        seg[14..16].copy_from_slice(&64240u16.to_be_bytes());
+        if let Some(m) = mss {
+            let [hi, lo] = m.to_be_bytes();
+            seg.extend_from_slice(&[1, 2, 4, hi, lo, 4, 2, 1]);
+        }
+        seg[12] = ((seg.len() / 4) as u8) << 4;
+        TcpPacket::new_checked(&mut seg[..])
+            .unwrap()
+            .fill_checksum_v4(v4(src), v4(dst));
+        ipv4_packet(src, dst, 64, true, ip_protocol::TCP, &seg)
+    }
+
+    /// The MSS option of the IPv4/TCP packet in `frame`, after checking
+    /// its TCP checksum.
+    fn delivered_mss(frame: &[u8]) -> Option<u16> {
+        let (_, ip) = l3(frame);
+        let ip = Ipv4Packet::new_checked(&ip[..]).unwrap();
+        let t = TcpPacket::new_checked(ip.payload()).unwrap();
+        assert!(t.verify_checksum_v4(ip.src_addr(), ip.dst_addr()));
+        t.mss()
+    }
+
+    /// The inner packet B delivers to host B for `inner` sent by host A.
+    fn through_a_and_b(a: &mut Gw, b: &mut Gw, inner: &[u8]) -> Vec<u8> {
+        let out = a.rx(PROT, &[from_host_a(inner)]);
+        assert_eq!(out[UNPROT].len(), 1, "ESP out of A");
+        let out = b.rx(UNPROT, &out[UNPROT]);
+        assert_eq!(out[PROT].len(), 1, "B delivers");
+        out[PROT][0].clone()
+    }
+
+    #[test]
+    fn syn_into_the_tunnel_leaves_clamped_to_auto() {
+        let mut a = ready_a_with("\"auto\"");
+        let mut b = ready_b();
+        // "auto" from the tunnel's own overhead: the inner MTU at the
+        // outer MTU of 1500, less 40 bytes of IPv4 and TCP headers.
+        let out_sa = a.w.tables().tunnels[0].out.clone().unwrap();
+        let auto = (inner_mtu(&out_sa, 1500) - 40) as u16;
+        assert_eq!(
+            a.w.tables().tunnels[0].mss_clamp,
+            Some(MssLimits {
+                v4: auto,
+                v6: auto - 20
+            })
+        );
+
+        let syn = tcp4("10.1.0.10", "10.2.0.10", tcp::flags::SYN, Some(1460));
+        let got = through_a_and_b(&mut a, &mut b, &syn);
+        assert_eq!(delivered_mss(&got), Some(auto));
+        assert_eq!(a.w.counters().mss_clamped, 1);
+        assert_eq!(b.w.counters().mss_clamped, 0);
+        // Only the MSS value and the TCP checksum changed (and the TTL).
+        let (_, got_ip) = l3(&got);
+        let diff: Vec<usize> = (0..syn.len()).filter(|&i| syn[i] != got_ip[i]).collect();
+        assert!(
+            diff.iter()
+                .all(|&i| matches!(i, 8 | 10 | 11 | 36 | 37 | 43 | 44)),
+            "{diff:?}"
+        );
+
+        // In the stats JSON.
+        let stats = crate::stats::Stats {
+            seconds: 1.0,
+            workers: vec![a.w.counters().clone()],
+            nic: vec![None, None],
+        };
+        let j = stats.to_json(a.w.tables());
+        assert_eq!(j["totals"]["mss_clamped"], 1);
+        assert_eq!(j["workers"][0]["mss_clamped"], 1);
+    }
+
+    #[test]
+    fn non_syn_and_small_mss_pass_unchanged() {
+        let mut a = ready_a_with("\"auto\"");
+        let mut b = ready_b();
+        let ttl_minus_two = |p: &[u8]| {
+            let mut p = p.to_vec();
+            let mut ip = Ipv4Packet::new_checked(&mut p[..]).unwrap();
+            ip.set_ttl(62);
+            ip.fill_checksum();
+            p
+        };
+        for inner in [
+            // An ACK (which no stack sends with an MSS option): not a SYN.
+            tcp4("10.1.0.10", "10.2.0.10", tcp::flags::ACK, Some(1460)),
+            tcp4("10.1.0.10", "10.2.0.10", tcp::flags::SYN, Some(1200)),
+            tcp4("10.1.0.10", "10.2.0.10", tcp::flags::SYN, None),
+            udp4("10.1.0.10", "10.2.0.10", 64, true, 100),
+        ] {
+            let got = through_a_and_b(&mut a, &mut b, &inner);
+            assert_eq!(l3(&got).1, ttl_minus_two(&inner));
+        }
+        assert_eq!(a.w.counters().mss_clamped, 0);
+    }
+
+    #[test]
+    fn syn_ack_out_of_the_tunnel_is_clamped_too() {
+        // B does not clamp; A clamps the far side's SYN-ACK after decap.
+        let mut a = ready_a_with("1300");
+        let mut b = ready_b();
+        let synack = tcp4(
+            "10.2.0.10",
+            "10.1.0.10",
+            tcp::flags::SYN | tcp::flags::ACK,
+            Some(8960),
+        );
+        let out = b.rx(
+            PROT,
+            &[eth(B_PROT_MAC, HOST_B_MAC, ethertype::IPV4, &synack)],
+        );
+        assert_eq!(out[UNPROT].len(), 1, "ESP out of B");
+        let esp = out[UNPROT][0].clone();
+        let out = a.rx(UNPROT, &[esp]);
+        assert_eq!(out[PROT].len(), 1, "A delivers");
+        assert_eq!(delivered_mss(&out[PROT][0]), Some(1300));
+        assert_eq!(a.w.counters().mss_clamped, 1);
+    }
+
+    #[test]
+    fn limits_follow_the_config() {
+        assert_eq!(
+            MssLimits::new(MssClamp::Fixed(1200), None, 1500),
+            Some(MssLimits { v4: 1200, v6: 1200 })
+        );
+        // "auto" needs the outbound SA's overhead.
+        assert_eq!(MssLimits::new(MssClamp::Auto, None, 1500), None);
+        let a = ready_a_with("\"auto\"");
+        let out = a.w.tables().tunnels[0].out.clone().unwrap();
+        let at_9000 = MssLimits::new(MssClamp::Auto, Some(&out), 9000).unwrap();
+        let at_1500 = MssLimits::new(MssClamp::Auto, Some(&out), 1500).unwrap();
+        assert_eq!(at_9000.v4 - at_1500.v4, 7500);
+        assert_eq!(at_9000.v4 - at_9000.v6, 20);
+        // Without mss_clamp nothing is clamped.
+        assert_eq!(ready_a().w.tables().tunnels[0].mss_clamp, None);
+    }
+}

@@ -121,6 +121,9 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
                     self.icmp_error(port, src_port, pkt, m, Drop::TtlExceeded, 0, tx, now);
                     continue;
                 }
+                // The far side's SYN-ACK (or SYN) is clamped on its way out
+                // of the tunnel too: the peer gateway may not clamp.
+                self.clamp_mss(&mut pkt, &m, tunnel.mss_clamp);
                 decrement_ttl(&mut pkt, m.v6);
                 self.route_out(pkt, m.dst, Egress::ProtectedOnly, Some(port), tx, now);
             }

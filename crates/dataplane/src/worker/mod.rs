@@ -46,6 +46,7 @@ mod egress;
 mod esp_stage;
 mod icmp;
 mod link;
+mod mss;
 
 /// Time of the run's monotonic clock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
@@ -369,6 +370,8 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         let d = self.tables.spd.lookup(&flow);
         match d.action {
             Action::Protect(t) => {
+                let clamp = self.tables.tunnels[t].mss_clamp;
+                self.clamp_mss(&mut pkt, &m, clamp);
                 let tunnel = &self.tables.tunnels[t];
                 let mtu = self.tables.ports[tunnel.port].mtu;
                 let len = pkt.len();
