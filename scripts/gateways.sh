@@ -55,3 +55,27 @@ gateways_down() {
     gateways_stop || true
     scripts/netns.sh down "$P"
 }
+
+# gateway_start SIDE CONFIG: start espgw for gateway SIDE (a or b) with
+# CONFIG on a topology that is already up (scripts/netns.sh up "$P");
+# its log is $WORK/SIDE.log, its counters $WORK/SIDE.json on stop.
+gateway_start() {
+    ip netns exec "$P-gw$1" "$ESPGW" run --config "$2" --stats-json "$WORK/$1.json" >"$WORK/$1.log" 2>&1 &
+    GW_PIDS+=($!)
+}
+
+# gateways_wait_ping ARGS...: retry `ping -c1 -W1 ARGS` in host A (e.g.
+# `-I 10.1.1.10 10.2.1.10`) until it answers (60 tries); fails with the
+# gateway logs if it never does or a gateway exits.
+gateways_wait_ping() {
+    local p
+    for _ in $(seq 1 60); do
+        if in_a ping -c1 -W1 "$@" >/dev/null 2>&1; then return 0; fi
+        for p in "${GW_PIDS[@]}"; do
+            kill -0 "$p" 2>/dev/null || { echo "a gateway exited:"; cat "$WORK"/*.log; return 1; }
+        done
+    done
+    echo "no answer to ping $*; gateway logs:"
+    cat "$WORK"/*.log
+    return 1
+}
