@@ -15,7 +15,7 @@ on-link. Keys are fresh random bytes per run.
 SETs:
   suites   every suite x ESN x outer IPv4/IPv6 x encap none/udp (48)
   interop  every suite x ESN, outer IPv4, no encap (12)
-  single   one aes128gcm16 tunnel (badinput.sh)
+  badinput two aes128gcm16 tunnels (badinput.sh: one for pings, one to attack)
 """
 import itertools
 import json
@@ -44,8 +44,8 @@ def variants(name):
                 for s, e, o, c in itertools.product(SUITES, (False, True), (4, 6), ("none", "udp"))]
     if name == "interop":
         return [dict(esp=s, esn=e, outer=4, encap="none") for s, e in itertools.product(SUITES, (False, True))]
-    if name == "single":
-        return [dict(esp="aes128gcm16", esn=False, outer=4, encap="none")]
+    if name == "badinput":
+        return [dict(esp="aes128gcm16", esn=False, outer=4, encap="none")] * 2
     raise SystemExit(f"unknown set {name}")
 
 

@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""Bad input for tests/e2e/badinput.sh, sent on the wire to gateway A's
+unprotected port, as gateway B would (its address and MAC), with tunnel
+2's B->A SA made by scapy:
+
+  inject.py IFACE TUNNELS_JSON GW_MAC
+
+Prints one line per frame. The expected counters are in badinput.sh.
+"""
+import json
+import sys
+import time
+
+from scapy.all import IP, UDP, Ether, Raw, conf, get_if_hwaddr
+from scapy.layers.ipsec import ESP
+
+sys.path.insert(0, __file__.rsplit("/", 1)[0])
+from tunnels import scapy_sa  # noqa: E402
+
+
+def main():
+    iface, tunnels_path, gw_mac = sys.argv[1:4]
+    t = json.load(open(tunnels_path))[1]
+    sa = scapy_sa(t, "ba")
+    mac = get_if_hwaddr(iface)
+    sock = conf.L2socket(iface=iface)
+
+    def inner(n):
+        return IP(src=t["b4"], dst=t["a4"], ttl=64) / UDP(sport=40000 + n, dport=9) / Raw(b"badinput-%d" % n)
+
+    def esp(seq):
+        sa.seq_num = seq
+        return bytearray(bytes(sa.encrypt(inner(seq))))
+
+    def send(what, l3):
+        sock.send(Ether(dst=gw_mac, src=mac, type=0x0800) / Raw(bytes(l3)))
+        print(what, flush=True)
+        time.sleep(0.02)
+
+    def flip(seq, offset, what):
+        """Genuine ESP with one bit of the outer IP payload flipped at offset
+        (from the start of ESP; negative: from the end)."""
+        p = esp(seq)
+        i = 20 + offset if offset >= 0 else len(p) + offset
+        p[i] ^= 0x01
+        send(what, p)
+
+    for seq in range(1, 6):
+        send(f"genuine seq {seq}", esp(seq))
+    send("replay of seq 3", esp(3))
+    send("genuine seq 100 (jump ahead)", esp(100))
+    send("genuine seq 90 (reordered, inside the window)", esp(90))
+    send("replay of seq 90", esp(90))
+    send("genuine seq 20 (behind the window of 64)", esp(20))
+    flip(101, 0, "SPI tampered (unknown SPI)")
+    p = esp(101)
+    p[24:28] = (102).to_bytes(4, "big")  # passes the window, fails the ICV
+    send("seq tampered (101 sent as 102)", p)
+    flip(103, 8, "IV tampered")
+    flip(104, 20, "ciphertext tampered")
+    flip(105, -1, "ICV tampered")
+    def shortened(seq, keep):
+        """Genuine ESP cut to `keep` bytes, in an IP header that says so."""
+        p = esp(seq)
+        if keep < 0:
+            keep += len(p) - 20
+        return IP(src="192.0.2.2", dst="192.0.2.1", proto=50) / Raw(bytes(p[20:20 + keep]))
+
+    send("truncated ESP: SPI and seq only", shortened(106, 8))
+    send("truncated ESP: header, IV and 10 bytes", shortened(107, 26))
+    send("ESP cut inside the ICV (length consistent)", shortened(109, -5))
+    send("frame shorter than its IP total length", esp(110)[:-5])
+    wrong = esp(108)
+    wrong[20:24] = t["ab_spi"].to_bytes(4, "big")
+    send("wrong SPI (gateway A's own outbound SPI)", wrong)
+    send("genuine seq 102 (after the tampered 102)", esp(102))
+    send("garbage IPv4 (bad header)", b"\x45" + bytes(range(1, 40)))
+    sock.send(Ether(dst=gw_mac, src=mac, type=0x88B5) / Raw(b"not ip" * 10))
+    print("non-IP frame (EtherType 0x88b5)")
+    # af_packet pads anything shorter than an Ethernet header, so the
+    # shortest frame on the wire is a header with a 10-byte IPv4 "packet".
+    sock.send(Ether(dst=gw_mac, src=mac, type=0x0800) / Raw(b"\x45" + b"\x00" * 9))
+    print("runt IPv4 (10 bytes)")
+    sock.close()
+
+
+if __name__ == "__main__":
+    main()
