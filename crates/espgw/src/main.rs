@@ -21,7 +21,24 @@ fn main() -> ExitCode {
             duration,
             stats_json,
         } => cmd::run::run(config, duration, stats_json),
-        cli::Command::Bench { .. } => cmd::not_implemented("bench"),
+        cli::Command::Bench {
+            suite,
+            sizes,
+            direction,
+            workers,
+            seconds,
+            json,
+            svg,
+        } => espgw_bench::cli::exit_code(&espgw_bench::cli::Args {
+            suite,
+            sizes,
+            direction: clap::ValueEnum::to_possible_value(&direction)
+                .map(|v| v.get_name().to_string()),
+            workers,
+            seconds,
+            json,
+            svg,
+        }),
         cli::Command::Ctl { socket, command } => ctl::run(&socket, &command),
     }
 }

@@ -5,18 +5,9 @@ pub mod keys;
 pub mod run;
 
 use espgw_control::Diagnostic;
-use std::process::ExitCode;
 
 /// Exit status for a rejected config.
 pub const EXIT_INVALID: u8 = 1;
-/// Exit status for a subcommand that is not built yet (and for usage errors, as clap does).
-pub const EXIT_UNAVAILABLE: u8 = 2;
-
-pub fn not_implemented(name: &str) -> ExitCode {
-    eprintln!("espgw {name}: not implemented yet");
-    ExitCode::from(EXIT_UNAVAILABLE)
-}
-
 /// Prints diagnostics to stderr, one per line, and a count.
 pub fn print_diagnostics(diags: &[Diagnostic]) {
     for d in diags {
