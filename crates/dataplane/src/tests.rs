@@ -1206,6 +1206,72 @@ mod mss_clamp {
         assert_eq!(a.w.counters().mss_clamped, 1);
     }
 
+    /// `text` with IPv6 prefixes added to its tunnel's selectors.
+    fn with_v6_selectors(text: String, local: (&str, &str), remote: (&str, &str)) -> String {
+        let add = |t: String, key: &str, (v4, v6): (&str, &str)| {
+            with_replaced(
+                &t,
+                &format!("{key} = [\"{v4}\"]"),
+                &format!("{key} = [\"{v4}\", \"{v6}\"]"),
+            )
+        };
+        add(add(text, "local_ts", local), "remote_ts", remote)
+    }
+
+    fn with_replaced(text: &str, from: &str, to: &str) -> String {
+        assert!(text.contains(from), "{from:?} not in config");
+        text.replacen(from, to, 1)
+    }
+
+    #[test]
+    fn ipv6_syn_is_clamped_to_auto_less_60() {
+        let a_text = with_v6_selectors(
+            config_text(false, "10.1.0.0/24", "mss_clamp = \"auto\""),
+            ("10.1.0.0/24", "fd00:1::/64"),
+            ("10.2.0.0/24", "fd00:2::/64"),
+        );
+        // B knows host B statically (no ND in this test).
+        let b_text = with_v6_selectors(
+            config_text(
+                true,
+                "",
+                "[[neighbor]]\naddress = \"fd00:2::10\"\nmac = \"02:00:00:00:0b:0b\"\nport = \"prot\"",
+            ),
+            ("10.2.0.0/24", "fd00:2::/64"),
+            ("10.1.0.0/24", "fd00:1::/64"),
+        );
+        let mut a = Gw::new(tables_from(a_text, [A_PROT_MAC, A_UNPROT_MAC]));
+        a.learn_by_arp(UNPROT, "192.0.2.2", B_UNPROT_MAC, "192.0.2.1");
+        let mut b = Gw::new(tables_from(b_text, [B_PROT_MAC, B_UNPROT_MAC]));
+        b.learn_by_arp(UNPROT, "192.0.2.1", A_UNPROT_MAC, "192.0.2.2");
+
+        let (src, dst) = (v6("fd00:1::10"), v6("fd00:2::10"));
+        let mut seg = vec![0u8; 20];
+        seg[13] = tcp::flags::SYN;
+        seg.extend_from_slice(&[2, 4, 0x23, 0x28]); // MSS 9000
+        seg[12] = 6 << 4;
+        TcpPacket::new_checked(&mut seg[..])
+            .unwrap()
+            .fill_checksum_v6(src, dst);
+        let mut ip6 = vec![0x60, 0, 0, 0, 0, seg.len() as u8, ip_protocol::TCP, 64];
+        ip6.extend_from_slice(&src.octets());
+        ip6.extend_from_slice(&dst.octets());
+        ip6.extend_from_slice(&seg);
+
+        let out = a.rx(PROT, &[eth(A_PROT_MAC, HOST_A_MAC, ethertype::IPV6, &ip6)]);
+        assert_eq!(out[UNPROT].len(), 1, "ESP out of A");
+        let out = b.rx(UNPROT, &out[UNPROT]);
+        assert_eq!(out[PROT].len(), 1, "B delivers");
+        let f = EthernetFrame::new_checked(&out[PROT][0][..]).unwrap();
+        assert_eq!(f.dst_addr(), HOST_B_MAC);
+        let ip = Ipv6Packet::new_checked(f.payload()).unwrap();
+        let t = TcpPacket::new_checked(ip.payload()).unwrap();
+        assert!(t.verify_checksum_v6(src, dst));
+        let out_sa = a.w.tables().tunnels[0].out.clone().unwrap();
+        assert_eq!(t.mss(), Some((inner_mtu(&out_sa, 1500) - 60) as u16));
+        assert_eq!(a.w.counters().mss_clamped, 1);
+    }
+
     #[test]
     fn limits_follow_the_config() {
         assert_eq!(
