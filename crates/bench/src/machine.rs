@@ -62,12 +62,14 @@ fn git(args: &[&str]) -> Option<String> {
 }
 
 impl Machine {
-    pub fn this(tsc_hz: u64, hugepages: bool) -> Machine {
+    /// `logical_cpus`: the CPUs the process could run on (taken before the
+    /// EAL pinned the main thread).
+    pub fn this(tsc_hz: u64, hugepages: bool, logical_cpus: usize) -> Machine {
         let (cpu_model, cpu_features) =
             parse_cpuinfo(&std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default());
         Machine {
             cpu_model,
-            logical_cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            logical_cpus,
             cpu_features,
             kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
                 .map(|s| s.trim().to_string())

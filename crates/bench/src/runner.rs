@@ -105,6 +105,8 @@ pub fn run(opts: &Options) -> Result<Report, String> {
     let forced_off = std::env::var_os("ESPGW_BENCH_NO_HUGEPAGES").is_some_and(|v| v == "1");
     let hugepages = !forced_off && free_hugepages() >= 16 + 8 * opts.workers as u64;
     let args = eal_args(hugepages, opts.workers);
+    // Before the EAL pins this thread to lcore 0: the CPUs we may use.
+    let cores = core_affinity::get_core_ids().unwrap_or_default();
     let eal = Eal::init(&args).map_err(|e| format!("DPDK EAL init failed: {e}"))?;
     let tsc_hz = dpdk::cycles::tsc_hz();
     if tsc_hz == 0 {
@@ -145,6 +147,7 @@ pub fn run(opts: &Options) -> Result<Report, String> {
                         direction,
                         n,
                         &pools[..n],
+                        &cores,
                         opts.seconds,
                         tsc_hz as f64,
                     )?;
@@ -167,7 +170,7 @@ pub fn run(opts: &Options) -> Result<Report, String> {
     drop(pools);
     drop(eal);
     Ok(Report {
-        machine: Machine::this(tsc_hz, hugepages),
+        machine: Machine::this(tsc_hz, hugepages, cores.len()),
         options: opts.clone(),
         eal_args: args,
         rows,
@@ -200,17 +203,18 @@ fn progress(done: usize, total: usize, suite: Suite, size: Size, dir: Direction,
 
 /// Runs every layer of one case on `pools.len()` workers; returns, per
 /// layer, each worker's measurement.
+#[allow(clippy::too_many_arguments)]
 fn run_case(
     suite: Suite,
     size: Size,
     direction: Direction,
     n: usize,
     pools: &[Mempool],
+    cores: &[core_affinity::CoreId],
     seconds: f64,
     tsc_hz: f64,
 ) -> Result<Vec<(Layer, Vec<Measured>)>, String> {
     let gw = Gateway::new(suite, n)?;
-    let cores = core_affinity::get_core_ids().unwrap_or_default();
     let barrier = Barrier::new(n);
     let results: Vec<Result<Vec<Measured>, String>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..n)
