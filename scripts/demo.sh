@@ -61,9 +61,9 @@ tunnel=$(in_a iperf3 -c 10.2.0.10 -t 4 -J | tput)
 printf '%-28s %8s Mbit/s\n' "direct (veth)" "$direct" "through espgw (aes128gcm16)" "$tunnel"
 python3 -c "print('ratio tunnel/direct: %.2f' % ($tunnel / max($direct, 1)))"
 
-say "iperf3 UDP 1400-byte datagrams at 500 Mbit/s offered, through the tunnel"
+say "iperf3 UDP 1350-byte datagrams at 500 Mbit/s offered, through the tunnel"
 in_b iperf3 -s -D -1 >/dev/null; sleep 0.3
-in_a iperf3 -c 10.2.0.10 -u -b 500M -l 1400 -t 3 | grep -E 'receiver' || true
+in_a iperf3 -c 10.2.0.10 -u -b 500M -l 1350 -t 3 | grep -E 'receiver' || true
 
 say "gateway counters"
 if [ -S "$WORK/a.sock" ]; then
