@@ -16,6 +16,7 @@ SETs:
   suites   every suite x ESN x outer IPv4/IPv6 x encap none/udp (48)
   interop  every suite x ESN, outer IPv4, no encap (12)
   badinput two aes128gcm16 tunnels (badinput.sh: one for pings, one to attack)
+  pmtu     aes128gcm16 over IPv4, aes128-sha1 over IPv6 in UDP (pmtu.sh)
 """
 import itertools
 import json
@@ -44,6 +45,9 @@ def variants(name):
                 for s, e, o, c in itertools.product(SUITES, (False, True), (4, 6), ("none", "udp"))]
     if name == "interop":
         return [dict(esp=s, esn=e, outer=4, encap="none") for s, e in itertools.product(SUITES, (False, True))]
+    if name == "pmtu":
+        return [dict(esp="aes128gcm16", esn=False, outer=4, encap="none"),
+                dict(esp="aes128-sha1", esn=True, outer=6, encap="udp")]
     if name == "badinput":
         return [dict(esp="aes128gcm16", esn=False, outer=4, encap="none")] * 2
     raise SystemExit(f"unknown set {name}")
