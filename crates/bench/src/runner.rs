@@ -141,16 +141,15 @@ pub fn run(opts: &Options) -> Result<Report, String> {
                     if opts.progress {
                         progress(done, total, suite, size, direction, n);
                     }
-                    let per_layer = run_case(
+                    let spec = CaseSpec {
                         suite,
                         size,
                         direction,
-                        n,
-                        &pools[..n],
-                        &cores,
-                        opts.seconds,
-                        tsc_hz as f64,
-                    )?;
+                        workers: n,
+                        seconds: opts.seconds,
+                        tsc_hz: tsc_hz as f64,
+                    };
+                    let per_layer = run_case(spec, &pools[..n], &cores)?;
                     rows.extend(rows_of_case(
                         suite,
                         size,
@@ -201,31 +200,48 @@ fn progress(done: usize, total: usize, suite: Suite, size: Size, dir: Direction,
     let _ = std::io::stderr().flush();
 }
 
-/// Runs every layer of one case on `pools.len()` workers; returns, per
-/// layer, each worker's measurement.
-#[allow(clippy::too_many_arguments)]
-fn run_case(
+/// One case and how to measure it.
+#[derive(Debug, Clone, Copy)]
+struct CaseSpec {
     suite: Suite,
     size: Size,
     direction: Direction,
-    n: usize,
-    pools: &[Mempool],
-    cores: &[core_affinity::CoreId],
+    workers: usize,
+    /// Measuring time per layer.
     seconds: f64,
     tsc_hz: f64,
+}
+
+/// What one worker thread shares with the others of its case, and its own pool.
+struct WorkerEnv<'a> {
+    w: usize,
+    gateway: &'a Gateway,
+    barrier: &'a Barrier,
+    pool: &'a Mempool,
+}
+
+/// Runs every layer of one case on `spec.workers` workers (one pool each,
+/// pinned round-robin over `cores`); returns, per layer, each worker's
+/// measurement.
+fn run_case(
+    spec: CaseSpec,
+    pools: &[Mempool],
+    cores: &[core_affinity::CoreId],
 ) -> Result<Vec<(Layer, Vec<Measured>)>, String> {
-    let gw = Gateway::new(suite, n)?;
+    let n = spec.workers;
+    let gw = Gateway::new(spec.suite, n)?;
     let barrier = Barrier::new(n);
     let results: Vec<Result<Vec<Measured>, String>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..n)
             .map(|w| {
-                let (gw, barrier, pool) = (&gw, &barrier, &pools[w]);
+                let env = WorkerEnv {
+                    w,
+                    gateway: &gw,
+                    barrier: &barrier,
+                    pool: &pools[w],
+                };
                 let core = (!cores.is_empty()).then(|| cores[w % cores.len()]);
-                s.spawn(move || {
-                    worker_thread(
-                        w, core, gw, barrier, pool, suite, size, direction, seconds, tsc_hz,
-                    )
-                })
+                s.spawn(move || worker_thread(spec, env, core))
             })
             .collect();
         handles
@@ -249,27 +265,17 @@ fn run_case(
         .collect())
 }
 
-#[allow(clippy::too_many_arguments)]
 fn worker_thread(
-    w: usize,
+    spec: CaseSpec,
+    env: WorkerEnv<'_>,
     core: Option<core_affinity::CoreId>,
-    gw: &Gateway,
-    barrier: &Barrier,
-    pool: &Mempool,
-    suite: Suite,
-    size: Size,
-    direction: Direction,
-    seconds: f64,
-    tsc_hz: f64,
 ) -> Result<Vec<Measured>, String> {
     if let Some(core) = core {
         core_affinity::set_for_current(core);
     }
     // An lcore id gives this thread its mempool cache, as on an EAL worker.
     let registered = lcore::register_thread().is_ok();
-    let result = measure_layers(
-        w, gw, barrier, pool, suite, size, direction, seconds, tsc_hz,
-    );
+    let result = measure_layers(spec, &env);
     if registered {
         lcore::unregister_thread();
     }
@@ -278,28 +284,18 @@ fn worker_thread(
 
 /// Every layer in slices, in turn ([`crate::layers::SLICE_SECONDS`]),
 /// each slice started together with the other workers.
-#[allow(clippy::too_many_arguments)]
-fn measure_layers(
-    w: usize,
-    gw: &Gateway,
-    barrier: &Barrier,
-    pool: &Mempool,
-    suite: Suite,
-    size: Size,
-    direction: Direction,
-    seconds: f64,
-    tsc_hz: f64,
-) -> Result<Vec<Measured>, String> {
-    let case = CaseData::new(gw, suite, size, direction, w);
-    let slices = layers::slices(seconds);
-    let slice = seconds / slices as f64;
+fn measure_layers(spec: CaseSpec, env: &WorkerEnv<'_>) -> Result<Vec<Measured>, String> {
+    let gw = env.gateway;
+    let case = CaseData::new(gw, spec.suite, spec.size, spec.direction, env.w);
+    let slices = layers::slices(spec.seconds);
+    let slice = spec.seconds / slices as f64;
     let mut measured: Vec<Measured> = Layer::ALL.iter().map(|_| Measured::new()).collect();
     let mut failure: Option<String> = case.as_ref().err().cloned();
     let ctx = case.as_ref().ok().map(|case| Ctx {
         gateway: gw,
         case,
-        pool,
-        tsc_hz,
+        pool: env.pool,
+        tsc_hz: spec.tsc_hz,
     });
     let mut steps = Vec::new();
     if let Some(ctx) = &ctx {
@@ -315,7 +311,7 @@ fn measure_layers(
     for _ in 0..slices {
         for (i, _) in Layer::ALL.iter().enumerate() {
             // Every thread waits here even after an error, or the others hang.
-            barrier.wait();
+            env.barrier.wait();
             if failure.is_some() {
                 continue;
             }
