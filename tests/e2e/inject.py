@@ -45,12 +45,15 @@ def main():
         p[i] ^= 0x01
         send(what, p)
 
+    sent = {}
     for seq in range(1, 6):
-        send(f"genuine seq {seq}", esp(seq))
-    send("replay of seq 3", esp(3))
+        sent[seq] = esp(seq)
+        send(f"genuine seq {seq}", sent[seq])
+    send("replay of seq 3 (the same bytes again)", sent[3])
     send("genuine seq 100 (jump ahead)", esp(100))
-    send("genuine seq 90 (reordered, inside the window)", esp(90))
-    send("replay of seq 90", esp(90))
+    sent[90] = esp(90)
+    send("genuine seq 90 (reordered, inside the window)", sent[90])
+    send("replay of seq 90 (the same bytes again)", sent[90])
     send("genuine seq 20 (behind the window of 64)", esp(20))
     flip(101, 0, "SPI tampered (unknown SPI)")
     p = esp(101)

@@ -4,8 +4,9 @@ implementation independent of espgw's), on the wire:
 
   interop_peer.py IFACE TUNNELS_JSON READY_FILE SUMMARY_JSON
 
-On IFACE (gateway B's unprotected link) it answers ARP for gateway B's
-outer address, decrypts the ESP espgw (gateway A) sends with scapy's
+On IFACE (gateway B's unprotected link) it answers ARP and neighbor
+solicitations for gateway B's outer addresses, takes ESP over IPv4 and
+IPv6, bare or in UDP 4500, decrypts the ESP espgw (gateway A) sends with scapy's
 SecurityAssociation, checks the inner packet (addresses of the tunnel's
 hosts, TTL / hop limit one lower than host A's 64, an echo request), and
 answers each echo request with an echo reply that it encrypts with scapy's
@@ -16,8 +17,9 @@ import json
 import signal
 import sys
 
-from scapy.all import ARP, ICMP, IP, Ether, Raw, conf, get_if_hwaddr
-from scapy.layers.inet6 import ICMPv6EchoReply, ICMPv6EchoRequest, IPv6
+from scapy.all import ARP, ICMP, IP, UDP, Ether, Raw, conf, get_if_hwaddr
+from scapy.layers.inet6 import (ICMPv6EchoReply, ICMPv6EchoRequest, ICMPv6ND_NA, ICMPv6ND_NS,
+                                ICMPv6NDOptDstLLAddr, IPv6)
 from scapy.layers.ipsec import ESP
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
@@ -57,6 +59,19 @@ def echo_reply(inner, t):
     return None, f"inner neither IPv4 nor IPv6: {inner!r}"
 
 
+def esp_to_us(fr, me4, me6):
+    """The outer IP packet if `fr` is ESP (bare or in UDP 4500) for us."""
+    if IP in fr and fr[IP].dst == me4:
+        outer = IP(bytes(fr[IP]))
+    elif IPv6 in fr and fr[IPv6].dst == me6:
+        outer = IPv6(bytes(fr[IPv6]))
+    else:
+        return None
+    if ESP in outer:
+        return outer
+    return None
+
+
 def main():
     iface, tunnels_path, ready, summary_path = sys.argv[1:5]
     tunnels = json.load(open(tunnels_path))
@@ -66,7 +81,7 @@ def main():
     counts = {t["name"]: {"decrypted": 0, "answered": 0} for t in tunnels}
     problems = []
     mac = get_if_hwaddr(iface)
-    me4 = OUTER[4]["b"]
+    me4, me6 = OUTER[4]["b"], OUTER[6]["b"]
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     sock = conf.L2socket(iface=iface)
@@ -83,13 +98,22 @@ def main():
             if a.op == 1 and a.pdst == me4:
                 sock.send(Ether(dst=a.hwsrc, src=mac) / ARP(op=2, hwsrc=mac, psrc=me4, hwdst=a.hwsrc, pdst=a.psrc))
             continue
-        if IP not in fr or fr[IP].dst != me4 or fr[IP].proto != 50:
+        if ICMPv6ND_NS in fr and fr[ICMPv6ND_NS].tgt == me6:
+            ns = fr[IPv6]
+            sock.send(Ether(dst=fr[Ether].src, src=mac) / IPv6(src=me6, dst=ns.src, hlim=255)
+                      / ICMPv6ND_NA(tgt=me6, R=0, S=1, O=1) / ICMPv6NDOptDstLLAddr(lladdr=mac))
             continue
-        outer = IP(bytes(fr[IP]))
+        outer = esp_to_us(fr, me4, me6)
+        if outer is None:
+            continue
         spi = outer[ESP].spi
         t = by_spi.get(spi)
         if t is None:
             problems.append(f"ESP with unknown SPI {spi:#x}")
+            continue
+        encap = "udp" if UDP in outer and outer[UDP].payload and isinstance(outer[UDP].payload, ESP) else "none"
+        if (outer.version, encap) != (t["outer"], t["encap"]):
+            problems.append(f"{t['name']}: ESP arrived as IPv{outer.version} encap {encap}")
             continue
         try:
             inner = sa_in[spi].decrypt(outer)
@@ -102,6 +126,10 @@ def main():
             problems.append(f"{t['name']}: {problem}")
             continue
         esp = sa_out[spi].encrypt(reply)
+        if UDP in esp and isinstance(esp, IPv6):
+            # scapy leaves the UDP checksum 0; IPv6 needs one (RFC 8200 8.1).
+            del esp[UDP].chksum
+            esp = IPv6(bytes(esp))
         sock.send(Ether(dst=fr[Ether].src, src=mac) / esp)
         counts[t["name"]]["answered"] += 1
     sock.close()
