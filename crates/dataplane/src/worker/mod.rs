@@ -375,17 +375,16 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
                 let tunnel = &self.tables.tunnels[t];
                 let mtu = self.tables.ports[tunnel.port].mtu;
                 let len = pkt.len();
-                let (id, fits, inner) = match tunnel.out.as_deref() {
-                    Some(out) => (
-                        tunnel.id,
-                        len + out.overhead(len) <= mtu,
-                        inner_mtu(out, mtu),
-                    ),
+                let (id, out) = match tunnel.out.as_deref() {
+                    Some(out) => (tunnel.id, out),
                     // Hard-expired and not replaced: never in the clear.
                     None => return self.drop_pkt(pkt, Drop::SaExpired, Some(port)),
                 };
-                if !fits {
-                    let inner_mtu = inner;
+                if len + out.overhead(len) > mtu {
+                    // Only for packets that do not fit: inner_mtu walks the
+                    // padding steps (~350 instructions, measured per packet
+                    // with callgrind when it was computed for every packet).
+                    let inner_mtu = inner_mtu(out, mtu);
                     if m.dont_frag {
                         self.counters.tunnel(id).out_mtu_exceeded += 1;
                         return self.too_big(port, pkt, m, inner_mtu, tx, now);
