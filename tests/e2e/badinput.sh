@@ -5,7 +5,8 @@
 # inject.py (tunnel 2's B->A SA): genuine ESP, replayed, reordered inside
 # and behind the window, each field tampered (SPI, seq, IV, ciphertext,
 # ICV), truncated twice, cut inside the ICV, a frame shorter than its IP
-# length, a wrong SPI, garbage IPv4, a non-IP frame and a 10-byte IPv4 runt. Each is dropped and counted under its own reason (exact counts,
+# length, a wrong SPI, hand-built AES-GCM ESP with bad padding, a bad
+# inner packet and a dummy packet, an inner packet outside the selectors, garbage IPv4, a non-IP frame and a 10-byte IPv4 runt. Each is dropped and counted under its own reason (exact counts,
 # gateway-wide and on tunnel 2's inbound SA), the genuine ones are
 # delivered (a packet whose tampered seq failed the ICV does not advance
 # the window: the genuine one with that seq still passes), host A's pings
@@ -64,12 +65,21 @@ gateways_wait_ping -I 10.1.1.10 10.2.1.10 >"$WORK/up.log" 2>&1 || fail "no echo 
 # Pings through tunnel 1 all along the attack on tunnel 2.
 in_a ping -c 20 -i 0.1 -w 15 -I 10.1.1.10 10.2.1.10 >"$WORK/ping.log" 2>&1 &
 PING=$!
+# What reaches host A from tunnel 2: exactly the genuine packets.
+ip netns exec $P-hosta tcpdump -i ha0 -nn -U -w "$WORK/hosta.pcap" 'udp dst port 9' >/dev/null 2>&1 &
+TCPDUMP=$!
+sleep 1
 gw_mac=$(ip netns exec $P-gwa cat /sys/class/net/gwa-unprot/address)
 ip netns exec $P-gwb python3 tests/e2e/inject.py gwb-unprot "$WORK/tunnels.json" "$gw_mac" >"$WORK/inject.log" 2>&1 \
     || fail "inject.py: $(cat "$WORK/inject.log")"
 wait $PING || fail "pings through tunnel 1 lost during the attack: $(tail -2 "$WORK/ping.log")"
 in_a ping -c 3 -i 0.2 -w 10 -I 10.1.1.10 10.2.1.10 >/dev/null || fail "pings through tunnel 1 after the attack"
 sleep 0.5
+kill -INT $TCPDUMP; wait $TCPDUMP 2>/dev/null || true
+got=$(tcpdump -r "$WORK/hosta.pcap" -nn -A 2>/dev/null | grep -o 'badinput-[0-9]*' | sort -t- -k2 -n | tr '\n' ' ')
+[ "$got" = "badinput-1 badinput-2 badinput-3 badinput-4 badinput-5 badinput-90 badinput-100 badinput-102 badinput-200 " ] \
+    || fail "host A received from tunnel 2: '$got', want the genuine seqs 1-5, 90, 100, 102, 200 once each"
+echo "host A received exactly the genuine packets: $got"
 stop_peer
 gateways_stop || fail "gateway A did not exit with status 0 on SIGINT after the bad input"
 
@@ -86,6 +96,9 @@ want = {
     "truncated": 3,
     "malformed": 3,       # garbage IPv4, frame shorter than its IP length, 10-byte IPv4
     "unsupported_ethertype": 1,
+    "bad_padding": 1,
+    "bad_inner_packet": 2,  # garbage inner; a dummy packet (next header 59)
+    "policy_mismatch": 1,
 }
 drops = {k: v for k, v in s["drops"].items() if v}
 ok = True
@@ -98,12 +111,13 @@ if other:
     print("unexpected drops:", other)
     ok = False
 sa_in = [sa for sa in s["sas"] if sa["tunnel"] == t2 and sa["dir"] == "in"][0]
-# genuine: 1-5, 100, 90, 102
-if sa_in["packets"] != 8:
-    print(f"tunnel 2 inbound SA decrypted {sa_in['packets']} packets, want 8")
+# genuine: 1-5, 100, 90, 102, 200; and the one outside the selectors,
+# which decrypts fine and is dropped after (counted in both)
+if sa_in["packets"] != 10:
+    print(f"tunnel 2 inbound SA decrypted {sa_in['packets']} packets, want 10")
     ok = False
 sa_drops = {k: v for k, v in sa_in.get("drops", {}).items() if v}
-want_sa = {"replayed": 3, "icv_mismatch": 4, "truncated": 3}
+want_sa = {"replayed": 3, "icv_mismatch": 4, "truncated": 3, "bad_padding": 1, "bad_inner_packet": 2, "policy_mismatch": 1}
 if sa_drops != want_sa:
     print(f"tunnel 2 inbound SA drops {sa_drops}, want {want_sa}")
     ok = False

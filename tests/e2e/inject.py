@@ -8,8 +8,11 @@ unprotected port, as gateway B would (its address and MAC), with tunnel
 Prints one line per frame. The expected counters are in badinput.sh.
 """
 import json
+import os
 import sys
 import time
+
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from scapy.all import IP, UDP, Ether, Raw, conf, get_if_hwaddr
 from scapy.layers.ipsec import ESP
@@ -77,6 +80,27 @@ def main():
     wrong[20:24] = t["ab_spi"].to_bytes(4, "big")
     send("wrong SPI (gateway A's own outbound SPI)", wrong)
     send("genuine seq 102 (after the tampered 102)", esp(102))
+    # Hand-built AES-GCM ESP (RFC 4106: nonce = salt || IV, AAD = SPI || seq)
+    # for what scapy will not make: a wrong trailer, a bad inner packet.
+    key = bytes.fromhex(t["ba_key"])
+    gcm, salt = AESGCM(key[:-4]), key[-4:]
+
+    def esp_raw(seq, payload, next_header, pad=None):
+        if pad is None:
+            n = (-(len(payload) + 2)) % 4
+            pad = bytes(range(1, n + 1))
+        head = t["ba_spi"].to_bytes(4, "big") + seq.to_bytes(4, "big")
+        iv = os.urandom(8)
+        ct = gcm.encrypt(salt + iv, payload + pad + bytes([len(pad), next_header]), head)
+        return IP(src="192.0.2.2", dst="192.0.2.1", proto=50) / Raw(head + iv + ct)
+
+    good = bytes(inner(200))
+    send("genuine seq 200, hand-built (checks the builder)", esp_raw(200, good, 4))
+    send("bad padding (0xaa bytes instead of 1, 2, 3, ...)", esp_raw(201, good, 4, pad=b"\xaa" * (4 + (-(len(good) + 2)) % 4)))
+    send("bad inner packet (garbage, next header 4)", esp_raw(202, b"\x45" + bytes(range(1, 40)), 4))
+    send("dummy packet (next header 59, RFC 4303 2.6)", esp_raw(203, os.urandom(40), 59))
+    sa.seq_num = 204
+    send("inner packet outside the tunnel's selectors", sa.encrypt(IP(src="10.7.0.1", dst=t["a4"]) / UDP(dport=9)))
     send("garbage IPv4 (bad header)", b"\x45" + bytes(range(1, 40)))
     sock.send(Ether(dst=gw_mac, src=mac, type=0x88B5) / Raw(b"not ip" * 10))
     print("non-IP frame (EtherType 0x88b5)")
