@@ -79,3 +79,27 @@ gateways_wait_ping() {
     cat "$WORK"/*.log
     return 1
 }
+
+# tunnel_hosts N SIDES: the host side of tests/e2e/tunnels.py's configs.
+# For k in 1..N, host A gets 10.1.k.10 and fd00:1:k::10 (SIDES has "a"),
+# host B 10.2.k.10 and fd00:2:k::10 (SIDES has "b"), with routes to the
+# far side's 10.x.0.0/16 and fd00:x::/32 through the gateways.
+tunnel_hosts() {
+    local n=$1 sides=$2 k
+    if [[ $sides == *a* ]]; then
+        for k in $(seq 1 "$n"); do
+            echo "addr add 10.1.$k.10/32 dev ha0"
+            echo "addr add fd00:1:$k::10/128 dev ha0 nodad"
+        done | in_a ip -batch -
+        in_a ip route add 10.2.0.0/16 via 10.1.0.1
+        in_a ip -6 route add fd00:2::/32 via fd00:1::1
+    fi
+    if [[ $sides == *b* ]]; then
+        for k in $(seq 1 "$n"); do
+            echo "addr add 10.2.$k.10/32 dev hb0"
+            echo "addr add fd00:2:$k::10/128 dev hb0 nodad"
+        done | in_b ip -batch -
+        in_b ip route add 10.1.0.0/16 via 10.2.0.1
+        in_b ip -6 route add fd00:1::/32 via fd00:2::1
+    fi
+}

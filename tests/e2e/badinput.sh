@@ -49,10 +49,7 @@ start=$(date +%s)
 
 scripts/netns.sh up "$P"
 python3 tests/e2e/tunnels.py gen badinput "$WORK"
-for k in 1 2; do
-    in_a ip addr add 10.1.$k.10/32 dev ha0
-done
-in_a ip route add 10.2.0.0/16 via 10.1.0.1
+tunnel_hosts 2 a
 
 ip netns exec $P-gwb python3 tests/e2e/interop_peer.py gwb-unprot "$WORK/tunnels.json" "$WORK/peer.ready" "$WORK/peer.json" \
     >"$WORK/peer.log" 2>&1 &

@@ -51,13 +51,7 @@ start=$(date +%s)
 scripts/netns.sh up "$P"
 python3 tests/e2e/tunnels.py gen suites "$WORK"
 N=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))))' "$WORK/tunnels.json")
-for k in $(seq 1 "$N"); do
-    echo "addr add 10.1.$k.10/32 dev ha0"
-    echo "addr add fd00:1:$k::10/128 dev ha0 nodad"
-done >"$WORK/hosta.ip"
-in_a ip -batch "$WORK/hosta.ip"
-in_a ip route add 10.2.0.0/16 via 10.1.0.1
-in_a ip -6 route add fd00:2::/32 via fd00:1::1
+tunnel_hosts "$N" a
 
 ip netns exec $P-gwb python3 tests/e2e/interop_peer.py gwb-unprot "$WORK/tunnels.json" "$WORK/peer.ready" "$WORK/peer.json" \
     >"$WORK/peer.log" 2>&1 &

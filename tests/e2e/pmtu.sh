@@ -46,16 +46,7 @@ start=$(date +%s)
 
 scripts/netns.sh up "$P"
 python3 tests/e2e/tunnels.py gen pmtu "$WORK"
-for k in 1 2; do
-    in_a ip addr add 10.1.$k.10/32 dev ha0
-    in_a ip addr add fd00:1:$k::10/128 dev ha0 nodad
-    in_b ip addr add 10.2.$k.10/32 dev hb0
-    in_b ip addr add fd00:2:$k::10/128 dev hb0 nodad
-done
-in_a ip route add 10.2.0.0/16 via 10.1.0.1
-in_a ip -6 route add fd00:2::/32 via fd00:1::1
-in_b ip route add 10.1.0.0/16 via 10.2.0.1
-in_b ip -6 route add fd00:1::/32 via fd00:2::1
+tunnel_hosts 2 ab
 
 gateway_start a "$WORK/gw-a.toml"
 gateway_start b "$WORK/gw-b.toml"
@@ -92,9 +83,9 @@ ip netns exec $P-hostb tcpdump -i hb0 -nn -s 96 -U -w "$WORK/hostb.pcap" tcp >/d
 TCPDUMP=$!
 BG+=($TCPDUMP)
 sleep 1
-in_b python3 tests/e2e/xfer.py serve 10.2.1.10 5001 >"$WORK/xfer-1.recv" 2>&1 &
+ip netns exec $P-hostb python3 tests/e2e/xfer.py serve 10.2.1.10 5001 >"$WORK/xfer-1.recv" 2>&1 &
 S1=$!
-in_b python3 tests/e2e/xfer.py serve fd00:2:2::10 5001 >"$WORK/xfer-2.recv" 2>&1 &
+ip netns exec $P-hostb python3 tests/e2e/xfer.py serve fd00:2:2::10 5001 >"$WORK/xfer-2.recv" 2>&1 &
 S2=$!
 BG+=($S1 $S2)
 in_a timeout 60 python3 tests/e2e/xfer.py send 10.1.1.10 10.2.1.10 5001 4194304 >"$WORK/xfer-1.sent" 2>&1 \

@@ -50,19 +50,7 @@ scripts/netns.sh up "$P"
 python3 tests/e2e/tunnels.py gen suites "$WORK"
 N=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))))' "$WORK/tunnels.json")
 
-# Host addresses per tunnel (on-link for the gateways' /16 and /32) and
-# routes through the gateways.
-for k in $(seq 1 "$N"); do
-    echo "addr add 10.1.$k.10/32 dev ha0"
-    echo "addr add fd00:1:$k::10/128 dev ha0 nodad"
-done >"$WORK/hosta.ip"
-sed 's/10\.1\./10.2./; s/fd00:1:/fd00:2:/; s/ha0/hb0/' "$WORK/hosta.ip" >"$WORK/hostb.ip"
-in_a ip -batch "$WORK/hosta.ip"
-in_b ip -batch "$WORK/hostb.ip"
-in_a ip route add 10.2.0.0/16 via 10.1.0.1
-in_a ip -6 route add fd00:2::/32 via fd00:1::1
-in_b ip route add 10.1.0.0/16 via 10.2.0.1
-in_b ip -6 route add fd00:1::/32 via fd00:2::1
+tunnel_hosts "$N" ab
 
 gateway_start a "$WORK/gw-a.toml"
 gateway_start b "$WORK/gw-b.toml"
@@ -125,7 +113,7 @@ SERVERS=()
 for x in $XFER; do
     k=${x%%:*}
     case $x in *:6) src=fd00:1:$k::10 dst=fd00:2:$k::10 ;; *) src=10.1.$k.10 dst=10.2.$k.10 ;; esac
-    in_b python3 tests/e2e/xfer.py serve $dst 5001 >"$WORK/xfer-$k.recv" 2>&1 &
+    ip netns exec $P-hostb python3 tests/e2e/xfer.py serve $dst 5001 >"$WORK/xfer-$k.recv" 2>&1 &
     SERVERS+=($!)
     BG+=($!)
 done
