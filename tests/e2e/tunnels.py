@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Config generator for the many-tunnel end-to-end tests (suites.sh,
-interop.sh, badinput.sh): one gateway pair, many tunnels, each with its own
+interop.sh, badinput.sh, pmtu.sh): one gateway pair, many tunnels, each with its own
 host-address pair so one pair of espgw processes carries every variant.
 
   tunnels.py gen SET DIR    writes DIR/gw-a.toml, DIR/gw-b.toml (mode 600)
@@ -13,8 +13,8 @@ protected ports hold 10.x.0.1/16 and fd00:x::1/32 so every host address is
 on-link. Keys are fresh random bytes per run.
 
 SETs:
-  suites   every suite x ESN x outer IPv4/IPv6 x encap none/udp (48)
-  interop  every suite x ESN, outer IPv4, no encap (12)
+  suites   every suite x ESN x outer IPv4/IPv6 x encap none/udp (48;
+           suites.sh and interop.sh)
   badinput two aes128gcm16 tunnels (badinput.sh: one for pings, one to attack)
   pmtu     aes128gcm16 over IPv4, aes128-sha1 over IPv6 in UDP (pmtu.sh)
 """
@@ -43,8 +43,6 @@ def variants(name):
     if name == "suites":
         return [dict(esp=s, esn=e, outer=o, encap=c)
                 for s, e, o, c in itertools.product(SUITES, (False, True), (4, 6), ("none", "udp"))]
-    if name == "interop":
-        return [dict(esp=s, esn=e, outer=4, encap="none") for s, e in itertools.product(SUITES, (False, True))]
     if name == "pmtu":
         return [dict(esp="aes128gcm16", esn=False, outer=4, encap="none"),
                 dict(esp="aes128-sha1", esn=True, outer=6, encap="udp")]
