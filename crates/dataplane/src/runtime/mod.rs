@@ -164,10 +164,12 @@ fn run_with_eal(
             .collect::<Vec<_>>()
             .join(", ")
     );
+    let mut links = LinkWatch::new(&setup.ports, &setup.net);
     while !stop.load(Ordering::Relaxed) {
         if opts.duration.is_some_and(|d| started.elapsed() >= d) {
             break;
         }
+        links.poll(&setup.ports, &setup.net);
         std::thread::sleep(Duration::from_millis(20));
     }
     stop.store(true, Ordering::Relaxed);
@@ -228,6 +230,47 @@ fn run_with_eal(
 }
 
 /// The started ports, the pool and the network they make.
+/// Logs one line per link state change of a port (never per packet),
+/// checked from the control loop about once a second.
+struct LinkWatch {
+    up: Vec<Option<bool>>,
+    last: Instant,
+}
+
+impl LinkWatch {
+    fn new(ports: &[Port], net: &Network) -> LinkWatch {
+        let mut w = LinkWatch {
+            up: vec![None; ports.len()],
+            last: Instant::now(),
+        };
+        w.check(ports, net);
+        w
+    }
+
+    fn poll(&mut self, ports: &[Port], net: &Network) {
+        if self.last.elapsed() >= Duration::from_secs(1) {
+            self.last = Instant::now();
+            self.check(ports, net);
+        }
+    }
+
+    fn check(&mut self, ports: &[Port], net: &Network) {
+        for (k, port) in ports.iter().enumerate() {
+            let Ok(link) = port.link() else { continue };
+            if self.up[k] == Some(link.up) {
+                continue;
+            }
+            let name = net.ports.get(k).map_or("?", |p| p.name.as_str());
+            if link.up {
+                tracing::info!(port = name, speed_mbps = link.speed_mbps, "link up");
+            } else {
+                tracing::warn!(port = name, "link down");
+            }
+            self.up[k] = Some(link.up);
+        }
+    }
+}
+
 struct Setup {
     pool: Mempool,
     ports: Vec<Port>,
