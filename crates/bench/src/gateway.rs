@@ -12,7 +12,6 @@ use std::path::Path;
 use std::sync::Arc;
 
 use espgw_control::{Config, HostFacts};
-use espgw_dataplane::tables::sa_config;
 use espgw_dataplane::Tables;
 use espgw_esp::{SaConfig, Suite};
 use espgw_wire::MacAddr;
@@ -158,14 +157,12 @@ impl Gateway {
 
     /// The gateway's outbound SA config of worker `w`'s tunnel.
     pub fn outbound(&self, w: usize) -> SaConfig {
-        let t = &self.config.tunnels[w];
-        sa_config(t, &t.outbound)
+        self.config.tunnels[w].outbound_sa()
     }
 
     /// The gateway's inbound SA config of worker `w`'s tunnel.
     pub fn inbound(&self, w: usize) -> SaConfig {
-        let t = &self.config.tunnels[w];
-        sa_config(t, &t.inbound)
+        self.config.tunnels[w].inbound_sa()
     }
 
     /// The peer gateway's outbound SA towards us for worker `w`: our

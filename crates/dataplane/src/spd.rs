@@ -9,7 +9,6 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use espgw_control::config::net::Prefix;
 use espgw_control::tables;
 
 /// What the SPD says to do with a packet.
@@ -23,18 +22,6 @@ pub enum Action {
     Discard,
 }
 
-/// A 5-tuple pattern; `None` matches anything.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Selector {
-    pub local: Option<Prefix>,
-    pub remote: Option<Prefix>,
-    pub proto: Option<u8>,
-    /// Inclusive port range on the protected side.
-    pub local_port: Option<(u16, u16)>,
-    /// Inclusive port range on the far side.
-    pub remote_port: Option<(u16, u16)>,
-}
-
 /// The fields of a packet the SPD looks at, oriented from the protected side.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Flow {
@@ -42,36 +29,9 @@ pub struct Flow {
     pub remote: IpAddr,
     pub proto: u8,
     /// `None` when the protocol has no ports or they are not in this
-    /// packet (a non-first fragment); then port selectors do not match.
+    /// packet (a non-first fragment); looked up as port 0 (see `lookup`).
     pub local_port: Option<u16>,
     pub remote_port: Option<u16>,
-}
-
-fn port_in(range: Option<(u16, u16)>, port: Option<u16>) -> bool {
-    match (range, port) {
-        (None, _) => true,
-        (Some((a, b)), Some(p)) => a <= p && p <= b,
-        (Some(_), None) => false,
-    }
-}
-
-impl Selector {
-    /// True when `flow` matches every field.
-    #[inline]
-    pub fn matches(&self, flow: &Flow) -> bool {
-        self.local.is_none_or(|p| p.contains(flow.local))
-            && self.remote.is_none_or(|p| p.contains(flow.remote))
-            && self.proto.is_none_or(|p| p == flow.proto)
-            && port_in(self.local_port, flow.local_port)
-            && port_in(self.remote_port, flow.remote_port)
-    }
-}
-
-/// One SPD entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SpdRule {
-    pub selector: Selector,
-    pub action: Action,
 }
 
 /// The ordered rules, compiled into the control plane's first-match
@@ -91,56 +51,7 @@ pub struct Decision {
     pub by_default: bool,
 }
 
-fn prefixes(p: Option<Prefix>) -> Vec<tables::IpPrefix> {
-    // Through the text form: the config's prefixes are valid, so it parses.
-    p.and_then(|p| p.to_string().parse::<tables::IpPrefix>().ok())
-        .into_iter()
-        .collect()
-}
-
-fn ports(r: Option<(u16, u16)>) -> tables::PortRange {
-    r.and_then(|(a, b)| tables::PortRange::new(a, b))
-        .unwrap_or(tables::PortRange::ANY)
-}
-
 impl Spd {
-    /// Compiles `rules` (in lookup order; `Protect(i)` names tunnel index
-    /// *i*, which is also its id) with `default` for no match.
-    pub fn new(rules: Vec<SpdRule>, default: Action) -> Spd {
-        let action = |a: Action| match a {
-            Action::Protect(i) => tables::Action::Protect(tables::TunnelId(i as u32)),
-            Action::Bypass => tables::Action::Bypass,
-            Action::Discard => tables::Action::Discard,
-        };
-        let compiled: Vec<tables::Rule> = rules
-            .iter()
-            .enumerate()
-            .map(|(i, r)| tables::Rule {
-                priority: i as u32,
-                selector: tables::Selector {
-                    src: prefixes(r.selector.local),
-                    dst: prefixes(r.selector.remote),
-                    proto: r.selector.proto,
-                    sport: ports(r.selector.local_port),
-                    dport: ports(r.selector.remote_port),
-                },
-                action: action(r.action),
-            })
-            .collect();
-        let ids = rules
-            .iter()
-            .filter_map(|r| match r.action {
-                Action::Protect(i) => Some(i + 1),
-                _ => None,
-            })
-            .max()
-            .unwrap_or(0);
-        Spd {
-            compiled: Arc::new(tables::Spd::new(&compiled, action(default))),
-            index_of_id: (0..ids).map(Some).collect(),
-        }
-    }
-
     /// An SPD the control plane compiled; `index_of_id[id]` is the index of
     /// tunnel `id` in the snapshot (`None`: no such tunnel: discard).
     pub fn from_compiled(compiled: Arc<tables::Spd>, index_of_id: Vec<Option<usize>>) -> Spd {
@@ -182,9 +93,10 @@ impl Spd {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tables::{FlowKey, IpPrefix, PortRange, Rule, Selector, TunnelId};
 
-    fn p(s: &str) -> Option<Prefix> {
-        Some(Prefix::parse(s).unwrap())
+    fn prefix(s: &str) -> IpPrefix {
+        IpPrefix::parse(s).unwrap()
     }
 
     fn flow(local: &str, remote: &str, proto: u8, rport: Option<u16>) -> Flow {
@@ -197,11 +109,18 @@ mod tests {
         }
     }
 
-    /// The compiled lookup agrees with a plain first-match scan using
-    /// [`Selector::matches`] (ports: a selector's range never matches a
-    /// packet without ports unless the range holds 0).
+    fn compiled(rules: &[Rule], ids: usize) -> Spd {
+        Spd::from_compiled(
+            Arc::new(tables::Spd::new(rules, tables::Action::Discard)),
+            (0..ids).map(Some).collect(),
+        )
+    }
+
+    /// The wrapper (tunnel id -> index, rule vs default, packets without
+    /// ports looked up as port 0) agrees with the tables' plain first-match
+    /// scan.
     #[test]
-    fn compiled_lookup_agrees_with_a_linear_scan() {
+    fn lookup_agrees_with_a_linear_scan() {
         use proptest::prelude::*;
         let nets = [
             "10.1.0.0/24",
@@ -218,20 +137,26 @@ mod tests {
             0usize..3,
         );
         proptest!(|(rules in proptest::collection::vec(rule, 0..8), flows in proptest::collection::vec((0u8..4, 0u8..4, prop_oneof![Just(6u8), Just(17u8), Just(1u8)], 0u16..100), 1..20))| {
-            let rules: Vec<SpdRule> = rules
+            let rules: Vec<Rule> = rules
                 .into_iter()
-                .map(|(l, r, proto, ranged, act)| SpdRule {
+                .enumerate()
+                .map(|(i, (l, r, proto, ranged, act))| Rule {
+                    priority: i as u32,
                     selector: Selector {
-                        local: nets.get(l).map(|s| Prefix::parse(s).unwrap()),
-                        remote: nets.get(r).map(|s| Prefix::parse(s).unwrap()),
+                        src: nets.get(l).map(|s| prefix(s)).into_iter().collect(),
+                        dst: nets.get(r).map(|s| prefix(s)).into_iter().collect(),
                         proto,
-                        local_port: None,
-                        remote_port: ranged.then_some((10, 50)),
+                        sport: PortRange::ANY,
+                        dport: if ranged { PortRange::new(10, 50).unwrap() } else { PortRange::ANY },
                     },
-                    action: [Action::Bypass, Action::Discard, Action::Protect(3)][act],
+                    action: [
+                        tables::Action::Bypass,
+                        tables::Action::Discard,
+                        tables::Action::Protect(TunnelId(3)),
+                    ][act],
                 })
                 .collect();
-            let spd = Spd::new(rules.clone(), Action::Discard);
+            let spd = compiled(&rules, 4);
             for (a, b, proto, port) in flows {
                 let f = Flow {
                     local: format!("10.1.0.{}", a * 60).parse().unwrap(),
@@ -240,7 +165,18 @@ mod tests {
                     local_port: (proto != 1).then_some(40000),
                     remote_port: (proto != 1).then_some(port),
                 };
-                let want = rules.iter().find(|r| r.selector.matches(&f)).map(|r| r.action);
+                let key = FlowKey {
+                    src: f.local,
+                    dst: f.remote,
+                    proto,
+                    sport: f.local_port.unwrap_or(0),
+                    dport: f.remote_port.unwrap_or(0),
+                };
+                let want = tables::linear_first_match(&rules, &key).map(|id| match rules[id.0 as usize].action {
+                    tables::Action::Protect(TunnelId(t)) => Action::Protect(t as usize),
+                    tables::Action::Bypass => Action::Bypass,
+                    tables::Action::Discard => Action::Discard,
+                });
                 let got = spd.lookup(&f);
                 prop_assert_eq!(got.action, want.unwrap_or(Action::Discard));
                 prop_assert_eq!(got.by_default, want.is_none());
@@ -251,32 +187,34 @@ mod tests {
     #[test]
     fn first_match_wins_and_default_applies() {
         let any = Selector {
-            local: None,
-            remote: None,
+            src: Vec::new(),
+            dst: Vec::new(),
             proto: None,
-            local_port: None,
-            remote_port: None,
+            sport: PortRange::ANY,
+            dport: PortRange::ANY,
         };
-        let spd = Spd::new(
-            vec![
-                SpdRule {
+        let spd = compiled(
+            &[
+                Rule {
+                    priority: 0,
                     selector: Selector {
                         proto: Some(6),
-                        remote_port: Some((22, 22)),
-                        ..any
+                        dport: PortRange::single(22),
+                        ..any.clone()
                     },
-                    action: Action::Discard,
+                    action: tables::Action::Discard,
                 },
-                SpdRule {
+                Rule {
+                    priority: 1,
                     selector: Selector {
-                        local: p("10.1.0.0/24"),
-                        remote: p("10.2.0.0/24"),
-                        ..any
+                        src: vec![prefix("10.1.0.0/24")],
+                        dst: vec![prefix("10.2.0.0/24")],
+                        ..any.clone()
                     },
-                    action: Action::Protect(0),
+                    action: tables::Action::Protect(TunnelId(0)),
                 },
             ],
-            Action::Discard,
+            1,
         );
         let d = spd.lookup(&flow("10.1.0.10", "10.2.0.10", 17, Some(53)));
         assert_eq!(d.action, Action::Protect(0));
@@ -293,5 +231,16 @@ mod tests {
         // Families never cross.
         let d = spd.lookup(&flow("fd00:1::1", "fd00:2::1", 17, Some(53)));
         assert!(d.by_default);
+        // A tunnel id the snapshot does not hold is discarded, by a rule.
+        let gone = compiled(
+            &[Rule {
+                priority: 0,
+                selector: any,
+                action: tables::Action::Protect(TunnelId(5)),
+            }],
+            1,
+        );
+        let d = gone.lookup(&flow("10.1.0.10", "10.2.0.10", 17, Some(53)));
+        assert_eq!((d.action, d.by_default), (Action::Discard, false));
     }
 }

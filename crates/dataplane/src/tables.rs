@@ -10,13 +10,13 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::{Arc, Mutex};
 
 use espgw_control::config::net::Prefix;
-use espgw_control::config::{self as cfg, Config, Side, SpdEntry};
+use espgw_control::config::{self as cfg, Config, Side};
 use espgw_control::live::LiveView;
-use espgw_esp::{InboundSa, Lifetimes, Limit, OutboundSa, SaConfig, SecretBytes};
+use espgw_esp::{InboundSa, OutboundSa};
 use espgw_wire::MacAddr;
 
 use crate::route::RouteTable;
-use crate::spd::{Action, Selector, Spd, SpdRule};
+use crate::spd::Spd;
 
 /// Index of a port in [`Tables::ports`] (the config's port order).
 pub type PortIdx = usize;
@@ -238,9 +238,8 @@ impl Tables {
             let err = |dir: &str, e: espgw_esp::ConfigError| {
                 TablesError(format!("tunnel {:?} {dir}: {e}", t.name))
             };
-            let out =
-                OutboundSa::new(&sa_config(t, &t.outbound), now).map_err(|e| err("out", e))?;
-            let sa = InboundSa::new(&sa_config(t, &t.inbound), now).map_err(|e| err("in", e))?;
+            let out = OutboundSa::new(&t.outbound_sa(), now).map_err(|e| err("out", e))?;
+            let sa = InboundSa::new(&t.inbound_sa(), now).map_err(|e| err("in", e))?;
             tunnels.push(tunnel(i as u32, t, Some(Arc::new(out)), &net));
             inbound.push(InboundSlot {
                 spi: t.inbound.spi,
@@ -364,81 +363,9 @@ fn port_info(p: &cfg::Port, mac: MacAddr, mtu: usize) -> PortInfo {
     }
 }
 
-fn limit(soft: Option<u64>, hard: Option<u64>) -> Limit {
-    Limit { soft, hard }
-}
-
-/// The ESP engine's SA config for one direction of a config tunnel.
-pub fn sa_config(t: &cfg::Tunnel, keys: &cfg::SaKeys) -> SaConfig {
-    let l = &t.lifetime;
-    SaConfig {
-        suite: t.suite,
-        spi: keys.spi,
-        key: SecretBytes::new(keys.key.expose().to_vec()),
-        auth_key: keys
-            .auth_key
-            .as_ref()
-            .map_or_else(SecretBytes::default, |k| {
-                SecretBytes::new(k.expose().to_vec())
-            }),
-        esn: t.esn,
-        replay_window: t.replay_window,
-        encap: match t.encap {
-            cfg::Encap::None => espgw_esp::Encap::None,
-            cfg::Encap::Udp => espgw_esp::Encap::udp_4500(),
-        },
-        local: t.local,
-        remote: t.remote,
-        lifetimes: Lifetimes {
-            packets: limit(l.soft.packets, l.hard.packets),
-            bytes: limit(l.soft.bytes, l.hard.bytes),
-            seconds: limit(l.soft.seconds, l.hard.seconds),
-        },
-    }
-}
-
 fn build_spd(config: &Config) -> Spd {
-    let mut rules = Vec::new();
-    for entry in &config.spd {
-        match *entry {
-            SpdEntry::Tunnel(i) => {
-                let t = &config.tunnels[i];
-                for l in &t.local_ts {
-                    for r in t.remote_ts.iter().filter(|r| r.is_ipv4() == l.is_ipv4()) {
-                        rules.push(SpdRule {
-                            selector: Selector {
-                                local: Some(*l),
-                                remote: Some(*r),
-                                proto: None,
-                                local_port: None,
-                                remote_port: None,
-                            },
-                            action: Action::Protect(i),
-                        });
-                    }
-                }
-            }
-            SpdEntry::Policy(i) => {
-                let p = &config.policies[i];
-                rules.push(SpdRule {
-                    selector: Selector {
-                        local: p.src,
-                        remote: p.dst,
-                        proto: p.proto,
-                        local_port: p.sport.map(|r| (r.first, r.last)),
-                        remote_port: p.dport.map(|r| (r.first, r.last)),
-                    },
-                    action: match p.action {
-                        cfg::Action::Bypass => Action::Bypass,
-                        cfg::Action::Discard => Action::Discard,
-                    },
-                });
-            }
-        }
-    }
-    let default = match config.default_action {
-        cfg::Action::Bypass => Action::Bypass,
-        cfg::Action::Discard => Action::Discard,
-    };
-    Spd::new(rules, default)
+    // The control plane's compilation of the config's SPD order; tunnel
+    // ids are the config's tunnel indices, as in this snapshot.
+    let compiled = Arc::new(cfg::spd_from_config(config));
+    Spd::from_compiled(compiled, (0..config.tunnels.len()).map(Some).collect())
 }
