@@ -13,38 +13,16 @@
 # through tunnel 1 keep being answered, and espgw exits cleanly.
 #
 # Needs root. ESPGW overrides the binary (default target/release/espgw).
-set -euo pipefail
-cd "$(dirname "$0")/../.."
-ROOT=$PWD
-ESPGW=${ESPGW:-$ROOT/target/release/espgw}
 P=e2ebad
-WORK=$(mktemp -d /tmp/espgw-e2e-badinput.XXXXXX)
-. scripts/gateways.sh
+LOG_TAIL=25
+. "$(dirname "$0")/common.bash"
 PEER=""
-
-fail() {
-    echo "FAIL: $*" >&2
-    stop_peer
-    gateways_stop >/dev/null 2>&1
-    for f in "$WORK"/*.log; do echo "--- $f"; tail -25 "$f"; done >&2
-    exit 1
-}
 stop_peer() {
     [ -n "$PEER" ] || return 0
     kill -TERM "$PEER" 2>/dev/null; wait "$PEER" 2>/dev/null
     PEER=""
 }
-cleanup() {
-    set +e
-    stop_peer
-    gateways_down
-    [ -n "${KEEP:-}" ] || rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-[ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root"; exit 0; }
-[ -x "$ESPGW" ] || fail "no binary at $ESPGW (cargo build --release -p espgw)"
+on_cleanup() { stop_peer; }
 start=$(date +%s)
 
 scripts/netns.sh up "$P"

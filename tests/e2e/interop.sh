@@ -12,40 +12,21 @@
 # encapsulation. scapy answers ARP and ND for gateway B's outer addresses.
 #
 # Needs root. ESPGW overrides the binary (default target/release/espgw).
-set -euo pipefail
-cd "$(dirname "$0")/../.."
-ROOT=$PWD
-ESPGW=${ESPGW:-$ROOT/target/release/espgw}
 P=e2einterop
 PATTERN=6573706777636c656172
-WORK=$(mktemp -d /tmp/espgw-e2e-interop.XXXXXX)
-. scripts/gateways.sh
+LOG_TAIL=5
+. "$(dirname "$0")/common.bash"
 PEER=""
-
-fail() {
-    echo "FAIL: $*" >&2
-    stop_peer
-    gateways_stop >/dev/null 2>&1
-    for f in "$WORK"/*.log; do echo "--- $f"; tail -5 "$f"; done >&2
-    [ -f "$WORK/peer.json" ] && { echo "--- scapy peer:"; head -c 3000 "$WORK/peer.json"; } >&2
-    exit 1
-}
 stop_peer() {
     [ -n "$PEER" ] || return 0
     kill -TERM "$PEER" 2>/dev/null; wait "$PEER" 2>/dev/null
     PEER=""
 }
-cleanup() {
-    set +e
-    stop_peer
-    gateways_down
-    [ -n "${KEEP:-}" ] || rm -rf "$WORK"
+on_cleanup() { stop_peer; }
+on_fail() {
+    [ -f "$WORK/peer.json" ] && { echo "--- scapy peer:"; head -c 3000 "$WORK/peer.json"; }
+    return 0
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-[ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root"; exit 0; }
-[ -x "$ESPGW" ] || fail "no binary at $ESPGW (cargo build --release -p espgw)"
 start=$(date +%s)
 
 scripts/netns.sh up "$P"

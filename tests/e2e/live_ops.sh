@@ -10,28 +10,9 @@
 # drops on either gateway, and the middle link carried only ESP and ARP.
 #
 # Needs root. ESPGW overrides the binary (default target/release/espgw).
-set -euo pipefail
-cd "$(dirname "$0")/../.."
-ROOT=$PWD
-ESPGW=${ESPGW:-$ROOT/target/release/espgw}
 REKEYS=${REKEYS:-1000}
 P=e2elive
-WORK=$(mktemp -d /tmp/espgw-e2e-live.XXXXXX)
-. scripts/gateways.sh
-
-fail() { echo "FAIL: $*" >&2; for f in "$WORK"/*.log; do echo "--- $f"; tail -n 20 "$f"; done >&2; exit 1; }
-BG=()
-cleanup() {
-    set +e
-    for p in "${BG[@]}"; do kill "$p" 2>/dev/null; done
-    gateways_down
-    [ -n "${KEEP:-}" ] || rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-[ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root"; exit 0; }
-[ -x "$ESPGW" ] || fail "no binary at $ESPGW (cargo build --release -p espgw)"
+. "$(dirname "$0")/common.bash"
 ctl() { local gw=$1; shift; "$ESPGW" ctl --socket "$WORK/$gw.sock" "$@"; }
 
 gateways_up >"$WORK/up.log" 2>&1 || fail "the tunnel did not come up: $(cat "$WORK/up.log")"

@@ -6,27 +6,10 @@
 # link; the final counters balance and show the tunnel's traffic.
 #
 # Needs root. ESPGW overrides the binary (default target/release/espgw).
-set -euo pipefail
-cd "$(dirname "$0")/../.."
-ROOT=$PWD
-ESPGW=${ESPGW:-$ROOT/target/release/espgw}
 P=e2eping
 PATTERN=6573706777636c656172   # "espgwclear": must never be seen on the middle link
-WORK=$(mktemp -d /tmp/espgw-e2e-ping.XXXXXX)
-. scripts/gateways.sh
-
-fail() { echo "FAIL: $*" >&2; for f in "$WORK"/*.log; do echo "--- $f"; cat "$f"; done >&2; exit 1; }
-
-cleanup() {
-    set +e
-    gateways_down
-    [ -n "${KEEP:-}" ] || rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-[ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root"; exit 0; }
-[ -x "$ESPGW" ] || fail "no binary at $ESPGW (cargo build --release -p espgw)"
+LOG_TAIL=1000
+. "$(dirname "$0")/common.bash"
 
 grep -q '^\[\[neighbor\]\]' gateway.toml configs/gateway-b.toml && fail "configs have static neighbors: ARP would not be tested"
 gateways_up >"$WORK/up.log" 2>&1 || fail "the tunnel did not come up: $(cat "$WORK/up.log")"

@@ -16,32 +16,9 @@
 # link shows full segments of exactly the tunnel's MTU (never larger).
 #
 # Needs root. ESPGW overrides the binary (default target/release/espgw).
-set -euo pipefail
-cd "$(dirname "$0")/../.."
-ROOT=$PWD
-ESPGW=${ESPGW:-$ROOT/target/release/espgw}
 P=e2epmtu
-WORK=$(mktemp -d /tmp/espgw-e2e-pmtu.XXXXXX)
-. scripts/gateways.sh
-BG=()
-
-fail() {
-    echo "FAIL: $*" >&2
-    gateways_stop >/dev/null 2>&1
-    for f in "$WORK"/*.log; do echo "--- $f"; tail -8 "$f"; done >&2
-    exit 1
-}
-cleanup() {
-    set +e
-    for p in "${BG[@]}"; do kill "$p" 2>/dev/null; done
-    gateways_down
-    [ -n "${KEEP:-}" ] || rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-[ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root"; exit 0; }
-[ -x "$ESPGW" ] || fail "no binary at $ESPGW (cargo build --release -p espgw)"
+LOG_TAIL=8
+. "$(dirname "$0")/common.bash"
 start=$(date +%s)
 
 scripts/netns.sh up "$P"

@@ -5,26 +5,10 @@
 # SA must be draining (still decrypting) on gateway B.
 #
 # Needs root. ESPGW overrides the binary (default target/release/espgw).
-set -euo pipefail
-cd "$(dirname "$0")/../.."
-ROOT=$PWD
-ESPGW=${ESPGW:-$ROOT/target/release/espgw}
-CTL=${ESPGW_CTL:-$ESPGW}
 P=e2erekey
-WORK=$(mktemp -d /tmp/espgw-e2e-rekey.XXXXXX)
-. scripts/gateways.sh
-
-fail() { echo "FAIL: $*" >&2; for f in "$WORK"/*.log; do echo "--- $f"; cat "$f"; done >&2; exit 1; }
-cleanup() {
-    set +e
-    gateways_down
-    [ -n "${KEEP:-}" ] || rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-[ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root"; exit 0; }
-[ -x "$ESPGW" ] || fail "no binary at $ESPGW (cargo build --release -p espgw)"
+LOG_TAIL=1000
+. "$(dirname "$0")/common.bash"
+CTL=${ESPGW_CTL:-$ESPGW}
 
 gateways_up >"$WORK/up.log" 2>&1 || fail "the tunnel did not come up: $(cat "$WORK/up.log")"
 for s in a b; do [ -S "$WORK/$s.sock" ] || fail "gateway $s has no control socket"; done

@@ -14,36 +14,16 @@
 # tunnel's outer family and encapsulation, and never a plaintext marker.
 #
 # Needs root. ESPGW overrides the binary (default target/release/espgw).
-set -euo pipefail
-cd "$(dirname "$0")/../.."
-ROOT=$PWD
-ESPGW=${ESPGW:-$ROOT/target/release/espgw}
 P=e2esuites
 PATTERN=6573706777636c656172   # "espgwclear": must never be seen on the middle link
-WORK=$(mktemp -d /tmp/espgw-e2e-suites.XXXXXX)
-. scripts/gateways.sh
-BG=()
-
-fail() {
-    echo "FAIL: $*" >&2
-    gateways_stop >/dev/null 2>&1
-    for f in "$WORK"/*.log; do echo "--- $f"; tail -5 "$f"; done >&2
+LOG_TAIL=5
+. "$(dirname "$0")/common.bash"
+on_fail() {
     for f in "$WORK"/a.json "$WORK"/b.json; do
-        [ -f "$f" ] && python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print(sys.argv[1], "drops", {k: v for k, v in s["drops"].items() if v})' "$f" >&2
+        [ -f "$f" ] && python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print(sys.argv[1], "drops", {k: v for k, v in s["drops"].items() if v})' "$f"
     done
-    exit 1
+    return 0
 }
-cleanup() {
-    set +e
-    for p in "${BG[@]}"; do kill "$p" 2>/dev/null; done
-    gateways_down
-    [ -n "${KEEP:-}" ] || rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-[ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root"; exit 0; }
-[ -x "$ESPGW" ] || fail "no binary at $ESPGW (cargo build --release -p espgw)"
 start=$(date +%s)
 
 scripts/netns.sh up "$P"

@@ -1,0 +1,42 @@
+# Sourced by the end-to-end tests after they set P (their namespace prefix).
+# Gives them: ROOT (the repo, also the working directory), ESPGW (the
+# binary; the environment may override it), WORK (a scratch directory,
+# kept when KEEP is set), scripts/gateways.sh, BG (pids of background
+# processes started with `ip netns exec ... &`, killed on exit), `fail MSG`
+# (prints the logs in WORK, LOG_TAIL lines each, and exits 1), clean-up of
+# namespaces and gateways on any exit, and a skip when not root.
+#
+# Optional hooks a test defines: on_cleanup (stop its own helpers; runs on
+# failure and on exit, must be idempotent) and on_fail (extra diagnostics).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+ROOT=$PWD
+ESPGW=${ESPGW:-$ROOT/target/release/espgw}
+WORK=$(mktemp -d "/tmp/espgw-$P.XXXXXX")
+LOG_TAIL=${LOG_TAIL:-20}
+BG=()
+. scripts/gateways.sh
+
+fail() {
+    echo "FAIL: $*" >&2
+    if declare -F on_cleanup >/dev/null; then on_cleanup; fi
+    gateways_stop >/dev/null 2>&1 || true
+    for f in "$WORK"/*.log; do
+        [ -f "$f" ] && { echo "--- $f"; tail -n "$LOG_TAIL" "$f"; }
+    done >&2
+    if declare -F on_fail >/dev/null; then on_fail >&2; fi
+    exit 1
+}
+
+e2e_cleanup() {
+    set +e
+    if declare -F on_cleanup >/dev/null; then on_cleanup; fi
+    for p in "${BG[@]}"; do kill "$p" 2>/dev/null; done
+    gateways_down
+    [ -n "${KEEP:-}" ] || rm -rf "$WORK"
+}
+trap e2e_cleanup EXIT
+trap 'exit 130' INT TERM
+
+[ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root"; exit 0; }
+[ -x "$ESPGW" ] || fail "no binary at $ESPGW (cargo build --release -p espgw)"
