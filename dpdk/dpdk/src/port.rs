@@ -18,6 +18,9 @@ use crate::eal::{ensure_running, LiveGuard};
 use crate::error::{libc_errno, Error, Result};
 use crate::mempool::{Mempool, MBUF_HEADROOM};
 
+pub mod af_packet;
+use af_packet::AfPacketFrames;
+
 /// Ethernet header + two VLAN tags + FCS on top of the MTU.
 const L2_OVERHEAD: u32 = 14 + 8 + 4;
 
@@ -136,6 +139,9 @@ pub struct Port {
 struct PortShared {
     id: u16,
     name: String,
+    /// The device string given to [`Port::open`], for the driver arguments
+    /// when DPDK's own copy cannot be read.
+    device: String,
     /// We attached the device with rte_dev_probe (not an EAL argument).
     hotplugged: bool,
     state: Mutex<PortState>,
@@ -151,6 +157,11 @@ struct PortState {
     rx_pool: Option<Mempool>,
     /// RTE_ETH_RSS_* flow types hashed (0: RSS off).
     rss_hf: u64,
+    /// The MTU the port carries since the last configure (may exceed what
+    /// DPDK was told, see [`Port::mtu`]); 0 before.
+    mtu: u16,
+    /// Why DPDK was configured with a smaller MTU than asked, if it was.
+    mtu_note: Option<String>,
 }
 
 impl PortState {
@@ -209,6 +220,7 @@ impl Port {
             shared: Arc::new(PortShared {
                 id,
                 name: name.to_string(),
+                device: device.to_string(),
                 hotplugged,
                 state: Mutex::new(PortState::default()),
                 _live: LiveGuard::new(),
@@ -239,14 +251,7 @@ impl Port {
     /// Device capabilities.
     pub fn info(&self) -> Result<PortInfo> {
         let raw = self.raw_info()?;
-        // SAFETY: driver_name is a static C string owned by the driver (or NULL).
-        let driver = if raw.driver_name.is_null() {
-            String::new()
-        } else {
-            unsafe { CStr::from_ptr(raw.driver_name) }
-                .to_string_lossy()
-                .into_owned()
-        };
+        let driver = driver_name(&raw);
         // SAFETY: the port id is valid (we hold the port); a plain query.
         let socket = unsafe { sys::rte_eth_dev_socket_id(self.id()) };
         Ok(PortInfo {
@@ -297,14 +302,36 @@ impl Port {
                 info.max_tx_queues
             )));
         }
-        if cfg.mtu < info.min_mtu || cfg.mtu > info.max_mtu {
+        let device_max = configurable_max_mtu(info.max_mtu, info.max_rx_pktlen);
+        let af_packet = driver_name(&info) == "net_af_packet";
+        let mut dpdk_mtu = cfg.mtu;
+        let mut mtu_note = None;
+        if cfg.mtu < info.min_mtu || (cfg.mtu > device_max && !af_packet) {
             return Err(Error::invalid(format!(
                 "{}: MTU {} outside the device's range {}..={}",
                 self.name(),
                 cfg.mtu,
                 info.min_mtu,
-                info.max_mtu
+                device_max
             )));
+        }
+        if af_packet {
+            let frames = AfPacketFrames::from_devargs(&self.driver_args(&info));
+            self.check_af_packet_ring(cfg.mtu, frames, rx_pool)?;
+            if cfg.mtu > device_max {
+                // DPDK would refuse the MTU although the ring carries it:
+                // tell DPDK the most it accepts; the application enforces
+                // the real MTU itself.
+                dpdk_mtu = device_max;
+                mtu_note = Some(format!(
+                    "{}: net_af_packet advertises max frame {}; frames up to MTU {} are carried \
+                     via framesz={}, MTU enforced by espgw",
+                    self.name(),
+                    info.max_rx_pktlen,
+                    cfg.mtu,
+                    frames.frame_size()
+                ));
+            }
         }
         let frame = u32::from(cfg.mtu) + L2_OVERHEAD;
         let room = u32::from(rx_pool.data_room()) - u32::from(MBUF_HEADROOM);
@@ -321,7 +348,7 @@ impl Port {
         // SAFETY: rte_eth_conf is plain integers and pointers; all-zero is
         // DPDK's documented "defaults" value.
         let mut conf: sys::rte_eth_conf = unsafe { std::mem::zeroed() };
-        conf.rxmode.mtu = u32::from(cfg.mtu);
+        conf.rxmode.mtu = u32::from(dpdk_mtu);
         let mut rss_hf = WANTED_RSS & info.flow_type_rss_offloads;
         if !(cfg.rss && cfg.rx_queues > 1) {
             rss_hf = 0;
@@ -378,8 +405,62 @@ impl Port {
         state.tx_taken = vec![false; usize::from(cfg.tx_queues)];
         state.rx_pool = Some(rx_pool.clone());
         state.rss_hf = rss_hf;
+        state.mtu = cfg.mtu;
+        state.mtu_note = mtu_note;
         drop(state);
         self.set_promiscuous(cfg.promiscuous)
+    }
+
+    /// The MTU the port carries since the last [`Port::configure`] (0
+    /// before): the configured one, also where DPDK was told less because
+    /// the driver under-reports what it carries (see [`Port::mtu_note`]).
+    pub fn mtu(&self) -> u16 {
+        self.state().mtu
+    }
+
+    /// Set by [`Port::configure`] when the device was configured below the
+    /// requested MTU because its driver advertises less than it carries
+    /// (net_af_packet with a large `framesz`): one line for the log.
+    pub fn mtu_note(&self) -> Option<String> {
+        self.state().mtu_note.clone()
+    }
+
+    /// The driver arguments DPDK holds for the device (`iface=...,framesz=...`),
+    /// or those of the device string given to [`Port::open`] when DPDK's
+    /// cannot be read.
+    fn driver_args(&self, info: &sys::rte_eth_dev_info) -> String {
+        devargs::driver_args(info.device, self.name()).unwrap_or_else(|| {
+            let dev = &self.shared.device;
+            dev.split_once(',').map_or("", |(_, args)| args).to_string()
+        })
+    }
+
+    /// An af_packet ring must hold a frame of `mtu` both ways, and the RX
+    /// mbufs must be as large as the PMD's `rx_queue_setup` demands (it
+    /// would fail with a bare ENOMEM otherwise).
+    fn check_af_packet_ring(&self, mtu: u16, frames: AfPacketFrames, pool: &Mempool) -> Result<()> {
+        if frames.max_mtu() < u32::from(mtu) {
+            let (framesz, blocksz) = AfPacketFrames::suggested_for_mtu(mtu);
+            return Err(Error::invalid(format!(
+                "{}: MTU {mtu} does not fit af_packet ring frames of {} bytes (framesz; \
+                 at least {} needed): add framesz={framesz},blocksz={blocksz} to the device \
+                 string (blocksz: a multiple of the page size, >= framesz)",
+                self.name(),
+                frames.frame_size(),
+                AfPacketFrames::min_frame_size_for_mtu(mtu),
+            )));
+        }
+        let room = u32::from(pool.data_room()).saturating_sub(u32::from(MBUF_HEADROOM));
+        if room < frames.rx_buffer_needed() {
+            return Err(Error::invalid(format!(
+                "{}: af_packet framesz={} needs mbufs with data room >= {} (pool has {})",
+                self.name(),
+                frames.frame_size(),
+                frames.rx_buffer_needed() + u32::from(MBUF_HEADROOM),
+                pool.data_room()
+            )));
+        }
+        Ok(())
     }
 
     /// Starts the port (after [`Port::configure`]).
@@ -595,6 +676,85 @@ impl Port {
     }
 }
 
+/// The driver's name (`net_af_packet`, `net_ixgbe`, ...), empty if unknown.
+fn driver_name(info: &sys::rte_eth_dev_info) -> String {
+    if info.driver_name.is_null() {
+        return String::new();
+    }
+    // SAFETY: driver_name is a static NUL-terminated string owned by the driver.
+    unsafe { CStr::from_ptr(info.driver_name) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The largest MTU `rte_eth_dev_configure` accepts, worked out as DPDK
+/// 22.11 does (eth_dev_validate_mtu): the frame overhead is
+/// `max_rx_pktlen - max_mtu` when the driver reports a real max_mtu, else
+/// Ethernet header + CRC; the MTU plus that must fit `max_rx_pktlen`.
+pub fn configurable_max_mtu(max_mtu: u16, max_rx_pktlen: u32) -> u16 {
+    const ETHER_HDR_AND_CRC: u32 = 14 + 4;
+    let overhead = if max_mtu != u16::MAX && max_rx_pktlen > u32::from(max_mtu) {
+        max_rx_pktlen - u32::from(max_mtu)
+    } else {
+        ETHER_HDR_AND_CRC
+    };
+    let by_frame = max_rx_pktlen.saturating_sub(overhead);
+    u16::try_from(by_frame).unwrap_or(u16::MAX).min(max_mtu)
+}
+
+/// Reads DPDK's copy of a device's driver arguments. dpdk-sys does not bind
+/// `struct rte_devargs`, so its head is declared here; the name read back
+/// must match the port's, which guards the layout.
+mod devargs {
+    use std::ffi::{c_char, c_int, c_void, CStr};
+
+    use dpdk_sys as sys;
+
+    /// RTE_DEV_NAME_MAX_LEN (rte_dev.h).
+    const DEV_NAME_MAX_LEN: usize = 64;
+
+    /// The head of `struct rte_devargs` (rte_devargs.h, DPDK 22.11): the
+    /// fields up to `args`, in order.
+    #[repr(C)]
+    struct DevargsHead {
+        next: [*mut c_void; 2],
+        devtype: c_int,
+        policy: c_int,
+        name: [c_char; DEV_NAME_MAX_LEN],
+        args: *const c_char,
+    }
+
+    extern "C" {
+        fn rte_dev_devargs(dev: *const sys::rte_device) -> *const DevargsHead;
+    }
+
+    /// The driver arguments of `device` (from rte_eth_dev_info), if DPDK
+    /// has them and they belong to the device named `name`.
+    pub(super) fn driver_args(device: *mut sys::rte_device, name: &str) -> Option<String> {
+        if device.is_null() {
+            return None;
+        }
+        // SAFETY: device comes from rte_eth_dev_info_get of a port we hold;
+        // rte_dev_devargs only reads the struct.
+        let da = unsafe { rte_dev_devargs(device) };
+        if da.is_null() {
+            return None;
+        }
+        // SAFETY: da points to the device's live rte_devargs, whose head has
+        // this layout.
+        let head = unsafe { &*da };
+        // c_char to bytes; a name without NUL in its array is refused.
+        let bytes = head.name.map(|c| c as u8);
+        let got = CStr::from_bytes_until_nul(&bytes).ok()?;
+        if got.to_bytes() != name.as_bytes() || head.args.is_null() {
+            return None;
+        }
+        // SAFETY: args is a NUL-terminated string owned by the devargs.
+        let args = unsafe { CStr::from_ptr(head.args) };
+        Some(args.to_string_lossy().into_owned())
+    }
+}
+
 fn find_port(name: &str) -> Option<u16> {
     port_id_by_name(name).or_else(|| {
         // DPDK names PCI ports with the domain: accept "01:00.0" for "0000:01:00.0".
@@ -777,5 +937,25 @@ impl TxQueue {
 impl Drop for TxQueue {
     fn drop(&mut self) {
         give_back(&self.shared, self.queue, false);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::configurable_max_mtu;
+
+    /// Known answers from what DPDK 22.11 drivers report and what
+    /// rte_eth_dev_configure then accepts.
+    #[test]
+    fn configurable_max_mtu_as_dpdk_validates_it() {
+        // net_af_packet: max_rx_pktlen RTE_ETHER_MAX_LEN, max_mtu left at
+        // UINT16_MAX: overhead 18, so 1500.
+        assert_eq!(configurable_max_mtu(u16::MAX, 1518), 1500);
+        // net_ring / net_null: no limit worth the name.
+        assert_eq!(configurable_max_mtu(u16::MAX, u32::MAX), u16::MAX);
+        // A driver reporting both (ixgbe-like): its own overhead, capped by max_mtu.
+        assert_eq!(configurable_max_mtu(9702, 9728), 9702);
+        assert_eq!(configurable_max_mtu(1500, 1518), 1500);
+        assert_eq!(configurable_max_mtu(u16::MAX, 10), 0);
     }
 }

@@ -70,6 +70,7 @@ fn eal_suite() {
     null_port_gets_rss_with_two_queues(&pool);
     port_opens_once();
     af_packet_over_veth(&pool);
+    af_packet_jumbo_over_veth(&pool);
     drop(pool);
     drop(eal);
     assert!(
@@ -567,6 +568,177 @@ fn af_packet_over_veth(pool: &Mempool) {
     };
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run));
     ip(&format!("link del {a}"));
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// A helper on the kernel side of a veth end: an AF_PACKET socket (Python's
+/// standard library; Rust's has none) that either sends the frame in a file
+/// or waits for the first frame of EtherType 0x88b5 and writes it to the file.
+const KERNEL_SIDE_PY: &str = r#"
+import socket, sys
+mode, iface, path = sys.argv[1:4]
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
+s.bind((iface, 0))
+s.settimeout(5)
+if mode == "send":
+    s.send(open(path, "rb").read())
+else:
+    print("ready", flush=True)
+    while True:
+        f = s.recv(65535)
+        if f[12:14] == b"\x88\xb5":
+            open(path, "wb").write(f)
+            break
+"#;
+
+fn kernel_side(mode: &str, iface: &str, path: &std::path::Path) -> std::process::Child {
+    std::process::Command::new("python3")
+        .args(["-c", KERNEL_SIDE_PY, mode, iface])
+        .arg(path)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 for the kernel side of the veth")
+}
+
+/// A 9000-byte IPv4 packet (protocol 253, experimental) in an Ethernet frame.
+fn jumbo_ipv4_frame() -> Vec<u8> {
+    let mut f = frame(0x5a, 9014);
+    f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0x90, 0x00]);
+    let total: u16 = 9000;
+    let mut ip = [0u8; 20];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&total.to_be_bytes());
+    ip[8] = 64;
+    ip[9] = 253;
+    ip[12..16].copy_from_slice(&[192, 0, 2, 1]);
+    ip[16..20].copy_from_slice(&[192, 0, 2, 2]);
+    let mut sum: u32 = ip
+        .chunks(2)
+        .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    ip[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    f[14..34].copy_from_slice(&ip);
+    f
+}
+
+/// MTU 9000 over net_af_packet, which advertises a 1518-byte max frame:
+/// with a big enough ring (framesz) the port is configured anyway at the
+/// MTU DPDK accepts, reports 9000 as its MTU, and 9000-byte packets cross
+/// whole both ways between DPDK and the kernel; with the default ring or
+/// too small mbufs it is refused with what to change.
+fn af_packet_jumbo_over_veth(small_pool: &Mempool) {
+    let tag = std::process::id() % 100_000;
+    let (a, b) = (format!("egjA{tag}"), format!("egjB{tag}"));
+    if !ip(&format!(
+        "link add {a} mtu 9000 type veth peer name {b} mtu 9000"
+    )) {
+        println!("af_packet_jumbo_over_veth: SKIPPED, cannot create a veth pair here");
+        return;
+    }
+    assert!(ip(&format!("link set {a} up")) && ip(&format!("link set {b} up")));
+    let dir = std::env::temp_dir();
+    let (sent_path, got_path) = (
+        dir.join(format!("espgw-jumbo-{tag}.sent")),
+        dir.join(format!("espgw-jumbo-{tag}.got")),
+    );
+    let run = || {
+        let jumbo = PortConfig {
+            mtu: 9000,
+            ..PortConfig::default()
+        };
+        // framesz 9216 - 32 bytes past the headroom, as the PMD demands.
+        let room = 9216 - 32 + dpdk::MBUF_HEADROOM;
+        let big = Mempool::new("af_jumbo_pool", 255, 0, room, SOCKET_ANY).unwrap();
+
+        let mut default_ring = Port::open(&format!("net_af_packet5,iface={a}")).unwrap();
+        let info = default_ring.info().unwrap();
+        assert_eq!(
+            info.max_rx_pktlen, 1518,
+            "what net_af_packet advertises: {info:?}"
+        );
+        let err = default_ring
+            .configure(&jumbo, &big)
+            .expect_err("2048-byte ring frames cannot carry 9000");
+        assert_eq!(err.errno(), 22, "{err}");
+        assert!(
+            err.to_string().contains("framesz=9216,blocksz=36864"),
+            "names the framesz to use: {err}"
+        );
+        drop(default_ring);
+
+        let device = format!("net_af_packet5,iface={a},framesz=9216,blocksz=36864");
+        let mut port = Port::open(&device).unwrap();
+        let err = port
+            .configure(&PortConfig::default(), small_pool)
+            .expect_err("2 KiB mbufs cannot take 9216-byte ring frames");
+        assert!(err.to_string().contains("data room >= 9312"), "{err}");
+        port.configure(&jumbo, &big).expect("jumbo over a big ring");
+        assert_eq!(port.mtu(), 9000);
+        let note = port.mtu_note().expect("a note that DPDK was told less");
+        assert!(
+            note.contains("1518") && note.contains("MTU 9000") && note.contains("framesz=9216"),
+            "{note}"
+        );
+        println!("{note}");
+        port.start().unwrap();
+        let mut rx = port.rx_queue(0).unwrap();
+        let mut tx = port.tx_queue(0).unwrap();
+
+        // Kernel -> DPDK: a 9000-byte IP packet arrives whole in one mbuf.
+        let want = jumbo_ipv4_frame();
+        std::fs::write(&sent_path, &want).unwrap();
+        let status = kernel_side("send", &b, &sent_path).wait().unwrap();
+        assert!(status.success(), "kernel side could not send 9014 bytes");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+        let mut got = None;
+        while got.is_none() && std::time::Instant::now() < deadline {
+            let mut burst: Burst<8> = Burst::new();
+            rx.rx_burst(&mut burst);
+            got = burst
+                .iter()
+                .find(|m| m.data().get(6..12) == Some(&want[6..12]))
+                .map(|m| m.data().to_vec());
+        }
+        let got = got.expect("the 9014-byte frame reached DPDK");
+        assert_eq!(got.len(), 9014);
+        assert!(got == want, "the frame arrived changed");
+
+        // DPDK -> kernel: a 9014-byte frame leaves whole.
+        let mut listener = kernel_side("recv", &b, &got_path);
+        let mut ready = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(listener.stdout.take().unwrap()),
+            &mut ready,
+        )
+        .unwrap();
+        assert_eq!(ready.trim(), "ready");
+        let mut out = frame(0xa5, 9014);
+        out[12..14].copy_from_slice(&[0x88, 0xb5]);
+        let mut burst: Burst<1> = Burst::new();
+        let mut m = big.alloc().unwrap();
+        m.extend_from_slice(&out).unwrap();
+        burst.push(m).unwrap();
+        assert_eq!(tx.tx_burst(&mut burst), 1);
+        assert!(
+            listener.wait().unwrap().success(),
+            "kernel side got no frame"
+        );
+        let seen = std::fs::read(&got_path).unwrap();
+        assert_eq!(seen.len(), 9014);
+        assert!(seen == out, "the frame left changed");
+        let stats = port.stats().unwrap();
+        assert_eq!(stats.tx_errors, 0, "{stats:?}");
+        println!("af_packet_jumbo_over_veth: 9014-byte frames both ways");
+    };
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run));
+    ip(&format!("link del {a}"));
+    let _ = std::fs::remove_file(&sent_path);
+    let _ = std::fs::remove_file(&got_path);
     if let Err(panic) = result {
         std::panic::resume_unwind(panic);
     }
