@@ -38,7 +38,7 @@ use crate::pool::BufPool;
 use crate::ratelimit::TokenBucket;
 use crate::reason::Drop;
 use crate::route::NextHop;
-use crate::spd::{Action, Flow};
+use crate::spd::{Action, Flow, FlowCache};
 use crate::tables::{inner_mtu, PortIdx, Tables};
 use crate::tx::TxQueues;
 
@@ -132,6 +132,8 @@ pub struct Worker<B: PacketBuf, P: BufPool<B>> {
     scratch: Box<[u8]>,
     last_tick_ns: u64,
     hop_cache: Option<HopCache>,
+    /// Recent SPD decisions of this snapshot's SPD.
+    spd_cache: FlowCache,
     icmp_limit: TokenBucket,
 }
 
@@ -159,6 +161,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
             scratch: vec![0u8; icmpv6::MIN_MTU].into_boxed_slice(),
             last_tick_ns: 0,
             hop_cache: None,
+            spd_cache: FlowCache::new(FlowCache::SLOTS),
             icmp_limit: TokenBucket::new(ICMP_ERRORS_PER_SEC, ICMP_ERROR_BURST),
             tables,
             pool,
@@ -177,6 +180,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
             .resize_with(tables.tunnels.len(), || Stage::new(burst));
         self.in_stage
             .resize_with(tables.inbound.len(), || Stage::new(burst));
+        self.spd_cache.clear();
         self.tables = tables;
     }
 
@@ -367,7 +371,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
             local_port: m.sport,
             remote_port: m.dport,
         };
-        let d = self.tables.spd.lookup(&flow);
+        let d = self.spd_cache.lookup(&self.tables.spd, &flow);
         match d.action {
             Action::Protect(t) => {
                 let clamp = self.tables.tunnels[t].mss_clamp;
@@ -437,7 +441,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
             local_port: m.dport,
             remote_port: m.sport,
         };
-        match self.tables.spd.lookup(&flow).action {
+        match self.spd_cache.lookup(&self.tables.spd, &flow).action {
             Action::Bypass => {
                 decrement_ttl(&mut pkt, m.v6);
                 self.route_out(pkt, m.dst, Egress::Bypass, Some(port), tx, now);
