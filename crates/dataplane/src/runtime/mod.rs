@@ -86,6 +86,22 @@ const DATA_ROOM_SLACK: u32 = 128;
 /// their receive frames by it (af_packet wants 2016 bytes after headroom).
 const MIN_DATA_ROOM: u32 = 2048 + 128;
 
+/// The data room af_packet ports need: their PMD refuses an RX pool whose
+/// mbufs are smaller than its ring frames (framesz, e.g. 9216 for MTU 9000),
+/// whatever the MTU. 0 without af_packet ports.
+fn af_packet_data_room(config: &Config) -> u32 {
+    config
+        .ports
+        .iter()
+        .filter(|p| dpdk::port::af_packet::is_af_packet(&p.device))
+        .map(|p| {
+            let frames = dpdk::port::af_packet::AfPacketFrames::from_devargs(&p.device);
+            frames.rx_buffer_needed() + u32::from(dpdk::MBUF_HEADROOM)
+        })
+        .max()
+        .unwrap_or(0)
+}
+
 /// Runs the gateway described by `opts.config` until a signal or the
 /// duration; returns the final counters (also written to `--stats-json`).
 pub fn run(opts: &RunOptions) -> Result<serde_json::Value, RunError> {
@@ -287,7 +303,9 @@ impl Setup {
         let queues = u16::try_from(queues).map_err(|_| {
             RunError::Setup(format!("{queues} queues per port: more than DPDK allows"))
         })?;
-        let data_room = (Mempool::data_room_for_mtu(dp.mtu) + DATA_ROOM_SLACK).max(MIN_DATA_ROOM);
+        let data_room = (Mempool::data_room_for_mtu(dp.mtu) + DATA_ROOM_SLACK)
+            .max(MIN_DATA_ROOM)
+            .max(af_packet_data_room(config));
         let data_room = u16::try_from(data_room)
             .map_err(|_| RunError::Setup("mtu too large for an mbuf".into()))?;
         let cache = (dp.mbufs / 8).min(256);
@@ -306,6 +324,9 @@ impl Setup {
                 promiscuous: true,
             };
             port.configure(&pc, &pool)?;
+            if let Some(note) = port.mtu_note() {
+                eprintln!("espgw {}: {note}", config.gateway.name);
+            }
             port.start()?;
             macs.push(port.mac()?);
             ports.push(port);
