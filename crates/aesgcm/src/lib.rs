@@ -1,2 +1,148 @@
-//! AES-GCM for short packets with AES-NI and PCLMULQDQ, in one fused pass
-//! (work in progress: see issue 5).
+//! AES-GCM (NIST SP 800-38D) with a 96-bit nonce and a 128-bit tag, built
+//! for short packets: AES-NI for the counter blocks and PCLMULQDQ for GHASH,
+//! in one pass over the data with precomputed powers of H so that up to
+//! eight GHASH blocks share one reduction.
+//!
+//! Why it exists: for 64..512-byte ESP payloads ring's AES-GCM spends much
+//! of its time outside the cipher (its fused AVX path starts at larger
+//! inputs); see docs/crypto.md for the measurement and the threshold the
+//! ESP engine uses to choose between the two.
+//!
+//! Unsafe surface: the arithmetic lives in `#[target_feature]` functions, in
+//! which the `core::arch` intrinsics are safe to call, and which read and
+//! write memory only through slices and arrays. The only `unsafe` blocks
+//! are the calls into those functions, made from methods of a key that can
+//! only exist after the CPU features were detected at run time.
+//!
+//! On targets other than x86_64, [`is_supported`] is false and
+//! [`AesGcm::new`] returns `None`.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+
+#[cfg(target_arch = "x86_64")]
+mod x86_64;
+
+/// Bytes of the authentication tag.
+pub const TAG_LEN: usize = 16;
+/// Bytes of the nonce.
+pub const NONCE_LEN: usize = 12;
+/// The most plaintext one nonce may encrypt: 2^32 - 2 blocks
+/// (NIST SP 800-38D §5.2.1.1), so the 32-bit block counter never wraps.
+pub const MAX_LEN: u64 = ((1u64 << 32) - 2) * 16;
+
+/// The tag did not verify (or the input was longer than [`MAX_LEN`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpenError;
+
+impl core::fmt::Display for OpenError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("AES-GCM authentication failed")
+    }
+}
+
+impl std::error::Error for OpenError {}
+
+/// Whether this CPU has the instructions [`AesGcm`] needs (AES-NI,
+/// PCLMULQDQ, SSSE3, SSE4.1).
+pub fn is_supported() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        x86_64::CpuFeatures::detect().is_some()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// An AES-128-GCM or AES-256-GCM key, expanded once. The round keys and
+/// the powers of H are zeroized on drop.
+pub struct AesGcm {
+    #[cfg(target_arch = "x86_64")]
+    key: x86_64::Key,
+    #[cfg(not(target_arch = "x86_64"))]
+    never: core::convert::Infallible,
+}
+
+impl AesGcm {
+    /// Expands a 16-byte (AES-128) or 32-byte (AES-256) key. `None` for any
+    /// other length or when the CPU lacks the instructions
+    /// ([`is_supported`]).
+    pub fn new(key: &[u8]) -> Option<Self> {
+        #[cfg(target_arch = "x86_64")]
+        {
+            x86_64::Key::new(key).map(|key| Self { key })
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = key;
+            None
+        }
+    }
+
+    /// Bytes of the AES key (16 or 32).
+    pub fn key_len(&self) -> usize {
+        #[cfg(target_arch = "x86_64")]
+        {
+            self.key.key_len()
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            match self.never {}
+        }
+    }
+
+    /// Encrypts `buf` in place and returns the tag over `aad` and the
+    /// ciphertext.
+    ///
+    /// # Panics
+    /// If `buf` is longer than [`MAX_LEN`] (64 GiB), which GCM cannot
+    /// encrypt under one nonce.
+    pub fn seal(&self, nonce: &[u8; NONCE_LEN], aad: &[u8], buf: &mut [u8]) -> [u8; TAG_LEN] {
+        assert!(
+            buf.len() as u64 <= MAX_LEN,
+            "AES-GCM input over 2^36-32 bytes"
+        );
+        #[cfg(target_arch = "x86_64")]
+        {
+            self.key.seal(nonce, aad, buf)
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = (nonce, aad, buf);
+            match self.never {}
+        }
+    }
+
+    /// Verifies `tag` over `aad` and the ciphertext in `buf` (in constant
+    /// time), and only then decrypts `buf` in place. On error `buf` is left
+    /// as it was (ciphertext).
+    pub fn open(
+        &self,
+        nonce: &[u8; NONCE_LEN],
+        aad: &[u8],
+        buf: &mut [u8],
+        tag: &[u8; TAG_LEN],
+    ) -> Result<(), OpenError> {
+        if buf.len() as u64 > MAX_LEN {
+            return Err(OpenError);
+        }
+        #[cfg(target_arch = "x86_64")]
+        {
+            self.key.open(nonce, aad, buf, tag)
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = (nonce, aad, buf, tag);
+            match self.never {}
+        }
+    }
+}
+
+impl core::fmt::Debug for AesGcm {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("AesGcm")
+            .field("key_bits", &(self.key_len() * 8))
+            .finish_non_exhaustive()
+    }
+}

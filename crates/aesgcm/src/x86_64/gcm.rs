@@ -1,0 +1,280 @@
+//! GCM (NIST SP 800-38D) over the AES and GHASH pieces, for a 96-bit
+//! nonce: J0 = nonce || 1, the data is encrypted with counters 2, 3, ..,
+//! and the tag is GHASH(AAD, ciphertext, lengths) xor AES_K(J0).
+//!
+//! Short inputs are the point: the first group of eight AES blocks is J0
+//! plus the first seven counter blocks (112 bytes), so a packet of up to 112
+//! bytes costs one interleaved AES pass (four blocks instead of eight when
+//! it has at most 48 bytes), and its GHASH one or two reductions.
+
+use core::arch::x86_64::*;
+
+use subtle::ConstantTimeEq;
+use zeroize::Zeroize;
+
+use super::aes::{self, RoundKeys};
+use super::block;
+use super::ghash::{Ghash, HPowers};
+use crate::{OpenError, NONCE_LEN, TAG_LEN};
+
+/// Data bytes covered by the first AES group (J0 plus 7 counter blocks).
+const FIRST_BYTES: usize = 7 * 16;
+/// Data bytes per later AES group.
+const GROUP_BYTES: usize = 8 * 16;
+/// Inputs up to this many bytes take a four-block first group.
+const SMALL_BYTES: usize = 3 * 16;
+
+pub(super) struct KeyMaterial {
+    rk: RoundKeys,
+    aes256: bool,
+    powers: HPowers,
+}
+
+impl Drop for KeyMaterial {
+    fn drop(&mut self) {
+        self.rk.zeroize();
+    }
+}
+
+impl KeyMaterial {
+    /// `None` unless `key` has 16 or 32 bytes.
+    #[target_feature(enable = "aes,pclmulqdq,ssse3,sse4.1")]
+    pub(super) fn new(key: &[u8]) -> Option<Self> {
+        let (rk, aes256) = if let Ok(k) = <&[u8; 32]>::try_from(key) {
+            (aes::expand_256(k), true)
+        } else {
+            (aes::expand_128(<&[u8; 16]>::try_from(key).ok()?), false)
+        };
+        let zero = [_mm_setzero_si128()];
+        let h = if aes256 {
+            aes::encrypt::<14, 1>(&rk, zero)
+        } else {
+            aes::encrypt::<10, 1>(&rk, zero)
+        };
+        let mut h_block = [0u8; 16];
+        block::store(&mut h_block, h[0]);
+        let powers = HPowers::new(&h_block);
+        h_block.zeroize();
+        Some(Self { rk, aes256, powers })
+    }
+
+    pub(super) fn key_len(&self) -> usize {
+        if self.aes256 {
+            32
+        } else {
+            16
+        }
+    }
+}
+
+/// Byte reversal: GCM's byte order <-> POLYVAL's (and the counter's).
+#[target_feature(enable = "aes,pclmulqdq,ssse3,sse4.1")]
+#[inline]
+fn reverse(v: __m128i) -> __m128i {
+    let idx = _mm_set_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    _mm_shuffle_epi8(v, idx)
+}
+
+/// A block given by its little-endian halves, in POLYVAL order.
+#[target_feature(enable = "aes,pclmulqdq,ssse3,sse4.1")]
+#[inline]
+fn polyval_order(lo: u64, hi: u64) -> __m128i {
+    _mm_set_epi64x(lo.swap_bytes() as i64, hi.swap_bytes() as i64)
+}
+
+/// J0 byte-reversed, so its 32-bit counter is lane 0 of 32 and adding to it
+/// with `_mm_add_epi32` is GCM's inc32 (mod 2^32).
+#[target_feature(enable = "aes,pclmulqdq,ssse3,sse4.1")]
+#[inline]
+fn counter_base(nonce: &[u8; NONCE_LEN]) -> __m128i {
+    let (head, tail) = nonce.split_at(8);
+    let head = u64::from_be_bytes(head.try_into().expect("8 bytes"));
+    let tail = u32::from_be_bytes(tail.try_into().expect("4 bytes"));
+    _mm_set_epi64x(head as i64, ((u64::from(tail) << 32) | 1) as i64)
+}
+
+/// Counter blocks J0+start .. J0+start+W-1, in GCM byte order.
+#[target_feature(enable = "aes,pclmulqdq,ssse3,sse4.1")]
+#[inline]
+fn counters<const W: usize>(base: __m128i, start: u32) -> [__m128i; W] {
+    let mut out = [base; W];
+    for (j, c) in out.iter_mut().enumerate() {
+        let n = start.wrapping_add(j as u32);
+        *c = reverse(_mm_add_epi32(base, _mm_set_epi32(0, 0, 0, n as i32)));
+    }
+    out
+}
+
+/// GHASH's last block: the bit lengths of AAD and ciphertext.
+#[target_feature(enable = "aes,pclmulqdq,ssse3,sse4.1")]
+#[inline]
+fn length_block(aad_len: usize, ct_len: usize) -> __m128i {
+    let bits = |n: usize| (n as u64).wrapping_mul(8) as i64;
+    _mm_set_epi64x(bits(aad_len), bits(ct_len))
+}
+
+/// Absorbs `data` in 16-byte blocks, the last zero-padded.
+#[target_feature(enable = "aes,pclmulqdq,ssse3,sse4.1")]
+#[inline]
+fn hash_bytes(g: &mut Ghash<'_>, data: &[u8]) {
+    let mut blocks = data.chunks_exact(16);
+    for b in &mut blocks {
+        g.absorb(reverse(block::load(b.try_into().expect("16 bytes"))));
+    }
+    let tail = blocks.remainder();
+    if !tail.is_empty() {
+        let (lo, hi) = block::partial_halves(tail);
+        g.absorb(polyval_order(lo, hi));
+    }
+}
+
+/// Encrypts `chunk` (at most `ks.len()` blocks) with the keystream `ks` and
+/// absorbs the ciphertext.
+#[target_feature(enable = "aes,pclmulqdq,ssse3,sse4.1")]
+#[inline]
+fn encrypt_and_hash(g: &mut Ghash<'_>, chunk: &mut [u8], ks: &[__m128i]) {
+    for (b, k) in chunk.chunks_mut(16).zip(ks) {
+        if let Ok(full) = <&mut [u8; 16]>::try_from(&mut *b) {
+            let ct = _mm_xor_si128(block::load(full), *k);
+            block::store(full, ct);
+            g.absorb(reverse(ct));
+        } else {
+            let (lo, hi) = block::partial_halves(b);
+            let (k_lo, k_hi) = block::lanes(*k);
+            let (lo, hi) = block::truncate(lo ^ k_lo, hi ^ k_hi, b.len());
+            block::store_partial(b, lo, hi);
+            g.absorb(polyval_order(lo, hi));
+        }
+    }
+}
+
+/// Xors the keystream `ks` into `chunk` (at most `ks.len()` blocks).
+#[target_feature(enable = "aes,pclmulqdq,ssse3,sse4.1")]
+#[inline]
+fn xor_keystream(chunk: &mut [u8], ks: &[__m128i]) {
+    for (b, k) in chunk.chunks_mut(16).zip(ks) {
+        if let Ok(full) = <&mut [u8; 16]>::try_from(&mut *b) {
+            block::store(full, _mm_xor_si128(block::load(full), *k));
+        } else {
+            let (lo, hi) = block::partial_halves(b);
+            let (k_lo, k_hi) = block::lanes(*k);
+            block::store_partial(b, lo ^ k_lo, hi ^ k_hi);
+        }
+    }
+}
+
+/// The tag: GHASH (POLYVAL order `s`) in GCM byte order, xor AES_K(J0).
+#[target_feature(enable = "aes,pclmulqdq,ssse3,sse4.1")]
+#[inline]
+fn tag(s: __m128i, ek_j0: __m128i) -> [u8; TAG_LEN] {
+    let mut out = [0u8; TAG_LEN];
+    block::store(&mut out, _mm_xor_si128(reverse(s), ek_j0));
+    out
+}
+
+fn ghash_blocks(aad: &[u8], ct_len: usize) -> usize {
+    aad.len().div_ceil(16) + ct_len.div_ceil(16) + 1
+}
+
+/// J0 and the keystream of the first `FIRST_BYTES` (fewer blocks for a
+/// short `len`; the unused lanes are zero).
+#[target_feature(enable = "aes,pclmulqdq,ssse3,sse4.1")]
+#[inline]
+fn first_group<const R: usize>(rk: &RoundKeys, base: __m128i, len: usize) -> [__m128i; 8] {
+    if len <= SMALL_BYTES {
+        let ks = aes::encrypt::<R, 4>(rk, counters::<4>(base, 0));
+        let z = _mm_setzero_si128();
+        [ks[0], ks[1], ks[2], ks[3], z, z, z, z]
+    } else {
+        aes::encrypt::<R, 8>(rk, counters::<8>(base, 0))
+    }
+}
+
+#[target_feature(enable = "aes,pclmulqdq,ssse3,sse4.1")]
+#[inline]
+fn seal_rounds<const R: usize>(
+    k: &KeyMaterial,
+    nonce: &[u8; NONCE_LEN],
+    aad: &[u8],
+    buf: &mut [u8],
+) -> [u8; TAG_LEN] {
+    let len = buf.len();
+    let mut g = Ghash::new(&k.powers, ghash_blocks(aad, len));
+    hash_bytes(&mut g, aad);
+    let base = counter_base(nonce);
+    let (first, rest) = buf.split_at_mut(len.min(FIRST_BYTES));
+    let ks = first_group::<R>(&k.rk, base, first.len());
+    encrypt_and_hash(&mut g, first, &ks[1..]);
+    let mut next = 8u32;
+    for chunk in rest.chunks_mut(GROUP_BYTES) {
+        let more = aes::encrypt::<R, 8>(&k.rk, counters::<8>(base, next));
+        encrypt_and_hash(&mut g, chunk, &more);
+        next = next.wrapping_add(8);
+    }
+    g.absorb(length_block(aad.len(), len));
+    tag(g.value(), ks[0])
+}
+
+#[target_feature(enable = "aes,pclmulqdq,ssse3,sse4.1")]
+#[inline]
+fn open_rounds<const R: usize>(
+    k: &KeyMaterial,
+    nonce: &[u8; NONCE_LEN],
+    aad: &[u8],
+    buf: &mut [u8],
+    expected: &[u8; TAG_LEN],
+) -> Result<(), OpenError> {
+    let len = buf.len();
+    let base = counter_base(nonce);
+    // Independent of the hash below, so the two overlap in the pipeline.
+    let ks = first_group::<R>(&k.rk, base, len.min(FIRST_BYTES));
+    let mut g = Ghash::new(&k.powers, ghash_blocks(aad, len));
+    hash_bytes(&mut g, aad);
+    hash_bytes(&mut g, buf);
+    g.absorb(length_block(aad.len(), len));
+    let computed = tag(g.value(), ks[0]);
+    if !bool::from(computed.ct_eq(expected)) {
+        return Err(OpenError);
+    }
+    let (first, rest) = buf.split_at_mut(len.min(FIRST_BYTES));
+    xor_keystream(first, &ks[1..]);
+    let mut next = 8u32;
+    for chunk in rest.chunks_mut(GROUP_BYTES) {
+        let more = aes::encrypt::<R, 8>(&k.rk, counters::<8>(base, next));
+        xor_keystream(chunk, &more);
+        next = next.wrapping_add(8);
+    }
+    Ok(())
+}
+
+/// Encrypts `buf` in place; returns the tag.
+#[target_feature(enable = "aes,pclmulqdq,ssse3,sse4.1")]
+pub(super) fn seal(
+    k: &KeyMaterial,
+    nonce: &[u8; NONCE_LEN],
+    aad: &[u8],
+    buf: &mut [u8],
+) -> [u8; TAG_LEN] {
+    if k.aes256 {
+        seal_rounds::<14>(k, nonce, aad, buf)
+    } else {
+        seal_rounds::<10>(k, nonce, aad, buf)
+    }
+}
+
+/// Checks the tag, then decrypts `buf` in place; `buf` is untouched on
+/// error.
+#[target_feature(enable = "aes,pclmulqdq,ssse3,sse4.1")]
+pub(super) fn open(
+    k: &KeyMaterial,
+    nonce: &[u8; NONCE_LEN],
+    aad: &[u8],
+    buf: &mut [u8],
+    tag: &[u8; TAG_LEN],
+) -> Result<(), OpenError> {
+    if k.aes256 {
+        open_rounds::<14>(k, nonce, aad, buf, tag)
+    } else {
+        open_rounds::<10>(k, nonce, aad, buf, tag)
+    }
+}

@@ -1,0 +1,75 @@
+//! The x86_64 implementation. Everything that touches intrinsics is a
+//! `#[target_feature(enable = "aes,pclmulqdq,ssse3,sse4.1")]` function; this
+//! module is the one place that calls them, and only through a [`Key`],
+//! which holds the proof ([`CpuFeatures`]) that the CPU has those features.
+
+mod aes;
+mod block;
+mod gcm;
+mod ghash;
+
+use crate::{OpenError, NONCE_LEN, TAG_LEN};
+
+/// Proof that the running CPU has every feature named in the
+/// `#[target_feature]` attributes of this module's functions. Only
+/// [`CpuFeatures::detect`] makes one.
+#[derive(Clone, Copy)]
+pub(crate) struct CpuFeatures(());
+
+impl CpuFeatures {
+    pub(crate) fn detect() -> Option<Self> {
+        let all = std::arch::is_x86_feature_detected!("aes")
+            && std::arch::is_x86_feature_detected!("pclmulqdq")
+            && std::arch::is_x86_feature_detected!("ssse3")
+            && std::arch::is_x86_feature_detected!("sse4.1");
+        all.then_some(Self(()))
+    }
+}
+
+/// An expanded key plus the proof that its functions may run here.
+pub(crate) struct Key {
+    _cpu: CpuFeatures,
+    material: gcm::KeyMaterial,
+}
+
+impl Key {
+    pub(crate) fn new(key: &[u8]) -> Option<Self> {
+        let cpu = CpuFeatures::detect()?;
+        if key.len() != 16 && key.len() != 32 {
+            return None;
+        }
+        // SAFETY: `cpu` exists, so the CPU has aes, pclmulqdq, ssse3 and
+        // sse4.1, the features `KeyMaterial::new` is compiled for.
+        let material = unsafe { gcm::KeyMaterial::new(key) }?;
+        Some(Self {
+            _cpu: cpu,
+            material,
+        })
+    }
+
+    pub(crate) fn key_len(&self) -> usize {
+        self.material.key_len()
+    }
+
+    pub(crate) fn seal(
+        &self,
+        nonce: &[u8; NONCE_LEN],
+        aad: &[u8],
+        buf: &mut [u8],
+    ) -> [u8; TAG_LEN] {
+        // SAFETY: a `Key` holds a `CpuFeatures`, made only after the run-time
+        // check of the features `gcm::seal` is compiled for.
+        unsafe { gcm::seal(&self.material, nonce, aad, buf) }
+    }
+
+    pub(crate) fn open(
+        &self,
+        nonce: &[u8; NONCE_LEN],
+        aad: &[u8],
+        buf: &mut [u8],
+        tag: &[u8; TAG_LEN],
+    ) -> Result<(), OpenError> {
+        // SAFETY: as in `seal`: `self._cpu` proves the features.
+        unsafe { gcm::open(&self.material, nonce, aad, buf, tag) }
+    }
+}
