@@ -5,6 +5,7 @@
 use espgw_esp::{OutboundSa, Suite, Verdict};
 use espgw_wire::{PacketBuf, VecBuf};
 
+use crate::flows::{Flows, FIRST_PORT};
 use crate::gateway::{self, Gateway};
 use crate::generator::{Template, BURST};
 use crate::options::{Direction, Size};
@@ -12,19 +13,29 @@ use crate::packets::{self, ETH_LEN, L1_OVERHEAD};
 use crate::sink::{EspExpect, InnerExpect};
 
 /// Distinct pre-encrypted packets per decrypt pass (about that many: a
-/// multiple of the burst and of the size pattern). After a pass the
-/// generator starts over with the same sequence numbers, and the stage gets
-/// a fresh inbound SA (outside the timed region).
+/// multiple of the burst, of the size pattern and of the flows). After a
+/// pass the generator starts over with the same sequence numbers, and the
+/// stage gets a fresh inbound SA (outside the timed region).
 const DECRYPT_PASS: usize = 2048;
+
+/// The most bytes of pre-built packets one worker's case may hold (each
+/// layer keeps a copy or two more): many flows of big packets are refused
+/// rather than swapping.
+const MAX_PACKET_BYTES: usize = 256 << 20;
 
 /// Everything one worker needs for one case.
 pub struct CaseData {
     pub suite: Suite,
     pub direction: Direction,
     pub worker: usize,
-    /// Inner IP packets (no Ethernet), one per pattern slot.
+    /// Distinct flows the packets cycle over.
+    pub flows: usize,
+    /// Inner IP packets (no Ethernet) our host sends (encrypt cases only):
+    /// packet i has the size of pattern slot i and is of flow i, both
+    /// cyclically.
     pub inner: Vec<Template>,
-    /// Outer IP ESP packets (no Ethernet), sequence 1..=n.
+    /// Outer IP ESP packets (no Ethernet), sequence 1..=n, of the far
+    /// host's flows (decrypt cases only).
     pub esp: Vec<Template>,
     /// Bytes on the encrypted link per inner length (ESP frame + L1 overhead).
     wire_by_len: Vec<(usize, usize)>,
@@ -39,6 +50,34 @@ pub struct CaseData {
     pub sent_forwarded_expect: InnerExpect,
 }
 
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+/// The least common multiple: after that many packets both the size
+/// pattern and the flows start over together.
+fn lcm(a: usize, b: usize) -> usize {
+    a / gcd(a, b) * b
+}
+
+/// Refuses a packet set of `count` packets of about `mean_len` bytes that
+/// would not fit [`MAX_PACKET_BYTES`].
+fn check_memory(count: usize, mean_len: f64, flows: usize) -> Result<(), String> {
+    let bytes = count as f64 * (mean_len + 64.0);
+    if bytes > MAX_PACKET_BYTES as f64 {
+        return Err(format!(
+            "--flows {flows}: {count} distinct pre-built packets of about {mean_len:.0} bytes need {:.0} MiB per worker (at most {} MiB); use fewer flows or smaller packets",
+            bytes / f64::from(1 << 20),
+            MAX_PACKET_BYTES >> 20
+        ));
+    }
+    Ok(())
+}
+
 impl CaseData {
     pub fn new(
         gw: &Gateway,
@@ -46,32 +85,48 @@ impl CaseData {
         size: Size,
         direction: Direction,
         w: usize,
+        flows: usize,
     ) -> Result<Self, String> {
         let pattern = size.pattern();
         let our_out = OutboundSa::new(&gw.outbound(w), 0).map_err(|e| e.to_string())?;
         let far = gateway::far_frame(w);
         let near = gateway::protected_frame(w);
+        // Each side's flows come from its own network, which the tunnel's
+        // traffic selectors cover.
+        let near_flows = Flows::new(flows, near.src_ip)?;
+        let far_flows = Flows::new(flows, far.src_ip)?;
 
         // Encrypt: what our host sends into the protected port.
-        let inner: Vec<Template> = pattern
-            .iter()
-            .map(|&n| Template {
-                bytes: packets::ipv4_udp(n, near.src_ip, near.dst_ip),
-                inner_len: n,
-                seq: 0,
-            })
-            .collect();
+        let mut inner = Vec::new();
+        if direction == Direction::Encrypt {
+            let count = lcm(flows, pattern.len());
+            check_memory(count, size.mean(), flows)?;
+            inner = (0..count)
+                .map(|i| {
+                    let n = pattern[i % pattern.len()];
+                    let (src, sport) = near_flows.source(i);
+                    Template {
+                        bytes: packets::ipv4_udp(n, src, near.dst_ip, sport),
+                        inner_len: n,
+                        seq: 0,
+                    }
+                })
+                .collect();
+        }
 
         // Decrypt: what the far host sends, encrypted by the peer gateway.
         let mut esp = Vec::new();
         if direction == Direction::Decrypt {
             let peer = OutboundSa::new(&gw.peer_outbound(w), 0).map_err(|e| e.to_string())?;
-            let period = BURST * pattern.len();
+            let period = lcm(flows, BURST * pattern.len());
             let count = DECRYPT_PASS.div_ceil(period) * period;
+            check_memory(count, size.mean(), flows)?;
+            esp.reserve(count);
             for i in 0..count {
                 let n = pattern[i % pattern.len()];
+                let (src, sport) = far_flows.source(i);
                 let mut buf = [VecBuf::with_room(
-                    &packets::ipv4_udp(n, far.src_ip, far.dst_ip),
+                    &packets::ipv4_udp(n, src, far.dst_ip, sport),
                     VecBuf::DEFAULT_HEADROOM,
                     256,
                 )];
@@ -90,25 +145,32 @@ impl CaseData {
             }
         }
 
-        let mut wire_by_len: Vec<(usize, usize)> = Vec::new();
+        let mut sizes: Vec<usize> = Vec::new();
         for &n in &pattern {
-            if !wire_by_len.iter().any(|(l, _)| *l == n) {
-                wire_by_len.push((n, ETH_LEN + n + our_out.overhead(n) + L1_OVERHEAD));
+            if !sizes.contains(&n) {
+                sizes.push(n);
             }
         }
+        let wire_by_len = sizes
+            .iter()
+            .map(|&n| (n, ETH_LEN + n + our_out.overhead(n) + L1_OVERHEAD))
+            .collect();
         let (local, remote) = (gateway::GW_UNPROT_IP, gateway::PEER_IP);
-        let sent = || inner.iter().map(|t| t.bytes.clone()).collect::<Vec<_>>();
-        let sent_expect = InnerExpect::new(near.src_ip, near.dst_ip, 64, sent());
-        let sent_forwarded_expect = InnerExpect::new(near.src_ip, near.dst_ip, 63, sent());
-        let originals = || {
-            pattern
+        // Flow 0's packet of each size: the sink's reference.
+        let flow0 = |a: &packets::FrameAddrs| {
+            sizes
                 .iter()
-                .map(|&n| packets::ipv4_udp(n, far.src_ip, far.dst_ip))
+                .map(|&n| packets::ipv4_udp(n, a.src_ip, a.dst_ip, FIRST_PORT))
+                .collect::<Vec<_>>()
+        };
+        let expect = |f: Flows, a: &packets::FrameAddrs, ttl: u8| {
+            InnerExpect::new(f, a.dst_ip, ttl, flow0(a))
         };
         Ok(CaseData {
             suite,
             direction,
             worker: w,
+            flows,
             inner,
             esp,
             esp_expect: EspExpect {
@@ -117,10 +179,10 @@ impl CaseData {
                 dst: remote,
                 outer_lens: pattern.iter().map(|&n| n + our_out.overhead(n)).collect(),
             },
-            inner_expect: InnerExpect::new(far.src_ip, far.dst_ip, 64, originals()),
-            forwarded_expect: InnerExpect::new(far.src_ip, far.dst_ip, 63, originals()),
-            sent_expect,
-            sent_forwarded_expect,
+            inner_expect: expect(far_flows, &far, 64),
+            forwarded_expect: expect(far_flows, &far, 63),
+            sent_expect: expect(near_flows, &near, 64),
+            sent_forwarded_expect: expect(near_flows, &near, 63),
             wire_by_len,
         })
     }
@@ -167,6 +229,7 @@ mod tests {
     use super::*;
     use crate::sink::{check_esp, check_inner, Invalid, PeerDecrypt};
     use espgw_esp::InboundSa;
+    use std::collections::HashSet;
 
     fn encap(gw: &Gateway, w: usize, ip: &[u8]) -> Vec<u8> {
         let sa = OutboundSa::new(&gw.outbound(w), 0).unwrap();
@@ -181,7 +244,7 @@ mod tests {
     fn our_esp_passes_the_sink_and_the_peer_and_a_flipped_bit_does_not() {
         for suite in Suite::ALL {
             let gw = Gateway::new(suite, 2).unwrap();
-            let case = CaseData::new(&gw, suite, Size::Imix, Direction::Encrypt, 1).unwrap();
+            let case = CaseData::new(&gw, suite, Size::Imix, Direction::Encrypt, 1, 64).unwrap();
             let esp = encap(&gw, 1, &case.inner[7].bytes);
             assert_eq!(
                 check_esp(&esp, &case.esp_expect),
@@ -216,6 +279,7 @@ mod tests {
             Size::Fixed(100),
             Direction::Decrypt,
             0,
+            64,
         )
         .unwrap();
         assert_eq!(case.esp.len() % BURST, 0);
@@ -230,5 +294,111 @@ mod tests {
         }
         // The wire bytes include the ESP overhead and Ethernet L1 framing.
         assert!(case.wire_bytes(100) > 100 + ETH_LEN + L1_OVERHEAD + 8 + 16 + 12);
+    }
+
+    /// Source address and UDP source port of an inner IPv4/UDP packet.
+    fn flow_of(ip: &[u8]) -> (std::net::Ipv4Addr, u16) {
+        (
+            std::net::Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]),
+            u16::from_be_bytes([ip[20], ip[21]]),
+        )
+    }
+
+    #[test]
+    fn encrypt_packets_cycle_over_the_requested_flows() {
+        let gw = Gateway::new(Suite::Aes128Gcm16, 1).unwrap();
+        for flows in [1, 64, 100] {
+            let case = CaseData::new(
+                &gw,
+                Suite::Aes128Gcm16,
+                Size::Imix,
+                Direction::Encrypt,
+                0,
+                flows,
+            )
+            .unwrap();
+            let seen: HashSet<_> = case.inner.iter().map(|t| flow_of(&t.bytes)).collect();
+            assert_eq!(seen.len(), flows, "{flows} flows");
+            // Every packet passes the peer's view of what our host sent,
+            // and every size of the pattern comes with the flows.
+            for t in &case.inner {
+                let mut p = t.bytes.clone();
+                assert_eq!(check_inner(&p, &case.sent_expect), Ok(()));
+                // The same packet from the first port past the set.
+                p[20..22].copy_from_slice(&(FIRST_PORT + flows as u16).to_be_bytes());
+                assert_eq!(
+                    check_inner(&p, &case.sent_expect),
+                    Err(Invalid::UnknownFlow)
+                );
+            }
+            assert_eq!(case.inner.len() % 12, 0, "whole imix patterns");
+        }
+    }
+
+    #[test]
+    fn decrypt_packets_of_many_flows_open_and_pass_the_sink() {
+        let gw = Gateway::new(Suite::Aes128Gcm16, 1).unwrap();
+        let case = CaseData::new(
+            &gw,
+            Suite::Aes128Gcm16,
+            Size::Fixed(64),
+            Direction::Decrypt,
+            0,
+            3000,
+        )
+        .unwrap();
+        // A pass covers every flow, in whole bursts.
+        assert_eq!(case.esp.len(), 12_000, "lcm(3000, 32) >= 2048");
+        assert_eq!(case.esp.len() % 3000, 0);
+        let mut sa = InboundSa::new(&gw.inbound(0), 0).unwrap();
+        let mut seen = HashSet::new();
+        for t in &case.esp {
+            let mut buf = [VecBuf::with_room(&t.bytes, VecBuf::DEFAULT_HEADROOM, 0)];
+            let mut v = [Verdict::default()];
+            sa.decap_burst(&mut buf, &mut v, 0);
+            assert!(v[0].is_forward(), "{v:?}");
+            assert_eq!(check_inner(buf[0].data(), &case.inner_expect), Ok(()));
+            seen.insert(flow_of(buf[0].data()));
+        }
+        assert_eq!(seen.len(), 3000);
+    }
+
+    #[test]
+    fn past_50000_flows_the_next_source_address_is_used() {
+        let gw = Gateway::new(Suite::Aes128Gcm16, 1).unwrap();
+        let case = CaseData::new(
+            &gw,
+            Suite::Aes128Gcm16,
+            Size::Fixed(64),
+            Direction::Encrypt,
+            0,
+            50_002,
+        )
+        .unwrap();
+        assert_eq!(case.inner.len(), 50_002);
+        let (src0, _) = flow_of(&case.inner[0].bytes);
+        let (src_last, port_last) = flow_of(&case.inner[50_001].bytes);
+        assert_eq!(u32::from(src_last), u32::from(src0) + 1);
+        assert_eq!(port_last, FIRST_PORT + 1);
+        assert_eq!(
+            check_inner(&case.inner[50_001].bytes, &case.sent_expect),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn too_many_big_packets_are_refused_with_the_reason() {
+        let gw = Gateway::new(Suite::Aes128Gcm16, 1).unwrap();
+        let err = CaseData::new(
+            &gw,
+            Suite::Aes128Gcm16,
+            Size::Fixed(1420),
+            Direction::Encrypt,
+            0,
+            1_000_000,
+        )
+        .err()
+        .expect("refused");
+        assert!(err.contains("--flows 1000000"), "{err}");
     }
 }

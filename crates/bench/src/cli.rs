@@ -16,6 +16,8 @@ pub struct Args {
     pub direction: Option<String>,
     pub workers: Option<usize>,
     pub seconds: Option<f64>,
+    /// Distinct flows per worker (default 64).
+    pub flows: Option<usize>,
     pub json: Option<PathBuf>,
     pub svg: Option<PathBuf>,
 }
@@ -41,6 +43,9 @@ impl Args {
         }
         if let Some(s) = self.seconds {
             o.seconds = options::check_seconds(s)?;
+        }
+        if let Some(n) = self.flows {
+            o.flows = options::check_flows(n)?;
         }
         o.json = self.json.clone();
         o.svg = self.svg.clone();
@@ -118,6 +123,7 @@ mod tests {
             direction: Some("decrypt".into()),
             workers: Some(2),
             seconds: Some(0.1),
+            flows: Some(1),
             ..Args::default()
         };
         let o = a.options("espgw bench".into()).unwrap();
@@ -127,10 +133,16 @@ mod tests {
             (o.workers, o.seconds, o.command.as_str()),
             (2, 0.1, "espgw bench")
         );
+        assert_eq!(o.flows, 1);
         let bad = Args {
             workers: Some(0),
             ..Args::default()
         };
         assert!(bad.options(String::new()).is_err());
+        let no_flows = Args {
+            flows: Some(0),
+            ..Args::default()
+        };
+        assert!(no_flows.options(String::new()).is_err());
     }
 }

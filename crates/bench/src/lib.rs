@@ -16,6 +16,7 @@
 
 pub mod case;
 pub mod cli;
+pub mod flows;
 pub mod gateway;
 pub mod generator;
 pub mod imix;

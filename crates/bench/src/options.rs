@@ -6,6 +6,7 @@ use std::str::FromStr;
 
 use espgw_esp::Suite;
 
+use crate::flows::{DEFAULT_FLOWS, MAX_FLOWS};
 use crate::imix;
 
 /// The standard sizes when `--sizes` is not given (inner IP packet bytes);
@@ -80,6 +81,8 @@ pub struct Options {
     pub workers: usize,
     /// Measuring time per layer of each case.
     pub seconds: f64,
+    /// Distinct flows (UDP 5-tuples) each worker's packets cycle over.
+    pub flows: usize,
     pub json: Option<PathBuf>,
     pub svg: Option<PathBuf>,
     /// The command line as typed, for the JSON report.
@@ -100,6 +103,7 @@ impl Default for Options {
             directions: vec![Direction::Encrypt, Direction::Decrypt],
             workers: 1,
             seconds: 0.5,
+            flows: DEFAULT_FLOWS,
             json: None,
             svg: None,
             command: String::new(),
@@ -194,6 +198,15 @@ pub fn check_seconds(s: f64) -> Result<f64, OptionError> {
     }
 }
 
+/// `--flows`: 1..=[`MAX_FLOWS`].
+pub fn check_flows(n: usize) -> Result<usize, OptionError> {
+    if (1..=MAX_FLOWS).contains(&n) {
+        Ok(n)
+    } else {
+        Err(OptionError(format!("--flows: {n} (1..={MAX_FLOWS})")))
+    }
+}
+
 /// `--workers`: at least one.
 pub fn check_workers(n: usize) -> Result<usize, OptionError> {
     if n >= 1 {
@@ -243,6 +256,10 @@ mod tests {
         assert!(check_seconds(f64::NAN).is_err());
         assert_eq!(check_seconds(0.5).unwrap(), 0.5);
         assert!(check_workers(0).is_err());
+        assert!(check_flows(0).is_err());
+        assert!(check_flows(MAX_FLOWS + 1).is_err());
+        assert_eq!(check_flows(1), Ok(1));
+        assert_eq!(Options::default().flows, 64);
     }
 
     #[test]

@@ -8,6 +8,8 @@ use std::net::Ipv4Addr;
 
 use espgw_wire::MacAddr;
 
+use crate::flows::DST_PORT;
+
 pub const ETH_LEN: usize = 14;
 pub const IPV4_LEN: usize = 20;
 pub const UDP_LEN: usize = 8;
@@ -50,8 +52,8 @@ pub fn checksum(bytes: &[u8]) -> u16 {
 }
 
 /// An IPv4 + UDP packet of exactly `ip_len` bytes (no Ethernet), TTL 64,
-/// UDP checksum 0 (allowed over IPv4).
-pub fn ipv4_udp(ip_len: usize, src: Ipv4Addr, dst: Ipv4Addr) -> Vec<u8> {
+/// from UDP port `sport` to [`DST_PORT`], UDP checksum 0 (allowed over IPv4).
+pub fn ipv4_udp(ip_len: usize, src: Ipv4Addr, dst: Ipv4Addr, sport: u16) -> Vec<u8> {
     assert!(
         ip_len >= IPV4_LEN + UDP_LEN,
         "inner packet too small: {ip_len}"
@@ -67,8 +69,8 @@ pub fn ipv4_udp(ip_len: usize, src: Ipv4Addr, dst: Ipv4Addr) -> Vec<u8> {
     let sum = checksum(&p[..IPV4_LEN]);
     p[10..12].copy_from_slice(&sum.to_be_bytes());
     let udp = &mut p[IPV4_LEN..];
-    udp[0..2].copy_from_slice(&40000u16.to_be_bytes());
-    udp[2..4].copy_from_slice(&5001u16.to_be_bytes());
+    udp[0..2].copy_from_slice(&sport.to_be_bytes());
+    udp[2..4].copy_from_slice(&DST_PORT.to_be_bytes());
     udp[4..6].copy_from_slice(&((ip_len - IPV4_LEN) as u16).to_be_bytes());
     for (i, b) in p[IPV4_LEN + UDP_LEN..].iter_mut().enumerate() {
         *b = payload_byte(ip_len, i);
@@ -86,11 +88,6 @@ pub fn ethernet(addrs: &FrameAddrs, ip: &[u8]) -> Vec<u8> {
     f
 }
 
-/// An Ethernet + IPv4 + UDP frame whose IP packet is `ip_len` bytes.
-pub fn frame(addrs: &FrameAddrs, ip_len: usize) -> Vec<u8> {
-    ethernet(addrs, &ipv4_udp(ip_len, addrs.src_ip, addrs.dst_ip))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -104,10 +101,17 @@ mod tests {
 
     #[test]
     fn ipv4_header_checksums_to_zero_and_lengths_agree() {
-        let p = ipv4_udp(64, Ipv4Addr::new(10, 1, 0, 10), Ipv4Addr::new(10, 2, 0, 10));
+        let p = ipv4_udp(
+            64,
+            Ipv4Addr::new(10, 1, 0, 10),
+            Ipv4Addr::new(10, 2, 0, 10),
+            10007,
+        );
         assert_eq!(p.len(), 64);
         assert_eq!(checksum(&p[..IPV4_LEN]), 0, "a valid header sums to 0xffff");
         assert_eq!(u16::from_be_bytes([p[2], p[3]]), 64);
+        assert_eq!(u16::from_be_bytes([p[20], p[21]]), 10007);
+        assert_eq!(u16::from_be_bytes([p[22], p[23]]), DST_PORT);
         assert_eq!(u16::from_be_bytes([p[24], p[25]]), 44);
         assert_eq!(p[28], payload_byte(64, 0));
     }

@@ -28,6 +28,8 @@ pub struct Row {
     pub size: Size,
     pub direction: Direction,
     pub workers: usize,
+    /// Distinct flows per worker.
+    pub flows: usize,
     pub layer: Layer,
     pub rates: Rates,
     /// All workers merged (counts, tally, latency).
@@ -147,18 +149,11 @@ pub fn run(opts: &Options) -> Result<Report, String> {
                         direction,
                         workers: n,
                         seconds: opts.seconds,
+                        flows: opts.flows,
                         tsc_hz: tsc_hz as f64,
                     };
                     let per_layer = run_case(spec, &pools[..n], &cores)?;
-                    rows.extend(rows_of_case(
-                        suite,
-                        size,
-                        direction,
-                        n,
-                        per_layer,
-                        tsc_hz as f64,
-                        &rows,
-                    ));
+                    rows.extend(rows_of_case(spec, per_layer, tsc_hz as f64, &rows));
                 }
             }
         }
@@ -209,6 +204,7 @@ struct CaseSpec {
     workers: usize,
     /// Measuring time per layer.
     seconds: f64,
+    flows: usize,
     tsc_hz: f64,
 }
 
@@ -286,7 +282,7 @@ fn worker_thread(
 /// each slice started together with the other workers.
 fn measure_layers(spec: CaseSpec, env: &WorkerEnv<'_>) -> Result<Vec<Measured>, String> {
     let gw = env.gateway;
-    let case = CaseData::new(gw, spec.suite, spec.size, spec.direction, env.w);
+    let case = CaseData::new(gw, spec.suite, spec.size, spec.direction, env.w, spec.flows);
     let slices = layers::slices(spec.seconds);
     let slice = spec.seconds / slices as f64;
     let mut measured: Vec<Measured> = Layer::ALL.iter().map(|_| Measured::new()).collect();
@@ -328,14 +324,12 @@ fn measure_layers(spec: CaseSpec, env: &WorkerEnv<'_>) -> Result<Vec<Measured>, 
 }
 
 fn rows_of_case(
-    suite: Suite,
-    size: Size,
-    direction: Direction,
-    n: usize,
+    spec: CaseSpec,
     per_layer: Vec<(Layer, Vec<Measured>)>,
     tsc_hz: f64,
     earlier: &[Row],
 ) -> Vec<Row> {
+    let (suite, size, direction, n) = (spec.suite, spec.size, spec.direction, spec.workers);
     let ceiling = per_layer
         .iter()
         .find(|(l, _)| *l == Layer::Cipher)
@@ -357,6 +351,7 @@ fn rows_of_case(
                 size,
                 direction,
                 workers: n,
+                flows: spec.flows,
                 layer,
                 rates,
                 measured: merge(&measured),

@@ -7,15 +7,18 @@
 //!   the peer's, protocol 50, the expected SPI, an outer length that one of
 //!   the case's inner sizes encapsulates to.
 //! * Plaintext out (decrypt): Ethernet to the host, the inner IPv4 header as
-//!   sent (addresses, length, TTL as expected, valid checksum), and the UDP
-//!   header and payload byte for byte.
+//!   sent (addresses, length, TTL as expected, identification, flags,
+//!   protocol, valid checksum), a source address and UDP source port that
+//!   are one of the case's flows, the rest of the UDP header, and the
+//!   payload byte for byte.
 
 use std::net::Ipv4Addr;
 
 use espgw_esp::{InboundSa, SaConfig, Verdict};
 use espgw_wire::{MacAddr, PacketBuf, VecBuf};
 
-use crate::packets::{checksum, ETH_LEN, IPV4_LEN};
+use crate::flows::Flows;
+use crate::packets::{checksum, ETH_LEN, IPV4_LEN, UDP_LEN};
 
 /// Why a packet failed the sink.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,6 +34,8 @@ pub enum Invalid {
     WrongTtl,
     PayloadMismatch,
     WrongPort,
+    WrongHeader,
+    UnknownFlow,
     Rejected,
     PeerCannotDecrypt,
 }
@@ -49,6 +54,8 @@ impl Invalid {
             Invalid::WrongTtl => "wrong_ttl",
             Invalid::PayloadMismatch => "payload_mismatch",
             Invalid::WrongPort => "wrong_port",
+            Invalid::WrongHeader => "wrong_header",
+            Invalid::UnknownFlow => "unknown_flow",
             Invalid::Rejected => "rejected_by_stage",
             Invalid::PeerCannotDecrypt => "peer_cannot_decrypt",
         }
@@ -69,8 +76,9 @@ pub fn check_ethernet(frame: &[u8], src: MacAddr, dst: MacAddr) -> Result<&[u8],
     Ok(&frame[ETH_LEN..])
 }
 
-/// Checks the common IPv4 header fields; returns the total length.
-fn check_ipv4(ip: &[u8], src: Ipv4Addr, dst: Ipv4Addr) -> Result<usize, Invalid> {
+/// Checks the common IPv4 header fields, the source address when `src`
+/// is given (else it is the caller's to check); returns the total length.
+fn check_ipv4(ip: &[u8], src: Option<Ipv4Addr>, dst: Ipv4Addr) -> Result<usize, Invalid> {
     if ip.len() < IPV4_LEN {
         return Err(Invalid::Truncated);
     }
@@ -81,7 +89,7 @@ fn check_ipv4(ip: &[u8], src: Ipv4Addr, dst: Ipv4Addr) -> Result<usize, Invalid>
     if total != ip.len() {
         return Err(Invalid::WrongLength);
     }
-    if ip[12..16] != src.octets() || ip[16..20] != dst.octets() {
+    if ip[16..20] != dst.octets() || src.is_some_and(|s| ip[12..16] != s.octets()) {
         return Err(Invalid::WrongAddress);
     }
     if checksum(&ip[..IPV4_LEN]) != 0 {
@@ -102,7 +110,7 @@ pub struct EspExpect {
 
 /// Checks an outer IPv4 ESP packet (no Ethernet).
 pub fn check_esp(ip: &[u8], e: &EspExpect) -> Result<(), Invalid> {
-    let total = check_ipv4(ip, e.src, e.dst)?;
+    let total = check_ipv4(ip, Some(e.src), e.dst)?;
     if ip[9] != 50 {
         return Err(Invalid::NotEsp);
     }
@@ -120,26 +128,28 @@ pub fn check_esp(ip: &[u8], e: &EspExpect) -> Result<(), Invalid> {
 }
 
 /// What a plaintext packet out of the gateway must look like: one of the
-/// packets the peer encrypted, restored.
+/// packets the sender sent, of one of its flows, restored.
 #[derive(Debug, Clone)]
 pub struct InnerExpect {
-    pub src: Ipv4Addr,
+    /// The flows the packets may belong to (source address and port).
+    pub flows: Flows,
     pub dst: Ipv4Addr,
     pub ttl: u8,
-    /// The original inner packet of each size (a handful: a linear search
-    /// beats hashing).
+    /// The packet of each size as flow 0 sent it (a handful: a linear
+    /// search beats hashing). Other flows differ from it only in the
+    /// source address, the UDP source port and the header checksum.
     pub originals: Vec<Vec<u8>>,
 }
 
 impl InnerExpect {
     pub fn new(
-        src: Ipv4Addr,
+        flows: Flows,
         dst: Ipv4Addr,
         ttl: u8,
         originals: impl IntoIterator<Item = Vec<u8>>,
     ) -> Self {
         InnerExpect {
-            src,
+            flows,
             dst,
             ttl,
             originals: originals.into_iter().collect(),
@@ -149,16 +159,32 @@ impl InnerExpect {
 
 /// Checks a restored inner IPv4 packet (no Ethernet).
 pub fn check_inner(ip: &[u8], e: &InnerExpect) -> Result<(), Invalid> {
-    let total = check_ipv4(ip, e.src, e.dst)?;
+    let total = check_ipv4(ip, None, e.dst)?;
     let original = e
         .originals
         .iter()
         .find(|p| p.len() == total)
         .ok_or(Invalid::WrongLength)?;
+    if total < IPV4_LEN + UDP_LEN {
+        return Err(Invalid::Truncated);
+    }
     if ip[8] != e.ttl {
         return Err(Invalid::WrongTtl);
     }
-    if ip[9] != original[9] || ip[IPV4_LEN..] != original[IPV4_LEN..] {
+    // Identification, flags and fragment offset, protocol.
+    if ip[4..8] != original[4..8] || ip[9] != original[9] {
+        return Err(Invalid::WrongHeader);
+    }
+    let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
+    let sport = u16::from_be_bytes([ip[IPV4_LEN], ip[IPV4_LEN + 1]]);
+    if e.flows.index_of(src, sport).is_none() {
+        return Err(Invalid::UnknownFlow);
+    }
+    // Destination port, UDP length and checksum: the same for every flow.
+    if ip[IPV4_LEN + 2..IPV4_LEN + UDP_LEN] != original[IPV4_LEN + 2..IPV4_LEN + UDP_LEN] {
+        return Err(Invalid::WrongHeader);
+    }
+    if ip[IPV4_LEN + UDP_LEN..] != original[IPV4_LEN + UDP_LEN..] {
         return Err(Invalid::PayloadMismatch);
     }
     Ok(())
@@ -237,6 +263,7 @@ impl Tally {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::flows::FIRST_PORT;
     use crate::packets::{ethernet, ipv4_udp, FrameAddrs};
 
     const A: Ipv4Addr = Ipv4Addr::new(10, 2, 0, 10);
@@ -247,6 +274,7 @@ mod tests {
             total,
             Ipv4Addr::new(192, 0, 2, 1),
             Ipv4Addr::new(192, 0, 2, 2),
+            FIRST_PORT,
         );
         p[9] = 50;
         p[10] = 0;
@@ -290,17 +318,42 @@ mod tests {
         assert_eq!(check_esp(&bad[..10], &e), Err(Invalid::Truncated));
     }
 
+    /// `p` as the worker forwards it: TTL 63, header checksum redone.
+    fn forwarded(mut p: Vec<u8>) -> Vec<u8> {
+        p[8] = 63;
+        reseal(&mut p);
+        p
+    }
+
+    /// Recomputes the IPv4 header checksum of `p` after a header edit, so
+    /// that only the edited field is wrong.
+    fn reseal(p: &mut [u8]) {
+        p[10..12].fill(0);
+        let sum = checksum(&p[..20]);
+        p[10..12].copy_from_slice(&sum.to_be_bytes());
+    }
+
+    /// Four flows from A (ports FIRST_PORT..+3) to B, sizes 128 and 64.
+    fn four_flows() -> InnerExpect {
+        let flows = Flows::new(4, A).unwrap();
+        InnerExpect::new(
+            flows,
+            B,
+            63,
+            [
+                ipv4_udp(128, A, B, FIRST_PORT),
+                ipv4_udp(64, A, B, FIRST_PORT),
+            ],
+        )
+    }
+
     #[test]
     fn inner_check_rejects_a_corrupted_payload_byte_anywhere() {
-        let original = ipv4_udp(128, A, B);
-        let e = InnerExpect::new(A, B, 63, [original.clone(), ipv4_udp(64, A, B)]);
-        let mut restored = original.clone();
-        restored[8] = 63;
-        restored[10..12].fill(0);
-        let sum = checksum(&restored[..20]);
-        restored[10..12].copy_from_slice(&sum.to_be_bytes());
+        let e = four_flows();
+        let original = ipv4_udp(128, A, B, FIRST_PORT);
+        let restored = forwarded(original.clone());
         assert_eq!(check_inner(&restored, &e), Ok(()));
-        for at in [20, 27, 28, 100, 127] {
+        for at in [28, 100, 127] {
             let mut corrupt = restored.clone();
             corrupt[at] ^= 0x80;
             assert_eq!(
@@ -315,10 +368,56 @@ mod tests {
         bad_sum[10] ^= 1;
         assert_eq!(check_inner(&bad_sum, &e), Err(Invalid::BadChecksum));
         // A size the case never sent.
-        let other = ipv4_udp(256, A, B);
+        let other = forwarded(ipv4_udp(256, A, B, FIRST_PORT));
         assert_eq!(check_inner(&other, &e), Err(Invalid::WrongLength));
         // A truncated packet whose header still claims the full length.
         assert_eq!(check_inner(&restored[..100], &e), Err(Invalid::WrongLength));
+    }
+
+    #[test]
+    fn inner_check_accepts_every_flow_of_the_set_and_no_other() {
+        let e = four_flows();
+        for port in FIRST_PORT..FIRST_PORT + 4 {
+            for size in [64, 128] {
+                let p = forwarded(ipv4_udp(size, A, B, port));
+                assert_eq!(check_inner(&p, &e), Ok(()), "port {port}, {size} B");
+            }
+        }
+        // One port past the set, a port far outside it, the next address.
+        let past = forwarded(ipv4_udp(128, A, B, FIRST_PORT + 4));
+        assert_eq!(check_inner(&past, &e), Err(Invalid::UnknownFlow));
+        let far = forwarded(ipv4_udp(128, A, B, 40000));
+        assert_eq!(check_inner(&far, &e), Err(Invalid::UnknownFlow));
+        let next_host = Ipv4Addr::new(10, 2, 0, 11);
+        let stranger = forwarded(ipv4_udp(128, next_host, B, FIRST_PORT));
+        assert_eq!(check_inner(&stranger, &e), Err(Invalid::UnknownFlow));
+        // To another host.
+        let elsewhere = forwarded(ipv4_udp(128, A, next_host, FIRST_PORT));
+        assert_eq!(check_inner(&elsewhere, &e), Err(Invalid::WrongAddress));
+    }
+
+    #[test]
+    fn inner_check_rejects_each_corrupted_header_field() {
+        let e = four_flows();
+        let good = forwarded(ipv4_udp(128, A, B, FIRST_PORT + 2));
+        // IPv4 identification, flags (DF cleared), protocol: checksum
+        // redone so only the field itself is wrong.
+        for at in [4, 6, 9] {
+            let mut p = good.clone();
+            p[at] ^= 0x40;
+            reseal(&mut p);
+            assert_eq!(check_inner(&p, &e), Err(Invalid::WrongHeader), "byte {at}");
+        }
+        // UDP destination port, length, checksum.
+        for at in [22, 23, 24, 25, 26, 27] {
+            let mut p = good.clone();
+            p[at] ^= 0x01;
+            assert_eq!(check_inner(&p, &e), Err(Invalid::WrongHeader), "byte {at}");
+        }
+        // The source port's high byte moves it out of the set.
+        let mut p = good.clone();
+        p[20] ^= 0x01;
+        assert_eq!(check_inner(&p, &e), Err(Invalid::UnknownFlow));
     }
 
     #[test]
@@ -329,7 +428,7 @@ mod tests {
             src_ip: A,
             dst_ip: B,
         };
-        let f = ethernet(&addrs, &ipv4_udp(64, A, B));
+        let f = ethernet(&addrs, &ipv4_udp(64, A, B, FIRST_PORT));
         assert_eq!(
             check_ethernet(&f, addrs.src_mac, addrs.dst_mac).map(<[u8]>::len),
             Ok(64)

@@ -60,6 +60,19 @@ fn tiny_bench_validates_every_packet_of_every_layer() {
             row.measured.packets,
             "{what}: one latency sample per packet"
         );
+        // Each burst's I/O interval contains its stage's.
+        assert!(
+            row.measured.io_cycles >= row.measured.cycles,
+            "{what}: I/O cycles {} < stage cycles {}",
+            row.measured.io_cycles,
+            row.measured.cycles
+        );
+        assert_eq!(
+            row.measured.io_burst_cycles.len(),
+            row.measured.burst_cycles.len()
+        );
+        assert!(row.rates.io_mpps > 0.0, "{what}");
+        assert_eq!(row.flows, 64, "{what}");
     }
     assert!(rep.all_valid());
 
@@ -67,6 +80,8 @@ fn tiny_bench_validates_every_packet_of_every_layer() {
     assert_eq!(json["results"].as_array().map(Vec::len), Some(6));
     assert_eq!(json["results"][0]["invalid"], 0);
     assert_eq!(json["results"][2]["layer"], "worker");
+    assert_eq!(json["results"][2]["flows"], 64);
+    assert!(json["results"][2]["io_mpps"].as_f64().unwrap_or(0.0) > 0.0);
     assert!(json["machine"]["tsc_hz"].as_u64().unwrap_or(0) > 0);
     let svg = report::svg::render(&rep);
     assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));

@@ -50,6 +50,9 @@ pub enum Command {
         workers: Option<usize>,
         #[arg(long, value_name = "S")]
         seconds: Option<f64>,
+        /// Distinct flows (UDP 5-tuples) per worker (default 64).
+        #[arg(long, value_name = "N")]
+        flows: Option<usize>,
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
         #[arg(long, value_name = "FILE")]

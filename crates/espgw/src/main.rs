@@ -27,6 +27,7 @@ fn main() -> ExitCode {
             direction,
             workers,
             seconds,
+            flows,
             json,
             svg,
         } => espgw_bench::cli::exit_code(&espgw_bench::cli::Args {
@@ -36,6 +37,7 @@ fn main() -> ExitCode {
                 .map(|v| v.get_name().to_string()),
             workers,
             seconds,
+            flows,
             json,
             svg,
         }),

@@ -4,12 +4,12 @@
 //! the same pool. No headers, no lookups, no counters: what the engine and
 //! the worker add shows as the distance to this.
 
-use dpdk::Mbuf;
+use dpdk::{Burst, Mbuf};
 use espgw_esp::crypto::{new_cipher, EspCipher};
 use espgw_esp::{SaConfig, Suite};
 use espgw_wire::PacketBuf;
 
-use super::{record_burst, tsc, Ctx, Step};
+use super::{free_bulk, record_burst, tsc, BurstCycles, Ctx, Step};
 use crate::generator::{Generator, Template, BURST};
 use crate::options::Direction;
 use crate::packets::IPV4_LEN;
@@ -69,10 +69,12 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
     };
     let mut gen = Generator::new(templates);
     let mut pkts: Vec<Mbuf> = Vec::with_capacity(BURST);
+    let mut staging: Burst<BURST> = Burst::new();
     let mut opened = [true; BURST];
     let mut seq = 0u64;
     let icv = suite.icv_len();
     Ok(Box::new(move |m: &mut Measured, record: bool| {
+        let f0 = tsc();
         gen.fill(ctx.pool, &mut pkts)?;
         let t0 = tsc();
         match case.direction {
@@ -90,7 +92,6 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
         }
         let t1 = tsc();
         if record {
-            record_burst(m, case, &gen.slots, t1 - t0, t1 - t0, ctx.tsc_hz);
             for ((p, slot), ok) in pkts.iter().zip(&gen.slots).zip(&opened) {
                 let d = p.data();
                 let result = match case.direction {
@@ -110,7 +111,15 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
                 m.tally.record(result);
             }
         }
-        pkts.clear(); // back to the pool
+        let freed = free_bulk(&mut pkts, &mut staging); // back to the pool
+        if record {
+            let cycles = BurstCycles {
+                stage: t1 - t0,
+                io: t1 - f0 + freed,
+                latency: t1 - t0,
+            };
+            record_burst(m, case, &gen.slots, cycles, ctx.tsc_hz);
+        }
         Ok(())
     }))
 }

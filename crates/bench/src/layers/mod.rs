@@ -7,7 +7,9 @@
 //! * [`worker`]: `Worker::process_burst`, the code path of `espgw run`
 //!   (classification, SPD, ESP, routing, neighbor, Ethernet, TX queues).
 //!
-//! Only the stage call is timed (TSC); see [`crate::stats`].
+//! The stage call is timed (TSC), and apart from it the generator's fill
+//! and the release of the output mbufs for the I/O-inclusive rate; the
+//! sink's checks are never timed. See [`crate::stats`].
 
 pub mod cipher;
 pub mod engine;
@@ -16,10 +18,10 @@ pub mod worker;
 use std::time::Instant;
 
 use dpdk::cycles::rdtsc;
-use dpdk::Mempool;
+use dpdk::{Burst, Mbuf, Mempool};
 
 use crate::case::CaseData;
-use crate::generator::Slot;
+use crate::generator::{Slot, BURST};
 use crate::stats::Measured;
 
 /// Which layer.
@@ -114,32 +116,60 @@ pub fn run_for(
     Ok(())
 }
 
-/// Records one burst: its stage cycles, bytes and latency.
+/// The TSC cycles of one burst.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BurstCycles {
+    /// Inside the stage call.
+    pub stage: u64,
+    /// Generator fill + stage (+ the worker's tick) + draining and freeing
+    /// the output: the stage with the I/O a copying PMD adds around it.
+    pub io: u64,
+    /// From the end of a burst's generation to the sink taking it.
+    pub latency: u64,
+}
+
+/// Records one burst: its cycles, bytes and latency.
 #[inline]
 pub fn record_burst(
     m: &mut Measured,
     case: &CaseData,
     slots: &[Slot],
-    stage_cycles: u64,
-    latency_cycles: u64,
+    cycles: BurstCycles,
     tsc_hz: f64,
 ) {
     m.packets += slots.len() as u64;
-    m.cycles += stage_cycles;
+    m.cycles += cycles.stage;
+    m.io_cycles += cycles.io;
     for s in slots {
         m.inner_bytes += s.inner_len as u64;
         m.wire_bytes += case.wire_bytes(s.inner_len) as u64;
     }
     if !slots.is_empty() {
-        let _ = m
-            .burst_cycles
-            .record((stage_cycles / slots.len() as u64).max(1));
+        let n = slots.len() as u64;
+        let _ = m.burst_cycles.record((cycles.stage / n).max(1));
+        let _ = m.io_burst_cycles.record((cycles.io / n).max(1));
     }
-    let ns = (latency_cycles as f64 * 1e9 / tsc_hz) as u64;
+    let ns = (cycles.latency as f64 * 1e9 / tsc_hz) as u64;
     // Saturate rather than fail on an absurd sample (a preempted thread).
     let _ = m
         .latency_ns
         .record_n(ns.clamp(1, 10_000_000_000), slots.len() as u64);
+}
+
+/// Frees every mbuf of `pkts` with bulk calls (what a PMD's TX does with
+/// sent frames), through `staging`; returns the TSC cycles it took.
+#[inline]
+pub fn free_bulk(pkts: &mut Vec<Mbuf>, staging: &mut Burst<BURST>) -> u64 {
+    let t0 = tsc();
+    for m in pkts.drain(..) {
+        if let Err(m) = staging.push(m) {
+            staging.clear();
+            // Cannot fail: the burst was just emptied.
+            let _ = staging.push(m);
+        }
+    }
+    staging.clear();
+    tsc() - t0
 }
 
 /// The TSC, through the DPDK wrapper (all FFI stays in dpdk/).

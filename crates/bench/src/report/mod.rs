@@ -19,6 +19,8 @@ mod tests {
         m.inner_bytes = 64 * m.packets;
         m.wire_bytes = 146 * m.packets;
         m.cycles = 300 * m.packets;
+        // Fill and free add 100 cycles: 7.5 Mpps with I/O.
+        m.io_cycles = 400 * m.packets;
         m.tally.valid = valid;
         m.tally.invalid = invalid;
         if invalid > 0 {
@@ -30,6 +32,7 @@ mod tests {
             size: Size::Fixed(64),
             direction: Direction::Encrypt,
             workers: 1,
+            flows: 64,
             layer,
             rates,
             measured: m,
@@ -74,6 +77,12 @@ mod tests {
         assert_eq!(json["results"][1]["layer"], "worker");
         assert!((json["results"][0]["mpps"].as_f64().unwrap() - 10.0).abs() < 1e-9);
         assert_eq!(json["command"], "espgw bench --suite aes128gcm16");
+        // The I/O-inclusive rate and the flows, in the table and the JSON.
+        assert!(text.contains("io Mp") && text.contains(" 7.50 |"), "{text}");
+        assert!(text.contains("64 flows per worker"), "{text}");
+        assert!((json["results"][1]["io_mpps"].as_f64().unwrap() - 7.5).abs() < 1e-9);
+        assert_eq!(json["results"][1]["flows"], 64);
+        assert_eq!(json["options"]["flows"], 64);
 
         let bad = report(vec![row(Layer::Cipher, 3190, 10)]);
         assert!(super::table::render(&bad).contains("BAD 10 (wrong_spi)"));
