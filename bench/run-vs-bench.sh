@@ -7,19 +7,37 @@
 # unprotected port's TX count over the run (the --stats-json port counters,
 # taken from DPDK's own ethdev stats) divided by the time.
 #
+# It is set against two rates of `espgw bench` for the same case (size,
+# aes128gcm16 encrypt, one worker, the same 64 flows: UDP source ports
+# 10000..10063), worker layer: the stage rate (Worker::process_burst alone)
+# and the I/O-inclusive rate (io_mpps: the stage plus the generator's copy
+# into fresh mbufs, which is what the pcap PMD's RX does, and the bulk free
+# of the output, which is what net_null's TX does). Issue 5's 15% criterion
+# is judged on run / io: both sides then pay for the same work.
+#
+# The bench's rates are per core (TSC cycles, preempted bursts left out);
+# the run's is wall clock. On a machine shared with other work the run's
+# worker gets less than a core, so the run's packets are also divided by
+# the CPU time its busy-polling worker thread got (sampled from /proc until
+# it exits): per core like the bench. On an idle machine the two agree.
+#
 #   sudo bench/run-vs-bench.sh [SIZE] [SECONDS]     (default 1420 bytes, 5 s)
+#   sudo ESPGW=target/release/espgw bench/run-vs-bench.sh 64 5   (no build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIZE=${1:-1420} SECS=${2:-5}
 [ "$(id -u)" -eq 0 ] || { echo "needs root" >&2; exit 1; }
 WORK=$(mktemp -d /tmp/espgw-rvb.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
-cargo build --release --locked -q -p espgw
-ESPGW="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/release/espgw"
+if [ -z "${ESPGW:-}" ]; then   # ESPGW=path/to/espgw skips the build
+    cargo build --release --locked -q -p espgw
+    ESPGW="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/release/espgw"
+fi
 PROT_MAC=02:00:00:00:01:01
 
 # 64 frames of SIZE-byte inner IPv4/UDP packets from host A to host B,
-# addressed to the gateway's protected port.
+# addressed to the gateway's protected port: 64 flows, as `espgw bench
+# --flows 64` sends.
 python3 - "$WORK/in.pcap" "$SIZE" "$PROT_MAC" <<'PY'
 import sys
 from scapy.all import Ether, IP, UDP, Raw, wrpcap
@@ -64,20 +82,49 @@ out = { spi = 0x1001, key = "000102030405060708090a0b0c0d0e0f10111213" }
 in = { spi = 0x2001, key = "202122232425262728292a2b2c2d2e2f30313233" }
 T
 chmod 600 "$WORK/gw.toml"
-"$ESPGW" run --config "$WORK/gw.toml" --duration "$SECS" --stats-json "$WORK/stats.json" --log warn >"$WORK/run.log" 2>&1 \
-    || { cat "$WORK/run.log"; exit 1; }
-"$ESPGW" bench --suite aes128gcm16 --sizes "$SIZE" --direction encrypt --seconds 1 --json "$WORK/bench.json" >/dev/null 2>&1
-python3 - "$WORK/stats.json" "$WORK/bench.json" "$SECS" "$SIZE" <<'PY'
+"$ESPGW" run --config "$WORK/gw.toml" --duration "$SECS" --stats-json "$WORK/stats.json" --log warn >"$WORK/run.log" 2>&1 &
+RUN_PID=$!
+# CPU clock ticks of the busiest thread (the worker), sampled until the run
+# exits; the last sample is at most 50 ms old.
+worker_ticks() {
+    local f line rest best=0
+    for f in /proc/"$RUN_PID"/task/*/stat; do
+        read -r line 2>/dev/null <"$f" || continue
+        rest=${line##*) }
+        # shellcheck disable=SC2086
+        set -- $rest
+        (( ${12} + ${13} > best )) && best=$(( ${12} + ${13} ))
+    done
+    echo "$best"
+}
+TICKS=0
+while kill -0 "$RUN_PID" 2>/dev/null; do
+    t=$(worker_ticks)
+    (( t > TICKS )) && TICKS=$t
+    sleep 0.05
+done
+wait "$RUN_PID" || { cat "$WORK/run.log"; exit 1; }
+LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
+"$ESPGW" bench --suite aes128gcm16 --sizes "$SIZE" --direction encrypt --workers 1 --flows 64 \
+    --seconds 1 --json "$WORK/bench.json" >"$WORK/bench.log" 2>&1 || { cat "$WORK/bench.log"; exit 1; }
+python3 - "$WORK/stats.json" "$WORK/bench.json" "$SIZE" "$TICKS" "$(getconf CLK_TCK)" "$LOAD" <<'PY'
 import json, sys
-stats, bench, secs, size = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), float(sys.argv[3]), int(sys.argv[4])
-ports = {p["name"]: p for p in stats["ports"]}
-run_mpps = ports["unprot"]["tx_packets"] / secs / 1e6
-rows = bench["rows"] if "rows" in bench else bench["results"]
-worker = next(r for r in rows if r.get("layer") == "worker")
-loop = worker.get("loop_mpps") or worker.get("loop_rate_mpps")
-stage = worker.get("mpps")
-print("espgw run (net_pcap -> worker -> net_null), %d B, %.0f s: %.2f Mpps (%.1f Gbit/s inner); drops %s" % (
+stats, bench, size = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), int(sys.argv[3])
+cpu_s, load = int(sys.argv[4]) / int(sys.argv[5]), sys.argv[6]
+secs = stats["seconds"]
+# DPDK's own ethdev counter of the unprotected port.
+tx = {p["name"]: p for p in stats["ports"]}["unprot"]["nic"]["tx_packets"]
+run_mpps = tx / secs / 1e6
+run_cpu_mpps = tx / cpu_s / 1e6 if cpu_s > 0 else float("nan")
+worker = next(r for r in bench["results"] if r["layer"] == "worker")
+assert worker["flows"] == 64 and worker["workers"] == 1 and worker["invalid"] == 0, worker
+stage, io, loop = worker["mpps"], worker["io_mpps"], worker["loop_mpps"]
+print("espgw run (net_pcap -> worker -> net_null), %d B, %.2f s: %.2f Mpps (%.1f Gbit/s inner); drops %s" % (
     size, secs, run_mpps, run_mpps * size * 8 / 1e3, {k: v for k, v in stats["drops"].items() if v}))
-print("espgw bench, same case, worker layer: stage %.2f Mpps, whole loop %.2f Mpps" % (stage, loop))
-print("run / bench loop: %.2f   run / bench stage: %.2f" % (run_mpps / loop, run_mpps / stage))
+print("  per CPU second of its worker thread (%.2f s of CPU, load average %s): %.2f Mpps" % (cpu_s, load, run_cpu_mpps))
+print("espgw bench, same case (64 flows, 1 worker), worker layer: stage %.2f Mpps, io %.2f Mpps, whole loop %.2f Mpps" % (
+    stage, io, loop))
+print("run / stage: %.2f   run / io: %.2f   (wall clock)" % (run_mpps / stage, run_mpps / io))
+print("run / stage: %.2f   run / io: %.2f   (per worker CPU second; issue 5: run / io within 0.85..1.15)" % (
+    run_cpu_mpps / stage, run_cpu_mpps / io))
 PY
