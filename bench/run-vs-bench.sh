@@ -47,6 +47,15 @@ frames = [Ether(src="02:00:00:00:00:0a", dst=mac) / IP(src="10.1.0.10", dst="10.
 wrpcap(path, frames)
 PY
 
+# Both sides on the same memory: hugepages when enough are free (as a
+# deployment runs, and as `espgw bench` picks them), else plain pages for both.
+if [ "$(cat /sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages 2>/dev/null || echo 0)" -ge 128 ]; then
+    EAL='"--in-memory", "--no-pci"' MEMORY=hugepages
+else
+    EAL='"--no-huge", "--no-shconf", "-m", "512", "--no-pci"' MEMORY="4 KiB pages"
+    export ESPGW_BENCH_NO_HUGEPAGES=1
+fi
+
 cat >"$WORK/gw.toml" <<T
 [gateway]
 name = "rvb"
@@ -55,7 +64,7 @@ control_socket = "$WORK/ctl.sock"
 workers = 1
 poll = "busy"
 mtu = 1500
-eal = ["--no-huge", "--no-shconf", "-m", "512", "--no-pci"]
+eal = [$EAL]
 [[port]]
 name = "prot"
 side = "protected"
@@ -107,10 +116,10 @@ wait "$RUN_PID" || { cat "$WORK/run.log"; exit 1; }
 LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
 "$ESPGW" bench --suite aes128gcm16 --sizes "$SIZE" --direction encrypt --workers 1 --flows 64 \
     --seconds 1 --json "$WORK/bench.json" >"$WORK/bench.log" 2>&1 || { cat "$WORK/bench.log"; exit 1; }
-python3 - "$WORK/stats.json" "$WORK/bench.json" "$SIZE" "$TICKS" "$(getconf CLK_TCK)" "$LOAD" <<'PY'
+python3 - "$WORK/stats.json" "$WORK/bench.json" "$SIZE" "$TICKS" "$(getconf CLK_TCK)" "$LOAD" "$MEMORY" <<'PY'
 import json, sys
 stats, bench, size = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), int(sys.argv[3])
-cpu_s, load = int(sys.argv[4]) / int(sys.argv[5]), sys.argv[6]
+cpu_s, load, memory = int(sys.argv[4]) / int(sys.argv[5]), sys.argv[6], sys.argv[7]
 secs = stats["seconds"]
 # DPDK's own ethdev counter of the unprotected port.
 tx = {p["name"]: p for p in stats["ports"]}["unprot"]["nic"]["tx_packets"]
@@ -119,8 +128,8 @@ run_cpu_mpps = tx / cpu_s / 1e6 if cpu_s > 0 else float("nan")
 worker = next(r for r in bench["results"] if r["layer"] == "worker")
 assert worker["flows"] == 64 and worker["workers"] == 1 and worker["invalid"] == 0, worker
 stage, io, loop = worker["mpps"], worker["io_mpps"], worker["loop_mpps"]
-print("espgw run (net_pcap -> worker -> net_null), %d B, %.2f s: %.2f Mpps (%.1f Gbit/s inner); drops %s" % (
-    size, secs, run_mpps, run_mpps * size * 8 / 1e3, {k: v for k, v in stats["drops"].items() if v}))
+print("espgw run (net_pcap -> worker -> net_null, %s), %d B, %.2f s: %.2f Mpps (%.1f Gbit/s inner); drops %s" % (
+    memory, size, secs, run_mpps, run_mpps * size * 8 / 1e3, {k: v for k, v in stats["drops"].items() if v}))
 print("  per CPU second of its worker thread (%.2f s of CPU, load average %s): %.2f Mpps" % (cpu_s, load, run_cpu_mpps))
 print("espgw bench, same case (64 flows, 1 worker), worker layer: stage %.2f Mpps, io %.2f Mpps, whole loop %.2f Mpps" % (
     stage, io, loop))
