@@ -115,7 +115,7 @@ done
 wait "$RUN_PID" || { cat "$WORK/run.log"; exit 1; }
 LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
 "$ESPGW" bench --suite aes128gcm16 --sizes "$SIZE" --direction encrypt --workers 1 --flows 64 \
-    --seconds 1 --json "$WORK/bench.json" >"$WORK/bench.log" 2>&1 || { cat "$WORK/bench.log"; exit 1; }
+    --seconds "$SECS" --json "$WORK/bench.json" >"$WORK/bench.log" 2>&1 || { cat "$WORK/bench.log"; exit 1; }
 python3 - "$WORK/stats.json" "$WORK/bench.json" "$SIZE" "$TICKS" "$(getconf CLK_TCK)" "$LOAD" "$MEMORY" <<'PY'
 import json, sys
 stats, bench, size = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), int(sys.argv[3])
