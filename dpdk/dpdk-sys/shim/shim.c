@@ -7,6 +7,8 @@
 #include <rte_mbuf.h>
 #include <rte_ring.h>
 #include <rte_ethdev.h>
+#include <rte_dev.h>
+#include <rte_devargs.h>
 
 #include "shim.h"
 
@@ -78,4 +80,14 @@ void shim_rte_pause(void)
 int shim_rte_errno(void)
 {
 	return rte_errno;
+}
+
+const char *shim_rte_dev_args(const struct rte_device *dev, const char **name)
+{
+	const struct rte_devargs *da = rte_dev_devargs(dev);
+
+	if (da == NULL)
+		return NULL;
+	*name = da->name;
+	return da->args;
 }

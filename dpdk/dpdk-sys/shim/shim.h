@@ -13,6 +13,7 @@
 struct rte_mbuf;
 struct rte_mempool;
 struct rte_ring;
+struct rte_device;
 
 uint16_t shim_rte_eth_rx_burst(uint16_t port_id, uint16_t queue_id,
                                struct rte_mbuf **rx_pkts, uint16_t nb_pkts);
@@ -35,5 +36,13 @@ unsigned int shim_rte_lcore_id(void);
 uint64_t shim_rte_rdtsc(void);
 void shim_rte_pause(void);
 int shim_rte_errno(void);
+
+/*
+ * The driver arguments DPDK keeps for `dev` ("framesz=9216,..."), and the
+ * device name they were given for in *name; NULL when it has none. Here, not
+ * in Rust, because struct rte_devargs is not part of the binding: the C
+ * compiler knows its layout.
+ */
+const char *shim_rte_dev_args(const struct rte_device *dev, const char **name);
 
 #endif

@@ -702,31 +702,13 @@ pub fn configurable_max_mtu(max_mtu: u16, max_rx_pktlen: u32) -> u16 {
     u16::try_from(by_frame).unwrap_or(u16::MAX).min(max_mtu)
 }
 
-/// Reads DPDK's copy of a device's driver arguments. dpdk-sys does not bind
-/// `struct rte_devargs`, so its head is declared here; the name read back
-/// must match the port's, which guards the layout.
+/// Reads DPDK's copy of a device's driver arguments (through the C shim,
+/// which knows `struct rte_devargs`); the name read back must match the
+/// port's.
 mod devargs {
-    use std::ffi::{c_char, c_int, c_void, CStr};
+    use std::ffi::{c_char, CStr};
 
     use dpdk_sys as sys;
-
-    /// RTE_DEV_NAME_MAX_LEN (rte_dev.h).
-    const DEV_NAME_MAX_LEN: usize = 64;
-
-    /// The head of `struct rte_devargs` (rte_devargs.h, DPDK 22.11): the
-    /// fields up to `args`, in order.
-    #[repr(C)]
-    struct DevargsHead {
-        next: [*mut c_void; 2],
-        devtype: c_int,
-        policy: c_int,
-        name: [c_char; DEV_NAME_MAX_LEN],
-        args: *const c_char,
-    }
-
-    extern "C" {
-        fn rte_dev_devargs(dev: *const sys::rte_device) -> *const DevargsHead;
-    }
 
     /// The driver arguments of `device` (from rte_eth_dev_info), if DPDK
     /// has them and they belong to the device named `name`.
@@ -734,23 +716,19 @@ mod devargs {
         if device.is_null() {
             return None;
         }
+        let mut dev_name: *const c_char = std::ptr::null();
         // SAFETY: device comes from rte_eth_dev_info_get of a port we hold;
-        // rte_dev_devargs only reads the struct.
-        let da = unsafe { rte_dev_devargs(device) };
-        if da.is_null() {
+        // the shim only reads its devargs and stores a pointer in dev_name.
+        let args = unsafe { sys::shim_rte_dev_args(device, &mut dev_name) };
+        if args.is_null() || dev_name.is_null() {
             return None;
         }
-        // SAFETY: da points to the device's live rte_devargs, whose head has
-        // this layout.
-        let head = unsafe { &*da };
-        // c_char to bytes; a name without NUL in its array is refused.
-        let bytes = head.name.map(|c| c as u8);
-        let got = CStr::from_bytes_until_nul(&bytes).ok()?;
-        if got.to_bytes() != name.as_bytes() || head.args.is_null() {
+        // SAFETY: both point to NUL-terminated strings owned by the
+        // device's devargs, alive as long as the device.
+        let (got, args) = unsafe { (CStr::from_ptr(dev_name), CStr::from_ptr(args)) };
+        if got.to_bytes() != name.as_bytes() {
             return None;
         }
-        // SAFETY: args is a NUL-terminated string owned by the devargs.
-        let args = unsafe { CStr::from_ptr(head.args) };
         Some(args.to_string_lossy().into_owned())
     }
 }
