@@ -12,8 +12,8 @@ use crate::options::{Direction, Size};
 use crate::packets::{self, ETH_LEN, L1_OVERHEAD};
 use crate::sink::{EspExpect, InnerExpect};
 
-/// Distinct pre-encrypted packets per decrypt pass (about that many: a
-/// multiple of the burst, of the size pattern and of the flows). After a
+/// Distinct pre-encrypted packets per decrypt pass (at least that many and
+/// every flow: a multiple of the burst and of the size pattern). After a
 /// pass the generator starts over with the same sequence numbers, and the
 /// stage gets a fresh inbound SA (outside the timed region).
 const DECRYPT_PASS: usize = 2048;
@@ -58,10 +58,17 @@ fn gcd(a: usize, b: usize) -> usize {
     }
 }
 
-/// The least common multiple: after that many packets both the size
-/// pattern and the flows start over together.
 fn lcm(a: usize, b: usize) -> usize {
     a / gcd(a, b) * b
+}
+
+/// Packets in one pass over the templates: at least `at_least`, a whole
+/// number of `unit`s. Packet i is of flow i % flows and of pattern slot
+/// i % pattern: the sizes keep their exact shares and every flow comes at
+/// least once, without the cross product of flows and sizes (which would
+/// multiply the memory by the pattern's length).
+fn pass_len(at_least: usize, unit: usize) -> usize {
+    at_least.div_ceil(unit) * unit
 }
 
 /// Refuses a packet set of `count` packets of about `mean_len` bytes that
@@ -99,7 +106,7 @@ impl CaseData {
         // Encrypt: what our host sends into the protected port.
         let mut inner = Vec::new();
         if direction == Direction::Encrypt {
-            let count = lcm(flows, pattern.len());
+            let count = pass_len(flows, pattern.len());
             check_memory(count, size.mean(), flows)?;
             inner = (0..count)
                 .map(|i| {
@@ -118,8 +125,8 @@ impl CaseData {
         let mut esp = Vec::new();
         if direction == Direction::Decrypt {
             let peer = OutboundSa::new(&gw.peer_outbound(w), 0).map_err(|e| e.to_string())?;
-            let period = lcm(flows, BURST * pattern.len());
-            let count = DECRYPT_PASS.div_ceil(period) * period;
+            // Whole bursts: a pass ends where a burst does.
+            let count = pass_len(flows.max(DECRYPT_PASS), lcm(BURST, pattern.len()));
             check_memory(count, size.mean(), flows)?;
             esp.reserve(count);
             for i in 0..count {
@@ -331,7 +338,8 @@ mod tests {
                     Err(Invalid::UnknownFlow)
                 );
             }
-            assert_eq!(case.inner.len() % 12, 0, "whole imix patterns");
+            // Whole imix patterns, not flows x pattern packets.
+            assert_eq!(case.inner.len(), flows.div_ceil(12) * 12);
         }
     }
 
@@ -348,8 +356,7 @@ mod tests {
         )
         .unwrap();
         // A pass covers every flow, in whole bursts.
-        assert_eq!(case.esp.len(), 12_000, "lcm(3000, 32) >= 2048");
-        assert_eq!(case.esp.len() % 3000, 0);
+        assert_eq!(case.esp.len(), 3008, "3000 rounded up to bursts");
         let mut sa = InboundSa::new(&gw.inbound(0), 0).unwrap();
         let mut seen = HashSet::new();
         for t in &case.esp {
