@@ -43,7 +43,8 @@ impl core::fmt::Display for OpenError {
 impl std::error::Error for OpenError {}
 
 /// Whether this CPU has the instructions [`AesGcm`] needs (AES-NI,
-/// PCLMULQDQ, SSSE3, SSE4.1).
+/// PCLMULQDQ, AVX for the three-operand VEX encoding, and the SSSE3/SSE4.1
+/// shuffles and extracts it implies).
 pub fn is_supported() -> bool {
     #[cfg(target_arch = "x86_64")]
     {

@@ -8,7 +8,7 @@ pub(super) type RoundKeys = [__m128i; 15];
 
 /// One step of the AES-128 schedule (FIPS 197 §5.2): `assist` is
 /// AESKEYGENASSIST of the previous round key.
-#[target_feature(enable = "aes,pclmulqdq,ssse3,sse4.1")]
+#[target_feature(enable = "aes,pclmulqdq,avx")]
 #[inline]
 fn expand_step(prev: __m128i, assist: __m128i) -> __m128i {
     let mut k = prev;
@@ -27,7 +27,7 @@ macro_rules! step128 {
     };
 }
 
-#[target_feature(enable = "aes,pclmulqdq,ssse3,sse4.1")]
+#[target_feature(enable = "aes,pclmulqdq,avx")]
 pub(super) fn expand_128(key: &[u8; 16]) -> RoundKeys {
     let mut rk = [_mm_setzero_si128(); 15];
     rk[0] = super::block::load(key);
@@ -61,7 +61,7 @@ macro_rules! step256 {
     };
 }
 
-#[target_feature(enable = "aes,pclmulqdq,ssse3,sse4.1")]
+#[target_feature(enable = "aes,pclmulqdq,avx")]
 pub(super) fn expand_256(key: &[u8; 32]) -> RoundKeys {
     let mut rk = [_mm_setzero_si128(); 15];
     let (lo, hi) = key.split_at(16);
@@ -80,7 +80,7 @@ pub(super) fn expand_256(key: &[u8; 32]) -> RoundKeys {
 /// Encrypts `W` independent blocks with `ROUNDS` rounds (10 or 14). Each
 /// round is applied to all blocks before the next, so the `W` AESENCs of a
 /// round are independent and issue back to back.
-#[target_feature(enable = "aes,pclmulqdq,ssse3,sse4.1")]
+#[target_feature(enable = "aes,pclmulqdq,avx")]
 #[inline]
 pub(super) fn encrypt<const ROUNDS: usize, const W: usize>(
     rk: &RoundKeys,

@@ -5,7 +5,7 @@
 use core::arch::x86_64::*;
 
 /// The block in memory order (lane 0 = bytes 0..8, little endian).
-#[target_feature(enable = "aes,pclmulqdq,ssse3,sse4.1")]
+#[target_feature(enable = "aes,pclmulqdq,avx")]
 #[inline]
 pub(super) fn load(b: &[u8; 16]) -> __m128i {
     let (lo, hi) = halves(b);
@@ -13,7 +13,7 @@ pub(super) fn load(b: &[u8; 16]) -> __m128i {
 }
 
 /// The 16 bytes of `v` in memory order.
-#[target_feature(enable = "aes,pclmulqdq,ssse3,sse4.1")]
+#[target_feature(enable = "aes,pclmulqdq,avx")]
 #[inline]
 pub(super) fn store(out: &mut [u8; 16], v: __m128i) {
     let lo = _mm_cvtsi128_si64(v) as u64;
@@ -24,7 +24,7 @@ pub(super) fn store(out: &mut [u8; 16], v: __m128i) {
 }
 
 /// Lanes of `v` as two little-endian u64s (bytes 0..8, bytes 8..16).
-#[target_feature(enable = "aes,pclmulqdq,ssse3,sse4.1")]
+#[target_feature(enable = "aes,pclmulqdq,avx")]
 #[inline]
 pub(super) fn lanes(v: __m128i) -> (u64, u64) {
     (

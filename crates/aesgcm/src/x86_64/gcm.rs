@@ -4,8 +4,8 @@
 //!
 //! Short inputs are the point: the first group of eight AES blocks is J0
 //! plus the first seven counter blocks (112 bytes), so a packet of up to 112
-//! bytes costs one interleaved AES pass (four blocks instead of eight when
-//! it has at most 48 bytes), and its GHASH one or two reductions.
+//! bytes costs one interleaved AES pass (four or six blocks instead of eight
+//! when it has at most 48 or 80 bytes), and its GHASH one or two reductions.
 
 use core::arch::x86_64::*;
 
@@ -23,6 +23,9 @@ const FIRST_BYTES: usize = 7 * 16;
 const GROUP_BYTES: usize = 8 * 16;
 /// Inputs up to this many bytes take a four-block first group.
 const SMALL_BYTES: usize = 3 * 16;
+/// Inputs up to this many bytes take a six-block first group (a 64-byte
+/// IP packet's ESP payload region is 68 bytes: five blocks plus J0).
+const MEDIUM_BYTES: usize = 5 * 16;
 
 pub(super) struct KeyMaterial {
     rk: RoundKeys,
@@ -38,7 +41,7 @@ impl Drop for KeyMaterial {
 
 impl KeyMaterial {
     /// `None` unless `key` has 16 or 32 bytes.
-    #[target_feature(enable = "aes,pclmulqdq,ssse3,sse4.1")]
+    #[target_feature(enable = "aes,pclmulqdq,avx")]
     pub(super) fn new(key: &[u8]) -> Option<Self> {
         let (rk, aes256) = if let Ok(k) = <&[u8; 32]>::try_from(key) {
             (aes::expand_256(k), true)
@@ -68,7 +71,7 @@ impl KeyMaterial {
 }
 
 /// Byte reversal: GCM's byte order <-> POLYVAL's (and the counter's).
-#[target_feature(enable = "aes,pclmulqdq,ssse3,sse4.1")]
+#[target_feature(enable = "aes,pclmulqdq,avx")]
 #[inline]
 fn reverse(v: __m128i) -> __m128i {
     let idx = _mm_set_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
@@ -76,7 +79,7 @@ fn reverse(v: __m128i) -> __m128i {
 }
 
 /// A block given by its little-endian halves, in POLYVAL order.
-#[target_feature(enable = "aes,pclmulqdq,ssse3,sse4.1")]
+#[target_feature(enable = "aes,pclmulqdq,avx")]
 #[inline]
 fn polyval_order(lo: u64, hi: u64) -> __m128i {
     _mm_set_epi64x(lo.swap_bytes() as i64, hi.swap_bytes() as i64)
@@ -84,7 +87,7 @@ fn polyval_order(lo: u64, hi: u64) -> __m128i {
 
 /// J0 byte-reversed, so its 32-bit counter is lane 0 of 32 and adding to it
 /// with `_mm_add_epi32` is GCM's inc32 (mod 2^32).
-#[target_feature(enable = "aes,pclmulqdq,ssse3,sse4.1")]
+#[target_feature(enable = "aes,pclmulqdq,avx")]
 #[inline]
 fn counter_base(nonce: &[u8; NONCE_LEN]) -> __m128i {
     let (head, tail) = nonce.split_at(8);
@@ -94,7 +97,7 @@ fn counter_base(nonce: &[u8; NONCE_LEN]) -> __m128i {
 }
 
 /// Counter blocks J0+start .. J0+start+W-1, in GCM byte order.
-#[target_feature(enable = "aes,pclmulqdq,ssse3,sse4.1")]
+#[target_feature(enable = "aes,pclmulqdq,avx")]
 #[inline]
 fn counters<const W: usize>(base: __m128i, start: u32) -> [__m128i; W] {
     let mut out = [base; W];
@@ -106,7 +109,7 @@ fn counters<const W: usize>(base: __m128i, start: u32) -> [__m128i; W] {
 }
 
 /// GHASH's last block: the bit lengths of AAD and ciphertext.
-#[target_feature(enable = "aes,pclmulqdq,ssse3,sse4.1")]
+#[target_feature(enable = "aes,pclmulqdq,avx")]
 #[inline]
 fn length_block(aad_len: usize, ct_len: usize) -> __m128i {
     let bits = |n: usize| (n as u64).wrapping_mul(8) as i64;
@@ -175,7 +178,7 @@ macro_rules! xor_keystream {
 }
 
 /// The tag: GHASH (POLYVAL order `s`) in GCM byte order, xor AES_K(J0).
-#[target_feature(enable = "aes,pclmulqdq,ssse3,sse4.1")]
+#[target_feature(enable = "aes,pclmulqdq,avx")]
 #[inline]
 fn tag(s: __m128i, ek_j0: __m128i) -> [u8; TAG_LEN] {
     let mut out = [0u8; TAG_LEN];
@@ -186,7 +189,7 @@ fn tag(s: __m128i, ek_j0: __m128i) -> [u8; TAG_LEN] {
 /// Constant-time tag check: the difference is folded into one u64 and
 /// compared with subtle (a byte-slice `ct_eq` costs more than a 64-byte
 /// packet's whole GHASH).
-#[target_feature(enable = "aes,pclmulqdq,ssse3,sse4.1")]
+#[target_feature(enable = "aes,pclmulqdq,avx")]
 #[inline]
 fn tags_match(computed: __m128i, expected: &[u8; TAG_LEN]) -> bool {
     let (lo, hi) = block::lanes(computed);
@@ -207,13 +210,17 @@ macro_rules! first_group {
             let ks = aes::encrypt::<$r, 4>($rk, counters::<4>($base, 0));
             let z = _mm_setzero_si128();
             [ks[0], ks[1], ks[2], ks[3], z, z, z, z]
+        } else if $len <= MEDIUM_BYTES {
+            let ks = aes::encrypt::<$r, 6>($rk, counters::<6>($base, 0));
+            let z = _mm_setzero_si128();
+            [ks[0], ks[1], ks[2], ks[3], ks[4], ks[5], z, z]
         } else {
             aes::encrypt::<$r, 8>($rk, counters::<8>($base, 0))
         }
     }};
 }
 
-#[target_feature(enable = "aes,pclmulqdq,ssse3,sse4.1")]
+#[target_feature(enable = "aes,pclmulqdq,avx")]
 #[inline]
 fn seal_rounds<const R: usize>(
     k: &KeyMaterial,
@@ -238,7 +245,7 @@ fn seal_rounds<const R: usize>(
     tag(g.value(), ks[0])
 }
 
-#[target_feature(enable = "aes,pclmulqdq,ssse3,sse4.1")]
+#[target_feature(enable = "aes,pclmulqdq,avx")]
 #[inline]
 fn open_rounds<const R: usize>(
     k: &KeyMaterial,
@@ -271,7 +278,7 @@ fn open_rounds<const R: usize>(
 }
 
 /// Encrypts `buf` in place; returns the tag.
-#[target_feature(enable = "aes,pclmulqdq,ssse3,sse4.1")]
+#[target_feature(enable = "aes,pclmulqdq,avx")]
 pub(super) fn seal(
     k: &KeyMaterial,
     nonce: &[u8; NONCE_LEN],
@@ -287,7 +294,7 @@ pub(super) fn seal(
 
 /// Checks the tag, then decrypts `buf` in place; `buf` is untouched on
 /// error.
-#[target_feature(enable = "aes,pclmulqdq,ssse3,sse4.1")]
+#[target_feature(enable = "aes,pclmulqdq,avx")]
 pub(super) fn open(
     k: &KeyMaterial,
     nonce: &[u8; NONCE_LEN],

@@ -37,7 +37,7 @@ impl Drop for HPowers {
 }
 
 /// Both lanes of `x` xored into the low lane.
-#[target_feature(enable = "aes,pclmulqdq,ssse3,sse4.1")]
+#[target_feature(enable = "aes,pclmulqdq,avx")]
 #[inline]
 fn fold(x: __m128i) -> __m128i {
     _mm_xor_si128(x, _mm_shuffle_epi32::<0x4e>(x))
@@ -51,7 +51,7 @@ struct Wide {
     hi: __m128i,
 }
 
-#[target_feature(enable = "aes,pclmulqdq,ssse3,sse4.1")]
+#[target_feature(enable = "aes,pclmulqdq,avx")]
 #[inline]
 fn product(x: __m128i, h: __m128i, h_folded: __m128i) -> Wide {
     Wide {
@@ -61,7 +61,7 @@ fn product(x: __m128i, h: __m128i, h_folded: __m128i) -> Wide {
     }
 }
 
-#[target_feature(enable = "aes,pclmulqdq,ssse3,sse4.1")]
+#[target_feature(enable = "aes,pclmulqdq,avx")]
 #[inline]
 fn add(a: Wide, b: Wide) -> Wide {
     Wide {
@@ -74,7 +74,7 @@ fn add(a: Wide, b: Wide) -> Wide {
 /// Montgomery reduction: the 256-bit `w` times x^-128, mod POLYVAL's
 /// polynomial (the GFMUL reduction of Gueron-Langley-Lindell's AES-GCM-SIV
 /// code: two folds by the polynomial's high lane).
-#[target_feature(enable = "aes,pclmulqdq,ssse3,sse4.1")]
+#[target_feature(enable = "aes,pclmulqdq,avx")]
 #[inline]
 fn reduce(w: Wide) -> __m128i {
     let mid = _mm_xor_si128(w.mid, _mm_xor_si128(w.lo, w.hi));
@@ -89,14 +89,14 @@ fn reduce(w: Wide) -> __m128i {
 }
 
 /// POLYVAL's product a*b*x^-128.
-#[target_feature(enable = "aes,pclmulqdq,ssse3,sse4.1")]
+#[target_feature(enable = "aes,pclmulqdq,avx")]
 fn mul(a: __m128i, b: __m128i) -> __m128i {
     reduce(product(a, b, fold(b)))
 }
 
 impl HPowers {
     /// From H = AES_K(0^128), in GCM's byte order.
-    #[target_feature(enable = "aes,pclmulqdq,ssse3,sse4.1")]
+    #[target_feature(enable = "aes,pclmulqdq,avx")]
     pub(super) fn new(h_block: &[u8; 16]) -> Self {
         // ByteReverse, read little endian, is the big-endian value.
         let mut v = u128::from_be_bytes(*h_block);
@@ -133,7 +133,7 @@ pub(super) struct Ghash<'k> {
 }
 
 impl<'k> Ghash<'k> {
-    #[target_feature(enable = "aes,pclmulqdq,ssse3,sse4.1")]
+    #[target_feature(enable = "aes,pclmulqdq,avx")]
     #[inline]
     pub(super) fn new(powers: &'k HPowers, blocks: usize) -> Self {
         let zero = _mm_setzero_si128();
@@ -153,7 +153,7 @@ impl<'k> Ghash<'k> {
     /// Absorbs one block, already byte-reversed into POLYVAL order. Absorbing
     /// more blocks than announced in `new` starts another group (still a
     /// correct hash of what came, which the caller never needs).
-    #[target_feature(enable = "aes,pclmulqdq,ssse3,sse4.1")]
+    #[target_feature(enable = "aes,pclmulqdq,avx")]
     #[inline]
     pub(super) fn absorb(&mut self, x: __m128i) {
         let p = self.powers;

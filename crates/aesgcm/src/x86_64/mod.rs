@@ -1,5 +1,5 @@
 //! The x86_64 implementation. Everything that touches intrinsics is a
-//! `#[target_feature(enable = "aes,pclmulqdq,ssse3,sse4.1")]` function; this
+//! `#[target_feature(enable = "aes,pclmulqdq,avx")]` function; this
 //! module is the one place that calls them, and only through a [`Key`],
 //! which holds the proof ([`CpuFeatures`]) that the CPU has those features.
 
@@ -21,7 +21,8 @@ impl CpuFeatures {
         let all = std::arch::is_x86_feature_detected!("aes")
             && std::arch::is_x86_feature_detected!("pclmulqdq")
             && std::arch::is_x86_feature_detected!("ssse3")
-            && std::arch::is_x86_feature_detected!("sse4.1");
+            && std::arch::is_x86_feature_detected!("sse4.1")
+            && std::arch::is_x86_feature_detected!("avx");
         all.then_some(Self(()))
     }
 }
@@ -38,8 +39,9 @@ impl Key {
         if key.len() != 16 && key.len() != 32 {
             return None;
         }
-        // SAFETY: `cpu` exists, so the CPU has aes, pclmulqdq, ssse3 and
-        // sse4.1, the features `KeyMaterial::new` is compiled for.
+        // SAFETY: `cpu` exists, so the CPU has aes, pclmulqdq and avx (and
+        // the SSE levels avx implies), the features `KeyMaterial::new` is
+        // compiled for.
         let material = unsafe { gcm::KeyMaterial::new(key) }?;
         Some(Self {
             _cpu: cpu,
