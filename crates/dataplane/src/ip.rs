@@ -3,7 +3,7 @@
 
 use std::net::IpAddr;
 
-use espgw_wire::{ip_protocol, ipv6, Ipv4Packet, Ipv6Packet, PacketBuf};
+use espgw_wire::{ip_protocol, ipv6, Ipv6Packet, PacketBuf};
 
 use crate::reason::Drop;
 
@@ -38,32 +38,74 @@ fn ports(proto: u8, l4: &[u8]) -> (Option<u16>, Option<u16>) {
 
 /// Parses the IPv4 packet at the start of `pkt`, verifies the header
 /// checksum and trims link-layer padding after its total length.
+///
+/// Reads the header in place (every packet comes through here, twice for
+/// decrypted ones): the checks are those of `Ipv4Packet::new_checked` and
+/// `verify_checksum`, which the tests hold it to.
+#[inline]
 pub fn parse_v4<B: PacketBuf>(pkt: &mut B) -> Result<IpMeta, Drop> {
-    let ip = Ipv4Packet::new_checked(pkt.data()).map_err(|_| Drop::Malformed)?;
-    if !ip.verify_checksum() {
+    let d = pkt.data();
+    let Some(h) = d.first_chunk::<20>() else {
+        return Err(Drop::Malformed);
+    };
+    if h[0] >> 4 != 4 {
+        return Err(Drop::Malformed);
+    }
+    let hl = usize::from(h[0] & 0x0f) * 4;
+    let total = usize::from(u16::from_be_bytes([h[2], h[3]]));
+    if hl < 20 || total < hl || d.len() < total {
+        return Err(Drop::Malformed);
+    }
+    if !header_checksum_ok(h, &d[20..hl]) {
         return Err(Drop::BadChecksum);
     }
-    let hl = ip.header_len();
-    let first_fragment = ip.frag_offset() == 0;
-    let (sport, dport) = if first_fragment {
-        ports(ip.protocol(), ip.payload())
+    let flags_frag = u16::from_be_bytes([h[6], h[7]]);
+    let proto = h[9];
+    let (sport, dport) = if flags_frag & 0x1fff == 0 {
+        ports(proto, &d[hl..total])
     } else {
         (None, None)
     };
     let meta = IpMeta {
-        src: ip.src_addr().into(),
-        dst: ip.dst_addr().into(),
-        proto: ip.protocol(),
-        ttl: ip.ttl(),
-        dont_frag: ip.dont_frag(),
+        src: IpAddr::V4([h[12], h[13], h[14], h[15]].into()),
+        dst: IpAddr::V4([h[16], h[17], h[18], h[19]].into()),
+        proto,
+        ttl: h[8],
+        dont_frag: flags_frag & 0x4000 != 0,
         sport,
         dport,
         l4_offset: hl,
         v6: false,
     };
-    let extra = pkt.len() - usize::from(ip.total_len());
-    pkt.trim(extra).map_err(|_| Drop::Malformed)?;
+    let extra = d.len() - total;
+    if extra != 0 {
+        pkt.trim(extra).map_err(|_| Drop::Malformed)?;
+    }
     Ok(meta)
+}
+
+/// RFC 1071 check of an IPv4 header: the fixed 20 bytes as five 32-bit
+/// words (no loop for the common header without options), then any options.
+#[inline]
+fn header_checksum_ok(fixed: &[u8; 20], options: &[u8]) -> bool {
+    let word = |i: usize| {
+        u64::from(u32::from_be_bytes([
+            fixed[i],
+            fixed[i + 1],
+            fixed[i + 2],
+            fixed[i + 3],
+        ]))
+    };
+    let mut sum = word(0) + word(4) + word(8) + word(12) + word(16);
+    if !options.is_empty() {
+        sum += u64::from(espgw_wire::checksum::sum(options));
+    }
+    // Fold 64 -> 16 bits with the end-around carries.
+    sum = (sum & 0xffff_ffff) + (sum >> 32);
+    sum = (sum & 0xffff) + (sum >> 16);
+    sum = (sum & 0xffff) + (sum >> 16);
+    sum = (sum & 0xffff) + (sum >> 16);
+    sum == 0xffff
 }
 
 /// Parses the IPv6 packet at the start of `pkt` (walking extension
@@ -118,7 +160,7 @@ mod tests {
     use super::*;
     use espgw_wire::VecBuf;
 
-    use espgw_wire::{Ipv4Repr, UdpRepr};
+    use espgw_wire::{Ipv4Packet, Ipv4Repr, UdpRepr};
 
     /// IPv4/UDP 10.1.0.10:1234 -> 10.2.0.10:53, TTL 5, DF, payload "hi".
     fn udp4() -> Vec<u8> {
@@ -197,6 +239,73 @@ mod tests {
             let ip = Ipv4Packet::new_checked(pkt.data()).unwrap();
             prop_assert_eq!(ip.ttl(), ttl - 1);
             prop_assert!(ip.verify_checksum());
+        });
+    }
+
+    /// The in-place parser against the header view it replaced
+    /// (`Ipv4Packet::new_checked` + `verify_checksum`): same verdict, same
+    /// fields, same trimmed length, for valid headers (with options,
+    /// fragments, padding) and random bytes.
+    #[test]
+    fn parse_v4_agrees_with_the_header_view() {
+        use proptest::prelude::*;
+        fn reference(bytes: &[u8]) -> Result<(IpMeta, usize), Drop> {
+            let ip = Ipv4Packet::new_checked(bytes).map_err(|_| Drop::Malformed)?;
+            if !ip.verify_checksum() {
+                return Err(Drop::BadChecksum);
+            }
+            let first = ip.frag_offset() == 0;
+            let (sport, dport) = if first {
+                ports(ip.protocol(), ip.payload())
+            } else {
+                (None, None)
+            };
+            Ok((
+                IpMeta {
+                    src: ip.src_addr().into(),
+                    dst: ip.dst_addr().into(),
+                    proto: ip.protocol(),
+                    ttl: ip.ttl(),
+                    dont_frag: ip.dont_frag(),
+                    sport,
+                    dport,
+                    l4_offset: ip.header_len(),
+                    v6: false,
+                },
+                usize::from(ip.total_len()),
+            ))
+        }
+        let valid = (
+            0usize..=10,
+            0usize..40,
+            0usize..8,
+            any::<[u8; 20]>(),
+            proptest::collection::vec(any::<u8>(), 90),
+            any::<bool>(),
+        )
+            .prop_map(|(opt_words, payload, pad, fields, rest, fix_sum)| {
+                let hl = 20 + 4 * opt_words;
+                let total = hl + payload;
+                let mut p = fields.to_vec();
+                p.extend_from_slice(&rest[..4 * opt_words + payload + pad]);
+                p[0] = 0x40 | (hl / 4) as u8;
+                p[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+                p[9] = [6u8, 17, 1, 50][usize::from(p[9]) % 4];
+                let flags_frag = [0x0000u16, 0x4000, 0x2000, 0x1000, 0x0001, 0x1fff, 0x8000]
+                    [usize::from(p[6]) % 7];
+                p[6..8].copy_from_slice(&flags_frag.to_be_bytes());
+                if fix_sum {
+                    p[10..12].copy_from_slice(&[0, 0]);
+                    let sum = espgw_wire::checksum::sum(&p[..hl]);
+                    p[10..12].copy_from_slice(&(!sum).to_be_bytes());
+                }
+                p
+            });
+        let random = proptest::collection::vec(any::<u8>(), 0..80);
+        proptest!(|(bytes in prop_oneof![valid, random])| {
+            let mut pkt = VecBuf::from_packet(&bytes);
+            let got = parse_v4(&mut pkt).map(|m| (m, pkt.len()));
+            prop_assert_eq!(got, reference(&bytes));
         });
     }
 }
