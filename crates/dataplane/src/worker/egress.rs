@@ -3,7 +3,7 @@
 use std::net::IpAddr;
 
 use espgw_control::config::Side;
-use espgw_wire::{ethernet, ethertype, EthernetRepr, MacAddr, PacketBuf};
+use espgw_wire::{ethernet, ethertype, MacAddr, PacketBuf};
 
 use crate::ip::{parse_v4, parse_v6};
 use crate::neighbor::Held;
@@ -104,13 +104,13 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         if pkt.prepend(ethernet::HEADER_LEN).is_err() {
             return self.drop_pkt(pkt, Drop::NoRoom, in_port);
         }
-        let eth = EthernetRepr {
-            src_addr: self.tables.ports[port].mac,
-            dst_addr: dst_mac,
-            vlan_tci: None,
-            ethertype,
-        };
-        let _ = eth.emit(pkt.data_mut());
+        // Written in place: every forwarded packet comes through here.
+        let src_mac = self.tables.ports[port].mac;
+        if let Some(h) = pkt.data_mut().first_chunk_mut::<{ ethernet::HEADER_LEN }>() {
+            h[..6].copy_from_slice(&dst_mac);
+            h[6..12].copy_from_slice(&src_mac);
+            h[12..].copy_from_slice(&ethertype.to_be_bytes());
+        }
         tx.push(port, pkt);
     }
 }
