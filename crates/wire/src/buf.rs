@@ -40,6 +40,12 @@ pub trait PacketBuf {
     fn len(&self) -> usize {
         self.data().len()
     }
+    /// Hints the CPU to start loading the packet's first bytes (a worker
+    /// calls it for a whole burst before touching the headers: with a
+    /// NIC the packets arrive in L3 or memory, not in L1). A hint only:
+    /// the default does nothing.
+    #[inline]
+    fn prefetch(&self) {}
     /// True when the packet holds no bytes.
     fn is_empty(&self) -> bool {
         self.len() == 0

@@ -25,10 +25,7 @@ use std::sync::Arc;
 
 use espgw_control::config::Side;
 use espgw_esp::{Encap, Verdict};
-use espgw_wire::{
-    ethernet, ethertype, icmpv6, ip_protocol, reply, EthernetFrame, EthernetRepr, MacAddr,
-    PacketBuf,
-};
+use espgw_wire::{ethernet, ethertype, icmpv6, ip_protocol, reply, MacAddr, PacketBuf};
 
 use crate::counters::WorkerCounters;
 use crate::fragment::fragment_v4;
@@ -213,6 +210,9 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
             return;
         }
         self.counters.bursts += 1;
+        for pkt in pkts.iter() {
+            pkt.prefetch();
+        }
         for pkt in pkts.drain(..) {
             self.input(port, pkt, tx, now);
         }
@@ -293,18 +293,27 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         pc.rx_packets += 1;
         pc.rx_bytes += pkt.len() as u64;
 
-        let eth = match EthernetFrame::new_checked(pkt.data()) {
-            Ok(f) => EthernetRepr::parse(&f),
-            Err(_) => return self.drop_pkt(pkt, Drop::Malformed, Some(port)),
-        };
-        if eth.vlan_tci.is_some() {
-            return self.drop_pkt(pkt, Drop::Vlan, Some(port));
+        // The Ethernet header read in place (no header view, no MAC copies
+        // into a Repr): this runs for every packet.
+        let d = pkt.data();
+        if d.len() < ethernet::HEADER_LEN {
+            return self.drop_pkt(pkt, Drop::Malformed, Some(port));
         }
-        let group = eth.dst_addr[0] & 1 != 0;
-        if !group && eth.dst_addr != self.tables.ports[port].mac {
+        let ether_type = u16::from_be_bytes([d[12], d[13]]);
+        if ether_type == ethertype::VLAN {
+            let r = if d.len() < ethernet::HEADER_LEN + ethernet::VLAN_TAG_LEN {
+                Drop::Malformed
+            } else {
+                Drop::Vlan
+            };
+            return self.drop_pkt(pkt, r, Some(port));
+        }
+        let group = d[0] & 1 != 0;
+        if !group && d[..6] != self.tables.ports[port].mac {
             return self.drop_pkt(pkt, Drop::NotOurMac, Some(port));
         }
-        match eth.ethertype {
+        let src_mac: MacAddr = [d[6], d[7], d[8], d[9], d[10], d[11]];
+        match ether_type {
             ethertype::ARP => self.arp_input(port, pkt, tx),
             ethertype::IPV4 => {
                 if pkt.adj(ethernet::HEADER_LEN).is_err() {
@@ -321,7 +330,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
                 }
                 match parse_v6(&mut pkt) {
                     Ok(m) if m.proto == ip_protocol::ICMPV6 && is_nd(&pkt, &m) => {
-                        self.nd_input(port, pkt, m, eth.src_addr, tx)
+                        self.nd_input(port, pkt, m, src_mac, tx)
                     }
                     Ok(m) => self.ip_input(port, pkt, m, group, tx, now),
                     Err(r) => self.drop_pkt(pkt, r, Some(port)),
