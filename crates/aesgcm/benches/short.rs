@@ -14,7 +14,9 @@ use std::time::Instant;
 use espgw_aesgcm::AesGcm;
 use ring::aead::{Aad, LessSafeKey, Nonce, Tag, UnboundKey, AES_128_GCM, AES_256_GCM};
 
-const SIZES: [usize; 12] = [16, 32, 48, 64, 68, 96, 128, 256, 512, 768, 1024, 1420];
+const SIZES: [usize; 17] = [
+    16, 32, 48, 64, 68, 96, 128, 160, 192, 224, 256, 288, 320, 384, 448, 512, 1420,
+];
 
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name)

@@ -2,10 +2,11 @@
 //! nonce: J0 = nonce || 1, the data is encrypted with counters 2, 3, ..,
 //! and the tag is GHASH(AAD, ciphertext, lengths) xor AES_K(J0).
 //!
-//! Short inputs are the point: the first group of eight AES blocks is J0
-//! plus the first seven counter blocks (112 bytes), so a packet of up to 112
-//! bytes costs one interleaved AES pass (four or six blocks instead of eight
-//! when it has at most 48 or 80 bytes), and its GHASH one or two reductions.
+//! Short inputs are the point: the first AES group is J0 plus the first
+//! eight counter blocks (128 bytes), so a packet of up to 128 bytes costs
+//! one interleaved AES pass (four or six blocks instead of nine when it has
+//! at most 48 or 80 bytes), and its GHASH one or two reductions. Later
+//! groups are eight blocks, or two or four for a short tail.
 
 use core::arch::x86_64::*;
 
@@ -17,8 +18,8 @@ use super::block;
 use super::ghash::{Ghash, HPowers};
 use crate::{OpenError, NONCE_LEN, TAG_LEN};
 
-/// Data bytes covered by the first AES group (J0 plus 7 counter blocks).
-const FIRST_BYTES: usize = 7 * 16;
+/// Data bytes covered by the first AES group (J0 plus 8 counter blocks).
+const FIRST_BYTES: usize = 8 * 16;
 /// Data bytes per later AES group.
 const GROUP_BYTES: usize = 8 * 16;
 /// Inputs up to this many bytes take a four-block first group.
@@ -203,19 +204,37 @@ fn ghash_blocks(aad: &[u8], ct_len: usize) -> usize {
 }
 
 /// J0 and the keystream of the first `FIRST_BYTES` (fewer blocks for a
-/// short `$len`; the unused lanes are zero), for `$r` rounds.
+/// short `$len`; the unused lanes are zero), for `$r` rounds: nine blocks
+/// fit the sixteen XMM registers with a round key to spare.
 macro_rules! first_group {
     ($r:expr, $rk:expr, $base:expr, $len:expr) => {{
+        let z = _mm_setzero_si128();
         if $len <= SMALL_BYTES {
             let ks = aes::encrypt::<$r, 4>($rk, counters::<4>($base, 0));
-            let z = _mm_setzero_si128();
-            [ks[0], ks[1], ks[2], ks[3], z, z, z, z]
+            [ks[0], ks[1], ks[2], ks[3], z, z, z, z, z]
         } else if $len <= MEDIUM_BYTES {
             let ks = aes::encrypt::<$r, 6>($rk, counters::<6>($base, 0));
-            let z = _mm_setzero_si128();
-            [ks[0], ks[1], ks[2], ks[3], ks[4], ks[5], z, z]
+            [ks[0], ks[1], ks[2], ks[3], ks[4], ks[5], z, z, z]
         } else {
-            aes::encrypt::<$r, 8>($rk, counters::<8>($base, 0))
+            aes::encrypt::<$r, 9>($rk, counters::<9>($base, 0))
+        }
+    }};
+}
+
+/// Keystream for a later chunk of `$len <= GROUP_BYTES` bytes from counter
+/// offset `$next`: two or four blocks for a short tail (a 128-byte packet's
+/// ESP payload ends 4 bytes past the first group), else eight.
+macro_rules! group {
+    ($r:expr, $rk:expr, $base:expr, $next:expr, $len:expr) => {{
+        let z = _mm_setzero_si128();
+        if $len <= 2 * 16 {
+            let ks = aes::encrypt::<$r, 2>($rk, counters::<2>($base, $next));
+            [ks[0], ks[1], z, z, z, z, z, z]
+        } else if $len <= 4 * 16 {
+            let ks = aes::encrypt::<$r, 4>($rk, counters::<4>($base, $next));
+            [ks[0], ks[1], ks[2], ks[3], z, z, z, z]
+        } else {
+            aes::encrypt::<$r, 8>($rk, counters::<8>($base, $next))
         }
     }};
 }
@@ -235,9 +254,9 @@ fn seal_rounds<const R: usize>(
     let (first, rest) = buf.split_at_mut(len.min(FIRST_BYTES));
     let ks = first_group!(R, &k.rk, base, first.len());
     encrypt_and_hash!(g, first, &ks[1..]);
-    let mut next = 8u32;
+    let mut next = 9u32;
     for chunk in rest.chunks_mut(GROUP_BYTES) {
-        let more = aes::encrypt::<R, 8>(&k.rk, counters::<8>(base, next));
+        let more = group!(R, &k.rk, base, next, chunk.len());
         encrypt_and_hash!(g, chunk, &more);
         next = next.wrapping_add(8);
     }
@@ -268,9 +287,9 @@ fn open_rounds<const R: usize>(
     }
     let (first, rest) = buf.split_at_mut(len.min(FIRST_BYTES));
     xor_keystream!(first, &ks[1..]);
-    let mut next = 8u32;
+    let mut next = 9u32;
     for chunk in rest.chunks_mut(GROUP_BYTES) {
-        let more = aes::encrypt::<R, 8>(&k.rk, counters::<8>(base, next));
+        let more = group!(R, &k.rk, base, next, chunk.len());
         xor_keystream!(chunk, &more);
         next = next.wrapping_add(8);
     }
