@@ -13,7 +13,7 @@ use crate::Suite;
 /// Payload regions shorter than this many bytes take the short-packet
 /// code; the rest take ring. Measured with `cargo bench -p espgw-aesgcm
 /// --bench short` (docs/crypto.md): the size where ring becomes faster.
-pub const SHORT_MAX: usize = 256;
+pub const SHORT_MAX: usize = 320;
 
 /// An AES-128-GCM or AES-256-GCM key, expanded for both implementations.
 pub struct FastGcm {
