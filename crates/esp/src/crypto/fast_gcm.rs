@@ -1,8 +1,8 @@
 //! AES-GCM that sends short payloads to `espgw-aesgcm` (AES-NI and
 //! PCLMULQDQ in one pass, built for packets) and long ones to ring, whose
-//! fused AVX code wins from [`SHORT_MAX`] bytes on (docs/crypto.md has the
-//! measurement). On a CPU without AES-NI or PCLMULQDQ everything goes to
-//! ring.
+//! fused VAES code wins from [`SHORT_MAX_AES128`] / [`SHORT_MAX_AES256`]
+//! bytes on (docs/crypto.md has the measurement). On a CPU without AES-NI,
+//! PCLMULQDQ or AVX everything goes to ring.
 
 use espgw_aesgcm::AesGcm;
 
@@ -10,21 +10,25 @@ use super::aead::{AeadPrimitive, OpenError, TAG_LEN};
 use super::ring_aead::RingAead;
 use crate::Suite;
 
-/// Payload regions shorter than this many bytes take the short-packet
-/// code; the rest take ring. Measured with `cargo bench -p espgw-aesgcm
-/// --bench short` (docs/crypto.md): the size where ring becomes faster.
-pub const SHORT_MAX: usize = 320;
+/// AES-128 payload regions shorter than this many bytes take the
+/// short-packet code; the rest take ring. Measured with `cargo bench -p
+/// espgw-aesgcm --bench short` (docs/crypto.md): where ring draws level.
+pub const SHORT_MAX_AES128: usize = 384;
+/// The same for AES-256, whose four extra rounds per block move the
+/// crossover down.
+pub const SHORT_MAX_AES256: usize = 256;
 
 /// An AES-128-GCM or AES-256-GCM key, expanded for both implementations.
 pub struct FastGcm {
     ring: RingAead,
     short: Option<AesGcm>,
+    short_max: usize,
 }
 
 impl FastGcm {
     /// The short-packet implementation for `len` bytes, if it should run.
     fn short_for(&self, len: usize) -> Option<&AesGcm> {
-        self.short.as_ref().filter(|_| len < SHORT_MAX)
+        self.short.as_ref().filter(|_| len < self.short_max)
     }
 }
 
@@ -36,9 +40,15 @@ impl AeadPrimitive for FastGcm {
         // ring checks the key length against the suite; AesGcm accepts
         // both lengths, so it agrees whenever ring does.
         let ring = RingAead::new(suite, key)?;
+        let short_max = if suite == Suite::Aes128Gcm16 {
+            SHORT_MAX_AES128
+        } else {
+            SHORT_MAX_AES256
+        };
         Some(Self {
             ring,
             short: AesGcm::new(key),
+            short_max,
         })
     }
 
@@ -85,22 +95,13 @@ mod tests {
             let fast = FastGcm::new(suite, &key).unwrap();
             assert!(
                 fast.short.is_some(),
-                "this machine has AES-NI and PCLMULQDQ"
+                "this machine has AES-NI, PCLMULQDQ and AVX"
             );
             let ring = RingAead::new(suite, &key).unwrap();
             let nonce = [9u8; 12];
             let aad = [0x11u8; 12];
-            for len in [
-                0,
-                1,
-                15,
-                16,
-                68,
-                SHORT_MAX - 1,
-                SHORT_MAX,
-                SHORT_MAX + 1,
-                1500,
-            ] {
+            let max = fast.short_max;
+            for len in [0, 1, 15, 16, 68, max - 1, max, max + 1, 1500] {
                 let pt: Vec<u8> = (0..len).map(|i| i as u8).collect();
                 let (mut a, mut b) = (pt.clone(), pt.clone());
                 let tag = fast.seal(&nonce, &aad, &mut a);

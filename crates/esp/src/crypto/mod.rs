@@ -75,8 +75,8 @@ pub trait EspCipher: Send + Sync {
 ///
 /// The choice per suite is the measured winner of `benches/aead.rs`
 /// (docs/crypto.md has the numbers):
-/// * AES-GCM: [`fast_gcm::FastGcm`] (`espgw-aesgcm` below
-///   [`fast_gcm::SHORT_MAX`] bytes, ring above).
+/// * AES-GCM: [`fast_gcm::FastGcm`] (`espgw-aesgcm` for short payloads,
+///   ring for long ones).
 /// * ChaCha20-Poly1305: ring ([`aead::EspAead`] over [`ring_aead::RingAead`]).
 /// * AES-CBC + HMAC: RustCrypto AES-CBC with a random per-SA IV key
 ///   ([`cbc_hmac::CbcHmac`]) and HMAC from [`integrity`].
