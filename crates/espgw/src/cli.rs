@@ -44,17 +44,23 @@ pub enum Command {
         /// Comma-separated packet sizes, or "imix".
         #[arg(long, value_name = "LIST|imix")]
         sizes: Option<String>,
+        /// Encrypt (protected -> unprotected), decrypt, or both as separate rows.
         #[arg(long, value_enum, default_value_t = Direction::Both)]
         direction: Direction,
+        /// With N > 1, every case runs with 1 and with N pinned workers and
+        /// the N rows show the scaling efficiency (default 1).
         #[arg(long, value_name = "N")]
         workers: Option<usize>,
+        /// Measuring time per layer of each case (default 0.5).
         #[arg(long, value_name = "S")]
         seconds: Option<f64>,
         /// Distinct flows (UDP 5-tuples) per worker (default 64).
         #[arg(long, value_name = "N")]
         flows: Option<usize>,
+        /// Write every number, the raw counts, the machine and the command as JSON.
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
+        /// Write throughput and cycles per packet against size as an SVG chart.
         #[arg(long, value_name = "FILE")]
         svg: Option<PathBuf>,
     },
