@@ -46,7 +46,12 @@ pub(super) struct Backoff {
 }
 
 impl Backoff {
+    /// Call on the polling thread itself: an adaptive one asks the kernel
+    /// for exact sleeps (see [`dpdk::lcore::set_precise_sleep`]).
     pub fn new(poll: Poll) -> Self {
+        if poll == Poll::Adaptive && !dpdk::lcore::set_precise_sleep() {
+            tracing::debug!("timer slack not lowered: adaptive sleeps may end up to 50 µs late");
+        }
         Backoff {
             adaptive: poll == Poll::Adaptive,
             idle: 0,
