@@ -6,7 +6,10 @@
 # and behind the window, each field tampered (SPI, seq, IV, ciphertext,
 # ICV), truncated twice, cut inside the ICV, a frame shorter than its IP
 # length, a wrong SPI, hand-built AES-GCM ESP with bad padding, a bad
-# inner packet and a dummy packet, an inner packet outside the selectors, garbage IPv4, a non-IP frame and a 10-byte IPv4 runt. Each is dropped and counted under its own reason (exact counts,
+# inner packet and a dummy packet, an inner packet outside the selectors,
+# outer CE over a not-ECN-capable inner packet (RFC 6040: dropped) and over
+# an ECT(0) one (delivered), garbage IPv4, a non-IP frame and a 10-byte
+# IPv4 runt. Each is dropped and counted under its own reason (exact counts,
 # gateway-wide and on tunnel 2's inbound SA), the genuine ones are
 # delivered (a packet whose tampered seq failed the ICV does not advance
 # the window: the genuine one with that seq still passes), host A's pings
@@ -52,8 +55,12 @@ in_a ping -c 3 -i 0.2 -w 10 -I 10.1.1.10 10.2.1.10 >/dev/null || fail "pings thr
 sleep 0.5
 kill -INT $TCPDUMP; wait $TCPDUMP 2>/dev/null || true
 got=$(tcpdump -r "$WORK/hosta.pcap" -nn -A 2>/dev/null | grep -o 'badinput-[0-9]*' | sort -t- -k2 -n | tr '\n' ' ')
-[ "$got" = "badinput-1 badinput-2 badinput-3 badinput-4 badinput-5 badinput-90 badinput-100 badinput-102 badinput-200 " ] \
-    || fail "host A received from tunnel 2: '$got', want the genuine seqs 1-5, 90, 100, 102, 200 once each"
+[ "$got" = "badinput-1 badinput-2 badinput-3 badinput-4 badinput-5 badinput-90 badinput-100 badinput-102 badinput-200 badinput-206 " ] \
+    || fail "host A received from tunnel 2: '$got', want the genuine seqs 1-5, 90, 100, 102, 200, 206 once each"
+# RFC 6040: the one that came with CE on the outer header over ECT(0)
+# arrives marked CE (and only that one).
+ce=$(tcpdump -r "$WORK/hosta.pcap" -nn -A 'ip[1] & 3 = 3' 2>/dev/null | grep -o 'badinput-[0-9]*' | tr '\n' ' ')
+[ "$ce" = "badinput-206 " ] || fail "host A got '$ce' marked CE, want badinput-206 only"
 echo "host A received exactly the genuine packets: $got"
 stop_peer
 gateways_stop || fail "gateway A did not exit with status 0 on SIGINT after the bad input"
@@ -72,7 +79,9 @@ want = {
     "malformed": 3,       # garbage IPv4, frame shorter than its IP length, 10-byte IPv4
     "unsupported_ethertype": 1,
     "bad_padding": 1,
-    "bad_inner_packet": 2,  # garbage inner; a dummy packet (next header 59)
+    "bad_inner_packet": 1,  # garbage inner
+    "dummy": 1,             # a dummy packet (next header 59)
+    "ce_on_not_ect": 1,     # outer CE over a not-ECN-capable inner packet (RFC 6040)
     "policy_mismatch": 1,
 }
 drops = {k: v for k, v in s["drops"].items() if v}
@@ -86,13 +95,15 @@ if other:
     print("unexpected drops:", other)
     ok = False
 sa_in = [sa for sa in s["sas"] if sa["tunnel"] == t2 and sa["dir"] == "in"][0]
-# genuine: 1-5, 100, 90, 102, 200; and the one outside the selectors,
-# which decrypts fine and is dropped after (counted in both)
-if sa_in["packets"] != 10:
-    print(f"tunnel 2 inbound SA decrypted {sa_in['packets']} packets, want 10")
+# genuine: 1-5, 100, 90, 102, 200, 206 (CE over ECT(0)); and the one
+# outside the selectors, which decrypts fine and is dropped after (counted
+# in both)
+if sa_in["packets"] != 11:
+    print(f"tunnel 2 inbound SA decrypted {sa_in['packets']} packets, want 11")
     ok = False
 sa_drops = {k: v for k, v in sa_in.get("drops", {}).items() if v}
-want_sa = {"replayed": 3, "icv_mismatch": 4, "truncated": 3, "bad_padding": 1, "bad_inner_packet": 2, "policy_mismatch": 1}
+want_sa = {"replayed": 3, "icv_mismatch": 4, "truncated": 3, "bad_padding": 1, "bad_inner_packet": 1,
+           "dummy": 1, "ce_on_not_ect": 1, "policy_mismatch": 1}
 if sa_drops != want_sa:
     print(f"tunnel 2 inbound SA drops {sa_drops}, want {want_sa}")
     ok = False

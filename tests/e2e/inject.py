@@ -85,14 +85,14 @@ def main():
     key = bytes.fromhex(t["ba_key"])
     gcm, salt = AESGCM(key[:-4]), key[-4:]
 
-    def esp_raw(seq, payload, next_header, pad=None):
+    def esp_raw(seq, payload, next_header, pad=None, tos=0):
         if pad is None:
             n = (-(len(payload) + 2)) % 4
             pad = bytes(range(1, n + 1))
         head = t["ba_spi"].to_bytes(4, "big") + seq.to_bytes(4, "big")
         iv = os.urandom(8)
         ct = gcm.encrypt(salt + iv, payload + pad + bytes([len(pad), next_header]), head)
-        return IP(src="192.0.2.2", dst="192.0.2.1", proto=50) / Raw(head + iv + ct)
+        return IP(src="192.0.2.2", dst="192.0.2.1", proto=50, tos=tos) / Raw(head + iv + ct)
 
     good = bytes(inner(200))
     send("genuine seq 200, hand-built (checks the builder)", esp_raw(200, good, 4))
@@ -101,6 +101,10 @@ def main():
     send("dummy packet (next header 59, RFC 4303 2.6)", esp_raw(203, os.urandom(40), 59))
     sa.seq_num = 204
     send("inner packet outside the tunnel's selectors", sa.encrypt(IP(src="10.7.0.1", dst=t["a4"]) / UDP(dport=9)))
+    # RFC 6040: congestion experienced (CE) on the outer header.
+    send("outer CE over a not-ECN-capable inner packet (dropped)", esp_raw(205, good, 4, tos=0x03))
+    ect0 = IP(src=t["b4"], dst=t["a4"], ttl=64, tos=0x02) / UDP(sport=40206, dport=9) / Raw(b"badinput-206")
+    send("outer CE over an ECT(0) inner packet (delivered as CE)", esp_raw(206, bytes(ect0), 4, tos=0x03))
     send("garbage IPv4 (bad header)", b"\x45" + bytes(range(1, 40)))
     sock.send(Ether(dst=gw_mac, src=mac, type=0x88B5) / Raw(b"not ip" * 10))
     print("non-IP frame (EtherType 0x88b5)")

@@ -50,6 +50,10 @@ reasons! {
     SaExpired => "sa_expired",
     /// Not enough headroom/tailroom in the buffer.
     NoRoom => "no_room",
+    /// An ESP dummy packet (next header 59), discarded by design.
+    Dummy => "dummy",
+    /// Outer CE over a not-ECN-capable inner packet (RFC 6040 §4.2).
+    CeOnNotEct => "ce_on_not_ect",
     // ---- the data plane's own ----
     /// Too short for its Ethernet/ARP/IP headers, or inconsistent lengths.
     Malformed => "malformed",
@@ -120,6 +124,8 @@ impl Drop {
             EspDrop::BadInnerPacket => Drop::BadInnerPacket,
             EspDrop::SaExpired => Drop::SaExpired,
             EspDrop::NoRoom => Drop::NoRoom,
+            EspDrop::Dummy => Drop::Dummy,
+            EspDrop::CeOnNotEct => Drop::CeOnNotEct,
         }
     }
 }

@@ -183,6 +183,7 @@ impl InboundSa {
         let plain = &esp[payload_at..payload_at + sealed_len];
         let (payload_len, next_header) = trailer::parse(plain)?;
         let inner_len = inner::checked_len(&plain[..payload_len], next_header)?;
+        crate::ecn::decapsulate(loc.outer_ds, &mut esp[payload_at..payload_at + inner_len])?;
         if !self.limits.bytes_allow(self.stats.bytes, inner_len as u64) {
             self.expiry |= Expiry::HARD_BYTES;
             return Err(DropReason::SaExpired);

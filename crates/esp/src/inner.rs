@@ -3,6 +3,9 @@
 use crate::outer::{IPPROTO_IPIP, IPPROTO_IPV6};
 use crate::verdict::DropReason;
 
+/// ESP next header of a dummy packet (RFC 4303 §2.6): "no next header".
+const IPPROTO_NONE: u8 = 59;
+
 /// The ESP next header for `packet` (4 for IPv4, 41 for IPv6) and the length
 /// its header claims, which may be shorter than `packet` (link-layer padding
 /// on encap, TFC padding on decap) but never longer.
@@ -37,10 +40,14 @@ pub(crate) fn classify(packet: &[u8]) -> Result<(u8, usize), DropReason> {
 }
 
 /// The length of the inner packet that decrypted to `payload` with ESP next
-/// header `next_header`: the version must match the next header (RFC 4303
-/// dummy packets, next header 59, are dropped here too).
+/// header `next_header`: the version must match the next header. RFC 4303
+/// dummy packets (next header 59) are refused as [`DropReason::Dummy`]
+/// whatever they contain.
 #[inline]
 pub(crate) fn checked_len(payload: &[u8], next_header: u8) -> Result<usize, DropReason> {
+    if next_header == IPPROTO_NONE {
+        return Err(DropReason::Dummy);
+    }
     let (actual, len) = classify(payload)?;
     if actual != next_header {
         return Err(DropReason::BadInnerPacket);
@@ -100,9 +107,7 @@ mod tests {
             checked_len(&ipv6(0, 40), 4),
             Err(DropReason::BadInnerPacket)
         );
-        assert_eq!(
-            checked_len(&ipv6(0, 40), 59),
-            Err(DropReason::BadInnerPacket)
-        );
+        assert_eq!(checked_len(&ipv6(0, 40), 59), Err(DropReason::Dummy));
+        assert_eq!(checked_len(&[0xde, 0xad], 59), Err(DropReason::Dummy));
     }
 }

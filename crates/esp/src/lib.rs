@@ -27,6 +27,7 @@
 
 pub mod config;
 pub mod crypto;
+mod ecn;
 mod inbound;
 mod inner;
 pub mod lifetime;

@@ -314,11 +314,14 @@ impl OutboundSa {
     #[inline]
     fn encap_one<B: PacketBuf>(&self, pkt: &mut B, seq: u64) {
         let inner_len = pkt.len();
-        let next_header = if pkt.data()[0] >> 4 == 4 {
+        let inner = pkt.data();
+        let next_header = if inner[0] >> 4 == 4 {
             IPPROTO_IPIP
         } else {
             IPPROTO_IPV6
         };
+        // RFC 6040 normal mode: the outer header carries the inner DSCP and ECN.
+        let ds = crate::ecn::ds_field(inner);
         let pad = trailer::pad_len(inner_len, self.align);
         // `prepare` checked the room, so neither call can fail.
         let grown =
@@ -328,7 +331,7 @@ impl OutboundSa {
         let trailer_at = self.head_len + inner_len;
         trailer::write(&mut data[trailer_at..trailer_at + pad + 2], next_header);
         let total = data.len();
-        self.template.write(data, total, seq as u16);
+        self.template.write(data, total, seq as u16, ds);
         let esp = &mut data[self.template.len()..];
         esp[0..4].copy_from_slice(&self.spi.to_be_bytes());
         esp[4..8].copy_from_slice(&(seq as u32).to_be_bytes());

@@ -1,14 +1,15 @@
 //! The outer IP (+UDP) headers: a per-SA template for encap, and the parser
 //! that finds the ESP header in a received packet.
 //!
-//! Outer IPv4 choices (fixed, documented in docs): DF set, TTL 64, DSCP/ECN 0,
+//! Outer IPv4 choices (fixed, documented in docs): DF set, TTL 64, DSCP and
+//! ECN copied from the inner packet (RFC 6040 normal mode, see `ecn`),
 //! IP id = low 16 bits of the ESP sequence number. With DF set the datagram is
 //! atomic (RFC 6864), so the id needs no uniqueness and costs no shared
 //! counter; and an ESP packet is never fragmented on the way, which matters
 //! because the peer would have to reassemble before it can authenticate. The
 //! data plane instead answers oversize inner packets with ICMP "fragmentation
-//! needed" / "packet too big" (its PMTU handling). Outer IPv6: flow label 0,
-//! hop limit 64.
+//! needed" / "packet too big" (its PMTU handling). Outer IPv6: traffic
+//! class copied likewise, flow label 0, hop limit 64.
 
 use std::net::IpAddr;
 
@@ -126,7 +127,8 @@ impl OuterTemplate {
     /// included) into `out[..self.len()]`. `total` must be at most
     /// [`Self::max_packet`].
     #[inline]
-    pub(crate) fn write(&self, out: &mut [u8], total: usize, ip_id: u16) {
+    /// `ds` is the DS field (DSCP and ECN) the outer header carries.
+    pub(crate) fn write(&self, out: &mut [u8], total: usize, ip_id: u16, ds: u8) {
         let out = &mut out[..self.len];
         // One fixed-size copy per layout (20, 28, 40 or 48 bytes) instead of
         // a call to memcpy for a length only known at run time.
@@ -139,15 +141,23 @@ impl OuterTemplate {
         }
         if self.ipv6 {
             let payload = (total - IPV6_HEADER) as u16;
+            // Traffic class across the version/flow-label nibbles (the
+            // template's flow label is 0). Not in the UDP pseudo-header.
+            out[0] = 0x60 | (ds >> 4);
+            out[1] = ds << 4;
             out[4..6].copy_from_slice(&payload.to_be_bytes());
             if self.udp {
                 out[IPV6_HEADER + 4..IPV6_HEADER + 6].copy_from_slice(&payload.to_be_bytes());
             }
         } else {
             let total16 = total as u16;
+            out[1] = ds;
             out[2..4].copy_from_slice(&total16.to_be_bytes());
             out[4..6].copy_from_slice(&ip_id.to_be_bytes());
+            // The template summed the DS byte as 0: it is the low byte of
+            // the header's first word.
             let sum = checksum::add(checksum::add(self.partial_sum, total16), ip_id);
+            let sum = checksum::add(sum, u16::from(ds));
             out[10..12].copy_from_slice(&checksum::finish(sum).to_be_bytes());
             if self.udp {
                 // RFC 3948 §2.1: the UDP checksum SHOULD be zero over IPv4.
@@ -192,6 +202,8 @@ pub struct EspLocation {
     pub len: usize,
     /// The SPI, for the SA lookup.
     pub spi: u32,
+    /// The outer header's DS field (DSCP and ECN), for RFC 6040 decapsulation.
+    pub outer_ds: u8,
 }
 
 /// Finds the ESP packet inside an outer IPv4/IPv6 packet (no Ethernet header)
@@ -266,6 +278,7 @@ pub fn locate_esp(packet: &[u8], encap: Encap) -> Result<EspLocation, DropReason
         offset,
         len: esp.len(),
         spi: u32::from_be_bytes([esp[0], esp[1], esp[2], esp[3]]),
+        outer_ds: crate::ecn::ds_field(packet),
     })
 }
 
@@ -290,7 +303,7 @@ mod tests {
         let mut p = vec![0u8; t.len() + esp.len()];
         p[t.len()..].copy_from_slice(esp);
         let total = p.len();
-        t.write(&mut p, total, id);
+        t.write(&mut p, total, id, 0);
         t.finish(&mut p);
         p
     }

@@ -274,8 +274,8 @@ fn bad_padding_and_bad_inner_after_decrypt() {
         (|p| p[p.len() - 2] = 250, BadPadding),
         // Next header says IPv6 for an IPv4 packet.
         (|p| p[p.len() - 1] = 41, BadInnerPacket),
-        // Dummy packet (next header 59).
-        (|p| p[p.len() - 1] = 59, BadInnerPacket),
+        // Dummy packet (next header 59): its own reason.
+        (|p| p[p.len() - 1] = 59, Dummy),
         // Inner total length longer than what was carried.
         (
             |p| p[2..4].copy_from_slice(&1000u16.to_be_bytes()),
@@ -463,4 +463,53 @@ fn sas_can_be_shared_or_moved_between_cores() {
     fn moved<T: Send>() {}
     shared::<OutboundSa>();
     moved::<InboundSa>();
+}
+
+/// RFC 6040 normal mode through the engine: the outer header carries the
+/// inner DSCP and ECN (IPv4 and IPv6 outer, checksum valid), and on the way
+/// in an outer CE marks an ECN-capable inner packet CE and drops a
+/// not-ECN-capable one. (Every cell of the decapsulation table: ecn.rs.)
+#[test]
+fn dscp_and_ecn_cross_the_tunnel_as_rfc6040_says() {
+    use espgw_wire::checksum;
+    for outer_v6 in [false, true] {
+        for (inner_v6, ds) in [(false, 0xb8 | 0b10), (true, 0x28 | 0b01), (false, 0)] {
+            let cfg = config(Suite::Aes128Gcm16, outer_v6, Encap::None, false);
+            let (out, mut inb) = pair(&cfg);
+            let mut packet = if inner_v6 {
+                ipv6_packet(30, 1)
+            } else {
+                ipv4_packet(30, 1)
+            };
+            if !inner_v6 {
+                let sum = !checksum::sum(&packet[..20]);
+                packet[10..12].copy_from_slice(&sum.to_be_bytes());
+            }
+            crate::ecn::tests_support::set_ds(&mut packet, ds);
+            let (bufs, verdicts) = encap(&out, &[packet], 0);
+            assert_eq!(verdicts, [Verdict::Forward]);
+            let outer = bufs[0].data().to_vec();
+            assert_eq!(crate::ecn::ds_field(&outer), ds, "outer v6 {outer_v6}");
+            if !outer_v6 {
+                assert_eq!(checksum::sum(&outer[..20]), 0xffff, "outer IPv4 checksum");
+            }
+            // A router between the gateways marks congestion (the outer
+            // header is not authenticated: no re-seal needed).
+            let mut marked = outer.clone();
+            let new_outer_ds = ds | 0b11;
+            crate::ecn::tests_support::set_ds(&mut marked, new_outer_ds);
+            let mut bufs = vec![VecBuf::from_packet(&marked)];
+            let verdicts = decap(&mut inb, &mut bufs, 0);
+            if ds & 0b11 == 0 {
+                assert_eq!(verdicts, [Verdict::Drop(DropReason::CeOnNotEct)]);
+            } else {
+                assert_eq!(verdicts, [Verdict::Forward]);
+                let inner = bufs[0].data();
+                assert_eq!(crate::ecn::ds_field(inner), (ds & !0b11) | 0b11);
+                if !inner_v6 {
+                    assert_eq!(checksum::sum(&inner[..20]), 0xffff, "inner IPv4 checksum");
+                }
+            }
+        }
+    }
 }

@@ -29,11 +29,18 @@ pub enum DropReason {
     /// The buffer lacks the headroom or tailroom for the ESP headers, or the
     /// result would exceed the outer IP length field.
     NoRoom,
+    /// A dummy packet (ESP next header 59, RFC 4303 §2.6: traffic-flow
+    /// confidentiality filler): discarded by design, counted apart from errors.
+    Dummy,
+    /// The outer header said CE (congestion experienced) over an inner
+    /// packet that is not ECN-capable: RFC 6040 §4.2 drops it, since its
+    /// sender could not react to the mark.
+    CeOnNotEct,
 }
 
 impl DropReason {
     /// Number of reasons.
-    pub const COUNT: usize = 9;
+    pub const COUNT: usize = 11;
 
     /// Every reason, in [`DropReason::index`] order.
     pub const ALL: [DropReason; DropReason::COUNT] = [
@@ -46,6 +53,8 @@ impl DropReason {
         DropReason::BadInnerPacket,
         DropReason::SaExpired,
         DropReason::NoRoom,
+        DropReason::Dummy,
+        DropReason::CeOnNotEct,
     ];
 
     /// Stable snake_case name for stats and metrics.
@@ -60,6 +69,8 @@ impl DropReason {
             DropReason::BadInnerPacket => "bad_inner_packet",
             DropReason::SaExpired => "sa_expired",
             DropReason::NoRoom => "no_room",
+            DropReason::Dummy => "dummy",
+            DropReason::CeOnNotEct => "ce_on_not_ect",
         }
     }
 
