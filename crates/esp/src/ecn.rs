@@ -37,11 +37,19 @@ pub(crate) fn ds_field(packet: &[u8]) -> u8 {
 /// Applies RFC 6040's decapsulation to the inner IPv4/IPv6 packet at the
 /// start of `inner`, given the outer header's DS field: rewrites its ECN
 /// (patching the IPv4 header checksum), or refuses it.
+#[inline]
 pub(crate) fn decapsulate(outer_ds: u8, inner: &mut [u8]) -> Result<(), DropReason> {
-    let outer = outer_ds & CE;
-    if outer == NOT_ECT || outer == ECT0 {
+    // Only ECT(1) (01) and CE (11) on the outer header change anything:
+    // the common case is one bit test.
+    if outer_ds & ECT1 == 0 {
         return Ok(());
     }
+    mark(outer_ds & CE, inner)
+}
+
+/// The rest of [`decapsulate`], out of line: outer ECT(1) or CE.
+#[inline(never)]
+fn mark(outer: u8, inner: &mut [u8]) -> Result<(), DropReason> {
     let ds = ds_field(inner);
     let new_ecn = match (outer, ds & CE) {
         (CE, NOT_ECT) => return Err(DropReason::CeOnNotEct),

@@ -314,14 +314,14 @@ impl OutboundSa {
     #[inline]
     fn encap_one<B: PacketBuf>(&self, pkt: &mut B, seq: u64) {
         let inner_len = pkt.len();
-        let inner = pkt.data();
-        let next_header = if inner[0] >> 4 == 4 {
-            IPPROTO_IPIP
-        } else {
-            IPPROTO_IPV6
+        // The ESP next header, and the DS field (DSCP and ECN) the outer
+        // header carries (RFC 6040 normal mode); `prepare` checked that this
+        // is an IPv4 or IPv6 packet of at least 20 bytes.
+        let (next_header, ds) = match pkt.data() {
+            [b0, b1, ..] if b0 >> 4 == 4 => (IPPROTO_IPIP, *b1),
+            [b0, b1, ..] => (IPPROTO_IPV6, (b0 << 4) | (b1 >> 4)),
+            _ => (IPPROTO_IPV6, 0),
         };
-        // RFC 6040 normal mode: the outer header carries the inner DSCP and ECN.
-        let ds = crate::ecn::ds_field(inner);
         let pad = trailer::pad_len(inner_len, self.align);
         // `prepare` checked the room, so neither call can fail.
         let grown =
