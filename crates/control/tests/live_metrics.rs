@@ -38,10 +38,12 @@ impl CountersSource for FakeDataplane {
                 WorkerCounters {
                     worker: 0,
                     busy_ratio: 0.5,
+                    mss_clamped: 0,
                 },
                 WorkerCounters {
                     worker: 1,
                     busy_ratio: 0.125,
+                    mss_clamped: 17,
                 },
             ],
             drops: BTreeMap::from([("no_route".to_string(), 4), ("policy".to_string(), 6)]),
@@ -198,6 +200,7 @@ fn scrape_parses_and_carries_every_family() {
         ("espgw_port_rx_packets_total", "counter"),
         ("espgw_port_tx_packets_total", "counter"),
         ("espgw_worker_busy_ratio", "gauge"),
+        ("espgw_worker_mss_clamped_total", "counter"),
         ("espgw_sa_packets_total", "counter"),
         ("espgw_sa_bytes_total", "counter"),
         ("espgw_sa_drops_total", "counter"),
@@ -225,6 +228,10 @@ fn scrape_parses_and_carries_every_family() {
         996.0
     );
     assert_eq!(value("espgw_worker_busy_ratio", &[("worker", "1")]), 0.125);
+    assert_eq!(
+        value("espgw_worker_mss_clamped_total", &[("worker", "1")]),
+        17.0
+    );
     assert_eq!(value("espgw_drops_total", &[("reason", "policy")]), 6.0);
     let out_sa = [("tunnel", "t"), ("dir", "out"), ("spi", "0x0000a001")];
     assert_eq!(value("espgw_sa_packets_total", &out_sa), 5.0);

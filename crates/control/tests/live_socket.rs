@@ -37,6 +37,7 @@ impl CountersSource for FakeDataplane {
             workers: vec![WorkerCounters {
                 worker: 0,
                 busy_ratio: 0.25,
+                mss_clamped: 2,
             }],
             drops: BTreeMap::from([("policy_discard".to_string(), 3)]),
         }
@@ -201,7 +202,7 @@ fn every_command_through_the_socket_and_no_key_comes_back() {
 
     let stats = ctl(&sock, &CtlCommand::Stats, &mut seen).unwrap();
     assert!(stats.contains("prot  123      45"), "{stats}");
-    assert!(stats.contains("0       0.250"), "{stats}");
+    assert!(stats.contains("0       0.250  2"), "{stats}");
     assert!(stats.contains("policy_discard  3"), "{stats}");
     let json_stats = client::run(&sock, &CtlCommand::Stats, true).unwrap();
     seen.push(json_stats.clone());

@@ -419,10 +419,16 @@ pub fn render_stats(s: &StatsSnapshot) -> Result<String, String> {
     let workers: Vec<Vec<String>> = s
         .workers
         .iter()
-        .map(|w| vec![w.worker.to_string(), format!("{:.3}", w.busy_ratio)])
+        .map(|w| {
+            vec![
+                w.worker.to_string(),
+                format!("{:.3}", w.busy_ratio),
+                w.mss_clamped.to_string(),
+            ]
+        })
         .collect();
     out.push('\n');
-    out.push_str(&table(&["WORKER", "BUSY"], &workers));
+    out.push_str(&table(&["WORKER", "BUSY", "MSS_CLAMPED"], &workers));
     let drops: Vec<Vec<String>> = s
         .drops
         .iter()

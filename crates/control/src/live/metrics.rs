@@ -120,6 +120,18 @@ pub fn render(s: &StatsSnapshot) -> String {
         }
     }
     {
+        let name = "espgw_worker_mss_clamped_total";
+        let mut f = Family::start(
+            &mut out,
+            name,
+            "counter",
+            "TCP SYN / SYN-ACK segments whose MSS option the worker lowered (mss_clamp).",
+        );
+        for w in &s.workers {
+            f.sample(name, &[("worker", &w.worker.to_string())], w.mss_clamped);
+        }
+    }
+    {
         let name = "espgw_drops_total";
         let mut f = Family::start(&mut out, name, "counter", "Packets dropped, by reason.");
         for (reason, n) in &s.drops {

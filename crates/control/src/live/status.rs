@@ -175,6 +175,9 @@ pub struct WorkerCounters {
     /// Share of polls that found packets (0..=1) over the run, or over
     /// whatever recent window the runtime keeps.
     pub busy_ratio: f64,
+    /// TCP SYN / SYN-ACK whose MSS option the worker lowered (`mss_clamp`).
+    #[serde(default)]
+    pub mss_clamped: u64,
 }
 
 /// What the runtime reports about itself (everything except SAs, which

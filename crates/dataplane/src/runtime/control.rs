@@ -50,6 +50,7 @@ impl CountersSource for LiveCounters {
                 } else {
                     c.busy_polls as f64 / c.polls as f64
                 },
+                mss_clamped: c.mss_clamped,
             });
         }
         let ports = self
@@ -136,5 +137,40 @@ impl Control {
         if let Some(t) = self.ticker.take() {
             let _ = t.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `espgw ctl stats` and the metrics endpoint get from the
+    /// workers' live counters: per-worker load and MSS clamps, port sums.
+    #[test]
+    fn live_counters_carry_busy_ratio_mss_clamps_and_port_sums() {
+        let worker = |polls, busy, clamped, rx| {
+            let mut c = WorkerCounters::new(2, 0);
+            c.polls = polls;
+            c.busy_polls = busy;
+            c.mss_clamped = clamped;
+            c.ports[0].rx_packets = rx;
+            Arc::new(Mutex::new(c))
+        };
+        let live = LiveCounters {
+            workers: vec![worker(8, 2, 3, 10), worker(0, 0, 0, 5)],
+            ports: vec!["prot".into(), "unprot".into()],
+        };
+        let c = live.counters();
+        assert_eq!(c.workers.len(), 2);
+        assert_eq!(
+            (c.workers[0].busy_ratio, c.workers[0].mss_clamped),
+            (0.25, 3)
+        );
+        assert_eq!(
+            (c.workers[1].busy_ratio, c.workers[1].mss_clamped),
+            (0.0, 0)
+        );
+        assert_eq!(c.ports[0].rx_packets, 15);
+        assert_eq!(c.ports[1].name, "unprot");
     }
 }
