@@ -56,6 +56,10 @@ pub struct Dataplane {
     /// Largest outer (unprotected side) IP packet, in bytes.
     pub mtu: u16,
     pub poll: Poll,
+    /// Longest sleep of an idle adaptive-polling worker, in microseconds
+    /// (it starts at 10 and doubles up to this): the latency an idle
+    /// gateway adds per hop against the CPU it burns.
+    pub idle_sleep_us: u32,
     /// Extra EAL arguments, passed through untouched.
     pub eal: Vec<String>,
 }

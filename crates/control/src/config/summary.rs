@@ -30,15 +30,18 @@ impl fmt::Display for Summary<'_> {
         });
         writeln!(
             f,
-            "dataplane: {} on lcores {lcores}, {}, {} polling, burst {}, {} mbufs, mtu {}",
+            "dataplane: {} on lcores {lcores}, {}, {}, burst {}, {} mbufs, mtu {}",
             plural(dp.workers, "worker"),
             match dp.mode {
                 Mode::RunToCompletion => "run-to-completion",
                 Mode::Pipeline => "pipeline",
             },
             match dp.poll {
-                Poll::Busy => "busy",
-                Poll::Adaptive => "adaptive",
+                Poll::Busy => "busy polling".to_string(),
+                Poll::Adaptive => format!(
+                    "adaptive polling (idle sleeps up to {} µs)",
+                    dp.idle_sleep_us
+                ),
             },
             dp.burst,
             dp.mbufs,

@@ -137,6 +137,7 @@ mod tests {
             mbufs: 4095,
             mtu: 1500,
             poll: Poll::Adaptive,
+            idle_sleep_us: 100,
             eal: eal.iter().map(|s| s.to_string()).collect(),
         }
     }

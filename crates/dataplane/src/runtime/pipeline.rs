@@ -46,6 +46,8 @@ pub(super) struct IoJob {
     pub from_workers: Vec<Vec<RingConsumer>>,
     pub port_index: PortIndex,
     pub poll: Poll,
+    /// Longest idle sleep of adaptive polling.
+    pub idle_sleep: Duration,
     pub stop: Arc<AtomicBool>,
     /// Workers that have finished (drained their input and handed back).
     pub done: Arc<AtomicUsize>,
@@ -65,7 +67,7 @@ impl IoJob {
         let mut tx_burst: Burst<IO_BURST> = Burst::new();
         let mut staged: Vec<Burst<IO_BURST>> = (0..workers).map(|_| Burst::new()).collect();
         let mut frames: Vec<Mbuf> = Vec::with_capacity(IO_BURST);
-        let mut backoff = Backoff::new(self.poll);
+        let mut backoff = Backoff::new(self.poll, self.idle_sleep);
         let mut last_publish = Instant::now();
         loop {
             let stopping = self.stop.load(Ordering::Relaxed);
@@ -208,6 +210,8 @@ pub(super) struct CryptoJob {
     pub to_io: Vec<RingProducer>,
     pub port_index: PortIndex,
     pub poll: Poll,
+    /// Longest idle sleep of adaptive polling.
+    pub idle_sleep: Duration,
     pub rx_stopped: Arc<AtomicBool>,
     pub done: Arc<AtomicUsize>,
     pub started: Instant,
@@ -225,7 +229,7 @@ impl CryptoJob {
         let mut frames: Vec<Mbuf> = Vec::with_capacity(N);
         let mut run: Vec<Mbuf> = Vec::with_capacity(N);
         let mut txq: TxQueues<Mbuf> = TxQueues::new(ports, 2 * N);
-        let mut backoff = Backoff::new(self.poll);
+        let mut backoff = Backoff::new(self.poll, self.idle_sleep);
         let mut last_publish = Instant::now();
         loop {
             // Read before the dequeue: once the I/O lcore stopped reading

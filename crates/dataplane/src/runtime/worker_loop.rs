@@ -31,24 +31,25 @@ impl BufPool<Mbuf> for MbufPool {
 /// Empty polls in a row before an adaptive worker starts sleeping.
 const SPIN_POLLS: u32 = 64;
 const MIN_SLEEP: Duration = Duration::from_micros(10);
-const MAX_SLEEP: Duration = Duration::from_micros(100);
 /// How often the live counters are copied out for the control thread.
 const PUBLISH_EVERY: Duration = Duration::from_millis(100);
 /// TX calls that took nothing before the rest of a burst is dropped.
 const TX_RETRIES: u32 = 4;
 
 /// Idle handling: `busy` spins; `adaptive` sleeps after [`SPIN_POLLS`]
-/// empty polls, 10 µs doubling to 100 µs, back to spinning on traffic.
+/// empty polls, 10 µs doubling up to `[dataplane] idle_sleep_us` (100 µs
+/// unless configured), back to spinning on traffic.
 pub(super) struct Backoff {
     adaptive: bool,
     idle: u32,
     sleep: Duration,
+    max_sleep: Duration,
 }
 
 impl Backoff {
     /// Call on the polling thread itself: an adaptive one asks the kernel
     /// for exact sleeps (see [`dpdk::lcore::set_precise_sleep`]).
-    pub fn new(poll: Poll) -> Self {
+    pub fn new(poll: Poll, max_sleep: Duration) -> Self {
         if poll == Poll::Adaptive && !dpdk::lcore::set_precise_sleep() {
             tracing::debug!("timer slack not lowered: adaptive sleeps may end up to 50 µs late");
         }
@@ -56,6 +57,7 @@ impl Backoff {
             adaptive: poll == Poll::Adaptive,
             idle: 0,
             sleep: MIN_SLEEP,
+            max_sleep: max_sleep.max(MIN_SLEEP),
         }
     }
 
@@ -69,7 +71,7 @@ impl Backoff {
         self.idle = self.idle.saturating_add(1);
         if self.adaptive && self.idle > SPIN_POLLS {
             std::thread::sleep(self.sleep);
-            self.sleep = (self.sleep * 2).min(MAX_SLEEP);
+            self.sleep = (self.sleep * 2).min(self.max_sleep);
         }
     }
 }
@@ -84,6 +86,8 @@ pub(super) struct Job {
     pub rx: Vec<RxQueue>,
     pub tx: Vec<TxQueue>,
     pub poll: Poll,
+    /// Longest idle sleep of adaptive polling.
+    pub idle_sleep: Duration,
     pub burst: usize,
     pub stop: Arc<AtomicBool>,
     pub started: Instant,
@@ -113,7 +117,7 @@ impl Job {
         let mut tx_burst: Burst<N> = Burst::new();
         let mut pkts: Vec<Mbuf> = Vec::with_capacity(N);
         let mut txq: TxQueues<Mbuf> = TxQueues::new(ports, 2 * N);
-        let mut backoff = Backoff::new(self.poll);
+        let mut backoff = Backoff::new(self.poll, self.idle_sleep);
         let mut last_publish = Instant::now();
         while !self.stop.load(Ordering::Relaxed) {
             let now = Now {
@@ -194,4 +198,36 @@ fn flush<P: BufPool<Mbuf>, const N: usize>(
         }
     }
     total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Adaptive: spins for SPIN_POLLS empty polls, then sleeps from 10 µs
+    /// doubling up to the configured maximum, and is back at 10 µs after
+    /// any work. Busy polling never backs off.
+    #[test]
+    fn backoff_doubles_up_to_the_configured_sleep_and_resets_on_work() {
+        let mut b = Backoff::new(Poll::Adaptive, Duration::from_micros(50));
+        for _ in 0..SPIN_POLLS {
+            b.after(0);
+        }
+        assert_eq!(b.sleep, MIN_SLEEP, "still spinning");
+        let mut seen = Vec::new();
+        for _ in 0..5 {
+            b.after(0);
+            seen.push(b.sleep.as_micros());
+        }
+        assert_eq!(seen, [20, 40, 50, 50, 50]);
+        b.after(3);
+        assert_eq!((b.idle, b.sleep), (0, MIN_SLEEP));
+
+        // Busy: the sleep never grows (`after` never reaches the sleep).
+        let mut busy = Backoff::new(Poll::Busy, Duration::from_micros(50));
+        for _ in 0..10 * SPIN_POLLS {
+            busy.after(0);
+        }
+        assert_eq!(busy.sleep, MIN_SLEEP);
+    }
 }

@@ -6,7 +6,15 @@ use crate::config::reader::{Ctx, Table};
 use crate::config::HostFacts;
 
 pub(crate) const KEYS: &[&str] = &[
-    "workers", "lcores", "mode", "burst", "mbufs", "mtu", "poll", "eal",
+    "workers",
+    "lcores",
+    "mode",
+    "burst",
+    "mbufs",
+    "mtu",
+    "poll",
+    "idle_sleep_us",
+    "eal",
 ];
 
 pub const DEFAULT_BURST: u16 = 32;
@@ -21,6 +29,11 @@ pub const MIN_MTU_V4: u16 = 576;
 /// RFC 8200: the IPv6 minimum link MTU.
 pub const MIN_MTU_V6: u16 = 1280;
 pub const MAX_MTU: u16 = 9000;
+/// `idle_sleep_us`: the default, and its range (the first sleep is 10 µs;
+/// above 100 ms an idle gateway would answer its first packet too late).
+pub const DEFAULT_IDLE_SLEEP_US: u32 = 100;
+pub const MIN_IDLE_SLEEP_US: u32 = 10;
+pub const MAX_IDLE_SLEEP_US: u32 = 100_000;
 
 /// EAL options that select cores; espgw derives them from `lcores`.
 const EAL_CORE_OPTIONS: &[&str] = &["-l", "-c", "--lcores", "--main-lcore", "--master-lcore"];
@@ -40,6 +53,7 @@ pub(crate) fn read(ctx: &mut Ctx, table: Option<Table>, host: &HostFacts) -> Dat
         mbufs: DEFAULT_MBUFS,
         mtu: DEFAULT_MTU,
         poll: Poll::Busy,
+        idle_sleep_us: DEFAULT_IDLE_SLEEP_US,
         eal: Vec::new(),
     };
     let Some(t) = table else { return dp };
@@ -131,6 +145,21 @@ pub(crate) fn read(ctx: &mut Ctx, table: Option<Table>, host: &HostFacts) -> Dat
         dp.poll = f
             .choice(ctx, &[("busy", Poll::Busy), ("adaptive", Poll::Adaptive)])
             .unwrap_or(dp.poll);
+    }
+    if let Some(f) = t.get(ctx, "idle_sleep_us") {
+        dp.idle_sleep_us = f
+            .int(
+                ctx,
+                i128::from(MIN_IDLE_SLEEP_US),
+                i128::from(MAX_IDLE_SLEEP_US),
+            )
+            .map_or(dp.idle_sleep_us, |v| v as u32);
+        if dp.poll == Poll::Busy {
+            ctx.warn(
+                "dataplane.idle_sleep_us",
+                "has no effect with poll = \"busy\" (busy workers never sleep)".to_string(),
+            );
+        }
     }
     if let Some(f) = t.get(ctx, "eal") {
         let items = f.array(ctx, "a list of strings").unwrap_or_default();
