@@ -6,7 +6,10 @@
 #   sudo bench/ping-latency.sh [ESPGW_BINARY] [COUNT]   (default: this tree's release build, 100)
 #
 # Prints ping's summary line for host A -> host B through the tunnel and
-# over the direct link, twice each, alternating.
+# over the direct link, twice each, alternating; then the CPU each gateway
+# process used over IDLE_SECONDS (default 5) of no traffic, the price of
+# adaptive polling's short sleeps. IDLE_SLEEP_US=N sets both gateways'
+# `[dataplane] idle_sleep_us` (scripts/gateways.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" -eq 0 ] || { echo "needs root" >&2; exit 1; }
@@ -28,4 +31,14 @@ gateways_up >/dev/null
 for _ in 1 2; do
     printf 'tunnel  '; in_a ping -q -c "$COUNT" -i 0.02 -s 56 10.2.0.10 | tail -1
     printf 'direct  '; in_a ping -q -c "$COUNT" -i 0.02 -s 56 10.9.0.2 | tail -1
+done
+# utime + stime of each gateway process, in clock ticks.
+cpu_ticks() { for p in "${GW_PIDS[@]}"; do awk '{print $14 + $15}' "/proc/$p/stat"; done; }
+IDLE_SECONDS=${IDLE_SECONDS:-5}
+before=($(cpu_ticks))
+sleep "$IDLE_SECONDS"
+after=($(cpu_ticks))
+hz=$(getconf CLK_TCK)
+for i in "${!after[@]}"; do
+    echo "idle    gateway $i: $(( (after[i] - before[i]) * 100 / (hz * IDLE_SECONDS) )) % of a core over ${IDLE_SECONDS} s"
 done

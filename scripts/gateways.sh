@@ -2,7 +2,8 @@
 # topology of scripts/netns.sh with espgw A and B on it, and stops it all.
 #
 # Set before sourcing: P (namespace prefix), WORK (scratch dir), ESPGW (binary).
-# Optional: MTU (outer MTU of every link, default 1500).
+# Optional: MTU (outer MTU of every link, default 1500), IDLE_SLEEP_US
+# (`[dataplane] idle_sleep_us` of both gateways, default theirs).
 
 GW_PIDS=()
 
@@ -35,24 +36,15 @@ gateways_up() {
     if [ "$mtu" -gt 1500 ]; then
         af_packet_jumbo "$mtu" "$WORK"/gateway-*.toml
     fi
+    if [ -n "${IDLE_SLEEP_US:-}" ]; then
+        sed -i "/^poll = /a idle_sleep_us = $IDLE_SLEEP_US" "$WORK"/gateway-*.toml
+    fi
     # Metrics ports are per gateway; two demos at once would clash, so drop them.
     sed -i '/^metrics = /d' "$WORK"/gateway-*.toml
 
-    ip netns exec "$P-gwa" "$ESPGW" run --config "$WORK/gateway-a.toml" --stats-json "$WORK/a.json" >"$WORK/a.log" 2>&1 &
-    GW_PIDS+=($!)
-    ip netns exec "$P-gwb" "$ESPGW" run --config "$WORK/gateway-b.toml" --stats-json "$WORK/b.json" >"$WORK/b.log" 2>&1 &
-    GW_PIDS+=($!)
-
-    local p
-    for _ in $(seq 1 60); do
-        if in_a ping -c1 -W1 10.2.0.10 >/dev/null 2>&1; then return 0; fi
-        for p in "${GW_PIDS[@]}"; do
-            kill -0 "$p" 2>/dev/null || { echo "a gateway exited:"; cat "$WORK"/*.log; return 1; }
-        done
-    done
-    echo "tunnel did not come up; gateway logs:"
-    cat "$WORK"/*.log
-    return 1
+    gateway_start a "$WORK/gateway-a.toml"
+    gateway_start b "$WORK/gateway-b.toml"
+    gateways_wait_ping 10.2.0.10
 }
 
 # gateways_stop: SIGINT both gateways (they write --stats-json) and wait;
