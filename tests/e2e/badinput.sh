@@ -19,24 +19,13 @@
 P=e2ebad
 LOG_TAIL=25
 . "$(dirname "$0")/common.bash"
-PEER=""
-stop_peer() {
-    [ -n "$PEER" ] || return 0
-    kill -TERM "$PEER" 2>/dev/null; wait "$PEER" 2>/dev/null
-    PEER=""
-}
-on_cleanup() { stop_peer; }
 start=$(date +%s)
 
 scripts/netns.sh up "$P"
-python3 tests/e2e/tunnels.py gen badinput "$WORK"
+tunnels_gen badinput
 tunnel_hosts 2 a
 
-ip netns exec $P-gwb python3 tests/e2e/interop_peer.py gwb-unprot "$WORK/tunnels.json" "$WORK/peer.ready" "$WORK/peer.json" \
-    >"$WORK/peer.log" 2>&1 &
-PEER=$!
-for _ in $(seq 1 100); do [ -f "$WORK/peer.ready" ] && break; sleep 0.1; done
-[ -f "$WORK/peer.ready" ] || fail "the scapy peer did not start"
+peer_start
 gateway_start a "$WORK/gw-a.toml"
 gateways_wait_ping -I 10.1.1.10 10.2.1.10 >"$WORK/up.log" 2>&1 || fail "no echo reply through tunnel 1"
 
@@ -62,7 +51,7 @@ got=$(tcpdump -r "$WORK/hosta.pcap" -nn -A 2>/dev/null | grep -o 'badinput-[0-9]
 ce=$(tcpdump -r "$WORK/hosta.pcap" -nn -A 'ip[1] & 3 = 3' 2>/dev/null | grep -o 'badinput-[0-9]*' | tr '\n' ' ')
 [ "$ce" = "badinput-206 " ] || fail "host A got '$ce' marked CE, want badinput-206 only"
 echo "host A received exactly the genuine packets: $got"
-stop_peer
+peer_stop
 gateways_stop || fail "gateway A did not exit with status 0 on SIGINT after the bad input"
 
 python3 - "$WORK/a.json" "$WORK/tunnels.json" <<'PY' || fail "counters"

@@ -8,6 +8,11 @@
 #
 # Optional hooks a test defines: on_cleanup (stop its own helpers; runs on
 # failure and on exit, must be idempotent) and on_fail (extra diagnostics).
+#
+# Also: `tunnels_gen SET` (tests/e2e/tunnels.py's configs for SET into
+# WORK, and N = how many tunnels), `peer_start` / `peer_stop` (scapy as
+# gateway B: tests/e2e/interop_peer.py on gwb-unprot over WORK/tunnels.json,
+# its answers in WORK/peer.json; stopped on exit too).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 ROOT=$PWD
@@ -17,8 +22,30 @@ LOG_TAIL=${LOG_TAIL:-20}
 BG=()
 . scripts/gateways.sh
 
+PEER=""
+
+tunnels_gen() {
+    python3 tests/e2e/tunnels.py gen "$1" "$WORK"
+    N=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))))' "$WORK/tunnels.json")
+}
+
+peer_start() {
+    ip netns exec "$P-gwb" python3 tests/e2e/interop_peer.py gwb-unprot "$WORK/tunnels.json" \
+        "$WORK/peer.ready" "$WORK/peer.json" >"$WORK/peer.log" 2>&1 &
+    PEER=$!
+    for _ in $(seq 1 100); do [ -f "$WORK/peer.ready" ] && break; sleep 0.1; done
+    [ -f "$WORK/peer.ready" ] || fail "the scapy peer did not start: $(cat "$WORK/peer.log")"
+}
+
+peer_stop() {
+    [ -n "$PEER" ] || return 0
+    kill -TERM "$PEER" 2>/dev/null; wait "$PEER" 2>/dev/null
+    PEER=""
+}
+
 fail() {
     echo "FAIL: $*" >&2
+    peer_stop
     if declare -F on_cleanup >/dev/null; then on_cleanup; fi
     gateways_stop >/dev/null 2>&1 || true
     for f in "$WORK"/*.log; do
@@ -30,6 +57,7 @@ fail() {
 
 e2e_cleanup() {
     set +e
+    peer_stop
     if declare -F on_cleanup >/dev/null; then on_cleanup; fi
     for p in "${BG[@]}"; do kill "$p" 2>/dev/null; done
     gateways_down

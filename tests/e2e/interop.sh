@@ -16,13 +16,6 @@ P=e2einterop
 PATTERN=6573706777636c656172
 LOG_TAIL=5
 . "$(dirname "$0")/common.bash"
-PEER=""
-stop_peer() {
-    [ -n "$PEER" ] || return 0
-    kill -TERM "$PEER" 2>/dev/null; wait "$PEER" 2>/dev/null
-    PEER=""
-}
-on_cleanup() { stop_peer; }
 on_fail() {
     [ -f "$WORK/peer.json" ] && { echo "--- scapy peer:"; head -c 3000 "$WORK/peer.json"; }
     return 0
@@ -30,15 +23,10 @@ on_fail() {
 start=$(date +%s)
 
 scripts/netns.sh up "$P"
-python3 tests/e2e/tunnels.py gen suites "$WORK"
-N=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))))' "$WORK/tunnels.json")
+tunnels_gen suites
 tunnel_hosts "$N" a
 
-ip netns exec $P-gwb python3 tests/e2e/interop_peer.py gwb-unprot "$WORK/tunnels.json" "$WORK/peer.ready" "$WORK/peer.json" \
-    >"$WORK/peer.log" 2>&1 &
-PEER=$!
-for _ in $(seq 1 100); do [ -f "$WORK/peer.ready" ] && break; sleep 0.1; done
-[ -f "$WORK/peer.ready" ] || fail "the scapy peer did not start: $(cat "$WORK/peer.log")"
+peer_start
 gateway_start a "$WORK/gw-a.toml"
 gateways_wait_ping -I 10.1.1.10 10.2.1.10 >"$WORK/up.log" 2>&1 || fail "no echo reply through the first tunnel"
 
@@ -75,7 +63,7 @@ done
 [ $bad -eq 0 ] || fail "$bad of $((2 * N)) tunnel/family ping series were not all answered"
 echo "ping: $N tunnels (6 suites x ESN x outer IPv4/IPv6 x UDP encap) x IPv4/IPv6 inner x 16/500/1300 bytes, every ping answered by scapy"
 
-stop_peer
+peer_stop
 gateways_stop || fail "gateway A did not exit with status 0 on SIGINT"
 python3 - "$WORK/tunnels.json" "$WORK/peer.json" <<'PY' || fail "the scapy peer's view"
 import json, sys

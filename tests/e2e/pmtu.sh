@@ -22,7 +22,7 @@ LOG_TAIL=8
 start=$(date +%s)
 
 scripts/netns.sh up "$P"
-python3 tests/e2e/tunnels.py gen pmtu "$WORK"
+tunnels_gen pmtu
 tunnel_hosts 2 ab
 
 gateway_start a "$WORK/gw-a.toml"

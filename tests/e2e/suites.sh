@@ -27,8 +27,7 @@ on_fail() {
 start=$(date +%s)
 
 scripts/netns.sh up "$P"
-python3 tests/e2e/tunnels.py gen suites "$WORK"
-N=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))))' "$WORK/tunnels.json")
+tunnels_gen suites
 
 tunnel_hosts "$N" ab
 
