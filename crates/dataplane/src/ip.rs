@@ -6,6 +6,7 @@ use std::net::IpAddr;
 use espgw_wire::{ip_protocol, ipv6, Ipv6Packet, PacketBuf};
 
 use crate::reason::Drop;
+use crate::spd::Flow;
 
 /// What the pipeline needs to know about an IP packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,6 +34,34 @@ fn ports(proto: u8, l4: &[u8]) -> (Option<u16>, Option<u16>) {
             Some(u16::from_be_bytes([p[2], p[3]])),
         ),
         _ => (None, None),
+    }
+}
+
+impl IpMeta {
+    /// The SPD flow of a packet leaving the protected side (its source is
+    /// the protected host).
+    #[inline]
+    pub fn outbound_flow(&self) -> Flow {
+        Flow {
+            local: self.src,
+            remote: self.dst,
+            proto: self.proto,
+            local_port: self.sport,
+            remote_port: self.dport,
+        }
+    }
+
+    /// The SPD flow of a packet arriving from the far side (its
+    /// destination is the protected host): the same flow, mirrored.
+    #[inline]
+    pub fn inbound_flow(&self) -> Flow {
+        Flow {
+            local: self.dst,
+            remote: self.src,
+            proto: self.proto,
+            local_port: self.dport,
+            remote_port: self.sport,
+        }
     }
 }
 

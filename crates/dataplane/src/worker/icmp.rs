@@ -6,7 +6,7 @@ use espgw_wire::{icmpv6, reply, PacketBuf};
 use crate::ip::{parse_v4, parse_v6, IpMeta};
 use crate::pool::BufPool;
 use crate::reason::Drop;
-use crate::spd::{Action, Flow};
+use crate::spd::Action;
 use crate::tables::PortIdx;
 use crate::tx::TxQueues;
 
@@ -104,14 +104,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         let Ok(m) = m else {
             return self.drop_pkt(pkt, Drop::Malformed, None);
         };
-        let flow = Flow {
-            local: m.src,
-            remote: m.dst,
-            proto: m.proto,
-            local_port: m.sport,
-            remote_port: m.dport,
-        };
-        if let Action::Protect(t) = self.tables.spd.lookup(&flow).action {
+        if let Action::Protect(t) = self.tables.spd.lookup(&m.outbound_flow()).action {
             let tunnel = &self.tables.tunnels[t];
             let len = pkt.len();
             let Some(out) = tunnel.out.as_deref() else {

@@ -35,7 +35,7 @@ use crate::pool::BufPool;
 use crate::ratelimit::TokenBucket;
 use crate::reason::Drop;
 use crate::route::NextHop;
-use crate::spd::{Action, Flow, FlowCache};
+use crate::spd::{Action, FlowCache};
 use crate::tables::{inner_mtu, PortIdx, Tables};
 use crate::tx::TxQueues;
 
@@ -373,14 +373,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         tx: &mut TxQueues<B>,
         now: Now,
     ) {
-        let flow = Flow {
-            local: m.src,
-            remote: m.dst,
-            proto: m.proto,
-            local_port: m.sport,
-            remote_port: m.dport,
-        };
-        let d = self.spd_cache.lookup(&self.tables.spd, &flow);
+        let d = self.spd_cache.lookup(&self.tables.spd, &m.outbound_flow());
         match d.action {
             Action::Protect(t) => {
                 let clamp = self.tables.tunnels[t].mss_clamp;
@@ -443,14 +436,11 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         tx: &mut TxQueues<B>,
         now: Now,
     ) {
-        let flow = Flow {
-            local: m.dst,
-            remote: m.src,
-            proto: m.proto,
-            local_port: m.dport,
-            remote_port: m.sport,
-        };
-        match self.spd_cache.lookup(&self.tables.spd, &flow).action {
+        match self
+            .spd_cache
+            .lookup(&self.tables.spd, &m.inbound_flow())
+            .action
+        {
             Action::Bypass => {
                 decrement_ttl(&mut pkt, m.v6);
                 self.route_out(pkt, m.dst, Egress::Bypass, Some(port), tx, now);
