@@ -160,6 +160,17 @@ pub fn parse_v6<B: PacketBuf>(pkt: &mut B) -> Result<IpMeta, Drop> {
     Ok(meta)
 }
 
+/// Parses the IPv4 or IPv6 packet at the start of `pkt` (by its version
+/// nibble; anything but 6 is taken for IPv4 and refused there if it is not).
+#[inline]
+pub fn parse_ip<B: PacketBuf>(pkt: &mut B) -> Result<IpMeta, Drop> {
+    if pkt.data().first().is_some_and(|b| b >> 4 == 6) {
+        parse_v6(pkt)
+    } else {
+        parse_v4(pkt)
+    }
+}
+
 /// Decrements the TTL / hop limit of the packet at the start of `pkt`
 /// (checksum patched for IPv4). The caller checked that it is above 1.
 #[inline]

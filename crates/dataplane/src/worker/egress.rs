@@ -5,7 +5,7 @@ use std::net::IpAddr;
 use espgw_control::config::Side;
 use espgw_wire::{ethernet, ethertype, MacAddr, PacketBuf};
 
-use crate::ip::{parse_v4, parse_v6};
+use crate::ip::parse_ip;
 use crate::neighbor::Held;
 use crate::pool::BufPool;
 use crate::reason::Drop;
@@ -56,14 +56,8 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
             // peer's path is wider than ours): the sender learns our MTU,
             // through the tunnel when it came through one.
             let (mtu, out_port) = (out.mtu, hop.port);
-            let v6 = pkt.data().first().is_some_and(|b| b >> 4 == 6);
             let mut pkt = pkt;
-            let meta = if v6 {
-                parse_v6(&mut pkt)
-            } else {
-                parse_v4(&mut pkt)
-            };
-            return match meta {
+            return match parse_ip(&mut pkt) {
                 Ok(m) if m.dont_frag => {
                     let port = in_port.unwrap_or(out_port);
                     self.icmp_error(port, out_port, pkt, m, Drop::MtuExceeded, mtu, tx, now)

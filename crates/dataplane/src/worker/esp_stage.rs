@@ -6,7 +6,7 @@ use std::sync::Arc;
 use espgw_esp::Verdict;
 use espgw_wire::{ip_protocol, reply, PacketBuf};
 
-use crate::ip::{decrement_ttl, parse_v4, parse_v6};
+use crate::ip::{decrement_ttl, parse_ip};
 use crate::pool::BufPool;
 use crate::reason::Drop;
 use crate::tx::TxQueues;
@@ -85,13 +85,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
                     self.drop_pkt(pkt, Drop::from_esp(r), Some(port));
                     continue;
                 }
-                let v6 = pkt.data().first().is_some_and(|b| b >> 4 == 6);
-                let m = if v6 {
-                    parse_v6(&mut pkt)
-                } else {
-                    parse_v4(&mut pkt)
-                };
-                let m = match m {
+                let m = match parse_ip(&mut pkt) {
                     Ok(m) => m,
                     Err(r) => {
                         self.drop_pkt(pkt, r, Some(port));

@@ -3,7 +3,7 @@
 
 use espgw_wire::{icmpv6, reply, PacketBuf};
 
-use crate::ip::{parse_v4, parse_v6, IpMeta};
+use crate::ip::{parse_ip, IpMeta};
 use crate::pool::BufPool;
 use crate::reason::Drop;
 use crate::spd::Action;
@@ -95,13 +95,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
     /// hosts can ping and traceroute us through the tunnel), else routed
     /// in the clear like any of our own packets.
     pub(super) fn originate(&mut self, mut pkt: B, tx: &mut TxQueues<B>, now: Now) {
-        let v6 = pkt.data().first().is_some_and(|b| b >> 4 == 6);
-        let m = if v6 {
-            parse_v6(&mut pkt)
-        } else {
-            parse_v4(&mut pkt)
-        };
-        let Ok(m) = m else {
+        let Ok(m) = parse_ip(&mut pkt) else {
             return self.drop_pkt(pkt, Drop::Malformed, None);
         };
         if let Action::Protect(t) = self.tables.spd.lookup(&m.outbound_flow()).action {
