@@ -15,12 +15,15 @@ use super::*;
 
 impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
     pub(super) fn run_outbound(&mut self, tx: &mut TxQueues<B>, now: Now) {
+        // One reference for the whole burst (the snapshot does not change
+        // within it); held apart from `self` so the worker can be borrowed
+        // mutably while an SA of it works.
+        let tables = Arc::clone(&self.tables);
         for t in 0..self.out_stage.len() {
             if self.out_stage[t].pkts.is_empty() {
                 continue;
             }
             let mut stage = std::mem::replace(&mut self.out_stage[t], Stage::new(0));
-            let tables = Arc::clone(&self.tables);
             let tunnel = &tables.tunnels[t];
             self.verdicts.clear();
             match tunnel.out.as_deref() {
@@ -60,12 +63,15 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
     }
 
     pub(super) fn run_inbound(&mut self, tx: &mut TxQueues<B>, now: Now) {
+        // One reference for the whole burst (the snapshot does not change
+        // within it); held apart from `self` so the worker can be borrowed
+        // mutably while an SA of it works.
+        let tables = Arc::clone(&self.tables);
         for t in 0..self.in_stage.len() {
             if self.in_stage[t].pkts.is_empty() {
                 continue;
             }
             let mut stage = std::mem::replace(&mut self.in_stage[t], Stage::new(0));
-            let tables = Arc::clone(&self.tables);
             let slot = &tables.inbound[t];
             let tunnel = &tables.tunnels[slot.tunnel];
             self.verdicts.clear();
