@@ -27,10 +27,17 @@ const CE: u8 = 0b11;
 /// `packet`; 0 if it is too short or neither.
 #[inline]
 pub(crate) fn ds_field(packet: &[u8]) -> u8 {
+    version_and_ds(packet).map_or(0, |(_, ds)| ds)
+}
+
+/// The IP version (4 or 6) and DS field of the packet at the start of
+/// `packet`, in one look (the encap path needs both).
+#[inline]
+pub(crate) fn version_and_ds(packet: &[u8]) -> Option<(u8, u8)> {
     match packet {
-        [b0, b1, ..] if b0 >> 4 == 4 => *b1,
-        [b0, b1, ..] if b0 >> 4 == 6 => (b0 << 4) | (b1 >> 4),
-        _ => 0,
+        [b0, b1, ..] if b0 >> 4 == 4 => Some((4, *b1)),
+        [b0, b1, ..] if b0 >> 4 == 6 => Some((6, (b0 << 4) | (b1 >> 4))),
+        _ => None,
     }
 }
 

@@ -314,13 +314,12 @@ impl OutboundSa {
     #[inline]
     fn encap_one<B: PacketBuf>(&self, pkt: &mut B, seq: u64) {
         let inner_len = pkt.len();
-        // The ESP next header, and the DS field (DSCP and ECN) the outer
-        // header carries (RFC 6040 normal mode); `prepare` checked that this
-        // is an IPv4 or IPv6 packet of at least 20 bytes.
-        let (next_header, ds) = match pkt.data() {
-            [b0, b1, ..] if b0 >> 4 == 4 => (IPPROTO_IPIP, *b1),
-            [b0, b1, ..] => (IPPROTO_IPV6, (b0 << 4) | (b1 >> 4)),
-            _ => (IPPROTO_IPV6, 0),
+        // RFC 6040 normal mode: the outer header carries the inner DSCP and
+        // ECN. `prepare` checked that this is an IPv4 or IPv6 packet.
+        let (next_header, ds) = match crate::ecn::version_and_ds(pkt.data()) {
+            Some((4, ds)) => (IPPROTO_IPIP, ds),
+            Some((_, ds)) => (IPPROTO_IPV6, ds),
+            None => (IPPROTO_IPV6, 0),
         };
         let pad = trailer::pad_len(inner_len, self.align);
         // `prepare` checked the room, so neither call can fail.
