@@ -54,6 +54,8 @@ reasons! {
     Dummy => "dummy",
     /// Outer CE over a not-ECN-capable inner packet (RFC 6040 §4.2).
     CeOnNotEct => "ce_on_not_ect",
+    /// Outbound sequence numbers not yet persisted (state directory behind or unwritable).
+    SeqNotReserved => "seq_not_reserved",
     // ---- the data plane's own ----
     /// Too short for its Ethernet/ARP/IP headers, or inconsistent lengths.
     Malformed => "malformed",
@@ -126,6 +128,7 @@ impl Drop {
             EspDrop::NoRoom => Drop::NoRoom,
             EspDrop::Dummy => Drop::Dummy,
             EspDrop::CeOnNotEct => Drop::CeOnNotEct,
+            EspDrop::SeqNotReserved => Drop::SeqNotReserved,
         }
     }
 }

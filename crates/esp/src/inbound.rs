@@ -6,6 +6,9 @@
 //! crypto), ICV verify + decrypt, replay window *update* (only for
 //! authenticated packets), trailer, inner packet, strip.
 
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
 use espgw_wire::PacketBuf;
 
 use crate::config::{ConfigError, Encap, SaConfig};
@@ -31,6 +34,8 @@ pub struct InboundSa {
     pub(crate) window: ReplayWindow,
     expiry: Expiry,
     stats: SaStats,
+    /// `window.top()` as of the end of the last burst, for other threads.
+    highest: Arc<AtomicU64>,
 }
 
 impl core::fmt::Debug for InboundSa {
@@ -73,20 +78,27 @@ impl InboundSa {
             window: ReplayWindow::new(cfg.replay_window),
             expiry: Expiry::NONE,
             stats: SaStats::default(),
+            highest: Arc::new(AtomicU64::new(0)),
         })
     }
 
-    /// Continues after `highest_seen` as if that sequence number had been
-    /// received (restoring state, or tests near the 2^32 boundary). Only on
-    /// a fresh SA, so the window can never move backwards.
+    /// Continues after `highest_seen` as if every number up to it had been
+    /// received (restoring persisted state after a restart, or tests near
+    /// the 2^32 boundary): a packet captured before the restart is a
+    /// replay after it. Only on a fresh SA, so the window can never move
+    /// backwards.
     pub fn starting_after(mut self, highest_seen: u64) -> Self {
         if self.window.top() == 0 && highest_seen != 0 {
-            let mut window = ReplayWindow::new(self.window.size() as u32);
-            if window.update(highest_seen).is_ok() {
-                self.window = window;
-            }
+            self.window = ReplayWindow::restored(self.window.size() as u32, highest_seen);
+            self.highest.store(highest_seen, Relaxed);
         }
         self
+    }
+
+    /// The highest authenticated sequence number, readable from any thread
+    /// without the lock that guards the SA (the control plane persists it).
+    pub fn highest_seen_handle(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.highest)
     }
 
     pub fn spi(&self) -> u32 {
@@ -144,6 +156,11 @@ impl InboundSa {
             };
         }
         self.expiry |= self.limits.by_volume(self.stats.packets, self.stats.bytes);
+        if sent != 0 {
+            // One uncontended store per burst, on a line only this SA's
+            // owner writes.
+            self.highest.store(self.window.top(), Relaxed);
+        }
         sent
     }
 

@@ -34,6 +34,8 @@ pub mod lifetime;
 mod outbound;
 pub mod outer;
 pub mod replay;
+#[cfg(test)]
+mod seq_tests;
 pub mod suite;
 #[cfg(test)]
 mod test_cipher;

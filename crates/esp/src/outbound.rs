@@ -31,6 +31,18 @@ pub(crate) const ESP_HEADER: usize = 8;
 #[repr(align(64))]
 struct CacheLine<T>(T);
 
+#[derive(Debug)]
+struct SeqState {
+    /// Last sequence number handed out (0: none yet).
+    last: AtomicU64,
+    /// Highest number that may be handed out before the control plane
+    /// persists a further reservation (`u64::MAX`: not persisted, no cap).
+    /// Manually keyed AEAD SAs get a finite ceiling so that a restart can
+    /// never send a number (an AEAD nonce) twice under the same key: the
+    /// reservation is on disk before any number below it is used.
+    ceiling: AtomicU64,
+}
+
 #[derive(Debug, Default)]
 struct Counters {
     packets: AtomicU64,
@@ -55,8 +67,9 @@ pub struct OutboundSa {
     /// Last number this SA may use: `seq_space_end` or the hard packet limit.
     max_seq: u64,
     limits: Limits,
-    /// Last sequence number handed out (0: none yet).
-    last_seq: CacheLine<AtomicU64>,
+    /// Last sequence number handed out, and how far the numbers are
+    /// reserved in persistent state (one cache line: `reserve` reads both).
+    seq: CacheLine<SeqState>,
     counters: CacheLine<Counters>,
 }
 
@@ -108,7 +121,10 @@ impl OutboundSa {
             seq_space_end,
             max_seq: seq_space_end.min(limits.hard_packets()),
             limits,
-            last_seq: CacheLine(AtomicU64::new(0)),
+            seq: CacheLine(SeqState {
+                last: AtomicU64::new(0),
+                ceiling: AtomicU64::new(u64::MAX),
+            }),
             counters: CacheLine(Counters::default()),
         })
     }
@@ -119,9 +135,33 @@ impl OutboundSa {
     pub fn starting_after(self, last_used: u64) -> Self {
         let fresh = self.last_sequence() == 0;
         if fresh {
-            self.last_seq.0.store(last_used.min(self.max_seq), Relaxed);
+            self.seq.0.last.store(last_used.min(self.max_seq), Relaxed);
         }
         self
+    }
+
+    /// Caps the numbers handed out at `ceiling` until [`Self::raise_ceiling`]
+    /// moves it (persisted sequence reservations; see `SeqState::ceiling`).
+    pub fn with_ceiling(self, ceiling: u64) -> Self {
+        self.seq.0.ceiling.store(ceiling, Relaxed);
+        self
+    }
+
+    /// The highest number that may be handed out now (`u64::MAX`: no cap).
+    pub fn ceiling(&self) -> u64 {
+        self.seq.0.ceiling.load(Relaxed)
+    }
+
+    /// Lets numbers up to `ceiling` be used, once the reservation is
+    /// durable. Never lowers it.
+    pub fn raise_ceiling(&self, ceiling: u64) {
+        self.seq.0.ceiling.fetch_max(ceiling, Relaxed);
+    }
+
+    /// The last number this SA may ever use (sequence space or hard
+    /// packet limit).
+    pub fn max_sequence(&self) -> u64 {
+        self.max_seq
     }
 
     pub fn spi(&self) -> u32 {
@@ -134,7 +174,7 @@ impl OutboundSa {
 
     /// The last sequence number handed out (0 before the first packet).
     pub fn last_sequence(&self) -> u64 {
-        self.last_seq.0.load(Relaxed)
+        self.seq.0.last.load(Relaxed)
     }
 
     /// Bytes the outer packet adds to an inner packet of `inner_len` bytes:
@@ -232,9 +272,16 @@ impl OutboundSa {
                 continue;
             }
             if granted == 0 {
-                *verdict = Verdict::Drop(DropReason::SaExpired);
-                drops.add(DropReason::SaExpired);
-                expiry |= self.out_of_numbers();
+                // Out of numbers for good, or only until the next
+                // reservation is persisted.
+                let reason = if self.last_sequence() >= self.max_seq {
+                    expiry |= self.out_of_numbers();
+                    DropReason::SaExpired
+                } else {
+                    DropReason::SeqNotReserved
+                };
+                *verdict = Verdict::Drop(reason);
+                drops.add(reason);
                 continue;
             }
             let len = pkt.len() as u64;
@@ -242,10 +289,12 @@ impl OutboundSa {
                 *verdict = Verdict::Drop(DropReason::SaExpired);
                 drops.add(DropReason::SaExpired);
                 expiry |= Expiry::HARD_BYTES;
-            } else {
-                self.encap_one(pkt, seq);
+            } else if self.encap_one(pkt, seq) {
                 bytes += len;
                 sent += 1;
+            } else {
+                *verdict = Verdict::Drop(DropReason::NoRoom);
+                drops.add(DropReason::NoRoom);
             }
             // Wraps only past the last granted number, which is never used.
             seq = seq.wrapping_add(1);
@@ -291,18 +340,19 @@ impl OutboundSa {
     }
 
     /// Takes up to `n` sequence numbers: (first, how many). Saturates at
-    /// `max_seq`, so the counter can never wrap and hand out a number twice.
-    /// A plain `fetch_add` could wrap the counter at 2^64 (ESN) and would
-    /// leave it past the end for every later caller; the compare-exchange
-    /// loop is still one successful atomic RMW per burst (it only retries
-    /// when another core reserved in between).
+    /// `max_seq` and at the persisted ceiling, so the counter can never wrap
+    /// and hand out a number twice, nor one that a restart could hand out
+    /// again. A plain `fetch_add` could wrap the counter at 2^64 (ESN) and
+    /// would leave it past the end for every later caller; the
+    /// compare-exchange loop is still one successful atomic RMW per burst
+    /// (it only retries when another core reserved in between).
     #[inline]
     fn reserve(&self, n: u64) -> (u64, u64) {
         if n == 0 {
             return (0, 0);
         }
-        let max = self.max_seq;
-        match self.last_seq.0.fetch_update(Relaxed, Relaxed, |last| {
+        let max = self.max_seq.min(self.seq.0.ceiling.load(Relaxed));
+        match self.seq.0.last.fetch_update(Relaxed, Relaxed, |last| {
             (last < max).then(|| last.saturating_add(n).min(max))
         }) {
             Ok(last) => (last + 1, n.min(max - last)),
@@ -310,9 +360,11 @@ impl OutboundSa {
         }
     }
 
-    /// Builds the ESP packet around a prepared inner packet.
+    /// Builds the ESP packet around a prepared inner packet. False when the
+    /// buffer could not grow after all (a chained mbuf whose last segment
+    /// lacks the tailroom `prepare` saw): the caller drops it as `no_room`.
     #[inline]
-    fn encap_one<B: PacketBuf>(&self, pkt: &mut B, seq: u64) {
+    fn encap_one<B: PacketBuf>(&self, pkt: &mut B, seq: u64) -> bool {
         let inner_len = pkt.len();
         // RFC 6040 normal mode: the outer header carries the inner DSCP and
         // ECN. `prepare` checked that this is an IPv4 or IPv6 packet.
@@ -322,10 +374,14 @@ impl OutboundSa {
             None => (IPPROTO_IPV6, 0),
         };
         let pad = trailer::pad_len(inner_len, self.align);
-        // `prepare` checked the room, so neither call can fail.
+        // `prepare` checked the room, but a buffer may still refuse (the
+        // trait promises nothing about segments): a counted drop, never a
+        // panic and never a half-built packet on the wire.
         let grown =
             pkt.append(pad + 2 + self.icv_len).is_ok() && pkt.prepend(self.head_len).is_ok();
-        debug_assert!(grown);
+        if !grown {
+            return false;
+        }
         let data = pkt.data_mut();
         let trailer_at = self.head_len + inner_len;
         trailer::write(&mut data[trailer_at..trailer_at + pad + 2], next_header);
@@ -338,6 +394,7 @@ impl OutboundSa {
         if self.template.needs_finish() {
             self.template.finish(data);
         }
+        true
     }
 
     /// Adds a burst's totals to the shared counters: one atomic add per

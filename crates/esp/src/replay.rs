@@ -58,6 +58,25 @@ impl ReplayWindow {
         }
     }
 
+    /// A window of `size` packets whose top is `top` and in which every
+    /// number up to `top` counts as seen: the state after a restart, when
+    /// only the highest number received before it was persisted. Numbers
+    /// the old window had not seen yet are refused too (they cannot be told
+    /// apart from replays), which costs at most one window of reordered
+    /// packets once, never a replay accepted.
+    pub fn restored(size: u32, top: u64) -> Self {
+        let mut w = ReplayWindow::new(size);
+        w.top = top;
+        if w.size != 0 && top != 0 {
+            w.words.fill(u64::MAX);
+            // Bits above `top` in its own word belong to numbers not yet
+            // received; the words after it are cleared when the top moves.
+            let (word, bit) = w.position(top);
+            w.words[word] &= bit | (bit - 1);
+        }
+        w
+    }
+
     /// Configured size in packets (0 = anti-replay off).
     pub fn size(&self) -> u64 {
         self.size
@@ -169,6 +188,29 @@ mod tests {
         let mut w = ReplayWindow::new(size);
         w.update(top).unwrap();
         w
+    }
+
+    #[test]
+    fn restored_window_refuses_everything_up_to_top_and_accepts_after() {
+        for size in [64u32, 100, 1024, 4096] {
+            for top in [1u64, 63, 64, 65, 100, 5000, (1 << 32) + 7] {
+                let mut w = ReplayWindow::restored(size, top);
+                assert_eq!(w.top(), top);
+                let low = top.saturating_sub(u64::from(size) + 70).max(1);
+                for s in low..=top {
+                    assert_eq!(w.check(s), Err(Replayed), "size {size} top {top} seq {s}");
+                }
+                // Reordered arrivals after the restart: all new, each once.
+                for s in [top + 3, top + 1, top + 2, top + 70, top + 65] {
+                    assert_eq!(w.update(s), Ok(()), "size {size} top {top} seq {s}");
+                    assert_eq!(w.check(s), Err(Replayed));
+                }
+                assert_eq!(w.check(top), Err(Replayed));
+            }
+        }
+        // Anti-replay off: nothing to restore but the top (for ESN inference).
+        let w = ReplayWindow::restored(0, 77);
+        assert_eq!((w.top(), w.check(5)), (77, Ok(())));
     }
 
     #[test]

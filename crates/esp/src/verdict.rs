@@ -36,11 +36,16 @@ pub enum DropReason {
     /// packet that is not ECN-capable: RFC 6040 §4.2 drops it, since its
     /// sender could not react to the mark.
     CeOnNotEct,
+    /// Outbound: the sequence numbers past the last persisted reservation
+    /// are not yet written to the state directory (the control plane's
+    /// sequence keeper is behind, or the state directory cannot be
+    /// written). Sending would risk reusing an AEAD nonce after a restart.
+    SeqNotReserved,
 }
 
 impl DropReason {
     /// Number of reasons.
-    pub const COUNT: usize = 11;
+    pub const COUNT: usize = 12;
 
     /// Every reason, in [`DropReason::index`] order.
     pub const ALL: [DropReason; DropReason::COUNT] = [
@@ -55,6 +60,7 @@ impl DropReason {
         DropReason::NoRoom,
         DropReason::Dummy,
         DropReason::CeOnNotEct,
+        DropReason::SeqNotReserved,
     ];
 
     /// Stable snake_case name for stats and metrics.
@@ -71,6 +77,7 @@ impl DropReason {
             DropReason::NoRoom => "no_room",
             DropReason::Dummy => "dummy",
             DropReason::CeOnNotEct => "ce_on_not_ect",
+            DropReason::SeqNotReserved => "seq_not_reserved",
         }
     }
 
