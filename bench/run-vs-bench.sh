@@ -59,6 +59,7 @@ fi
 cat >"$WORK/gw.toml" <<T
 [gateway]
 name = "rvb"
+state_dir = "$WORK/state"
 control_socket = "$WORK/ctl.sock"
 [dataplane]
 workers = 1

@@ -41,6 +41,13 @@ gateways_up() {
     fi
     # Metrics ports are per gateway; two demos at once would clash, so drop them.
     sed -i '/^metrics = /d' "$WORK"/gateway-*.toml
+    # SA state (persisted sequence numbers, key records) per run: tests reuse
+    # fixed rekey keys, which a kept state would refuse as used before.
+    if [ -z "${KEEP_STATE:-}" ]; then
+        for s in a b; do
+            sed -i "/^\[gateway\]/a state_dir = \"$WORK/state-$s\"" "$WORK/gateway-$s.toml"
+        done
+    fi
 
     gateway_start a "$WORK/gateway-a.toml"
     gateway_start b "$WORK/gateway-b.toml"

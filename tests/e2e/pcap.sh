@@ -34,6 +34,9 @@ cat >"$D/gw.toml" <<TOML
 default_action = "discard"
 [gateway]
 name = "gw-pcap"
+# A fresh state directory per run: the scapy-made ESP starts at sequence 1
+# every time (a kept state would count it as replayed, tests/e2e/nonce.sh).
+state_dir = "$D/state"
 [dataplane]
 workers = $WORKERS
 mode = "$MODE"

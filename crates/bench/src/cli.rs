@@ -18,6 +18,8 @@ pub struct Args {
     pub seconds: Option<f64>,
     /// Distinct flows per worker (default 64).
     pub flows: Option<usize>,
+    /// Persisted sequence reservations, as `espgw run` (default off).
+    pub persist_seq: bool,
     pub json: Option<PathBuf>,
     pub svg: Option<PathBuf>,
 }
@@ -47,6 +49,7 @@ impl Args {
         if let Some(n) = self.flows {
             o.flows = options::check_flows(n)?;
         }
+        o.persist_seq = self.persist_seq;
         o.json = self.json.clone();
         o.svg = self.svg.clone();
         Ok(o)

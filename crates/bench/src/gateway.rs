@@ -8,10 +8,15 @@
 //! so the scaling run measures the cores, not a lock.
 
 use std::net::{IpAddr, Ipv4Addr};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 
+use espgw_control::live::SaManager;
+use espgw_control::state::{ReservationPolicy, SeqKeeper, StateDir};
 use espgw_control::{Config, HostFacts};
+use espgw_dataplane::tables::Network;
 use espgw_dataplane::Tables;
 use espgw_esp::{SaConfig, Suite};
 use espgw_wire::MacAddr;
@@ -47,12 +52,15 @@ pub fn far_host(w: usize) -> Ipv4Addr {
     Ipv4Addr::new(10, (2 + w / 256).min(255) as u8, (w % 256) as u8, 10)
 }
 
-/// Deterministic key material of `len` bytes, different per SPI.
+/// Deterministic key material of `len` bytes, different per SPI: every
+/// byte of the SPI shows in every fourth key byte, so no two SPIs share a
+/// key (the config refuses a key used twice).
 fn key_hex(len: usize, spi: u32, salt: u8) -> String {
+    let spi = spi.to_be_bytes();
     (0..len)
         .map(|i| {
-            let b = (i as u32).wrapping_mul(37) ^ spi.wrapping_mul(13) ^ u32::from(salt);
-            format!("{:02x}", b as u8)
+            let b = (i as u8).wrapping_mul(37) ^ spi[i % 4] ^ salt;
+            format!("{b:02x}")
         })
         .collect()
 }
@@ -136,10 +144,43 @@ fn mac_text(m: MacAddr) -> String {
 pub struct Gateway {
     pub config: Config,
     pub tables: Arc<Tables>,
+    /// With `--persist-seq`: the SA state and its keeper thread, as in
+    /// `espgw run` (stopped and removed on drop).
+    persistence: Option<Persistence>,
+}
+
+/// Sequence persistence of a bench gateway: a fresh state directory, the
+/// manager that admitted the SAs through it, and the keeper thread that
+/// extends their reservations while the workers run.
+struct Persistence {
+    dir: PathBuf,
+    stop: Arc<AtomicBool>,
+    keeper: Option<JoinHandle<()>>,
+    state: Arc<SeqKeeper>,
+    /// Owns the SAs' admission (the workers share the gateway by
+    /// reference, and the manager's snapshot builder is not `Sync`).
+    _manager: std::sync::Mutex<SaManager<Arc<Tables>>>,
+}
+
+impl Drop for Persistence {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(k) = self.keeper.take() {
+            let _ = k.join();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
 
 impl Gateway {
     pub fn new(suite: Suite, workers: usize) -> Result<Gateway, String> {
+        Self::build(suite, workers, false)
+    }
+
+    /// Like [`Gateway::new`]; with `persist_seq` the SAs are admitted
+    /// through a fresh state directory and a running sequence keeper, as
+    /// `espgw run` does, so the measurement includes their cost.
+    pub fn build(suite: Suite, workers: usize, persist_seq: bool) -> Result<Gateway, String> {
         let host = HostFacts {
             cpus: workers.max(1),
             check_permissions: false,
@@ -147,12 +188,59 @@ impl Gateway {
         let (config, _warnings) =
             espgw_control::parse_str(Path::new("bench.toml"), config_text(suite, workers), &host)
                 .map_err(|d| format!("bench gateway config rejected: {d:?}"))?;
+        if persist_seq {
+            return Self::persisted(config);
+        }
         let tables = Tables::from_config(&config, &[GW_PROT_MAC, GW_UNPROT_MAC], 0)
             .map_err(|e| format!("bench gateway tables: {e}"))?;
         Ok(Gateway {
             config,
             tables: Arc::new(tables),
+            persistence: None,
         })
+    }
+
+    fn persisted(config: Config) -> Result<Gateway, String> {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "espgw-bench-state-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let state = StateDir::open(&dir).map_err(|e| e.to_string())?;
+        let state = Arc::new(SeqKeeper::new(state, ReservationPolicy::default()));
+        let net = Network::from_config(&config, &[GW_PROT_MAC, GW_UNPROT_MAC])
+            .map_err(|e| format!("bench gateway tables: {e}"))?;
+        let manager = SaManager::with_state(
+            &config,
+            0,
+            Box::new(move |view| Arc::new(Tables::from_view(&net, view))),
+            Some(Arc::clone(&state)),
+        )
+        .map_err(|e| format!("bench gateway SAs: {e}"))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let keeper = state
+            .spawn(Arc::clone(&stop))
+            .map_err(|e| format!("sequence keeper: {e}"))?;
+        Ok(Gateway {
+            tables: Arc::clone(manager.current()),
+            config,
+            persistence: Some(Persistence {
+                dir,
+                stop,
+                keeper: Some(keeper),
+                state,
+                _manager: std::sync::Mutex::new(manager),
+            }),
+        })
+    }
+
+    /// Reservations written so far and write failures (0, 0 without
+    /// `--persist-seq`).
+    pub fn persistence_writes(&self) -> Option<(u64, u64)> {
+        self.persistence
+            .as_ref()
+            .map(|p| (p.state.writes(), p.state.failures()))
     }
 
     /// The gateway's outbound SA config of worker `w`'s tunnel.

@@ -83,6 +83,9 @@ pub struct Options {
     pub seconds: f64,
     /// Distinct flows (UDP 5-tuples) each worker's packets cycle over.
     pub flows: usize,
+    /// Admit the SAs through a state directory and run the sequence keeper
+    /// (persisted reservations, as `espgw run` does).
+    pub persist_seq: bool,
     pub json: Option<PathBuf>,
     pub svg: Option<PathBuf>,
     /// The command line as typed, for the JSON report.
@@ -104,6 +107,7 @@ impl Default for Options {
             workers: 1,
             seconds: 0.5,
             flows: DEFAULT_FLOWS,
+            persist_seq: false,
             json: None,
             svg: None,
             command: String::new(),

@@ -150,6 +150,7 @@ pub fn run(opts: &Options) -> Result<Report, String> {
                         workers: n,
                         seconds: opts.seconds,
                         flows: opts.flows,
+                        persist_seq: opts.persist_seq,
                         tsc_hz: tsc_hz as f64,
                     };
                     let per_layer = run_case(spec, &pools[..n], &cores)?;
@@ -205,6 +206,7 @@ struct CaseSpec {
     /// Measuring time per layer.
     seconds: f64,
     flows: usize,
+    persist_seq: bool,
     tsc_hz: f64,
 }
 
@@ -225,7 +227,7 @@ fn run_case(
     cores: &[core_affinity::CoreId],
 ) -> Result<Vec<(Layer, Vec<Measured>)>, String> {
     let n = spec.workers;
-    let gw = Gateway::new(spec.suite, n)?;
+    let gw = Gateway::build(spec.suite, n, spec.persist_seq)?;
     let barrier = Barrier::new(n);
     let results: Vec<Result<Vec<Measured>, String>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..n)

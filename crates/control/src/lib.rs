@@ -6,10 +6,13 @@
 //! renders the SAs of a config as Wireshark `esp_sa` lines ([`wireshark`]).
 //! [`live`] changes SAs and policy while the data plane runs (add, delete,
 //! make-before-break rekey, lifetimes) and serves the control socket and
-//! the Prometheus metrics (docs/operations.md).
+//! the Prometheus metrics (docs/operations.md). [`state`] persists the
+//! sequence numbers and key records of manually keyed SAs, so a restart
+//! never reuses an AEAD nonce.
 
 pub mod config;
 pub mod live;
+pub mod state;
 pub mod tables;
 pub mod wireshark;
 

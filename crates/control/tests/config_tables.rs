@@ -165,10 +165,13 @@ fn sa_constructor_errors_name_the_tunnel_and_direction() {
 fn tunnel(name: &str, local_ts: &[&str], remote_ts: &[&str], extra: &str) -> String {
     let n = &name[1..];
     let peer: u8 = n.parse::<u8>().unwrap() + 1;
+    // A key of its own per SA (the config refuses a key used twice).
+    let out_key = format!("{}{:02x}", &OUT_KEY[..OUT_KEY.len() - 2], 0x80 + peer);
+    let in_key = format!("{}{:02x}", &IN_KEY[..IN_KEY.len() - 2], 0x80 + peer);
     format!(
         "\n[[tunnel]]\nname = \"{name}\"\nlocal = \"192.0.2.1\"\nremote = \"192.0.2.{peer}\"\n\
          local_ts = {local_ts:?}\nremote_ts = {remote_ts:?}\nesp = \"aes128gcm16\"\n{extra}\n\
-         out = {{ spi = 0x100{n}, key = \"{OUT_KEY}\" }}\nin = {{ spi = 0x200{n}, key = \"{IN_KEY}\" }}\n"
+         out = {{ spi = 0x100{n}, key = \"{out_key}\" }}\nin = {{ spi = 0x200{n}, key = \"{in_key}\" }}\n"
     )
 }
 

@@ -118,9 +118,16 @@ fn deleted_tunnel_traffic_is_discarded_even_when_the_default_is_bypass() {
         outbound_for(&m, "10.1.0.7", "10.9.0.9"),
         Err(Action::Bypass)
     );
-    // Adding the tunnel back protects the traffic again.
+    // Adding the tunnel back with the keys it had is refused: its SAs
+    // would count sequence numbers (AEAD nonces) from 1 again under them.
     let c = config(gateway_toml(1, "", "bypass", ""));
-    m.add_tunnel(c.tunnels[0].clone(), 102).unwrap();
+    let e = m.add_tunnel(c.tunnels[0].clone(), 102).unwrap_err();
+    assert!(e.0.contains("already used by this gateway"), "{e}");
+    // With fresh keys it protects the traffic again.
+    let mut t = c.tunnels[0].clone();
+    t.outbound = sa_keys(0xa001, 71);
+    t.inbound = sa_keys(0xb001, 72);
+    m.add_tunnel(t, 102).unwrap();
     assert_eq!(outbound_for(&m, "10.1.0.7", "10.2.0.9"), Ok(0xa001));
 }
 

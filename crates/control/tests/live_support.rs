@@ -78,13 +78,16 @@ pub fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
 
-/// 20 bytes of AES-128-GCM keying material (key + salt) derived from `n`.
+/// 20 bytes of AES-128-GCM keying material (key + salt) derived from `n`:
+/// every byte of `n` shows in every fourth key byte, so two `n` never give
+/// one key (a gateway refuses a key used twice).
 pub fn key_hex(n: u32) -> String {
+    let n = n.to_be_bytes();
     let mut s = String::new();
-    for i in 0..20u32 {
+    for i in 0..20usize {
         s.push_str(&format!(
             "{:02x}",
-            (n.wrapping_mul(31).wrapping_add(i * 7)) as u8
+            n[i % 4] ^ (i as u8).wrapping_mul(7) ^ 0x5a
         ));
     }
     s

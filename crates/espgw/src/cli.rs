@@ -57,6 +57,11 @@ pub enum Command {
         /// Distinct flows (UDP 5-tuples) per worker (default 64).
         #[arg(long, value_name = "N")]
         flows: Option<usize>,
+        /// Admit the SAs through a fresh state directory and run the
+        /// sequence keeper while measuring, as `espgw run` does: the cost of
+        /// persisted sequence reservations (docs/operations.md).
+        #[arg(long)]
+        persist_seq: bool,
         /// Write every number, the raw counts, the machine and the command as JSON.
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,

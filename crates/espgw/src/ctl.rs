@@ -353,6 +353,10 @@ mod tests {
     const OUT_KEY: &str = "a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4";
     const IN_KEY: &str = "c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4";
     const NEW_KEY: &str = "e1e2e3e4e5e6e7e8e9eaebecedeeeff0f1f2f3f4";
+    // Every SA gets a key of its own (the gateway refuses a key used twice).
+    const W_IN_KEY: &str = "0a1b2c3d4e5f60718293a4b5c6d7e8f901234567";
+    const NEW_IN_KEY: &str = "f0e1d2c3b4a5968778695a4b3c2d1e0f76543210";
+    const OUT_KEY_T2: &str = "1f2e3d4c5b6a79881f2e3d4c5b6a798812345678";
 
     const CONFIG: &str = r#"
 [gateway]
@@ -424,7 +428,7 @@ in = { spi = 0xb001, key = "0x3333333333333333333333333333333344444444" }
         let added = run(format!(
             "sa add --name w --local 192.0.2.1 --remote 192.0.2.4 --local-ts 10.1.0.0/24 \
              --remote-ts 10.4.0.0/24 --esp aes128gcm16 --lifetime-packets 1000 \
-             --out-spi 0xe001 --out-key {NEW_KEY} --in-spi 0xf001 --in-key {IN_KEY}"
+             --out-spi 0xe001 --out-key {NEW_KEY} --in-spi 0xf001 --in-key {W_IN_KEY}"
         ))
         .unwrap();
         assert_eq!(added, "tunnel \"w\" added\n");
@@ -436,7 +440,7 @@ in = { spi = 0xb001, key = "0x3333333333333333333333333333333344444444" }
         );
         assert!(list.trim_end().ends_with("1000"), "{list}");
         let rekeyed = run(format!(
-            "sa rekey t --out-spi 0xa002 --out-key {NEW_KEY} --in-spi 0xb002 --in-key {NEW_KEY}"
+            "sa rekey t --out-spi 0xa002 --out-key {OUT_KEY_T2} --in-spi 0xb002 --in-key {NEW_IN_KEY}"
         ))
         .unwrap();
         assert!(
@@ -472,7 +476,7 @@ in = { spi = 0xb001, key = "0x3333333333333333333333333333333344444444" }
         let (code, _) = run("status".into()).unwrap_err();
         assert_eq!(code, EXIT_FAILED, "no gateway listening");
         for text in &printed {
-            for key in [OUT_KEY, IN_KEY, NEW_KEY] {
+            for key in [OUT_KEY, IN_KEY, NEW_KEY, W_IN_KEY, NEW_IN_KEY, OUT_KEY_T2] {
                 assert!(!text.contains(&key[..12]), "key in {text}");
             }
         }

@@ -28,6 +28,7 @@ fn main() -> ExitCode {
             workers,
             seconds,
             flows,
+            persist_seq,
             json,
             svg,
         } => espgw_bench::cli::exit_code(&espgw_bench::cli::Args {
@@ -38,6 +39,7 @@ fn main() -> ExitCode {
             workers,
             seconds,
             flows,
+            persist_seq,
             json,
             svg,
         }),

@@ -51,10 +51,12 @@ fn config() -> (String, Vec<Sa>) {
         let auth_kv = auth_key
             .as_ref()
             .map_or(String::new(), |k| format!(", auth_key = \"{k}\""));
+        // The in SA is not used here, but needs a key of its own.
+        let in_key = hex(0x10 * (i + 1) + 1, key_len);
         text += &format!(
             "\n[[tunnel]]\nname = \"t{i}\"\nlocal = \"{local}\"\nremote = \"{remote}\"\n\
              local_ts = [\"10.1.0.0/24\"]\nremote_ts = [\"10.{}.0.0/16\"]\nesp = \"{suite}\"\n\
-             out = {{ spi = {spi}, key = \"{key}\"{auth_kv} }}\nin = {{ spi = {}, key = \"{key}\"{auth_kv} }}\n",
+             out = {{ spi = {spi}, key = \"{key}\"{auth_kv} }}\nin = {{ spi = {}, key = \"{in_key}\"{auth_kv} }}\n",
             20 + i,
             spi + 0x100,
         );

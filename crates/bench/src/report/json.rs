@@ -71,6 +71,7 @@ pub fn render(report: &Report) -> Value {
             "workers": o.workers,
             "seconds_per_layer": o.seconds,
             "flows": o.flows,
+            "persist_seq": o.persist_seq,
             "burst": crate::generator::BURST,
         },
         "units": {

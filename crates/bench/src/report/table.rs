@@ -46,6 +46,12 @@ pub fn render(report: &Report) -> String {
         crate::flows::FIRST_PORT,
         crate::flows::DST_PORT,
     );
+    if report.options.persist_seq {
+        let _ = writeln!(
+            s,
+            "SAs admitted through a state directory, sequence keeper running (--persist-seq)\n"
+        );
+    }
     let _ = writeln!(
         s,
         "{:<16} {:>5} {:<7} {:>3} {:<6} | {:>7} {:>7} {:>7} {:>8} {:>6} | {:>7} {:>5} | {:>7} {:>7} {:>7} | {:>5} {:>7} {:>7} | check",

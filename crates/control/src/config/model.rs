@@ -41,6 +41,14 @@ pub struct Gateway {
     pub control_socket: Option<PathBuf>,
     /// Where Prometheus metrics are served; `None` disables them.
     pub metrics: Option<SocketAddr>,
+    /// Persisted sequence numbers and key records of manually keyed SAs
+    /// (`state_dir`; default `/var/lib/espgw/<name>`).
+    pub state_dir: PathBuf,
+}
+
+/// Where `[gateway].state_dir` points when the config does not say.
+pub fn default_state_dir(gateway_name: &str) -> PathBuf {
+    PathBuf::from("/var/lib/espgw").join(gateway_name)
 }
 
 /// `[dataplane]`.

@@ -53,6 +53,23 @@ impl fmt::Display for Summary<'_> {
         if let Some(m) = &c.gateway.metrics {
             writeln!(f, "metrics: http://{m}/metrics")?;
         }
+        if !c.tunnels.is_empty() {
+            let aead = c.tunnels.iter().filter(|t| t.suite.is_aead()).count();
+            writeln!(
+                f,
+                "state_dir: {} (0700): every manual SA continues its sequence numbers there after a \
+                 restart, and a key used before is refused; {} its AEAD nonces could repeat)",
+                c.gateway.state_dir.display(),
+                if aead == 0 {
+                    "without it, no tunnel is refused (none is AEAD, but".to_string()
+                } else {
+                    format!(
+                        "`espgw run` refuses the {} if it cannot write there (else",
+                        plural(aead, "AEAD tunnel")
+                    )
+                }
+            )?;
+        }
         writeln!(f, "ports:")?;
         for p in &c.ports {
             let addrs: Vec<String> = p.addresses.iter().map(|a| a.to_string()).collect();

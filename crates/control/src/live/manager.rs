@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use espgw_esp::{Expiry, InboundSa, OutboundSa, SaStats};
+use espgw_esp::{Expiry, InboundSa, OutboundSa, SaConfig, SaStats};
 use tracing::{info, warn};
 
 use super::rules;
@@ -23,6 +23,7 @@ use super::status::{
     Dir, Event, EventCounts, LifetimeLeft, SaInfo, SaRef, SaState, TunnelStatus, TunnelTotals,
 };
 use crate::config::{Config, SaKeys, SpdEntry, Tunnel};
+use crate::state::{Admission, KeyHasher, KeyId, KeyRefused, Record, SaDir, SeqKeeper};
 use crate::tables::{Action, Generation, Publisher, Reader, Rule, Spd, TunnelId};
 
 /// How long an inbound SA replaced by a rekey keeps decrypting.
@@ -120,6 +121,149 @@ enum Entry {
     Tombstone(String, Rule),
 }
 
+/// Where the keys of this gateway's SAs are recorded: in the state
+/// directory (persisted, with sequence numbers: `espgw run`), or only in
+/// memory for this process (tests, tools). Either way a live change never
+/// installs a key some SA of this gateway already used.
+enum KeyBook {
+    Persisted(Arc<SeqKeeper>),
+    InMemory {
+        /// Boxed: ring's HMAC key is large, and the persisted variant small.
+        hasher: Box<KeyHasher>,
+        seen: HashMap<KeyId, Record>,
+        /// Why AEAD SAs must be refused (a run whose state directory is
+        /// unusable: a restart could not know their sequence numbers).
+        aead_refused: Option<String>,
+    },
+}
+
+impl KeyBook {
+    fn key_id(&self, sa: &SaConfig) -> KeyId {
+        let (key, auth) = (sa.key.expose(), sa.auth_key.expose());
+        match self {
+            KeyBook::Persisted(k) => k.key_id(sa.suite, key, auth),
+            KeyBook::InMemory { hasher, .. } => hasher.key_id(sa.suite, key, auth),
+        }
+    }
+
+    fn record(&self, id: &KeyId) -> Option<Record> {
+        match self {
+            KeyBook::Persisted(k) => k.record(id),
+            KeyBook::InMemory { seen, .. } => seen.get(id).cloned(),
+        }
+    }
+
+    /// Refuses a key recorded for another SA (at start-up) or at all (live),
+    /// before anything is built: a rekey checks both keys first.
+    fn check(&self, sa: &SaConfig, dir: SaDir, admission: Admission) -> Result<(), KeyRefused> {
+        match self.record(&self.key_id(sa)) {
+            Some(r) if admission == Admission::Live || r.dir != dir || r.spi != sa.spi => {
+                Err(KeyRefused::Reused { previous: r })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn outbound(
+        &mut self,
+        tunnel: &str,
+        cfg: &SaConfig,
+        now: u64,
+        admission: Admission,
+    ) -> Result<SharedOutbound, LiveError> {
+        let sa = OutboundSa::new(cfg, now)
+            .map_err(|e| LiveError(format!("tunnel {tunnel:?} out: {e}")))?;
+        self.check(cfg, SaDir::Out, admission)
+            .map_err(|e| refused(tunnel, SaDir::Out, e))?;
+        let id = self.key_id(cfg);
+        match self {
+            KeyBook::Persisted(keeper) => match keeper.admit_outbound(tunnel, id, sa, admission) {
+                Ok(sa) => Ok(sa),
+                Err(KeyRefused::State(e)) if !cfg.suite.is_aead() => {
+                    // CBC + HMAC does not fail open on a repeated sequence
+                    // number the way an AEAD nonce does: run unpersisted,
+                    // loudly (a peer that kept its window will count the
+                    // repeats as replays after a restart).
+                    warn!(tunnel, dir = "out", error = %e, "SA state cannot be written: this CBC SA starts at sequence 1 after every restart");
+                    Ok(Arc::new(OutboundSa::new(cfg, now).map_err(|e| {
+                        LiveError(format!("tunnel {tunnel:?} out: {e}"))
+                    })?))
+                }
+                Err(e) => Err(refused(tunnel, SaDir::Out, e)),
+            },
+            KeyBook::InMemory {
+                seen, aead_refused, ..
+            } => {
+                if let Some(why) = aead_refused.as_ref().filter(|_| cfg.suite.is_aead()) {
+                    return err(format!("tunnel {tunnel:?} out: {why}"));
+                }
+                seen.insert(id, record(tunnel, SaDir::Out, cfg.spi));
+                Ok(Arc::new(sa))
+            }
+        }
+    }
+
+    fn inbound(
+        &mut self,
+        tunnel: &str,
+        cfg: &SaConfig,
+        now: u64,
+        admission: Admission,
+    ) -> Result<SharedInbound, LiveError> {
+        let sa = InboundSa::new(cfg, now)
+            .map_err(|e| LiveError(format!("tunnel {tunnel:?} in: {e}")))?;
+        self.check(cfg, SaDir::In, admission)
+            .map_err(|e| refused(tunnel, SaDir::In, e))?;
+        let id = self.key_id(cfg);
+        match self {
+            KeyBook::Persisted(keeper) => match keeper.admit_inbound(tunnel, id, sa, admission) {
+                Ok(sa) => Ok(sa),
+                Err(KeyRefused::State(e)) if !cfg.suite.is_aead() => {
+                    warn!(tunnel, dir = "in", error = %e, "SA state cannot be written: this CBC SA's replay window starts empty after every restart");
+                    Ok(Arc::new(Mutex::new(InboundSa::new(cfg, now).map_err(
+                        |e| LiveError(format!("tunnel {tunnel:?} in: {e}")),
+                    )?)))
+                }
+                Err(e) => Err(refused(tunnel, SaDir::In, e)),
+            },
+            KeyBook::InMemory {
+                seen, aead_refused, ..
+            } => {
+                if let Some(why) = aead_refused.as_ref().filter(|_| cfg.suite.is_aead()) {
+                    return err(format!("tunnel {tunnel:?} in: {why}"));
+                }
+                seen.insert(id, record(tunnel, SaDir::In, cfg.spi));
+                Ok(Arc::new(Mutex::new(sa)))
+            }
+        }
+    }
+}
+
+fn record(tunnel: &str, dir: SaDir, spi: u32) -> Record {
+    Record {
+        dir,
+        spi,
+        tunnel: tunnel.to_string(),
+        value: 0,
+    }
+}
+
+fn refused(tunnel: &str, dir: SaDir, e: KeyRefused) -> LiveError {
+    LiveError(format!("tunnel {tunnel:?} {}: {e}", dir.name()))
+}
+
+/// The out and in keys of one tunnel must differ: the peer sends under
+/// its out key what we receive under our in key, so equal keys would have
+/// both ends counting nonces from 1 under one key.
+fn check_distinct_keys(tunnel: &str, out: &SaKeys, inbound: &SaKeys) -> Result<(), LiveError> {
+    if out.key.expose() == inbound.key.expose() {
+        return err(format!(
+            "tunnel {tunnel:?}: the in key equals the out key; use two different random keys"
+        ));
+    }
+    Ok(())
+}
+
 /// See the module documentation.
 pub struct SaManager<T> {
     gateway: String,
@@ -134,6 +278,7 @@ pub struct SaManager<T> {
     counts: EventCounts,
     recent: VecDeque<Event>,
     started: u64,
+    keys: KeyBook,
 }
 
 impl SaManager<LiveTables> {
@@ -146,10 +291,38 @@ impl SaManager<LiveTables> {
 impl<T: Send + Sync + 'static> SaManager<T> {
     /// Creates the SAs of every config tunnel (tunnel id = config index)
     /// and publishes the first snapshot built by `builder`.
+    /// Keys are recorded in memory only: see [`Self::with_state`].
     pub fn new(config: &Config, now: u64, builder: SnapshotBuilder<T>) -> Result<Self, LiveError> {
+        Self::with_state(config, now, builder, None)
+    }
+
+    /// Like [`Self::new`], with the SAs' sequence numbers and keys
+    /// persisted by `keeper` (what `espgw run` does): each SA continues
+    /// where the same SA stopped, and a key recorded for another SA is
+    /// refused (crate::state).
+    pub fn with_state(
+        config: &Config,
+        now: u64,
+        builder: SnapshotBuilder<T>,
+        keeper: Option<Arc<SeqKeeper>>,
+    ) -> Result<Self, LiveError> {
+        let mut keys = match keeper {
+            Some(k) => KeyBook::Persisted(k),
+            None => KeyBook::InMemory {
+                hasher: Box::new(KeyHasher::ephemeral()),
+                seen: HashMap::new(),
+                aead_refused: None,
+            },
+        };
         let mut tunnels = Vec::with_capacity(config.tunnels.len());
         for (i, t) in config.tunnels.iter().enumerate() {
-            tunnels.push(new_tunnel(TunnelId(i as u32), t.clone(), now)?);
+            tunnels.push(new_tunnel(
+                &mut keys,
+                TunnelId(i as u32),
+                t.clone(),
+                now,
+                Admission::Startup,
+            )?);
         }
         let mut entries = Vec::new();
         for e in &config.spd {
@@ -176,12 +349,22 @@ impl<T: Send + Sync + 'static> SaManager<T> {
             counts: EventCounts::default(),
             recent: VecDeque::new(),
             started: now,
+            keys,
         };
         for t in &tunnels {
             manager.log_up(t, now);
         }
         manager.tunnels = tunnels;
         Ok(manager)
+    }
+
+    /// From now on, refuses AEAD SAs (live `sa add` / `sa rekey`) with
+    /// `why`: for a gateway without a usable state directory, where such an
+    /// SA would start at sequence 1 again after a restart.
+    pub fn refuse_aead_without_state(&mut self, why: String) {
+        if let KeyBook::InMemory { aead_refused, .. } = &mut self.keys {
+            *aead_refused = Some(why);
+        }
     }
 
     pub fn set_drain_policy(&mut self, drain: DrainPolicy) {
@@ -246,15 +429,18 @@ impl<T: Send + Sync + 'static> SaManager<T> {
             .map(|t| t.config.name.as_str())
     }
 
-    /// Refuses an inbound SPI some SA already receives on at `local`.
-    fn check_inbound_spi(&self, spi: u32, local: IpAddr) -> Result<(), LiveError> {
+    /// Refuses an inbound SPI some SA already receives on. By SPI alone,
+    /// whatever the local address: the data plane finds inbound SAs by SPI
+    /// (as the config reader requires), so a second SA with the same SPI
+    /// would take the first one's packets.
+    fn check_inbound_spi(&self, spi: u32) -> Result<(), LiveError> {
         if spi < 256 {
             return err(format!("SPI {} is reserved (0..=255)", hex_spi(spi)));
         }
         let clash = self
             .tunnels
             .iter()
-            .find(|t| t.config.local == local && t.inbound.iter().any(|i| i.spi == spi));
+            .find(|t| t.inbound.iter().any(|i| i.spi == spi));
         match clash {
             Some(t) => err(format!(
                 "inbound SPI {} is already used by tunnel {:?}",
@@ -289,10 +475,11 @@ impl<T: Send + Sync + 'static> SaManager<T> {
         if self.find(&tunnel.name).is_some() {
             return err(format!("tunnel {:?} already exists", tunnel.name));
         }
-        self.check_inbound_spi(tunnel.inbound.spi, tunnel.local)?;
+        self.check_inbound_spi(tunnel.inbound.spi)?;
         self.check_outbound_spi(tunnel.outbound.spi, tunnel.remote)?;
+        check_distinct_keys(&tunnel.name, &tunnel.outbound, &tunnel.inbound)?;
         let id = self.free_id();
-        let live = new_tunnel(id, tunnel, now)?;
+        let live = new_tunnel(&mut self.keys, id, tunnel, now, Admission::Live)?;
         let name = live.config.name.clone();
         // A tombstone of an earlier tunnel of this name gives way.
         self.entries
@@ -353,12 +540,12 @@ impl<T: Send + Sync + 'static> SaManager<T> {
     /// idle for the drain time or the drain timeout; see [`Self::tick`].
     pub fn install_inbound(&mut self, name: &str, keys: SaKeys, now: u64) -> Result<(), LiveError> {
         let i = self.find_or_err(name)?;
-        let local = self.tunnels[i].config.local;
-        self.check_inbound_spi(keys.spi, local)?;
+        self.check_inbound_spi(keys.spi)?;
         let mut config = self.tunnels[i].config.clone();
         config.inbound = keys;
-        let sa = InboundSa::new(&config.inbound_sa(), now)
-            .map_err(|e| LiveError(format!("tunnel {name:?} in: {e}")))?;
+        let sa = self
+            .keys
+            .inbound(name, &config.inbound_sa(), now, Admission::Live)?;
         let spi = config.inbound.spi;
         let t = &mut self.tunnels[i];
         let mut old_spis = Vec::new();
@@ -374,7 +561,7 @@ impl<T: Send + Sync + 'static> SaManager<T> {
         t.inbound.insert(
             0,
             InboundSlot {
-                sa: Arc::new(Mutex::new(sa)),
+                sa,
                 spi,
                 created: now,
                 soft_reported: false,
@@ -397,12 +584,13 @@ impl<T: Send + Sync + 'static> SaManager<T> {
         self.check_outbound_spi(keys.spi, remote)?;
         let mut config = self.tunnels[i].config.clone();
         config.outbound = keys;
-        let sa = OutboundSa::new(&config.outbound_sa(), now)
-            .map_err(|e| LiveError(format!("tunnel {name:?} out: {e}")))?;
+        let sa = self
+            .keys
+            .outbound(name, &config.outbound_sa(), now, Admission::Live)?;
         let spi = config.outbound.spi;
         let t = &mut self.tunnels[i];
         let old = t.outbound.replace(OutboundSlot {
-            sa: Arc::new(sa),
+            sa,
             spi,
             created: now,
             soft_reported: false,
@@ -437,17 +625,27 @@ impl<T: Send + Sync + 'static> SaManager<T> {
         // Check both before changing anything, so a bad `out` does not
         // leave a half-done rekey behind.
         let mut config = self.tunnels[i].config.clone();
+        if let (Some(o), Some(i)) = (&outbound, &inbound) {
+            check_distinct_keys(name, o, i)?;
+        }
         if let Some(keys) = &inbound {
-            self.check_inbound_spi(keys.spi, config.local)?;
+            self.check_inbound_spi(keys.spi)?;
             config.inbound = keys.clone();
-            InboundSa::new(&config.inbound_sa(), now)
-                .map_err(|e| LiveError(format!("tunnel {name:?} in: {e}")))?;
+            let sa = config.inbound_sa();
+            InboundSa::new(&sa, now).map_err(|e| LiveError(format!("tunnel {name:?} in: {e}")))?;
+            self.keys
+                .check(&sa, SaDir::In, Admission::Live)
+                .map_err(|e| refused(name, SaDir::In, e))?;
         }
         if let Some(keys) = &outbound {
             self.check_outbound_spi(keys.spi, config.remote)?;
             config.outbound = keys.clone();
-            OutboundSa::new(&config.outbound_sa(), now)
+            let sa = config.outbound_sa();
+            OutboundSa::new(&sa, now)
                 .map_err(|e| LiveError(format!("tunnel {name:?} out: {e}")))?;
+            self.keys
+                .check(&sa, SaDir::Out, Admission::Live)
+                .map_err(|e| refused(name, SaDir::Out, e))?;
         }
         if let Some(keys) = inbound {
             self.install_inbound(name, keys, now)?;
@@ -723,23 +921,35 @@ fn expiry_reason(e: Expiry) -> String {
     parts.join(", ")
 }
 
-fn new_tunnel(id: TunnelId, config: Tunnel, now: u64) -> Result<LiveTunnel, LiveError> {
+fn new_tunnel(
+    keys: &mut KeyBook,
+    id: TunnelId,
+    config: Tunnel,
+    now: u64,
+    admission: Admission,
+) -> Result<LiveTunnel, LiveError> {
     let name = &config.name;
-    let out = OutboundSa::new(&config.outbound_sa(), now)
-        .map_err(|e| LiveError(format!("tunnel {name:?} out: {e}")))?;
-    let inbound = InboundSa::new(&config.inbound_sa(), now)
-        .map_err(|e| LiveError(format!("tunnel {name:?} in: {e}")))?;
+    check_distinct_keys(name, &config.outbound, &config.inbound)?;
+    // Both keys are checked before either is recorded, so a refused tunnel
+    // leaves no record of its other key behind.
+    let (out_cfg, in_cfg) = (config.outbound_sa(), config.inbound_sa());
+    keys.check(&out_cfg, SaDir::Out, admission)
+        .map_err(|e| refused(name, SaDir::Out, e))?;
+    keys.check(&in_cfg, SaDir::In, admission)
+        .map_err(|e| refused(name, SaDir::In, e))?;
+    let out = keys.outbound(name, &out_cfg, now, admission)?;
+    let inbound = keys.inbound(name, &in_cfg, now, admission)?;
     Ok(LiveTunnel {
         id,
         retired: [SaStats::default(); 2],
         outbound: Some(OutboundSlot {
-            sa: Arc::new(out),
+            sa: out,
             spi: config.outbound.spi,
             created: now,
             soft_reported: false,
         }),
         inbound: vec![InboundSlot {
-            sa: Arc::new(Mutex::new(inbound)),
+            sa: inbound,
             spi: config.inbound.spi,
             created: now,
             soft_reported: false,

@@ -15,6 +15,8 @@ use espgw_control::live::{
     MetricsServer, SaManager, StatsSource,
 };
 
+use espgw_control::state::{ReservationPolicy, SeqKeeper, StateDir};
+
 use crate::counters::WorkerCounters;
 use crate::tables::{Network, Tables};
 
@@ -27,6 +29,10 @@ pub(super) struct Control {
     _socket: Option<ControlServer>,
     _metrics: Option<MetricsServer>,
     ticker: Option<JoinHandle<()>>,
+    /// Extends sequence reservations and writes inbound high-water marks;
+    /// flushes them once more when the run stops.
+    keeper: Option<JoinHandle<()>>,
+    state: Option<Arc<SeqKeeper>>,
 }
 
 /// The workers' counter copies (published every 100 ms) as the control
@@ -95,12 +101,22 @@ impl Control {
         stop: &Arc<AtomicBool>,
     ) -> Result<Control, String> {
         let clock: Clock = Arc::new(move || started.elapsed().as_secs());
-        let manager = SaManager::new(
+        let (state, unavailable) = open_state(config)?;
+        let mut manager = SaManager::with_state(
             config,
             clock(),
             Box::new(move |view| Arc::new(Tables::from_view(&net, view))),
+            state.clone(),
         )
         .map_err(|e| e.to_string())?;
+        if let Some(why) = unavailable {
+            manager.refuse_aead_without_state(why);
+        }
+        let keeper = state.as_ref().map(|k| {
+            k.spawn(Arc::clone(stop))
+                .map_err(|e| format!("sequence keeper thread: {e}"))
+        });
+        let keeper = keeper.transpose()?;
         let live = Arc::new(LiveControl::new(config, manager, clock, Arc::new(counters)));
         let socket = config.gateway.control_socket.as_ref().and_then(|path| {
             let backend: Arc<dyn ControlBackend> = Arc::clone(&live) as _;
@@ -123,6 +139,8 @@ impl Control {
             _socket: socket,
             _metrics: metrics,
             ticker,
+            keeper,
+            state,
         })
     }
 
@@ -131,11 +149,64 @@ impl Control {
         Arc::clone(self.live.manager().current().as_ref())
     }
 
-    /// Waits for the ticker (after `stop` was set); the socket and metrics
-    /// stop when `self` drops.
+    /// Waits for the ticker and the sequence keeper (after `stop` was set,
+    /// and after the workers stopped) and writes the SA state a last time;
+    /// the socket and metrics stop when `self` drops.
     pub fn shutdown(mut self) {
         if let Some(t) = self.ticker.take() {
             let _ = t.join();
+        }
+        if let Some(k) = self.keeper.take() {
+            let _ = k.join();
+        }
+        // The workers have stopped (the caller waited for them): their
+        // last bursts' high-water marks are final now.
+        if let Some(state) = &self.state {
+            state.poll(std::time::Instant::now(), true);
+        }
+    }
+}
+
+/// The state directory of the run (crate espgw_control::state), or why
+/// there is none. Manually keyed AEAD SAs need it: without it a restart
+/// would send their sequence numbers, the AEAD nonces, again from 1. A
+/// config with such a tunnel is refused when the directory is unusable,
+/// naming the tunnels, the directory and why; one without them runs
+/// unpersisted with a warning, and refuses AEAD SAs added live.
+fn open_state(config: &Config) -> Result<(Option<Arc<SeqKeeper>>, Option<String>), String> {
+    let dir = &config.gateway.state_dir;
+    match StateDir::open(dir) {
+        Ok(state) => {
+            tracing::info!(dir = %dir.display(), keys = state.len(), "SA state directory open: manual SAs continue their sequence numbers");
+            Ok((
+                Some(Arc::new(SeqKeeper::new(
+                    state,
+                    ReservationPolicy::default(),
+                ))),
+                None,
+            ))
+        }
+        Err(e) => {
+            let aead: Vec<String> = config
+                .tunnels
+                .iter()
+                .filter(|t| t.suite.is_aead())
+                .map(|t| format!("{:?} ({})", t.name, t.suite.name()))
+                .collect();
+            if !aead.is_empty() {
+                return Err(format!(
+                    "tunnel {} refused: its sequence numbers (the AEAD nonces) cannot be persisted in [gateway].state_dir: {e}. \
+                     Manually keyed AEAD SAs need a writable state directory, or a restart would reuse nonces (RFC 4106 section 8)",
+                    aead.join(", ")
+                ));
+            }
+            tracing::warn!(error = %e, "no usable SA state directory: CBC SAs restart at sequence 1; AEAD SAs added live are refused");
+            Ok((
+                None,
+                Some(format!(
+                    "AEAD SAs need the state directory, which is unusable: {e}"
+                )),
+            ))
         }
     }
 }

@@ -3,16 +3,17 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use crate::config::model::Gateway;
+use crate::config::model::{default_state_dir, Gateway};
 use crate::config::reader::{Ctx, Table};
 
-pub(crate) const KEYS: &[&str] = &["name", "control_socket", "metrics"];
+pub(crate) const KEYS: &[&str] = &["name", "control_socket", "metrics", "state_dir"];
 
 pub(crate) fn read(ctx: &mut Ctx, table: Option<Table>) -> Gateway {
     let mut gw = Gateway {
         name: "espgw".to_string(),
         control_socket: None,
         metrics: None,
+        state_dir: default_state_dir("espgw"),
     };
     let Some(t) = table else { return gw };
     if let Some(f) = t.get(ctx, "name") {
@@ -25,6 +26,7 @@ pub(crate) fn read(ctx: &mut Ctx, table: Option<Table>) -> Gateway {
                 );
             } else {
                 gw.name = name.to_string();
+                gw.state_dir = default_state_dir(name);
             }
         }
     }
@@ -43,6 +45,19 @@ pub(crate) fn read(ctx: &mut Ctx, table: Option<Table>) -> Gateway {
             "an IP:PORT address",
             "\"IP:PORT\", e.g. \"127.0.0.1:9100\"",
         );
+    }
+    if let Some(f) = t.get(ctx, "state_dir") {
+        if let Some(path) = f.str(ctx) {
+            if path.is_empty() || !path.starts_with('/') {
+                f.error(
+                    ctx,
+                    "state_dir must be an absolute path",
+                    Some("a directory such as \"/var/lib/espgw/gw-a\""),
+                );
+            } else {
+                gw.state_dir = PathBuf::from(path);
+            }
+        }
     }
     t.finish(ctx);
     gw

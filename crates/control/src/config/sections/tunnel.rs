@@ -499,6 +499,39 @@ pub(crate) fn check_tunnels(ctx: &mut Ctx, tunnels: &[Located<Tunnel>]) {
                 Some("a unique inbound SPI"),
             );
         }
+        // One key, one SA: the same key (with its salt) in both directions
+        // or in two SAs means two senders counting sequence numbers, that
+        // is AEAD nonces, from 1 under it (RFC 4106 section 8, RFC 7634
+        // section 4). Refused for every suite.
+        let t_keys = [("out", &t.item.outbound.key), ("in", &t.item.inbound.key)];
+        if t.item.outbound.key.expose() == t.item.inbound.key.expose() {
+            ctx.error(
+                &format!("{}.in.key", t.path),
+                format!(
+                    "tunnel {:?}: the in key equals the out key (both ends would send under one key)",
+                    t.item.name
+                ),
+                Some("two different random keys, one per direction"),
+            );
+        }
+        for (dir, key) in t_keys {
+            let clash = earlier.iter().find_map(|u| {
+                [("out", &u.item.outbound.key), ("in", &u.item.inbound.key)]
+                    .into_iter()
+                    .find(|(_, k)| k.expose() == key.expose())
+                    .map(|(d, _)| (u, d))
+            });
+            if let Some((first, first_dir)) = clash {
+                ctx.error(
+                    &format!("{}.{dir}.key", t.path),
+                    format!(
+                        "tunnel {:?}: the {dir} key is already the {first_dir} key of tunnel {:?}",
+                        t.item.name, first.item.name
+                    ),
+                    Some("a fresh random key for every SA"),
+                );
+            }
+        }
         // The peer finds its SA by SPI too: two of our outbound SAs to the same peer must differ.
         if let Some(first) = earlier
             .iter()
