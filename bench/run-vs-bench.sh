@@ -21,11 +21,14 @@
 # the CPU time its busy-polling worker thread got (sampled from /proc until
 # it exits): per core like the bench. On an idle machine the two agree.
 #
-#   sudo bench/run-vs-bench.sh [SIZE] [SECONDS]     (default 1420 bytes, 5 s)
+#   sudo bench/run-vs-bench.sh [SIZE] [SECONDS] [JSON]  (default 1420 bytes, 5 s)
 #   sudo ESPGW=target/release/espgw bench/run-vs-bench.sh 64 5   (no build)
+# With JSON, every number printed is also written there, with the machine
+# (CPU model and crypto flags), the commit and the command, for
+# bench/results and bench/claims.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SIZE=${1:-1420} SECS=${2:-5}
+SIZE=${1:-1420} SECS=${2:-5} JSON=${3:-}
 [ "$(id -u)" -eq 0 ] || { echo "needs root" >&2; exit 1; }
 WORK=$(mktemp -d /tmp/espgw-rvb.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
@@ -117,10 +120,11 @@ wait "$RUN_PID" || { cat "$WORK/run.log"; exit 1; }
 LOAD=$(cut -d' ' -f1-3 /proc/loadavg)
 "$ESPGW" bench --suite aes128gcm16 --sizes "$SIZE" --direction encrypt --workers 1 --flows 64 \
     --seconds "$SECS" --json "$WORK/bench.json" >"$WORK/bench.log" 2>&1 || { cat "$WORK/bench.log"; exit 1; }
-python3 - "$WORK/stats.json" "$WORK/bench.json" "$SIZE" "$TICKS" "$(getconf CLK_TCK)" "$LOAD" "$MEMORY" <<'PY'
-import json, sys
+python3 - "$WORK/stats.json" "$WORK/bench.json" "$SIZE" "$TICKS" "$(getconf CLK_TCK)" "$LOAD" "$MEMORY" "$JSON" "$*" <<'PY'
+import json, os, subprocess, sys
 stats, bench, size = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), int(sys.argv[3])
 cpu_s, load, memory = int(sys.argv[4]) / int(sys.argv[5]), sys.argv[6], sys.argv[7]
+out_json, args = sys.argv[8], sys.argv[9]
 secs = stats["seconds"]
 # DPDK's own ethdev counter of the unprotected port.
 tx = {p["name"]: p for p in stats["ports"]}["unprot"]["nic"]["tx_packets"]
@@ -137,4 +141,20 @@ print("espgw bench, same case (64 flows, 1 worker), worker layer: stage %.2f Mpp
 print("run / stage: %.2f   run / io: %.2f   (wall clock)" % (run_mpps / stage, run_mpps / io))
 print("run / stage: %.2f   run / io: %.2f   (per worker CPU second; issue 5: run / io within 0.85..1.15)" % (
     run_cpu_mpps / stage, run_cpu_mpps / io))
+if out_json:
+    git = lambda *a: subprocess.run(["git", *a], capture_output=True, text=True).stdout.strip()
+    json.dump({
+        "tool": "bench/run-vs-bench.sh", "command": "bench/run-vs-bench.sh " + args,
+        "size_inner_bytes": size, "memory": memory, "loadavg": load,
+        "machine": bench["machine"], "commit": git("rev-parse", "HEAD"),
+        "cpu_flags": sorted(f for f in next(l for l in open("/proc/cpuinfo") if l.startswith("flags")).split(":")[1].split()
+                            if f in ("aes", "vaes", "pclmulqdq", "vpclmulqdq", "avx2", "sha_ni") or f.startswith("avx512")),
+        "git_dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+        "run": {"seconds": secs, "tx_packets": tx, "worker_cpu_seconds": cpu_s,
+                "mpps": run_mpps, "mpps_per_cpu_s": run_cpu_mpps},
+        "bench": {"stage_mpps": stage, "io_mpps": io, "loop_mpps": loop, "command": bench["command"]},
+        "ratios": {"run_stage_wall": run_mpps / stage, "run_io_wall": run_mpps / io,
+                   "run_stage_per_cpu_s": run_cpu_mpps / stage, "run_io_per_cpu_s": run_cpu_mpps / io},
+    }, open(out_json, "w"), indent=1)
+    print("wrote", out_json)
 PY
