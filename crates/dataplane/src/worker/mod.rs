@@ -84,6 +84,19 @@ enum Egress {
     ProtectedOnly,
 }
 
+/// Where the packet the gateway answers (with an ICMP error or an echo
+/// reply) came from: the answer quotes or echoes its bytes, so it may
+/// leave only as that packet could have (see [`Worker::originate`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    /// In the clear on an unprotected port (or the gateway's own packet).
+    Unprotected,
+    /// In the clear on a protected port.
+    Protected,
+    /// Out of a tunnel (decrypted).
+    Decrypted,
+}
+
 /// The last next hop resolved: consecutive packets to one destination
 /// (the common case) skip the route and neighbor lookups.
 #[derive(Clone, Copy)]
@@ -476,7 +489,8 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
                 }
                 self.counters.local += 1;
                 self.counters.generated += 1;
-                self.originate(pkt, tx, now);
+                let origin = self.origin_of(port);
+                self.originate(pkt, origin, tx, now);
             }
             _ => self.drop_pkt(pkt, Drop::LocalUnsupported, Some(port)),
         }
@@ -499,6 +513,14 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
             return self.drop_pkt(pkt, Drop::NotEsp, Some(port));
         }
         self.in_stage[slot].push(pkt, port);
+    }
+
+    /// Where a clear packet received on `port` came from.
+    fn origin_of(&self, port: PortIdx) -> Origin {
+        match self.tables.ports.get(port).map(|p| p.side) {
+            Some(Side::Protected) => Origin::Protected,
+            _ => Origin::Unprotected,
+        }
     }
 
     fn drop_pkt(&mut self, pkt: B, reason: Drop, port: Option<PortIdx>) {
