@@ -245,6 +245,14 @@ fn l3(frame: &[u8]) -> (EthernetRepr, Vec<u8>) {
     (EthernetRepr::parse(&f), f.payload().to_vec())
 }
 
+/// Gateway A's tables (for tests elsewhere in the crate).
+pub(crate) fn gateway_a_tables() -> Arc<Tables> {
+    tables_from(
+        config_text(false, "10.1.0.0/24", ""),
+        [A_PROT_MAC, A_UNPROT_MAC],
+    )
+}
+
 /// Gateway A with host A and gateway B known, ready to protect traffic.
 fn ready_a() -> Gw {
     let mut a = Gw::a();
@@ -1162,6 +1170,8 @@ fn stats_json_has_the_contract_keys() {
     assert_eq!(j["drops"].as_object().unwrap().len(), Drop::COUNT);
     assert_eq!(j["totals"]["balanced"], true);
     assert_eq!(j["workers"][0]["rx"], 4);
+    assert_eq!(j["workers"][0]["panics"], 0);
+    assert_eq!(j["totals"]["worker_panics"], 0);
 }
 
 /// `mss_clamp`: SYNs are clamped entering the tunnel at A and leaving it

@@ -145,6 +145,9 @@ pub struct Worker<B: PacketBuf, P: BufPool<B>> {
     /// Recent SPD decisions of this snapshot's SPD.
     spd_cache: FlowCache,
     icmp_limit: TokenBucket,
+    /// Test hook ([`Worker::inject_panic_after`]): not in release builds.
+    #[cfg(any(test, debug_assertions))]
+    panic_after_bursts: Option<u64>,
 }
 
 impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
@@ -173,6 +176,8 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
             hop_cache: None,
             spd_cache: FlowCache::new(FlowCache::SLOTS),
             icmp_limit: TokenBucket::new(ICMP_ERRORS_PER_SEC, ICMP_ERROR_BURST),
+            #[cfg(any(test, debug_assertions))]
+            panic_after_bursts: None,
             tables,
             pool,
         }
@@ -192,6 +197,15 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
             .resize_with(tables.inbound.len(), || Stage::new(burst));
         self.spd_cache.clear();
         self.tables = tables;
+    }
+
+    /// Test hook of test and debug builds (absent from release builds,
+    /// not reachable from the config): the worker panics in its next
+    /// burst once it has processed `bursts`, so that the runtime's handling
+    /// of a worker panic can be tested (`crate::supervise`).
+    #[cfg(any(test, debug_assertions))]
+    pub fn inject_panic_after(&mut self, bursts: u64) {
+        self.panic_after_bursts = Some(bursts);
     }
 
     /// This worker's index.
@@ -221,6 +235,13 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
     ) {
         if pkts.is_empty() {
             return;
+        }
+        #[cfg(any(test, debug_assertions))]
+        if self
+            .panic_after_bursts
+            .is_some_and(|n| self.counters.bursts >= n)
+        {
+            panic!("injected panic (test hook) in worker {}", self.id);
         }
         self.counters.bursts += 1;
         for pkt in pkts.iter() {
