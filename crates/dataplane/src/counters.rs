@@ -76,6 +76,9 @@ pub struct WorkerCounters {
     /// TCP SYNs / SYN-ACKs whose MSS option a tunnel's `mss_clamp` lowered
     /// (forwarded as usual: not a drop, not a new packet).
     pub mss_clamped: u64,
+    /// 1 when the worker's loop panicked (the runtime then stops the
+    /// gateway; the counters are the last copy the worker published).
+    pub panics: u64,
     pub ports: Vec<PortCounters>,
     pub tunnels: Vec<TunnelCounters>,
 }
@@ -124,6 +127,7 @@ impl WorkerCounters {
         self.held += o.held;
         self.drops.merge(&o.drops);
         self.alloc_failures += o.alloc_failures;
+        self.panics += o.panics;
         self.bursts += o.bursts;
         self.icmp_rate_limited += o.icmp_rate_limited;
         self.polls += o.polls;

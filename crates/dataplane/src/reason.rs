@@ -100,6 +100,13 @@ reasons! {
     /// Plaintext that would leave through an unprotected port without a
     /// bypass policy (the last guard against leaks).
     PlaintextBlocked => "plaintext_blocked",
+    /// A packet the gateway made (ICMP error, echo reply) about traffic
+    /// from the protected side or out of a tunnel that no tunnel protects
+    /// and that would leave through an unprotected port: dropped, never
+    /// sent in the clear (RFC 4301). Usually a tunnel whose `local_ts`
+    /// does not cover the gateway's protected address (`espgw check`
+    /// warns about it).
+    LocalNotProtected => "local_not_protected",
     /// The TX queue did not take the packet.
     TxFull => "tx_full",
     /// Pipeline mode: the ring to a worker (or back) was full.

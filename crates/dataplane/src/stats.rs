@@ -7,10 +7,11 @@
 //!   "ports":   [{"name","device","side","mac","rx_packets","rx_bytes","tx_packets",
 //!                "tx_bytes","rx_dropped","tx_dropped","nic":{...}}],
 //!   "workers": [{"id","rx","tx","generated","local","held","dropped","bursts",
-//!                "alloc_failures","icmp_rate_limited","mss_clamped"}],
+//!                "alloc_failures","icmp_rate_limited","mss_clamped","panics"}],
 //!   "sas":     [{"tunnel","dir":"out"|"in","spi","packets","bytes","drops":{reason:n}}],
 //!   "drops":   {reason: n},            # every reason, zeros included
-//!   "totals":  {"rx","tx","generated","local","held","dropped","balanced","mss_clamped"} }
+//!   "totals":  {"rx","tx","generated","local","held","dropped","balanced","mss_clamped",
+//!               "worker_panics"} }
 //! ```
 //! `balanced` is the accounting identity `rx + generated == tx + dropped +
 //! local + held` over all workers.
@@ -103,6 +104,7 @@ impl Stats {
                     "alloc_failures": w.alloc_failures,
                     "icmp_rate_limited": w.icmp_rate_limited,
                     "mss_clamped": w.mss_clamped,
+                    "panics": w.panics,
                 })
             })
             .collect();
@@ -164,6 +166,7 @@ impl Stats {
                 "dropped": total.drops.total(),
                 "balanced": total.balanced(),
                 "mss_clamped": total.mss_clamped,
+                "worker_panics": total.panics,
             },
         })
     }

@@ -249,6 +249,14 @@ fn l3(frame: &[u8]) -> (EthernetRepr, Vec<u8>) {
     (EthernetRepr::parse(&f), f.payload().to_vec())
 }
 
+/// Gateway A's tables (for tests elsewhere in the crate).
+pub(crate) fn gateway_a_tables() -> Arc<Tables> {
+    tables_from(
+        config_text(false, "10.1.0.0/24", ""),
+        [A_PROT_MAC, A_UNPROT_MAC],
+    )
+}
+
 /// Gateway A with host A and gateway B known, ready to protect traffic.
 fn ready_a() -> Gw {
     let mut a = Gw::a();
@@ -498,6 +506,112 @@ fn too_big_for_the_far_side_gets_frag_needed_back_through_the_tunnel() {
         (icmpv4::msg_type::DST_UNREACHABLE, icmpv4::CODE_FRAG_NEEDED)
     );
     assert_eq!(icmp.next_hop_mtu(), 1500);
+}
+
+/// Gateway B whose tunnel protects only 10.2.0.128/25, so that its own
+/// protected address (10.2.0.1, the source of its ICMP errors) is outside
+/// `local_ts`, with a default route out of the unprotected port and
+/// `mtu` as its links' MTU.
+fn b_with_own_address_outside_local_ts(mtu: u16) -> Gw {
+    let route = "[[route]]\ndest = \"0.0.0.0/0\"\nvia = \"192.0.2.1\"\nport = \"unprot\"\n";
+    let text = config_text(true, "", route)
+        .replace(
+            r#"local_ts = ["10.2.0.0/24"]"#,
+            r#"local_ts = ["10.2.0.128/25"]"#,
+        )
+        .replace("mtu = 1500", &format!("mtu = {mtu}"));
+    assert!(text.contains("10.2.0.128/25") && text.contains(&format!("mtu = {mtu}")));
+    let mut b = Gw::new(tables_from(text, [B_PROT_MAC, B_UNPROT_MAC]));
+    b.learn_by_arp(PROT, "10.2.0.200", HOST_B_MAC, "10.2.0.1");
+    b.learn_by_arp(UNPROT, "192.0.2.1", A_UNPROT_MAC, "192.0.2.2");
+    b
+}
+
+/// True when `frame` is an IPv4 packet carrying ESP.
+fn is_esp(frame: &[u8]) -> bool {
+    let (_, ip) = l3(frame);
+    Ipv4Packet::new_checked(&ip[..]).is_ok_and(|p| p.protocol() == ip_protocol::ESP)
+}
+
+/// RFC 4301: what the gateway originates goes through the SPD. An ICMP
+/// error about decrypted traffic quotes the decrypted bytes; when no
+/// tunnel protects its source (the gateway's protected address is outside
+/// `local_ts`), it is dropped and counted, never routed out of the
+/// unprotected port in the clear.
+#[test]
+fn icmp_errors_about_decrypted_traffic_never_leave_in_the_clear() {
+    // A's outer path allows 9000 bytes, B's links 1500.
+    let big_a = config_text(false, "10.1.0.0/24", "").replace("mtu = 1500", "mtu = 9000");
+    let mut a = Gw::new(tables_from(big_a, [A_PROT_MAC, A_UNPROT_MAC]));
+    a.learn_by_arp(PROT, "10.1.0.10", HOST_A_MAC, "10.1.0.1");
+    a.learn_by_arp(UNPROT, "192.0.2.2", B_UNPROT_MAC, "192.0.2.1");
+    let mut b = b_with_own_address_outside_local_ts(1500);
+
+    // Time exceeded: TTL 2 from host A is 1 after gateway A.
+    let inner = udp4("10.1.0.10", "10.2.0.200", 2, true, 64);
+    let esp = a.rx(PROT, &[from_host_a(&inner)]);
+    assert_eq!(esp[UNPROT].len(), 1);
+    let out = b.rx(UNPROT, &esp[UNPROT]);
+    assert_eq!(b.drops(Drop::TtlExceeded), 1);
+
+    // Fragmentation needed: the decrypted 2000-byte DF packet does not
+    // fit B's protected link.
+    let big = udp4("10.1.0.10", "10.2.0.200", 64, true, 2000 - 28);
+    let esp = a.rx(PROT, &[from_host_a(&big)]);
+    assert_eq!(esp[UNPROT].len(), 1);
+    let out2 = b.rx(UNPROT, &esp[UNPROT]);
+    assert_eq!(b.drops(Drop::MtuExceeded), 1);
+
+    for (what, quoted, out) in [
+        ("time exceeded", &inner, &out),
+        ("frag needed", &big, &out2),
+    ] {
+        assert!(
+            out[PROT].is_empty(),
+            "{what}: nothing for the protected side"
+        );
+        // Only ESP may leave the unprotected port, and the quoted inner
+        // bytes appear in no frame there.
+        let needle = &quoted[28..60];
+        for f in &out[UNPROT] {
+            assert!(
+                is_esp(f),
+                "{what}: plaintext left the unprotected port: {f:02x?}"
+            );
+            assert!(!f.windows(needle.len()).any(|w| w == needle));
+        }
+        assert!(
+            out[UNPROT].is_empty(),
+            "{what}: no tunnel protects 10.2.0.1"
+        );
+    }
+    assert_eq!(b.drops(Drop::LocalNotProtected), 2);
+    assert_eq!(b.w.counters().generated, 2 + 2); // two ARP replies, two errors
+}
+
+/// A host on the protected side cannot make the gateway send its bytes in
+/// the clear past a discard default by sending TTL 1 packets with a far
+/// source: the time exceeded quoting them is dropped, not routed out.
+#[test]
+fn icmp_errors_about_protected_traffic_never_leave_in_the_clear() {
+    let route = "[[route]]\ndest = \"0.0.0.0/0\"\nvia = \"192.0.2.2\"\nport = \"unprot\"\n";
+    let mut a = Gw::new(tables_from(
+        config_text(false, "10.1.0.0/24", route),
+        [A_PROT_MAC, A_UNPROT_MAC],
+    ));
+    a.learn_by_arp(PROT, "10.1.0.10", HOST_A_MAC, "10.1.0.1");
+    a.learn_by_arp(UNPROT, "192.0.2.2", B_UNPROT_MAC, "192.0.2.1");
+    let spoofed = udp4("198.51.100.7", "10.2.0.10", 1, true, 64);
+    let out = a.rx(PROT, &[from_host_a(&spoofed)]);
+    assert!(out[PROT].is_empty() && out[UNPROT].is_empty(), "{out:02x?}");
+    assert_eq!(a.drops(Drop::TtlExceeded), 1);
+    assert_eq!(a.drops(Drop::LocalNotProtected), 1);
+    // A protected host's own traceroute still gets its answer.
+    let out = a.rx(
+        PROT,
+        &[from_host_a(&udp4("10.1.0.10", "10.2.0.10", 1, true, 10))],
+    );
+    assert_eq!(out[PROT].len(), 1);
 }
 
 #[test]
@@ -1060,6 +1174,8 @@ fn stats_json_has_the_contract_keys() {
     assert_eq!(j["drops"].as_object().unwrap().len(), Drop::COUNT);
     assert_eq!(j["totals"]["balanced"], true);
     assert_eq!(j["workers"][0]["rx"], 4);
+    assert_eq!(j["workers"][0]["panics"], 0);
+    assert_eq!(j["totals"]["worker_panics"], 0);
 }
 
 /// `mss_clamp`: SYNs are clamped entering the tunnel at A and leaving it

@@ -6,6 +6,7 @@
 
 mod diag;
 mod keys;
+mod lints;
 mod model;
 pub mod net;
 mod perms;
@@ -243,6 +244,7 @@ fn read_document(ctx: &mut Ctx, root: &Table, host: &HostFacts, base_dir: &Path)
     }
     let spd = spd::build(ctx, &tunnels, &policies);
     check_mtu(ctx, &dataplane, &port_items, &tunnels);
+    lints::warn_local_ts_without_own_address(ctx, &port_items, &routes, &tunnels);
 
     let config = default_action.map(|default_action| Config {
         source: ctx.src.path.clone(),

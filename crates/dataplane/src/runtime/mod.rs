@@ -1,7 +1,8 @@
 //! `espgw run`: the DPDK side. EAL, one mbuf pool, every port with one
 //! RX/TX queue pair per worker, workers on EAL lcores (worker k owns queue
 //! k of every port, run to completion), a control loop on the main lcore
-//! that waits for SIGINT/SIGTERM or `--duration`, then the final counters.
+//! that waits for SIGINT/SIGTERM, `--duration` or a worker panic
+//! ([`crate::supervise`]), then the final counters.
 
 mod control;
 mod eal_args;
@@ -20,6 +21,7 @@ use espgw_control::Diagnostic;
 use crate::counters::WorkerCounters;
 use crate::neighbor::SharedNeighbors;
 use crate::stats::{NicCounters, Stats};
+use crate::supervise::{self, Supervisor, WorkerPanic};
 use crate::tables::{Network, Tables, TablesError};
 
 pub use eal_args::{device_arg, eal_args, is_pci, lcore_map, lcores_needed, queues_per_port};
@@ -43,8 +45,9 @@ pub enum RunError {
     Tables(TablesError),
     Dpdk(dpdk::Error),
     Io(PathBuf, std::io::Error),
-    /// A worker panicked (a bug: workers must not panic on any input).
-    WorkerPanicked(usize),
+    /// A worker panicked (a bug: workers must not panic on any input); the
+    /// gateway stopped (`espgw run` exits with status 70).
+    WorkerPanicked(WorkerPanic),
     Setup(String),
 }
 
@@ -59,7 +62,7 @@ impl core::fmt::Display for RunError {
             RunError::Tables(e) => write!(f, "{e}"),
             RunError::Dpdk(e) => write!(f, "DPDK: {e}"),
             RunError::Io(p, e) => write!(f, "{}: {e}", p.display()),
-            RunError::WorkerPanicked(k) => write!(f, "worker {k} panicked"),
+            RunError::WorkerPanicked(p) => write!(f, "{p}; the gateway stopped"),
             RunError::Setup(s) => f.write_str(s),
         }
     }
@@ -155,7 +158,16 @@ fn run_with_eal(
         Ok(c) => c,
         Err(e) => return (None, Err(RunError::Setup(e))),
     };
-    let workers = match setup.launch(config, &control, &lives, Arc::clone(stop), started) {
+    // A worker that panics sets `stop`: the loop below ends within 20 ms.
+    let supervisor = Supervisor::new(Arc::clone(stop));
+    let run = Launch {
+        control: &control,
+        lives: &lives,
+        stop: Arc::clone(stop),
+        started,
+        supervisor: &supervisor,
+    };
+    let workers = match setup.launch(config, run) {
         Ok(w) => w,
         Err(e) => {
             stop.store(true, Ordering::Relaxed);
@@ -189,17 +201,15 @@ fn run_with_eal(
         std::thread::sleep(Duration::from_millis(20));
     }
     stop.store(true, Ordering::Relaxed);
-    let mut counters = Vec::new();
-    let mut result = Ok(());
-    for (k, handle) in workers.into_iter().enumerate() {
-        match handle.wait() {
-            Ok(c) => counters.push(c),
-            Err(_) => {
-                counters.push(WorkerCounters::new(setup.net.ports.len(), 0));
-                result = Err(RunError::WorkerPanicked(k));
-            }
-        }
-    }
+    let joined = workers
+        .into_iter()
+        .map(|h| (Some(h.lcore()), h.wait()))
+        .collect();
+    let (counters, panicked) = supervise::collect(joined, &lives);
+    let result = match panicked {
+        Some(p) => Err(RunError::WorkerPanicked(p)),
+        None => Ok(()),
+    };
     let tables = control.current();
     control.shutdown();
     let nic = setup
@@ -294,7 +304,33 @@ struct Setup {
     shared: SharedNeighbors,
 }
 
-type WorkerHandle = lcore::LaunchHandle<WorkerCounters>;
+type WorkerHandle = lcore::LaunchHandle<Result<WorkerCounters, WorkerPanic>>;
+
+/// What every worker lcore of a run shares.
+struct Launch<'a> {
+    control: &'a control::Control,
+    /// Where worker k publishes its counters (the I/O lcore after the workers).
+    lives: &'a [Arc<Mutex<WorkerCounters>>],
+    stop: Arc<AtomicBool>,
+    started: Instant,
+    supervisor: &'a Arc<Supervisor>,
+}
+
+impl Launch<'_> {
+    /// Starts `job` on `lc` as worker lcore `k`, under the supervisor.
+    fn start(
+        &self,
+        k: usize,
+        lc: u32,
+        job: impl FnOnce() -> WorkerCounters + Send + 'static,
+    ) -> Result<WorkerHandle, RunError> {
+        let sup = Arc::clone(self.supervisor);
+        let live = Arc::clone(&self.lives[k]);
+        Ok(lcore::launch(lc, move || {
+            sup.guard(k, Some(lc), &live, job)
+        })?)
+    }
+}
 
 impl Setup {
     fn new(config: &Config) -> Result<Setup, RunError> {
@@ -341,14 +377,7 @@ impl Setup {
     }
 
     /// Starts one worker per configured worker on the EAL's worker lcores.
-    fn launch(
-        &self,
-        config: &Config,
-        control: &control::Control,
-        lives: &[Arc<Mutex<WorkerCounters>>],
-        stop: Arc<AtomicBool>,
-        started: Instant,
-    ) -> Result<Vec<WorkerHandle>, RunError> {
+    fn launch(&self, config: &Config, run: Launch) -> Result<Vec<WorkerHandle>, RunError> {
         let lcores = lcore::worker_ids();
         let needed = lcores_needed(&config.dataplane);
         if lcores.len() < needed {
@@ -358,7 +387,7 @@ impl Setup {
             )));
         }
         if config.dataplane.mode == Mode::Pipeline {
-            return self.launch_pipeline(config, control, lives, &lcores, stop, started);
+            return self.launch_pipeline(config, run, &lcores);
         }
         let workers = config.dataplane.workers;
         let mut handles = Vec::new();
@@ -374,10 +403,9 @@ impl Setup {
                 .iter()
                 .map(|p| p.tx_queue(q))
                 .collect::<Result<Vec<_>, _>>()?;
-            let live = Arc::clone(&lives[k]);
             let job = worker_loop::Job {
                 id: k,
-                reader: control.live.reader(),
+                reader: run.control.live.reader(),
                 pool: MbufPool(self.pool.clone()),
                 shared: self.shared.clone(),
                 rx,
@@ -385,12 +413,11 @@ impl Setup {
                 poll: config.dataplane.poll,
                 idle_sleep: Duration::from_micros(u64::from(config.dataplane.idle_sleep_us)),
                 burst: usize::from(config.dataplane.burst),
-                stop: Arc::clone(&stop),
-                started,
-                live: Arc::clone(&live),
+                stop: Arc::clone(&run.stop),
+                started: run.started,
+                live: Arc::clone(&run.lives[k]),
             };
-            let handle = lcore::launch(lc, move || job.run())?;
-            handles.push(handle);
+            handles.push(run.start(k, lc, move || job.run())?);
         }
         Ok(handles)
     }
@@ -399,11 +426,8 @@ impl Setup {
     fn launch_pipeline(
         &self,
         config: &Config,
-        control: &control::Control,
-        lives: &[Arc<Mutex<WorkerCounters>>],
+        run: Launch,
         lcores: &[u32],
-        stop: Arc<AtomicBool>,
-        started: Instant,
     ) -> Result<Vec<WorkerHandle>, RunError> {
         let workers = config.dataplane.workers;
         let ports = self.ports.len();
@@ -434,10 +458,9 @@ impl Setup {
                     .map(|r| r.consumer())
                     .collect::<Result<Vec<_>, _>>()?,
             );
-            let live = Arc::clone(&lives[k]);
             let job = pipeline::CryptoJob {
                 id: k,
-                reader: control.live.reader(),
+                reader: run.control.live.reader(),
                 pool: MbufPool(self.pool.clone()),
                 shared: self.shared.clone(),
                 from_io: input.consumer()?,
@@ -450,10 +473,10 @@ impl Setup {
                 idle_sleep: Duration::from_micros(u64::from(config.dataplane.idle_sleep_us)),
                 rx_stopped: Arc::clone(&rx_stopped),
                 done: Arc::clone(&done),
-                started,
-                live: Arc::clone(&live),
+                started: run.started,
+                live: Arc::clone(&run.lives[k]),
             };
-            handles.push(lcore::launch(lc, move || job.run())?);
+            handles.push(run.start(k, lc, move || job.run())?);
         }
         let io = pipeline::IoJob {
             rx: self
@@ -471,12 +494,12 @@ impl Setup {
             port_index,
             poll: config.dataplane.poll,
             idle_sleep: Duration::from_micros(u64::from(config.dataplane.idle_sleep_us)),
-            stop,
+            stop: Arc::clone(&run.stop),
             done,
             rx_stopped,
-            live: Arc::clone(&lives[workers]),
+            live: Arc::clone(&run.lives[workers]),
         };
-        handles.push(lcore::launch(lcores[workers], move || io.run())?);
+        handles.push(run.start(workers, lcores[workers], move || io.run())?);
         Ok(handles)
     }
 

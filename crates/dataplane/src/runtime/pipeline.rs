@@ -60,6 +60,8 @@ pub(super) struct IoJob {
 
 impl IoJob {
     pub fn run(mut self) -> WorkerCounters {
+        // Also if this lcore panics: the workers then drain and finish.
+        let _rx_stopped = SetOnDrop(Arc::clone(&self.rx_stopped));
         let workers = self.to_workers.len();
         let ports = self.rx.len();
         let mut c = WorkerCounters::new(ports, 0);
@@ -221,9 +223,16 @@ pub(super) struct CryptoJob {
 impl CryptoJob {
     pub fn run(mut self) -> WorkerCounters {
         const N: usize = IO_BURST;
+        // Counted when this function returns, and when it unwinds: the
+        // I/O lcore waits for every worker before it stops.
+        let _done = CountOnDrop(Arc::clone(&self.done));
         let tables = Arc::clone(self.reader.get());
         let ports = tables.ports.len();
         let mut worker = Worker::new(self.id, tables, self.pool.clone(), N, self.shared.clone());
+        #[cfg(debug_assertions)]
+        if let Some(n) = crate::supervise::injected_panic(self.id) {
+            worker.inject_panic_after(n);
+        }
         let mut burst: Burst<N> = Burst::new();
         let mut out: Burst<N> = Burst::new();
         let mut frames: Vec<Mbuf> = Vec::with_capacity(N);
@@ -277,9 +286,25 @@ impl CryptoJob {
         }
         worker.shutdown();
         hand_back(&mut worker, &mut txq, &mut self.to_io, &mut out);
-        let counters = worker.counters().clone();
-        self.done.fetch_add(1, Ordering::Release);
-        counters
+        worker.counters().clone()
+    }
+}
+
+/// Adds one to a count when dropped (also while unwinding).
+struct CountOnDrop(Arc<AtomicUsize>);
+
+impl std::ops::Drop for CountOnDrop {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::Release);
+    }
+}
+
+/// Sets a flag when dropped (also while unwinding).
+struct SetOnDrop(Arc<AtomicBool>);
+
+impl std::ops::Drop for SetOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
     }
 }
 

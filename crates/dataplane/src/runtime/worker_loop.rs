@@ -113,6 +113,10 @@ impl Job {
         let tables = Arc::clone(self.reader.get());
         let ports = tables.ports.len();
         let mut worker = Worker::new(self.id, tables, self.pool.clone(), N, self.shared.clone());
+        #[cfg(debug_assertions)]
+        if let Some(n) = crate::supervise::injected_panic(self.id) {
+            worker.inject_panic_after(n);
+        }
         let mut rx_burst: Burst<N> = Burst::new();
         let mut tx_burst: Burst<N> = Burst::new();
         let mut pkts: Vec<Mbuf> = Vec::with_capacity(N);

@@ -56,11 +56,17 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
             // peer's path is wider than ours): the sender learns our MTU,
             // through the tunnel when it came through one.
             let (mtu, out_port) = (out.mtu, hop.port);
+            let origin = match (egress, in_port) {
+                (Egress::ProtectedOnly, _) => Origin::Decrypted,
+                (Egress::Bypass, Some(p)) => self.origin_of(p),
+                _ => Origin::Unprotected,
+            };
             let mut pkt = pkt;
             return match parse_ip(&mut pkt) {
                 Ok(m) if m.dont_frag => {
                     let port = in_port.unwrap_or(out_port);
-                    self.icmp_error(port, out_port, pkt, m, Drop::MtuExceeded, mtu, tx, now)
+                    let r = Drop::MtuExceeded;
+                    self.icmp_error(port, out_port, pkt, m, r, mtu, origin, tx, now)
                 }
                 _ => self.drop_pkt(pkt, Drop::MtuExceeded, in_port),
             };

@@ -124,14 +124,15 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
                     }
                     self.counters.local += 1;
                     self.counters.generated += 1;
-                    self.originate(pkt, tx, now);
+                    self.originate(pkt, Origin::Decrypted, tx, now);
                     continue;
                 }
                 if m.ttl <= 1 {
                     // Time exceeded from the port facing the destination,
                     // back through the tunnel (traceroute across it).
                     let src_port = self.tables.routes.lookup(m.dst).map_or(port, |h| h.port);
-                    self.icmp_error(port, src_port, pkt, m, Drop::TtlExceeded, 0, tx, now);
+                    let (r, origin) = (Drop::TtlExceeded, Origin::Decrypted);
+                    self.icmp_error(port, src_port, pkt, m, r, 0, origin, tx, now);
                     continue;
                 }
                 // The far side's SYN-ACK (or SYN) is clamped on its way out

@@ -1,6 +1,7 @@
 //! ICMP errors (time exceeded, fragmentation needed, packet too big) and
 //! sending what the gateway itself originates.
 
+use espgw_control::config::Side;
 use espgw_wire::{icmpv6, reply, PacketBuf};
 
 use crate::ip::{parse_ip, IpMeta};
@@ -21,7 +22,8 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         tx: &mut TxQueues<B>,
         now: Now,
     ) {
-        self.icmp_error(port, port, pkt, m, Drop::TtlExceeded, 0, tx, now);
+        let origin = self.origin_of(port);
+        self.icmp_error(port, port, pkt, m, Drop::TtlExceeded, 0, origin, tx, now);
     }
 
     pub(super) fn too_big(
@@ -33,7 +35,8 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         tx: &mut TxQueues<B>,
         now: Now,
     ) {
-        self.icmp_error(port, port, pkt, m, Drop::MtuExceeded, mtu, tx, now);
+        let origin = self.origin_of(port);
+        self.icmp_error(port, port, pkt, m, Drop::MtuExceeded, mtu, origin, tx, now);
     }
 
     /// Drops `pkt` for `reason` and, where RFC 1812 / 4443 allow, sends
@@ -41,6 +44,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
     /// The error's source address is that of `src_port`: the port facing
     /// the packet's sender, so that an error about decrypted traffic goes
     /// back through the tunnel from an address inside its selectors.
+    /// `origin`: where `pkt` came from (the error quotes it).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn icmp_error(
         &mut self,
@@ -50,6 +54,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         m: IpMeta,
         reason: Drop,
         mtu: usize,
+        origin: Origin,
         tx: &mut TxQueues<B>,
         now: Now,
     ) {
@@ -87,28 +92,55 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
             return;
         }
         self.counters.generated += 1;
-        self.originate(pkt, tx, now);
+        self.originate(pkt, origin, tx, now);
     }
 
-    /// Sends an IP packet the gateway made (echo reply, ICMP error): into
-    /// a tunnel when the SPD protects its addresses (so the far side's
-    /// hosts can ping and traceroute us through the tunnel), else routed
-    /// in the clear like any of our own packets.
-    pub(super) fn originate(&mut self, mut pkt: B, tx: &mut TxQueues<B>, now: Now) {
+    /// Sends an IP packet the gateway made (echo reply, ICMP error)
+    /// through the SPD like any other packet (RFC 4301 5.1): into a tunnel
+    /// when one protects its addresses (so the far side's hosts can ping
+    /// and traceroute us through the tunnel). Otherwise it quotes or echoes
+    /// a packet that came from `origin`, and may leave only as that packet
+    /// could have:
+    ///
+    /// - from an unprotected port in the clear: routed in the clear;
+    /// - from a protected port: in the clear out of an unprotected port
+    ///   only where a bypass policy allows it;
+    /// - out of a tunnel: never in the clear out of an unprotected port
+    ///   (as the decrypted traffic itself).
+    ///
+    /// What may not leave is dropped as `local_not_protected` (typically a
+    /// tunnel whose `local_ts` does not cover the gateway's protected
+    /// address, the error's source; `espgw check` warns about it).
+    pub(super) fn originate(&mut self, mut pkt: B, origin: Origin, tx: &mut TxQueues<B>, now: Now) {
         let Ok(m) = parse_ip(&mut pkt) else {
             return self.drop_pkt(pkt, Drop::Malformed, None);
         };
-        if let Action::Protect(t) = self.tables.spd.lookup(&m.outbound_flow()).action {
-            let tunnel = &self.tables.tunnels[t];
-            let len = pkt.len();
-            let Some(out) = tunnel.out.as_deref() else {
-                return self.drop_pkt(pkt, Drop::SaExpired, None);
-            };
-            if len + out.overhead(len) > self.tables.ports[tunnel.port].mtu {
-                return self.drop_pkt(pkt, Drop::MtuExceeded, None);
+        let action = self.tables.spd.lookup(&m.outbound_flow()).action;
+        let egress = match (action, origin) {
+            (Action::Protect(t), _) => {
+                let tunnel = &self.tables.tunnels[t];
+                let len = pkt.len();
+                let Some(out) = tunnel.out.as_deref() else {
+                    return self.drop_pkt(pkt, Drop::SaExpired, None);
+                };
+                if len + out.overhead(len) > self.tables.ports[tunnel.port].mtu {
+                    return self.drop_pkt(pkt, Drop::MtuExceeded, None);
+                }
+                return self.out_stage[t].push(pkt, ORIGINATED);
             }
-            return self.out_stage[t].push(pkt, ORIGINATED);
+            (_, Origin::Unprotected) | (Action::Bypass, Origin::Protected) => Egress::Trusted,
+            (Action::Bypass | Action::Discard, Origin::Protected | Origin::Decrypted) => {
+                Egress::ProtectedOnly
+            }
+        };
+        if egress == Egress::ProtectedOnly {
+            // Its own reason rather than route_out's plaintext_blocked: the
+            // fix is in the config (local_ts), not a routing problem.
+            let hop = self.tables.routes.lookup(m.dst);
+            if hop.is_some_and(|h| self.tables.ports[h.port].side == Side::Unprotected) {
+                return self.drop_pkt(pkt, Drop::LocalNotProtected, None);
+            }
         }
-        self.route_out(pkt, m.dst, Egress::Trusted, None, tx, now);
+        self.route_out(pkt, m.dst, egress, None, tx, now);
     }
 }

@@ -84,6 +84,19 @@ enum Egress {
     ProtectedOnly,
 }
 
+/// Where the packet the gateway answers (with an ICMP error or an echo
+/// reply) came from: the answer quotes or echoes its bytes, so it may
+/// leave only as that packet could have (see [`Worker::originate`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    /// In the clear on an unprotected port (or the gateway's own packet).
+    Unprotected,
+    /// In the clear on a protected port.
+    Protected,
+    /// Out of a tunnel (decrypted).
+    Decrypted,
+}
+
 /// The last next hop resolved: consecutive packets to one destination
 /// (the common case) skip the route and neighbor lookups.
 #[derive(Clone, Copy)]
@@ -132,6 +145,9 @@ pub struct Worker<B: PacketBuf, P: BufPool<B>> {
     /// Recent SPD decisions of this snapshot's SPD.
     spd_cache: FlowCache,
     icmp_limit: TokenBucket,
+    /// Test hook ([`Worker::inject_panic_after`]): not in release builds.
+    #[cfg(any(test, debug_assertions))]
+    panic_after_bursts: Option<u64>,
 }
 
 impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
@@ -160,6 +176,8 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
             hop_cache: None,
             spd_cache: FlowCache::new(FlowCache::SLOTS),
             icmp_limit: TokenBucket::new(ICMP_ERRORS_PER_SEC, ICMP_ERROR_BURST),
+            #[cfg(any(test, debug_assertions))]
+            panic_after_bursts: None,
             tables,
             pool,
         }
@@ -179,6 +197,15 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
             .resize_with(tables.inbound.len(), || Stage::new(burst));
         self.spd_cache.clear();
         self.tables = tables;
+    }
+
+    /// Test hook of test and debug builds (absent from release builds,
+    /// not reachable from the config): the worker panics in its next
+    /// burst once it has processed `bursts`, so that the runtime's handling
+    /// of a worker panic can be tested (`crate::supervise`).
+    #[cfg(any(test, debug_assertions))]
+    pub fn inject_panic_after(&mut self, bursts: u64) {
+        self.panic_after_bursts = Some(bursts);
     }
 
     /// This worker's index.
@@ -208,6 +235,13 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
     ) {
         if pkts.is_empty() {
             return;
+        }
+        #[cfg(any(test, debug_assertions))]
+        if self
+            .panic_after_bursts
+            .is_some_and(|n| self.counters.bursts >= n)
+        {
+            panic!("injected panic (test hook) in worker {}", self.id);
         }
         self.counters.bursts += 1;
         for pkt in pkts.iter() {
@@ -476,7 +510,8 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
                 }
                 self.counters.local += 1;
                 self.counters.generated += 1;
-                self.originate(pkt, tx, now);
+                let origin = self.origin_of(port);
+                self.originate(pkt, origin, tx, now);
             }
             _ => self.drop_pkt(pkt, Drop::LocalUnsupported, Some(port)),
         }
@@ -499,6 +534,14 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
             return self.drop_pkt(pkt, Drop::NotEsp, Some(port));
         }
         self.in_stage[slot].push(pkt, port);
+    }
+
+    /// Where a clear packet received on `port` came from.
+    fn origin_of(&self, port: PortIdx) -> Origin {
+        match self.tables.ports.get(port).map(|p| p.side) {
+            Some(Side::Protected) => Origin::Protected,
+            _ => Origin::Unprotected,
+        }
     }
 
     fn drop_pkt(&mut self, pkt: B, reason: Drop, port: Option<PortIdx>) {

@@ -1,0 +1,177 @@
+//! Warnings about configs that are valid but do not do what their author
+//! probably meant.
+//!
+//! **A tunnel's `local_ts` does not cover the gateway's protected address.**
+//! ICMP errors the gateway sends about a tunnel's traffic (time exceeded,
+//! fragmentation needed / packet too big) and its echo replies come from the
+//! first address (of the packet's family) of the protected port that faces
+//! the tunnel's protected networks. The data plane sends them through the
+//! SPD like any other packet (RFC 4301): when no tunnel protects that
+//! source, they are dropped (`local_not_protected`), never sent in the
+//! clear. The config is still valid, but traceroute and path MTU discovery
+//! through the tunnel then get no answer from this gateway.
+
+use super::model::{Port, Route, Side, Tunnel};
+use super::net::Prefix;
+use super::reader::Ctx;
+use super::sections::Located;
+use crate::tables::{Family, IpPrefix};
+
+/// Warns at `tunnel[i].local_ts` for every protected port facing the
+/// tunnel's `local_ts` (on-link or by a route) whose source address for
+/// ICMP is outside it.
+pub(crate) fn warn_local_ts_without_own_address(
+    ctx: &mut Ctx,
+    ports: &[Port],
+    routes: &[Route],
+    tunnels: &[Located<Tunnel>],
+) {
+    for t in tunnels {
+        let ts = &t.item.local_ts;
+        for (i, port) in ports.iter().enumerate() {
+            if port.side != Side::Protected || !faces(i, port, routes, ts) {
+                continue;
+            }
+            for family in [Family::V4, Family::V6] {
+                if !ts.iter().any(|p| p.family() == family) {
+                    continue;
+                }
+                // The data plane's ICMP source: the port's first address
+                // of the family (PortInfo::first_v4 / first_v6).
+                let Some(src) = port
+                    .addresses
+                    .iter()
+                    .map(|a| a.addr)
+                    .find(|a| Family::of(*a) == family)
+                else {
+                    continue;
+                };
+                if ts.iter().any(|p| p.contains(src)) {
+                    continue;
+                }
+                let host = IpPrefix::host(src);
+                ctx.warn(
+                    &format!("{}.local_ts", t.path),
+                    format!(
+                        "tunnel {:?}: local_ts does not cover {src}, the address of protected port \
+                         {:?} that ICMP errors (time exceeded, fragmentation needed / packet too \
+                         big) and echo replies about this tunnel's traffic come from; no tunnel \
+                         protects them, so they are dropped (local_not_protected), never sent in \
+                         the clear, and traceroute and path MTU discovery through the tunnel get \
+                         no answer from this gateway. Add {host} to local_ts (and to the peer's \
+                         remote_ts) to send them through the tunnel",
+                        t.item.name, port.name
+                    ),
+                );
+            }
+        }
+    }
+}
+
+/// True when port `index` leads to some of `ts`: one of its subnets or
+/// one of the routes through it overlaps a prefix of `ts`.
+fn faces(index: usize, port: &Port, routes: &[Route], ts: &[Prefix]) -> bool {
+    ts.iter().any(|p| {
+        port.addresses.iter().any(|a| a.subnet().overlaps(p))
+            || routes
+                .iter()
+                .any(|r| r.port.0 == index && r.dest.overlaps(p))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::config::{parse_str, Diagnostic, HostFacts};
+
+    /// A protected port with `prot` as its addresses, a route to
+    /// 10.9.0.0/16 behind it, and one tunnel protecting `local_ts`.
+    fn config(prot: &str, local_ts: &str) -> String {
+        format!(
+            r#"
+[gateway]
+name = "gw"
+[[port]]
+name = "prot"
+side = "protected"
+device = "net_ring0"
+address = {prot}
+[[port]]
+name = "unprot"
+side = "unprotected"
+device = "net_ring1"
+address = "192.0.2.1/24"
+[[route]]
+dest = "10.9.0.0/16"
+via = "10.1.0.254"
+port = "prot"
+[[tunnel]]
+name = "t"
+local = "192.0.2.1"
+remote = "192.0.2.2"
+local_ts = {local_ts}
+remote_ts = ["10.2.0.0/24", "fd00:2::/64"]
+esp = "aes128gcm16"
+out = {{ spi = 0x1001, key = "00112233445566778899aabbccddeeff01020304" }}
+in = {{ spi = 0x2001, key = "ffeeddccbbaa99887766554433221100a1a2a3a4" }}
+"#
+        )
+    }
+
+    fn warnings(text: String) -> Vec<Diagnostic> {
+        let host = HostFacts {
+            cpus: 4,
+            check_permissions: false,
+        };
+        match parse_str(Path::new("test.toml"), text, &host) {
+            Ok((_, w)) => w
+                .into_iter()
+                .filter(|d| d.message.contains("local_not_protected"))
+                .collect(),
+            Err(d) => panic!("config rejected: {d:?}"),
+        }
+    }
+
+    #[test]
+    fn warns_when_local_ts_leaves_out_the_protected_address() {
+        // The protected hosts are behind a router; the port's own address
+        // 10.1.0.1 is in no tunnel.
+        let w = warnings(config(r#""10.1.0.1/24""#, r#"["10.9.0.0/16"]"#));
+        assert_eq!(w.len(), 1, "{w:?}");
+        let text = w[0].to_string();
+        assert_eq!(w[0].key, "tunnel[0].local_ts");
+        assert!(text.starts_with("warning: test.toml:"), "{text}");
+        for words in ["tunnel \"t\"", "10.1.0.1", "\"prot\"", "10.1.0.1/32"] {
+            assert!(text.contains(words), "{text:?} lacks {words:?}");
+        }
+    }
+
+    #[test]
+    fn no_warning_when_the_address_is_covered() {
+        assert!(warnings(config(r#""10.1.0.1/24""#, r#"["10.1.0.0/24"]"#)).is_empty());
+        assert!(warnings(config(
+            r#""10.1.0.1/24""#,
+            r#"["10.9.0.0/16", "10.1.0.1/32"]"#
+        ))
+        .is_empty());
+    }
+
+    #[test]
+    fn each_family_is_checked_with_its_first_address() {
+        // IPv4 covered, IPv6 not: one warning, naming the IPv6 address
+        // the data plane would use (the port's first IPv6 one).
+        let w = warnings(config(
+            r#"["10.1.0.1/24", "fd00:1::1/64", "fd00:1::2/64"]"#,
+            r#"["10.1.0.0/24", "fd00:1::2/128"]"#,
+        ));
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].message.contains("fd00:1::1/128"), "{}", w[0]);
+    }
+
+    #[test]
+    fn a_port_that_does_not_face_the_tunnel_is_not_blamed() {
+        // local_ts is neither on the port's subnet nor behind its route.
+        assert!(warnings(config(r#""10.1.0.1/24""#, r#"["10.7.0.0/24"]"#)).is_empty());
+    }
+}
