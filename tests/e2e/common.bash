@@ -14,7 +14,8 @@
 # Also: `tunnels_gen SET` (tests/e2e/tunnels.py's configs for SET into
 # WORK, and N = how many tunnels), `peer_start` / `peer_stop` (scapy as
 # gateway B: tests/e2e/interop_peer.py on gwb-unprot over WORK/tunnels.json,
-# its answers in WORK/peer.json; stopped on exit too), `pings_answered LOG
+# its answers in WORK/peer.json, peer_start's arguments passed on to it;
+# stopped on exit too), `pings_answered LOG
 # COUNT` (every echo request of `ping -c COUNT` answered, by icmp_seq) and
 # `capture_start` / `captures_stop` (tcpdump captures that fail the test if
 # tcpdump itself dropped packets: an incomplete capture proves nothing).
@@ -37,7 +38,7 @@ tunnels_gen() {
 
 peer_start() {
     ip netns exec "$P-gwb" python3 tests/e2e/interop_peer.py gwb-unprot "$WORK/tunnels.json" \
-        "$WORK/peer.ready" "$WORK/peer.json" >"$WORK/peer.log" 2>&1 &
+        "$WORK/peer.ready" "$WORK/peer.json" "$@" >"$WORK/peer.log" 2>&1 &
     PEER=$!
     for _ in $(seq 1 100); do [ -f "$WORK/peer.ready" ] && break; sleep 0.1; done
     [ -f "$WORK/peer.ready" ] || fail "the scapy peer did not start: $(cat "$WORK/peer.log")"

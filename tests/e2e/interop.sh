@@ -11,7 +11,7 @@
 # also checks each tunnel's ESP arrives in its outer family and
 # encapsulation. scapy answers ARP and ND for gateway B's outer addresses.
 #
-# scapy also misbehaves as a peer may (interop_peer.py): on every tunnel it
+# scapy also misbehaves as a peer may (interop_peer.py --misbehave): on every tunnel it
 # sends one answer after the next one (reordered inside the window: must be
 # decrypted) and both again (counted as `replayed`: exactly 2 per tunnel,
 # per SA and gateway-wide); on the 24 ESN tunnels its sequence numbers cross
@@ -39,7 +39,7 @@ tunnel_hosts "$N" a
 
 capture_start $P-gwb gwb-unprot "$WORK/mid.pcap"
 capture_start $P-gwa gwa-prot "$WORK/prot-a.pcap"
-peer_start
+peer_start --misbehave
 gateway_start a "$WORK/gw-a.toml"
 gateways_wait_ping -I 10.1.1.10 10.2.1.10 >"$WORK/up.log" 2>&1 || fail "no echo reply through the first tunnel"
 

@@ -2,7 +2,7 @@
 """The far gateway of tests/e2e/interop.sh, made of scapy's ESP (an
 implementation independent of espgw's), on the wire:
 
-  interop_peer.py IFACE TUNNELS_JSON READY_FILE SUMMARY_JSON
+  interop_peer.py IFACE TUNNELS_JSON READY_FILE SUMMARY_JSON [--misbehave]
 
 On IFACE (gateway B's unprotected link) it answers ARP and neighbor
 solicitations for gateway B's outer addresses, takes ESP over IPv4 and
@@ -13,9 +13,9 @@ answers each echo request with an echo reply that it encrypts with scapy's
 SA for the reverse direction and sends back as ESP. It stops on SIGTERM /
 SIGINT and writes per-tunnel counts and every problem to SUMMARY_JSON.
 
-On every tunnel it also replays and reorders its own ESP: the answer on
-the SA's 4th sequence number is held back and sent after the 5th, and then
-both are sent again (espgw must decrypt the reordered one, inside its
+With --misbehave (interop.sh), on every tunnel it also replays and
+reorders its own ESP: the answer on the SA's 4th sequence number is held
+back and sent after the 5th, and then both are sent again (espgw must decrypt the reordered one, inside its
 window, and count the two copies as `replayed`). On ESN tunnels its
 sequence numbers cross 2^32 (see `seq_plan`), so espgw must infer the high
 bits (RFC 4303 Appendix A): a wrong guess fails the ICV, which covers them,
@@ -62,9 +62,9 @@ def seq_plan(esn):
 class Sender:
     """scapy's SA for one tunnel's B -> A direction, along seq_plan."""
 
-    def __init__(self, t):
+    def __init__(self, t, cross_2_32):
         self.sa = scapy_sa(t, "ba")
-        self.seqs = seq_plan(t["esn"])
+        self.seqs = seq_plan(t["esn"] and cross_2_32)
         self.sent = 0
         self.max_seq = 0
         self.above_2_32 = 0
@@ -163,10 +163,11 @@ def esp_to_us(fr, me4, me6):
 
 def main():
     iface, tunnels_path, ready, summary_path = sys.argv[1:5]
+    misbehave = sys.argv[5:] == ["--misbehave"]
     tunnels = json.load(open(tunnels_path))
     by_spi = {t["ab_spi"]: t for t in tunnels}
     sa_in = {t["ab_spi"]: Receiver(t) for t in tunnels}
-    sa_out = {t["ab_spi"]: Sender(t) for t in tunnels}
+    sa_out = {t["ab_spi"]: Sender(t, misbehave) for t in tunnels}
     held = {}  # tunnel name -> the frame held back (index HOLD)
     counts = {t["name"]: {"decrypted": 0, "answered": 0, "max_seq_in": 0, "reordered": 0, "replays": 0}
               for t in tunnels}
@@ -221,11 +222,11 @@ def main():
         out = sa_out[spi]
         frame = Ether(dst=fr[Ether].src, src=mac) / out.encrypt(reply)
         c["answered"] += 1
-        if out.sent == HOLD:
+        if misbehave and out.sent == HOLD:
             held[t["name"]] = frame  # sent after the next one
             continue
         sock.send(frame)
-        if out.sent == HOLD + 1:
+        if misbehave and out.sent == HOLD + 1:
             # Reordered: the held one, behind the top but inside the window.
             sock.send(held[t["name"]])
             c["reordered"] += 1
