@@ -11,12 +11,13 @@
 # also checks each tunnel's ESP arrives in its outer family and
 # encapsulation. scapy answers ARP and ND for gateway B's outer addresses.
 #
-# scapy also misbehaves as a peer may (interop_peer.py --misbehave): on every tunnel it
-# sends one answer after the next one (reordered inside the window: must be
-# decrypted) and both again (counted as `replayed`: exactly 2 per tunnel,
-# per SA and gateway-wide); on the 24 ESN tunnels its sequence numbers cross
-# 2^32, so 8 of each tunnel's answers carry high bits 1 that espgw must
-# infer (a wrong guess fails the ICV and the ping). The other direction,
+# scapy also misbehaves as a peer may (interop_peer.py --misbehave): on
+# every tunnel it sends one ESP packet after the next one (reordered inside
+# the window: must be decrypted; espgw's inbound SA count must be exactly
+# scapy's send count) and both again (counted as `replayed`: exactly 2 per
+# tunnel, per SA and gateway-wide); on the 24 ESN tunnels its sequence
+# numbers cross 2^32, so at least 8 ESP packets per tunnel carry high bits
+# 1 that espgw must infer (a wrong guess fails the ICV and the ping). The other direction,
 # espgw's sequence numbers above 2^32, waits for espgw to start an SA high
 # (ESPGW_A_SEQ_START in tunnels.py and the peer are ready for it).
 # The pings carry a marker never seen on the middle link (captured whole;
@@ -80,10 +81,18 @@ sleep 0.5
 peer_stop
 gateways_stop || fail "gateway A did not exit with status 0 on SIGINT"
 captures_stop
-python3 - "$WORK/tunnels.json" "$WORK/peer.json" <<'PY' || fail "the scapy peer's view"
+python3 - "$WORK/tunnels.json" "$WORK/peer.json" "$WORK/a.json" <<'PY' || fail "the scapy peer's view"
 import json, sys
 tunnels = json.load(open(sys.argv[1]))
 s = json.load(open(sys.argv[2]))
+# espgw decrypted every distinct ESP packet scapy sent (the reordered one
+# included), no more: its inbound SA's packet count is scapy's send count.
+a_in = {sa["tunnel"]: sa["packets"] for sa in json.load(open(sys.argv[3]))["sas"] if sa["dir"] == "in"}
+short = {t["name"]: (s["counts"][t["name"]]["esp_sent"], a_in.get(t["name"])) for t in tunnels
+         if a_in.get(t["name"]) != s["counts"][t["name"]]["esp_sent"]}
+if short:
+    print("tunnels where espgw did not decrypt exactly what scapy sent (sent, decrypted):", short)
+    sys.exit(1)
 if s["problems"]:
     print("\n".join(s["problems"][:20]))
     sys.exit(1)
@@ -108,7 +117,7 @@ if bad:
     sys.exit(1)
 esn = [s["counts"][t["name"]] for t in tunnels if t["esn"]]
 print("scapy:", sum(c["decrypted"] for c in s["counts"].values()), "ESP packets from espgw decrypted and answered, no problem;",
-      sum(c["out_above_2_32"] for c in esn), "answers with sequence numbers above 2^32 on", len(esn), "ESN tunnels;",
+      sum(c["out_above_2_32"] for c in esn), "ESP packets with sequence numbers above 2^32 on", len(esn), "ESN tunnels;",
       len(tunnels), "reordered and", 2 * len(tunnels), "replayed; highest espgw sequence number",
       max(c["max_seq_in"] for c in s["counts"].values()))
 PY

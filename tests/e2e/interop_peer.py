@@ -14,8 +14,8 @@ SA for the reverse direction and sends back as ESP. It stops on SIGTERM /
 SIGINT and writes per-tunnel counts and every problem to SUMMARY_JSON.
 
 With --misbehave (interop.sh), on every tunnel it also replays and
-reorders its own ESP: the answer on the SA's 4th sequence number is held
-back and sent after the 5th, and then both are sent again (espgw must decrypt the reordered one, inside its
+reorders its own ESP: the SA's 4th sequence number is sent after the 5th,
+and then both again (espgw must decrypt the reordered one, inside its
 window, and count the two copies as `replayed`). On ESN tunnels its
 sequence numbers cross 2^32 (see `seq_plan`), so espgw must infer the high
 bits (RFC 4303 Appendix A): a wrong guess fails the ICV, which covers them,
@@ -42,8 +42,8 @@ from tunnels import OUTER, scapy_sa  # noqa: E402
 
 stop = False
 SEQ_LO = 0xFFFFFFFF
-# The answer (by sequence number index, from 1) held back and sent after
-# the next one, then both sent again.
+# The sequence number (by index, from 1) sent after the next one, then both
+# sent again (with --misbehave).
 HOLD = 4
 
 
@@ -51,9 +51,10 @@ def seq_plan(esn):
     """The 64-bit sequence numbers of one of scapy's SAs, in sending order.
     Without ESN: 1, 2, 3, ... With ESN: 2^31 first (a fresh receiver with
     its window at 0 can place a low half only within 2^31 of it: RFC 4303
-    Appendix A), then 2^32 - 3, 2^32 - 2, ...: the 5th on (index HOLD + 1
-    and the held one around it) have high bits 1, which never go on the
-    wire."""
+    Appendix A), then 2^32 - 3, 2^32 - 2, ...: from the 5th on they have
+    high bits 1, which never go on the wire; with --misbehave the 4th
+    (2^32 - 1) goes after the 5th (2^32), so espgw must also place a low
+    half behind a window that spans the boundary."""
     if not esn:
         return itertools.count(1)
     return itertools.chain([1 << 31], itertools.count((1 << 32) - 3))
@@ -122,6 +123,15 @@ def on_signal(*_):
     stop = True
 
 
+def decoy_of(reply):
+    """The echo reply with its ICMP identifier flipped: host A's ping
+    ignores it (not its identifier), the gateway forwards it all the same."""
+    d = reply.copy()
+    echo = d[ICMP] if ICMP in d else d[ICMPv6EchoReply]
+    echo.id ^= 0xFFFF
+    return d
+
+
 def echo_reply(inner, t):
     """The reply host B would send, or None (with the problem) if `inner`
     is not the echo request host A sent through tunnel t."""
@@ -168,7 +178,6 @@ def main():
     by_spi = {t["ab_spi"]: t for t in tunnels}
     sa_in = {t["ab_spi"]: Receiver(t) for t in tunnels}
     sa_out = {t["ab_spi"]: Sender(t, misbehave) for t in tunnels}
-    held = {}  # tunnel name -> the frame held back (index HOLD)
     counts = {t["name"]: {"decrypted": 0, "answered": 0, "max_seq_in": 0, "reordered": 0, "replays": 0}
               for t in tunnels}
     problems = []
@@ -220,26 +229,28 @@ def main():
             problems.append(f"{t['name']}: {problem}")
             continue
         out = sa_out[spi]
-        frame = Ether(dst=fr[Ether].src, src=mac) / out.encrypt(reply)
-        c["answered"] += 1
-        if misbehave and out.sent == HOLD:
-            held[t["name"]] = frame  # sent after the next one
-            continue
-        sock.send(frame)
-        if misbehave and out.sent == HOLD + 1:
-            # Reordered: the held one, behind the top but inside the window.
-            sock.send(held[t["name"]])
+        l2 = Ether(dst=fr[Ether].src, src=mac)
+        if misbehave and out.sent == HOLD - 1:
+            # Sequence numbers HOLD and HOLD + 1: the reply goes out at once
+            # on HOLD + 1, then a decoy on HOLD, reordered behind the top
+            # but inside the window (espgw must decrypt it: interop.sh
+            # counts), then both again, byte for byte (replays). The decoy
+            # is the reply with another ICMP identifier, which host A's ping
+            # ignores: holding the reply back instead would make ping send
+            # more requests than it counts.
+            decoy = l2 / out.encrypt(decoy_of(reply))
+            frame = l2 / out.encrypt(reply)
+            for f in (frame, decoy, frame, decoy):
+                sock.send(f)
             c["reordered"] += 1
-            # Replays: both again, byte for byte.
-            sock.send(frame)
-            sock.send(held.pop(t["name"]))
             c["replays"] += 2
-    for name, frame in held.items():
-        problems.append(f"{name}: the answer held back for reordering was never sent (no answer after it)")
+        else:
+            sock.send(l2 / out.encrypt(reply))
+        c["answered"] += 1
     sock.close()
     for t in tunnels:
         o = sa_out[t["ab_spi"]]
-        counts[t["name"]].update(max_seq_out=o.max_seq, out_above_2_32=o.above_2_32)
+        counts[t["name"]].update(esp_sent=o.sent, max_seq_out=o.max_seq, out_above_2_32=o.above_2_32)
     json.dump({"counts": counts, "problems": problems}, open(summary_path, "w"), indent=1)
 
 
