@@ -3,7 +3,10 @@
 #
 # Set before sourcing: P (namespace prefix), WORK (scratch dir), ESPGW (binary).
 # Optional: MTU (outer MTU of every link, default 1500), IDLE_SLEEP_US
-# (`[dataplane] idle_sleep_us` of both gateways, default theirs).
+# (`[dataplane] idle_sleep_us` of both gateways, default theirs),
+# HOSTS_IPV4_ONLY (IPv6 off on hosts A and B before the gateways start:
+# their kernels then send the gateways no MLD reports or router
+# solicitations, so an IPv4-only test can require every drop to be zero).
 
 GW_PIDS=()
 
@@ -27,6 +30,9 @@ af_packet_jumbo() {
 gateways_up() {
     local mtu=${MTU:-1500}
     MTU=$mtu scripts/netns.sh up "$P"
+    if [ -n "${HOSTS_IPV4_ONLY:-}" ]; then
+        hosts_ipv4_only
+    fi
     # Configs with keys should be readable by root only: copy them 0600.
     install -m 600 gateway.toml "$WORK/gateway-a.toml"
     install -m 600 configs/gateway-b.toml "$WORK/gateway-b.toml"
@@ -52,6 +58,12 @@ gateways_up() {
     gateway_start a "$WORK/gateway-a.toml"
     gateway_start b "$WORK/gateway-b.toml"
     gateways_wait_ping 10.2.0.10
+}
+
+# hosts_ipv4_only: IPv6 off in hosts A and B (see HOSTS_IPV4_ONLY above).
+hosts_ipv4_only() {
+    in_a sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
+    in_b sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
 }
 
 # gateways_stop: SIGINT both gateways (they write --stats-json) and wait;

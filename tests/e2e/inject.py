@@ -15,6 +15,7 @@ import time
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from scapy.all import IP, UDP, Ether, Raw, conf, get_if_hwaddr
+from scapy.layers.inet6 import IPv6
 from scapy.layers.ipsec import ESP
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
@@ -112,6 +113,13 @@ def main():
     # shortest frame on the wire is a header with a 10-byte IPv4 "packet".
     sock.send(Ether(dst=gw_mac, src=mac, type=0x0800) / Raw(b"\x45" + b"\x00" * 9))
     print("runt IPv4 (10 bytes)")
+    # Multicast and broadcast are never routed (badinput.sh: exactly these 3).
+    sock.send(Ether(dst="01:00:5e:00:00:fb", src=mac) / IP(src="192.0.2.2", dst="224.0.0.251") / UDP(dport=5353) / Raw(b"m4"))
+    print("IPv4 multicast (224.0.0.251)")
+    sock.send(Ether(dst="ff:ff:ff:ff:ff:ff", src=mac) / IP(src="192.0.2.2", dst="255.255.255.255") / UDP(dport=9) / Raw(b"bc"))
+    print("IPv4 limited broadcast")
+    sock.send(Ether(dst="33:33:00:00:00:fb", src=mac) / IPv6(src="2001:db8::2", dst="ff02::fb") / UDP(dport=5353) / Raw(b"m6"))
+    print("IPv6 multicast (ff02::fb)")
     sock.close()
 
 

@@ -2,7 +2,7 @@
 """The far gateway of tests/e2e/interop.sh, made of scapy's ESP (an
 implementation independent of espgw's), on the wire:
 
-  interop_peer.py IFACE TUNNELS_JSON READY_FILE SUMMARY_JSON
+  interop_peer.py IFACE TUNNELS_JSON READY_FILE SUMMARY_JSON [--misbehave]
 
 On IFACE (gateway B's unprotected link) it answers ARP and neighbor
 solicitations for gateway B's outer addresses, takes ESP over IPv4 and
@@ -12,7 +12,22 @@ hosts, TTL / hop limit one lower than host A's 64, an echo request), and
 answers each echo request with an echo reply that it encrypts with scapy's
 SA for the reverse direction and sends back as ESP. It stops on SIGTERM /
 SIGINT and writes per-tunnel counts and every problem to SUMMARY_JSON.
+
+With --misbehave (interop.sh), on every tunnel it also replays and
+reorders its own ESP: the SA's 4th sequence number is sent after the 5th,
+and then both again (espgw must decrypt the reordered one, inside its
+window, and count the two copies as `replayed`). On ESN tunnels its
+sequence numbers cross 2^32 (see `seq_plan`), so espgw must infer the high
+bits (RFC 4303 Appendix A): a wrong guess fails the ICV, which covers them,
+and the ping goes unanswered.
+
+espgw's own sequence numbers start at 1. The receiving side here infers
+their high bits the same way, from the tunnel's `ab_seq_start` in
+tunnels.json (default 1): once espgw can start an outbound SA high
+(persisted sequence state), that field makes this peer expect it, and
+interop.sh then requires sequence numbers above it to have been decrypted.
 """
+import itertools
 import json
 import signal
 import sys
@@ -26,11 +41,95 @@ sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from tunnels import OUTER, scapy_sa  # noqa: E402
 
 stop = False
+SEQ_LO = 0xFFFFFFFF
+# The sequence number (by index, from 1) sent after the next one, then both
+# sent again (with --misbehave).
+HOLD = 4
+
+
+def seq_plan(esn):
+    """The 64-bit sequence numbers of one of scapy's SAs, in sending order.
+    Without ESN: 1, 2, 3, ... With ESN: 2^31 first (a fresh receiver with
+    its window at 0 can place a low half only within 2^31 of it: RFC 4303
+    Appendix A), then 2^32 - 3, 2^32 - 2, ...: from the 5th on they have
+    high bits 1, which never go on the wire; with --misbehave the 4th
+    (2^32 - 1) goes after the 5th (2^32), so espgw must also place a low
+    half behind a window that spans the boundary."""
+    if not esn:
+        return itertools.count(1)
+    return itertools.chain([1 << 31], itertools.count((1 << 32) - 3))
+
+
+class Sender:
+    """scapy's SA for one tunnel's B -> A direction, along seq_plan."""
+
+    def __init__(self, t, cross_2_32):
+        self.sa = scapy_sa(t, "ba")
+        self.seqs = seq_plan(t["esn"] and cross_2_32)
+        self.sent = 0
+        self.max_seq = 0
+        self.above_2_32 = 0
+
+    def encrypt(self, pkt):
+        seq = next(self.seqs)
+        # scapy keeps the low half in seq_num and the high half in esn.
+        self.sa.seq_num, self.sa.esn = seq & SEQ_LO, seq >> 32
+        esp = self.sa.encrypt(pkt)
+        if UDP in esp and isinstance(esp, IPv6):
+            # scapy leaves the UDP checksum 0; IPv6 needs one (RFC 8200 8.1).
+            del esp[UDP].chksum
+            esp = IPv6(bytes(esp))
+        self.sent += 1
+        self.max_seq = max(self.max_seq, seq)
+        self.above_2_32 += seq >> 32 != 0
+        return esp
+
+
+class Receiver:
+    """scapy's SA for one tunnel's A -> B direction, inferring the high
+    bits of ESN sequence numbers as RFC 4303 Appendix A does (window 64),
+    from the top sequence number seen so far (ab_seq_start - 1 at first)."""
+
+    W = 64
+
+    def __init__(self, t):
+        self.sa = scapy_sa(t, "ab")
+        self.esn = t["esn"]
+        self.top = t.get("ab_seq_start", 1) - 1
+
+    def infer(self, lo):
+        if not self.esn:
+            return lo
+        tl, th = self.top & SEQ_LO, self.top >> 32
+        if tl >= self.W - 1:
+            hi = th if lo >= tl - (self.W - 1) else th + 1
+        else:
+            hi = th - 1 if lo >= (tl - (self.W - 1)) & SEQ_LO else th
+        return (max(hi, 0) << 32) | lo
+
+    def decrypt(self, outer):
+        """-> (inner packet, 64-bit seq); raises what scapy raises."""
+        seq = self.infer(outer[ESP].seq)
+        self.sa.esn = seq >> 32
+        inner = self.sa.decrypt(outer)
+        if seq <= self.top and self.top:
+            raise ValueError(f"espgw sent seq {seq} again or backwards (top {self.top})")
+        self.top = max(self.top, seq)
+        return inner, seq
 
 
 def on_signal(*_):
     global stop
     stop = True
+
+
+def decoy_of(reply):
+    """The echo reply with its ICMP identifier flipped: host A's ping
+    ignores it (not its identifier), the gateway forwards it all the same."""
+    d = reply.copy()
+    echo = d[ICMP] if ICMP in d else d[ICMPv6EchoReply]
+    echo.id ^= 0xFFFF
+    return d
 
 
 def echo_reply(inner, t):
@@ -74,11 +173,13 @@ def esp_to_us(fr, me4, me6):
 
 def main():
     iface, tunnels_path, ready, summary_path = sys.argv[1:5]
+    misbehave = sys.argv[5:] == ["--misbehave"]
     tunnels = json.load(open(tunnels_path))
     by_spi = {t["ab_spi"]: t for t in tunnels}
-    sa_in = {t["ab_spi"]: scapy_sa(t, "ab") for t in tunnels}
-    sa_out = {t["ab_spi"]: scapy_sa(t, "ba") for t in tunnels}
-    counts = {t["name"]: {"decrypted": 0, "answered": 0} for t in tunnels}
+    sa_in = {t["ab_spi"]: Receiver(t) for t in tunnels}
+    sa_out = {t["ab_spi"]: Sender(t, misbehave) for t in tunnels}
+    counts = {t["name"]: {"decrypted": 0, "answered": 0, "max_seq_in": 0, "reordered": 0, "replays": 0}
+              for t in tunnels}
     problems = []
     mac = get_if_hwaddr(iface)
     me4, me6 = OUTER[4]["b"], OUTER[6]["b"]
@@ -115,24 +216,41 @@ def main():
         if (outer.version, encap) != (t["outer"], t["encap"]):
             problems.append(f"{t['name']}: ESP arrived as IPv{outer.version} encap {encap}")
             continue
+        c = counts[t["name"]]
         try:
-            inner = sa_in[spi].decrypt(outer)
+            inner, seq = sa_in[spi].decrypt(outer)
         except Exception as e:  # scapy raises on a bad ICV or padding
             problems.append(f"{t['name']}: scapy could not decrypt seq {outer[ESP].seq}: {e!r}")
             continue
-        counts[t["name"]]["decrypted"] += 1
+        c["decrypted"] += 1
+        c["max_seq_in"] = max(c["max_seq_in"], seq)
         reply, problem = echo_reply(inner, t)
         if problem:
             problems.append(f"{t['name']}: {problem}")
             continue
-        esp = sa_out[spi].encrypt(reply)
-        if UDP in esp and isinstance(esp, IPv6):
-            # scapy leaves the UDP checksum 0; IPv6 needs one (RFC 8200 8.1).
-            del esp[UDP].chksum
-            esp = IPv6(bytes(esp))
-        sock.send(Ether(dst=fr[Ether].src, src=mac) / esp)
-        counts[t["name"]]["answered"] += 1
+        out = sa_out[spi]
+        l2 = Ether(dst=fr[Ether].src, src=mac)
+        if misbehave and out.sent == HOLD - 1:
+            # Sequence numbers HOLD and HOLD + 1: the reply goes out at once
+            # on HOLD + 1, then a decoy on HOLD, reordered behind the top
+            # but inside the window (espgw must decrypt it: interop.sh
+            # counts), then both again, byte for byte (replays). The decoy
+            # is the reply with another ICMP identifier, which host A's ping
+            # ignores: holding the reply back instead would make ping send
+            # more requests than it counts.
+            decoy = l2 / out.encrypt(decoy_of(reply))
+            frame = l2 / out.encrypt(reply)
+            for f in (frame, decoy, frame, decoy):
+                sock.send(f)
+            c["reordered"] += 1
+            c["replays"] += 2
+        else:
+            sock.send(l2 / out.encrypt(reply))
+        c["answered"] += 1
     sock.close()
+    for t in tunnels:
+        o = sa_out[t["ab_spi"]]
+        counts[t["name"]].update(esp_sent=o.sent, max_seq_out=o.max_seq, out_above_2_32=o.above_2_32)
     json.dump({"counts": counts, "problems": problems}, open(summary_path, "w"), indent=1)
 
 

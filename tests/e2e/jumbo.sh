@@ -26,14 +26,10 @@ MTU=9000 gateways_up >"$WORK/up.log" 2>&1 || fail "the tunnel did not come up at
 grep -q "net_af_packet advertises max frame 1518; frames up to MTU 9000 are carried via framesz=9216" "$WORK/a.log" \
     || fail "gateway A did not log why DPDK runs below MTU 9000"
 
-ip netns exec $P-gwa tcpdump -i gwa-unprot -nn -U -w "$WORK/mid-a.pcap" >/dev/null 2>&1 &
-TCPDUMPS=($!)
-ip netns exec $P-gwb tcpdump -i gwb-unprot -nn -U -w "$WORK/mid-b.pcap" >/dev/null 2>&1 &
-TCPDUMPS+=($!)
-ip netns exec $P-hostb tcpdump -i hb0 -nn -s 96 -U -w "$WORK/hostb.pcap" tcp >/dev/null 2>&1 &
-TCPDUMPS+=($!)
-BG+=("${TCPDUMPS[@]}")
-sleep 1
+# Captures checked whole (tcpdump's own drop count) by captures_stop.
+capture_start $P-gwa gwa-unprot "$WORK/mid-a.pcap"
+capture_start $P-gwb gwb-unprot "$WORK/mid-b.pcap"
+capture_start $P-hostb hb0 "$WORK/hostb.pcap" -s 96 tcp
 
 # ICMP payload = inner MTU - 20 IP - 8 ICMP.
 in_a ping -4 -M do -c 3 -i 0.2 -w 5 -s $((INNER - 28)) 10.2.0.10 >"$WORK/ping-fits.log" 2>&1 \
@@ -55,7 +51,7 @@ wait $SERVER || fail "the TCP receiver failed: $(cat "$WORK/xfer.recv")"
     || fail "TCP through the tunnel: sent $(cat "$WORK/xfer.sent"), received $(cat "$WORK/xfer.recv")"
 echo "16 MiB of TCP through the tunnel, sha256 intact: $(cat "$WORK/xfer.recv")"
 sleep 0.5
-kill -INT "${TCPDUMPS[@]}"; wait "${TCPDUMPS[@]}" 2>/dev/null || true
+captures_stop
 
 python3 - "$INNER" "$WORK/hostb.pcap" "$WORK/mid-a.pcap" "$WORK/mid-b.pcap" <<'PY' || fail "frame sizes / middle link"
 import struct, sys

@@ -2,12 +2,15 @@
 """What crossed the middle link (gateway A <-> gateway B), from tcpdump
 captures, checked against the tunnels of tunnels.json:
 
-  midlink.py TUNNELS_JSON FORBIDDEN[,FORBIDDEN...] PCAP...
+  midlink.py [--positive CLEAR_PCAP] TUNNELS_JSON FORBIDDEN[,FORBIDDEN...] PCAP...
 
 Every frame must be ARP, IPv6 neighbor discovery, ESP, or ESP in UDP 4500;
 each tunnel's two SPIs must appear, each only in its tunnel's outer family
 and encapsulation; no frame may hold any FORBIDDEN byte string (plaintext
-markers the hosts sent). A minimal pcap reader (no scapy) keeps a capture
+markers the hosts sent). With --positive, each FORBIDDEN string must be
+found in CLEAR_PCAP (a capture on a host's link, where the markers are in
+clear): the proof that the hosts really sent them, without which their
+absence on the middle link would prove nothing. A minimal pcap reader (no scapy) keeps a capture
 of thousands of frames fast to check.
 """
 import json
@@ -52,15 +55,28 @@ def classify(fr):
 
 
 def main():
-    tunnels = json.load(open(sys.argv[1]))
-    forbidden = [s.encode() for s in sys.argv[2].split(",") if s]
+    args = sys.argv[1:]
+    positive = None
+    if args[:1] == ["--positive"]:
+        positive, args = args[1], args[2:]
+    tunnels = json.load(open(args[0]))
+    forbidden = [s.encode() for s in args[1].split(",") if s]
+    errors = []
+    if positive:
+        clear = Counter()
+        for fr in frames(positive):
+            for s in forbidden:
+                clear[s] += s in fr
+        print(f"host link (clear): {', '.join(f'{s.decode()!r} in {clear[s]} frames' for s in forbidden)}")
+        errors += [f"{s.decode()!r} never seen even in clear on the host link: its absence proves nothing"
+                   for s in forbidden if not clear[s]]
     want = {}
     for t in tunnels:
         kind = "udp-esp" if t["encap"] == "udp" else "esp"
         for spi in (t["ab_spi"], t["ba_spi"]):
             want[spi] = (kind, t["outer"], t["name"])
-    seen, kinds, errors = Counter(), Counter(), []
-    for path in sys.argv[3:]:
+    seen, kinds = Counter(), Counter()
+    for path in args[2:]:
         for fr in frames(path):
             kind, fam, spi = classify(fr)
             kinds[kind] += 1

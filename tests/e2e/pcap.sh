@@ -16,7 +16,8 @@ WORK=$(mktemp -d /tmp/espgw-e2e-pcap.XXXXXX)
 cleanup() { [ -n "${KEEP:-}" ] || rm -rf "$WORK"; }
 trap cleanup EXIT
 
-[ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root"; exit 0; }
+. scripts/skip.bash
+[ "$(id -u)" -eq 0 ] || skip "needs root"
 [ -x "$ESPGW" ] || { echo "FAIL: no binary at $ESPGW (cargo build --release -p espgw)"; exit 1; }
 
 # Both modes: run to completion with one worker, and the pipeline (an I/O

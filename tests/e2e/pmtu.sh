@@ -56,10 +56,7 @@ done
 # the first full segments bounce off gateway A and TCP settles on the MTU.
 in_a ip route flush cache
 in_a ip -6 route flush cache
-ip netns exec $P-hostb tcpdump -i hb0 -nn -s 96 -U -w "$WORK/hostb.pcap" tcp >/dev/null 2>&1 &
-TCPDUMP=$!
-BG+=($TCPDUMP)
-sleep 1
+capture_start $P-hostb hb0 "$WORK/hostb.pcap" -s 96 tcp
 ip netns exec $P-hostb python3 tests/e2e/xfer.py serve 10.2.1.10 5001 >"$WORK/xfer-1.recv" 2>&1 &
 S1=$!
 ip netns exec $P-hostb python3 tests/e2e/xfer.py serve fd00:2:2::10 5001 >"$WORK/xfer-2.recv" 2>&1 &
@@ -75,7 +72,7 @@ for k in 1 2; do
         || fail "TCP through tunnel $k: sent $(cat "$WORK/xfer-$k.sent"), received $(cat "$WORK/xfer-$k.recv")"
 done
 sleep 0.5
-kill -INT $TCPDUMP; wait $TCPDUMP 2>/dev/null || true
+captures_stop
 
 python3 - "$WORK/hostb.pcap" <<'PY' || fail "TCP segment sizes on host B's link"
 import struct, sys

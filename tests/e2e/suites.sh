@@ -5,13 +5,18 @@
 # gateways (configs made by tunnels.py), each carrying IPv4 and IPv6 inner
 # traffic between its own pair of host addresses.
 #
-# Per tunnel and inner family: patterned pings of 16, 500 and 1300 bytes,
-# all answered. On four tunnels (both outer families, both encapsulations,
-# GCM, ChaCha20, CBC+SHA-256, CBC+SHA-1) a 1 MiB TCP transfer arrives with
+# Per tunnel and inner family: pings of 30, 500 and 1300 bytes carrying a
+# marker ("espgwclear"; ping lays the pattern at the data offset modulo its
+# length after a 16-byte timestamp, so 30 bytes is the smallest ping that
+# holds a whole marker: a 16-byte one held none), all answered. On four
+# tunnels (both outer families, both encapsulations, GCM, ChaCha20,
+# CBC+SHA-256, CBC+SHA-1) a 1 MiB TCP transfer arrives with
 # the same sha256. Afterwards: every SA of every tunnel carried packets on
 # both gateways, no ESP/policy drop anywhere, counters balance; the middle
 # link carried only ARP/ND, ESP and ESP-in-UDP-4500, each SPI in its
-# tunnel's outer family and encapsulation, and never a plaintext marker.
+# tunnel's outer family and encapsulation, and never a plaintext marker
+# (which host A's own link does show: the positive control), on captures
+# tcpdump reports whole.
 #
 # Needs root. ESPGW overrides the binary (default target/release/espgw).
 P=e2esuites
@@ -36,11 +41,10 @@ gateway_start b "$WORK/gw-b.toml"
 gateways_wait_ping -I 10.1.1.10 10.2.1.10 >"$WORK/up.log" 2>&1 || fail "the first tunnel did not come up"
 
 # Capture the middle link (espgw's af_packet ports do not bypass the qdisc,
-# so one end sees both directions).
-ip netns exec $P-gwa tcpdump -i gwa-unprot -nn -U -w "$WORK/mid.pcap" >/dev/null 2>&1 &
-TCPDUMPS=($!)
-BG+=("${TCPDUMPS[@]}")
-sleep 1
+# so one end sees both directions), and host A's link, where the markers
+# are in clear (the positive control of the middle link's check).
+capture_start $P-gwa gwa-unprot "$WORK/mid.pcap"
+capture_start $P-gwa gwa-prot "$WORK/prot-a.pcap"
 
 # Warm-up: one ping per tunnel and family resolves every neighbor (loss allowed).
 for k in $(seq 1 "$N"); do
@@ -53,7 +57,7 @@ sleep 2.5
 ping_series() {  # k family: three sizes, 2 pings each, the summary lines
     local k=$1 fam=$2 src dst size
     if [ "$fam" = 4 ]; then src=10.1.$k.10 dst=10.2.$k.10; else src=fd00:1:$k::10 dst=fd00:2:$k::10; fi
-    for size in 16 500 1300; do
+    for size in 30 500 1300; do
         echo "size $size"
         in_a ping -"$fam" -c 2 -i 0.2 -w 8 -s $size -p $PATTERN -I $src $dst 2>&1 | grep -Ev '^(PING|--- | *$|rtt|round-trip)' | grep -Ev 'bytes from .* time=[0-9.]+ ms$' || true
     done
@@ -82,7 +86,7 @@ for k in $(seq 1 "$N"); do
     done
 done
 [ $bad -eq 0 ] || fail "$bad of $((2 * N)) tunnel/family ping series lost packets"
-echo "ping: $N tunnels x IPv4/IPv6 inner x 16/500/1300 bytes, every ping answered"
+echo "ping: $N tunnels x IPv4/IPv6 inner x 30/500/1300 bytes, every ping answered"
 
 # TCP transfers through four tunnels, sha256 compared end to end.
 # k:inner family. 2: aes128gcm16 outer IPv4 UDP; 24: chacha20poly1305 ESN outer IPv6 UDP;
@@ -111,9 +115,9 @@ done
 echo "TCP: 1 MiB through each of tunnels 2, 24, 33, 47 arrived intact"
 
 sleep 0.5
-kill -INT "${TCPDUMPS[@]}" 2>/dev/null; wait "${TCPDUMPS[@]}" 2>/dev/null || true
+captures_stop
 gateways_stop || fail "a gateway did not exit with status 0 on SIGINT"
 python3 tests/e2e/sastats.py "$WORK/tunnels.json" 12 "$WORK/a.json" "$WORK/b.json" || fail "per-SA counters"
-python3 tests/e2e/midlink.py "$WORK/tunnels.json" espgwclear,espgw-xfer-clear "$WORK/mid.pcap" \
+python3 tests/e2e/midlink.py --positive "$WORK/prot-a.pcap" "$WORK/tunnels.json" espgwclear,espgw-xfer-clear "$WORK/mid.pcap" \
     || fail "middle link"
 echo "PASS: $N tunnels (6 suites x ESN x outer IPv4/IPv6 x UDP encap), IPv4+IPv6 inner, in $(( $(date +%s) - start ))s"

@@ -12,6 +12,13 @@ and 10.2.k.0/24 + fd00:2:k::/48 (behind gateway B); the hosts carry
 protected ports hold 10.x.0.1/16 and fd00:x::1/32 so every host address is
 on-link. Keys are fresh random bytes per run.
 
+ESPGW_A_SEQ_START (environment, default 1) is written to tunnels.json as
+each tunnel's `ab_seq_start`: where the scapy peer of interop.sh expects
+gateway A's outbound sequence numbers to start. espgw always starts at 1
+today; once it can start an SA from persisted sequence state, a test that
+gives A such state sets this too (above 2^32 on ESN tunnels: espgw ->
+scapy with the high bits set).
+
 SETs:
   suites   every suite x ESN x outer IPv4/IPv6 x encap none/udp (48;
            suites.sh and interop.sh)
@@ -59,6 +66,7 @@ def make_tunnels(name):
                  a4=f"10.1.{k}.10", b4=f"10.2.{k}.10", a6=f"fd00:1:{k}::10", b6=f"fd00:2:{k}::10",
                  # A -> B and B -> A SAs
                  ab_spi=0x10000 + k, ba_spi=0x20000 + k,
+                 ab_seq_start=int(os.environ.get("ESPGW_A_SEQ_START", "1")),
                  ab_key=os.urandom(klen).hex(), ba_key=os.urandom(klen).hex(),
                  ab_auth=os.urandom(alen).hex() if alen else None,
                  ba_auth=os.urandom(alen).hex() if alen else None)
