@@ -18,7 +18,7 @@ import sys
 BAD = ("truncated", "not_esp", "unknown_spi", "replayed", "icv_mismatch", "bad_padding",
        "bad_inner_packet", "ce_on_not_ect", "sa_expired", "no_room", "policy_mismatch", "plaintext_blocked",
        "unprotected_plaintext", "no_policy", "neighbor_unresolved",
-       "neighbor_queue_full", "tx_full", "ring_full")
+       "neighbor_queue_full", "tx_full", "ring_full", "seq_not_reserved", "local_not_protected")
 
 
 def main():

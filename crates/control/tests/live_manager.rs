@@ -6,7 +6,7 @@ mod support;
 use std::sync::{Arc, Mutex};
 
 use espgw_control::live::{
-    control_tables, Dir, LiveError, LiveTables, LiveView, SaManager, SaState,
+    control_tables, Dir, LiveError, LiveSa, LiveTables, LiveView, SaManager, SaState,
 };
 use espgw_control::tables::{Action, TunnelId};
 use support::*;
@@ -343,4 +343,87 @@ fn tunnel_totals_keep_the_counts_of_replaced_sas() {
     );
     let inb = totals.iter().find(|t| t.dir == Dir::In).unwrap();
     assert_eq!(inb.packets, 0);
+}
+
+/// Packets a worker still encrypts on the old outbound SA after the switch
+/// (its snapshot is one behind) count in the tunnel's totals: found by
+/// tests/e2e/live_ops.sh, where A's totals came out hundreds below the wire.
+#[test]
+fn tunnel_totals_count_packets_sent_on_a_replaced_sa_after_the_switch() {
+    let mut m = manager("", "discard", "");
+    let mut worker = m.reader();
+    let outbound_of = |t: &LiveTables| -> Arc<LiveSa> {
+        Arc::clone(t.sad.outbound_sa(TunnelId(0)).expect("an outbound SA"))
+    };
+    // What a worker holds while it encrypts a burst.
+    let old_sa = outbound_of(worker.get());
+    let send = |sa: &LiveSa, n: usize| {
+        let sa = sa.outbound().expect("outbound");
+        let mut pkts: Vec<_> = (0..n)
+            .map(|i| inner_packet([10, 1, 0, 7], [10, 2, 0, 9], i as u64))
+            .collect();
+        let mut v = vec![espgw_esp::Verdict::Forward; n];
+        sa.encap_burst(&mut pkts, &mut v, 100)
+    };
+    assert_eq!(send(&old_sa, 5), 5);
+    m.switch_outbound("t", sa_keys(0xa002, 901), 101).unwrap();
+    // The worker has not passed a quiescent point yet: 7 more on the old SA.
+    assert_eq!(send(&old_sa, 7), 7);
+    let out = |m: &SaManager<LiveTables>| {
+        m.tunnel_totals()
+            .into_iter()
+            .find(|t| t.dir == Dir::Out)
+            .unwrap()
+            .packets
+    };
+    assert_eq!(out(&m), 12);
+    // Once the worker moves on and the old snapshot is reclaimed, the
+    // count is final and stays.
+    drop(old_sa);
+    worker.quiescent();
+    m.tick(102);
+    assert_eq!(out(&m), 12);
+    let new_sa = outbound_of(worker.get());
+    assert_eq!(send(&new_sa, 3), 3);
+    assert_eq!(out(&m), 15);
+}
+
+/// With a publish wait (what `espgw run` sets), rekey step 1 returns only
+/// once every worker holds the snapshot with the new inbound SA.
+#[test]
+fn inbound_install_waits_for_every_worker_to_take_the_new_snapshot() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+    let mut m = manager("", "discard", "");
+    m.set_publish_wait(Duration::from_secs(10));
+    let mut worker = m.reader();
+    let stop = Arc::new(AtomicBool::new(false));
+    let seen_new = Arc::new(AtomicBool::new(false));
+    let thread = {
+        let (stop, seen_new) = (Arc::clone(&stop), Arc::clone(&seen_new));
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                // A slow worker: a burst takes 20 ms.
+                std::thread::sleep(Duration::from_millis(20));
+                if worker.quiescent() {
+                    let has = worker
+                        .get()
+                        .sad
+                        .inbound_sa(0xb002, ip("192.0.2.1"))
+                        .is_some();
+                    seen_new.store(has, Ordering::Relaxed);
+                }
+            }
+        })
+    };
+    m.install_inbound("t", sa_keys(0xb002, 902), 101).unwrap();
+    // Returned: the worker took the snapshot (it records what it saw right
+    // after taking it, so allow it that instant).
+    std::thread::sleep(Duration::from_millis(5));
+    assert!(
+        seen_new.load(Ordering::Relaxed),
+        "install returned before the worker switched"
+    );
+    stop.store(true, Ordering::Relaxed);
+    thread.join().unwrap();
 }

@@ -99,8 +99,14 @@ struct LiveTunnel {
     id: TunnelId,
     config: Tunnel,
     /// Counters of this tunnel's SAs that are gone (replaced, drained,
-    /// expired), so tunnel totals never go backwards: [out, in].
+    /// expired) and that no snapshot holds any more, so tunnel totals never
+    /// go backwards: [out, in].
     retired: [SaStats; 2],
+    /// Replaced or removed SAs that a worker may still be using (an older
+    /// snapshot holds them): their counters still move, so totals read them
+    /// live until the last snapshot lets go ([`Self::settle`]).
+    retiring_out: Vec<SharedOutbound>,
+    retiring_in: Vec<SharedInbound>,
     outbound: Option<OutboundSlot>,
     /// At most one not draining (the current one), which comes first.
     inbound: Vec<InboundSlot>,
@@ -109,6 +115,26 @@ struct LiveTunnel {
 impl LiveTunnel {
     fn current_inbound(&self) -> Option<&InboundSlot> {
         self.inbound.iter().find(|s| s.drain.is_none())
+    }
+
+    /// Moves the counters of retiring SAs that only this list still holds
+    /// (every snapshot with them reclaimed) into `retired`: final now.
+    fn settle(&mut self) {
+        let retired = &mut self.retired;
+        self.retiring_out.retain(|sa| {
+            let held = Arc::strong_count(sa) > 1;
+            if !held {
+                add_stats(&mut retired[0], sa.stats());
+            }
+            held
+        });
+        self.retiring_in.retain(|sa| {
+            let held = Arc::strong_count(sa) > 1;
+            if !held {
+                add_stats(&mut retired[1], lock(sa).stats());
+            }
+            held
+        });
     }
 }
 
@@ -279,6 +305,10 @@ pub struct SaManager<T> {
     recent: VecDeque<Event>,
     started: u64,
     keys: KeyBook,
+    /// How long a change a peer acts on next (a new inbound SA, a new
+    /// tunnel) waits for every worker to take the new snapshot before the
+    /// call returns; zero: no wait ([`Self::set_publish_wait`]).
+    publish_wait: std::time::Duration,
 }
 
 impl SaManager<LiveTables> {
@@ -350,6 +380,7 @@ impl<T: Send + Sync + 'static> SaManager<T> {
             recent: VecDeque::new(),
             started: now,
             keys,
+            publish_wait: std::time::Duration::ZERO,
         };
         for t in &tunnels {
             manager.log_up(t, now);
@@ -364,6 +395,26 @@ impl<T: Send + Sync + 'static> SaManager<T> {
     pub fn refuse_aead_without_state(&mut self, why: String) {
         if let KeyBook::InMemory { aead_refused, .. } = &mut self.keys {
             *aead_refused = Some(why);
+        }
+    }
+
+    /// Makes `install_inbound` (rekey step 1) and `add_tunnel` return only
+    /// once every worker uses the new snapshot, or after `wait` with a
+    /// warning: a keying daemon (or `espgw ctl`) that tells the peer to
+    /// switch right after would otherwise race the workers, and the peer's
+    /// first packets under the new SPI would be `unknown_spi` drops.
+    /// `espgw run` sets one second.
+    pub fn set_publish_wait(&mut self, wait: std::time::Duration) {
+        self.publish_wait = wait;
+    }
+
+    /// Waits per [`Self::set_publish_wait`].
+    fn wait_for_workers(&mut self, what: &str) {
+        if self.publish_wait.is_zero() {
+            return;
+        }
+        if !self.publisher.synchronize(self.publish_wait) {
+            warn!(change = what, wait_ms = self.publish_wait.as_millis() as u64, "not every worker took the new tables in time; the change is published and takes effect when they do");
         }
     }
 
@@ -490,6 +541,7 @@ impl<T: Send + Sync + 'static> SaManager<T> {
         self.counts.tunnels_added += 1;
         self.recompile();
         self.publish();
+        self.wait_for_workers("tunnel added");
         Ok(())
     }
 
@@ -572,6 +624,7 @@ impl<T: Send + Sync + 'static> SaManager<T> {
         self.event(now, "rekey-in", name, Some(Dir::In), Some(spi));
         self.counts.rekeys_inbound += 1;
         self.publish();
+        self.wait_for_workers("new inbound SA");
         Ok(())
     }
 
@@ -596,7 +649,7 @@ impl<T: Send + Sync + 'static> SaManager<T> {
             soft_reported: false,
         });
         if let Some(o) = &old {
-            add_stats(&mut t.retired[0], o.sa.stats());
+            t.retiring_out.push(Arc::clone(&o.sa));
         }
         let old_spi = old.map(|o| hex_spi(o.spi));
         info!(tunnel = %name, dir = "out", spi = %hex_spi(spi), old_spi = ?old_spi, "rekey: outbound switched to new SA");
@@ -671,7 +724,7 @@ impl<T: Send + Sync + 'static> SaManager<T> {
                 if e.is_hard() {
                     warn!(tunnel = %name, dir = "out", spi = %hex_spi(out.spi), reason = %expiry_reason(e), "hard expiry: SA removed, tunnel traffic discarded until rekey");
                     events.push(("hard-expiry", name.clone(), Dir::Out, out.spi));
-                    add_stats(&mut t.retired[0], out.sa.stats());
+                    t.retiring_out.push(Arc::clone(&out.sa));
                     t.outbound = None;
                     changed = true;
                 } else if e.is_soft() && !out.soft_reported {
@@ -688,7 +741,7 @@ impl<T: Send + Sync + 'static> SaManager<T> {
                 };
                 let packets = stats.packets;
                 if e.is_hard() {
-                    add_stats(&mut t.retired[1], stats);
+                    t.retiring_in.push(Arc::clone(&slot.sa));
                     warn!(tunnel = %name, dir = "in", spi = %hex_spi(slot.spi), reason = %expiry_reason(e), "hard expiry: SA removed");
                     events.push(("hard-expiry", name.clone(), Dir::In, slot.spi));
                     changed = true;
@@ -702,7 +755,7 @@ impl<T: Send + Sync + 'static> SaManager<T> {
                     let idle = now.saturating_sub(d.active_at) >= drain.idle_seconds;
                     let timed_out = now.saturating_sub(d.since) >= drain.timeout_seconds;
                     if idle || timed_out {
-                        add_stats(&mut t.retired[1], stats);
+                        t.retiring_in.push(Arc::clone(&slot.sa));
                         info!(tunnel = %name, dir = "in", spi = %hex_spi(slot.spi), timed_out, "drained: old inbound SA removed");
                         events.push(("drained", name.clone(), Dir::In, slot.spi));
                         changed = true;
@@ -729,6 +782,9 @@ impl<T: Send + Sync + 'static> SaManager<T> {
             self.publish();
         }
         self.publisher.reclaim();
+        for t in &mut self.tunnels {
+            t.settle();
+        }
     }
 
     /// Every SA, tunnel by tunnel: outbound, then inbound (current first).
@@ -793,6 +849,12 @@ impl<T: Send + Sync + 'static> SaManager<T> {
         let mut out = Vec::with_capacity(self.tunnels.len() * 2);
         for t in &self.tunnels {
             let mut sums = t.retired;
+            for sa in &t.retiring_out {
+                add_stats(&mut sums[0], sa.stats());
+            }
+            for sa in &t.retiring_in {
+                add_stats(&mut sums[1], lock(sa).stats());
+            }
             if let Some(o) = &t.outbound {
                 add_stats(&mut sums[0], o.sa.stats());
             }
@@ -942,6 +1004,8 @@ fn new_tunnel(
     Ok(LiveTunnel {
         id,
         retired: [SaStats::default(); 2],
+        retiring_out: Vec::new(),
+        retiring_in: Vec::new(),
         outbound: Some(OutboundSlot {
             sa: out,
             spi: config.outbound.spi,

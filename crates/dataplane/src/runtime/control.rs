@@ -112,6 +112,9 @@ impl Control {
         if let Some(why) = unavailable {
             manager.refuse_aead_without_state(why);
         }
+        // `espgw ctl sa rekey` (step 1) answers once the workers use the
+        // new inbound SA, so the peer's step 2 cannot race them.
+        manager.set_publish_wait(Duration::from_secs(1));
         let keeper = state.as_ref().map(|k| {
             k.spawn(Arc::clone(stop))
                 .map_err(|e| format!("sequence keeper thread: {e}"))
