@@ -12,12 +12,18 @@ and 10.2.k.0/24 + fd00:2:k::/48 (behind gateway B); the hosts carry
 protected ports hold 10.x.0.1/16 and fd00:x::1/32 so every host address is
 on-link. Keys are fresh random bytes per run.
 
-ESPGW_A_SEQ_START (environment, default 1) is written to tunnels.json as
-each tunnel's `ab_seq_start`: where the scapy peer of interop.sh expects
-gateway A's outbound sequence numbers to start. espgw always starts at 1
-today; once it can start an SA from persisted sequence state, a test that
-gives A such state sets this too (above 2^32 on ESN tunnels: espgw ->
-scapy with the high bits set).
+Each gateway keeps its SA state (persisted sequence numbers, key records)
+in DIR/state-a, DIR/state-b: fresh per run.
+
+ESPGW_A_SEQ_START (environment, default 1): gateway A's outbound SAs of
+the ESN tunnels start at this sequence number. gen writes A's state
+directory as espgw itself would after an earlier run (a secret, and per
+SA a reservation record under the keyed hash of its key: the documented
+format of crates/control/src/state), so espgw continues above it, and
+writes the number to tunnels.json as each tunnel's `ab_seq_start` (1 on
+the other tunnels): where the scapy peer of interop.sh expects A's
+sequence numbers to start. Above 2^32 - 8 it tests espgw -> scapy with
+the high bits set.
 
 SETs:
   suites   every suite x ESN x outer IPv4/IPv6 x encap none/udp (48;
@@ -25,9 +31,12 @@ SETs:
   badinput two aes128gcm16 tunnels (badinput.sh: one for pings, one to attack)
   pmtu     aes128gcm16 over IPv4, aes128-sha1 over IPv6 in UDP (pmtu.sh)
 """
+import hashlib
+import hmac
 import itertools
 import json
 import os
+import struct
 import sys
 
 # suite -> (key bytes incl. salt, auth key bytes or 0, scapy crypt, scapy auth)
@@ -66,7 +75,7 @@ def make_tunnels(name):
                  a4=f"10.1.{k}.10", b4=f"10.2.{k}.10", a6=f"fd00:1:{k}::10", b6=f"fd00:2:{k}::10",
                  # A -> B and B -> A SAs
                  ab_spi=0x10000 + k, ba_spi=0x20000 + k,
-                 ab_seq_start=int(os.environ.get("ESPGW_A_SEQ_START", "1")),
+                 ab_seq_start=int(os.environ.get("ESPGW_A_SEQ_START", "1")) if v["esn"] else 1,
                  ab_key=os.urandom(klen).hex(), ba_key=os.urandom(klen).hex(),
                  ab_auth=os.urandom(alen).hex() if alen else None,
                  ba_auth=os.urandom(alen).hex() if alen else None)
@@ -79,6 +88,7 @@ HEADER = """default_action = "discard"
 [gateway]
 name = "{name}"
 control_socket = "{sock}"
+state_dir = "{state}"
 
 [dataplane]
 workers = 1
@@ -114,7 +124,8 @@ def config(tunnels, me, work):
     peer = "b" if me == "a" else "a"
     n = 1 if me == "a" else 2
     m = 2 if me == "a" else 1
-    text = HEADER.format(name=f"gw-{me}", sock=f"{work}/{me}.sock", side=f"gw{me}", n=n,
+    text = HEADER.format(name=f"gw-{me}", sock=f"{work}/{me}.sock", state=f"{work}/state-{me}",
+                         side=f"gw{me}", n=n,
                          u4=OUTER[4][me], u6=OUTER[6][me])
     for t in tunnels:
         k = t["k"]
@@ -143,11 +154,38 @@ def write_private(path, text):
         f.write(text)
 
 
+def key_id(secret, suite, key, auth):
+    """espgw's KeyId: HMAC-SHA256 under the state directory's secret,
+    first 16 bytes (crates/control/src/state, KeyHasher::key_id)."""
+    msg = (b"espgw key id v1\0" + suite.encode() + b"\0" + struct.pack(">I", len(key)) + key
+           + struct.pack(">I", len(auth)) + auth)
+    return hmac.new(secret, msg, hashlib.sha256).digest()[:16].hex()
+
+
+def seed_state(tunnels, state):
+    """Gateway A's state directory as after a run that reserved up to
+    ab_seq_start - 1 on every tunnel that starts higher."""
+    os.makedirs(state, mode=0o700, exist_ok=True)
+    secret = os.urandom(32)
+    fd = os.open(f"{state}/secret", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(secret)
+    for t in tunnels:
+        if t["ab_seq_start"] <= 1:
+            continue
+        auth = bytes.fromhex(t["ab_auth"]) if t["ab_auth"] else b""
+        kid = key_id(secret, t["esp"], bytes.fromhex(t["ab_key"]), auth)
+        write_private(f"{state}/out-{t['ab_spi']:08x}-{kid}.seq",
+                      f"espgw-seq v1 tunnel={t['name']} value={t['ab_seq_start'] - 1}\n")
+
+
 def gen(name, work):
     tunnels = make_tunnels(name)
     write_private(f"{work}/gw-a.toml", config(tunnels, "a", work))
     write_private(f"{work}/gw-b.toml", config(tunnels, "b", work))
     write_private(f"{work}/tunnels.json", json.dumps(tunnels, indent=1))
+    if any(t["ab_seq_start"] > 1 for t in tunnels):
+        seed_state(tunnels, f"{work}/state-a")
 
 
 def scapy_sa(t, direction, seq_num=1):
