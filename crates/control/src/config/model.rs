@@ -41,6 +41,9 @@ pub struct Gateway {
     pub control_socket: Option<PathBuf>,
     /// Where Prometheus metrics are served; `None` disables them.
     pub metrics: Option<SocketAddr>,
+    /// The group (gid) whose members may also use the control socket
+    /// (besides root and the gateway's uid); `None`: nobody else.
+    pub control_group: Option<u32>,
 }
 
 /// `[dataplane]`.
