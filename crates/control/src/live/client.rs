@@ -7,7 +7,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use zeroize::Zeroizing;
+/// Re-exported so `espgw ctl` holds key text in it without a dependency
+/// of its own.
+pub use zeroize::Zeroizing;
 
 use super::access;
 use super::protocol::{self, DelTarget};
