@@ -202,13 +202,16 @@ pub fn call(socket: &Path, request: &Value) -> Result<Value, String> {
         .map_err(|e| e.to_string())?;
     let mut line = Zeroizing::new(serde_json::to_string(request).map_err(|e| e.to_string())?);
     line.push('\n');
-    (&stream)
-        .write_all(line.as_bytes())
-        .map_err(|e| format!("send: {e}"))?;
+    let sent = (&stream).write_all(line.as_bytes());
     let mut answer = String::new();
-    BufReader::new(&stream)
-        .read_line(&mut answer)
-        .map_err(|e| format!("receive: {e}"))?;
+    // A gateway that refuses us answers at once and closes, maybe before
+    // our request was written: its reason is worth more than "broken pipe".
+    let received = BufReader::new(&stream).read_line(&mut answer);
+    match (sent, received) {
+        (Ok(()), Err(e)) => return Err(format!("receive: {e}")),
+        (Err(e), Err(_) | Ok(0)) => return Err(format!("send: {e}")),
+        _ => {}
+    }
     if answer.is_empty() {
         return Err("the gateway closed the connection without answering".into());
     }

@@ -99,9 +99,11 @@ impl ControlServer {
 impl Drop for ControlServer {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
-        // Wake the blocking accept.
-        let _ = UnixStream::connect(&self.path);
-        if let Some(t) = self.thread.take() {
+        // Wake the blocking accept. If the path is gone (someone removed
+        // the file or its directory) nothing can wake it: leave the thread
+        // blocked rather than hang here.
+        let woken = UnixStream::connect(&self.path).is_ok();
+        if let Some(t) = self.thread.take().filter(|_| woken) {
             let _ = t.join();
         }
         let _ = fs::remove_file(&self.path);
