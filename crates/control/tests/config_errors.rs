@@ -530,3 +530,95 @@ fn soft_lifetimes_must_stay_below_hard_ones() {
         "out of range",
     );
 }
+
+/// The warning for `key` (exactly one), as printed.
+fn warning_for(text: &str, key: &str) -> String {
+    let (_, warnings) = parse(text).unwrap_or_else(|d| panic!("{}", render(&d)));
+    let found: Vec<_> = warnings.iter().filter(|w| w.key == key).collect();
+    assert_eq!(found.len(), 1, "{}", render(&warnings));
+    found[0].to_string()
+}
+
+#[test]
+fn metrics_on_a_non_loopback_address_warn() {
+    for addr in ["0.0.0.0:9100", "192.0.2.1:9100", "[::]:9100"] {
+        let text = with(
+            &base(),
+            "name = \"gw-test\"",
+            &format!("name = \"gw-test\"\nmetrics = \"{addr}\""),
+        );
+        let w = warning_for(&text, "gateway.metrics");
+        assert!(
+            w.starts_with(&format!(
+                "warning: test.toml:{}:",
+                line_of(&text, "metrics")
+            )),
+            "{w}"
+        );
+        assert!(w.contains("is not a loopback address"), "{w}");
+    }
+    for addr in ["127.0.0.1:9100", "127.9.9.9:9100", "[::1]:9100"] {
+        let text = with(
+            &base(),
+            "name = \"gw-test\"",
+            &format!("name = \"gw-test\"\nmetrics = \"{addr}\""),
+        );
+        let (_, warnings) = parse(&text).unwrap();
+        assert!(warnings.is_empty(), "{addr}: {}", render(&warnings));
+    }
+}
+
+#[test]
+fn a_zero_replay_window_warns() {
+    let text = with(
+        &base(),
+        "esp = \"aes128gcm16\"",
+        "esp = \"aes128gcm16\"\nreplay_window = 0",
+    );
+    let w = warning_for(&text, "tunnel[0].replay_window");
+    assert!(
+        w.contains(&format!("test.toml:{}:", line_of(&text, "replay_window"))),
+        "{w}"
+    );
+    assert!(w.contains("turns anti-replay off"), "{w}");
+    let text = with(&text, "replay_window = 0", "replay_window = 32");
+    assert!(parse(&text).unwrap().1.is_empty());
+}
+
+#[test]
+fn control_group_is_a_name_or_a_gid() {
+    let text = |v: &str| {
+        with(
+            &base(),
+            "name = \"gw-test\"",
+            &format!("name = \"gw-test\"\ncontrol_group = {v}"),
+        )
+    };
+    assert_eq!(
+        parse(&text("4242")).unwrap().0.gateway.control_group,
+        Some(4242)
+    );
+    // Every Linux system has group "root" (gid 0), which is refused.
+    let t = text("\"root\"");
+    assert_error(
+        &errors(&t),
+        line_of(&t, "control_group"),
+        "gateway.control_group",
+        "group 0 (root) may not be the control group",
+    );
+    let t = text("\"no-such-group-espgw\"");
+    assert_error(
+        &errors(&t),
+        line_of(&t, "control_group"),
+        "gateway.control_group",
+        "no group \"no-such-group-espgw\" in /etc/group",
+    );
+    let t = text("-1");
+    assert_error(
+        &errors(&t),
+        line_of(&t, "control_group"),
+        "gateway.control_group",
+        "out of range",
+    );
+    assert_eq!(parse(&base()).unwrap().0.gateway.control_group, None);
+}

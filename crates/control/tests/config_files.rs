@@ -173,3 +173,68 @@ fn readable_files_with_keys_get_a_warning() {
     let (_, warnings) = load_with(&config, &facts).unwrap();
     assert!(warnings.is_empty(), "{}", render(&warnings));
 }
+
+#[test]
+fn files_others_can_change_get_a_warning() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = temp_dir("writable");
+    let config = dir.join("gw.toml");
+    let facts = HostFacts {
+        cpus: 4,
+        check_permissions: true,
+    };
+    // No inline keys: readable is fine, writable by group/others is not.
+    let no_keys = with_key_file(&base());
+    std::fs::create_dir_all(dir.join("keys")).unwrap();
+    let keys = dir.join("keys/t1.toml");
+    write(
+        &keys,
+        &format!("[out]\nkey = \"{OUT_KEY}\"\n[in]\nkey = \"{IN_KEY}\"\n"),
+        0o600,
+    );
+    for mode in [0o664, 0o646, 0o620] {
+        write(&config, &no_keys, mode);
+        let (_, warnings) = load_with(&config, &facts).unwrap();
+        assert_eq!(
+            render(&warnings),
+            format!(
+                "warning: {} is writable by group/others (mode {mode:04o}): they can change the \
+                 gateway's keys and policy; chmod go-w it\n",
+                config.display()
+            )
+        );
+    }
+    write(&config, &no_keys, 0o644);
+    assert!(load_with(&config, &facts).unwrap().1.is_empty());
+    // A key file others can write: warned too, with its own path.
+    write(
+        &keys,
+        &format!("[out]\nkey = \"{OUT_KEY}\"\n[in]\nkey = \"{IN_KEY}\"\n"),
+        0o602,
+    );
+    let text = render(&load_with(&config, &facts).unwrap().1);
+    assert!(
+        text.contains(&format!(
+            "warning: {} is writable by group/others (mode 0602)",
+            keys.display()
+        )),
+        "{text}"
+    );
+    std::fs::set_permissions(&keys, std::fs::Permissions::from_mode(0o600)).unwrap();
+    // Owned by another user (only root can give a file away).
+    if std::fs::metadata(&config).unwrap().uid() == 0 {
+        std::os::unix::fs::chown(&config, Some(65534), None).unwrap();
+        let text = render(&load_with(&config, &facts).unwrap().1);
+        assert_eq!(
+            text,
+            format!(
+                "warning: {} is owned by uid 65534, not by root or you (uid 0): its owner can \
+                 change the gateway's keys and policy; chown it\n",
+                config.display()
+            )
+        );
+    } else {
+        eprintln!("skipped the owner check: only root can chown");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -294,3 +294,121 @@ fn label_values_are_escaped() {
     let state = find(&samples, "espgw_sa_state", &labels).unwrap();
     assert_eq!(state.1.get("state").unwrap(), "draining");
 }
+
+/// A client that sends its request one byte every 50 ms and never ends
+/// it; returns how long until the server closed the connection (or None
+/// if it still had not after `give_up`).
+fn dribble(
+    addr: std::net::SocketAddr,
+    give_up: std::time::Duration,
+) -> std::thread::JoinHandle<Option<std::time::Duration>> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    std::thread::spawn(move || {
+        let start = std::time::Instant::now();
+        s.set_read_timeout(Some(std::time::Duration::from_millis(50)))
+            .unwrap();
+        let request = b"GET /metrics HTTP/1.0\r\nX-Slow: "
+            .iter()
+            .chain(b"a".repeat(10_000).iter())
+            .copied()
+            .collect::<Vec<u8>>();
+        for b in request {
+            if s.write_all(&[b]).is_err() {
+                return Some(start.elapsed());
+            }
+            // A read that returns (EOF or data) means the server gave up on us.
+            let mut buf = [0u8; 256];
+            match s.read(&mut buf) {
+                Ok(_) => return Some(start.elapsed()),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
+                Err(_) => return Some(start.elapsed()),
+            }
+            if start.elapsed() > give_up {
+                return None;
+            }
+        }
+        None
+    })
+}
+
+/// A scrape that must finish within `limit`; its status line.
+fn timed_scrape(addr: std::net::SocketAddr, limit: std::time::Duration) -> String {
+    let start = std::time::Instant::now();
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(limit)).unwrap();
+    write!(s, "GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+    let mut out = String::new();
+    let r = s.read_to_string(&mut out);
+    assert!(
+        r.is_ok() && start.elapsed() < limit,
+        "scrape took {:?} ({r:?})",
+        start.elapsed()
+    );
+    out.lines().next().unwrap_or("").to_string()
+}
+
+#[test]
+fn a_slow_client_neither_stalls_scrapes_nor_stays_forever() {
+    use std::time::Duration;
+    let source = || {
+        let config = config(gateway_toml(1, "", "discard", ""));
+        Arc::new(LiveControl::new(
+            &config,
+            SaManager::with_control_tables(&config, 0).unwrap(),
+            monotonic_clock(),
+            Arc::new(FakeDataplane),
+        ))
+    };
+    // Default settings: two dribblers connected first, scrapes still answer.
+    let server = MetricsServer::bind("127.0.0.1:0".parse().unwrap(), source()).unwrap();
+    let addr = server.local_addr();
+    let slow = [
+        dribble(addr, Duration::from_secs(3)),
+        dribble(addr, Duration::from_secs(3)),
+    ];
+    std::thread::sleep(Duration::from_millis(100));
+    for _ in 0..3 {
+        assert_eq!(
+            timed_scrape(addr, Duration::from_secs(1)),
+            "HTTP/1.0 200 OK"
+        );
+    }
+    for s in slow {
+        let _ = s.join();
+    }
+    drop(server);
+
+    // A short deadline: the dribbler is cut off at it, though it sends a
+    // byte every 50 ms (a per-read timeout would never fire).
+    let deadline = Duration::from_millis(400);
+    let server =
+        MetricsServer::bind_with_deadline("127.0.0.1:0".parse().unwrap(), source(), deadline)
+            .unwrap();
+    let addr = server.local_addr();
+    let slow = dribble(addr, Duration::from_secs(5));
+    assert_eq!(
+        timed_scrape(addr, Duration::from_secs(1)),
+        "HTTP/1.0 200 OK"
+    );
+    let closed_after = slow
+        .join()
+        .unwrap()
+        .expect("the slow client was never cut off");
+    assert!(
+        closed_after >= deadline && closed_after < deadline + Duration::from_secs(1),
+        "cut off after {closed_after:?}"
+    );
+    // A client that connects and sends nothing is closed at the deadline too.
+    let mut idle = TcpStream::connect(addr).unwrap();
+    idle.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    let start = std::time::Instant::now();
+    let mut buf = Vec::new();
+    let _ = idle.read_to_end(&mut buf);
+    assert!(
+        start.elapsed() < deadline + Duration::from_secs(1),
+        "{:?}",
+        start.elapsed()
+    );
+    assert!(buf.is_empty());
+}

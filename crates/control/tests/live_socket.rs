@@ -384,3 +384,131 @@ fn services_start_serve_tick_and_stop() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+fn plain_control() -> Arc<LiveControl<LiveTables>> {
+    let config = config(gateway_toml(1, "", "discard", ""));
+    Arc::new(LiveControl::new(
+        &config,
+        SaManager::with_control_tables(&config, 0).unwrap(),
+        espgw_control::live::monotonic_clock(),
+        Arc::new(()),
+    ))
+}
+
+#[test]
+fn directories_others_can_write_or_own_are_refused() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = temp_dir("dirs");
+    std::fs::create_dir_all(&dir).unwrap();
+    let me = std::fs::metadata(&dir).unwrap().uid();
+    let sock = dir.join("gw.sock");
+    for mode in [0o777, 0o775, 0o757, 0o1777] {
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode)).unwrap();
+        let e = ControlServer::bind(&sock, plain_control()).err().unwrap();
+        assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied, "{mode:o}");
+        let text = e.to_string();
+        assert!(
+            text.contains(&format!("{} is writable by group/others", dir.display())),
+            "{text}"
+        );
+        assert!(!sock.exists(), "nothing bound in a {mode:o} directory");
+    }
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // Owned by someone else (only root can hand a directory away).
+    if me == 0 {
+        std::os::unix::fs::chown(&dir, Some(65534), None).unwrap();
+        let e = ControlServer::bind(&sock, plain_control()).err().unwrap();
+        assert!(e.to_string().contains("is owned by uid 65534"), "{e}");
+        std::os::unix::fs::chown(&dir, Some(me), None).unwrap();
+    }
+    // 0755 and ours: bound, mode 0600, and the private staging directory
+    // the socket was bound in is gone.
+    let server = ControlServer::bind(&sock, plain_control()).unwrap();
+    let mode = std::fs::metadata(&sock).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "socket mode {mode:o}");
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["gw.sock"]);
+    assert!(client::run(&sock, &CtlCommand::Status, false).is_ok());
+    drop(server);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_control_group_gets_mode_0660_and_the_group() {
+    use espgw_control::live::Access;
+    use std::os::unix::fs::MetadataExt;
+    let dir = temp_dir("group");
+    let sock = dir.join("run/gw.sock");
+    let access = Access::for_this_process(Some(4242));
+    let server = match ControlServer::bind_with(&sock, plain_control(), access) {
+        Ok(s) => s,
+        // Only root may give a file a group it is not in.
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            eprintln!("skipped: {e}");
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    let meta = std::fs::metadata(&sock).unwrap();
+    assert_eq!((meta.mode() & 0o777, meta.gid()), (0o660, 4242));
+    // The directory it created lets the group reach the socket.
+    let run = std::fs::metadata(dir.join("run")).unwrap();
+    assert_eq!((run.mode() & 0o777, run.gid()), (0o750, 4242));
+    drop(server);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn keys_are_not_sent_to_a_socket_someone_else_owns() {
+    use std::io::Read;
+    let dir = temp_dir("owner");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("planted.sock");
+    let listener = UnixListener::bind(&path).unwrap();
+    let rekey = CtlCommand::SaRekey {
+        tunnel: "t".into(),
+        outbound: keys(0xa002, REKEY_OUT_KEY),
+        inbound: None,
+    };
+    if support_uid(&dir) != 0 {
+        eprintln!("skipped: only root can give a socket to another uid");
+        return;
+    }
+    std::os::unix::fs::chown(&path, Some(65534), None).unwrap();
+    let e = client::call(&path, &rekey.request()).unwrap_err();
+    assert!(
+        e.contains("is owned by uid 65534, not by root or you (uid 0); not sending keys"),
+        "{e}"
+    );
+    assert!(!e.contains(&REKEY_OUT_KEY[..12]));
+    // The planted listener got a connection but not one byte.
+    let (mut conn, _) = listener.accept().unwrap();
+    let mut got = Vec::new();
+    conn.read_to_end(&mut got).unwrap();
+    assert!(
+        got.is_empty(),
+        "{} bytes reached the planted socket",
+        got.len()
+    );
+    // Requests without keys still go (status is harmless).
+    let t = std::thread::spawn(move || {
+        let (conn, _) = listener.accept().unwrap();
+        let mut line = String::new();
+        BufReader::new(&conn).read_line(&mut line).unwrap();
+        (&conn)
+            .write_all(b"{\"ok\":false,\"error\":\"x\"}\n")
+            .unwrap();
+        line
+    });
+    client::call(&path, &CtlCommand::Status.request()).unwrap();
+    assert_eq!(t.join().unwrap(), "{\"cmd\":\"status\"}\n");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+fn support_uid(p: &Path) -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(p).unwrap().uid()
+}

@@ -4,12 +4,19 @@
 //! their own), turned into a request by `espgw_control::live::client`,
 //! sent, and the answer printed as a table (or as JSON with `--json`).
 //! Exit status: 0 done, 1 refused by the gateway or unreachable, 2 usage.
+//!
+//! Keys belong in a file or on standard input (`sa rekey --keys-file F`,
+//! `--keys-file -`; `sa add --tunnel-toml F`, `--tunnel-toml -`): any
+//! local user can read a process's command line from /proc/PID/cmdline,
+//! so keys given as flags draw a warning on stderr.
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use espgw_control::live::client::TunnelJson;
+use espgw_control::live::client::Zeroizing;
 use espgw_control::live::client::{self, CtlCommand, KeyArgs};
 use espgw_control::live::protocol::DelTarget;
 
@@ -68,9 +75,10 @@ enum Sa {
 
 #[derive(Args, Debug)]
 struct AddArgs {
-    /// A TOML file holding one [[tunnel]] table (or its keys at top level).
-    /// Preferred over key flags: command lines are visible to other users.
-    #[arg(long, value_name = "FILE", conflicts_with = "name")]
+    /// A TOML file holding one [[tunnel]] table (or its keys at top level);
+    /// "-" reads standard input. Preferred over key flags: command lines
+    /// are visible to other users.
+    #[arg(long, value_name = "FILE|-", conflicts_with = "name")]
     tunnel_toml: Option<PathBuf>,
     #[arg(long, required_unless_present = "tunnel_toml")]
     name: Option<String>,
@@ -129,8 +137,45 @@ struct KeyFlags {
 struct RekeyArgs {
     /// Tunnel name.
     name: String,
+    /// The new keys from a file ("-": standard input), TOML or JSON:
+    /// `out = { spi = 0xa002, key = "HEX" }` and/or `in = { ... }`
+    /// (`auth_key` too for non-AEAD suites). Keeps keys off the command
+    /// line, which other users can read.
+    #[arg(
+        long,
+        value_name = "FILE|-",
+        conflicts_with_all = ["out_spi", "out_key", "out_auth_key", "in_spi", "in_key", "in_auth_key"]
+    )]
+    keys_file: Option<PathBuf>,
     #[command(flatten)]
     keys: KeyFlags,
+}
+
+/// What `-` names instead of a file.
+const STDIN: &str = "-";
+
+/// A file's text, or standard input's for `-`; zeroized when dropped (it
+/// holds keys). Errors name the file, never its text.
+fn read_secret_text(path: &Path, stdin: &mut dyn Read) -> Result<Zeroizing<String>, String> {
+    let mut text = Zeroizing::new(String::new());
+    if path.as_os_str() == STDIN {
+        stdin
+            .read_to_string(&mut text)
+            .map_err(|e| format!("standard input: {e}"))?;
+    } else {
+        std::fs::File::open(path)
+            .and_then(|mut f| f.read_to_string(&mut text))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(text)
+}
+
+fn source_name(path: &Path) -> String {
+    if path.as_os_str() == STDIN {
+        "standard input".into()
+    } else {
+        path.display().to_string()
+    }
 }
 
 fn parse_spi(s: &str) -> Result<u32, String> {
@@ -156,6 +201,26 @@ impl KeyFlags {
         }
     }
 
+    /// One warning per key given as a command-line argument.
+    fn warnings(&self) -> Vec<String> {
+        [
+            ("out-key", &self.out_key),
+            ("out-auth-key", &self.out_auth_key),
+            ("in-key", &self.in_key),
+            ("in-auth-key", &self.in_auth_key),
+        ]
+        .into_iter()
+        .filter(|(_, v)| v.is_some())
+        .map(|(flag, _)| {
+            format!(
+                "warning: --{flag} puts a key on the command line, where every local user can \
+                 read it (ps, /proc/PID/cmdline); use --keys-file FILE or --keys-file - (stdin) \
+                 for sa rekey, --tunnel-toml FILE or - for sa add"
+            )
+        })
+        .collect()
+    }
+
     fn take(&mut self) -> Result<(Option<KeyArgs>, Option<KeyArgs>), String> {
         let out = Self::direction(
             "out",
@@ -169,12 +234,12 @@ impl KeyFlags {
 }
 
 impl AddArgs {
-    /// The tunnel's JSON, from the TOML file or from the flags.
-    fn tunnel(mut self) -> Result<TunnelJson, String> {
+    /// The tunnel's JSON, from the TOML file (or stdin) or from the flags.
+    fn tunnel(mut self, stdin: &mut dyn Read) -> Result<TunnelJson, String> {
         if let Some(path) = &self.tunnel_toml {
-            let text =
-                std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            return client::tunnel_from_toml(&text).map_err(|e| format!("{}: {e}", path.display()));
+            let text = read_secret_text(path, stdin)?;
+            return client::tunnel_from_toml(&text)
+                .map_err(|e| format!("{}: {e}", source_name(path)));
         }
         let (out, inb) = self.keys.take()?;
         let (Some(out), Some(inb)) = (out, inb) else {
@@ -204,21 +269,34 @@ impl AddArgs {
     }
 }
 
-/// The request for a command line, and whether to print JSON.
-fn command(words: &[String]) -> Result<(CtlCommand, bool), (u8, String)> {
+/// A parsed command line.
+struct Parsed {
+    command: CtlCommand,
+    /// Print the JSON response.
+    json: bool,
+    /// For stderr (keys given as arguments).
+    warnings: Vec<String>,
+}
+
+/// The request for a command line; `-` file arguments read `stdin`.
+fn command(words: &[String], stdin: &mut dyn Read) -> Result<Parsed, (u8, String)> {
     let line = CtlLine::try_parse_from(words).map_err(|e| {
         let code = if e.use_stderr() { EXIT_USAGE } else { 0 };
         (code, e.render().to_string())
     })?;
     let usage = |e: String| (EXIT_USAGE, e);
+    let mut warnings = Vec::new();
     let command = match line.command {
         Top::Status => CtlCommand::Status,
         Top::Stats => CtlCommand::Stats,
         Top::Sa { command } => match *command {
             Sa::List => CtlCommand::SaList,
-            Sa::Add(args) => CtlCommand::SaAdd {
-                tunnel: args.tunnel().map_err(usage)?,
-            },
+            Sa::Add(args) => {
+                warnings = args.keys.warnings();
+                CtlCommand::SaAdd {
+                    tunnel: args.tunnel(stdin).map_err(usage)?,
+                }
+            }
             Sa::Del { name, spi } => CtlCommand::SaDel {
                 target: match (name, spi) {
                     (Some(name), _) => DelTarget::Tunnel(name),
@@ -227,10 +305,19 @@ fn command(words: &[String]) -> Result<(CtlCommand, bool), (u8, String)> {
                 },
             },
             Sa::Rekey(mut args) => {
-                let (outbound, inbound) = args.keys.take().map_err(usage)?;
+                warnings = args.keys.warnings();
+                let (outbound, inbound) = match &args.keys_file {
+                    Some(path) => {
+                        let text = read_secret_text(path, stdin).map_err(usage)?;
+                        client::rekey_keys_from_text(&text)
+                            .map_err(|e| usage(format!("{}: {e}", source_name(path))))?
+                    }
+                    None => args.keys.take().map_err(usage)?,
+                };
                 if outbound.is_none() && inbound.is_none() {
                     return Err(usage(
-                        "sa rekey needs --out-spi/--out-key, --in-spi/--in-key, or both".into(),
+                        "sa rekey needs --keys-file, --out-spi/--out-key, --in-spi/--in-key, or both"
+                            .into(),
                     ));
                 }
                 CtlCommand::SaRekey {
@@ -241,14 +328,21 @@ fn command(words: &[String]) -> Result<(CtlCommand, bool), (u8, String)> {
             }
         },
     };
-    Ok((command, line.json))
+    Ok(Parsed {
+        command,
+        json: line.json,
+        warnings,
+    })
 }
 
 /// Runs `words` against the gateway at `socket`: what to print on success,
-/// or an exit status and a message.
+/// or an exit status and a message. Warnings go to stderr at once.
 pub fn execute(socket: &Path, words: &[String]) -> Result<String, (u8, String)> {
-    let (command, json) = command(words)?;
-    client::run(socket, &command, json).map_err(|e| (EXIT_FAILED, e))
+    let parsed = command(words, &mut std::io::stdin().lock())?;
+    for w in &parsed.warnings {
+        eprintln!("espgw ctl: {w}");
+    }
+    client::run(socket, &parsed.command, parsed.json).map_err(|e| (EXIT_FAILED, e))
 }
 
 pub fn run(socket: &Path, words: &[String]) -> ExitCode {
@@ -282,9 +376,13 @@ mod tests {
         line.split_whitespace().map(str::to_string).collect()
     }
 
+    fn parse(line: &str) -> Result<Parsed, (u8, String)> {
+        command(&words(line), &mut std::io::empty())
+    }
+
     fn request(line: &str) -> String {
-        match command(&words(line)) {
-            Ok((c, _)) => c.request().to_string(),
+        match parse(line) {
+            Ok(p) => p.command.request().to_string(),
             Err((code, e)) => panic!("{line}: {code} {e}"),
         }
     }
@@ -299,7 +397,7 @@ mod tests {
         assert_eq!(request("status"), r#"{"cmd":"status"}"#);
         assert_eq!(request("sa list"), r#"{"cmd":"sa_list"}"#);
         assert_eq!(request("stats --json"), r#"{"cmd":"stats"}"#);
-        assert!(command(&words("stats --json")).unwrap().1);
+        assert!(parse("stats --json").unwrap().json);
         assert_eq!(request("sa del t1"), r#"{"cmd":"sa_del","tunnel":"t1"}"#);
         assert_eq!(
             request("sa del --spi 0x1001"),
@@ -313,7 +411,12 @@ mod tests {
              --local-ts 10.1.0.0/24,10.1.1.0/24 --remote-ts 10.3.0.0/24 --esp aes128-sha256 \
              --lifetime-seconds 3600 --out-spi 0xc001 --out-key 00 --out-auth-key 11 \
              --in-spi 53249 --in-key 22 --in-auth-key 33";
-        let Ok((CtlCommand::SaAdd { tunnel: t }, false)) = command(&words(add)) else {
+        let Ok(Parsed {
+            command: CtlCommand::SaAdd { tunnel: t },
+            json: false,
+            ..
+        }) = parse(add)
+        else {
             panic!("{add}");
         };
         assert_eq!(
@@ -343,11 +446,120 @@ mod tests {
             "sa rekey t --in-key 00",
             "sa add --name u --out-spi 0x1001 --out-key 00",
         ] {
-            match command(&words(line)) {
+            match parse(line) {
                 Err((code, _)) => assert_eq!(code, EXIT_USAGE, "{line}"),
                 Ok(_) => panic!("{line} was accepted"),
             }
         }
+    }
+
+    #[test]
+    fn rekey_keys_from_a_file_or_stdin_make_the_same_request_without_warnings() {
+        let (k1, k2, k3) = (OUT_KEY, IN_KEY, &NEW_KEY[..16]);
+        let flags = parse(&format!(
+            "sa rekey t --out-spi 0xa002 --out-key {k1} --in-spi 0xb002 --in-key {k2} --in-auth-key {k3}"
+        ))
+        .unwrap();
+        let want = flags.command.request().to_string();
+        assert!(want.contains(k1) && want.contains(k3), "{want}");
+        assert_eq!(flags.warnings.len(), 3, "{:?}", flags.warnings);
+        for (w, flag) in flags
+            .warnings
+            .iter()
+            .zip(["out-key", "in-key", "in-auth-key"])
+        {
+            assert!(
+                w.starts_with(&format!("warning: --{flag} puts a key on the command line")),
+                "{w}"
+            );
+            assert!(w.contains("--keys-file"), "{w}");
+            assert!(!w.contains(&k1[..8]) && !w.contains(&k2[..8]), "{w}");
+        }
+
+        let toml = format!(
+            "out = {{ spi = 0xa002, key = \"{k1}\" }}\n[in]\nspi = \"0xb002\"\nkey = \"{k2}\"\nauth_key = \"{k3}\"\n"
+        );
+        let json = format!(
+            r#"{{"out": {{"spi": 40962, "key": "{k1}"}}, "in": {{"spi": "0xb002", "key": "{k2}", "auth_key": "{k3}"}}}}"#
+        );
+        let dir = std::env::temp_dir().join(format!("espgw-ctl-keys-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for (name, text) in [("k.toml", &toml), ("k.json", &json)] {
+            let file = dir.join(name);
+            std::fs::write(&file, text).unwrap();
+            let p = parse(&format!("sa rekey t --keys-file {}", file.display())).unwrap();
+            assert_eq!(p.command.request().to_string(), want, "{name}");
+            assert!(p.warnings.is_empty(), "{:?}", p.warnings);
+            // The same text on standard input.
+            let p = command(&words("sa rekey t --keys-file -"), &mut text.as_bytes()).unwrap();
+            assert_eq!(p.command.request().to_string(), want, "stdin {name}");
+            assert!(p.warnings.is_empty());
+        }
+        // One direction only.
+        let p = command(
+            &words("sa rekey t --keys-file -"),
+            &mut format!("[in]\nspi = 0xb002\nkey = \"{k2}\"\n").as_bytes(),
+        )
+        .unwrap();
+        assert_eq!(
+            p.command.request().to_string(),
+            format!(r#"{{"cmd":"sa_rekey","in":{{"key":"{k2}","spi":45058}},"tunnel":"t"}}"#)
+        );
+
+        // Mistakes are usage errors that never quote a key.
+        let bad = |line: &str, stdin: &str| match command(&words(line), &mut stdin.as_bytes()) {
+            Err((code, e)) => {
+                assert_eq!(code, EXIT_USAGE, "{line}: {e}");
+                assert!(!e.contains(&k1[..8]) && !e.contains(&k2[..8]), "{e}");
+                e
+            }
+            Ok(_) => panic!("{line} accepted"),
+        };
+        bad(&format!("sa rekey t --keys-file - --in-key {k2}"), &toml);
+        bad("sa rekey t --keys-file - --in-spi 0xb002", &toml);
+        let e = bad(
+            "sa rekey t --keys-file -",
+            &toml.replace("key = \"a1", "key = a1"),
+        );
+        assert!(e.starts_with("standard input: TOML"), "{e}");
+        let e = bad(
+            "sa rekey t --keys-file -",
+            &json.replace("\"key\"", "\"kee\""),
+        );
+        assert!(e.contains("unknown key \"kee\""), "{e}");
+        bad(
+            "sa rekey t --keys-file -",
+            &toml.replace("spi = 0xa002, ", ""),
+        );
+        bad("sa rekey t --keys-file -", "");
+        let e = bad(
+            &format!("sa rekey t --keys-file {}", dir.join("none").display()),
+            "",
+        );
+        assert!(e.contains("none"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn sa_add_reads_its_tunnel_from_stdin() {
+        let text = format!(
+            "[[tunnel]]\nname = \"u\"\nlocal = \"192.0.2.1\"\nremote = \"192.0.2.3\"\n\
+             local_ts = [\"10.1.0.0/24\"]\nremote_ts = [\"10.3.0.0/24\"]\nesp = \"aes128gcm16\"\n\
+             out = {{ spi = 0xc001, key = \"{OUT_KEY}\" }}\nin = {{ spi = 0xd001, key = \"{IN_KEY}\" }}\n"
+        );
+        let p = command(&words("sa add --tunnel-toml -"), &mut text.as_bytes()).unwrap();
+        assert!(p.warnings.is_empty());
+        let flags = parse(&format!(
+            "sa add --name u --local 192.0.2.1 --remote 192.0.2.3 --local-ts 10.1.0.0/24 \
+             --remote-ts 10.3.0.0/24 --esp aes128gcm16 --out-spi 0xc001 --out-key {OUT_KEY} \
+             --in-spi 0xd001 --in-key {IN_KEY}"
+        ))
+        .unwrap();
+        assert_eq!(flags.warnings.len(), 2);
+        assert_eq!(
+            p.command.request().to_string(),
+            flags.command.request().to_string()
+        );
     }
 
     const OUT_KEY: &str = "a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4";

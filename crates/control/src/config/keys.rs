@@ -165,7 +165,7 @@ pub(crate) fn read_key_file(
         result.ok = ok && !ctx.diags.iter().any(Diagnostic::is_error);
     }
     if host.check_permissions {
-        perms::warn_if_readable(&mut ctx, path);
+        perms::warn_if_unsafe(&mut ctx, path, perms::Holds::Keys);
     }
     result.diags = ctx.diags;
     result

@@ -48,7 +48,8 @@ use source::SourceText;
 pub struct HostFacts {
     /// Cores available here (`workers = "all"`, oversubscription warning).
     pub cpus: usize,
-    /// Warn about key-holding files readable by group/others.
+    /// Warn about config and key files others can change (or, holding
+    /// keys, read).
     pub check_permissions: bool,
 }
 
@@ -124,9 +125,14 @@ pub fn parse_str(
     let mut diags = ctx.diags;
     let (config, key_file_diags, inline_keys) = config;
     diags.extend(key_file_diags);
-    if inline_keys && host.check_permissions {
+    if host.check_permissions {
         let mut pctx = Ctx::new(&src);
-        perms::warn_if_readable(&mut pctx, path);
+        let holds = if inline_keys {
+            perms::Holds::Keys
+        } else {
+            perms::Holds::SettingsOnly
+        };
+        perms::warn_if_unsafe(&mut pctx, path, holds);
         diags.extend(pctx.diags);
     }
     let diags = finish(diags, path);

@@ -44,6 +44,9 @@ pub struct Gateway {
     /// Persisted sequence numbers and key records of manually keyed SAs
     /// (`state_dir`; default `/var/lib/espgw/<name>`).
     pub state_dir: PathBuf,
+    /// The group (gid) whose members may also use the control socket
+    /// (besides root and the gateway's uid); `None`: nobody else.
+    pub control_group: Option<u32>,
 }
 
 /// Where `[gateway].state_dir` points when the config does not say.

@@ -7,9 +7,12 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use zeroize::Zeroizing;
+/// Re-exported so `espgw ctl` holds key text in it without a dependency
+/// of its own.
+pub use zeroize::Zeroizing;
 
-use super::protocol::DelTarget;
+use super::access;
+use super::protocol::{self, DelTarget};
 use super::status::{SaInfo, StatsSnapshot, Status};
 
 /// How long to wait for the gateway's answer.
@@ -178,23 +181,37 @@ fn parse<T: serde::de::DeserializeOwned>(v: &Value) -> Result<T, String> {
     serde_json::from_value(v.clone()).map_err(|e| format!("unexpected response: {e}"))
 }
 
+/// Whether a request line holds key material.
+fn carries_keys(request: &Value) -> bool {
+    matches!(request["cmd"].as_str(), Some("sa_add" | "sa_rekey"))
+}
+
 /// Sends one request and returns the response object (`ok` true or false).
+/// A request with keys goes only to a socket that root or the caller owns
+/// and serves (see [`access::check_server`]): another user's socket at a
+/// guessed or stale path never receives them.
 pub fn call(socket: &Path, request: &Value) -> Result<Value, String> {
     let stream = UnixStream::connect(socket)
         .map_err(|e| format!("cannot connect to {}: {e}", socket.display()))?;
+    if carries_keys(request) {
+        access::check_server(socket, &stream, access::my_uid())?;
+    }
     stream
         .set_read_timeout(Some(TIMEOUT))
         .and_then(|_| stream.set_write_timeout(Some(TIMEOUT)))
         .map_err(|e| e.to_string())?;
     let mut line = Zeroizing::new(serde_json::to_string(request).map_err(|e| e.to_string())?);
     line.push('\n');
-    (&stream)
-        .write_all(line.as_bytes())
-        .map_err(|e| format!("send: {e}"))?;
+    let sent = (&stream).write_all(line.as_bytes());
     let mut answer = String::new();
-    BufReader::new(&stream)
-        .read_line(&mut answer)
-        .map_err(|e| format!("receive: {e}"))?;
+    // A gateway that refuses us answers at once and closes, maybe before
+    // our request was written: its reason is worth more than "broken pipe".
+    let received = BufReader::new(&stream).read_line(&mut answer);
+    match (sent, received) {
+        (Ok(()), Err(e)) => return Err(format!("receive: {e}")),
+        (Err(e), Err(_) | Ok(0)) => return Err(format!("send: {e}")),
+        _ => {}
+    }
     if answer.is_empty() {
         return Err("the gateway closed the connection without answering".into());
     }
@@ -238,6 +255,73 @@ pub fn tunnel_from_toml(text: &str) -> Result<Value, String> {
         None => doc,
     };
     serde_json::to_value(table).map_err(|e| format!("TOML: {e}"))
+}
+
+/// New keys for `sa_rekey` from a file's text (TOML or JSON, told apart
+/// by a leading `{`): an `out` and/or an `in` table, each
+/// `{spi, key, auth_key?}` as in a tunnel's `out`/`in`:
+///
+/// ```toml
+/// out = { spi = 0xa002, key = "..." }
+/// in = { spi = 0xb002, key = "..." }
+/// ```
+///
+/// Errors never quote the text.
+pub fn rekey_keys_from_text(text: &str) -> Result<(Option<KeyArgs>, Option<KeyArgs>), String> {
+    let doc: Value = if text.trim_start().starts_with('{') {
+        // serde_json's errors give a position, never the text.
+        serde_json::from_str(text).map_err(|e| format!("JSON: {e}"))?
+    } else {
+        let table: toml::Table =
+            toml::from_str(text).map_err(|e| format!("TOML: {}", e.message()))?;
+        serde_json::to_value(table).map_err(|e| format!("TOML: {e}"))?
+    };
+    let Value::Object(obj) = &doc else {
+        return Err("expected a table with \"out\" and/or \"in\"".into());
+    };
+    if let Some(k) = obj.keys().find(|k| !["out", "in"].contains(&k.as_str())) {
+        return Err(format!(
+            "unknown key {:?} (expected out and/or in)",
+            k.chars().take(32).collect::<String>()
+        ));
+    }
+    let dir = |name: &str| -> Result<Option<KeyArgs>, String> {
+        let Some(v) = obj.get(name) else {
+            return Ok(None);
+        };
+        let Value::Object(t) = v else {
+            return Err(format!("{name} must be a table {{spi, key, auth_key}}"));
+        };
+        if let Some(k) = t
+            .keys()
+            .find(|k| !["spi", "key", "auth_key"].contains(&k.as_str()))
+        {
+            return Err(format!(
+                "{name}: unknown key {:?}",
+                k.chars().take(32).collect::<String>()
+            ));
+        }
+        let spi = protocol::spi_value(
+            t.get("spi").ok_or_else(|| format!("{name}: missing spi"))?,
+            &format!("{name}.spi"),
+        )?;
+        let hex = |k: &str| match t.get(k) {
+            None => Ok(None),
+            Some(Value::String(s)) => Ok(Some(Zeroizing::new(s.clone()))),
+            Some(_) => Err(format!("{name}.{k} must be a hex string")),
+        };
+        let key = hex("key")?.ok_or_else(|| format!("{name}: missing key"))?;
+        Ok(Some(KeyArgs {
+            spi,
+            key,
+            auth_key: hex("auth_key")?,
+        }))
+    };
+    let keys = (dir("out")?, dir("in")?);
+    if keys.0.is_none() && keys.1.is_none() {
+        return Err("no keys: give out, in, or both".into());
+    }
+    Ok(keys)
 }
 
 /// Left-aligned columns, two spaces apart.

@@ -2,26 +2,35 @@
 //!
 //! `GET /metrics` answers with the current [`StatsSnapshot`] of a
 //! [`StatsSource`]; anything else gets 404 (or 405 for other methods).
-//! One std thread accepts and answers connections one at a time: a
-//! scrape is a few kilobytes, and a 2 s timeout keeps a stalled client
-//! from holding the server.
+//! One std thread accepts; each connection is answered on a thread of its
+//! own (at most [`MAX_CONNECTIONS`] at once), and the whole exchange, from
+//! accept to the last byte written, must finish within a deadline (5 s by
+//! default). A client that sends its request a byte at a time, or never
+//! reads the answer, is cut off at the deadline and never delays another
+//! scrape.
 
 use std::fmt::Write as _;
-use std::io::{self, BufRead, BufReader, Write};
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use super::control::StatsSource;
 use super::status::{SaInfo, StatsSnapshot, TunnelTotals};
 
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long one connection may take in all (not per read): well under
+/// Prometheus's default 10 s scrape timeout.
+pub const CONNECTION_DEADLINE: Duration = Duration::from_secs(5);
+
+/// Connections served at once; more are closed unanswered (a scraper
+/// retries at its next interval).
+pub const MAX_CONNECTIONS: usize = 16;
 
 /// A label value with `\`, `"` and newlines escaped.
 fn escape(v: &str) -> String {
@@ -310,6 +319,15 @@ pub struct MetricsServer {
 impl MetricsServer {
     /// Listens on `addr` (port 0 picks a free port; see [`Self::local_addr`]).
     pub fn bind(addr: SocketAddr, source: Arc<dyn StatsSource>) -> io::Result<MetricsServer> {
+        Self::bind_with_deadline(addr, source, CONNECTION_DEADLINE)
+    }
+
+    /// [`Self::bind`] with another per-connection deadline (tests).
+    pub fn bind_with_deadline(
+        addr: SocketAddr,
+        source: Arc<dyn StatsSource>,
+        deadline: Duration,
+    ) -> io::Result<MetricsServer> {
         let listener = TcpListener::bind(addr)?;
         let addr = listener.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
@@ -317,18 +335,7 @@ impl MetricsServer {
             let stop = Arc::clone(&stop);
             std::thread::Builder::new()
                 .name("espgw-metrics".into())
-                .spawn(move || {
-                    for conn in listener.incoming() {
-                        if stop.load(Ordering::SeqCst) {
-                            break;
-                        }
-                        if let Ok(stream) = conn {
-                            if let Err(e) = answer(stream, source.as_ref()) {
-                                debug!(error = %e, "metrics connection ended");
-                            }
-                        }
-                    }
-                })?
+                .spawn(move || accept_loop(listener, source, deadline, stop))?
         };
         info!(%addr, "metrics endpoint listening (GET /metrics)");
         Ok(MetricsServer {
@@ -346,17 +353,103 @@ impl MetricsServer {
 impl Drop for MetricsServer {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
-        let _ = TcpStream::connect_timeout(&self.addr, CLIENT_TIMEOUT);
+        // Wake the blocking accept; connection threads end by their deadline.
+        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(2));
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
     }
 }
 
-fn answer(stream: TcpStream, source: &dyn StatsSource) -> io::Result<()> {
-    stream.set_read_timeout(Some(CLIENT_TIMEOUT))?;
-    stream.set_write_timeout(Some(CLIENT_TIMEOUT))?;
-    let mut reader = BufReader::new(std::io::Read::take(&stream, 8192));
+fn accept_loop(
+    listener: TcpListener,
+    source: Arc<dyn StatsSource>,
+    deadline: Duration,
+    stop: Arc<AtomicBool>,
+) {
+    let active = Arc::new(AtomicUsize::new(0));
+    for conn in listener.incoming() {
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        let Ok(stream) = conn else { continue };
+        // The deadline starts at accept, before any byte is read.
+        let until = Instant::now() + deadline;
+        if active.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
+            active.fetch_sub(1, Ordering::SeqCst);
+            debug!("metrics: {MAX_CONNECTIONS} connections busy, closing a new one");
+            continue;
+        }
+        let slot = Slot(Arc::clone(&active));
+        let source = Arc::clone(&source);
+        let spawned = std::thread::Builder::new()
+            .name("espgw-metrics-conn".into())
+            .spawn(move || {
+                let _slot = slot;
+                if let Err(e) = answer(&stream, source.as_ref(), until) {
+                    debug!(error = %e, "metrics connection ended");
+                }
+            });
+        if let Err(e) = spawned {
+            warn!(error = %e, "metrics: cannot start a connection thread");
+        }
+    }
+}
+
+/// One connection's place among [`MAX_CONNECTIONS`]; freed on drop, also
+/// when the thread could not start.
+struct Slot(Arc<AtomicUsize>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A stream whose every read and write waits at most until `until`: the
+/// socket timeout is set to the time left before each call, so many small
+/// reads cannot add up past the deadline.
+struct Deadlined<'a> {
+    stream: &'a TcpStream,
+    until: Instant,
+}
+
+impl Deadlined<'_> {
+    fn time_left(&self) -> io::Result<Duration> {
+        let left = self.until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "connection deadline passed",
+            ));
+        }
+        Ok(left)
+    }
+}
+
+impl Read for Deadlined<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.stream.set_read_timeout(Some(self.time_left()?))?;
+        let mut s = self.stream;
+        s.read(buf)
+    }
+}
+
+impl Write for Deadlined<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.stream.set_write_timeout(Some(self.time_left()?))?;
+        let mut s = self.stream;
+        s.write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        let mut s = self.stream;
+        s.flush()
+    }
+}
+
+fn answer(stream: &TcpStream, source: &dyn StatsSource, until: Instant) -> io::Result<()> {
+    let mut reader = BufReader::new(Deadlined { stream, until }.take(8192));
     let mut request_line = String::new();
     reader.read_line(&mut request_line)?;
     // Read the headers to their end so the client sees a clean close.
@@ -386,7 +479,7 @@ fn answer(stream: TcpStream, source: &dyn StatsSource) -> io::Result<()> {
         "HTTP/1.0 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     );
-    let mut w = &stream;
+    let mut w = Deadlined { stream, until };
     w.write_all(head.as_bytes())?;
     w.write_all(body.as_bytes())?;
     w.flush()

@@ -16,6 +16,7 @@
 //! Protocol, commands, rekey semantics, metric names and the runtime
 //! integration steps: docs/operations.md.
 
+mod access;
 pub mod client;
 mod control;
 mod manager;
@@ -28,6 +29,7 @@ mod socket;
 mod status;
 mod tunnel_json;
 
+pub use access::{Access, Peer};
 pub use control::{
     monotonic_clock, Clock, ControlBackend, CountersSource, LiveControl, StatsSource,
 };

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use super::access::Access;
 use super::control::{Clock, CountersSource, LiveControl, StatsSource};
 use super::manager::{LiveError, SaManager};
 use super::metrics::MetricsServer;
@@ -49,7 +50,8 @@ impl<T: Send + Sync + 'static> Services<T> {
             stop: Arc::clone(&stop),
         };
         if let Some(path) = &config.gateway.control_socket {
-            let server = ControlServer::bind(path, control.clone())
+            let access = Access::for_this_process(config.gateway.control_group);
+            let server = ControlServer::bind_with(path, control.clone(), access)
                 .map_err(|e| LiveError(format!("control socket {}: {e}", path.display())))?;
             services.socket = Some(server);
         }

@@ -1,13 +1,14 @@
 //! The control socket: a Unix stream socket speaking JSON lines, served by
 //! a std thread (plus one short-lived thread per connection, so a client
-//! that stalls cannot block the others).
+//! that stalls cannot block the others). Who may connect: [`Access`]
+//! (see the access module for the three layers).
 
 use std::fs;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -15,6 +16,7 @@ use std::time::Duration;
 use tracing::{debug, info, warn};
 use zeroize::Zeroizing;
 
+use super::access::{check_dir, peer_of, Access};
 use super::control::ControlBackend;
 use super::protocol::{self, Request, MAX_REQUEST_BYTES};
 
@@ -26,37 +28,60 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 pub struct ControlServer {
     path: PathBuf,
     stop: Arc<AtomicBool>,
+    refused: Arc<AtomicU64>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl ControlServer {
-    /// Binds `path` (creating its parent directory, mode 0700, if missing;
-    /// replacing a stale socket nobody listens on; refusing to replace
-    /// anything else), makes it mode 0600 and serves `backend`.
+    /// [`Self::bind_with`] for root and this process's uid only.
     pub fn bind(path: &Path, backend: Arc<dyn ControlBackend>) -> io::Result<ControlServer> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            if !dir.exists() {
-                fs::DirBuilder::new()
-                    .recursive(true)
-                    .mode(0o700)
-                    .create(dir)?;
+        Self::bind_with(path, backend, Access::for_this_process(None))
+    }
+
+    /// Binds `path` and serves `backend` to the peers `access` allows.
+    ///
+    /// The parent directory is created (mode 0700, or 0750 with a control
+    /// group) if missing, and refused if someone other than root or us
+    /// could write it. The socket is bound inside a fresh private
+    /// directory, given its final mode (0600, or 0660 and the control
+    /// group) there, and only then renamed to `path`: at no instant can
+    /// anyone else connect to it. A stale socket nobody listens on is
+    /// replaced; anything else at `path` is an error.
+    pub fn bind_with(
+        path: &Path,
+        backend: Arc<dyn ControlBackend>,
+        access: Access,
+    ) -> io::Result<ControlServer> {
+        let dir = match path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            Some(d) => d.to_path_buf(),
+            None => PathBuf::from("."),
+        };
+        if !dir.exists() {
+            let mode = if access.group.is_some() { 0o750 } else { 0o700 };
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(mode)
+                .create(&dir)?;
+            if let Some(g) = access.group {
+                std::os::unix::fs::chown(&dir, None, Some(g))?;
             }
         }
+        check_dir(&dir, access.owner)?;
         remove_stale(path)?;
-        let listener = UnixListener::bind(path)?;
-        // Only root (the gateway's user) may talk to it: it changes keys.
-        fs::set_permissions(path, fs::Permissions::from_mode(0o600))?;
+        let listener = bind_privately(path, &dir, access.group)?;
         let stop = Arc::new(AtomicBool::new(false));
+        let refused = Arc::new(AtomicU64::new(0));
         let thread = {
-            let stop = Arc::clone(&stop);
+            let (stop, refused) = (Arc::clone(&stop), Arc::clone(&refused));
             std::thread::Builder::new()
                 .name("espgw-ctl-sock".into())
-                .spawn(move || accept_loop(listener, backend, stop))?
+                .spawn(move || accept_loop(listener, backend, access, stop, refused))?
         };
         info!(path = %path.display(), "control socket listening");
         Ok(ControlServer {
             path: path.to_path_buf(),
             stop,
+            refused,
             thread: Some(thread),
         })
     }
@@ -64,18 +89,57 @@ impl ControlServer {
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    /// Connections refused because of the peer's credentials.
+    pub fn refused_peers(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
+    }
 }
 
 impl Drop for ControlServer {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
-        // Wake the blocking accept.
-        let _ = UnixStream::connect(&self.path);
-        if let Some(t) = self.thread.take() {
+        // Wake the blocking accept. If the path is gone (someone removed
+        // the file or its directory) nothing can wake it: leave the thread
+        // blocked rather than hang here.
+        let woken = UnixStream::connect(&self.path).is_ok();
+        if let Some(t) = self.thread.take().filter(|_| woken) {
             let _ = t.join();
         }
         let _ = fs::remove_file(&self.path);
     }
+}
+
+/// Binds the socket as `staging/s` inside a new mode-0700 directory next
+/// to `path`, sets its final mode and group, and renames it to `path`.
+/// (A umask would do the same for the bind alone, but it is per process
+/// and other threads create files meanwhile.)
+fn bind_privately(path: &Path, dir: &Path, group: Option<u32>) -> io::Result<UnixListener> {
+    static STAGING: AtomicU64 = AtomicU64::new(0);
+    let staging = dir.join(format!(
+        ".espgw-ctl-{}-{}",
+        std::process::id(),
+        STAGING.fetch_add(1, Ordering::Relaxed)
+    ));
+    // Not recursive: it must be new, so nobody else holds it open.
+    fs::DirBuilder::new().mode(0o700).create(&staging)?;
+    let bound = (|| {
+        let inner = staging.join("s");
+        let listener = UnixListener::bind(&inner)?;
+        let mode = match group {
+            Some(g) => {
+                std::os::unix::fs::chown(&inner, None, Some(g))?;
+                0o660
+            }
+            None => 0o600,
+        };
+        fs::set_permissions(&inner, fs::Permissions::from_mode(mode))?;
+        fs::rename(&inner, path)?;
+        Ok(listener)
+    })();
+    let _ = fs::remove_file(staging.join("s"));
+    let _ = fs::remove_dir(&staging);
+    bound
 }
 
 /// A socket left behind by a gateway that died is removed; a live one
@@ -99,7 +163,13 @@ fn remove_stale(path: &Path) -> io::Result<()> {
     fs::remove_file(path)
 }
 
-fn accept_loop(listener: UnixListener, backend: Arc<dyn ControlBackend>, stop: Arc<AtomicBool>) {
+fn accept_loop(
+    listener: UnixListener,
+    backend: Arc<dyn ControlBackend>,
+    access: Access,
+    stop: Arc<AtomicBool>,
+    refused: Arc<AtomicU64>,
+) {
     for conn in listener.incoming() {
         if stop.load(Ordering::SeqCst) {
             break;
@@ -112,6 +182,23 @@ fn accept_loop(listener: UnixListener, backend: Arc<dyn ControlBackend>, stop: A
                 continue;
             }
         };
+        match peer_of(&stream) {
+            Ok(peer) if access.allows(&peer) => {}
+            Ok(peer) => {
+                let n = refused.fetch_add(1, Ordering::Relaxed) + 1;
+                warn!(%peer, refused_total = n, "control socket: peer refused (not root, the gateway's uid or the control group)");
+                refuse(
+                    stream,
+                    &format!("uid {} may not use this control socket", peer.uid),
+                );
+                continue;
+            }
+            Err(e) => {
+                let n = refused.fetch_add(1, Ordering::Relaxed) + 1;
+                warn!(error = %e, refused_total = n, "control socket: peer credentials unreadable, refused");
+                continue;
+            }
+        }
         let backend = Arc::clone(&backend);
         let spawned = std::thread::Builder::new()
             .name("espgw-ctl-conn".into())
@@ -124,6 +211,13 @@ fn accept_loop(listener: UnixListener, backend: Arc<dyn ControlBackend>, stop: A
             warn!(error = %e, "control socket: cannot start a connection thread");
         }
     }
+}
+
+/// Tells a refused peer why, without reading what it sent, and closes.
+fn refuse(mut stream: UnixStream, why: &str) {
+    // Never block the accept loop on a peer that does not read.
+    let _ = stream.set_nonblocking(true);
+    let _ = write_line(&mut stream, &protocol::error(why));
 }
 
 /// Answers requests on one connection until it closes.

@@ -123,7 +123,8 @@ impl Control {
         let live = Arc::new(LiveControl::new(config, manager, clock, Arc::new(counters)));
         let socket = config.gateway.control_socket.as_ref().and_then(|path| {
             let backend: Arc<dyn ControlBackend> = Arc::clone(&live) as _;
-            ControlServer::bind(path, backend)
+            let access = live::Access::for_this_process(config.gateway.control_group);
+            ControlServer::bind_with(path, backend, access)
                 .map_err(|e| eprintln!("espgw: control socket {}: {e}", path.display()))
                 .ok()
         });

@@ -1,4 +1,5 @@
-//! `[gateway]`: name, control socket, metrics endpoint.
+//! `[gateway]`: name, control socket (and who may use it), metrics
+//! endpoint.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -6,7 +7,17 @@ use std::path::PathBuf;
 use crate::config::model::{default_state_dir, Gateway};
 use crate::config::reader::{Ctx, Table};
 
-pub(crate) const KEYS: &[&str] = &["name", "control_socket", "metrics", "state_dir"];
+pub(crate) const KEYS: &[&str] = &[
+    "name",
+    "control_socket",
+    "control_group",
+    "metrics",
+    "state_dir",
+];
+
+/// Where group names are looked up (no NSS: a gateway appliance's groups
+/// are local).
+const GROUP_FILE: &str = "/etc/group";
 
 pub(crate) fn read(ctx: &mut Ctx, table: Option<Table>) -> Gateway {
     let mut gw = Gateway {
@@ -14,6 +25,7 @@ pub(crate) fn read(ctx: &mut Ctx, table: Option<Table>) -> Gateway {
         control_socket: None,
         metrics: None,
         state_dir: default_state_dir("espgw"),
+        control_group: None,
     };
     let Some(t) = table else { return gw };
     if let Some(f) = t.get(ctx, "name") {
@@ -39,12 +51,49 @@ pub(crate) fn read(ctx: &mut Ctx, table: Option<Table>) -> Gateway {
             }
         }
     }
+    if let Some(f) = t.get(ctx, "control_group") {
+        gw.control_group = if f.is_int() {
+            f.int(ctx, 0, i128::from(u32::MAX)).map(|g| g as u32)
+        } else {
+            f.str(ctx).and_then(|name| {
+                let groups = std::fs::read_to_string(GROUP_FILE).unwrap_or_default();
+                let gid = gid_of(&groups, name);
+                if gid.is_none() {
+                    f.error(
+                        ctx,
+                        format!("no group {name:?} in {GROUP_FILE}"),
+                        Some("a group name from /etc/group or a numeric gid"),
+                    );
+                }
+                gid
+            })
+        };
+        if gw.control_group == Some(0) {
+            // Root may always connect; group 0 would add every member of "root".
+            f.error(
+                ctx,
+                "group 0 (root) may not be the control group",
+                Some("a dedicated group such as \"espgw\""),
+            );
+            gw.control_group = None;
+        }
+    }
     if let Some(f) = t.get(ctx, "metrics") {
         gw.metrics = f.parse::<SocketAddr>(
             ctx,
             "an IP:PORT address",
             "\"IP:PORT\", e.g. \"127.0.0.1:9100\"",
         );
+        if let Some(addr) = gw.metrics.filter(|a| !a.ip().is_loopback()) {
+            ctx.warn(
+                "gateway.metrics",
+                format!(
+                    "{addr} is not a loopback address: anyone who reaches it reads tunnel names, \
+                     SPIs and traffic counters without authentication; bind 127.0.0.1 (or ::1) \
+                     and scrape through a proxy, or firewall the port"
+                ),
+            );
+        }
     }
     if let Some(f) = t.get(ctx, "state_dir") {
         if let Some(path) = f.str(ctx) {
@@ -61,4 +110,29 @@ pub(crate) fn read(ctx: &mut Ctx, table: Option<Table>) -> Gateway {
     }
     t.finish(ctx);
     gw
+}
+
+/// The gid of group `name` in /etc/group text (`name:x:gid:members`).
+fn gid_of(groups: &str, name: &str) -> Option<u32> {
+    groups.lines().find_map(|l| {
+        let mut parts = l.split(':');
+        (parts.next() == Some(name))
+            .then(|| parts.nth(1).and_then(|g| g.parse().ok()))
+            .flatten()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::gid_of;
+
+    #[test]
+    fn group_names_resolve_from_group_file_lines() {
+        let text = "root:x:0:\nespgw:x:998:alice,bob\n# comment\nbad:x:zz:\n";
+        assert_eq!(gid_of(text, "espgw"), Some(998));
+        assert_eq!(gid_of(text, "root"), Some(0));
+        assert_eq!(gid_of(text, "esp"), None);
+        assert_eq!(gid_of(text, "bad"), None);
+        assert_eq!(gid_of(text, "alice"), None);
+    }
 }

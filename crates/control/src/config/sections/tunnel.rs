@@ -280,6 +280,13 @@ pub(crate) fn read(ctx: &mut Ctx, t: Table, env: &Env) -> ReadTunnel {
             f.int(ctx, 0, i128::from(MAX_REPLAY_WINDOW))
         })
         .map(|v| v as u32);
+    if replay_window == Some(0) {
+        ctx.warn(
+            &format!("{path}.replay_window"),
+            "0 turns anti-replay off: captured ESP packets of this tunnel are accepted again \
+             (RFC 4303 3.4.3); leave it at the default unless a peer cannot keep order",
+        );
+    }
     let encap = t.get(ctx, "encap").map_or(Some(Encap::None), |f| {
         f.choice(ctx, &[("none", Encap::None), ("udp", Encap::Udp)])
     });
