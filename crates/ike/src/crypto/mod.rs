@@ -1,0 +1,1 @@
+//! IKEv2 cryptography: transforms, PRF, key derivation, key exchange, SK payload.
