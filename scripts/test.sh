@@ -36,6 +36,9 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 step "cargo test (workspace)"
 cargo test --workspace --locked
 
+step "the docs' numbers against bench/results (bench/claims.sh)"
+bench/claims.sh
+
 step "end-to-end suite (tests/e2e)"
 if [ $root = 0 ]; then
     skip_record "tests/e2e (the whole suite)" "needs root (network namespaces, DPDK); run: sudo scripts/test.sh"
