@@ -427,3 +427,46 @@ fn inbound_install_waits_for_every_worker_to_take_the_new_snapshot() {
     stop.store(true, Ordering::Relaxed);
     thread.join().unwrap();
 }
+
+/// A scrape (`sa list`, tunnel totals: what metrics and `espgw ctl stats`
+/// read) never takes the lock a worker holds while it decrypts a burst.
+#[test]
+fn sa_counters_are_read_without_the_lock_a_worker_holds() {
+    use std::sync::mpsc;
+    use std::time::Duration;
+    let m = Arc::new(Mutex::new(manager("", "discard", "")));
+    let inbound = {
+        let m = m.lock().unwrap();
+        let tables = m.current();
+        let slot = tables
+            .sad
+            .inbound_sa(0xb001, ip("192.0.2.1"))
+            .expect("the inbound SA");
+        Arc::clone(slot)
+    };
+    // A worker in the middle of a long burst.
+    let (held_tx, held_rx) = mpsc::channel();
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let worker = std::thread::spawn(move || {
+        let sa = inbound.inbound().expect("inbound");
+        let _burst = sa.lock().unwrap();
+        held_tx.send(()).unwrap();
+        let _ = release_rx.recv_timeout(Duration::from_secs(10));
+    });
+    held_rx.recv().unwrap();
+    let (done_tx, done_rx) = mpsc::channel();
+    let scraper = {
+        let m = Arc::clone(&m);
+        std::thread::spawn(move || {
+            let m = m.lock().unwrap();
+            let list = m.sa_list(101);
+            let totals = m.tunnel_totals();
+            done_tx.send((list.len(), totals.len())).unwrap();
+        })
+    };
+    let got = done_rx.recv_timeout(Duration::from_secs(2));
+    release_tx.send(()).unwrap();
+    worker.join().unwrap();
+    scraper.join().unwrap();
+    assert_eq!(got, Ok((2, 2)), "the scrape waited for the worker's burst");
+}

@@ -34,8 +34,47 @@ pub struct InboundSa {
     pub(crate) window: ReplayWindow,
     expiry: Expiry,
     stats: SaStats,
-    /// `window.top()` as of the end of the last burst, for other threads.
-    highest: Arc<AtomicU64>,
+    /// Counters and `window.top()` as of the end of the last burst, for
+    /// other threads (metrics, the state keeper) without the SA's lock.
+    shared: Arc<InboundCounters>,
+}
+
+/// An inbound SA's counters as of its last burst, readable from any thread
+/// without the lock the data plane holds while it decrypts: a metrics
+/// scrape or `espgw ctl stats` never waits for (or stalls) a worker. The
+/// one writer is whoever holds the SA; values only grow.
+#[derive(Debug, Default)]
+pub struct InboundCounters {
+    packets: AtomicU64,
+    bytes: AtomicU64,
+    drops: [AtomicU64; DropReason::COUNT],
+    /// Highest authenticated sequence number.
+    highest: AtomicU64,
+}
+
+impl InboundCounters {
+    /// Packets, bytes and drops as of the SA's last burst.
+    pub fn stats(&self) -> SaStats {
+        let mut s = SaStats {
+            packets: self.packets.load(Relaxed),
+            bytes: self.bytes.load(Relaxed),
+            ..SaStats::default()
+        };
+        for r in DropReason::ALL {
+            s.drops.add_n(r, self.drops[r.index()].load(Relaxed));
+        }
+        s
+    }
+
+    /// The highest authenticated sequence number (0: none yet).
+    pub fn highest_seen(&self) -> u64 {
+        self.highest.load(Relaxed)
+    }
+
+    /// Sets the highest number seen (tests standing in for a burst).
+    pub fn set_highest_seen(&self, seq: u64) {
+        self.highest.store(seq, Relaxed);
+    }
 }
 
 impl core::fmt::Debug for InboundSa {
@@ -78,7 +117,7 @@ impl InboundSa {
             window: ReplayWindow::new(cfg.replay_window),
             expiry: Expiry::NONE,
             stats: SaStats::default(),
-            highest: Arc::new(AtomicU64::new(0)),
+            shared: Arc::new(InboundCounters::default()),
         })
     }
 
@@ -90,15 +129,16 @@ impl InboundSa {
     pub fn starting_after(mut self, highest_seen: u64) -> Self {
         if self.window.top() == 0 && highest_seen != 0 {
             self.window = ReplayWindow::restored(self.window.size() as u32, highest_seen);
-            self.highest.store(highest_seen, Relaxed);
+            self.shared.highest.store(highest_seen, Relaxed);
         }
         self
     }
 
-    /// The highest authenticated sequence number, readable from any thread
-    /// without the lock that guards the SA (the control plane persists it).
-    pub fn highest_seen_handle(&self) -> Arc<AtomicU64> {
-        Arc::clone(&self.highest)
+    /// This SA's counters and highest authenticated sequence number,
+    /// readable from any thread without the lock that guards the SA (the
+    /// control plane persists the number and reports the counters).
+    pub fn counters(&self) -> Arc<InboundCounters> {
+        Arc::clone(&self.shared)
     }
 
     pub fn spi(&self) -> u32 {
@@ -143,6 +183,7 @@ impl InboundSa {
         assert_eq!(pkts.len(), verdicts.len(), "one verdict per packet");
         self.expiry |= self.limits.by_time(now);
         let mut sent = 0;
+        let mut dropped = false;
         for (pkt, verdict) in pkts.iter_mut().zip(verdicts.iter_mut()) {
             *verdict = match self.decap_one(pkt) {
                 Ok(()) => {
@@ -151,17 +192,32 @@ impl InboundSa {
                 }
                 Err(reason) => {
                     self.stats.drops.add(reason);
+                    dropped = true;
                     Verdict::Drop(reason)
                 }
             };
         }
         self.expiry |= self.limits.by_volume(self.stats.packets, self.stats.bytes);
-        if sent != 0 {
-            // One uncontended store per burst, on a line only this SA's
-            // owner writes.
-            self.highest.store(self.window.top(), Relaxed);
-        }
+        self.publish(sent != 0, dropped);
         sent
+    }
+
+    /// Copies this burst's counters for other threads: plain stores (this
+    /// thread is the one writer), three per burst that forwarded anything,
+    /// the drop counters only after a burst with drops.
+    #[inline]
+    fn publish(&self, forwarded: bool, dropped: bool) {
+        let c = &self.shared;
+        if forwarded {
+            c.packets.store(self.stats.packets, Relaxed);
+            c.bytes.store(self.stats.bytes, Relaxed);
+            c.highest.store(self.window.top(), Relaxed);
+        }
+        if dropped {
+            for (r, n) in self.stats.drops.iter() {
+                c.drops[r.index()].store(n, Relaxed);
+            }
+        }
     }
 
     #[inline]

@@ -45,7 +45,7 @@ mod tunnel_tests;
 pub mod verdict;
 
 pub use config::{ConfigError, Encap, Lifetimes, Limit, SaConfig, SecretBytes};
-pub use inbound::InboundSa;
+pub use inbound::{InboundCounters, InboundSa};
 pub use lifetime::Expiry;
 pub use outbound::OutboundSa;
 pub use outer::{locate_esp, EspLocation};

@@ -156,10 +156,10 @@ fn inbound_restart_refuses_what_was_received_before_it() {
         .collect();
     let mut v = vec![Verdict::Forward; order.len()];
     assert_eq!(first.decap_burst(&mut order, &mut v, 0), 9);
-    let highest = first
-        .highest_seen_handle()
-        .load(std::sync::atomic::Ordering::Relaxed);
+    // What other threads see without the SA's lock: the same as the SA.
+    let highest = first.counters().highest_seen();
     assert_eq!(highest, 10);
+    assert_eq!(first.counters().stats(), first.stats());
 
     // After a restart from the persisted high-water mark, every captured
     // packet is a replay, the one never received (9) included.
@@ -170,6 +170,7 @@ fn inbound_restart_refuses_what_was_received_before_it() {
     let mut v = vec![Verdict::Forward; replay.len()];
     assert_eq!(second.decap_burst(&mut replay, &mut v, 0), 0);
     assert_eq!(second.stats().drops.get(DropReason::Replayed), 10);
+    assert_eq!(second.counters().stats(), second.stats());
     // New traffic goes through.
     let mut pkts = burst(2);
     let mut verdicts = vec![Verdict::Forward; 2];

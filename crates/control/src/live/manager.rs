@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use espgw_esp::{Expiry, InboundSa, OutboundSa, SaConfig, SaStats};
+use espgw_esp::{Expiry, InboundCounters, InboundSa, OutboundSa, SaConfig, SaStats};
 use tracing::{info, warn};
 
 use super::rules;
@@ -88,6 +88,8 @@ struct Drain {
 
 struct InboundSlot {
     sa: SharedInbound,
+    /// Its counters, read without the lock a worker holds per burst.
+    counters: Arc<InboundCounters>,
     spi: u32,
     created: u64,
     soft_reported: bool,
@@ -106,7 +108,7 @@ struct LiveTunnel {
     /// snapshot holds them): their counters still move, so totals read them
     /// live until the last snapshot lets go ([`Self::settle`]).
     retiring_out: Vec<SharedOutbound>,
-    retiring_in: Vec<SharedInbound>,
+    retiring_in: Vec<(SharedInbound, Arc<InboundCounters>)>,
     outbound: Option<OutboundSlot>,
     /// At most one not draining (the current one), which comes first.
     inbound: Vec<InboundSlot>,
@@ -128,10 +130,10 @@ impl LiveTunnel {
             }
             held
         });
-        self.retiring_in.retain(|sa| {
+        self.retiring_in.retain(|(sa, counters)| {
             let held = Arc::strong_count(sa) > 1;
             if !held {
-                add_stats(&mut retired[1], lock(sa).stats());
+                add_stats(&mut retired[1], counters.stats());
             }
             held
         });
@@ -602,7 +604,7 @@ impl<T: Send + Sync + 'static> SaManager<T> {
         let t = &mut self.tunnels[i];
         let mut old_spis = Vec::new();
         for slot in t.inbound.iter_mut().filter(|s| s.drain.is_none()) {
-            let packets = lock(&slot.sa).stats().packets;
+            let packets = slot.counters.stats().packets;
             slot.drain = Some(Drain {
                 since: now,
                 last_packets: packets,
@@ -613,6 +615,7 @@ impl<T: Send + Sync + 'static> SaManager<T> {
         t.inbound.insert(
             0,
             InboundSlot {
+                counters: counters_of(&sa),
                 sa,
                 spi,
                 created: now,
@@ -735,13 +738,14 @@ impl<T: Send + Sync + 'static> SaManager<T> {
             }
             let mut keep = Vec::with_capacity(t.inbound.len());
             for mut slot in t.inbound.drain(..) {
-                let (e, stats) = {
-                    let mut sa = lock(&slot.sa);
-                    (sa.expiry(now), sa.stats())
-                };
+                // The lifetime clock needs the SA itself (once a second);
+                // the counters do not.
+                let e = lock(&slot.sa).expiry(now);
+                let stats = slot.counters.stats();
                 let packets = stats.packets;
                 if e.is_hard() {
-                    t.retiring_in.push(Arc::clone(&slot.sa));
+                    t.retiring_in
+                        .push((Arc::clone(&slot.sa), Arc::clone(&slot.counters)));
                     warn!(tunnel = %name, dir = "in", spi = %hex_spi(slot.spi), reason = %expiry_reason(e), "hard expiry: SA removed");
                     events.push(("hard-expiry", name.clone(), Dir::In, slot.spi));
                     changed = true;
@@ -755,7 +759,8 @@ impl<T: Send + Sync + 'static> SaManager<T> {
                     let idle = now.saturating_sub(d.active_at) >= drain.idle_seconds;
                     let timed_out = now.saturating_sub(d.since) >= drain.timeout_seconds;
                     if idle || timed_out {
-                        t.retiring_in.push(Arc::clone(&slot.sa));
+                        t.retiring_in
+                            .push((Arc::clone(&slot.sa), Arc::clone(&slot.counters)));
                         info!(tunnel = %name, dir = "in", spi = %hex_spi(slot.spi), timed_out, "drained: old inbound SA removed");
                         events.push(("drained", name.clone(), Dir::In, slot.spi));
                         changed = true;
@@ -809,10 +814,9 @@ impl<T: Send + Sync + 'static> SaManager<T> {
                 ));
             }
             for i in &t.inbound {
-                let (stats, soft) = {
-                    let mut sa = lock(&i.sa);
-                    (sa.stats(), sa.expiry(now).is_soft())
-                };
+                // No lock: a scrape must never wait for a worker's burst.
+                // Soft expiry as of the last tick (once a second).
+                let (stats, soft) = (i.counters.stats(), i.soft_reported);
                 let state = match (&i.drain, i.soft_reported || soft) {
                     (Some(_), _) => SaState::Draining,
                     (None, true) => SaState::SoftExpired,
@@ -852,14 +856,14 @@ impl<T: Send + Sync + 'static> SaManager<T> {
             for sa in &t.retiring_out {
                 add_stats(&mut sums[0], sa.stats());
             }
-            for sa in &t.retiring_in {
-                add_stats(&mut sums[1], lock(sa).stats());
+            for (_, counters) in &t.retiring_in {
+                add_stats(&mut sums[1], counters.stats());
             }
             if let Some(o) = &t.outbound {
                 add_stats(&mut sums[0], o.sa.stats());
             }
             for i in &t.inbound {
-                add_stats(&mut sums[1], lock(&i.sa).stats());
+                add_stats(&mut sums[1], i.counters.stats());
             }
             for (dir, s) in [(Dir::Out, sums[0]), (Dir::In, sums[1])] {
                 out.push(TunnelTotals {
@@ -948,6 +952,12 @@ impl<T: Send + Sync + 'static> SaManager<T> {
     }
 }
 
+/// An inbound SA's lock-free counters (taken once, when it is created).
+fn counters_of(sa: &SharedInbound) -> Arc<InboundCounters> {
+    let counters = lock(sa).counters();
+    counters
+}
+
 fn add_stats(acc: &mut SaStats, s: SaStats) {
     acc.packets += s.packets;
     acc.bytes += s.bytes;
@@ -1013,6 +1023,7 @@ fn new_tunnel(
             soft_reported: false,
         }),
         inbound: vec![InboundSlot {
+            counters: counters_of(&inbound),
             sa: inbound,
             spi: config.inbound.spi,
             created: now,

@@ -43,7 +43,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
-use espgw_esp::{InboundSa, OutboundSa, Suite};
+use espgw_esp::{InboundCounters, InboundSa, OutboundSa, Suite};
 use ring::hmac;
 use ring::rand::{SecureRandom, SystemRandom};
 use tracing::{error, info, warn};
@@ -442,7 +442,7 @@ struct WatchedOut {
 
 struct WatchedIn {
     alive: Weak<Mutex<InboundSa>>,
-    highest: Arc<AtomicU64>,
+    counters: Arc<InboundCounters>,
     id: KeyId,
     record: Record,
     written_at: Instant,
@@ -596,11 +596,11 @@ impl SeqKeeper {
         st.dir
             .store(id, record.clone())
             .map_err(KeyRefused::State)?;
-        let highest = sa.highest_seen_handle();
+        let counters = sa.counters();
         let sa = Arc::new(Mutex::new(sa));
         st.inbound.push(WatchedIn {
             alive: Arc::downgrade(&sa),
-            highest,
+            counters,
             id,
             record,
             written_at: Instant::now(),
@@ -654,7 +654,7 @@ impl SeqKeeper {
         });
         st.inbound.retain_mut(|w| {
             let gone = w.alive.strong_count() == 0;
-            let highest = w.highest.load(Relaxed);
+            let highest = w.counters.highest_seen();
             let due = flush || gone || now.duration_since(w.written_at) >= INBOUND_WRITE_EVERY;
             if highest > w.record.value && due {
                 let mut record = w.record.clone();

@@ -208,7 +208,7 @@ fn inbound_high_water_mark_survives_a_restart() {
             )
             .unwrap();
         // What a worker's bursts publish.
-        sa.lock().unwrap().highest_seen_handle().store(500, Relaxed);
+        sa.lock().unwrap().counters().set_highest_seen(500);
         // Not yet due, so not written...
         assert_eq!(k.poll(Instant::now(), false), 0);
         // ...but at shutdown.
