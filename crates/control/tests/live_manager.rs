@@ -470,3 +470,21 @@ fn sa_counters_are_read_without_the_lock_a_worker_holds() {
     scraper.join().unwrap();
     assert_eq!(got, Ok((2, 2)), "the scrape waited for the worker's burst");
 }
+
+/// Inbound SAs are found by SPI alone (as the config reader requires), so a
+/// live tunnel with another local address may not take an inbound SPI that
+/// is in use: it would take the other tunnel's ESP. The same for a rekey.
+#[test]
+fn an_inbound_spi_in_use_is_refused_whatever_the_local_address() {
+    let mut m = manager("", "discard", "");
+    let mut other = second_tunnel();
+    other.local = ip("192.0.2.9");
+    other.inbound.spi = 0xb001; // tunnel t's inbound SPI, on 192.0.2.1
+    let LiveError(e) = m.add_tunnel(other, 101).unwrap_err();
+    assert!(e.contains("inbound SPI 0x0000b001"), "{e}");
+    m.add_tunnel(second_tunnel(), 101).unwrap();
+    let LiveError(e) = m
+        .install_inbound("u", sa_keys(0xb001, 903), 102)
+        .unwrap_err();
+    assert!(e.contains("inbound SPI 0x0000b001"), "{e}");
+}
