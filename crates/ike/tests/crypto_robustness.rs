@@ -71,10 +71,11 @@ proptest! {
             }
             s.push_str(w);
         }
-        for parsed in [parse_ike_proposals(&s).err(), parse_esp_proposals(&s).err()] {
-            if let Some(e) = parsed {
-                prop_assert!(e.to_string().starts_with("proposal "));
-            }
+        for e in [parse_ike_proposals(&s).err(), parse_esp_proposals(&s).err()]
+            .into_iter()
+            .flatten()
+        {
+            prop_assert!(e.to_string().starts_with("proposal "));
         }
     }
 
