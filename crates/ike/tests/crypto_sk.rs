@@ -235,6 +235,20 @@ fn a_pad_length_beyond_the_plaintext_is_refused() {
 #[test]
 fn wrong_key_lengths_are_errors() {
     assert_eq!(
+        SkCipher::new(
+            Encryption::AesGcm16_128,
+            Some(Integrity::HmacSha256_128),
+            &[0; 20],
+            &[0; 32]
+        )
+        .unwrap_err(),
+        CryptoError::SuiteMismatch
+    );
+    assert_eq!(
+        SkCipher::new(Encryption::AesCbc128, None, &[0; 16], &[]).unwrap_err(),
+        CryptoError::SuiteMismatch
+    );
+    assert_eq!(
         SkCipher::new(Encryption::AesGcm16_128, None, &[0; 16], &[]).unwrap_err(),
         CryptoError::KeyLength {
             expected: 20,

@@ -40,6 +40,9 @@ pub enum CryptoError {
     IntegrityCheckFailed,
     /// The decrypted Pad Length points before the start of the plaintext.
     BadPadding,
+    /// An AEAD cipher given an integrity algorithm, or a CBC cipher given
+    /// none.
+    SuiteMismatch,
     /// The primitive refused the operation (should not happen with valid
     /// keys; reported rather than panicking).
     Internal,
@@ -71,6 +74,12 @@ impl fmt::Display for CryptoError {
                 write!(f, "encrypted (SK) payload failed its integrity check")
             }
             CryptoError::BadPadding => write!(f, "encrypted (SK) payload has a bad pad length"),
+            CryptoError::SuiteMismatch => {
+                write!(
+                    f,
+                    "AEAD ciphers take no integrity algorithm; CBC ciphers need one"
+                )
+            }
             CryptoError::Internal => write!(f, "cryptographic primitive failed"),
         }
     }

@@ -91,8 +91,7 @@ impl SkCipher {
         let expected_integ = match (encryption.is_aead(), integrity) {
             (true, None) => 0,
             (false, Some(i)) => i.key_len(),
-            // AEAD with an integrity algorithm, or CBC without one.
-            _ => return Err(CryptoError::Internal),
+            _ => return Err(CryptoError::SuiteMismatch),
         };
         if integ_key.len() != expected_integ {
             return Err(CryptoError::KeyLength {
