@@ -33,11 +33,12 @@ import re
 import shutil
 import struct
 import sys
+import tempfile
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature, InvalidTag
 from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
+from cryptography.hazmat.primitives.asymmetric import ec, padding
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
 
@@ -59,6 +60,21 @@ class Mismatch(Exception):
     pass
 
 
+def read_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def read_text(path):
+    with open(path, errors="replace") as f:
+        return f.read()
+
+
+def write_text(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+
+
 def check(cond, what):
     if not cond:
         raise Mismatch(what)
@@ -68,7 +84,7 @@ def check(cond, what):
 
 def read_pcap(path):
     """UDP/IPv4 datagrams of a tcpdump capture (Ethernet link type)."""
-    data = open(path, "rb").read()
+    data = read_bytes(path)
     magic = data[:4]
     endian = {b"\xd4\xc3\xb2\xa1": "<", b"\xa1\xb2\xc3\xd4": ">"}.get(magic)
     check(endian is not None, f"{path}: not a microsecond pcap file")
@@ -124,7 +140,7 @@ def read_log(path):
     """charon's file log as entries (thread, group, text, bytes or None,
     truncated). charon cuts a log message at about 8 KiB of text, so a dump
     of more than about 1000 bytes (a certificate exchange) is truncated."""
-    lines = open(path, errors="replace").read().splitlines()
+    lines = read_text(path).splitlines()
     out, i = [], 0
     while i < len(lines):
         m = LINE.match(lines[i])
@@ -279,7 +295,7 @@ def split(data, lengths):
     return out
 
 
-def ike_decrypt(msg, sk_off, first_inner, encr, integ, sk_e, sk_a, is_fragment):
+def ike_decrypt(msg, sk_off, encr, integ, sk_e, sk_a, is_fragment):
     """Plaintext payload chain of the SK/SKF payload at sk_off (header included
     in the associated data), with the padding and pad length removed."""
     kind = ENCRS[encr[0]][1]
@@ -350,11 +366,37 @@ def verify_signature(cert_der, auth_body, octets):
 
 # ---- putting it together ---------------------------------------------------
 
-def analyse(meta, pcap, log_a, log_b):
+def facts_from_json(doc, run_dir):
+    """The facts log_facts() finds in charon's logs, as a recorded run.json
+    holds them: checking a recording re-derives everything from them."""
+    b = bytes.fromhex
+    ike = [{"skeyseed": b(sa["skeyseed"]), "shared_secret": b(sa["shared_secret"]),
+            **{k: b(sa[k]) for k in IKE_LABELS.values() if k in sa}} for sa in doc["ike_sas"]]
+    child = []
+    for c in doc["child_sas"]:
+        g = b(c["shared_secret"]) if c["shared_secret"] else None
+        rec = {"seed": (g or b"") + b(c["nonce_i"]) + b(c["nonce_r"]), "shared_secret": g}
+        rec.update({k: b(c[k]) for k in CHILD_LABELS.values() if c.get(k)})
+        child.append(rec)
+    sk = []
+    for m in doc["messages"]:
+        if "sk" not in m:
+            continue
+        raw = b(read_text(os.path.join(run_dir, m["file"])).strip())
+        iv = b(m["sk"]["iv"])
+        body = raw.index(iv, 28)  # the IV follows the SK/SKF payload header
+        rec = {"dir": "encrypt", "assoc": raw[:body], "iv": iv, "plain": b(m["sk"]["plaintext"]),
+               "icv": b(m["sk"]["icv"])}
+        if m["sk"]["padding"] is not None:
+            rec["padding"] = b(m["sk"]["padding"])
+        sk.append(rec)
+    return {"a": (ike, child, sk), "b": (ike, child, [])}
+
+
+def analyse(meta, pcap, facts):
     addr_of = {meta["a"]["addr"]: "a", meta["b"]["addr"]: "b"}
     ike_msgs, esp_pkts = classify(read_pcap(pcap))
     check(ike_msgs, "no IKE message in the capture")
-    facts = {n: log_facts(read_log(p)) for n, p in (("a", log_a), ("b", log_b))}
     ike_a, child_a, _ = facts["a"]
     ike_b, child_b, _ = facts["b"]
     # Both charons derived the same keys in the same order.
@@ -408,7 +450,7 @@ def analyse(meta, pcap, log_a, log_b):
             check(sa is not None, f"message {idx}: encrypted under an unknown IKE SA {h['spi_i'].hex()}")
             keys = sa["keys"]
             d = "i" if h["initiator_flag"] else "r"
-            iv, plain = ike_decrypt(m["msg"], 28 + off, first, sa["trans"][1], sa["trans"].get(3),
+            iv, plain = ike_decrypt(m["msg"], 28 + off, sa["trans"][1], sa["trans"].get(3),
                                     keys["sk_e" + d], keys.get("sk_a" + d), t == PL_SKF)
             logged = record_for(m["msg"])
             if logged.get("plain_truncated"):
@@ -525,7 +567,7 @@ def new_child(pending, resp_pls, resp_index, ni, nr, sk_d, ke_req):
     return {"initiator": pending["initiator"], "created_by": [pending["req_index"], resp_index],
             "rekey": any(struct.unpack(">H", b[2:4])[0] == 16393 for b in find(pending["req"], PL_N)),  # REKEY_SA
             "spi_i": spi_i, "spi_r": spi_r, "nonce_i": ni, "nonce_r": nr, "trans": trans,
-            "ike_sa_prf": pending["sa"]["trans"][2][0], "sk_d": sk_d,
+            "ike_sa_prf": pending["sa"]["trans"][2][0], "sk_d": sk_d, "ike_sa_obj": pending["sa"],
             "ke_i": ke_req[0] if ke_req else None, "ke_r": find(resp_pls, PL_KE)[0] if ke_req else None}
 
 
@@ -612,8 +654,11 @@ def write(out, meta, pcap, messages, ike_sas, child_sas, checked):
     shutil.copyfile(pcap, os.path.join(out, "capture.pcap"))
     msgs = []
     for rec, raw in messages:
-        name = f"messages/{rec['index']:02d}-{rec['exchange']}-{'response' if rec['response'] else 'request'}-{rec['from']}.hex"
-        open(os.path.join(out, name), "w").write(raw.hex() + "\n")
+        frag = rec.get("sk", {}).get("fragment_number")
+        frag = f"-frag{frag}of{rec['sk']['total_fragments']}" if frag else ""
+        name = (f"messages/{rec['index']:02d}-{rec['exchange']}-{'response' if rec['response'] else 'request'}"
+                f"{frag}-{rec['from']}.hex")
+        write_text(os.path.join(out, name), raw.hex() + "\n")
         msgs.append(dict(rec, file=name))
     auth = {"method": meta["auth"]}
     if meta["auth"] == "psk":
@@ -634,7 +679,8 @@ def write(out, meta, pcap, messages, ike_sas, child_sas, checked):
                      **{k: hx(v) for k, v in sa["keys"].items()}})
     childs = []
     for c in child_sas:
-        e = {"created_by_messages": c["created_by"], "initiator": c["initiator"], "rekey": c["rekey"],
+        e = {"created_by_messages": c["created_by"], "ike_sa": ike_sas.index(c["ike_sa_obj"]),
+             "initiator": c["initiator"], "rekey": c["rekey"],
              "transforms": trans_names(c["trans"]), "spi_i": hx(c["spi_i"]), "spi_r": hx(c["spi_r"]),
              "nonce_i": hx(c["nonce_i"]), "nonce_r": hx(c["nonce_r"]), "sk_d": hx(c["sk_d"]),
              "ke_i": hx(ke_data(c["ke_i"])[1]) if c["ke_i"] else None,
@@ -653,28 +699,68 @@ def write(out, meta, pcap, messages, ike_sas, child_sas, checked):
         f.write("\n")
 
 
+def check_recording(run_dir):
+    """Re-derives a committed recording from its capture and the values in
+    its run.json, and compares what that writes with what is committed."""
+    doc = json.loads(read_text(os.path.join(run_dir, "run.json")))
+    meta = {"name": doc["name"], "ike_proposal": doc["ike_proposal"], "esp_proposal": doc["esp_proposal"],
+            "auth": doc["auth"]["method"], "psk": doc["auth"].get("psk"), "pki_dir": run_dir,
+            "a": doc["a"], "b": doc["b"]}
+    pcap = os.path.join(run_dir, "capture.pcap")
+    result = analyse(meta, pcap, facts_from_json(doc, run_dir))
+    with tempfile.TemporaryDirectory() as tmp:
+        write(tmp, meta, pcap, *result[:3], summary(meta, *result))
+        names = sorted(os.path.relpath(os.path.join(d, f), tmp) for d, _, fs in os.walk(tmp) for f in fs)
+        have = sorted(os.path.relpath(os.path.join(d, f), run_dir) for d, _, fs in os.walk(run_dir) for f in fs)
+        check(names == have, f"{run_dir}: files {sorted(set(names) ^ set(have))} differ from a fresh derivation")
+        for n in names:
+            check(read_bytes(os.path.join(tmp, n)) == read_bytes(os.path.join(run_dir, n)),
+                  f"{run_dir}/{n} differs from what its capture and keys give")
+    return meta, result
+
+
+def summary(meta, messages, ike_sas, child_sas, auth_checked, esp_count):
+    return [f"{len(messages)} IKE messages parsed; {sum(1 for r, _ in messages if 'sk' in r)} decrypted to charon's plaintext",
+            f"{len(ike_sas)} IKE SAs: SKEYSEED and SK_* recomputed, equal to both charons' logs",
+            f"{len(child_sas)} CHILD_SAs: KEYMAT recomputed, equal to both charons' logs"] + auth_checked + \
+           [f"{esp_count} ESP packets decrypted with the CHILD_SA keys"]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--meta", required=True)
-    ap.add_argument("--pcap", required=True)
-    ap.add_argument("--log-a", required=True)
-    ap.add_argument("--log-b", required=True)
+    ap.add_argument("--meta")
+    ap.add_argument("--pcap")
+    ap.add_argument("--log-a")
+    ap.add_argument("--log-b")
     ap.add_argument("--out")
+    ap.add_argument("--check", nargs="+", metavar="RUN_DIR",
+                    help="check committed recordings (no strongSwan needed) instead of extracting")
     a = ap.parse_args()
-    meta = json.load(open(a.meta))
+    if a.check:
+        failed = 0
+        for d in a.check:
+            try:
+                meta, result = check_recording(d)
+                print(f"ok: {d}: " + "; ".join(summary(meta, *result)))
+            except (Mismatch, OSError, KeyError, ValueError) as e:
+                print(f"FAIL: {d}: {e}", file=sys.stderr)
+                failed += 1
+        print(f"{len(a.check) - failed} passed, {failed} failed")
+        return 1 if failed else 0
+    if not (a.meta and a.pcap and a.log_a and a.log_b):
+        ap.error("--meta, --pcap, --log-a and --log-b are needed (or --check)")
+    meta = json.loads(read_text(a.meta))
     try:
-        messages, ike_sas, child_sas, auth_checked, esp_count = analyse(meta, a.pcap, a.log_a, a.log_b)
+        facts = {"a": log_facts(read_log(a.log_a)), "b": log_facts(read_log(a.log_b))}
+        result = analyse(meta, a.pcap, facts)
     except Mismatch as e:
         print(f"kat_extract: {meta['name']}: {e}", file=sys.stderr)
         return 1
-    checked = [f"{len(messages)} IKE messages parsed; {sum(1 for r, _ in messages if 'sk' in r)} decrypted to charon's plaintext",
-               f"{len(ike_sas)} IKE SAs: SKEYSEED and SK_* recomputed, equal to both charons' logs",
-               f"{len(child_sas)} CHILD_SAs: KEYMAT recomputed, equal to both charons' logs"] + auth_checked + \
-              [f"{esp_count} ESP packets decrypted with the CHILD_SA keys"]
+    checked = summary(meta, *result)
     for c in checked:
         print(f"  {meta['name']}: {c}")
     if a.out:
-        write(a.out, meta, a.pcap, messages, ike_sas, child_sas, checked)
+        write(a.out, meta, a.pcap, *result[:3], checked)
     return 0
 
 
