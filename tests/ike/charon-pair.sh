@@ -181,7 +181,7 @@ ping_through() {
     [ "$after" -ge $((before + 3)) ] || ssw_fail "$what: b's CHILD_SA counted $before -> $after packets in, not 3 more"
 }
 
-# wait_changed NAME WHAT CMD OLD: polls CMD until its output differs from
+# wait_changed WHAT CMD OLD: polls CMD until its output differs from
 # OLD and is not empty (a rekey has completed).
 wait_changed() {
     local what=$1 cmd=$2 old=$3 i v
