@@ -22,14 +22,20 @@ fi
 cd "$SSW_ROOT"
 
 # name | IKE proposal | ESP proposal | authentication (psk, ecdsa, rsa)
-# An ESP proposal A/B is a's (the initiator's) and b's: kernel-libipsec has
-# no ESN, so run 3 offers ESN and no-ESN and b accepts no-ESN only.
+#      [| b's charon settings, key=value separated by spaces
+#       | a function to run before a initiates]
+# A proposal A/B is a's (the initiator's) and b's: kernel-libipsec has no
+# ESN, so run 3 offers ESN and no-ESN and b accepts no-ESN only; in run 6 a
+# sends an x25519 KE, b wants ecp256 (INVALID_KE_PAYLOAD), and b asks for
+# a COOKIE because half_open.py left a half-open IKE SA on it
+# (cookie_threshold 1; half_open_timeout 2 s, so it is gone soon after).
 RUNS=(
     "psk-aes128gcm16-prfsha256-x25519|aes128gcm16-prfsha256-x25519|aes128gcm16-x25519|psk"
     "psk-aes256-sha256-prfsha256-modp2048|aes256-sha256-prfsha256-modp2048|aes256-sha256-modp2048|psk"
     "psk-aes256gcm16-prfsha384-ecp384|aes256gcm16-prfsha384-ecp384|aes256gcm16-esn-noesn/aes256gcm16-noesn|psk"
     "ecdsa-aes128gcm16-prfsha256-ecp256|aes128gcm16-prfsha256-ecp256|aes128gcm16-ecp256|ecdsa"
     "rsa-chacha20poly1305-prfsha512-x25519|chacha20poly1305-prfsha512-x25519|aes128-sha512-x25519|rsa"
+    "psk-cookie-invalid-ke-aes128gcm16-prfsha256-ecp256|aes128gcm16-prfsha256-x25519-ecp256/aes128gcm16-prfsha256-ecp256|aes128gcm16|psk|cookie_threshold=1 half_open_timeout=2|half_open_on_b"
 )
 PSK="espgw-strongswan-test-psk-0123456789"
 declare -A ID=([a]=a.example [b]=b.example)
@@ -64,6 +70,7 @@ pki_make() {
 swanctl_conf() {
     local n=$1 ike=$2 esp=$3 auth=$4 peer local_auth secrets
     case $esp in */*) [ "$n" = a ] && esp=${esp%/*} || esp=${esp#*/} ;; esac
+    case $ike in */*) [ "$n" = a ] && ike=${ike%/*} || ike=${ike#*/} ;; esac
     peer=$([ "$n" = a ] && echo b || echo a)
     local s=$SSW_WORK/$n/swanctl
     rm -f "$s"/x509/* "$s"/x509ca/* "$s"/private/*
@@ -195,22 +202,30 @@ wait_changed() {
 child_spi_a() { installed_child a spi-in; }
 ike_spi_a() { sa_field a initiator-spi | head -1; }
 
+# half_open_on_b: one half-open IKE SA on b, from a's address (b has an IKE
+# config for no other) but port $SSW_STRAY_PORT, which the capture leaves out.
+half_open_on_b() {
+    ip netns exec "$SSW_NS_A" python3 tests/ike/half_open.py "${SSW_ADDR[a]}" "$SSW_STRAY_PORT" "${SSW_ADDR[b]}" ||
+        ssw_fail "b did not answer the half-open IKE_SA_INIT"
+}
+
 one_run() {
-    local spec=$1 name ike esp auth n old t0
-    IFS='|' read -r name ike esp auth <<<"$spec"
+    local spec=$1 name ike esp auth b_settings before n old t0
+    IFS='|' read -r name ike esp auth b_settings before <<<"$spec"
     t0=$(date +%s%N)
     local out=$SSW_WORK/$name
     mkdir -p "$out"
-    for n in a b; do
-        ssw_conf "$n"
-        swanctl_conf "$n" "$ike" "$esp" "$auth"
-    done
+    ssw_conf a
+    # shellcheck disable=SC2086 # the settings are words
+    ssw_conf b $b_settings
+    for n in a b; do swanctl_conf "$n" "$ike" "$esp" "$auth"; done
     ssw_capture_start "$out/capture.pcap"
     for n in a b; do
         ssw_start "$n"
         ssw_ctl "$n" --load-all --noprompt >"$out/load-$n.txt" 2>&1 || ssw_fail "$name: swanctl --load-all on $n: $(cat "$out/load-$n.txt")"
     done
 
+    [ -z "$before" ] || "$before"
     ssw_ctl a --initiate --child net --timeout 20 >"$out/initiate.txt" 2>&1 ||
         ssw_fail "$name: initiate: $(tail -5 "$out/initiate.txt")"
     check_up "$name established"

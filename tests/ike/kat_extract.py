@@ -476,7 +476,9 @@ def analyse(meta, pcap, facts):
                 plain = b"".join(frags[k][1] for k in sorted(frags))
             inner = payloads(plain, first)
         elif h["exchange"] == 34:
-            rec["ike_sa"] = 0
+            # Only the last pair makes the IKE SA; those before it were
+            # answered with COOKIE or INVALID_KE_PAYLOAD.
+            rec["ike_sa"] = 0 if m is req or m is resp else None
         messages.append((rec, m["msg"]))
 
         # Exchanges that create SAs.

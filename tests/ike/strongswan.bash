@@ -38,6 +38,7 @@ declare -A SSW_NET=([a]=10.1.0.0/24 [b]=10.2.0.0/24)
 declare -A SSW_NS=([a]=$SSW_NS_A [b]=$SSW_NS_B)
 SSW_CAPTURE_PID=""
 SSW_CAPTURE=""
+SSW_STRAY_PORT=5000
 
 ssw_fail() {
     echo "FAIL: $*" >&2
@@ -86,9 +87,12 @@ ssw_net_up() {
         ssw_fail "the veth pair does not pass traffic"
 }
 
-# ssw_conf NAME: writes NAME's strongswan.conf and an empty swanctl tree.
+# ssw_conf NAME [SETTING...]: writes NAME's strongswan.conf and an empty
+# swanctl tree; each SETTING (key=value) goes into its charon section.
 ssw_conf() {
-    local n=$1 d=$SSW_WORK/$1
+    local n=$1 d=$SSW_WORK/$1 extra="" kv
+    shift
+    for kv in "$@"; do extra+="    ${kv%%=*} = ${kv#*=}"$'\n'; done
     mkdir -p "$d"/swanctl/{conf.d,x509,x509ca,private,rsa,ecdsa,pkcs8}
     cat >"$d/strongswan.conf" <<EOF
 # charon "$n" of tests/ike/strongswan.bash. Self-contained: nothing from
@@ -107,7 +111,7 @@ charon {
     # (the veth was just created) must not stall the test.
     retransmit_timeout = 1.0
     retransmit_tries = 3
-    filelog {
+$extra    filelog {
         main {
             path = $d/charon.log
             time_format = %H:%M:%S
@@ -177,11 +181,13 @@ ssw_ctl() {
         swanctl "$cmd" --uri "unix://$SSW_WORK/$n/charon.vici" "$@"
 }
 
-# ssw_capture_start PCAP: every UDP datagram on a's veth (IKE on 500 and
-# 4500, ESP-in-UDP on 4500) into PCAP; returns once tcpdump listens.
+# ssw_capture_start PCAP: every UDP datagram between a and b on a's veth
+# (IKE on 500 and 4500, ESP-in-UDP on 4500) into PCAP, except those of port
+# SSW_STRAY_PORT (a test's own stray messages); returns once tcpdump listens.
 ssw_capture_start() {
     SSW_CAPTURE=$1
-    ip netns exec "$SSW_NS_A" tcpdump -i ssw-a -nn -U --immediate-mode -s 0 -w "$SSW_CAPTURE" udp \
+    ip netns exec "$SSW_NS_A" tcpdump -i ssw-a -nn -U --immediate-mode -s 0 -w "$SSW_CAPTURE" \
+        "udp and host ${SSW_ADDR[a]} and host ${SSW_ADDR[b]} and not port $SSW_STRAY_PORT" \
         >/dev/null 2>"$SSW_CAPTURE.stats" &
     SSW_CAPTURE_PID=$!
     local i
