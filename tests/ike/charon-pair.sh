@@ -15,6 +15,7 @@
 set -euo pipefail
 RECORD=""
 if [ "${1:-}" = --record ]; then
+    [ $# -ge 2 ] || { echo "usage: $0 [--record DIR] [RUN...]" >&2; exit 2; }
     RECORD=$(realpath -m "$2")
     shift 2
 fi
