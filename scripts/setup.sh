@@ -15,13 +15,21 @@ fi
 # pkg-config to find DPDK, libpcap for net_pcap, cmake for crypto crates.
 # Run/test: iproute2 (netns, veth), iperf3 and tcpdump/tshark for real traffic
 # and wire checks, python3 + scapy as the independent ESP peer.
+# IKE interop (tests/ike/): strongSwan 5.9.8's charon, swanctl and pki; the
+# standard and extra plugins bring AES-GCM, x25519 and the openssl crypto,
+# libcharon-extra-plugins kernel-libipsec (user-space ESP: the kernels here
+# have no XFRM).
 PACKAGES=(
     libdpdk-dev dpdk-dev pkg-config clang libclang-dev cmake
     libpcap-dev iproute2 ethtool iperf3 tcpdump tshark iputils-ping
     python3 python3-pip
 )
+STRONGSWAN_PACKAGES=(
+    strongswan-charon strongswan-swanctl strongswan-pki libcharon-extra-plugins
+    libstrongswan-standard-plugins libstrongswan-extra-plugins
+)
 missing=()
-for p in "${PACKAGES[@]}"; do
+for p in "${PACKAGES[@]}" "${STRONGSWAN_PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -29,10 +37,37 @@ if [ ${#missing[@]} -gt 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
     # tshark asks whether non-root users may capture; answer no, we run as root.
     echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
+    # strongswan-charon pulls in strongswan-starter, whose service would
+    # start a system charon holding UDP 500/4500 in the root namespace. A
+    # policy-rc.d that refuses every start keeps it down during the install
+    # (only ours: one that exists already is left alone).
+    own_policy=""
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+        printf '#!/bin/sh\n# scripts/setup.sh: no service starts during its install\nexit 101\n' >/usr/sbin/policy-rc.d
+        chmod 755 /usr/sbin/policy-rc.d
+        own_policy=1
+    fi
     apt-get update -qq
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
+        { [ -z "$own_policy" ] || rm -f /usr/sbin/policy-rc.d; exit 1; }
+    [ -z "$own_policy" ] || rm -f /usr/sbin/policy-rc.d
 else
     log "Debian packages present"
+fi
+
+# The tests run their own charons (tests/ike/strongswan.bash); a system one
+# must neither run nor start at boot. Idempotent: harmless when none runs.
+for svc in strongswan-starter strongswan; do
+    if [ -d /run/systemd/system ] && systemctl list-unit-files "$svc.service" >/dev/null 2>&1; then
+        systemctl disable --now "$svc.service" >/dev/null 2>&1 || true
+    elif [ -x "/etc/init.d/$svc" ]; then
+        "/etc/init.d/$svc" stop >/dev/null 2>&1 || true
+        update-rc.d "$svc" disable >/dev/null 2>&1 || true
+    fi
+done
+if [ -f /run/charon.pid ] && kill -0 "$(cat /run/charon.pid)" 2>/dev/null; then
+    log "stopping the system charon ($(cat /run/charon.pid)): it holds UDP 500/4500"
+    kill -TERM "$(cat /run/charon.pid)" || true
 fi
 
 # The Python used by the tests is the first python3 on PATH (it may be a

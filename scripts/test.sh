@@ -39,6 +39,9 @@ cargo test --workspace --locked
 step "the docs' numbers against bench/results (bench/claims.sh)"
 bench/claims.sh
 
+step "strongSwan recordings (tests/ike/test_kat_check.py)"
+python3 tests/ike/test_kat_check.py
+
 step "end-to-end suite (tests/e2e)"
 if [ $root = 0 ]; then
     skip_record "tests/e2e (the whole suite)" "needs root (network namespaces, DPDK); run: sudo scripts/test.sh"
@@ -54,6 +57,9 @@ elif ls tests/e2e/*.sh >/dev/null 2>&1; then
 else
     echo "no end-to-end tests yet"
 fi
+
+step "strongSwan pair (tests/ike/charon-pair.sh): the IKEv2 test peer and its recorded known answers"
+tests/ike/charon-pair.sh
 
 elapsed=$(( $(date +%s) - start ))
 if [ -s "$ESPGW_SKIP_LOG" ]; then
