@@ -1,10 +1,10 @@
 //! Sanity checks of the inner IP packet, on both sides of the tunnel.
 
-use crate::outer::{IPPROTO_IPIP, IPPROTO_IPV6};
+use espgw_wire::ip_protocol::{IPV4 as IPPROTO_IPIP, IPV6 as IPPROTO_IPV6};
 use crate::verdict::DropReason;
 
 /// ESP next header of a dummy packet (RFC 4303 §2.6): "no next header".
-const IPPROTO_NONE: u8 = 59;
+const IPPROTO_NONE: u8 = espgw_wire::ip_protocol::NO_NEXT_HEADER;
 
 /// The ESP next header for `packet` (4 for IPv4, 41 for IPv6) and the length
 /// its header claims, which may be shorter than `packet` (link-layer padding

@@ -18,12 +18,15 @@ use espgw_wire::PacketBuf;
 use crate::config::{ConfigError, SaConfig};
 use crate::crypto::{self, EspCipher};
 use crate::lifetime::{Expiry, Limits};
-use crate::outer::{OuterTemplate, IPPROTO_IPIP, IPPROTO_IPV6};
+use crate::outer::OuterTemplate;
 use crate::verdict::{DropCounts, DropReason, SaStats, Verdict};
 use crate::{inner, trailer, Suite};
 
-/// SPI and sequence number.
-pub(crate) const ESP_HEADER: usize = 8;
+/// SPI and sequence number (wire's ESP header).
+pub(crate) const ESP_HEADER: usize = espgw_wire::esp::HEADER_LEN;
+/// ESP next header of an inner IPv4 / IPv6 packet (tunnel mode).
+const IPPROTO_IPIP: u8 = espgw_wire::ip_protocol::IPV4;
+const IPPROTO_IPV6: u8 = espgw_wire::ip_protocol::IPV6;
 
 /// Keeps a hot shared atomic on its own cache line so cores updating it do
 /// not also invalidate the read-only SA fields next to it.

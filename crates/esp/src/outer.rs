@@ -13,19 +13,17 @@
 
 use std::net::IpAddr;
 
-use espgw_wire::checksum;
+use espgw_wire::{checksum, classify_udp_encap, ip_protocol, EspPacket, UdpEncapKind};
 
 use crate::config::Encap;
 use crate::verdict::DropReason;
 
-pub(crate) const IPPROTO_IPIP: u8 = 4;
-pub(crate) const IPPROTO_UDP: u8 = 17;
-pub(crate) const IPPROTO_IPV6: u8 = 41;
-pub(crate) const IPPROTO_ESP: u8 = 50;
-
-const IPV4_HEADER: usize = 20;
-const IPV6_HEADER: usize = 40;
-const UDP_HEADER: usize = 8;
+// The numbers and lengths are wire's (one definition per format).
+const IPPROTO_UDP: u8 = ip_protocol::UDP;
+const IPPROTO_ESP: u8 = ip_protocol::ESP;
+const IPV4_HEADER: usize = espgw_wire::ipv4::MIN_HEADER_LEN;
+const IPV6_HEADER: usize = espgw_wire::ipv6::HEADER_LEN;
+const UDP_HEADER: usize = espgw_wire::udp::HEADER_LEN;
 const TTL: u8 = 64;
 /// Longest template: IPv6 + UDP.
 const MAX_TEMPLATE: usize = IPV6_HEADER + UDP_HEADER;
@@ -263,24 +261,28 @@ pub fn locate_esp(packet: &[u8], encap: Encap) -> Result<EspLocation, DropReason
             if udp_len < UDP_HEADER || udp_len > udp.len() {
                 return Err(DropReason::Truncated);
             }
-            let payload = &udp[UDP_HEADER..udp_len];
             // RFC 3948 §2.2/§2.3: a NAT keepalive (one 0xFF byte) or an IKE
-            // packet (non-ESP marker: four zero bytes where the SPI would be).
-            if payload == [0xFF] || payload.get(..4) == Some(&[0, 0, 0, 0]) {
-                return Err(DropReason::NotEsp);
+            // packet (non-ESP marker: four zero bytes where the SPI would be)
+            // is not for an SA; too short to be ESP is truncated ESP.
+            match classify_udp_encap(&udp[UDP_HEADER..udp_len]) {
+                UdpEncapKind::Esp => {}
+                UdpEncapKind::Ike | UdpEncapKind::Keepalive => return Err(DropReason::NotEsp),
+                UdpEncapKind::Invalid => return Err(DropReason::Truncated),
             }
             (header_len + UDP_HEADER, header_len + udp_len)
         }
         _ => return Err(DropReason::NotEsp),
     };
-    let esp = &packet[offset..end];
-    if esp.len() < 8 {
-        return Err(DropReason::Truncated);
-    }
+    let esp = match EspPacket::new_checked(&packet[offset..end]) {
+        Ok(esp) => esp,
+        // SPI 0 is reserved (RFC 4303 §2.1): no SA has it.
+        Err(espgw_wire::Error::Malformed) => return Err(DropReason::UnknownSpi),
+        Err(_) => return Err(DropReason::Truncated),
+    };
     Ok(EspLocation {
         offset,
-        len: esp.len(),
-        spi: u32::from_be_bytes([esp[0], esp[1], esp[2], esp[3]]),
+        len: end - offset,
+        spi: esp.spi(),
         outer_ds: crate::ecn::ds_field(packet),
     })
 }
@@ -309,6 +311,38 @@ mod tests {
         t.write(&mut p, total, id, 0);
         t.finish(&mut p);
         p
+    }
+
+    /// What the UDP payload and the ESP header say decides the reason
+    /// (RFC 3948: keepalive and non-ESP marker are not ESP; SPI 0 is
+    /// reserved), through wire's classifier and ESP view.
+    #[test]
+    fn payload_kinds_map_to_their_reasons() {
+        let (l, r) = v4();
+        let udp = Encap::udp_4500();
+        let t = OuterTemplate::new(l, r, udp);
+        let bare = OuterTemplate::new(l, r, Encap::None);
+        let at_peer = Encap::Udp {
+            local_port: 4500,
+            remote_port: 4500,
+        };
+        let esp = [0, 0, 0x10, 1, 0, 0, 0, 1, 0xaa, 0xbb];
+        let found = locate_esp(&packet_with(&t, &esp, 1), at_peer).unwrap();
+        assert_eq!((found.spi, found.len), (0x1001, esp.len()));
+        for (payload, want) in [
+            (&[0xFFu8][..], DropReason::NotEsp),
+            (&[0, 0, 0, 0, 0x21, 0x20, 0x22, 0x08][..], DropReason::NotEsp),
+            (&[0, 0, 0x10][..], DropReason::Truncated),
+            (&[0, 0, 0x10, 1, 0, 0, 0][..], DropReason::Truncated),
+        ] {
+            let got = locate_esp(&packet_with(&t, payload, 1), at_peer);
+            assert_eq!(got.map(|l| l.spi), Err(want), "{payload:02x?}");
+        }
+        let spi0 = [0, 0, 0, 0, 0, 0, 0, 1, 0xaa];
+        assert_eq!(
+            locate_esp(&packet_with(&bare, &spi0, 1), Encap::None).map(|l| l.spi),
+            Err(DropReason::UnknownSpi)
+        );
     }
 
     #[test]
