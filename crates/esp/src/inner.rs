@@ -1,7 +1,7 @@
 //! Sanity checks of the inner IP packet, on both sides of the tunnel.
 
-use espgw_wire::ip_protocol::{IPV4 as IPPROTO_IPIP, IPV6 as IPPROTO_IPV6};
 use crate::verdict::DropReason;
+use espgw_wire::ip_protocol::{IPV4 as IPPROTO_IPIP, IPV6 as IPPROTO_IPV6};
 
 /// ESP next header of a dummy packet (RFC 4303 §2.6): "no next header".
 const IPPROTO_NONE: u8 = espgw_wire::ip_protocol::NO_NEXT_HEADER;

@@ -331,7 +331,10 @@ mod tests {
         assert_eq!((found.spi, found.len), (0x1001, esp.len()));
         for (payload, want) in [
             (&[0xFFu8][..], DropReason::NotEsp),
-            (&[0, 0, 0, 0, 0x21, 0x20, 0x22, 0x08][..], DropReason::NotEsp),
+            (
+                &[0, 0, 0, 0, 0x21, 0x20, 0x22, 0x08][..],
+                DropReason::NotEsp,
+            ),
             (&[0, 0, 0x10][..], DropReason::Truncated),
             (&[0, 0, 0x10, 1, 0, 0, 0][..], DropReason::Truncated),
         ] {

@@ -129,9 +129,9 @@ impl Drop for Eal {
         unsafe { sys::rte_eal_mp_wait_lcore() };
         // Refuse new objects first, then look at what is still alive.
         STATE.store(FINISHED, Ordering::Release);
-        crate::mempool::free_idle_pools();
+        crate::kept_pools::free_idle_pools();
         let live = LIVE_OBJECTS.load(Ordering::Acquire);
-        if live > 0 || crate::mempool::any_pool_left() {
+        if live > 0 || crate::kept_pools::any_pool_left() {
             eprintln!(
                 "dpdk: skipping rte_eal_cleanup: {live} mempool/ring/port object(s) or mbufs still alive"
             );

@@ -9,6 +9,7 @@ pub mod burst;
 pub mod cycles;
 pub mod eal;
 pub mod error;
+mod kept_pools;
 pub mod lcore;
 pub mod mbuf;
 pub mod mempool;

@@ -2,7 +2,7 @@
 
 use std::ffi::CString;
 use std::ptr::NonNull;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use dpdk_sys as sys;
 
@@ -150,13 +150,6 @@ impl std::fmt::Debug for Mempool {
     }
 }
 
-/// A pool pointer kept after its last handle dropped while mbufs were out.
-struct LeakedPool(NonNull<sys::rte_mempool>);
-// SAFETY: only used under the LEAKED mutex for thread-safe DPDK calls.
-unsafe impl Send for LeakedPool {}
-
-static LEAKED: Mutex<Vec<LeakedPool>> = Mutex::new(Vec::new());
-
 impl Drop for PoolInner {
     fn drop(&mut self) {
         // SAFETY: the pool is live; no handle is left, so nobody can allocate
@@ -165,32 +158,9 @@ impl Drop for PoolInner {
         unsafe {
             if sys::rte_mempool_in_use_count(self.raw.as_ptr()) == 0 {
                 sys::rte_mempool_free(self.raw.as_ptr());
-            } else if let Ok(mut leaked) = LEAKED.lock() {
-                leaked.push(LeakedPool(self.raw));
+            } else {
+                crate::kept_pools::keep(self.raw);
             }
         }
     }
-}
-
-/// Frees kept pools whose mbufs have all come back (called at EAL drop).
-pub(crate) fn free_idle_pools() {
-    if let Ok(mut leaked) = LEAKED.lock() {
-        leaked.retain(|p| {
-            // SAFETY: p is a live pool with no handle; freeing it once its
-            // in-use count is 0 is the same reasoning as PoolInner::drop.
-            unsafe {
-                if sys::rte_mempool_in_use_count(p.0.as_ptr()) == 0 {
-                    sys::rte_mempool_free(p.0.as_ptr());
-                    false
-                } else {
-                    true
-                }
-            }
-        });
-    }
-}
-
-/// True while some pool is kept alive by outstanding mbufs.
-pub(crate) fn any_pool_left() -> bool {
-    LEAKED.lock().map(|l| !l.is_empty()).unwrap_or(true)
 }
