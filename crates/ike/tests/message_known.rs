@@ -2,8 +2,9 @@
 //! parsed field by field and re-emitted byte for byte.
 //!
 //! Sources (test data only):
-//! - Wireshark's sample capture "ikev2-decrypt-*" IKE_SA_INIT request from
-//!   strongSwan, as quoted in CybercentreCanada/sawp
+//! - An IKE_SA_INIT request from Wireshark's sample captures (wiki
+//!   SampleCaptures, "Dissection of encrypted (and UDP-encapsulated) IKEv2
+//!   and ESP messages"), as quoted in CybercentreCanada/sawp
 //!   (sawp-ike/tests/ikev2_parse.rs).
 //! - An IKE_SA_INIT request with the non-ESP marker, from
 //!   rusticata/ipsec-parser (tests/ikev2.rs).
@@ -35,8 +36,9 @@ fn types(payloads: &[Payload]) -> Vec<PayloadType> {
     payloads.iter().map(Payload::payload_type).collect()
 }
 
-/// strongSwan's IKE_SA_INIT request (Wireshark sample capture).
-const STRONGSWAN_SA_INIT: &str = concat!(
+/// An IKE_SA_INIT request from Wireshark's sample captures (aes256gcm16, ecp256;
+/// fragmentation, redirect and RFC 7427 hash algorithms announced).
+const WIRESHARK_SA_INIT: &str = concat!(
     "89922c915f35570e000000000000000021202208000000000000012c22000028",
     "00000024010100030300000c01000014800e0100030000080200000500000008",
     "040000132800004800130000db253178440ce776a794133cb8b69e5eb0747335",
@@ -50,8 +52,8 @@ const STRONGSWAN_SA_INIT: &str = concat!(
 );
 
 #[test]
-fn strongswan_ike_sa_init_request() {
-    let bytes = hex(STRONGSWAN_SA_INIT);
+fn wireshark_sample_ike_sa_init_request() {
+    let bytes = hex(WIRESHARK_SA_INIT);
     let m = parse_and_reemit(&bytes);
     assert_eq!(
         m.header,
@@ -286,7 +288,7 @@ fn encrypted_ike_auth_request_aes_cbc_hmac_sha1() {
 }
 
 #[test]
-fn encrypted_eap_response_3des_from_strongswan() {
+fn encrypted_eap_mschapv2_challenge_3des() {
     let bytes = hex(concat!(
         "5837b1bd28ec424f85ddd0c609c8dbfe2e20232000000002",
         "00000064300000488beaf41d88544baabd95eac60269f19a",
