@@ -259,6 +259,68 @@ mod tests {
         assert_eq!(&bytes[bytes.len() - sk.body.len()..], &sk.body[..]);
     }
 
+    /// Builds a datagram by hand: header, then (type of this payload's
+    /// successor, critical, body) triples; the first payload is `first`.
+    fn datagram(first: PayloadType, chain: &[(u8, bool, &[u8])]) -> Vec<u8> {
+        let mut out = vec![0u8; HEADER_LEN];
+        for (next, critical, body) in chain {
+            out.extend_from_slice(&[*next, if *critical { 0x80 } else { 0 }]);
+            out.extend_from_slice(&((body.len() + 4) as u16).to_be_bytes());
+            out.extend_from_slice(body);
+        }
+        let len = out.len() as u32;
+        init_request().header.emit(&mut out, first, len);
+        out
+    }
+
+    #[test]
+    fn unknown_payload_in_a_message_is_skipped_unless_critical() {
+        let nonce = [0x11u8; 16];
+        // Unknown type 99 between two known payloads, critical bit clear.
+        let bytes = datagram(
+            PayloadType::VENDOR_ID,
+            &[(99, false, b"v"), (40, false, b"??"), (0, false, &nonce)],
+        );
+        let m = Message::parse(&bytes).unwrap();
+        assert_eq!(
+            m.payloads,
+            vec![
+                Payload::VendorId(Opaque(b"v".to_vec())),
+                Payload::Unrecognized {
+                    payload_type: PayloadType(99),
+                    body: b"??".to_vec()
+                },
+                Payload::Nonce(Nonce(nonce.to_vec())),
+            ]
+        );
+        // The same with the critical bit set on the unknown payload.
+        let bytes = datagram(
+            PayloadType::VENDOR_ID,
+            &[(99, false, b"v"), (40, true, b"??"), (0, false, &nonce)],
+        );
+        let e = Message::parse(&bytes).unwrap_err();
+        assert_eq!(e, Error::UnsupportedCriticalPayload(PayloadType(99)));
+        assert_eq!(e.notify_type(), NotifyType::UNSUPPORTED_CRITICAL_PAYLOAD);
+        assert_eq!(e.notify_data(), vec![99]);
+    }
+
+    #[test]
+    fn a_malformed_payload_names_itself() {
+        // A Nonce of 15 bytes inside an otherwise fine message.
+        let bytes = datagram(PayloadType::NONCE, &[(0, false, &[0u8; 15])]);
+        assert_eq!(
+            Message::parse(&bytes).unwrap_err(),
+            Error::Payload {
+                payload: PayloadType::NONCE,
+                problem: Problem::NonceLength { len: 15 }
+            }
+        );
+        assert_eq!(
+            Message::parse(&bytes).unwrap_err().notify_type(),
+            NotifyType::INVALID_SYNTAX
+        );
+    }
+
     #[test]
     fn non_esp_marker() {
         assert_eq!(strip_non_esp_marker(&[0, 0, 0, 0, 1]), Some(&[1u8][..]));
