@@ -46,6 +46,65 @@ impl Notify {
     }
 }
 
+impl Notify {
+    /// A notification about a CHILD_SA (REKEY_SA, a CHILD_SA error): its
+    /// protocol (AH or ESP) and 4-byte SPI.
+    pub fn child(protocol: ProtocolId, spi: u32, notify_type: NotifyType, data: Vec<u8>) -> Self {
+        Notify {
+            protocol,
+            spi: spi.to_be_bytes().to_vec(),
+            notify_type,
+            data,
+        }
+    }
+
+    /// The 4-byte SPI of a CHILD_SA notification.
+    pub fn child_spi(&self) -> Option<u32> {
+        <[u8; 4]>::try_from(&self.spi[..])
+            .ok()
+            .map(u32::from_be_bytes)
+    }
+
+    /// INVALID_KE_PAYLOAD naming the group the responder wants (RFC 7296
+    /// 1.3: two bytes of data).
+    pub fn invalid_ke_payload(group: u16) -> Self {
+        Notify::ike(NotifyType::INVALID_KE_PAYLOAD, group.to_be_bytes().to_vec())
+    }
+
+    /// The group an INVALID_KE_PAYLOAD asks for; None for other types or
+    /// data that is not two bytes.
+    pub fn requested_group(&self) -> Option<u16> {
+        (self.notify_type == NotifyType::INVALID_KE_PAYLOAD)
+            .then(|| <[u8; 2]>::try_from(&self.data[..]).ok())
+            .flatten()
+            .map(u16::from_be_bytes)
+    }
+
+    /// SIGNATURE_HASH_ALGORITHMS with these RFC 7427 hash identifiers.
+    pub fn signature_hash_algorithms(hashes: &[u16]) -> Self {
+        Notify::ike(
+            NotifyType::SIGNATURE_HASH_ALGORITHMS,
+            hashes.iter().flat_map(|h| h.to_be_bytes()).collect(),
+        )
+    }
+
+    /// The hash identifiers of a SIGNATURE_HASH_ALGORITHMS notification;
+    /// None for other types or an odd data length.
+    pub fn hash_algorithms(&self) -> Option<Vec<u16>> {
+        if self.notify_type != NotifyType::SIGNATURE_HASH_ALGORITHMS
+            || !self.data.len().is_multiple_of(2)
+        {
+            return None;
+        }
+        Some(
+            self.data
+                .chunks_exact(2)
+                .map(|c| u16::from_be_bytes([c[0], c[1]]))
+                .collect(),
+        )
+    }
+}
+
 impl PayloadBody for Notify {
     fn parse_body(body: &[u8]) -> Result<Self, Problem> {
         need(body, field::SPI)?;
@@ -97,6 +156,30 @@ mod tests {
         assert_eq!(n.notify_type, NotifyType::REKEY_SA);
         assert_eq!(n.spi, [1, 2, 3, 4]);
         assert!(n.data.is_empty());
+    }
+
+    #[test]
+    fn typed_data_helpers() {
+        let n = Notify::invalid_ke_payload(31);
+        assert_eq!(n.data, [0, 31]);
+        assert_eq!(n.requested_group(), Some(31));
+        assert_eq!(
+            Notify::ike(NotifyType::COOKIE, vec![0, 31]).requested_group(),
+            None
+        );
+        assert_eq!(
+            Notify::ike(NotifyType::INVALID_KE_PAYLOAD, vec![0]).requested_group(),
+            None
+        );
+        let h = Notify::signature_hash_algorithms(&[2, 3, 4]);
+        assert_eq!(h.data, [0, 2, 0, 3, 0, 4]);
+        assert_eq!(h.hash_algorithms(), Some(vec![2, 3, 4]));
+        let odd = Notify::ike(NotifyType::SIGNATURE_HASH_ALGORITHMS, vec![0, 2, 0]);
+        assert_eq!(odd.hash_algorithms(), None);
+        let r = Notify::child(ProtocolId::ESP, 0xc0ffee00, NotifyType::REKEY_SA, vec![]);
+        assert_eq!(r.spi, [0xc0, 0xff, 0xee, 0]);
+        assert_eq!(r.child_spi(), Some(0xc0ffee00));
+        assert_eq!(Notify::ike(NotifyType::REKEY_SA, vec![]).child_spi(), None);
     }
 
     #[test]
