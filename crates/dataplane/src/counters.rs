@@ -12,7 +12,7 @@
 //! requests: their answers count as generated). `held`: packets waiting for
 //! next-hop resolution right now.
 
-use crate::reason::{Drop, DropCounts};
+use crate::reason::{DropCounts, DropReason};
 
 /// Counters of one port, as seen by one worker.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -95,7 +95,7 @@ impl WorkerCounters {
 
     /// Counts a drop of a packet received on `port` (`None`: made here).
     #[inline]
-    pub fn drop(&mut self, reason: Drop, port: Option<usize>) {
+    pub fn drop(&mut self, reason: DropReason, port: Option<usize>) {
         self.drops.add(reason);
         if let Some(p) = port.and_then(|p| self.ports.get_mut(p)) {
             p.rx_dropped += 1;

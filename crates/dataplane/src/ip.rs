@@ -5,7 +5,7 @@ use std::net::IpAddr;
 
 use espgw_wire::{ip_protocol, ipv6, Ipv6Packet, PacketBuf};
 
-use crate::reason::Drop;
+use crate::reason::DropReason;
 use crate::spd::Flow;
 
 /// What the pipeline needs to know about an IP packet.
@@ -72,21 +72,21 @@ impl IpMeta {
 /// decrypted ones): the checks are those of `Ipv4Packet::new_checked` and
 /// `verify_checksum`, which the tests hold it to.
 #[inline]
-pub fn parse_v4<B: PacketBuf>(pkt: &mut B) -> Result<IpMeta, Drop> {
+pub fn parse_v4<B: PacketBuf>(pkt: &mut B) -> Result<IpMeta, DropReason> {
     let d = pkt.data();
     let Some(h) = d.first_chunk::<20>() else {
-        return Err(Drop::Malformed);
+        return Err(DropReason::Malformed);
     };
     if h[0] >> 4 != 4 {
-        return Err(Drop::Malformed);
+        return Err(DropReason::Malformed);
     }
     let hl = usize::from(h[0] & 0x0f) * 4;
     let total = usize::from(u16::from_be_bytes([h[2], h[3]]));
     if hl < 20 || total < hl || d.len() < total {
-        return Err(Drop::Malformed);
+        return Err(DropReason::Malformed);
     }
     if !header_checksum_ok(h, &d[20..hl]) {
-        return Err(Drop::BadChecksum);
+        return Err(DropReason::BadChecksum);
     }
     let flags_frag = u16::from_be_bytes([h[6], h[7]]);
     let proto = h[9];
@@ -108,7 +108,7 @@ pub fn parse_v4<B: PacketBuf>(pkt: &mut B) -> Result<IpMeta, Drop> {
     };
     let extra = d.len() - total;
     if extra != 0 {
-        pkt.trim(extra).map_err(|_| Drop::Malformed)?;
+        pkt.trim(extra).map_err(|_| DropReason::Malformed)?;
     }
     Ok(meta)
 }
@@ -139,10 +139,10 @@ fn header_checksum_ok(fixed: &[u8; 20], options: &[u8]) -> bool {
 
 /// Parses the IPv6 packet at the start of `pkt` (walking extension
 /// headers) and trims link-layer padding after its payload length.
-pub fn parse_v6<B: PacketBuf>(pkt: &mut B) -> Result<IpMeta, Drop> {
-    let ip = Ipv6Packet::new_checked(pkt.data()).map_err(|_| Drop::Malformed)?;
+pub fn parse_v6<B: PacketBuf>(pkt: &mut B) -> Result<IpMeta, DropReason> {
+    let ip = Ipv6Packet::new_checked(pkt.data()).map_err(|_| DropReason::Malformed)?;
     let packet = ip.packet();
-    let (proto, l4_offset) = ipv6::upper_layer(packet).map_err(|_| Drop::Malformed)?;
+    let (proto, l4_offset) = ipv6::upper_layer(packet).map_err(|_| DropReason::Malformed)?;
     let (sport, dport) = ports(proto, packet.get(l4_offset..).unwrap_or(&[]));
     let meta = IpMeta {
         src: ip.src_addr().into(),
@@ -156,14 +156,14 @@ pub fn parse_v6<B: PacketBuf>(pkt: &mut B) -> Result<IpMeta, Drop> {
         v6: true,
     };
     let extra = pkt.len() - packet.len();
-    pkt.trim(extra).map_err(|_| Drop::Malformed)?;
+    pkt.trim(extra).map_err(|_| DropReason::Malformed)?;
     Ok(meta)
 }
 
 /// Parses the IPv4 or IPv6 packet at the start of `pkt` (by its version
 /// nibble; anything but 6 is taken for IPv4 and refused there if it is not).
 #[inline]
-pub fn parse_ip<B: PacketBuf>(pkt: &mut B) -> Result<IpMeta, Drop> {
+pub fn parse_ip<B: PacketBuf>(pkt: &mut B) -> Result<IpMeta, DropReason> {
     if pkt.data().first().is_some_and(|b| b >> 4 == 6) {
         parse_v6(pkt)
     } else {
@@ -252,11 +252,11 @@ mod tests {
         bytes[10] ^= 0xff;
         assert_eq!(
             parse_v4(&mut VecBuf::from_packet(&bytes)),
-            Err(Drop::BadChecksum)
+            Err(DropReason::BadChecksum)
         );
         assert_eq!(
             parse_v4(&mut VecBuf::from_packet(&bytes[..15])),
-            Err(Drop::Malformed)
+            Err(DropReason::Malformed)
         );
     }
 
@@ -289,10 +289,10 @@ mod tests {
     #[test]
     fn parse_v4_agrees_with_the_header_view() {
         use proptest::prelude::*;
-        fn reference(bytes: &[u8]) -> Result<(IpMeta, usize), Drop> {
-            let ip = Ipv4Packet::new_checked(bytes).map_err(|_| Drop::Malformed)?;
+        fn reference(bytes: &[u8]) -> Result<(IpMeta, usize), DropReason> {
+            let ip = Ipv4Packet::new_checked(bytes).map_err(|_| DropReason::Malformed)?;
             if !ip.verify_checksum() {
-                return Err(Drop::BadChecksum);
+                return Err(DropReason::BadChecksum);
             }
             let first = ip.frag_offset() == 0;
             let (sport, dport) = if first {

@@ -31,7 +31,7 @@ mod tests;
 
 pub use counters::{PortCounters, TunnelCounters, WorkerCounters};
 pub use pool::{BufPool, VecBufPool};
-pub use reason::{Drop, DropCounts};
+pub use reason::{DropCounts, DropReason};
 pub use stats::Stats;
 pub use supervise::{Supervisor, WorkerPanic};
 pub use tables::{Tables, TablesError};

@@ -1,169 +1,167 @@
 //! Why the data plane dropped a packet: one counted reason per drop.
 //!
-//! The ESP engine's reasons ([`espgw_esp::DropReason`]) are folded in under
-//! their own names, so the stats JSON has a single flat `drops` map. The
-//! [`Drop::name`] strings are stable keys (stats JSON, metrics, scripts).
+//! [`DropReason`] is built from the ESP engine's list
+//! ([`espgw_esp::foreach_esp_drop_reason!`]) followed by the data plane's
+//! own entries below, so every ESP reason is a data-plane reason under the
+//! same variant and name, in the same order, and the stats JSON has one flat
+//! `drops` map. The [`DropReason::name`] strings are stable keys (stats JSON,
+//! metrics, `espgw ctl`, scripts); docs/drops.md lists every reason with its
+//! description, and a test below keeps it equal to this registry.
+//!
+//! Not named `DropReason`: that would shadow `std::ops::Drop` in modules that
+//! also free packets with `drop(pkt)`.
 
-use espgw_esp::DropReason as EspDrop;
+use espgw_esp::DropReason as EspDropReason;
 
-macro_rules! reasons {
-    ($($(#[$doc:meta])* $variant:ident => $name:literal,)*) => {
-        /// A counted drop reason.
+/// Builds [`DropReason`] from the ESP engine's entries (`esp { .. }`,
+/// supplied by `foreach_esp_drop_reason!`) and the data plane's own
+/// (`dataplane { .. }`); entries are `Variant => "name", "description";`.
+macro_rules! drop_reason_enum {
+    (
+        esp { $( $(#[$esp_doc:meta])* $esp:ident => $esp_name:literal, $esp_description:literal; )* }
+        dataplane { $( $(#[$doc:meta])* $own:ident => $name:literal, $description:literal; )* }
+    ) => {
+        /// A counted drop reason: the ESP engine's, then the data plane's.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-        pub enum Drop {
-            $($(#[$doc])* $variant,)*
+        #[repr(u8)]
+        pub enum DropReason {
+            $( #[doc = $esp_description] #[doc = ""] $(#[$esp_doc])* $esp, )*
+            $( #[doc = $description] #[doc = ""] $(#[$doc])* $own, )*
         }
 
-        impl Drop {
-            /// Every reason, in [`Drop::index`] order.
-            pub const ALL: &'static [Drop] = &[$(Drop::$variant,)*];
+        impl DropReason {
+            /// Every reason, in [`DropReason::index`] order.
+            pub const ALL: &'static [DropReason] =
+                &[$(DropReason::$esp,)* $(DropReason::$own,)*];
             /// Number of reasons.
-            pub const COUNT: usize = Drop::ALL.len();
+            pub const COUNT: usize = DropReason::ALL.len();
 
-            /// Stable snake_case name.
-            pub fn name(self) -> &'static str {
-                match self {
-                    $(Drop::$variant => $name,)*
+            /// Stable names, by index.
+            const NAMES: [&'static str; DropReason::COUNT] = [$($esp_name,)* $($name,)*];
+
+            /// One-line descriptions, by index.
+            const DESCRIPTIONS: [&'static str; DropReason::COUNT] =
+                [$($esp_description,)* $($description,)*];
+
+            /// How many of the reasons, from index 0, are the ESP engine's.
+            pub const ESP_COUNT: usize = [$($esp_name,)*].len();
+
+            /// The data-plane reason for an ESP engine drop (the same
+            /// variant: the ESP reasons come first, in the same order, so
+            /// this compiles to nothing).
+            pub fn from_esp(r: EspDropReason) -> DropReason {
+                match r {
+                    $( EspDropReason::$esp => DropReason::$esp, )*
                 }
             }
         }
     };
 }
 
-reasons! {
-    // ---- from the ESP engine (same names as espgw_esp::DropReason) ----
-    /// ESP shorter than its headers say, or not whole cipher blocks.
-    EspTruncated => "truncated",
-    /// Not ESP an SA takes (wrong encapsulation, NAT-T keepalive, IKE, fragment).
-    NotEsp => "not_esp",
-    /// No inbound SA has this SPI and destination.
-    UnknownSpi => "unknown_spi",
-    /// Anti-replay: seen before or older than the window.
-    Replayed => "replayed",
-    /// The ICV did not verify (tampered or wrong key).
-    IcvMismatch => "icv_mismatch",
-    /// Wrong padding after decryption.
-    BadPadding => "bad_padding",
-    /// The inner packet is not a sane IPv4/IPv6 packet.
-    BadInnerPacket => "bad_inner_packet",
-    /// The SA reached a hard lifetime.
-    SaExpired => "sa_expired",
-    /// Not enough headroom/tailroom in the buffer.
-    NoRoom => "no_room",
-    /// An ESP dummy packet (next header 59), discarded by design.
-    Dummy => "dummy",
-    /// Outer CE over a not-ECN-capable inner packet (RFC 6040 §4.2).
-    CeOnNotEct => "ce_on_not_ect",
-    /// Outbound sequence numbers not yet persisted (state directory behind or unwritable).
-    SeqNotReserved => "seq_not_reserved",
-    // ---- the data plane's own ----
-    /// Too short for its Ethernet/ARP/IP headers, or inconsistent lengths.
-    Malformed => "malformed",
-    /// An EtherType the gateway does not handle.
-    UnsupportedEthertype => "unsupported_ethertype",
-    /// 802.1Q-tagged frame (VLANs are not configured on ports).
-    Vlan => "vlan",
-    /// Unicast frame for another MAC address (promiscuous ports see them).
-    NotOurMac => "not_our_mac",
-    /// Multicast or broadcast IP packet (never routed).
-    Multicast => "multicast",
-    /// IPv4 header checksum wrong.
-    BadChecksum => "bad_checksum",
-    /// ARP for someone else, or an ARP we do not act on.
-    ArpIgnored => "arp_ignored",
-    /// ICMPv6 neighbor discovery for someone else or malformed.
-    NdIgnored => "nd_ignored",
-    /// Addressed to the gateway, but not ping, ARP/ND or ESP.
-    LocalUnsupported => "local_unsupported",
-    /// TTL / hop limit ran out (ICMP time exceeded sent when allowed).
-    TtlExceeded => "ttl_exceeded",
-    /// Too big for the path, DF set or IPv6 (ICMP frag needed / packet too big sent).
-    MtuExceeded => "mtu_exceeded",
-    /// Too big for the path, IPv4 without DF, and it could not be
-    /// fragmented (no buffer for the fragments).
-    FragmentationNeeded => "fragmentation_needed",
-    /// No route to the destination.
-    NoRoute => "no_route",
-    /// The next hop is unresolved and its wait queue is full.
-    NeighborQueueFull => "neighbor_queue_full",
-    /// The next hop did not answer ARP/ND in time.
-    NeighborUnresolved => "neighbor_unresolved",
-    /// A discard policy matched.
-    PolicyDiscard => "policy_discard",
-    /// No tunnel or policy matched and the default action is discard.
-    NoPolicy => "no_policy",
-    /// A decrypted packet outside its SA's traffic selectors.
-    PolicyMismatch => "policy_mismatch",
-    /// Plaintext on an unprotected port for traffic a tunnel protects, or
-    /// that no bypass policy allows.
-    UnprotectedPlaintext => "unprotected_plaintext",
-    /// Plaintext that would leave through an unprotected port without a
-    /// bypass policy (the last guard against leaks).
-    PlaintextBlocked => "plaintext_blocked",
-    /// A packet the gateway made (ICMP error, echo reply) about traffic
-    /// from the protected side or out of a tunnel that no tunnel protects
-    /// and that would leave through an unprotected port: dropped, never
-    /// sent in the clear (RFC 4301). Usually a tunnel whose `local_ts`
-    /// does not cover the gateway's protected address (`espgw check`
-    /// warns about it).
-    LocalNotProtected => "local_not_protected",
-    /// The TX queue did not take the packet.
-    TxFull => "tx_full",
-    /// Pipeline mode: the ring to a worker (or back) was full.
-    RingFull => "ring_full",
-    /// Still waiting for its next hop when the gateway stopped.
-    Shutdown => "shutdown",
-}
+espgw_esp::foreach_esp_drop_reason!(drop_reason_enum {
+    dataplane {
+        Malformed => "malformed",
+            "Too short for its Ethernet/ARP/IP headers, or inconsistent lengths";
+        UnsupportedEthertype => "unsupported_ethertype",
+            "An EtherType the gateway does not handle";
+        Vlan => "vlan",
+            "802.1Q-tagged frame (VLANs are not configured on ports)";
+        NotOurMac => "not_our_mac",
+            "Unicast frame for another MAC address (promiscuous ports see them)";
+        Multicast => "multicast",
+            "Multicast or broadcast IP packet (never routed)";
+        BadChecksum => "bad_checksum",
+            "IPv4 header checksum wrong";
+        ArpIgnored => "arp_ignored",
+            "ARP for someone else, or an ARP the gateway does not act on";
+        NdIgnored => "nd_ignored",
+            "ICMPv6 neighbor discovery for someone else, or malformed";
+        LocalUnsupported => "local_unsupported",
+            "Addressed to the gateway, but not ping, ARP/ND or ESP";
+        TtlExceeded => "ttl_exceeded",
+            "TTL / hop limit ran out (ICMP time exceeded sent when allowed)";
+        MtuExceeded => "mtu_exceeded",
+            "Too big for the path, DF set or IPv6 (ICMP fragmentation needed / packet too big sent)";
+        FragmentationNeeded => "fragmentation_needed",
+            "Too big for the path, IPv4 without DF, and no buffer to fragment it";
+        NoRoute => "no_route",
+            "No route to the destination";
+        NeighborQueueFull => "neighbor_queue_full",
+            "The next hop is unresolved and its wait queue is full";
+        NeighborUnresolved => "neighbor_unresolved",
+            "The next hop did not answer ARP/ND in time";
+        PolicyDiscard => "policy_discard",
+            "A discard policy matched";
+        NoPolicy => "no_policy",
+            "No tunnel or policy matched and the default action is discard";
+        PolicyMismatch => "policy_mismatch",
+            "A decrypted packet outside its SA's traffic selectors";
+        UnprotectedPlaintext => "unprotected_plaintext",
+            "Plaintext on an unprotected port for traffic a tunnel protects, or that no bypass policy allows";
+        /// The last guard against leaks.
+        PlaintextBlocked => "plaintext_blocked",
+            "Plaintext that would leave through an unprotected port without a bypass policy";
+        /// Dropped, never sent in the clear (RFC 4301). Usually a tunnel
+        /// whose `local_ts` does not cover the gateway's protected address
+        /// (`espgw check` warns about it).
+        LocalNotProtected => "local_not_protected",
+            "A packet the gateway made (ICMP error, echo reply) for protected traffic that no tunnel protects and that would leave through an unprotected port";
+        TxFull => "tx_full",
+            "The TX queue did not take the packet";
+        RingFull => "ring_full",
+            "Pipeline mode: the ring to a worker (or back) was full";
+        Shutdown => "shutdown",
+            "Still waiting for its next hop when the gateway stopped";
+    }
+});
 
-impl Drop {
+impl DropReason {
     /// Dense index in `0..COUNT`, for counter arrays.
     pub fn index(self) -> usize {
         self as usize
     }
 
-    /// The data-plane reason for an ESP engine drop.
-    pub fn from_esp(r: EspDrop) -> Drop {
-        match r {
-            EspDrop::Truncated => Drop::EspTruncated,
-            EspDrop::NotEsp => Drop::NotEsp,
-            EspDrop::UnknownSpi => Drop::UnknownSpi,
-            EspDrop::Replayed => Drop::Replayed,
-            EspDrop::IcvMismatch => Drop::IcvMismatch,
-            EspDrop::BadPadding => Drop::BadPadding,
-            EspDrop::BadInnerPacket => Drop::BadInnerPacket,
-            EspDrop::SaExpired => Drop::SaExpired,
-            EspDrop::NoRoom => Drop::NoRoom,
-            EspDrop::Dummy => Drop::Dummy,
-            EspDrop::CeOnNotEct => Drop::CeOnNotEct,
-            EspDrop::SeqNotReserved => Drop::SeqNotReserved,
-        }
+    /// Stable snake_case name.
+    pub fn name(self) -> &'static str {
+        Self::NAMES[self.index()]
+    }
+
+    /// One-line description, as docs/drops.md shows it.
+    pub fn description(self) -> &'static str {
+        Self::DESCRIPTIONS[self.index()]
+    }
+
+    /// True for the reasons the ESP engine gives (the first
+    /// [`DropReason::ESP_COUNT`]).
+    pub fn is_esp(self) -> bool {
+        self.index() < Self::ESP_COUNT
     }
 }
 
-impl core::fmt::Display for Drop {
+impl core::fmt::Display for DropReason {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.write_str(self.name())
     }
 }
 
-/// One counter per [`Drop`] reason.
+/// One counter per [`DropReason`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DropCounts([u64; Drop::COUNT]);
+pub struct DropCounts([u64; DropReason::COUNT]);
 
 impl Default for DropCounts {
     fn default() -> Self {
-        DropCounts([0; Drop::COUNT])
+        DropCounts([0; DropReason::COUNT])
     }
 }
 
 impl DropCounts {
     /// Counts one drop.
     #[inline]
-    pub fn add(&mut self, r: Drop) {
+    pub fn add(&mut self, r: DropReason) {
         self.0[r.index()] += 1;
     }
     /// Drops counted for `r`.
-    pub fn get(&self, r: Drop) -> u64 {
+    pub fn get(&self, r: DropReason) -> u64 {
         self.0[r.index()]
     }
     /// All drops.
@@ -177,28 +175,127 @@ impl DropCounts {
         }
     }
     /// `(reason, count)` for every reason, zeros included.
-    pub fn iter(&self) -> impl Iterator<Item = (Drop, u64)> + '_ {
-        Drop::ALL.iter().map(|&r| (r, self.get(r)))
+    pub fn iter(&self) -> impl Iterator<Item = (DropReason, u64)> + '_ {
+        DropReason::ALL.iter().map(|&r| (r, self.get(r)))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fmt::Write as _;
 
     #[test]
     fn names_are_unique_and_indexes_dense() {
         let mut seen = std::collections::HashSet::new();
-        for (i, r) in Drop::ALL.iter().enumerate() {
+        for (i, r) in DropReason::ALL.iter().enumerate() {
             assert_eq!(r.index(), i);
             assert!(seen.insert(r.name()), "duplicate {}", r.name());
+            assert!(r.name().chars().all(|c| c.is_ascii_lowercase() || c == '_'));
         }
     }
 
     #[test]
     fn esp_reasons_keep_their_names() {
-        for r in EspDrop::ALL {
-            assert_eq!(Drop::from_esp(r).name(), r.name());
+        assert_eq!(DropReason::ESP_COUNT, EspDropReason::COUNT);
+        for r in EspDropReason::ALL {
+            let d = DropReason::from_esp(r);
+            assert_eq!(d.name(), r.name());
+            assert_eq!(d.description(), r.description());
+            assert_eq!(d.index(), r.index());
+            assert!(d.is_esp());
         }
+        assert!(!DropReason::Malformed.is_esp());
+    }
+
+    /// The names are stable keys of the stats JSON, the metrics' `reason`
+    /// label and the e2e scripts: this list is what they were when the
+    /// registry was made. A reason may be added (an ESP one lands before
+    /// the data plane's: indices are not stable, names are), never renamed
+    /// or removed.
+    #[test]
+    fn stable_names_do_not_change() {
+        let names: Vec<&str> = DropReason::ALL.iter().map(|r| r.name()).collect();
+        for pinned in [
+            "truncated",
+            "not_esp",
+            "unknown_spi",
+            "replayed",
+            "icv_mismatch",
+            "bad_padding",
+            "bad_inner_packet",
+            "sa_expired",
+            "no_room",
+            "dummy",
+            "ce_on_not_ect",
+            "seq_not_reserved",
+            "malformed",
+            "unsupported_ethertype",
+            "vlan",
+            "not_our_mac",
+            "multicast",
+            "bad_checksum",
+            "arp_ignored",
+            "nd_ignored",
+            "local_unsupported",
+            "ttl_exceeded",
+            "mtu_exceeded",
+            "fragmentation_needed",
+            "no_route",
+            "neighbor_queue_full",
+            "neighbor_unresolved",
+            "policy_discard",
+            "no_policy",
+            "policy_mismatch",
+            "unprotected_plaintext",
+            "plaintext_blocked",
+            "local_not_protected",
+            "tx_full",
+            "ring_full",
+            "shutdown",
+        ] {
+            assert!(
+                names.contains(&pinned),
+                "drop reason {pinned:?} renamed or removed"
+            );
+        }
+    }
+
+    const TABLE_BEGIN: &str =
+        "<!-- drop-reasons:begin (generated: see crates/dataplane/src/reason.rs) -->\n";
+    const TABLE_END: &str = "<!-- drop-reasons:end -->";
+
+    /// The reasons table of docs/drops.md, as the registry says it.
+    fn docs_table() -> String {
+        let mut t = String::from("| reason | layer | what it means |\n|---|---|---|\n");
+        for r in DropReason::ALL {
+            assert!(
+                !r.description().contains('|'),
+                "{} breaks the table",
+                r.name()
+            );
+            let layer = if r.is_esp() { "ESP" } else { "data plane" };
+            writeln!(t, "| `{}` | {} | {} |", r.name(), layer, r.description()).unwrap();
+        }
+        t
+    }
+
+    /// docs/drops.md cannot drift from the registry: its table must be
+    /// exactly [`docs_table`]. On failure the expected table is printed,
+    /// to paste between the markers.
+    #[test]
+    fn docs_list_every_reason_as_the_registry_says() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/drops.md");
+        let doc = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let table = doc
+            .split_once(TABLE_BEGIN)
+            .and_then(|(_, rest)| rest.split_once(TABLE_END))
+            .map(|(table, _)| table)
+            .unwrap_or_else(|| panic!("{path}: no {TABLE_BEGIN:?} ... {TABLE_END:?} markers"));
+        let expected = docs_table();
+        assert!(
+            table == expected,
+            "{path}: the reasons table differs from the registry; it should read:\n\n{expected}"
+        );
     }
 }

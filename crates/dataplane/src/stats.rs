@@ -19,6 +19,7 @@
 use serde_json::{json, Map, Value};
 
 use crate::counters::WorkerCounters;
+use crate::reason::DropReason;
 use crate::tables::Tables;
 
 /// Device-level counters of a port (from the NIC / PMD), when known.
@@ -118,7 +119,10 @@ impl Stats {
             if let Some(out) = &t.out {
                 let stats = out.stats();
                 let mut drops = reason_map(stats.drops.iter().map(|(r, n)| (r.name(), n)));
-                drops.insert("mtu_exceeded".into(), tc.out_mtu_exceeded.into());
+                drops.insert(
+                    DropReason::MtuExceeded.name().into(),
+                    tc.out_mtu_exceeded.into(),
+                );
                 sas.push(json!({
                     "tunnel": t.name,
                     "dir": "out",
@@ -139,7 +143,10 @@ impl Stats {
                 .unwrap_or_default();
             let stats = slot.sa.lock().unwrap_or_else(|e| e.into_inner()).stats();
             let mut drops = reason_map(stats.drops.iter().map(|(r, n)| (r.name(), n)));
-            drops.insert("policy_mismatch".into(), tc.in_policy_mismatch.into());
+            drops.insert(
+                DropReason::PolicyMismatch.name().into(),
+                tc.in_policy_mismatch.into(),
+            );
             sas.push(json!({
                 "tunnel": t.name,
                 "dir": "in",

@@ -20,7 +20,7 @@ use espgw_wire::{
 
 use crate::neighbor::SharedNeighbors;
 use crate::pool::VecBufPool;
-use crate::reason::Drop;
+use crate::reason::DropReason;
 use crate::tables::Tables;
 use crate::tx::TxQueues;
 use crate::worker::{Now, Worker};
@@ -164,7 +164,7 @@ impl Gw {
         assert!(self.w.counters().balanced(), "{:?}", self.w.counters());
         out
     }
-    fn drops(&self, r: Drop) -> u64 {
+    fn drops(&self, r: DropReason) -> u64 {
         self.w.counters().drops.get(r)
     }
     /// Teaches the gateway a neighbor the way a host does: by ARPing for it.
@@ -297,7 +297,7 @@ fn arp_request_for_our_address_gets_a_reply() {
         &[arp_request(HOST_A_MAC, v4("10.1.0.10"), v4("10.1.0.99"))],
     );
     assert!(out[PROT].is_empty());
-    assert_eq!(a.drops(Drop::ArpIgnored), 1);
+    assert_eq!(a.drops(DropReason::ArpIgnored), 1);
     // Asking for our unprotected address on the protected port: not ours there.
     let out = a.rx(
         PROT,
@@ -460,7 +460,7 @@ fn ping_and_traceroute_through_the_tunnel_to_the_far_gateway() {
         &[from_host_a(&udp4("10.1.0.10", "10.2.0.10", 2, true, 20))],
     );
     let back = b.rx(UNPROT, &esp[UNPROT]);
-    assert_eq!(b.drops(Drop::TtlExceeded), 1);
+    assert_eq!(b.drops(DropReason::TtlExceeded), 1);
     assert!(back[PROT].is_empty());
     let out = a.rx(UNPROT, &back[UNPROT]);
     let (_, ip) = l3(&out[PROT][0]);
@@ -491,7 +491,7 @@ fn too_big_for_the_far_side_gets_frag_needed_back_through_the_tunnel() {
     );
     assert_eq!(esp[UNPROT].len(), 1);
     let back = b.rx(UNPROT, &esp[UNPROT]);
-    assert_eq!(b.drops(Drop::MtuExceeded), 1);
+    assert_eq!(b.drops(DropReason::MtuExceeded), 1);
     assert!(back[PROT].is_empty());
     let out = a.rx(UNPROT, &back[UNPROT]);
     let (_, ip) = l3(&out[PROT][0]);
@@ -552,7 +552,7 @@ fn icmp_errors_about_decrypted_traffic_never_leave_in_the_clear() {
     let esp = a.rx(PROT, &[from_host_a(&inner)]);
     assert_eq!(esp[UNPROT].len(), 1);
     let out = b.rx(UNPROT, &esp[UNPROT]);
-    assert_eq!(b.drops(Drop::TtlExceeded), 1);
+    assert_eq!(b.drops(DropReason::TtlExceeded), 1);
 
     // Fragmentation needed: the decrypted 2000-byte DF packet does not
     // fit B's protected link.
@@ -560,7 +560,7 @@ fn icmp_errors_about_decrypted_traffic_never_leave_in_the_clear() {
     let esp = a.rx(PROT, &[from_host_a(&big)]);
     assert_eq!(esp[UNPROT].len(), 1);
     let out2 = b.rx(UNPROT, &esp[UNPROT]);
-    assert_eq!(b.drops(Drop::MtuExceeded), 1);
+    assert_eq!(b.drops(DropReason::MtuExceeded), 1);
 
     for (what, quoted, out) in [
         ("time exceeded", &inner, &out),
@@ -585,7 +585,7 @@ fn icmp_errors_about_decrypted_traffic_never_leave_in_the_clear() {
             "{what}: no tunnel protects 10.2.0.1"
         );
     }
-    assert_eq!(b.drops(Drop::LocalNotProtected), 2);
+    assert_eq!(b.drops(DropReason::LocalNotProtected), 2);
     assert_eq!(b.w.counters().generated, 2 + 2); // two ARP replies, two errors
 }
 
@@ -604,8 +604,8 @@ fn icmp_errors_about_protected_traffic_never_leave_in_the_clear() {
     let spoofed = udp4("198.51.100.7", "10.2.0.10", 1, true, 64);
     let out = a.rx(PROT, &[from_host_a(&spoofed)]);
     assert!(out[PROT].is_empty() && out[UNPROT].is_empty(), "{out:02x?}");
-    assert_eq!(a.drops(Drop::TtlExceeded), 1);
-    assert_eq!(a.drops(Drop::LocalNotProtected), 1);
+    assert_eq!(a.drops(DropReason::TtlExceeded), 1);
+    assert_eq!(a.drops(DropReason::LocalNotProtected), 1);
     // A protected host's own traceroute still gets its answer.
     let out = a.rx(
         PROT,
@@ -637,8 +637,8 @@ dst = "10.3.0.0/24"
     ];
     let out = a.rx(PROT, &frames);
     assert!(out[UNPROT].is_empty() && out[PROT].is_empty());
-    assert_eq!(a.drops(Drop::NoPolicy), 2);
-    assert_eq!(a.drops(Drop::PolicyDiscard), 1);
+    assert_eq!(a.drops(DropReason::NoPolicy), 2);
+    assert_eq!(a.drops(DropReason::PolicyDiscard), 1);
 }
 
 #[test]
@@ -667,10 +667,10 @@ fn bad_esp_is_counted_by_reason() {
     let out = b.rx(UNPROT, &[tampered, unknown, short, esp.clone(), esp]);
     // Only the genuine packet, once: the copy is a replay.
     assert_eq!(out[PROT].len(), 1);
-    assert_eq!(b.drops(Drop::IcvMismatch), 1);
-    assert_eq!(b.drops(Drop::UnknownSpi), 1);
-    assert_eq!(b.drops(Drop::EspTruncated), 1);
-    assert_eq!(b.drops(Drop::Replayed), 1);
+    assert_eq!(b.drops(DropReason::IcvMismatch), 1);
+    assert_eq!(b.drops(DropReason::UnknownSpi), 1);
+    assert_eq!(b.drops(DropReason::Truncated), 1);
+    assert_eq!(b.drops(DropReason::Replayed), 1);
     let stats = b.w.tables().inbound[0].sa.lock().unwrap().stats();
     assert_eq!(stats.drops.get(espgw_esp::DropReason::Replayed), 1);
 }
@@ -704,11 +704,11 @@ fn garbage_is_counted_never_forwarded() {
     ];
     let out = b.rx(UNPROT, &frames);
     assert!(out[PROT].is_empty() && out[UNPROT].is_empty());
-    assert_eq!(b.drops(Drop::Malformed), 3);
-    assert_eq!(b.drops(Drop::UnsupportedEthertype), 1);
-    assert_eq!(b.drops(Drop::NotOurMac), 1);
-    assert_eq!(b.drops(Drop::BadChecksum), 1);
-    assert_eq!(b.drops(Drop::UnprotectedPlaintext), 1);
+    assert_eq!(b.drops(DropReason::Malformed), 3);
+    assert_eq!(b.drops(DropReason::UnsupportedEthertype), 1);
+    assert_eq!(b.drops(DropReason::NotOurMac), 1);
+    assert_eq!(b.drops(DropReason::BadChecksum), 1);
+    assert_eq!(b.drops(DropReason::UnprotectedPlaintext), 1);
 }
 
 #[test]
@@ -740,7 +740,7 @@ fn oversize_df_gets_frag_needed_with_the_inner_mtu() {
     assert_eq!(icmp.next_hop_mtu(), 1446);
     // The quote starts with the original header, TTL untouched.
     assert_eq!(&icmp.data()[..20], &big[..20]);
-    assert_eq!(a.drops(Drop::MtuExceeded), 1);
+    assert_eq!(a.drops(DropReason::MtuExceeded), 1);
     // Without DF: fragmented before encryption, two ESP packets that
     // gateway B decrypts into the two fragments.
     let plain = udp4("10.1.0.10", "10.2.0.10", 64, false, 1447 - 28);
@@ -762,7 +762,7 @@ fn oversize_df_gets_frag_needed_with_the_inner_mtu() {
         payload.extend_from_slice(ip.payload());
     }
     assert_eq!(payload, plain[20..]);
-    assert_eq!(a.drops(Drop::FragmentationNeeded), 0);
+    assert_eq!(a.drops(DropReason::FragmentationNeeded), 0);
     // Per tunnel: one DF packet refused, one packet fragmented (not a drop).
     let t = a.w.counters().tunnels[0];
     assert_eq!((t.out_mtu_exceeded, t.out_fragmented), (1, 1));
@@ -783,7 +783,7 @@ fn ttl_one_gets_time_exceeded() {
         (icmpv4::msg_type::TIME_EXCEEDED, 0)
     );
     assert_eq!(&icmp.data()[..pkt.len()], &pkt[..]);
-    assert_eq!(a.drops(Drop::TtlExceeded), 1);
+    assert_eq!(a.drops(DropReason::TtlExceeded), 1);
 }
 
 #[test]
@@ -795,7 +795,7 @@ fn icmp_errors_are_rate_limited() {
     let out = a.rx(PROT, &flood);
     let burst = crate::worker::ICMP_ERROR_BURST as usize;
     assert_eq!(out[PROT].len(), burst);
-    assert_eq!(a.drops(Drop::TtlExceeded), 150);
+    assert_eq!(a.drops(DropReason::TtlExceeded), 150);
     assert_eq!(a.w.counters().icmp_rate_limited, 150 - burst as u64);
     // A second later the bucket has refilled.
     a.now.ns += 1_000_000_000;
@@ -818,7 +818,7 @@ fn decrypted_packet_outside_the_selectors_is_dropped() {
     );
     let out = b.rx(UNPROT, &out[UNPROT]);
     assert!(out[PROT].is_empty() && out[UNPROT].is_empty());
-    assert_eq!(b.drops(Drop::PolicyMismatch), 1);
+    assert_eq!(b.drops(DropReason::PolicyMismatch), 1);
     assert_eq!(b.w.counters().tunnels[0].in_policy_mismatch, 1);
 }
 
@@ -898,7 +898,7 @@ fn mixed_burst_balances_the_accounting_identity() {
     // The ESP packet waits for gateway B's MAC.
     assert_eq!(c.held, 1);
     a.w.shutdown();
-    assert_eq!(a.drops(Drop::Shutdown), 1);
+    assert_eq!(a.drops(DropReason::Shutdown), 1);
     assert!(a.w.counters().balanced());
 }
 
@@ -1136,8 +1136,8 @@ mod live {
         assert_eq!(send(&mut a, &mut b), (0xa002, 1));
         // B still has the old SA draining: its in-flight packets decrypt.
         assert!(b.w.tables().inbound.iter().any(|s| s.spi == 0xa001));
-        assert_eq!(b.drops(Drop::UnknownSpi), 0);
-        assert_eq!(b.drops(Drop::IcvMismatch), 0);
+        assert_eq!(b.drops(DropReason::UnknownSpi), 0);
+        assert_eq!(b.drops(DropReason::IcvMismatch), 0);
     }
 }
 
@@ -1171,7 +1171,7 @@ fn stats_json_has_the_contract_keys() {
     assert_eq!(sas[0]["packets"], 1);
     assert_eq!(sas[1]["dir"], "in");
     assert_eq!(j["drops"]["malformed"], 1);
-    assert_eq!(j["drops"].as_object().unwrap().len(), Drop::COUNT);
+    assert_eq!(j["drops"].as_object().unwrap().len(), DropReason::COUNT);
     assert_eq!(j["totals"]["balanced"], true);
     assert_eq!(j["workers"][0]["rx"], 4);
     assert_eq!(j["workers"][0]["panics"], 0);

@@ -1,84 +1,106 @@
 //! What happened to each packet of a burst, and the counted drop reasons.
+//!
+//! The reasons are kept in one list, [`foreach_esp_drop_reason!`](crate::foreach_esp_drop_reason) (after
+//! VPP's `foreach_esp_decrypt_error`): each entry gives the variant, its
+//! stable name and a one-line description. This crate builds
+//! [`DropReason`] from it, and the data plane builds its own reason enum
+//! from the same list plus its own entries, so a reason added here reaches
+//! the data plane's counters, the stats JSON, the metrics and the docs
+//! table (docs/drops.md, checked by a test) without a second edit.
 
 use core::fmt;
 
-/// Why a packet was dropped. The [`DropReason::name`] strings are stable:
-/// stats JSON and metrics use them as keys.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[repr(u8)]
-pub enum DropReason {
-    /// Shorter than its headers say, or an ESP payload that is not a whole
-    /// number of cipher blocks.
-    Truncated,
-    /// Not an ESP packet this SA can take: another protocol or UDP port, an
-    /// IP fragment, a NAT-T keepalive or IKE packet, outer IPv6 extension headers.
-    NotEsp,
-    /// The SPI is not the SA's.
-    UnknownSpi,
-    /// Seen before, older than the anti-replay window, or sequence number 0.
-    Replayed,
-    /// The integrity check value did not verify.
-    IcvMismatch,
-    /// Pad bytes or pad length wrong after decryption.
-    BadPadding,
-    /// The inner packet (encap input or decap output) is not a sane IPv4/IPv6
-    /// packet matching the ESP next header.
-    BadInnerPacket,
-    /// The SA reached a hard lifetime or ran out of sequence numbers.
-    SaExpired,
-    /// The buffer lacks the headroom or tailroom for the ESP headers, or the
-    /// result would exceed the outer IP length field.
-    NoRoom,
-    /// A dummy packet (ESP next header 59, RFC 4303 §2.6: traffic-flow
-    /// confidentiality filler): discarded by design, counted apart from errors.
-    Dummy,
-    /// The outer header said CE (congestion experienced) over an inner
-    /// packet that is not ECN-capable: RFC 6040 §4.2 drops it, since its
-    /// sender could not react to the mark.
-    CeOnNotEct,
-    /// Outbound: the sequence numbers past the last persisted reservation
-    /// are not yet written to the state directory (the control plane's
-    /// sequence keeper is behind, or the state directory cannot be
-    /// written). Sending would risk reusing an AEAD nonce after a restart.
-    SeqNotReserved,
+/// The ESP engine's drop reasons, one entry per reason:
+/// `Variant => "stable_name", "one-line description";`, optionally after
+/// `///` lines that say more (they become the variant's rustdoc).
+///
+/// The stable names are keys of the stats JSON and values of the metrics'
+/// `reason` label: never rename one. Order is the counter index; append.
+///
+/// Invoked as `foreach_esp_drop_reason!(callback { extra tokens })`, it
+/// expands to `callback! { esp { entries } extra tokens }`.
+#[macro_export]
+macro_rules! foreach_esp_drop_reason {
+    ($callback:ident { $($extra:tt)* }) => {
+        $callback! {
+            esp {
+                Truncated => "truncated",
+                    "ESP shorter than its headers say, or a payload that is not a whole number of cipher blocks";
+                NotEsp => "not_esp",
+                    "Not ESP an SA takes: another protocol or UDP port, an IP fragment, a NAT-T keepalive or IKE packet, outer IPv6 extension headers";
+                UnknownSpi => "unknown_spi",
+                    "No inbound SA has this SPI (and destination)";
+                Replayed => "replayed",
+                    "Anti-replay: seen before, older than the window, or sequence number 0";
+                IcvMismatch => "icv_mismatch",
+                    "The integrity check value did not verify (tampered or wrong key)";
+                BadPadding => "bad_padding",
+                    "Pad bytes or pad length wrong after decryption";
+                BadInnerPacket => "bad_inner_packet",
+                    "The inner packet (encap input or decap output) is not a sane IPv4/IPv6 packet matching the ESP next header";
+                SaExpired => "sa_expired",
+                    "The SA reached a hard lifetime or ran out of sequence numbers";
+                /// The result would also be refused if it exceeded the outer
+                /// IP length field.
+                NoRoom => "no_room",
+                    "The buffer lacks the headroom or tailroom for the headers";
+                /// RFC 4303 §2.6: traffic-flow confidentiality filler, counted
+                /// apart from errors.
+                Dummy => "dummy",
+                    "An ESP dummy packet (next header 59), discarded by design";
+                /// RFC 6040 §4.2 drops it, since its sender could not react
+                /// to the mark.
+                CeOnNotEct => "ce_on_not_ect",
+                    "Outer CE (congestion experienced) over an inner packet that is not ECN-capable";
+                /// The control plane's sequence keeper is behind, or the
+                /// state directory cannot be written. Sending would risk
+                /// reusing an AEAD nonce after a restart.
+                SeqNotReserved => "seq_not_reserved",
+                    "Outbound sequence numbers past the last persisted reservation are not yet written to the state directory";
+            }
+            $($extra)*
+        }
+    };
 }
 
+/// Builds [`DropReason`] from the list of [`foreach_esp_drop_reason!`](crate::foreach_esp_drop_reason).
+macro_rules! esp_drop_reason_enum {
+    (esp { $( $(#[$doc:meta])* $variant:ident => $name:literal, $description:literal; )* }) => {
+        /// Why the ESP engine dropped a packet. The [`DropReason::name`]
+        /// strings are stable: stats JSON and metrics use them as keys.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[repr(u8)]
+        pub enum DropReason {
+            $( #[doc = $description] #[doc = ""] $(#[$doc])* $variant, )*
+        }
+
+        impl DropReason {
+            /// Number of reasons.
+            pub const COUNT: usize = [$($name,)*].len();
+
+            /// Every reason, in [`DropReason::index`] order.
+            pub const ALL: [DropReason; DropReason::COUNT] = [$(DropReason::$variant,)*];
+
+            /// Stable names, by index.
+            const NAMES: [&'static str; DropReason::COUNT] = [$($name,)*];
+
+            /// One-line descriptions, by index.
+            const DESCRIPTIONS: [&'static str; DropReason::COUNT] = [$($description,)*];
+        }
+    };
+}
+
+foreach_esp_drop_reason!(esp_drop_reason_enum {});
+
 impl DropReason {
-    /// Number of reasons.
-    pub const COUNT: usize = 12;
-
-    /// Every reason, in [`DropReason::index`] order.
-    pub const ALL: [DropReason; DropReason::COUNT] = [
-        DropReason::Truncated,
-        DropReason::NotEsp,
-        DropReason::UnknownSpi,
-        DropReason::Replayed,
-        DropReason::IcvMismatch,
-        DropReason::BadPadding,
-        DropReason::BadInnerPacket,
-        DropReason::SaExpired,
-        DropReason::NoRoom,
-        DropReason::Dummy,
-        DropReason::CeOnNotEct,
-        DropReason::SeqNotReserved,
-    ];
-
     /// Stable snake_case name for stats and metrics.
     pub fn name(self) -> &'static str {
-        match self {
-            DropReason::Truncated => "truncated",
-            DropReason::NotEsp => "not_esp",
-            DropReason::UnknownSpi => "unknown_spi",
-            DropReason::Replayed => "replayed",
-            DropReason::IcvMismatch => "icv_mismatch",
-            DropReason::BadPadding => "bad_padding",
-            DropReason::BadInnerPacket => "bad_inner_packet",
-            DropReason::SaExpired => "sa_expired",
-            DropReason::NoRoom => "no_room",
-            DropReason::Dummy => "dummy",
-            DropReason::CeOnNotEct => "ce_on_not_ect",
-            DropReason::SeqNotReserved => "seq_not_reserved",
-        }
+        Self::NAMES[self.index()]
+    }
+
+    /// One-line description, as docs/drops.md shows it.
+    pub fn description(self) -> &'static str {
+        Self::DESCRIPTIONS[self.index()]
     }
 
     /// Dense index in `0..COUNT`, for counter arrays.
@@ -167,6 +189,22 @@ mod tests {
             assert!(seen.insert(r.name()));
         }
         assert_eq!(DropReason::SaExpired.to_string(), "sa_expired");
+    }
+
+    #[test]
+    fn descriptions_are_one_line_each() {
+        let mut seen = std::collections::HashSet::new();
+        for r in DropReason::ALL {
+            let d = r.description();
+            assert!(
+                !d.is_empty() && !d.contains('\n') && !d.ends_with('.'),
+                "{r}: {d:?}"
+            );
+            assert!(
+                seen.insert(d),
+                "{r}: description shared with another reason"
+            );
+        }
     }
 
     #[test]

@@ -23,7 +23,7 @@ use super::control::Snapshot;
 use super::worker_loop::{Backoff, MbufPool};
 use crate::counters::WorkerCounters;
 use crate::neighbor::SharedNeighbors;
-use crate::reason::Drop;
+use crate::reason::DropReason;
 use crate::steer::worker_for;
 use crate::tx::TxQueues;
 use crate::worker::{Now, Worker};
@@ -145,7 +145,7 @@ fn ring_full(c: &mut WorkerCounters, port_index: &PortIndex, m: &Mbuf) {
         pc.rx_packets += 1;
         pc.rx_bytes += m.len() as u64;
     }
-    c.drop(Drop::RingFull, Some(p));
+    c.drop(DropReason::RingFull, Some(p));
 }
 
 /// Enqueues `staged` to a worker; what the ring refuses is dropped and counted.
@@ -196,7 +196,7 @@ fn transmit(
         pc.tx_dropped += refused;
         for _ in 0..refused {
             c.rx += 1;
-            c.drop(Drop::TxFull, None);
+            c.drop(DropReason::TxFull, None);
         }
     }
 }

@@ -8,7 +8,7 @@ use espgw_wire::{ethernet, ethertype, MacAddr, PacketBuf};
 use crate::ip::parse_ip;
 use crate::neighbor::Held;
 use crate::pool::BufPool;
-use crate::reason::Drop;
+use crate::reason::DropReason;
 use crate::tables::PortIdx;
 use crate::tx::TxQueues;
 
@@ -33,7 +33,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
             Some(c) => (c.hop, Some(c.mac)),
             None => {
                 let Some(hop) = self.tables.routes.lookup(dst) else {
-                    return self.drop_pkt(pkt, Drop::NoRoute, in_port);
+                    return self.drop_pkt(pkt, DropReason::NoRoute, in_port);
                 };
                 let mac = self.neighbors.lookup(hop.port, hop.addr);
                 if let Some(mac) = mac {
@@ -49,7 +49,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         };
         let out = &self.tables.ports[hop.port];
         if egress == Egress::ProtectedOnly && out.side == Side::Unprotected {
-            return self.drop_pkt(pkt, Drop::PlaintextBlocked, in_port);
+            return self.drop_pkt(pkt, DropReason::PlaintextBlocked, in_port);
         }
         if pkt.len() > out.mtu {
             // Only decrypted or bypassed packets can get here oversize (the
@@ -65,10 +65,10 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
             return match parse_ip(&mut pkt) {
                 Ok(m) if m.dont_frag => {
                     let port = in_port.unwrap_or(out_port);
-                    let r = Drop::MtuExceeded;
+                    let r = DropReason::MtuExceeded;
                     self.icmp_error(port, out_port, pkt, m, r, mtu, origin, tx, now)
                 }
-                _ => self.drop_pkt(pkt, Drop::MtuExceeded, in_port),
+                _ => self.drop_pkt(pkt, DropReason::MtuExceeded, in_port),
             };
         }
         if let Some(mac) = mac {
@@ -81,7 +81,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
                     self.solicit(hop.port, hop.addr, tx);
                 }
             }
-            Held::Full(pkt) => self.drop_pkt(pkt, Drop::NeighborQueueFull, in_port),
+            Held::Full(pkt) => self.drop_pkt(pkt, DropReason::NeighborQueueFull, in_port),
         }
     }
 
@@ -99,10 +99,10 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         let ethertype = match pkt.data().first().map(|b| b >> 4) {
             Some(4) => ethertype::IPV4,
             Some(6) => ethertype::IPV6,
-            _ => return self.drop_pkt(pkt, Drop::Malformed, in_port),
+            _ => return self.drop_pkt(pkt, DropReason::Malformed, in_port),
         };
         if pkt.prepend(ethernet::HEADER_LEN).is_err() {
-            return self.drop_pkt(pkt, Drop::NoRoom, in_port);
+            return self.drop_pkt(pkt, DropReason::NoRoom, in_port);
         }
         // Written in place: every forwarded packet comes through here.
         let src_mac = self.tables.ports[port].mac;

@@ -8,7 +8,7 @@ use espgw_wire::{ip_protocol, reply, PacketBuf};
 
 use crate::ip::{decrement_ttl, parse_ip};
 use crate::pool::BufPool;
-use crate::reason::Drop;
+use crate::reason::DropReason;
 use crate::tx::TxQueues;
 
 use super::*;
@@ -55,7 +55,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
                     (Verdict::Forward, _) => {
                         self.route_out(pkt, tunnel.remote, Egress::Trusted, port, tx, now)
                     }
-                    (Verdict::Drop(r), _) => self.drop_pkt(pkt, Drop::from_esp(r), port),
+                    (Verdict::Drop(r), _) => self.drop_pkt(pkt, DropReason::from_esp(r), port),
                 }
             }
             self.out_stage[t] = stage;
@@ -88,7 +88,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
             for (i, (mut pkt, port)) in stage.pkts.drain(..).zip(stage.ports.drain(..)).enumerate()
             {
                 if let Verdict::Drop(r) = self.verdicts[i] {
-                    self.drop_pkt(pkt, Drop::from_esp(r), Some(port));
+                    self.drop_pkt(pkt, DropReason::from_esp(r), Some(port));
                     continue;
                 }
                 let m = match parse_ip(&mut pkt) {
@@ -108,7 +108,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
                 };
                 if !inside {
                     self.counters.tunnel(tunnel.id).in_policy_mismatch += 1;
-                    self.drop_pkt(pkt, Drop::PolicyMismatch, Some(port));
+                    self.drop_pkt(pkt, DropReason::PolicyMismatch, Some(port));
                     continue;
                 }
                 if self.tables.is_local(m.dst) {
@@ -119,7 +119,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
                         || m.proto == ip_protocol::ICMPV6
                             && reply::icmpv6_echo_reply_in_place(pkt.data_mut()).is_ok();
                     if !answered {
-                        self.drop_pkt(pkt, Drop::LocalUnsupported, Some(port));
+                        self.drop_pkt(pkt, DropReason::LocalUnsupported, Some(port));
                         continue;
                     }
                     self.counters.local += 1;
@@ -131,7 +131,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
                     // Time exceeded from the port facing the destination,
                     // back through the tunnel (traceroute across it).
                     let src_port = self.tables.routes.lookup(m.dst).map_or(port, |h| h.port);
-                    let (r, origin) = (Drop::TtlExceeded, Origin::Decrypted);
+                    let (r, origin) = (DropReason::TtlExceeded, Origin::Decrypted);
                     self.icmp_error(port, src_port, pkt, m, r, 0, origin, tx, now);
                     continue;
                 }

@@ -6,7 +6,7 @@ use espgw_wire::{icmpv6, reply, PacketBuf};
 
 use crate::ip::{parse_ip, IpMeta};
 use crate::pool::BufPool;
-use crate::reason::Drop;
+use crate::reason::DropReason;
 use crate::spd::Action;
 use crate::tables::PortIdx;
 use crate::tx::TxQueues;
@@ -23,7 +23,17 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         now: Now,
     ) {
         let origin = self.origin_of(port);
-        self.icmp_error(port, port, pkt, m, Drop::TtlExceeded, 0, origin, tx, now);
+        self.icmp_error(
+            port,
+            port,
+            pkt,
+            m,
+            DropReason::TtlExceeded,
+            0,
+            origin,
+            tx,
+            now,
+        );
     }
 
     pub(super) fn too_big(
@@ -36,7 +46,17 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         now: Now,
     ) {
         let origin = self.origin_of(port);
-        self.icmp_error(port, port, pkt, m, Drop::MtuExceeded, mtu, origin, tx, now);
+        self.icmp_error(
+            port,
+            port,
+            pkt,
+            m,
+            DropReason::MtuExceeded,
+            mtu,
+            origin,
+            tx,
+            now,
+        );
     }
 
     /// Drops `pkt` for `reason` and, where RFC 1812 / 4443 allow, sends
@@ -52,7 +72,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         src_port: PortIdx,
         mut pkt: B,
         m: IpMeta,
-        reason: Drop,
+        reason: DropReason,
         mtu: usize,
         origin: Origin,
         tx: &mut TxQueues<B>,
@@ -66,14 +86,14 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         let p = &self.tables.ports[src_port];
         let scratch = &mut self.scratch[..];
         let built = match (m.v6, reason) {
-            (false, Drop::TtlExceeded) => p
+            (false, DropReason::TtlExceeded) => p
                 .first_v4()
                 .map(|src| reply::emit_icmpv4_time_exceeded(pkt.data(), src, scratch)),
             (false, _) => p.first_v4().map(|src| {
                 let mtu = mtu.min(usize::from(u16::MAX)) as u16;
                 reply::emit_icmpv4_frag_needed(pkt.data(), mtu, src, scratch)
             }),
-            (true, Drop::TtlExceeded) => p
+            (true, DropReason::TtlExceeded) => p
                 .first_v6()
                 .map(|src| reply::emit_icmpv6_time_exceeded(pkt.data(), src, scratch)),
             (true, _) => p.first_v6().map(|src| {
@@ -113,7 +133,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
     /// address, the error's source; `espgw check` warns about it).
     pub(super) fn originate(&mut self, mut pkt: B, origin: Origin, tx: &mut TxQueues<B>, now: Now) {
         let Ok(m) = parse_ip(&mut pkt) else {
-            return self.drop_pkt(pkt, Drop::Malformed, None);
+            return self.drop_pkt(pkt, DropReason::Malformed, None);
         };
         let action = self.tables.spd.lookup(&m.outbound_flow()).action;
         let egress = match (action, origin) {
@@ -121,10 +141,10 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
                 let tunnel = &self.tables.tunnels[t];
                 let len = pkt.len();
                 let Some(out) = tunnel.out.as_deref() else {
-                    return self.drop_pkt(pkt, Drop::SaExpired, None);
+                    return self.drop_pkt(pkt, DropReason::SaExpired, None);
                 };
                 if len + out.overhead(len) > self.tables.ports[tunnel.port].mtu {
-                    return self.drop_pkt(pkt, Drop::MtuExceeded, None);
+                    return self.drop_pkt(pkt, DropReason::MtuExceeded, None);
                 }
                 return self.out_stage[t].push(pkt, ORIGINATED);
             }
@@ -138,7 +158,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
             // fix is in the config (local_ts), not a routing problem.
             let hop = self.tables.routes.lookup(m.dst);
             if hop.is_some_and(|h| self.tables.ports[h.port].side == Side::Unprotected) {
-                return self.drop_pkt(pkt, Drop::LocalNotProtected, None);
+                return self.drop_pkt(pkt, DropReason::LocalNotProtected, None);
             }
         }
         self.route_out(pkt, m.dst, egress, None, tx, now);

@@ -10,7 +10,7 @@ use espgw_wire::{
 
 use crate::ip::IpMeta;
 use crate::pool::BufPool;
-use crate::reason::Drop;
+use crate::reason::DropReason;
 use crate::tables::PortIdx;
 use crate::tx::TxQueues;
 
@@ -25,8 +25,8 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         });
         let a = match parsed {
             Some(Ok(a)) => a,
-            Some(Err(_)) => return self.drop_pkt(pkt, Drop::ArpIgnored, Some(port)),
-            None => return self.drop_pkt(pkt, Drop::Malformed, Some(port)),
+            Some(Err(_)) => return self.drop_pkt(pkt, DropReason::ArpIgnored, Some(port)),
+            None => return self.drop_pkt(pkt, DropReason::Malformed, Some(port)),
         };
         let p = &self.tables.ports[port];
         let (our_mac, for_us) = (p.mac, p.owns(a.target_ip.into()));
@@ -39,12 +39,12 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
             self.learned(port, sender, a.sender_mac, tx);
         }
         if !for_us {
-            return self.drop_pkt(pkt, Drop::ArpIgnored, Some(port));
+            return self.drop_pkt(pkt, DropReason::ArpIgnored, Some(port));
         }
         match a.operation {
             arp::operation::REQUEST => {
                 if reply::arp_reply_in_place(pkt.data_mut(), a.target_ip, our_mac).is_err() {
-                    return self.drop_pkt(pkt, Drop::ArpIgnored, Some(port));
+                    return self.drop_pkt(pkt, DropReason::ArpIgnored, Some(port));
                 }
                 self.counters.local += 1;
                 self.counters.generated += 1;
@@ -67,7 +67,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         tx: &mut TxQueues<B>,
     ) {
         let (IpAddr::V6(src), IpAddr::V6(dst)) = (m.src, m.dst) else {
-            return self.drop_pkt(pkt, Drop::NdIgnored, Some(port));
+            return self.drop_pkt(pkt, DropReason::NdIgnored, Some(port));
         };
         let repr = Ipv6Packet::new_checked(pkt.data())
             .ok()
@@ -88,7 +88,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
                 }
             });
         let Some((solicit, target, lladdr)) = repr else {
-            return self.drop_pkt(pkt, Drop::NdIgnored, Some(port));
+            return self.drop_pkt(pkt, DropReason::NdIgnored, Some(port));
         };
         let p = &self.tables.ports[port];
         let our_mac = p.mac;
@@ -101,10 +101,10 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
                 self.counters.local += 1;
                 return drop(pkt);
             }
-            return self.drop_pkt(pkt, Drop::NdIgnored, Some(port));
+            return self.drop_pkt(pkt, DropReason::NdIgnored, Some(port));
         }
         if !for_us {
-            return self.drop_pkt(pkt, Drop::NdIgnored, Some(port));
+            return self.drop_pkt(pkt, DropReason::NdIgnored, Some(port));
         }
         let dad = src.is_unspecified();
         if let (false, Some(mac)) = (dad, lladdr) {
@@ -112,10 +112,10 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         }
         let n = match reply::neighbor_advert_reply(pkt.data(), target, our_mac, &mut self.scratch) {
             Ok(n) => n,
-            Err(_) => return self.drop_pkt(pkt, Drop::NdIgnored, Some(port)),
+            Err(_) => return self.drop_pkt(pkt, DropReason::NdIgnored, Some(port)),
         };
         if overwrite(&mut pkt, &self.scratch[..n]).is_err() {
-            return self.drop_pkt(pkt, Drop::NoRoom, Some(port));
+            return self.drop_pkt(pkt, DropReason::NoRoom, Some(port));
         }
         self.counters.local += 1;
         self.counters.generated += 1;

@@ -33,7 +33,7 @@ use crate::ip::{decrement_ttl, parse_v4, parse_v6, IpMeta};
 use crate::neighbor::{Neighbors, SharedNeighbors};
 use crate::pool::BufPool;
 use crate::ratelimit::TokenBucket;
-use crate::reason::Drop;
+use crate::reason::DropReason;
 use crate::route::NextHop;
 use crate::spd::{Action, FlowCache};
 use crate::tables::{inner_mtu, PortIdx, Tables};
@@ -274,7 +274,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
             self.solicit(port, ip, tx);
         }
         for pkt in t.expired {
-            self.drop_pkt(pkt, Drop::NeighborUnresolved, None);
+            self.drop_pkt(pkt, DropReason::NeighborUnresolved, None);
         }
         self.counters.held = self.neighbors.held() as u64;
     }
@@ -282,7 +282,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
     /// Drops every packet still waiting for a next hop (at shutdown).
     pub fn shutdown(&mut self) {
         for pkt in self.neighbors.drain_held() {
-            self.drop_pkt(pkt, Drop::Shutdown, None);
+            self.drop_pkt(pkt, DropReason::Shutdown, None);
         }
         self.counters.held = 0;
     }
@@ -296,7 +296,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         p.tx_bytes += bytes;
         p.tx_dropped += refused;
         for _ in 0..refused {
-            self.counters.drop(Drop::TxFull, None);
+            self.counters.drop(DropReason::TxFull, None);
         }
     }
 
@@ -313,7 +313,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
     pub fn count_handoff(&mut self, handed: u64, refused: u64) {
         self.counters.tx += handed;
         for _ in 0..refused {
-            self.counters.drop(Drop::RingFull, None);
+            self.counters.drop(DropReason::RingFull, None);
         }
     }
 
@@ -331,27 +331,27 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         // into a Repr): this runs for every packet.
         let d = pkt.data();
         if d.len() < ethernet::HEADER_LEN {
-            return self.drop_pkt(pkt, Drop::Malformed, Some(port));
+            return self.drop_pkt(pkt, DropReason::Malformed, Some(port));
         }
         let ether_type = u16::from_be_bytes([d[12], d[13]]);
         if ether_type == ethertype::VLAN {
             let r = if d.len() < ethernet::HEADER_LEN + ethernet::VLAN_TAG_LEN {
-                Drop::Malformed
+                DropReason::Malformed
             } else {
-                Drop::Vlan
+                DropReason::Vlan
             };
             return self.drop_pkt(pkt, r, Some(port));
         }
         let group = d[0] & 1 != 0;
         if !group && d[..6] != self.tables.ports[port].mac {
-            return self.drop_pkt(pkt, Drop::NotOurMac, Some(port));
+            return self.drop_pkt(pkt, DropReason::NotOurMac, Some(port));
         }
         let src_mac: MacAddr = [d[6], d[7], d[8], d[9], d[10], d[11]];
         match ether_type {
             ethertype::ARP => self.arp_input(port, pkt, tx),
             ethertype::IPV4 => {
                 if pkt.adj(ethernet::HEADER_LEN).is_err() {
-                    return self.drop_pkt(pkt, Drop::Malformed, Some(port));
+                    return self.drop_pkt(pkt, DropReason::Malformed, Some(port));
                 }
                 match parse_v4(&mut pkt) {
                     Ok(m) => self.ip_input(port, pkt, m, group, tx, now),
@@ -360,7 +360,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
             }
             ethertype::IPV6 => {
                 if pkt.adj(ethernet::HEADER_LEN).is_err() {
-                    return self.drop_pkt(pkt, Drop::Malformed, Some(port));
+                    return self.drop_pkt(pkt, DropReason::Malformed, Some(port));
                 }
                 match parse_v6(&mut pkt) {
                     Ok(m) if m.proto == ip_protocol::ICMPV6 && is_nd(&pkt, &m) => {
@@ -370,7 +370,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
                     Err(r) => self.drop_pkt(pkt, r, Some(port)),
                 }
             }
-            _ => self.drop_pkt(pkt, Drop::UnsupportedEthertype, Some(port)),
+            _ => self.drop_pkt(pkt, DropReason::UnsupportedEthertype, Some(port)),
         }
     }
 
@@ -387,7 +387,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
             return self.local_input(port, pkt, m, tx, now);
         }
         if group || is_group(m.dst) || is_group(m.src) {
-            return self.drop_pkt(pkt, Drop::Multicast, Some(port));
+            return self.drop_pkt(pkt, DropReason::Multicast, Some(port));
         }
         if m.ttl <= 1 {
             return self.time_exceeded(port, pkt, m, tx, now);
@@ -418,7 +418,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
                 let (id, out) = match tunnel.out.as_deref() {
                     Some(out) => (tunnel.id, out),
                     // Hard-expired and not replaced: never in the clear.
-                    None => return self.drop_pkt(pkt, Drop::SaExpired, Some(port)),
+                    None => return self.drop_pkt(pkt, DropReason::SaExpired, Some(port)),
                 };
                 if len + out.overhead(len) > mtu {
                     // Only for packets that do not fit: inner_mtu walks the
@@ -433,7 +433,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
                     // IPv4 without DF: fragment, then encrypt each fragment.
                     decrement_ttl(&mut pkt, m.v6);
                     let Some(rest) = fragment_v4(&mut pkt, inner_mtu, &self.pool) else {
-                        return self.drop_pkt(pkt, Drop::FragmentationNeeded, Some(port));
+                        return self.drop_pkt(pkt, DropReason::FragmentationNeeded, Some(port));
                     };
                     self.counters.generated += rest.len() as u64;
                     self.out_stage[t].push(pkt, port);
@@ -451,9 +451,9 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
             }
             Action::Discard => {
                 let r = if d.by_default {
-                    Drop::NoPolicy
+                    DropReason::NoPolicy
                 } else {
-                    Drop::PolicyDiscard
+                    DropReason::PolicyDiscard
                 };
                 self.drop_pkt(pkt, r, Some(port));
             }
@@ -480,7 +480,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
                 self.route_out(pkt, m.dst, Egress::Bypass, Some(port), tx, now);
             }
             Action::Protect(_) | Action::Discard => {
-                self.drop_pkt(pkt, Drop::UnprotectedPlaintext, Some(port))
+                self.drop_pkt(pkt, DropReason::UnprotectedPlaintext, Some(port))
             }
         }
     }
@@ -506,14 +506,14 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
                     reply::icmpv4_echo_reply_in_place(pkt.data_mut()).is_ok()
                 };
                 if !answered {
-                    return self.drop_pkt(pkt, Drop::LocalUnsupported, Some(port));
+                    return self.drop_pkt(pkt, DropReason::LocalUnsupported, Some(port));
                 }
                 self.counters.local += 1;
                 self.counters.generated += 1;
                 let origin = self.origin_of(port);
                 self.originate(pkt, origin, tx, now);
             }
-            _ => self.drop_pkt(pkt, Drop::LocalUnsupported, Some(port)),
+            _ => self.drop_pkt(pkt, DropReason::LocalUnsupported, Some(port)),
         }
     }
 
@@ -521,17 +521,17 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
     fn esp_input(&mut self, port: PortIdx, pkt: B, m: IpMeta, encap: Encap) {
         let loc = match espgw_esp::locate_esp(pkt.data(), encap) {
             Ok(l) => l,
-            Err(r) => return self.drop_pkt(pkt, Drop::from_esp(r), Some(port)),
+            Err(r) => return self.drop_pkt(pkt, DropReason::from_esp(r), Some(port)),
         };
         let Some(slot) = self.tables.inbound_by_spi(loc.spi) else {
-            return self.drop_pkt(pkt, Drop::UnknownSpi, Some(port));
+            return self.drop_pkt(pkt, DropReason::UnknownSpi, Some(port));
         };
         let tunnel = &self.tables.tunnels[self.tables.inbound[slot].tunnel];
         if tunnel.local != m.dst {
-            return self.drop_pkt(pkt, Drop::UnknownSpi, Some(port));
+            return self.drop_pkt(pkt, DropReason::UnknownSpi, Some(port));
         }
         if tunnel.udp_encap != matches!(encap, Encap::Udp { .. }) {
-            return self.drop_pkt(pkt, Drop::NotEsp, Some(port));
+            return self.drop_pkt(pkt, DropReason::NotEsp, Some(port));
         }
         self.in_stage[slot].push(pkt, port);
     }
@@ -544,7 +544,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         }
     }
 
-    fn drop_pkt(&mut self, pkt: B, reason: Drop, port: Option<PortIdx>) {
+    fn drop_pkt(&mut self, pkt: B, reason: DropReason, port: Option<PortIdx>) {
         self.counters.drop(reason, port);
         drop(pkt);
     }
