@@ -36,8 +36,8 @@ fn count() {
 }
 
 // SAFETY: forwards to the system allocator unchanged, only counting.
-// (GlobalAlloc is an unsafe trait: the one `unsafe` the esp crate's
-// lints allow outside src/crypto/integrity.rs.)
+// (GlobalAlloc is an unsafe trait; crates/esp/Cargo.toml lists the few
+// items of this crate allowed `unsafe`.)
 #[allow(unsafe_code)]
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {

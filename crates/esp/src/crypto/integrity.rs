@@ -58,7 +58,7 @@ macro_rules! rustcrypto_hmac {
             }
         }
 
-        // One of the two places in this crate allowed `unsafe` (see
+        // The one item of this crate's library allowed `unsafe` (see
         // crates/esp/Cargo.toml): hmac 0.12 cannot wipe its own state.
         #[allow(unsafe_code)]
         impl Drop for $name {
