@@ -14,14 +14,13 @@ const EXCEPTIONS: &[(&str, &str)] = &[
     ("dpdk/dpdk", "allow"),
     // deny, so that its x86_64 module (the #[target_feature] calls) can allow.
     ("crates/aesgcm", "deny"),
-    // deny, for the HMAC wipe, the test allocator and two bench clocks.
+    // deny, for the test allocator and two bench clocks (src/lib.rs forbids).
     ("crates/esp", "deny"),
 ];
 
 /// The only files that may carry `#[allow(unsafe_code)]`, and how many.
 const ALLOWS: &[(&str, usize)] = &[
     ("crates/aesgcm/src/lib.rs", 1),
-    ("crates/esp/src/crypto/integrity.rs", 1),
     ("crates/esp/tests/no_alloc.rs", 1),
     ("crates/esp/benches/esp.rs", 1),
     ("crates/esp/benches/aead.rs", 1),
@@ -88,6 +87,18 @@ fn every_member_takes_the_workspace_lints_or_is_a_listed_exception() {
     }
     for (exception, _) in EXCEPTIONS {
         assert!(members.iter().any(|m| m == exception), "{exception}");
+    }
+}
+
+/// Crates whose lints are `deny` for a test or bench, while their library
+/// forbids `unsafe` in its root.
+const LIBRARY_FORBIDS: &[&str] = &["crates/esp/src/lib.rs"];
+
+#[test]
+fn libraries_with_deny_lints_forbid_unsafe_in_their_root() {
+    for lib in LIBRARY_FORBIDS {
+        let text = read(&root().join(lib));
+        assert!(text.contains("#![forbid(unsafe_code)]"), "{lib}");
     }
 }
 

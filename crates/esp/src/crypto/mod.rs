@@ -26,6 +26,7 @@ pub mod aead;
 pub mod awslc;
 pub mod cbc_hmac;
 pub mod fast_gcm;
+mod hmac_md;
 pub mod integrity;
 mod layout;
 pub mod provider;
