@@ -188,8 +188,9 @@ pub fn decrement_ttl<B: PacketBuf>(pkt: &mut B, v6: bool) {
     d[8] -= 1;
     // The TTL is the high byte of header word 4: lowering it by one raises
     // the ones' complement checksum by 0x0100, with the end-around carry
-    // (RFC 1141; what Linux's ip_decrease_ttl does). A dozen instructions
-    // instead of a general RFC 1624 update (~55 with the header view).
+    // (RFC 1141; what Linux's ip_decrease_ttl does), cheaper than a general
+    // RFC 1624 update through the header view (docs/benchmarks.md, "Where
+    // the cycles go").
     let sum = u32::from(u16::from_be_bytes([d[10], d[11]])) + 0x0100;
     let check = (sum + (sum >> 16)) as u16;
     d[10..12].copy_from_slice(&check.to_be_bytes());

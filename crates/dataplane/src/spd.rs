@@ -93,11 +93,11 @@ impl Spd {
 /// A worker's cache of recent SPD decisions, in front of [`Spd::lookup`].
 ///
 /// Consecutive packets of a flow (a TCP window, a UDP stream) ask the SPD
-/// the same question; the compiled lookup costs ~180 instructions, a hit
-/// here ~87 (callgrind, bench/results/epyc-2vcpu-2026-11-30-s2-callgrind.txt;
-/// docs/benchmarks.md has the command). Direct-mapped, keyed by the full
-/// 5-tuple, so a hit returns exactly what `Spd::lookup` would (the property
-/// test below holds it to that); a collision just replaces the slot. A
+/// the same question, and a hit here is cheaper than the compiled lookup
+/// (docs/benchmarks.md: both counts under "Where the cycles go", the
+/// command under "Profiling"). Direct-mapped, keyed by the full 5-tuple, so
+/// a hit returns exactly what `Spd::lookup` would (the property test below
+/// holds it to that); a collision just replaces the slot. A
 /// decision depends only on the flow and the SPD, and a snapshot's SPD
 /// never changes: the worker [`clear`](FlowCache::clear)s the cache when it
 /// switches snapshots. Per worker, so no sharing and no locks (VPP's IPsec

@@ -1,10 +1,12 @@
 //! What the workers read: ports, routes, static neighbors, the SPD and the
 //! tunnels with their SAs, built once from a validated [`Config`].
 //!
-//! This is the data plane's own adapter over the config model: the control
-//! plane's table publisher (RCU snapshots, SA add/del at run time) is not
-//! wired in yet, so the tables are immutable for the life of a run, shared
-//! by all workers through an `Arc`.
+//! This is the data plane's own adapter over the config model. A built
+//! `Tables` is immutable and shared by all workers through an `Arc`; a
+//! change at run time (SA added, deleted, rekeyed) is a new snapshot, built
+//! by [`Tables::from_view`] from the control plane's live view and published
+//! by its `SaManager` (runtime/control.rs); each worker swaps it in at a
+//! quiescent point between bursts (runtime/worker_loop.rs).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::{Arc, Mutex};

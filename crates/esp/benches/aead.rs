@@ -135,6 +135,7 @@ fn env_or(name: &str, default: u64) -> u64 {
 
 /// CPU time this thread has run, in nanoseconds. Unlike wall time it does
 /// not count the time other processes on this shared machine hold the core.
+#[allow(unsafe_code)] // libc call; see the lints note in crates/esp/Cargo.toml
 fn thread_cpu_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,

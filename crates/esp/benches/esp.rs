@@ -23,6 +23,7 @@ const BURST: usize = 32;
 const ROUND: usize = 1024;
 
 #[inline]
+#[allow(unsafe_code)] // RDTSC; see the lints note in crates/esp/Cargo.toml
 fn tsc() -> u64 {
     #[cfg(target_arch = "x86_64")]
     {

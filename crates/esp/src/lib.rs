@@ -25,6 +25,10 @@
 //!   number (see [`outer`]); IPv6 hop limit 64; NAT-T UDP checksum 0 over
 //!   IPv4, computed over IPv6.
 
+// The crate's lints are `deny` only for its test allocator and bench clocks
+// (crates/esp/Cargo.toml); the library itself has no `unsafe`.
+#![forbid(unsafe_code)]
+
 pub mod config;
 pub mod crypto;
 mod ecn;

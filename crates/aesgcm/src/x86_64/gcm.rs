@@ -120,7 +120,8 @@ fn length_block(aad_len: usize, ct_len: usize) -> __m128i {
 // The loops below are macros rather than functions: rustc refuses
 // `#[inline(always)]` on `#[target_feature]` functions, and LLVM leaves
 // these out of line, which puts the GHASH state and the keystream in memory
-// between calls (measured: a third of the time for a 64-byte packet).
+// between calls, which cost a large share of a 64-byte packet's time
+// (docs/crypto.md, "Unsafe surface", has the measurement).
 
 /// Absorbs the bytes `$data` into the `Ghash` `$g` in 16-byte blocks, the
 /// last zero-padded.

@@ -85,7 +85,7 @@ pub fn device_arg(device: &str, workers: usize) -> String {
         arg.push_str(",qdisc_bypass=0");
     }
     // The default ring of 512 frames overflows under bursts on a shared
-    // machine (measured: 20% vs 7% loss at 500 Mbit/s of 1470-byte UDP).
+    // machine (the spot measurement is in docs/dataplane.md, EAL section).
     if !device.contains("framecnt=") {
         arg.push_str(",framecnt=4096");
     }

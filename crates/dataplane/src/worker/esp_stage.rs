@@ -82,8 +82,9 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
                 sa.decap_burst(&mut stage.pkts, &mut self.verdicts, now.secs());
             }
             // The selector check of the last address pair: a burst of one
-            // SA is mostly one or a few host pairs (prefix scans per packet
-            // were ~110 instructions, callgrind).
+            // SA is mostly one or a few host pairs, and the prefix scans
+            // per packet showed in the profile (docs/benchmarks.md, "Where
+            // the cycles go").
             let mut last_pair: Option<(IpAddr, IpAddr, bool)> = None;
             for (i, (mut pkt, port)) in stage.pkts.drain(..).zip(stage.ports.drain(..)).enumerate()
             {

@@ -422,8 +422,9 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
                 };
                 if len + out.overhead(len) > mtu {
                     // Only for packets that do not fit: inner_mtu walks the
-                    // padding steps (~350 instructions, measured per packet
-                    // with callgrind when it was computed for every packet).
+                    // padding steps, which cost every packet when it ran
+                    // for all (docs/benchmarks.md, "inner MTU only when
+                    // needed").
                     let inner_mtu = inner_mtu(out, mtu);
                     if m.dont_frag {
                         self.counters.tunnel(id).out_mtu_exceeded += 1;

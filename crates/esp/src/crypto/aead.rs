@@ -9,7 +9,7 @@
 use zeroize::Zeroize;
 
 use super::layout::{aead_aad, split_esp, write_seq_lo};
-use super::{EspCipher, IcvMismatch, KeyError};
+use super::{EspCipher, IcvMismatch, Implementation, KeyError};
 use crate::Suite;
 
 /// Bytes of the AEAD tag, which is the ESP ICV for every AEAD suite here.
@@ -39,6 +39,9 @@ pub trait AeadPrimitive: Send + Sync + Sized {
         buf: &mut [u8],
         tag: &[u8; TAG_LEN],
     ) -> Result<(), OpenError>;
+    /// The code that handles `payload_len` bytes (the routing `seal` and
+    /// `open` take).
+    fn implementation(&self, payload_len: usize) -> Implementation;
 }
 
 /// One SA direction of an AEAD suite.
@@ -111,6 +114,10 @@ impl<P: AeadPrimitive> EspCipher for EspAead<P> {
         self.aead
             .open(&self.nonce(&iv), &aad[..aad_len], parts.payload, &tag)
             .map_err(|_| IcvMismatch)
+    }
+
+    fn implementation(&self, payload_len: usize) -> Option<Implementation> {
+        Some(self.aead.implementation(payload_len))
     }
 }
 

@@ -16,6 +16,7 @@ use aws_lc_rs::iv::FixedLength;
 use super::aead::{AeadPrimitive, OpenError, TAG_LEN};
 use super::cbc_hmac::CbcCipher;
 use super::integrity::Integrity;
+use super::Implementation;
 use crate::Suite;
 
 /// An aws-lc-rs AEAD key.
@@ -63,6 +64,10 @@ impl AeadPrimitive for AwsLcAead {
             .map(|_| ())
             .map_err(|_| OpenError)
     }
+
+    fn implementation(&self, _payload_len: usize) -> Implementation {
+        Implementation::AwsLc
+    }
 }
 
 macro_rules! awslc_cbc {
@@ -75,6 +80,7 @@ macro_rules! awslc_cbc {
 
         impl CbcCipher for $name {
             const KEY_LEN: usize = $key;
+            const IMPLEMENTATION: Implementation = Implementation::AwsLc;
 
             fn new(key: &[u8]) -> Option<Self> {
                 let unbound = || UnboundCipherKey::new(&$alg, key).ok();

@@ -22,7 +22,7 @@ use zeroize::Zeroizing;
 
 use super::integrity::Integrity;
 use super::layout::{esn_high_bits, split_esp, write_seq_lo};
-use super::{EspCipher, IcvMismatch, KeyError};
+use super::{EspCipher, IcvMismatch, Implementation, KeyError};
 use crate::Suite;
 
 /// Bytes of the CBC IV and of one AES block.
@@ -41,6 +41,9 @@ const MAX_MAC: usize = 32;
 pub trait CbcCipher: Send + Sync + Sized {
     /// Bytes of AES key.
     const KEY_LEN: usize;
+    /// Whose AES this is (the HMAC is always RustCrypto's in the suites
+    /// `new_cipher` builds).
+    const IMPLEMENTATION: Implementation;
     /// Keys the cipher; `None` if `key` is not `KEY_LEN` bytes long.
     fn new(key: &[u8]) -> Option<Self>;
     /// Encrypts `buf` (a multiple of 16 bytes) in place.
@@ -141,6 +144,10 @@ impl<C: CbcCipher, M: Integrity> EspCipher for CbcHmac<C, M> {
         let iv: [u8; BLOCK] = (&*parts.iv).try_into().map_err(|_| IcvMismatch)?;
         self.cipher.decrypt(&iv, parts.payload);
         Ok(())
+    }
+
+    fn implementation(&self, _payload_len: usize) -> Option<Implementation> {
+        Some(C::IMPLEMENTATION)
     }
 }
 

@@ -1,13 +1,16 @@
 //! AES-GCM that sends short payloads to `espgw-aesgcm` (AES-NI and
 //! PCLMULQDQ in one pass, built for packets) and long ones to ring, whose
 //! fused VAES code wins from [`SHORT_MAX_AES128`] / [`SHORT_MAX_AES256`]
-//! bytes on (docs/crypto.md has the measurement). On a CPU without AES-NI,
-//! PCLMULQDQ or AVX everything goes to ring.
+//! bytes on (docs/crypto.md has the measurement). It needs AES-NI,
+//! PCLMULQDQ and AVX: on a CPU without them [`FastGcm`] cannot be built, and
+//! the provider ([`super::provider::choose`]) picks ring alone instead, so
+//! that a forced `FastGcm` never quietly turns into ring.
 
 use espgw_aesgcm::AesGcm;
 
 use super::aead::{AeadPrimitive, OpenError, TAG_LEN};
 use super::ring_aead::RingAead;
+use super::Implementation;
 use crate::Suite;
 
 /// AES-128 payload regions shorter than this many bytes take the
@@ -21,18 +24,21 @@ pub const SHORT_MAX_AES256: usize = 256;
 /// An AES-128-GCM or AES-256-GCM key, expanded for both implementations.
 pub struct FastGcm {
     ring: RingAead,
-    short: Option<AesGcm>,
+    short: AesGcm,
     short_max: usize,
 }
 
 impl FastGcm {
-    /// The short-packet implementation for `len` bytes, if it should run.
+    /// The short-packet implementation if it takes `len` bytes; `None`:
+    /// ring does. The one routing decision, shared by `seal`, `open` and
+    /// `implementation`.
     fn short_for(&self, len: usize) -> Option<&AesGcm> {
-        self.short.as_ref().filter(|_| len < self.short_max)
+        (len < self.short_max).then_some(&self.short)
     }
 }
 
 impl AeadPrimitive for FastGcm {
+    /// `None` also on a CPU without AES-NI, PCLMULQDQ or AVX.
     fn new(suite: Suite, key: &[u8]) -> Option<Self> {
         if !matches!(suite, Suite::Aes128Gcm16 | Suite::Aes256Gcm16) {
             return None;
@@ -47,7 +53,7 @@ impl AeadPrimitive for FastGcm {
         };
         Some(Self {
             ring,
-            short: AesGcm::new(key),
+            short: AesGcm::new(key)?,
             short_max,
         })
     }
@@ -71,6 +77,13 @@ impl AeadPrimitive for FastGcm {
             None => self.ring.open(nonce, aad, buf, tag),
         }
     }
+
+    fn implementation(&self, payload_len: usize) -> Implementation {
+        match self.short_for(payload_len) {
+            Some(_) => Implementation::EspgwAesGcm,
+            None => Implementation::Ring,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -92,11 +105,8 @@ mod tests {
     fn agrees_with_ring_around_the_threshold() {
         for (suite, key_len) in [(Suite::Aes128Gcm16, 16), (Suite::Aes256Gcm16, 32)] {
             let key: Vec<u8> = (0..key_len as u8).collect();
-            let fast = FastGcm::new(suite, &key).unwrap();
-            assert!(
-                fast.short.is_some(),
-                "this machine has AES-NI, PCLMULQDQ and AVX"
-            );
+            let fast =
+                FastGcm::new(suite, &key).expect("this machine has AES-NI, PCLMULQDQ and AVX");
             let ring = RingAead::new(suite, &key).unwrap();
             let nonce = [9u8; 12];
             let aad = [0x11u8; 12];

@@ -1,9 +1,7 @@
 //! ESP integrity transforms: HMAC-SHA-256-128 (RFC 4868) and HMAC-SHA1-96
 //! (RFC 2404), behind one trait so backends can be compared like for like.
 
-use hmac::{Hmac, Mac};
-use sha1::Sha1;
-use sha2::Sha256;
+use super::hmac_md::{KeyedHmac, Sha1, Sha256};
 
 /// A keyed MAC truncated to the ESP ICV length.
 pub trait Integrity: Send + Sync + Sized {
@@ -24,18 +22,13 @@ fn truncate_into(full: &[u8], out: &mut [u8]) {
 }
 
 macro_rules! rustcrypto_hmac {
-    ($name:ident, $digest:ty, $icv:expr, $key:expr, $doc:expr) => {
+    ($name:ident, $hash:ty, $icv:expr, $key:expr, $doc:expr) => {
         #[doc = $doc]
-        #[derive(Clone)]
+        ///
+        /// The keyed states are wiped on drop ([`KeyedHmac`]).
         pub struct $name {
-            /// Inner and outer hash states after absorbing the padded key.
-            keyed: Hmac<$digest>,
+            keyed: KeyedHmac<$hash>,
         }
-
-        // The HMAC state is plain integers (hash states and a block buffer):
-        // no Drop impl, no pointers, and all zeroes is a valid value, which is
-        // what zeroize_flat_type requires.
-        const _: () = assert!(!core::mem::needs_drop::<Hmac<$digest>>());
 
         impl Integrity for $name {
             const ICV_LEN: usize = $icv;
@@ -45,24 +38,15 @@ macro_rules! rustcrypto_hmac {
                 if key.len() != Self::KEY_LEN {
                     return None;
                 }
-                let keyed = <Hmac<$digest> as Mac>::new_from_slice(key).ok()?;
-                Some(Self { keyed })
+                Some(Self {
+                    keyed: KeyedHmac::new(key)?,
+                })
             }
 
             fn icv(&self, parts: &[&[u8]], icv: &mut [u8]) {
-                let mut mac = self.keyed.clone();
-                for part in parts {
-                    mac.update(part);
-                }
-                truncate_into(&mac.finalize().into_bytes(), icv);
-            }
-        }
-
-        impl Drop for $name {
-            fn drop(&mut self) {
-                // SAFETY: see the needs_drop assertion above; the value is
-                // never used again after drop.
-                unsafe { zeroize::zeroize_flat_type(&mut self.keyed as *mut Hmac<$digest>) }
+                let mut full = [0u8; 32];
+                self.keyed.mac(parts, &mut full);
+                truncate_into(&full, icv);
             }
         }
     };
@@ -73,14 +57,14 @@ rustcrypto_hmac!(
     Sha256,
     16,
     32,
-    "HMAC-SHA-256-128 (RFC 4868) from the RustCrypto `hmac` and `sha2` crates."
+    "HMAC-SHA-256-128 (RFC 4868): RFC 2104 over the RustCrypto `sha2` compression function."
 );
 rustcrypto_hmac!(
     RustCryptoHmacSha1,
     Sha1,
     12,
     20,
-    "HMAC-SHA1-96 (RFC 2404) from the RustCrypto `hmac` and `sha1` crates."
+    "HMAC-SHA1-96 (RFC 2404): RFC 2104 over the RustCrypto `sha1` compression function."
 );
 
 macro_rules! ring_hmac {

@@ -1,5 +1,6 @@
 //! Cipher backends behind one small trait, chosen by measurement
-//! (see docs/crypto.md).
+//! (see docs/crypto.md) in one place: [`provider`], which also lets tests
+//! force each backend.
 //!
 //! INTERFACE (the ESP engine relies on exactly this; keep it):
 //!
@@ -25,14 +26,17 @@ pub mod aead;
 pub mod awslc;
 pub mod cbc_hmac;
 pub mod fast_gcm;
+mod hmac_md;
 pub mod integrity;
 mod layout;
+pub mod provider;
 pub mod ring_aead;
 #[cfg(feature = "rustcrypto-aead")]
 pub mod rustcrypto_aead;
 pub mod rustcrypto_cbc;
 
 pub use layout::{aead_aad, split_esp, EspParts};
+pub use provider::{new_cipher_with, Backend, BackendError, Implementation};
 
 /// The ICV did not verify: drop the packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,15 +72,25 @@ pub trait EspCipher: Send + Sync {
     fn seal(&self, esp: &mut [u8], seq: u64, esn: bool);
     /// See the module documentation.
     fn open(&self, esp: &mut [u8], seq: u64, esn: bool) -> Result<(), IcvMismatch>;
+    /// The code that seals and opens a packet whose payload region (between
+    /// IV and ICV) is `payload_len` bytes: the same routing `seal` and
+    /// `open` take, so tests can tell that a forced backend was not
+    /// replaced. `None` for ciphers outside this module (the engine's test
+    /// cipher).
+    fn implementation(&self, payload_len: usize) -> Option<Implementation> {
+        let _ = payload_len;
+        None
+    }
 }
 
 /// Builds the fastest sound backend for `suite` from config keying material.
 /// `key` includes the 4-byte salt for AEAD suites; `auth_key` is empty for them.
 ///
-/// The choice per suite is the measured winner of `benches/aead.rs`
-/// (docs/crypto.md has the numbers):
+/// The backend is [`provider::choose`]'s (the one table, with the reasons
+/// in docs/crypto.md):
 /// * AES-GCM: [`fast_gcm::FastGcm`] (`espgw-aesgcm` for short payloads,
-///   ring for long ones).
+///   ring for long ones) where the CPU has AES-NI, PCLMULQDQ and AVX; ring
+///   otherwise.
 /// * ChaCha20-Poly1305: ring ([`aead::EspAead`] over [`ring_aead::RingAead`]).
 /// * AES-CBC + HMAC: RustCrypto AES-CBC with a random per-SA IV key
 ///   ([`cbc_hmac::CbcHmac`]) and HMAC from [`integrity`].
@@ -86,24 +100,14 @@ pub fn new_cipher(
     auth_key: &[u8],
 ) -> Result<Box<dyn EspCipher>, KeyError> {
     check_key_lengths(suite, key, auth_key)?;
-    Ok(match suite {
-        Suite::Aes128Gcm16 | Suite::Aes256Gcm16 => {
-            Box::new(aead::EspAead::<fast_gcm::FastGcm>::new(suite, key)?)
-        }
-        Suite::Chacha20Poly1305 => Box::new(aead::EspAead::<ring_aead::RingAead>::new(suite, key)?),
-        Suite::Aes128Sha256 => Box::new(cbc_hmac::CbcHmac::<
-            rustcrypto_cbc::Aes128Cbc,
-            integrity::RustCryptoHmacSha256,
-        >::new(suite, key, auth_key)?),
-        Suite::Aes256Sha256 => Box::new(cbc_hmac::CbcHmac::<
-            rustcrypto_cbc::Aes256Cbc,
-            integrity::RustCryptoHmacSha256,
-        >::new(suite, key, auth_key)?),
-        Suite::Aes128Sha1 => Box::new(cbc_hmac::CbcHmac::<
-            rustcrypto_cbc::Aes128Cbc,
-            integrity::RustCryptoHmacSha1,
-        >::new(suite, key, auth_key)?),
-    })
+    let backend = provider::choose(suite, provider::Cpu::detected());
+    match provider::new_cipher_with(backend, suite, key, auth_key) {
+        Ok(cipher) => Ok(cipher),
+        Err(provider::BackendError::Key(e)) => Err(e),
+        // `choose` picks only a backend that serves the suite and runs on
+        // this CPU, for every suite on either CPU (provider's tests).
+        Err(other) => unreachable!("provider::choose broke its promise: {other}"),
+    }
 }
 
 /// Rejects keying material whose length does not match `suite`.

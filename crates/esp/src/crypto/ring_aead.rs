@@ -9,6 +9,7 @@ use ring::aead::{
 };
 
 use super::aead::{AeadPrimitive, OpenError, TAG_LEN};
+use super::Implementation;
 use crate::Suite;
 
 /// A ring AEAD key.
@@ -58,5 +59,9 @@ impl AeadPrimitive for RingAead {
             )
             .map(|_| ())
             .map_err(|_| OpenError)
+    }
+
+    fn implementation(&self, _payload_len: usize) -> Implementation {
+        Implementation::Ring
     }
 }

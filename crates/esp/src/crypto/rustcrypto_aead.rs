@@ -9,6 +9,7 @@ use aes_gcm::{Aes128Gcm, Aes256Gcm};
 use chacha20poly1305::ChaCha20Poly1305;
 
 use super::aead::{AeadPrimitive, OpenError, TAG_LEN};
+use super::Implementation;
 use crate::Suite;
 
 /// One of the three RustCrypto AEADs.
@@ -58,5 +59,9 @@ impl AeadPrimitive for RustCryptoAead {
         let tag = GenericArray::from_slice(tag);
         each!(self, aead => aead.decrypt_in_place_detached(nonce, aad, buf, tag))
             .map_err(|_| OpenError)
+    }
+
+    fn implementation(&self, _payload_len: usize) -> Implementation {
+        Implementation::RustCrypto
     }
 }

@@ -12,6 +12,7 @@ use aes::cipher::{BlockBackend, BlockClosure, BlockDecrypt, BlockEncrypt, BlockS
 use aes::{Aes128, Aes256};
 
 use super::cbc_hmac::CbcCipher;
+use super::Implementation;
 
 /// Blocks decrypted per `decrypt_blocks` call.
 const PAR_BLOCKS: usize = 8;
@@ -84,6 +85,7 @@ macro_rules! rustcrypto_aes_cbc {
 
         impl CbcCipher for $name {
             const KEY_LEN: usize = $key;
+            const IMPLEMENTATION: Implementation = Implementation::RustCrypto;
 
             fn new(key: &[u8]) -> Option<Self> {
                 Some(Self {

@@ -1,0 +1,275 @@
+//! The one place that decides which implementation runs each suite.
+//!
+//! [`choose`] is the table (suite and CPU in, [`Backend`] out), [`Cpu`] the
+//! CPU features it looks at, detected once per process, and
+//! [`new_cipher_with`] builds a named backend or says why it cannot: it
+//! never falls back to another one. [`super::new_cipher`] is
+//! `new_cipher_with(choose(suite, Cpu::detected()), ..)`; tests force each
+//! backend with `new_cipher_with` (tests/kat_backends.rs), and
+//! [`super::EspCipher::implementation`] shows which code a packet length
+//! reaches. Why each entry of the table wins: docs/crypto.md.
+
+use std::sync::OnceLock;
+
+use super::{aead, cbc_hmac, fast_gcm, integrity, ring_aead, rustcrypto_cbc};
+use super::{check_key_lengths, EspCipher, KeyError};
+use crate::Suite;
+
+/// The CPU features the choice depends on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cpu {
+    /// AES-NI, PCLMULQDQ and AVX: what `espgw-aesgcm` needs
+    /// ([`espgw_aesgcm::is_supported`]).
+    pub aes_gcm_short: bool,
+}
+
+impl Cpu {
+    /// This machine's features, detected on the first call only.
+    pub fn detected() -> Cpu {
+        static DETECTED: OnceLock<Cpu> = OnceLock::new();
+        *DETECTED.get_or_init(|| Cpu {
+            aes_gcm_short: espgw_aesgcm::is_supported(),
+        })
+    }
+}
+
+/// A cipher implementation that can be asked for by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Backend {
+    /// AES-GCM split by payload length ([`fast_gcm::FastGcm`]):
+    /// `espgw-aesgcm` below the threshold, ring from it on. Needs
+    /// [`Cpu::aes_gcm_short`].
+    SplitGcm,
+    /// ring for every length: ChaCha20-Poly1305 always, AES-GCM on a CPU
+    /// without the short-packet instructions.
+    Ring,
+    /// RustCrypto AES-CBC with RustCrypto HMAC ([`cbc_hmac::CbcHmac`]).
+    RustCryptoCbc,
+}
+
+impl Backend {
+    /// Every backend, in a fixed order.
+    pub const ALL: [Backend; 3] = [Backend::SplitGcm, Backend::Ring, Backend::RustCryptoCbc];
+
+    /// Short name for logs and test output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::SplitGcm => "split-gcm",
+            Backend::Ring => "ring",
+            Backend::RustCryptoCbc => "rustcrypto-cbc",
+        }
+    }
+
+    /// Whether this backend implements `suite` at all.
+    pub fn serves(self, suite: Suite) -> bool {
+        match self {
+            Backend::SplitGcm => matches!(suite, Suite::Aes128Gcm16 | Suite::Aes256Gcm16),
+            Backend::Ring => suite.is_aead(),
+            Backend::RustCryptoCbc => !suite.is_aead(),
+        }
+    }
+
+    /// Whether this backend can run on `cpu`.
+    pub fn runs_on(self, cpu: Cpu) -> bool {
+        match self {
+            Backend::SplitGcm => cpu.aes_gcm_short,
+            Backend::Ring | Backend::RustCryptoCbc => true,
+        }
+    }
+}
+
+/// Which code seals and opens a given packet (see
+/// [`super::EspCipher::implementation`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Implementation {
+    /// `espgw-aesgcm` (AES-NI + PCLMULQDQ, one pass).
+    EspgwAesGcm,
+    /// ring's AEAD.
+    Ring,
+    /// The RustCrypto crates.
+    RustCrypto,
+    /// aws-lc-rs (only with the `awslc` feature, for the benchmark).
+    AwsLc,
+}
+
+/// The table: the backend [`super::new_cipher`] builds for `suite` on `cpu`.
+/// It picks only a backend that serves the suite and runs on the CPU.
+pub fn choose(suite: Suite, cpu: Cpu) -> Backend {
+    match suite {
+        Suite::Aes128Gcm16 | Suite::Aes256Gcm16 if cpu.aes_gcm_short => Backend::SplitGcm,
+        Suite::Aes128Gcm16 | Suite::Aes256Gcm16 | Suite::Chacha20Poly1305 => Backend::Ring,
+        Suite::Aes128Sha256 | Suite::Aes256Sha256 | Suite::Aes128Sha1 => Backend::RustCryptoCbc,
+    }
+}
+
+/// Why [`new_cipher_with`] built nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BackendError {
+    /// The keying material does not fit the suite.
+    Key(KeyError),
+    /// The backend does not implement the suite.
+    NotForSuite { backend: Backend, suite: Suite },
+    /// The backend needs CPU features this machine lacks.
+    CpuLacks { backend: Backend },
+}
+
+impl core::fmt::Display for BackendError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            BackendError::Key(e) => e.fmt(f),
+            BackendError::NotForSuite { backend, suite } => {
+                write!(f, "backend {} does not implement {suite}", backend.name())
+            }
+            BackendError::CpuLacks { backend } => {
+                write!(
+                    f,
+                    "backend {} needs CPU features this machine lacks",
+                    backend.name()
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for BackendError {}
+
+/// Builds exactly `backend` for `suite` on this machine, or says why not.
+pub fn new_cipher_with(
+    backend: Backend,
+    suite: Suite,
+    key: &[u8],
+    auth_key: &[u8],
+) -> Result<Box<dyn EspCipher>, BackendError> {
+    new_cipher_on(Cpu::detected(), backend, suite, key, auth_key)
+}
+
+/// [`new_cipher_with`] for a given `cpu` (tests use it to play a CPU without
+/// the short-packet instructions).
+pub(crate) fn new_cipher_on(
+    cpu: Cpu,
+    backend: Backend,
+    suite: Suite,
+    key: &[u8],
+    auth_key: &[u8],
+) -> Result<Box<dyn EspCipher>, BackendError> {
+    if !backend.serves(suite) {
+        return Err(BackendError::NotForSuite { backend, suite });
+    }
+    if !backend.runs_on(cpu) {
+        return Err(BackendError::CpuLacks { backend });
+    }
+    check_key_lengths(suite, key, auth_key).map_err(BackendError::Key)?;
+    let built: Box<dyn EspCipher> = match (backend, suite) {
+        (Backend::SplitGcm, _) => Box::new(aead::EspAead::<fast_gcm::FastGcm>::new(suite, key)?),
+        (Backend::Ring, _) => Box::new(aead::EspAead::<ring_aead::RingAead>::new(suite, key)?),
+        (Backend::RustCryptoCbc, Suite::Aes128Sha256) => {
+            Box::new(cbc_hmac::CbcHmac::<
+                rustcrypto_cbc::Aes128Cbc,
+                integrity::RustCryptoHmacSha256,
+            >::new(suite, key, auth_key)?)
+        }
+        (Backend::RustCryptoCbc, Suite::Aes256Sha256) => {
+            Box::new(cbc_hmac::CbcHmac::<
+                rustcrypto_cbc::Aes256Cbc,
+                integrity::RustCryptoHmacSha256,
+            >::new(suite, key, auth_key)?)
+        }
+        (Backend::RustCryptoCbc, Suite::Aes128Sha1) => {
+            Box::new(cbc_hmac::CbcHmac::<
+                rustcrypto_cbc::Aes128Cbc,
+                integrity::RustCryptoHmacSha1,
+            >::new(suite, key, auth_key)?)
+        }
+        (Backend::RustCryptoCbc, _) => return Err(BackendError::NotForSuite { backend, suite }),
+    };
+    Ok(built)
+}
+
+impl From<KeyError> for BackendError {
+    fn from(e: KeyError) -> Self {
+        BackendError::Key(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SUITES: [Suite; 6] = [
+        Suite::Aes128Gcm16,
+        Suite::Aes256Gcm16,
+        Suite::Chacha20Poly1305,
+        Suite::Aes128Sha256,
+        Suite::Aes256Sha256,
+        Suite::Aes128Sha1,
+    ];
+    const WITH: Cpu = Cpu {
+        aes_gcm_short: true,
+    };
+    const WITHOUT: Cpu = Cpu {
+        aes_gcm_short: false,
+    };
+
+    fn keys(suite: Suite) -> (Vec<u8>, Vec<u8>) {
+        (vec![7; suite.key_len()], vec![9; suite.auth_key_len()])
+    }
+
+    #[test]
+    fn the_table_picks_only_backends_that_serve_the_suite_and_run_on_the_cpu() {
+        for cpu in [WITH, WITHOUT] {
+            for suite in SUITES {
+                let backend = choose(suite, cpu);
+                assert!(backend.serves(suite), "{suite} {cpu:?}");
+                assert!(backend.runs_on(cpu), "{suite} {cpu:?}");
+                let (key, auth) = keys(suite);
+                assert!(new_cipher_on(cpu, backend, suite, &key, &auth).is_ok());
+            }
+        }
+    }
+
+    #[test]
+    fn aes_gcm_takes_the_split_backend_only_with_the_cpu_features() {
+        for suite in [Suite::Aes128Gcm16, Suite::Aes256Gcm16] {
+            assert_eq!(choose(suite, WITH), Backend::SplitGcm);
+            assert_eq!(choose(suite, WITHOUT), Backend::Ring);
+        }
+        assert_eq!(choose(Suite::Chacha20Poly1305, WITH), Backend::Ring);
+    }
+
+    /// A forced backend is built as asked or refused: never another one.
+    #[test]
+    fn a_forced_backend_the_cpu_lacks_is_refused_not_replaced() {
+        let (key, auth) = keys(Suite::Aes128Gcm16);
+        let err = new_cipher_on(WITHOUT, Backend::SplitGcm, Suite::Aes128Gcm16, &key, &auth).err();
+        assert_eq!(
+            err,
+            Some(BackendError::CpuLacks {
+                backend: Backend::SplitGcm
+            })
+        );
+    }
+
+    #[test]
+    fn a_backend_is_refused_for_a_suite_it_does_not_implement() {
+        for backend in Backend::ALL {
+            for suite in SUITES.into_iter().filter(|&s| !backend.serves(s)) {
+                let (key, auth) = keys(suite);
+                let err = new_cipher_on(WITH, backend, suite, &key, &auth).err();
+                assert_eq!(err, Some(BackendError::NotForSuite { backend, suite }));
+            }
+        }
+    }
+
+    #[test]
+    fn wrong_key_lengths_are_key_errors_for_every_backend() {
+        for backend in Backend::ALL {
+            for suite in SUITES.into_iter().filter(|&s| backend.serves(s)) {
+                let err = new_cipher_on(WITH, backend, suite, &[0; 3], &[]).err();
+                assert!(
+                    matches!(err, Some(BackendError::Key(_))),
+                    "{backend:?} {suite}"
+                );
+            }
+        }
+    }
+}
