@@ -130,10 +130,14 @@ pub fn request(data: &[u8]) {
     let manager = SaManager::with_control_tables(config, 0).expect("gateway.toml SAs");
     let control = LiveControl::new(config, manager, Arc::new(|| 7), Arc::new(NoDataplane));
     // Keys of the config: never in an answer.
-    let mut secrets: Vec<String> = hex_runs(GATEWAY_TOML)
+    let config_keys: Vec<String> = hex_runs(GATEWAY_TOML)
         .into_iter()
         .filter(|r| r.len() >= 32)
         .collect();
+    // Keys sent in this session, and every other string sent (names and
+    // field names are echoed in errors; a key the client also sent as a
+    // name is not a leak).
+    let (mut sent_keys, mut sent_others) = (Vec::new(), Vec::new());
     for line in data.split_inclusive(|&b| b == b'\n').take(MAX_LINES) {
         let answer = if line.len() > MAX_REQUEST_BYTES {
             protocol::error(format!("request longer than {MAX_REQUEST_BYTES} bytes"))
@@ -142,17 +146,15 @@ pub fn request(data: &[u8]) {
                 Err(_) => protocol::error("request is not UTF-8"),
                 Ok(text) if text.trim().is_empty() => continue,
                 Ok(text) => {
-                    // Keys this request sends, unless the same text also
-                    // appears as something that may be echoed (a name).
-                    if let Ok(v) = serde_json::from_str::<Value>(text) {
-                        let (mut keys, mut others) = (Vec::new(), Vec::new());
-                        key_values(&v, &mut keys);
-                        other_strings(&v, &mut others);
-                        secrets.extend(keys.into_iter().flat_map(|k| hex_runs(&k)).filter(|k| {
-                            !others
-                                .iter()
-                                .any(|o| o.to_ascii_lowercase().contains(k.as_str()))
-                        }));
+                    match serde_json::from_str::<Value>(text) {
+                        Ok(v) => {
+                            let mut keys = Vec::new();
+                            key_values(&v, &mut keys);
+                            sent_keys.extend(keys.iter().flat_map(|k| hex_runs(k)));
+                            other_strings(&v, &mut sent_others);
+                        }
+                        // Not JSON: nothing in it is a key.
+                        Err(_) => sent_others.push(text.to_string()),
                     }
                     match Request::parse(text) {
                         Ok(r) => control.handle(r),
@@ -161,11 +163,19 @@ pub fn request(data: &[u8]) {
                 }
             }
         };
+        let secrets: Vec<&String> = config_keys
+            .iter()
+            .chain(sent_keys.iter().filter(|k| {
+                !sent_others
+                    .iter()
+                    .any(|o| o.to_ascii_lowercase().contains(k.as_str()))
+            }))
+            .collect();
         check_answer(&answer, &secrets);
     }
 }
 
-fn check_answer(answer: &Value, secrets: &[String]) {
+fn check_answer(answer: &Value, secrets: &[&String]) {
     let Value::Object(m) = answer else {
         panic!("answer is not an object: {answer}");
     };
@@ -183,20 +193,36 @@ fn check_answer(answer: &Value, secrets: &[String]) {
     }
 }
 
-/// Hex runs that follow `key`/`auth_key` in TOML text and appear nowhere
-/// else in it.
+/// Hex runs at the start of a quoted value of a `key` or `auth_key` field
+/// (`key = "0x..."`, `auth_key='...'`), unless the same run also appears
+/// elsewhere in the text (names may be quoted in diagnostics).
 fn toml_key_values(text: &str) -> Vec<String> {
     let lower = text.to_ascii_lowercase();
-    let runs = hex_runs(&lower);
-    runs.iter()
-        .filter(|r| lower.matches(r.as_str()).count() == 1)
-        .filter(|r| {
-            let at = lower.find(r.as_str()).unwrap();
-            let before = lower[..at].trim_end_matches(['"', '\'', ' ', 'x', '0', '=']);
-            before.ends_with("key")
-        })
-        .cloned()
-        .collect()
+    let mut out = Vec::new();
+    for (at, _) in lower.match_indices("key") {
+        let before = lower[..at].chars().next_back();
+        let field_start = match before {
+            None => true,
+            Some(c) => c.is_whitespace() || c == '{' || c == ',' || lower[..at].ends_with("auth_"),
+        };
+        if !field_start {
+            continue;
+        }
+        let rest = lower[at + 3..].trim_start_matches([' ', '\t']);
+        let Some(rest) = rest.strip_prefix('=') else {
+            continue;
+        };
+        let rest = rest.trim_start_matches([' ', '\t']);
+        let Some(rest) = rest.strip_prefix(['"', '\'']) else {
+            continue;
+        };
+        let rest = rest.strip_prefix("0x").unwrap_or(rest);
+        let run: String = rest.chars().take_while(char::is_ascii_hexdigit).collect();
+        if run.len() >= 16 && lower.matches(run.as_str()).count() == 1 {
+            out.push(run);
+        }
+    }
+    out
 }
 
 /// One TOML input (see the module docs).
