@@ -5,7 +5,7 @@
 //! under libFuzzer in crates/dataplane/fuzz (docs/fuzzing.md).
 //!
 //! Regenerate the seed corpus with
-//! `cargo test -p espgw-dataplane --no-default-features --test fuzz_worker -- --ignored write_seed_corpus`.
+//! `cargo test -p espgw-dataplane --test fuzz_worker -- --ignored write_seed_corpus`.
 
 mod fuzz_worker_body;
 
