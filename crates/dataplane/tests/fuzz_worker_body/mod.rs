@@ -1,0 +1,390 @@
+//! The worker fuzz body, shared by the cargo-fuzz target
+//! (fuzz/fuzz_targets/worker.rs) and the stable test tests/fuzz_worker.rs.
+//!
+//! The gateway under test is gateway B of the netns demo (configs/gateway-b.toml),
+//! extended so that one input can reach every path of `Worker::process_burst`:
+//! IPv4 and IPv6 addresses on both ports, IPv4 and IPv6 inner selectors,
+//! MSS clamping, a bypass policy, static and unresolved neighbors. The
+//! selector byte picks the tunnel's outer family (IPv4/IPv6), its encapsulation
+//! (plain ESP / UDP 4500) and its suite (AES-GCM / AES-CBC+HMAC-SHA256): eight
+//! configs. Its peer, gateway A ([`config_text`] with `b_side = false`), makes
+//! the ESP in the seed corpus with espgw's own encap.
+//!
+//! Input: one selector byte, then frames, each `[flags][len: u16 BE][bytes]`:
+//! * flags bit 0: port (0 protected, 1 unprotected);
+//! * flags bit 1: the burst ends after this frame (a port change ends it too);
+//! * flags bit 2: after this burst the clock moves 300 ms and the worker
+//!   ticks (neighbor retries, expiry of held packets).
+//!
+//! Invariants checked after every burst: no panic; every packet is accounted
+//! for (`WorkerCounters::balanced`); every frame sent has the port's MAC as
+//! source; every IP packet leaving the unprotected port comes from one of
+//! that port's own addresses (ESP, ESP-in-UDP, the gateway's own ICMP/ND)
+//! or is the bypass policy's traffic: no plaintext of the protected side
+//! ever leaves in the clear.
+#![allow(dead_code)]
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+
+use espgw_control::{Config, HostFacts};
+use espgw_dataplane::neighbor::SharedNeighbors;
+use espgw_dataplane::tables::PortIdx;
+use espgw_dataplane::{Now, Tables, TxQueues, VecBufPool, Worker};
+use espgw_wire::{MacAddr, PacketBuf, VecBuf};
+
+pub const A_UNPROT_MAC: MacAddr = [2, 0xaa, 0, 0, 0, 2];
+pub const B_PROT_MAC: MacAddr = [2, 0xbb, 0, 0, 0, 1];
+pub const B_UNPROT_MAC: MacAddr = [2, 0xbb, 0, 0, 0, 2];
+pub const A_PROT_MAC: MacAddr = [2, 0xaa, 0, 0, 0, 1];
+pub const HOST_A_MAC: MacAddr = [2, 0, 0, 0, 0x0a, 0x0a];
+pub const HOST_B_MAC: MacAddr = [2, 0, 0, 0, 0x0b, 0x0b];
+pub const PROT: usize = 0;
+pub const UNPROT: usize = 1;
+
+pub const PORT_BIT: u8 = 0x01;
+pub const END_BURST: u8 = 0x02;
+pub const TICK: u8 = 0x04;
+
+/// At most this many frames per input (a DPDK burst is 32).
+const MAX_FRAMES: usize = 64;
+
+/// Longest frame a port configured at the configs' MTU (1500) receives:
+/// longer ones are left out, as the device drops them. (The worker answers
+/// ARP and echo requests in place, so an oversize request that a device
+/// did accept gets an equally oversize answer: see docs/fuzzing.md.)
+const MAX_RX_FRAME: usize = 14 + 1500;
+
+/// Number of configs a selector byte chooses from.
+pub const CONFIGS: u8 = 8;
+
+/// The tunnel variant a selector stands for.
+#[derive(Debug, Clone, Copy)]
+pub struct Variant {
+    pub outer_v6: bool,
+    pub udp: bool,
+    pub cbc: bool,
+}
+
+impl Variant {
+    pub fn of(selector: u8) -> Variant {
+        Variant {
+            outer_v6: selector & 1 != 0,
+            udp: selector & 2 != 0,
+            cbc: selector & 4 != 0,
+        }
+    }
+}
+
+/// Gateway B's config (`b_side`) or its peer A's, for one variant.
+pub fn config_text(b_side: bool, v: Variant) -> String {
+    let (name, prot, prot6, unprot, unprot6, peer_mac) = if b_side {
+        (
+            "gw-b",
+            "10.2.0.1/24",
+            "fd00:2::1/64",
+            "192.0.2.2/24",
+            "2001:db8::2/64",
+            "02:aa:00:00:00:02",
+        )
+    } else {
+        (
+            "gw-a",
+            "10.1.0.1/24",
+            "fd00:1::1/64",
+            "192.0.2.1/24",
+            "2001:db8::1/64",
+            "02:bb:00:00:00:02",
+        )
+    };
+    let (us, peer) = if b_side { ("2", "1") } else { ("1", "2") };
+    let (local, remote) = if v.outer_v6 {
+        (format!("2001:db8::{us}"), format!("2001:db8::{peer}"))
+    } else {
+        (format!("192.0.2.{us}"), format!("192.0.2.{peer}"))
+    };
+    let host_mac = if b_side {
+        "02:00:00:00:0b:0b"
+    } else {
+        "02:00:00:00:0a:0a"
+    };
+    // Fixed public test keys; B's out is A's in.
+    let (esp, a_key, b_key, auth) = if v.cbc {
+        (
+            "aes128-sha256",
+            "0x000102030405060708090a0b0c0d0e0f",
+            "0x101112131415161718191a1b1c1d1e1f",
+            true,
+        )
+    } else {
+        (
+            "aes128gcm16",
+            "0xbef3215147135cd554e9156cae70f5a899331a52",
+            "0x9b890a06962125b8925af8d8f76eac664799f983",
+            false,
+        )
+    };
+    let sa = |spi: &str, key: &str, auth_byte: &str| {
+        if auth {
+            format!(
+                "{{ spi = {spi}, key = \"{key}\", auth_key = \"0x{}\" }}",
+                auth_byte.repeat(32)
+            )
+        } else {
+            format!("{{ spi = {spi}, key = \"{key}\" }}")
+        }
+    };
+    let a_sa = sa("0xa001", a_key, "a5");
+    let b_sa = sa("0xb001", b_key, "b5");
+    let (out, inn) = if b_side { (b_sa, a_sa) } else { (a_sa, b_sa) };
+    let (lnet, lnet6, rnet, rnet6) = if b_side {
+        ("10.2.0.0/24", "fd00:2::/64", "10.1.0.0/24", "fd00:1::/64")
+    } else {
+        ("10.1.0.0/24", "fd00:1::/64", "10.2.0.0/24", "fd00:2::/64")
+    };
+    let encap = if v.udp { "udp" } else { "none" };
+    format!(
+        r#"
+default_action = "discard"
+[gateway]
+name = "{name}"
+[dataplane]
+workers = 1
+mtu = 1500
+[[port]]
+name = "prot"
+side = "protected"
+device = "net_ring0"
+address = ["{prot}", "{prot6}"]
+[[port]]
+name = "unprot"
+side = "unprotected"
+device = "net_ring1"
+address = ["{unprot}", "{unprot6}"]
+[[neighbor]]
+address = "{remote}"
+mac = "{peer_mac}"
+port = "unprot"
+[[neighbor]]
+address = "{host}"
+mac = "{host_mac}"
+port = "prot"
+[[neighbor]]
+address = "{host6}"
+mac = "{host_mac}"
+port = "prot"
+[[route]]
+dest = "198.51.100.0/24"
+via = "192.0.2.{peer}"
+port = "unprot"
+[[tunnel]]
+name = "t"
+local = "{local}"
+remote = "{remote}"
+local_ts = ["{lnet}", "{lnet6}"]
+remote_ts = ["{rnet}", "{rnet6}"]
+esp = "{esp}"
+encap = "{encap}"
+replay_window = 64
+mss_clamp = "auto"
+out = {out}
+in = {inn}
+[[policy]]
+action = "bypass"
+src = "{lnet}"
+dst = "198.51.100.0/24"
+proto = "udp"
+"#,
+        host = if b_side { "10.2.0.10" } else { "10.1.0.10" },
+        host6 = if b_side { "fd00:2::10" } else { "fd00:1::10" },
+    )
+}
+
+fn parse(text: String) -> Config {
+    let host = HostFacts {
+        cpus: 2,
+        check_permissions: false,
+    };
+    match espgw_control::parse_str(Path::new("fuzz.toml"), text, &host) {
+        Ok((c, _)) => c,
+        Err(d) => panic!("fuzz config does not parse: {d:?}"),
+    }
+}
+
+/// Gateway B's configs, parsed once.
+fn b_configs() -> &'static [Config] {
+    static CONFIGS_B: OnceLock<Vec<Config>> = OnceLock::new();
+    CONFIGS_B.get_or_init(|| {
+        (0..CONFIGS)
+            .map(|s| parse(config_text(true, Variant::of(s))))
+            .collect()
+    })
+}
+
+/// A config of gateway `b_side` for `selector`, parsed (uncached: seeds only).
+pub fn parsed_config(b_side: bool, selector: u8) -> Config {
+    parse(config_text(b_side, Variant::of(selector % CONFIGS)))
+}
+
+/// Fresh tables (fresh SAs: sequence numbers and replay windows start over,
+/// so every input runs from the same state).
+pub fn tables(config: &Config, macs: [MacAddr; 2]) -> Arc<Tables> {
+    Arc::new(Tables::from_config(config, &macs, 0).expect("fuzz tables"))
+}
+
+pub type FuzzWorker = Worker<VecBuf, VecBufPool>;
+
+/// A worker with its TX queues and clock.
+pub struct Gateway {
+    pub w: FuzzWorker,
+    pub tx: TxQueues<VecBuf>,
+    pub now: Now,
+}
+
+impl Gateway {
+    pub fn new(tables: Arc<Tables>) -> Gateway {
+        let ports = tables.ports.len();
+        Gateway {
+            w: Worker::new(0, tables, VecBufPool, 32, SharedNeighbors::default()),
+            tx: TxQueues::new(ports, 64),
+            now: Now { ns: 1 },
+        }
+    }
+
+    /// Gateway B (the one under test) for `selector`.
+    pub fn b(selector: u8) -> Gateway {
+        let cfg = &b_configs()[usize::from(selector % CONFIGS)];
+        Gateway::new(tables(cfg, [B_PROT_MAC, B_UNPROT_MAC]))
+    }
+
+    /// Feeds one burst on `port`; returns the frames sent per port after
+    /// checking them.
+    pub fn burst(&mut self, port: PortIdx, frames: &[&[u8]]) -> [Vec<Vec<u8>>; 2] {
+        let mut burst: Vec<VecBuf> = frames.iter().map(|f| VecBuf::from_packet(f)).collect();
+        self.w
+            .process_burst(port, &mut burst, &mut self.tx, self.now);
+        assert!(burst.is_empty(), "process_burst left packets behind");
+        self.drain()
+    }
+
+    /// Moves the clock by `ns` and runs the periodic work.
+    pub fn tick(&mut self, ns: u64) -> [Vec<Vec<u8>>; 2] {
+        self.now.ns += ns;
+        self.w.tick(&mut self.tx, self.now);
+        self.drain()
+    }
+
+    /// Takes the TX queues, checks every frame, counts them as sent.
+    pub fn drain(&mut self) -> [Vec<Vec<u8>>; 2] {
+        let mut out: [Vec<Vec<u8>>; 2] = [Vec::new(), Vec::new()];
+        for (p, o) in out.iter_mut().enumerate() {
+            let frames: Vec<VecBuf> = self.tx.drain(p).collect();
+            let bytes: u64 = frames.iter().map(|f| f.len() as u64).sum();
+            self.w.count_tx(p, frames.len() as u64, bytes, 0);
+            *o = frames.iter().map(|f| f.data().to_vec()).collect();
+        }
+        for (p, frames) in out.iter().enumerate() {
+            for f in frames {
+                check_sent(&self.w.tables().ports[p], p, f);
+            }
+        }
+        assert!(self.w.counters().balanced(), "{:?}", self.w.counters());
+        out
+    }
+}
+
+/// What may leave a port (see the module docs).
+fn check_sent(port: &espgw_dataplane::tables::PortInfo, p: usize, f: &[u8]) {
+    assert!(f.len() >= 14, "runt frame sent on port {p}");
+    assert_eq!(f[6..12], port.mac, "frame sent with a foreign source MAC");
+    assert!(
+        f.len() <= 14 + port.mtu,
+        "frame of {} bytes over the MTU sent on port {p}",
+        f.len()
+    );
+    if p != UNPROT {
+        return;
+    }
+    let ip = &f[14..];
+    let (src, dst, proto): (IpAddr, IpAddr, u8) = match u16::from_be_bytes([f[12], f[13]]) {
+        0x0806 => return, // ARP
+        0x0800 => {
+            assert!(ip.len() >= 20, "short IPv4 sent");
+            let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
+            let dst = Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]);
+            (src.into(), dst.into(), ip[9])
+        }
+        0x86dd => {
+            assert!(ip.len() >= 40, "short IPv6 sent");
+            let src = Ipv6Addr::from(<[u8; 16]>::try_from(&ip[8..24]).unwrap());
+            let dst = Ipv6Addr::from(<[u8; 16]>::try_from(&ip[24..40]).unwrap());
+            (src.into(), dst.into(), ip[6])
+        }
+        t => panic!("ethertype {t:#06x} sent on the unprotected port"),
+    };
+    let ours = port.owns(src) || matches!(src, IpAddr::V6(a) if a.segments()[0] & 0xffc0 == 0xfe80);
+    let bypass = proto == 17
+        && matches!((src, dst), (IpAddr::V4(s), IpAddr::V4(d))
+            if s.octets()[..3] == [10, 2, 0] && d.octets()[..3] == [198, 51, 100]);
+    assert!(
+        ours || bypass,
+        "plaintext leaked on the unprotected port: {src} -> {dst} proto {proto}"
+    );
+}
+
+/// One fuzz input.
+pub fn run(data: &[u8]) {
+    let Some((&selector, mut rest)) = data.split_first() else {
+        return;
+    };
+    let mut gw = Gateway::b(selector);
+    let mut burst: Vec<&[u8]> = Vec::new();
+    let mut burst_port = PROT;
+    let mut frames = 0;
+    while rest.len() >= 3 && frames < MAX_FRAMES {
+        let flags = rest[0];
+        let len = usize::from(u16::from_be_bytes([rest[1], rest[2]])).min(rest.len() - 3);
+        let frame = &rest[3..3 + len];
+        rest = &rest[3 + len..];
+        frames += 1;
+        if frame.len() > MAX_RX_FRAME {
+            continue;
+        }
+        let port = usize::from(flags & PORT_BIT);
+        if port != burst_port && !burst.is_empty() {
+            gw.burst(burst_port, &burst);
+            burst.clear();
+        }
+        burst_port = port;
+        burst.push(frame);
+        if flags & (END_BURST | TICK) != 0 {
+            gw.burst(burst_port, &burst);
+            burst.clear();
+        }
+        if flags & TICK != 0 {
+            gw.tick(300_000_000);
+        }
+    }
+    if !burst.is_empty() {
+        gw.burst(burst_port, &burst);
+    }
+    // Let held packets resolve or expire, then stop: the identity must hold
+    // with nothing left in flight.
+    for _ in 0..20 {
+        gw.tick(300_000_000);
+    }
+    gw.w.shutdown();
+    assert!(gw.w.counters().balanced(), "{:?}", gw.w.counters());
+}
+
+/// Encodes frames as one input (the inverse of [`run`]'s reader).
+pub fn encode(selector: u8, frames: &[(u8, Vec<u8>)]) -> Vec<u8> {
+    let mut out = vec![selector];
+    for (flags, f) in frames {
+        out.push(*flags);
+        out.extend_from_slice(&(f.len() as u16).to_be_bytes());
+        out.extend_from_slice(f);
+    }
+    out
+}
