@@ -238,3 +238,27 @@ fn files_others_can_change_get_a_warning() {
     }
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A key file must be a small regular file: `/dev/zero` or a FIFO would be
+/// read until memory runs out or forever (found by the config fuzz harness).
+#[test]
+fn key_files_that_are_not_small_regular_files_are_refused() {
+    let dir = temp_dir("keyfile-special");
+    std::fs::create_dir(dir.join("keys")).unwrap();
+    let config = dir.join("gw.toml");
+    let text = with_key_file(&base());
+    let text = with(
+        &text,
+        "key_file = \"keys/t1.toml\"",
+        "key_file = \"/dev/zero\"",
+    );
+    write(&config, &text, 0o600);
+    let text = render(&load_with(&config, &host()).unwrap_err());
+    assert!(text.contains("not a regular file"), "{text}");
+
+    let big = dir.join("keys/t1.toml");
+    write(&big, &format!("# {}\n", "x".repeat(70_000)), 0o600);
+    write(&config, &with_key_file(&base()), 0o600);
+    let text = render(&load_with(&config, &host()).unwrap_err());
+    assert!(text.contains("larger than 65536 bytes"), "{text}");
+}

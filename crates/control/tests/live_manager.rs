@@ -488,3 +488,18 @@ fn an_inbound_spi_in_use_is_refused_whatever_the_local_address() {
         .unwrap_err();
     assert!(e.contains("inbound SPI 0x0000b001"), "{e}");
 }
+
+/// `sa_add` over the socket never reads a file on the gateway's side: a
+/// client could make it read any path as root (and learn which exist).
+#[test]
+fn a_live_tunnel_with_a_key_file_is_refused() {
+    let c = config(gateway_toml(1, "", "discard", ""));
+    let parser = espgw_control::live::TunnelParser::new(&c);
+    let mut fields: serde_json::Value = serde_json::from_str(SECOND_TUNNEL).unwrap();
+    fields["key_file"] = serde_json::json!("/etc/hostname");
+    let e = parser.parse(&fields).unwrap_err();
+    assert!(
+        e.contains("key_file: not accepted over the control socket"),
+        "{e}"
+    );
+}

@@ -1433,3 +1433,19 @@ mod mss_clamp {
         assert_eq!(ready_a().w.tables().tunnels[0].mss_clamp, None);
     }
 }
+
+/// An ARP request padded far past its body is answered with a minimum-size
+/// frame, not one as long as the request (the worker fuzz target found
+/// replies of 1886 bytes, above the port's MTU).
+#[test]
+fn a_padded_arp_request_gets_a_minimum_size_reply() {
+    let mut a = Gw::a();
+    let mut req = arp_request(HOST_A_MAC, v4("10.1.0.10"), v4("10.1.0.1"));
+    req.resize(1886, 0);
+    let out = a.rx(PROT, &[req]);
+    assert_eq!(out[PROT].len(), 1);
+    assert_eq!(out[PROT][0].len(), 60);
+    let (_, body) = l3(&out[PROT][0]);
+    let r = ArpRepr::parse(&ArpPacket::new_checked(&body[..]).unwrap()).unwrap();
+    assert_eq!((r.sender_mac, r.sender_ip), (A_PROT_MAC, v4("10.1.0.1")));
+}

@@ -118,6 +118,29 @@ pub(crate) struct KeyFile {
 }
 
 /// Reads a key file; `tunnel_path` (`tunnel[0]`) prefixes its key paths.
+/// Key files are a few hundred bytes: anything larger is not one.
+pub(crate) const MAX_KEY_FILE: u64 = 64 * 1024;
+
+/// Reads a key file that is a regular file of at most [`MAX_KEY_FILE`]
+/// bytes: `/dev/zero`, a FIFO or a huge file is refused, never read until
+/// memory runs out or forever (found by the config fuzz harness).
+fn read_small_regular_file(path: &Path) -> Result<String, String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let meta = file.metadata().map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err("not a regular file".to_string());
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_KEY_FILE + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    if bytes.len() as u64 > MAX_KEY_FILE {
+        return Err(format!("larger than {MAX_KEY_FILE} bytes: not a key file"));
+    }
+    String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())
+}
+
 pub(crate) fn read_key_file(
     path: &Path,
     tunnel_path: &str,
@@ -131,10 +154,10 @@ pub(crate) fn read_key_file(
         diags: Vec::new(),
         io_error: None,
     };
-    let text = match std::fs::read_to_string(path) {
+    let text = match read_small_regular_file(path) {
         Ok(text) => text,
         Err(e) => {
-            result.io_error = Some(e.to_string());
+            result.io_error = Some(e);
             return result;
         }
     };

@@ -36,9 +36,20 @@ impl TunnelParser {
 
     /// The tunnel `fields` describes, or every problem found, one per line.
     pub fn parse(&self, fields: &Value) -> Result<Tunnel, String> {
-        let Value::Object(_) = fields else {
+        let Value::Object(map) = fields else {
             return Err("tunnel must be a JSON object".into());
         };
+        // The gateway would read any path it can, as root, for whoever can
+        // reach the socket (and tell readable files from missing ones by its
+        // error): keys come in the request. `espgw ctl sa add --tunnel-toml`
+        // sends them from a file or standard input on the client's side.
+        if map.contains_key("key_file") {
+            return Err(
+                "tunnel.key_file: not accepted over the control socket; send the keys in out/in \
+                 (espgw ctl sa add --tunnel-toml FILE|- reads them on your side)"
+                    .into(),
+            );
+        }
         let tunnel = to_toml(fields, "tunnel")?;
         let mut doc = Table::new();
         doc.insert(
