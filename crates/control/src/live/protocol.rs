@@ -2,13 +2,25 @@
 //!
 //! One request per line, one response per line:
 //! `{"cmd":"status"}` -> `{"ok":true,...}` or `{"ok":false,"error":"..."}`.
+//!
+//! The protocol is written once, here, for both ends of the socket: the
+//! gateway reads a line with [`Request::parse`], `espgw ctl` (the client,
+//! [`super::client`]) builds the same [`Request`] and writes it with
+//! [`Request::to_json`]; the answers are the reply types below
+//! ([`SaListReply`], [`TunnelReply`], [`RekeyReply`], and
+//! [`super::status::Status`] / [`super::status::StatsSnapshot`]), which the
+//! gateway serializes and the client deserializes. A test checks that
+//! every request survives `to_json` then `parse` unchanged.
+//!
 //! Requests are read as generic JSON first and their fields picked out by
 //! hand, so that no error message ever quotes a value (serde's typed
 //! errors would echo a mistyped key). Keys are accepted in `sa_add` and
 //! `sa_rekey` and appear in no response, error or log line.
 
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
+use super::status::SaInfo;
 use crate::config::{SaKeys, SecretBytes};
 
 /// The longest request line accepted (a tunnel with keys is well below).
@@ -119,6 +131,71 @@ impl Request {
             }
         })
     }
+
+    /// Whether the request holds key material (`sa_add`, `sa_rekey`): the
+    /// client sends those only to a socket it trusts.
+    pub fn carries_keys(&self) -> bool {
+        matches!(self, Request::SaAdd { .. } | Request::SaRekey { .. })
+    }
+
+    /// The request line's JSON, as [`Request::parse`] reads it back. For
+    /// `sa_add` and `sa_rekey` it holds keys (hex): the caller keeps the
+    /// text it makes of it in a `Zeroizing` buffer.
+    pub fn to_json(&self) -> Value {
+        match self {
+            Request::Status | Request::SaList | Request::Stats => json!({"cmd": self.command()}),
+            Request::SaAdd { tunnel } => json!({"cmd": "sa_add", "tunnel": tunnel}),
+            Request::SaDel { target } => match target {
+                DelTarget::Tunnel(name) => json!({"cmd": "sa_del", "tunnel": name}),
+                DelTarget::Spi(spi) => json!({"cmd": "sa_del", "spi": spi}),
+            },
+            Request::SaRekey {
+                tunnel,
+                outbound,
+                inbound,
+            } => {
+                let mut v = json!({"cmd": "sa_rekey", "tunnel": tunnel});
+                if let Some(k) = outbound {
+                    v["out"] = sa_keys_json(k);
+                }
+                if let Some(k) = inbound {
+                    v["in"] = sa_keys_json(k);
+                }
+                v
+            }
+        }
+    }
+}
+
+/// `{"spi": .., "key": "hex", "auth_key": "hex"}`, the form [`sa_keys`]
+/// reads.
+fn sa_keys_json(k: &SaKeys) -> Value {
+    let mut v = json!({ "spi": k.spi, "key": k.key.to_hex().as_str() });
+    if let Some(a) = &k.auth_key {
+        v["auth_key"] = Value::String(a.to_hex().to_string());
+    }
+    v
+}
+
+/// The answer to `sa_list`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SaListReply {
+    pub sas: Vec<SaInfo>,
+}
+
+/// The answer to `sa_add` and `sa_del`: the tunnel added or deleted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TunnelReply {
+    pub tunnel: String,
+}
+
+/// The answer to `sa_rekey`: the SPIs now in use, `null` for a direction
+/// not rekeyed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RekeyReply {
+    pub tunnel: String,
+    pub out_spi: Option<u32>,
+    pub in_spi: Option<u32>,
 }
 
 /// Names from requests are echoed in errors; keep that short.
@@ -159,8 +236,9 @@ fn secret(v: &Value, what: &str) -> Result<SecretBytes, String> {
     }
 }
 
-/// `{"spi": .., "key": "hex", "auth_key": "hex"}`.
-fn sa_keys(v: &Value, dir: &str) -> Result<SaKeys, String> {
+/// `{"spi": .., "key": "hex", "auth_key": "hex"}`: one direction's keys,
+/// in a request or in the key file of `espgw ctl sa rekey --keys-file`.
+pub fn sa_keys(v: &Value, dir: &str) -> Result<SaKeys, String> {
     let Value::Object(obj) = v else {
         return Err(format!(
             "\"{dir}\" must be an object {{spi, key, auth_key}}"
@@ -170,7 +248,7 @@ fn sa_keys(v: &Value, dir: &str) -> Result<SaKeys, String> {
         .keys()
         .find(|k| !["spi", "key", "auth_key"].contains(&k.as_str()))
     {
-        return Err(format!("{dir}: unknown field {:?}", truncate(k)));
+        return Err(format!("{dir}: unknown key {:?}", truncate(k)));
     }
     let spi = spi_value(
         obj.get("spi")
@@ -261,5 +339,91 @@ mod tests {
         assert!(Request::parse(r#"{"cmd":"status","x":1}"#).is_err());
         assert!(Request::parse("[1]").is_err());
         assert!(Request::parse(r#"{"cmd":"sa_rekey","tunnel":"t"}"#).is_err());
+    }
+
+    fn keys(spi: u32, key: &str, auth_key: Option<&str>) -> SaKeys {
+        SaKeys {
+            spi,
+            key: SecretBytes::from_hex(key).unwrap(),
+            auth_key: auth_key.map(|a| SecretBytes::from_hex(a).unwrap()),
+        }
+    }
+
+    /// What the client writes is what the gateway reads: every request
+    /// goes through `to_json`, the wire, and `parse` unchanged.
+    #[test]
+    fn every_request_survives_the_wire() {
+        let same_keys = |a: &Option<SaKeys>, b: &Option<SaKeys>| match (a, b) {
+            (None, None) => true,
+            (Some(a), Some(b)) => a.spi == b.spi && a.key == b.key && a.auth_key == b.auth_key,
+            _ => false,
+        };
+        let requests = [
+            Request::Status,
+            Request::SaList,
+            Request::Stats,
+            Request::SaAdd {
+                tunnel: json!({"name": "u", "out": {"spi": 0xc001, "key": KEY}}),
+            },
+            Request::SaDel {
+                target: DelTarget::Tunnel("t".into()),
+            },
+            Request::SaDel {
+                target: DelTarget::Spi(0xa001),
+            },
+            Request::SaRekey {
+                tunnel: "t".into(),
+                outbound: Some(keys(0xa002, KEY, Some("0011"))),
+                inbound: None,
+            },
+            Request::SaRekey {
+                tunnel: "t".into(),
+                outbound: Some(keys(0xa002, KEY, None)),
+                inbound: Some(keys(0xb002, "0x99887766", None)),
+            },
+        ];
+        for request in &requests {
+            let line = request.to_json().to_string();
+            let back = Request::parse(&line).unwrap_or_else(|e| panic!("{request:?}: {e}"));
+            assert_eq!(back.carries_keys(), request.carries_keys());
+            let same = match (request, &back) {
+                (Request::Status, Request::Status)
+                | (Request::SaList, Request::SaList)
+                | (Request::Stats, Request::Stats) => true,
+                (Request::SaAdd { tunnel: a }, Request::SaAdd { tunnel: b }) => a == b,
+                (Request::SaDel { target: a }, Request::SaDel { target: b }) => a == b,
+                (
+                    Request::SaRekey {
+                        tunnel: t1,
+                        outbound: o1,
+                        inbound: i1,
+                    },
+                    Request::SaRekey {
+                        tunnel: t2,
+                        outbound: o2,
+                        inbound: i2,
+                    },
+                ) => t1 == t2 && same_keys(o1, o2) && same_keys(i1, i2),
+                _ => false,
+            };
+            assert!(same, "{request:?} came back as {back:?} from {line}");
+        }
+    }
+
+    /// The replies the gateway writes are the ones the client reads.
+    #[test]
+    fn replies_round_trip() {
+        let rekey = RekeyReply {
+            tunnel: "t".into(),
+            out_spi: None,
+            in_spi: Some(0xb002),
+        };
+        let v = serde_json::to_value(&rekey).unwrap();
+        assert_eq!(v, json!({"tunnel": "t", "out_spi": null, "in_spi": 0xb002}));
+        assert_eq!(serde_json::from_value::<RekeyReply>(v).unwrap(), rekey);
+        let t = TunnelReply { tunnel: "u".into() };
+        let v = serde_json::to_value(&t).unwrap();
+        assert_eq!(v, json!({"tunnel": "u"}));
+        assert_eq!(serde_json::from_value::<TunnelReply>(v).unwrap(), t);
     }
 }
