@@ -381,6 +381,7 @@ mod tests {
     use std::sync::Arc;
 
     use espgw_control::config::HostFacts;
+    use espgw_control::fixtures::GatewayToml;
     use espgw_control::live::{monotonic_clock, ControlServer, LiveControl, SaManager};
 
     fn words(line: &str) -> Vec<String> {
@@ -581,31 +582,10 @@ mod tests {
     const NEW_IN_KEY: &str = "f0e1d2c3b4a5968778695a4b3c2d1e0f76543210";
     const OUT_KEY_T2: &str = "1f2e3d4c5b6a79881f2e3d4c5b6a798812345678";
 
-    const CONFIG: &str = r#"
-[gateway]
-name = "gw-a"
-[dataplane]
-workers = 1
-[[port]]
-name = "prot"
-side = "protected"
-device = "net_null0"
-address = "10.1.0.1/24"
-[[port]]
-name = "unprot"
-side = "unprotected"
-device = "net_null1"
-address = "192.0.2.1/24"
-[[tunnel]]
-name = "t"
-local = "192.0.2.1"
-remote = "192.0.2.2"
-local_ts = ["10.1.0.0/24"]
-remote_ts = ["10.2.0.0/24"]
-esp = "aes128gcm16"
-out = { spi = 0xa001, key = "0x1111111111111111111111111111111122222222" }
-in = { spi = 0xb001, key = "0x3333333333333333333333333333333344444444" }
-"#;
+    /// Gateway "gw-a": gateway 1 of the demo pair, its own keys.
+    fn config_text() -> String {
+        GatewayToml::demo(1).name("gw-a").render()
+    }
 
     #[test]
     fn every_command_against_a_live_socket() {
@@ -617,7 +597,7 @@ in = { spi = 0xb001, key = "0x3333333333333333333333333333333344444444" }
             check_permissions: false,
         };
         let (config, _) =
-            espgw_control::parse_str(&dir.join("gw.toml"), CONFIG.to_string(), &host).unwrap();
+            espgw_control::parse_str(&dir.join("gw.toml"), config_text(), &host).unwrap();
         let manager = SaManager::with_control_tables(&config, 0).unwrap();
         let control = Arc::new(LiveControl::new(
             &config,
