@@ -465,6 +465,40 @@ mod tests {
         }
     }
 
+    /// Keys become the request's `SecretBytes` before anything is sent: a
+    /// key that is not hex is a usage error naming the flag, not the key.
+    #[test]
+    fn key_flags_that_are_not_hex_are_usage_errors() {
+        for line in [
+            format!("sa rekey t --in-spi 0xb002 --in-key {}zz", &OUT_KEY[..16]),
+            format!(
+                "sa rekey t --out-spi 0xa002 --out-key {OUT_KEY} --out-auth-key {}q",
+                &IN_KEY[..16]
+            ),
+            format!(
+                "sa add --name u --out-spi 0xc001 --out-key {}g --in-spi 0xd001 --in-key {IN_KEY}",
+                &OUT_KEY[..16]
+            ),
+        ] {
+            match parse(&line) {
+                Err((code, e)) => {
+                    assert_eq!(code, EXIT_USAGE, "{line}: {e}");
+                    assert!(e.contains("key: not a hex digit"), "{e}");
+                    assert!(
+                        !e.contains(&OUT_KEY[..8]) && !e.contains(&IN_KEY[..8]),
+                        "{e}"
+                    );
+                }
+                Ok(_) => panic!("{line} accepted"),
+            }
+        }
+        // Keys are sent as lowercase hex, a 0x prefix dropped.
+        assert_eq!(
+            request("sa rekey t --in-spi 0xb002 --in-key 0xAB:CD"),
+            r#"{"cmd":"sa_rekey","in":{"key":"abcd","spi":45058},"tunnel":"t"}"#
+        );
+    }
+
     #[test]
     fn rekey_keys_from_a_file_or_stdin_make_the_same_request_without_warnings() {
         let (k1, k2, k3) = (OUT_KEY, IN_KEY, &NEW_KEY[..16]);
