@@ -157,9 +157,8 @@ pub fn call(socket: &Path, request: &Request) -> Result<Value, String> {
         .set_read_timeout(Some(TIMEOUT))
         .and_then(|_| stream.set_write_timeout(Some(TIMEOUT)))
         .map_err(|e| e.to_string())?;
-    let mut line = Zeroizing::new(request.to_json().to_string());
-    line.push('\n');
-    let sent = (&stream).write_all(line.as_bytes());
+    let line = request.write_line()?;
+    let sent = (&stream).write_all(&line);
     let mut answer = String::new();
     // A gateway that refuses us answers at once and closes, maybe before
     // our request was written: its reason is worth more than "broken pipe".

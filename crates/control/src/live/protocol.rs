@@ -17,8 +17,10 @@
 //! errors would echo a mistyped key). Keys are accepted in `sa_add` and
 //! `sa_rekey` and appear in no response, error or log line.
 
-use serde::{Deserialize, Serialize};
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{json, Map, Value};
+use zeroize::Zeroizing;
 
 use super::status::SaInfo;
 use crate::config::{SaKeys, SecretBytes};
@@ -138,43 +140,72 @@ impl Request {
         matches!(self, Request::SaAdd { .. } | Request::SaRekey { .. })
     }
 
-    /// The request line's JSON, as [`Request::parse`] reads it back. For
-    /// `sa_add` and `sa_rekey` it holds keys (hex): the caller keeps the
-    /// text it makes of it in a `Zeroizing` buffer.
+    /// The request as a JSON value (what [`Request::parse`] reads back),
+    /// for tests and `--json` output; it holds keys as plain strings, so
+    /// the client writes its request line with [`Request::write_line`].
     pub fn to_json(&self) -> Value {
+        // Serializing into a Value fails only for maps with non-string
+        // keys, which a request has none of.
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+
+    /// The request line, newline-terminated, in a buffer that is zeroized
+    /// when dropped and sized so that it does not reallocate (leaving
+    /// copies of keys behind) for any request the gateway accepts.
+    pub fn write_line(&self) -> Result<Zeroizing<Vec<u8>>, String> {
+        let mut line = Zeroizing::new(Vec::with_capacity(MAX_REQUEST_BYTES + 1));
+        serde_json::to_writer(&mut *line, self).map_err(|e| e.to_string())?;
+        line.push(b'\n');
+        Ok(line)
+    }
+}
+
+/// The wire form, written in sorted key order (as a `serde_json::Value`
+/// prints it): `{"cmd":..., fields...}`. Keys go out as lowercase hex from
+/// zeroizing buffers.
+impl Serialize for Request {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut m = serializer.serialize_map(None)?;
+        m.serialize_entry("cmd", self.command())?;
         match self {
-            Request::Status | Request::SaList | Request::Stats => json!({"cmd": self.command()}),
-            Request::SaAdd { tunnel } => json!({"cmd": "sa_add", "tunnel": tunnel}),
+            Request::Status | Request::SaList | Request::Stats => {}
+            Request::SaAdd { tunnel } => m.serialize_entry("tunnel", tunnel)?,
             Request::SaDel { target } => match target {
-                DelTarget::Tunnel(name) => json!({"cmd": "sa_del", "tunnel": name}),
-                DelTarget::Spi(spi) => json!({"cmd": "sa_del", "spi": spi}),
+                DelTarget::Spi(spi) => m.serialize_entry("spi", spi)?,
+                DelTarget::Tunnel(name) => m.serialize_entry("tunnel", name)?,
             },
             Request::SaRekey {
                 tunnel,
                 outbound,
                 inbound,
             } => {
-                let mut v = json!({"cmd": "sa_rekey", "tunnel": tunnel});
-                if let Some(k) = outbound {
-                    v["out"] = sa_keys_json(k);
-                }
                 if let Some(k) = inbound {
-                    v["in"] = sa_keys_json(k);
+                    m.serialize_entry("in", &WireKeys(k))?;
                 }
-                v
+                if let Some(k) = outbound {
+                    m.serialize_entry("out", &WireKeys(k))?;
+                }
+                m.serialize_entry("tunnel", tunnel)?;
             }
         }
+        m.end()
     }
 }
 
-/// `{"spi": .., "key": "hex", "auth_key": "hex"}`, the form [`sa_keys`]
+/// `{"auth_key": "hex", "key": "hex", "spi": ..}`, the form [`sa_keys`]
 /// reads.
-fn sa_keys_json(k: &SaKeys) -> Value {
-    let mut v = json!({ "spi": k.spi, "key": k.key.to_hex().as_str() });
-    if let Some(a) = &k.auth_key {
-        v["auth_key"] = Value::String(a.to_hex().to_string());
+struct WireKeys<'a>(&'a SaKeys);
+
+impl Serialize for WireKeys<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut m = serializer.serialize_map(None)?;
+        if let Some(a) = &self.0.auth_key {
+            m.serialize_entry("auth_key", a.to_hex().as_str())?;
+        }
+        m.serialize_entry("key", self.0.key.to_hex().as_str())?;
+        m.serialize_entry("spi", &self.0.spi)?;
+        m.end()
     }
-    v
 }
 
 /// The answer to `sa_list`.
@@ -384,6 +415,8 @@ mod tests {
         ];
         for request in &requests {
             let line = request.to_json().to_string();
+            let written = request.write_line().unwrap();
+            assert_eq!(written.as_slice(), format!("{line}\n").as_bytes());
             let back = Request::parse(&line).unwrap_or_else(|e| panic!("{request:?}: {e}"));
             assert_eq!(back.carries_keys(), request.carries_keys());
             let same = match (request, &back) {
