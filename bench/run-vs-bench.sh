@@ -59,6 +59,12 @@ else
     export ESPGW_BENCH_NO_HUGEPAGES=1
 fi
 
+# Gateway 1 of the demo pair, as the Rust tests' fixture renders it
+# (crates/control/src/fixtures.rs, GatewayToml::demo(1)), with what this run
+# adds: pcap/null devices, a static neighbor, the state dir and socket, and
+# SPIs 0x1001/0x2001 with keys of their own. A heredoc rather than the
+# fixture: this script runs only the built espgw binary, and a second
+# renderer (python) would be one more copy to keep in step.
 cat >"$WORK/gw.toml" <<T
 [gateway]
 name = "rvb"

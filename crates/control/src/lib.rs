@@ -11,6 +11,8 @@
 //! never reuses an AEAD nonce.
 
 pub mod config;
+#[cfg(any(test, feature = "fixtures"))]
+pub mod fixtures;
 pub mod live;
 pub mod state;
 pub mod tables;

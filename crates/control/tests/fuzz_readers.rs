@@ -10,8 +10,9 @@ mod fuzz_readers_body;
 
 use std::path::PathBuf;
 
-use espgw_control::live::client::{CtlCommand, KeyArgs};
-use espgw_control::live::protocol::DelTarget;
+use espgw_control::config::SaKeys;
+use espgw_control::live::protocol::{DelTarget, Request};
+use espgw_esp::SecretBytes;
 use fuzz_readers_body as body;
 use serde_json::json;
 
@@ -33,8 +34,13 @@ fn corpus(target: &str) -> Vec<Vec<u8>> {
 const ADD_OUT_KEY: &str = "a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4";
 const ADD_IN_KEY: &str = "c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4";
 
-fn keys(spi: u32, key: &str, auth: Option<&str>) -> Option<KeyArgs> {
-    Some(KeyArgs::new(spi, key.to_string(), auth.map(str::to_string)))
+fn keys(spi: u32, key: &str, auth: Option<&str>) -> Option<SaKeys> {
+    let hex = |k: &str| SecretBytes::from_hex(k).expect("hex key");
+    Some(SaKeys {
+        spi,
+        key: hex(key),
+        auth_key: auth.map(hex),
+    })
 }
 
 /// Request lines as `espgw ctl` sends them, one session per seed.
@@ -56,26 +62,26 @@ fn request_seeds() -> Vec<Vec<u8>> {
         "in": {"spi": 0xe002, "key": "ffeeddccbbaa99887766554433221100",
                "auth_key": "ffeeddccbbaa99887766554433221100ffeeddccbbaa99887766554433221100"}
     });
-    let sessions: Vec<Vec<CtlCommand>> = vec![
-        vec![CtlCommand::Status, CtlCommand::SaList, CtlCommand::Stats],
+    let sessions: Vec<Vec<Request>> = vec![
+        vec![Request::Status, Request::SaList, Request::Stats],
         vec![
-            CtlCommand::SaAdd {
+            Request::SaAdd {
                 tunnel: tunnel_u.clone(),
             },
-            CtlCommand::SaList,
-            CtlCommand::SaRekey {
+            Request::SaList,
+            Request::SaRekey {
                 tunnel: "u".into(),
                 outbound: keys(0xc002, "e1e2e3e4e5e6e7e8e9eaebecedeeeff0f1f2f3f4", None),
                 inbound: keys(0xd002, "0102030405060708090a0b0c0d0e0f1011121314", None),
             },
-            CtlCommand::SaDel {
+            Request::SaDel {
                 target: DelTarget::Spi(0xd001),
             },
-            CtlCommand::Status,
+            Request::Status,
         ],
         vec![
-            CtlCommand::SaAdd { tunnel: tunnel_cbc },
-            CtlCommand::SaRekey {
+            Request::SaAdd { tunnel: tunnel_cbc },
+            Request::SaRekey {
                 tunnel: "v6".into(),
                 outbound: keys(
                     0xe003,
@@ -84,29 +90,28 @@ fn request_seeds() -> Vec<Vec<u8>> {
                 ),
                 inbound: None,
             },
-            CtlCommand::SaDel {
+            Request::SaDel {
                 target: DelTarget::Tunnel("v6".into()),
             },
         ],
         vec![
-            CtlCommand::SaRekey {
+            Request::SaRekey {
                 tunnel: "to-gw-b".into(),
                 outbound: keys(0xa002, ADD_OUT_KEY, None),
                 inbound: None,
             },
-            CtlCommand::SaDel {
+            Request::SaDel {
                 target: DelTarget::Tunnel("to-gw-b".into()),
             },
-            CtlCommand::Stats,
+            Request::Stats,
         ],
     ];
     let mut out: Vec<Vec<u8>> = sessions
         .iter()
         .map(|s| {
             s.iter()
-                .map(|c| format!("{}\n", c.request()))
-                .collect::<String>()
-                .into_bytes()
+                .flat_map(|c| c.write_line().expect("request line").to_vec())
+                .collect::<Vec<u8>>()
         })
         .collect();
     // Malformed lines a client could send.

@@ -12,15 +12,15 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use espgw_control::live::client::{self, CtlCommand, KeyArgs};
-use espgw_control::live::protocol::DelTarget;
+use espgw_control::config::{SaKeys, SecretBytes};
+use espgw_control::live::client;
+use espgw_control::live::protocol::{DelTarget, Request};
 use espgw_control::live::{
     ControlServer, CountersSource, DataplaneCounters, LiveControl, LiveTables, PortCounters,
     SaManager, WorkerCounters,
 };
 use serde_json::{json, Value};
 use support::*;
-use zeroize::Zeroizing;
 
 struct FakeDataplane;
 
@@ -93,18 +93,18 @@ fn tunnel_u(out_key: &str) -> Value {
     })
 }
 
-fn keys(spi: u32, key: &str) -> Option<KeyArgs> {
-    Some(KeyArgs {
+fn keys(spi: u32, key: &str) -> Option<SaKeys> {
+    Some(SaKeys {
         spi,
-        key: Zeroizing::new(key.to_string()),
+        key: SecretBytes::from_hex(key).unwrap(),
         auth_key: None,
     })
 }
 
 /// Runs a command both ways (table and JSON); returns the table text and
 /// pushes everything seen onto `seen`.
-fn ctl(sock: &Path, cmd: &CtlCommand, seen: &mut Vec<String>) -> Result<String, String> {
-    let response = client::call(sock, &cmd.request())?;
+fn ctl(sock: &Path, cmd: &Request, seen: &mut Vec<String>) -> Result<String, String> {
+    let response = client::call(sock, cmd)?;
     seen.push(response.to_string());
     let text = client::output(cmd, &response, false);
     seen.push(format!("{text:?}"));
@@ -121,7 +121,7 @@ fn every_command_through_the_socket_and_no_key_comes_back() {
     assert_eq!(mode & 0o777, 0o600, "socket mode {mode:o}");
     let mut seen = Vec::new();
 
-    let status = ctl(&sock, &CtlCommand::Status, &mut seen).unwrap();
+    let status = ctl(&sock, &Request::Status, &mut seen).unwrap();
     assert!(
         status.starts_with("gateway gw-1: up 0 s, 1 worker(s), 1 tunnel(s)"),
         "{status}"
@@ -131,7 +131,7 @@ fn every_command_through_the_socket_and_no_key_comes_back() {
         "{status}"
     );
 
-    let list = ctl(&sock, &CtlCommand::SaList, &mut seen).unwrap();
+    let list = ctl(&sock, &Request::SaList, &mut seen).unwrap();
     let lines: Vec<&str> = list.lines().collect();
     assert!(
         lines[0].starts_with("TUNNEL  DIR  SPI         SUITE        STATE   PACKETS"),
@@ -145,14 +145,14 @@ fn every_command_through_the_socket_and_no_key_comes_back() {
     assert!(lines[1].ends_with("100     -           -"), "{list}");
 
     // sa add, then it is listed; adding it again is refused.
-    let add = CtlCommand::SaAdd {
+    let add = Request::SaAdd {
         tunnel: tunnel_u(ADD_OUT_KEY),
     };
     assert_eq!(ctl(&sock, &add, &mut seen).unwrap(), "tunnel \"u\" added\n");
     let e = ctl(&sock, &add, &mut seen).unwrap_err();
     assert!(e.contains("already exists"), "{e}");
     // A key of the wrong length is refused by the config checks.
-    let bad = CtlCommand::SaAdd {
+    let bad = Request::SaAdd {
         tunnel: json!({"name": "w", "local": "192.0.2.1", "remote": "192.0.2.4",
             "local_ts": ["10.1.0.0/24"], "remote_ts": ["10.4.0.0/24"], "esp": "aes128gcm16",
             "out": {"spi": 0xe001, "key": &ADD_OUT_KEY[..30]},
@@ -164,14 +164,14 @@ fn every_command_through_the_socket_and_no_key_comes_back() {
     let mut elsewhere = tunnel_u(ADD_OUT_KEY);
     elsewhere["name"] = json!("x");
     elsewhere["local"] = json!("198.51.100.1");
-    let e = ctl(&sock, &CtlCommand::SaAdd { tunnel: elsewhere }, &mut seen).unwrap_err();
+    let e = ctl(&sock, &Request::SaAdd { tunnel: elsewhere }, &mut seen).unwrap_err();
     assert!(e.contains("tunnel.local"), "{e}");
 
-    let list = ctl(&sock, &CtlCommand::SaList, &mut seen).unwrap();
+    let list = ctl(&sock, &Request::SaList, &mut seen).unwrap();
     assert!(list.contains("u       out  0x0000c001"), "{list}");
 
     // Rekey both directions of t: the old inbound SA drains.
-    let rekey = CtlCommand::SaRekey {
+    let rekey = Request::SaRekey {
         tunnel: "t".into(),
         outbound: keys(0xa002, REKEY_OUT_KEY),
         inbound: keys(0xb002, REKEY_IN_KEY),
@@ -181,10 +181,10 @@ fn every_command_through_the_socket_and_no_key_comes_back() {
         r.contains("0x0000b002 installed") && r.contains("SPI 0x0000a002"),
         "{r}"
     );
-    let list = ctl(&sock, &CtlCommand::SaList, &mut seen).unwrap();
+    let list = ctl(&sock, &Request::SaList, &mut seen).unwrap();
     assert!(list.contains("0x0000b001  aes128gcm16  draining"), "{list}");
     // A rekey with a short key is refused without quoting it.
-    let short = CtlCommand::SaRekey {
+    let short = Request::SaRekey {
         tunnel: "t".into(),
         outbound: keys(0xa003, &REKEY_OUT_KEY[..20]),
         inbound: None,
@@ -194,28 +194,28 @@ fn every_command_through_the_socket_and_no_key_comes_back() {
     // Soft expiry shows in status once the clock passes 50 s.
     clock.store(60, Ordering::Relaxed);
     control.tick();
-    let status = ctl(&sock, &CtlCommand::Status, &mut seen).unwrap();
+    let status = ctl(&sock, &Request::Status, &mut seen).unwrap();
     assert!(
         status.contains("soft-expired (rekey due):\n  t out 0x0000a002\n  t in 0x0000b002\n"),
         "{status}"
     );
 
-    let stats = ctl(&sock, &CtlCommand::Stats, &mut seen).unwrap();
+    let stats = ctl(&sock, &Request::Stats, &mut seen).unwrap();
     assert!(stats.contains("prot  123      45"), "{stats}");
     assert!(stats.contains("0       0.250  2"), "{stats}");
     assert!(stats.contains("policy_discard  3"), "{stats}");
-    let json_stats = client::run(&sock, &CtlCommand::Stats, true).unwrap();
+    let json_stats = client::run(&sock, &Request::Stats, true).unwrap();
     seen.push(json_stats.clone());
     let v: Value = serde_json::from_str(&json_stats).unwrap();
     assert_eq!(v["ports"][0]["rx_packets"], 123);
     // t out+in, u out+in: the old inbound SA of t drained at the tick.
     assert_eq!(v["sas"].as_array().unwrap().len(), 4);
-    for cmd in [CtlCommand::Status, CtlCommand::SaList] {
+    for cmd in [Request::Status, Request::SaList] {
         seen.push(client::run(&sock, &cmd, true).unwrap());
     }
 
     // Delete by name and by SPI.
-    let del = CtlCommand::SaDel {
+    let del = Request::SaDel {
         target: DelTarget::Tunnel("u".into()),
     };
     assert_eq!(
@@ -223,14 +223,14 @@ fn every_command_through_the_socket_and_no_key_comes_back() {
         "tunnel \"u\" deleted\n"
     );
     assert!(ctl(&sock, &del, &mut seen).is_err());
-    let del = CtlCommand::SaDel {
+    let del = Request::SaDel {
         target: DelTarget::Spi(0xb002),
     };
     assert_eq!(
         ctl(&sock, &del, &mut seen).unwrap(),
         "tunnel \"t\" deleted\n"
     );
-    let status = ctl(&sock, &CtlCommand::Status, &mut seen).unwrap();
+    let status = ctl(&sock, &Request::Status, &mut seen).unwrap();
     assert!(status.contains("0 tunnel(s)"), "{status}");
 
     // Raw protocol: bad lines get an error line and the connection lives on.
@@ -297,11 +297,11 @@ fn stale_sockets_are_replaced_and_live_ones_are_not() {
         ))
     };
     let server = ControlServer::bind(&path, control()).unwrap();
-    assert!(client::run(&path, &CtlCommand::Status, false).is_ok());
+    assert!(client::run(&path, &Request::Status, false).is_ok());
     // A second gateway on the same path is refused; the first keeps it.
     let e = ControlServer::bind(&path, control()).err().unwrap();
     assert_eq!(e.kind(), std::io::ErrorKind::AddrInUse);
-    assert!(client::run(&path, &CtlCommand::Status, false).is_ok());
+    assert!(client::run(&path, &Request::Status, false).is_ok());
     drop(server);
     // A regular file is never removed.
     std::fs::write(&path, "not a socket").unwrap();
@@ -357,7 +357,7 @@ fn services_start_serve_tick_and_stop() {
     )
     .unwrap();
     let reader = services.reader();
-    assert!(client::run(&sock, &CtlCommand::Status, false)
+    assert!(client::run(&sock, &Request::Status, false)
         .unwrap()
         .contains("gw-1"));
     // The tick thread notices the soft lifetime by itself.
@@ -431,7 +431,7 @@ fn directories_others_can_write_or_own_are_refused() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     assert_eq!(names, ["gw.sock"]);
-    assert!(client::run(&sock, &CtlCommand::Status, false).is_ok());
+    assert!(client::run(&sock, &Request::Status, false).is_ok());
     drop(server);
     let _ = std::fs::remove_dir_all(dir);
 }
@@ -468,7 +468,7 @@ fn keys_are_not_sent_to_a_socket_someone_else_owns() {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("planted.sock");
     let listener = UnixListener::bind(&path).unwrap();
-    let rekey = CtlCommand::SaRekey {
+    let rekey = Request::SaRekey {
         tunnel: "t".into(),
         outbound: keys(0xa002, REKEY_OUT_KEY),
         inbound: None,
@@ -478,7 +478,7 @@ fn keys_are_not_sent_to_a_socket_someone_else_owns() {
         return;
     }
     std::os::unix::fs::chown(&path, Some(65534), None).unwrap();
-    let e = client::call(&path, &rekey.request()).unwrap_err();
+    let e = client::call(&path, &rekey).unwrap_err();
     assert!(
         e.contains("is owned by uid 65534, not by root or you (uid 0); not sending keys"),
         "{e}"
@@ -503,7 +503,7 @@ fn keys_are_not_sent_to_a_socket_someone_else_owns() {
             .unwrap();
         line
     });
-    client::call(&path, &CtlCommand::Status.request()).unwrap();
+    client::call(&path, &Request::Status).unwrap();
     assert_eq!(t.join().unwrap(), "{\"cmd\":\"status\"}\n");
     let _ = std::fs::remove_dir_all(dir);
 }

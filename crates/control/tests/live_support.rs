@@ -7,6 +7,7 @@ use std::path::Path;
 use std::sync::{Mutex, OnceLock};
 
 use espgw_control::config::{Config, HostFacts, SaKeys, SecretBytes};
+use espgw_control::fixtures::GatewayToml;
 use espgw_control::{parse_str, tables::FlowKey};
 use espgw_esp::Encap;
 use espgw_wire::{PacketBuf, VecBuf};
@@ -14,47 +15,22 @@ use espgw_wire::{PacketBuf, VecBuf};
 pub const KEY_A: &str = "0x1111111111111111111111111111111122222222";
 pub const KEY_B: &str = "0x3333333333333333333333333333333344444444";
 
-/// A config for gateway `me` (1 or 2) of a two-gateway pair: gateway 1 is
-/// 192.0.2.1 protecting 10.1.0.0/24, gateway 2 is 192.0.2.2 protecting
-/// 10.2.0.0/24; one tunnel "t" between them. `extra` is appended.
+/// A config for gateway `me` (1 or 2) of the demo pair
+/// ([`GatewayToml::demo`]): gateway 1 is 192.0.2.1 protecting
+/// 10.1.0.0/24, gateway 2 is 192.0.2.2 protecting 10.2.0.0/24; one tunnel
+/// "t" between them, keyed with [`KEY_A`] (SPI 0xa001) and [`KEY_B`]
+/// (0xb001). `lifetime` is a line of the tunnel; `extra` is appended.
 pub fn gateway_toml(me: u8, lifetime: &str, default_action: &str, extra: &str) -> String {
-    let peer = 3 - me;
-    let (out_spi, out_key, in_spi, in_key) = if me == 1 {
-        ("0xa001", KEY_A, "0xb001", KEY_B)
+    let (out_key, in_key) = if me == 1 {
+        (KEY_A, KEY_B)
     } else {
-        ("0xb001", KEY_B, "0xa001", KEY_A)
+        (KEY_B, KEY_A)
     };
-    format!(
-        r#"
-default_action = "{default_action}"
-[gateway]
-name = "gw-{me}"
-[dataplane]
-workers = 1
-[[port]]
-name = "prot"
-side = "protected"
-device = "net_null0"
-address = "10.{me}.0.1/24"
-[[port]]
-name = "unprot"
-side = "unprotected"
-device = "net_null1"
-address = "192.0.2.{me}/24"
-[[tunnel]]
-name = "t"
-local = "192.0.2.{me}"
-remote = "192.0.2.{peer}"
-local_ts = ["10.{me}.0.0/24"]
-remote_ts = ["10.{peer}.0.0/24"]
-esp = "aes128gcm16"
-replay_window = 64
-{lifetime}
-out = {{ spi = {out_spi}, key = "{out_key}" }}
-in = {{ spi = {in_spi}, key = "{in_key}" }}
-{extra}
-"#
-    )
+    GatewayToml::demo(me)
+        .default_action(default_action)
+        .map_tunnels(|t| t.replay_window(64).line(lifetime).keys(out_key, in_key))
+        .extra(extra)
+        .render()
 }
 
 pub fn config(text: String) -> Config {

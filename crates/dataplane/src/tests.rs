@@ -41,68 +41,42 @@ fn v6(s: &str) -> Ipv6Addr {
     s.parse().unwrap()
 }
 
-/// Gateway A (or B, mirrored) as in gateway.toml / configs/gateway-b.toml,
-/// plus an IPv6 address on the protected port and the given extra text.
-fn config_text(b_side: bool, local_ts_a: &str, extra: &str) -> String {
-    let (name, prot, prot6, unprot, local, remote, lts, rts, out, inn) = if b_side {
-        (
-            "gw-b",
-            "10.2.0.1/24",
-            "fd00:2::1/64",
-            "192.0.2.2/24",
-            "192.0.2.2",
-            "192.0.2.1",
-            "10.2.0.0/24".to_string(),
-            "10.1.0.0/24",
-            ("0xb001", "9b890a06962125b8925af8d8f76eac664799f983"),
-            ("0xa001", "bef3215147135cd554e9156cae70f5a899331a52"),
-        )
+/// The SA keys of A and B (distinct: the config refuses a key used twice).
+const KEY_A_TO_B: &str = "bef3215147135cd554e9156cae70f5a899331a52";
+const KEY_B_TO_A: &str = "9b890a06962125b8925af8d8f76eac664799f983";
+
+/// The demo pair's gateway (espgw_control::fixtures) on ring devices:
+/// A (`b_side` false) or B, its tunnel "t" keyed with `KEY_A_TO_B` and
+/// `KEY_B_TO_A`.
+fn demo_gateway(b_side: bool) -> espgw_control::fixtures::GatewayToml {
+    let (me, name, out_key, in_key) = if b_side {
+        (2, "gw-b", KEY_B_TO_A, KEY_A_TO_B)
     } else {
-        (
-            "gw-a",
-            "10.1.0.1/24",
-            "fd00:1::1/64",
-            "192.0.2.1/24",
-            "192.0.2.1",
-            "192.0.2.2",
-            local_ts_a.to_string(),
-            "10.2.0.0/24",
-            ("0xa001", "bef3215147135cd554e9156cae70f5a899331a52"),
-            ("0xb001", "9b890a06962125b8925af8d8f76eac664799f983"),
-        )
+        (1, "gw-a", KEY_A_TO_B, KEY_B_TO_A)
     };
-    format!(
-        r#"
-default_action = "discard"
-[gateway]
-name = "{name}"
-[dataplane]
-workers = 1
-mtu = 1500
-[[port]]
-name = "prot"
-side = "protected"
-device = "net_ring0"
-address = ["{prot}", "{prot6}"]
-[[port]]
-name = "unprot"
-side = "unprotected"
-device = "net_ring1"
-address = "{unprot}"
-[[tunnel]]
-name = "t"
-local = "{local}"
-remote = "{remote}"
-local_ts = ["{lts}"]
-remote_ts = ["{rts}"]
-esp = "aes128gcm16"
-replay_window = 64
-out = {{ spi = {}, key = "{}" }}
-in = {{ spi = {}, key = "{}" }}
-{extra}
-"#,
-        out.0, out.1, inn.0, inn.1
-    )
+    espgw_control::fixtures::GatewayToml::demo(me)
+        .name(name)
+        .mtu(1500)
+        .devices("net_ring0", "net_ring1")
+        .map_tunnels(|t| t.keys(out_key, in_key))
+}
+
+/// Gateway A (or B, mirrored) as in gateway.toml / configs/gateway-b.toml,
+/// plus an IPv6 address on the protected port and the given extra text;
+/// A protects `local_ts_a`.
+fn config_text(b_side: bool, local_ts_a: &str, extra: &str) -> String {
+    let me = if b_side { 2 } else { 1 };
+    demo_gateway(b_side)
+        .default_action("discard")
+        .prot_address(&format!("fd00:{me}::1/64"))
+        .map_tunnels(|mut t| {
+            if !b_side {
+                t.local_ts = vec![local_ts_a.to_string()];
+            }
+            t.replay_window(64)
+        })
+        .extra(extra)
+        .render()
 }
 
 fn tables_from(text: String, macs: [MacAddr; 2]) -> Arc<Tables> {
@@ -905,64 +879,23 @@ fn mixed_burst_balances_the_accounting_identity() {
 /// A and B over an IPv6 outer network with UDP-encapsulated ESP (NAT-T),
 /// peers known statically.
 fn v6_udp_config(b_side: bool) -> String {
-    let (name, prot, local, remote, peer_mac, lts, rts, out, inn) = if b_side {
-        (
-            "gw-b",
-            "10.2.0.1/24",
-            "2001:db8::2",
-            "2001:db8::1",
-            "02:aa:00:00:00:02",
-            "10.2.0.0/24",
-            "10.1.0.0/24",
-            ("0xb001", "9b890a06962125b8925af8d8f76eac664799f983"),
-            ("0xa001", "bef3215147135cd554e9156cae70f5a899331a52"),
-        )
+    let (local, remote, peer_mac) = if b_side {
+        ("2001:db8::2", "2001:db8::1", "02:aa:00:00:00:02")
     } else {
-        (
-            "gw-a",
-            "10.1.0.1/24",
-            "2001:db8::1",
-            "2001:db8::2",
-            "02:bb:00:00:00:02",
-            "10.1.0.0/24",
-            "10.2.0.0/24",
-            ("0xa001", "bef3215147135cd554e9156cae70f5a899331a52"),
-            ("0xb001", "9b890a06962125b8925af8d8f76eac664799f983"),
-        )
+        ("2001:db8::1", "2001:db8::2", "02:bb:00:00:00:02")
     };
-    format!(
-        r#"
-[gateway]
-name = "{name}"
-[dataplane]
-mtu = 1500
-[[port]]
-name = "prot"
-side = "protected"
-device = "net_ring0"
-address = "{prot}"
-[[port]]
-name = "unprot"
-side = "unprotected"
-device = "net_ring1"
-address = "{local}/64"
-[[neighbor]]
-address = "{remote}"
-mac = "{peer_mac}"
-port = "unprot"
-[[tunnel]]
-name = "t6"
-local = "{local}"
-remote = "{remote}"
-local_ts = ["{lts}"]
-remote_ts = ["{rts}"]
-esp = "aes128gcm16"
-encap = "udp"
-out = {{ spi = {}, key = "{}" }}
-in = {{ spi = {}, key = "{}" }}
-"#,
-        out.0, out.1, inn.0, inn.1
-    )
+    let mut gw = demo_gateway(b_side).workers(None).section(&format!(
+        "[[neighbor]]\naddress = \"{remote}\"\nmac = \"{peer_mac}\"\nport = \"unprot\""
+    ));
+    gw.unprot_address = format!("{local}/64");
+    gw.map_tunnels(|mut t| {
+        t.name = "t6".into();
+        t.local = local.into();
+        t.remote = remote.into();
+        t.encap = Some("udp".into());
+        t
+    })
+    .render()
 }
 
 #[test]

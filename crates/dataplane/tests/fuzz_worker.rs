@@ -339,7 +339,7 @@ fn peer_esp_seeds_are_decrypted_by_the_gateway_under_test() {
         assert_eq!(delivered, 4, "selector {selector}");
         let c = b.w.counters();
         assert_eq!(
-            c.drops.get(espgw_dataplane::Drop::Replayed),
+            c.drops.get(espgw_dataplane::DropReason::Replayed),
             1,
             "selector {selector}"
         );

@@ -15,10 +15,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use espgw_control::config::SaKeys;
+use espgw_control::live::client;
 use espgw_control::live::client::TunnelJson;
 use espgw_control::live::client::Zeroizing;
-use espgw_control::live::client::{self, CtlCommand, KeyArgs};
-use espgw_control::live::protocol::DelTarget;
+use espgw_control::live::protocol::{DelTarget, Request};
 
 /// Exit status when the gateway refused the request or could not be reached.
 const EXIT_FAILED: u8 = 1;
@@ -193,9 +194,19 @@ impl KeyFlags {
         spi: Option<u32>,
         key: &mut Option<String>,
         auth_key: &mut Option<String>,
-    ) -> Result<Option<KeyArgs>, String> {
-        match (spi, key.take()) {
-            (Some(spi), Some(key)) => Ok(Some(KeyArgs::new(spi, key, auth_key.take()))),
+    ) -> Result<Option<SaKeys>, String> {
+        // The hex text is wiped once it has become the request's keys.
+        let (key, auth_key) = (
+            key.take().map(Zeroizing::new),
+            auth_key.take().map(Zeroizing::new),
+        );
+        match (spi, key) {
+            (Some(spi), Some(key)) => Ok(Some(client::sa_keys_from_hex(
+                dir,
+                spi,
+                &key,
+                auth_key.as_deref().map(String::as_str),
+            )?)),
             (None, None) if auth_key.is_none() => Ok(None),
             _ => Err(format!("--{dir}-spi and --{dir}-key go together")),
         }
@@ -221,7 +232,7 @@ impl KeyFlags {
         .collect()
     }
 
-    fn take(&mut self) -> Result<(Option<KeyArgs>, Option<KeyArgs>), String> {
+    fn take(&mut self) -> Result<(Option<SaKeys>, Option<SaKeys>), String> {
         let out = Self::direction(
             "out",
             self.out_spi,
@@ -271,7 +282,7 @@ impl AddArgs {
 
 /// A parsed command line.
 struct Parsed {
-    command: CtlCommand,
+    command: Request,
     /// Print the JSON response.
     json: bool,
     /// For stderr (keys given as arguments).
@@ -287,17 +298,17 @@ fn command(words: &[String], stdin: &mut dyn Read) -> Result<Parsed, (u8, String
     let usage = |e: String| (EXIT_USAGE, e);
     let mut warnings = Vec::new();
     let command = match line.command {
-        Top::Status => CtlCommand::Status,
-        Top::Stats => CtlCommand::Stats,
+        Top::Status => Request::Status,
+        Top::Stats => Request::Stats,
         Top::Sa { command } => match *command {
-            Sa::List => CtlCommand::SaList,
+            Sa::List => Request::SaList,
             Sa::Add(args) => {
                 warnings = args.keys.warnings();
-                CtlCommand::SaAdd {
+                Request::SaAdd {
                     tunnel: args.tunnel(stdin).map_err(usage)?,
                 }
             }
-            Sa::Del { name, spi } => CtlCommand::SaDel {
+            Sa::Del { name, spi } => Request::SaDel {
                 target: match (name, spi) {
                     (Some(name), _) => DelTarget::Tunnel(name),
                     (None, Some(spi)) => DelTarget::Spi(spi),
@@ -320,7 +331,7 @@ fn command(words: &[String], stdin: &mut dyn Read) -> Result<Parsed, (u8, String
                             .into(),
                     ));
                 }
-                CtlCommand::SaRekey {
+                Request::SaRekey {
                     tunnel: args.name,
                     outbound,
                     inbound,
@@ -370,6 +381,7 @@ mod tests {
     use std::sync::Arc;
 
     use espgw_control::config::HostFacts;
+    use espgw_control::fixtures::GatewayToml;
     use espgw_control::live::{monotonic_clock, ControlServer, LiveControl, SaManager};
 
     fn words(line: &str) -> Vec<String> {
@@ -382,7 +394,7 @@ mod tests {
 
     fn request(line: &str) -> String {
         match parse(line) {
-            Ok(p) => p.command.request().to_string(),
+            Ok(p) => p.command.to_json().to_string(),
             Err((code, e)) => panic!("{line}: {code} {e}"),
         }
     }
@@ -412,7 +424,7 @@ mod tests {
              --lifetime-seconds 3600 --out-spi 0xc001 --out-key 00 --out-auth-key 11 \
              --in-spi 53249 --in-key 22 --in-auth-key 33";
         let Ok(Parsed {
-            command: CtlCommand::SaAdd { tunnel: t },
+            command: Request::SaAdd { tunnel: t },
             json: false,
             ..
         }) = parse(add)
@@ -453,6 +465,40 @@ mod tests {
         }
     }
 
+    /// Keys become the request's `SecretBytes` before anything is sent: a
+    /// key that is not hex is a usage error naming the flag, not the key.
+    #[test]
+    fn key_flags_that_are_not_hex_are_usage_errors() {
+        for line in [
+            format!("sa rekey t --in-spi 0xb002 --in-key {}zz", &OUT_KEY[..16]),
+            format!(
+                "sa rekey t --out-spi 0xa002 --out-key {OUT_KEY} --out-auth-key {}q",
+                &IN_KEY[..16]
+            ),
+            format!(
+                "sa add --name u --out-spi 0xc001 --out-key {}g --in-spi 0xd001 --in-key {IN_KEY}",
+                &OUT_KEY[..16]
+            ),
+        ] {
+            match parse(&line) {
+                Err((code, e)) => {
+                    assert_eq!(code, EXIT_USAGE, "{line}: {e}");
+                    assert!(e.contains("key: not a hex digit"), "{e}");
+                    assert!(
+                        !e.contains(&OUT_KEY[..8]) && !e.contains(&IN_KEY[..8]),
+                        "{e}"
+                    );
+                }
+                Ok(_) => panic!("{line} accepted"),
+            }
+        }
+        // Keys are sent as lowercase hex, a 0x prefix dropped.
+        assert_eq!(
+            request("sa rekey t --in-spi 0xb002 --in-key 0xAB:CD"),
+            r#"{"cmd":"sa_rekey","in":{"key":"abcd","spi":45058},"tunnel":"t"}"#
+        );
+    }
+
     #[test]
     fn rekey_keys_from_a_file_or_stdin_make_the_same_request_without_warnings() {
         let (k1, k2, k3) = (OUT_KEY, IN_KEY, &NEW_KEY[..16]);
@@ -460,7 +506,7 @@ mod tests {
             "sa rekey t --out-spi 0xa002 --out-key {k1} --in-spi 0xb002 --in-key {k2} --in-auth-key {k3}"
         ))
         .unwrap();
-        let want = flags.command.request().to_string();
+        let want = flags.command.to_json().to_string();
         assert!(want.contains(k1) && want.contains(k3), "{want}");
         assert_eq!(flags.warnings.len(), 3, "{:?}", flags.warnings);
         for (w, flag) in flags
@@ -488,11 +534,11 @@ mod tests {
             let file = dir.join(name);
             std::fs::write(&file, text).unwrap();
             let p = parse(&format!("sa rekey t --keys-file {}", file.display())).unwrap();
-            assert_eq!(p.command.request().to_string(), want, "{name}");
+            assert_eq!(p.command.to_json().to_string(), want, "{name}");
             assert!(p.warnings.is_empty(), "{:?}", p.warnings);
             // The same text on standard input.
             let p = command(&words("sa rekey t --keys-file -"), &mut text.as_bytes()).unwrap();
-            assert_eq!(p.command.request().to_string(), want, "stdin {name}");
+            assert_eq!(p.command.to_json().to_string(), want, "stdin {name}");
             assert!(p.warnings.is_empty());
         }
         // One direction only.
@@ -502,7 +548,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            p.command.request().to_string(),
+            p.command.to_json().to_string(),
             format!(r#"{{"cmd":"sa_rekey","in":{{"key":"{k2}","spi":45058}},"tunnel":"t"}}"#)
         );
 
@@ -557,8 +603,8 @@ mod tests {
         .unwrap();
         assert_eq!(flags.warnings.len(), 2);
         assert_eq!(
-            p.command.request().to_string(),
-            flags.command.request().to_string()
+            p.command.to_json().to_string(),
+            flags.command.to_json().to_string()
         );
     }
 
@@ -570,31 +616,10 @@ mod tests {
     const NEW_IN_KEY: &str = "f0e1d2c3b4a5968778695a4b3c2d1e0f76543210";
     const OUT_KEY_T2: &str = "1f2e3d4c5b6a79881f2e3d4c5b6a798812345678";
 
-    const CONFIG: &str = r#"
-[gateway]
-name = "gw-a"
-[dataplane]
-workers = 1
-[[port]]
-name = "prot"
-side = "protected"
-device = "net_null0"
-address = "10.1.0.1/24"
-[[port]]
-name = "unprot"
-side = "unprotected"
-device = "net_null1"
-address = "192.0.2.1/24"
-[[tunnel]]
-name = "t"
-local = "192.0.2.1"
-remote = "192.0.2.2"
-local_ts = ["10.1.0.0/24"]
-remote_ts = ["10.2.0.0/24"]
-esp = "aes128gcm16"
-out = { spi = 0xa001, key = "0x1111111111111111111111111111111122222222" }
-in = { spi = 0xb001, key = "0x3333333333333333333333333333333344444444" }
-"#;
+    /// Gateway "gw-a": gateway 1 of the demo pair, its own keys.
+    fn config_text() -> String {
+        GatewayToml::demo(1).name("gw-a").render()
+    }
 
     #[test]
     fn every_command_against_a_live_socket() {
@@ -606,7 +631,7 @@ in = { spi = 0xb001, key = "0x3333333333333333333333333333333344444444" }
             check_permissions: false,
         };
         let (config, _) =
-            espgw_control::parse_str(&dir.join("gw.toml"), CONFIG.to_string(), &host).unwrap();
+            espgw_control::parse_str(&dir.join("gw.toml"), config_text(), &host).unwrap();
         let manager = SaManager::with_control_tables(&config, 0).unwrap();
         let control = Arc::new(LiveControl::new(
             &config,

@@ -9,33 +9,13 @@ use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 
 use espgw_control::config::HostFacts;
+use espgw_control::fixtures::GatewayToml;
 use espgw_control::live::{monotonic_clock, Access, ControlServer, LiveControl, SaManager};
 
-const CONFIG: &str = r#"
-[gateway]
-name = "gw-a"
-[dataplane]
-workers = 1
-[[port]]
-name = "prot"
-side = "protected"
-device = "net_null0"
-address = "10.1.0.1/24"
-[[port]]
-name = "unprot"
-side = "unprotected"
-device = "net_null1"
-address = "192.0.2.1/24"
-[[tunnel]]
-name = "t"
-local = "192.0.2.1"
-remote = "192.0.2.2"
-local_ts = ["10.1.0.0/24"]
-remote_ts = ["10.2.0.0/24"]
-esp = "aes128gcm16"
-out = { spi = 0xa001, key = "0x1111111111111111111111111111111122222222" }
-in = { spi = 0xb001, key = "0x3333333333333333333333333333333344444444" }
-"#;
+/// Gateway "gw-a": gateway 1 of the demo pair, its own keys.
+fn config_text() -> String {
+    GatewayToml::demo(1).name("gw-a").render()
+}
 
 const KEY_1: &str = "e1e2e3e4e5e6e7e8e9eaebecedeeeff0f1f2f3f4";
 const KEY_2: &str = "0102030405060708090a0b0c0d0e0f1011121314";
@@ -55,8 +35,7 @@ fn server(sock: &Path, group: Option<u32>) -> ControlServer {
         cpus: 1,
         check_permissions: false,
     };
-    let (config, _) =
-        espgw_control::parse_str(Path::new("gw.toml"), CONFIG.to_string(), &host).unwrap();
+    let (config, _) = espgw_control::parse_str(Path::new("gw.toml"), config_text(), &host).unwrap();
     let manager = SaManager::with_control_tables(&config, 0).unwrap();
     let control = Arc::new(LiveControl::new(
         &config,

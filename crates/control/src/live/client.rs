@@ -12,36 +12,39 @@ use serde_json::{json, Value};
 pub use zeroize::Zeroizing;
 
 use super::access;
-use super::protocol::{self, DelTarget};
+use super::protocol::{self, RekeyReply, Request, SaListReply, TunnelReply};
 use super::status::{SaInfo, StatsSnapshot, Status};
+use crate::config::{SaKeys, SecretBytes};
 
 /// How long to wait for the gateway's answer.
 const TIMEOUT: Duration = Duration::from_secs(30);
 
-/// New keys for one direction, as the operator typed them (hex).
-pub struct KeyArgs {
-    pub spi: u32,
-    pub key: Zeroizing<String>,
-    pub auth_key: Option<Zeroizing<String>>,
+/// One direction's keys from the hex the operator typed. Errors never
+/// quote the text (the gateway checks the lengths for the suite).
+pub fn sa_keys_from_hex(
+    dir: &str,
+    spi: u32,
+    key: &str,
+    auth_key: Option<&str>,
+) -> Result<SaKeys, String> {
+    let secret = |what: &str, hex: &str| {
+        SecretBytes::from_hex(hex).map_err(|e| format!("--{dir}-{what}: {e}"))
+    };
+    Ok(SaKeys {
+        spi,
+        key: secret("key", key)?,
+        auth_key: auth_key.map(|a| secret("auth-key", a)).transpose()?,
+    })
 }
 
-impl KeyArgs {
-    /// Takes the hex strings (zeroized when dropped).
-    pub fn new(spi: u32, key: String, auth_key: Option<String>) -> KeyArgs {
-        KeyArgs {
-            spi,
-            key: Zeroizing::new(key),
-            auth_key: auth_key.map(Zeroizing::new),
-        }
+/// The `{spi, key, auth_key}` JSON of one direction in a tunnel (keys in
+/// hex, as a `[[tunnel]]` table has them).
+fn tunnel_keys_json(k: &SaKeys) -> Value {
+    let mut v = json!({ "spi": k.spi, "key": k.key.to_hex().as_str() });
+    if let Some(a) = &k.auth_key {
+        v["auth_key"] = Value::String(a.to_hex().to_string());
     }
-
-    fn to_json(&self) -> Value {
-        let mut v = json!({ "spi": self.spi, "key": self.key.as_str() });
-        if let Some(a) = &self.auth_key {
-            v["auth_key"] = Value::String(a.to_string());
-        }
-        v
-    }
+    v
 }
 
 /// A tunnel's fields as JSON (what `sa_add` carries).
@@ -62,14 +65,18 @@ pub struct TunnelFields {
     pub priority: Option<u32>,
     /// Hard limits: `seconds`, `bytes`, `packets`.
     pub lifetime: [(&'static str, Option<u64>); 3],
-    pub out: KeyArgs,
-    pub inbound: KeyArgs,
+    pub out: SaKeys,
+    pub inbound: SaKeys,
 }
 
 /// The `sa_add` tunnel object for flags. Missing required fields are left
 /// out, so the gateway's config checks name them.
 pub fn tunnel_json(f: TunnelFields) -> Result<TunnelJson, String> {
-    let mut t = json!({ "name": f.name, "out": f.out.to_json(), "in": f.inbound.to_json() });
+    let mut t = json!({
+        "name": f.name,
+        "out": tunnel_keys_json(&f.out),
+        "in": tunnel_keys_json(&f.inbound),
+    });
     let mut set = |k: &str, v: Option<Value>| {
         if let Some(v) = v {
             t[k] = v;
@@ -98,81 +105,36 @@ pub fn tunnel_json(f: TunnelFields) -> Result<TunnelJson, String> {
     Ok(t)
 }
 
-/// One `espgw ctl` command.
-pub enum CtlCommand {
-    Status,
-    SaList,
-    Stats,
-    SaAdd {
-        tunnel: Value,
-    },
-    SaDel {
-        target: DelTarget,
-    },
-    SaRekey {
-        tunnel: String,
-        outbound: Option<KeyArgs>,
-        inbound: Option<KeyArgs>,
-    },
-}
-
-impl CtlCommand {
-    /// The request line's JSON.
-    pub fn request(&self) -> Value {
-        match self {
-            CtlCommand::Status => json!({"cmd": "status"}),
-            CtlCommand::SaList => json!({"cmd": "sa_list"}),
-            CtlCommand::Stats => json!({"cmd": "stats"}),
-            CtlCommand::SaAdd { tunnel } => json!({"cmd": "sa_add", "tunnel": tunnel}),
-            CtlCommand::SaDel { target } => match target {
-                DelTarget::Tunnel(name) => json!({"cmd": "sa_del", "tunnel": name}),
-                DelTarget::Spi(spi) => json!({"cmd": "sa_del", "spi": spi}),
-            },
-            CtlCommand::SaRekey {
-                tunnel,
-                outbound,
-                inbound,
-            } => {
-                let mut v = json!({"cmd": "sa_rekey", "tunnel": tunnel});
-                if let Some(k) = outbound {
-                    v["out"] = k.to_json();
-                }
-                if let Some(k) = inbound {
-                    v["in"] = k.to_json();
-                }
-                v
+/// Renders a successful response to `request` for people.
+pub fn render(request: &Request, response: &Value) -> Result<String, String> {
+    match request {
+        Request::Status => render_status(&parse(response)?),
+        Request::SaList => Ok(render_sas(&parse::<SaListReply>(response)?.sas)),
+        Request::Stats => render_stats(&parse(response)?),
+        Request::SaAdd { .. } => Ok(format!(
+            "tunnel {:?} added\n",
+            parse::<TunnelReply>(response)?.tunnel
+        )),
+        Request::SaDel { .. } => Ok(format!(
+            "tunnel {:?} deleted\n",
+            parse::<TunnelReply>(response)?.tunnel
+        )),
+        Request::SaRekey { .. } => {
+            let reply: RekeyReply = parse(response)?;
+            let mut steps = Vec::new();
+            if let Some(spi) = reply.in_spi {
+                steps.push(format!(
+                    "new inbound SPI {spi:#010x} installed (old one draining)"
+                ));
             }
-        }
-    }
-
-    /// Renders a successful response for people.
-    pub fn render(&self, response: &Value) -> Result<String, String> {
-        match self {
-            CtlCommand::Status => render_status(&parse(response)?),
-            CtlCommand::SaList => {
-                let sas: Vec<SaInfo> = serde_json::from_value(response["sas"].clone())
-                    .map_err(|e| format!("unexpected response: {e}"))?;
-                Ok(render_sas(&sas))
+            if let Some(spi) = reply.out_spi {
+                steps.push(format!("outbound switched to SPI {spi:#010x}"));
             }
-            CtlCommand::Stats => render_stats(&parse(response)?),
-            CtlCommand::SaAdd { .. } => Ok(format!("tunnel {} added\n", response["tunnel"])),
-            CtlCommand::SaDel { .. } => Ok(format!("tunnel {} deleted\n", response["tunnel"])),
-            CtlCommand::SaRekey { .. } => {
-                let mut steps = Vec::new();
-                if let Some(spi) = response["in_spi"].as_u64() {
-                    steps.push(format!(
-                        "new inbound SPI {spi:#010x} installed (old one draining)"
-                    ));
-                }
-                if let Some(spi) = response["out_spi"].as_u64() {
-                    steps.push(format!("outbound switched to SPI {spi:#010x}"));
-                }
-                Ok(format!(
-                    "tunnel {} rekeyed: {}\n",
-                    response["tunnel"],
-                    steps.join("; ")
-                ))
-            }
+            Ok(format!(
+                "tunnel {:?} rekeyed: {}\n",
+                reply.tunnel,
+                steps.join("; ")
+            ))
         }
     }
 }
@@ -181,28 +143,22 @@ fn parse<T: serde::de::DeserializeOwned>(v: &Value) -> Result<T, String> {
     serde_json::from_value(v.clone()).map_err(|e| format!("unexpected response: {e}"))
 }
 
-/// Whether a request line holds key material.
-fn carries_keys(request: &Value) -> bool {
-    matches!(request["cmd"].as_str(), Some("sa_add" | "sa_rekey"))
-}
-
 /// Sends one request and returns the response object (`ok` true or false).
 /// A request with keys goes only to a socket that root or the caller owns
 /// and serves (see [`access::check_server`]): another user's socket at a
 /// guessed or stale path never receives them.
-pub fn call(socket: &Path, request: &Value) -> Result<Value, String> {
+pub fn call(socket: &Path, request: &Request) -> Result<Value, String> {
     let stream = UnixStream::connect(socket)
         .map_err(|e| format!("cannot connect to {}: {e}", socket.display()))?;
-    if carries_keys(request) {
+    if request.carries_keys() {
         access::check_server(socket, &stream, access::my_uid())?;
     }
     stream
         .set_read_timeout(Some(TIMEOUT))
         .and_then(|_| stream.set_write_timeout(Some(TIMEOUT)))
         .map_err(|e| e.to_string())?;
-    let mut line = Zeroizing::new(serde_json::to_string(request).map_err(|e| e.to_string())?);
-    line.push('\n');
-    let sent = (&stream).write_all(line.as_bytes());
+    let line = request.write_line()?;
+    let sent = (&stream).write_all(&line);
     let mut answer = String::new();
     // A gateway that refuses us answers at once and closes, maybe before
     // our request was written: its reason is worth more than "broken pipe".
@@ -219,14 +175,14 @@ pub fn call(socket: &Path, request: &Value) -> Result<Value, String> {
 }
 
 /// Runs a command: the text to print, or the gateway's error.
-pub fn run(socket: &Path, command: &CtlCommand, as_json: bool) -> Result<String, String> {
-    let response = call(socket, &command.request())?;
-    output(command, &response, as_json)
+pub fn run(socket: &Path, request: &Request, as_json: bool) -> Result<String, String> {
+    let response = call(socket, request)?;
+    output(request, &response, as_json)
 }
 
 /// What [`run`] prints for `response`: the table (or pretty JSON), or
 /// the gateway's error.
-pub fn output(command: &CtlCommand, response: &Value, as_json: bool) -> Result<String, String> {
+pub fn output(request: &Request, response: &Value, as_json: bool) -> Result<String, String> {
     if response["ok"] != Value::Bool(true) {
         return Err(response["error"]
             .as_str()
@@ -238,7 +194,7 @@ pub fn output(command: &CtlCommand, response: &Value, as_json: bool) -> Result<S
         s.push('\n');
         return Ok(s);
     }
-    command.render(response)
+    render(request, response)
 }
 
 /// A tunnel from TOML text: either a `[[tunnel]]` table (the first one)
@@ -259,7 +215,8 @@ pub fn tunnel_from_toml(text: &str) -> Result<Value, String> {
 
 /// New keys for `sa_rekey` from a file's text (TOML or JSON, told apart
 /// by a leading `{`): an `out` and/or an `in` table, each
-/// `{spi, key, auth_key?}` as in a tunnel's `out`/`in`:
+/// `{spi, key, auth_key?}` as in a tunnel's `out`/`in`, read by the same
+/// code that reads them from a request line ([`protocol::sa_keys`]):
 ///
 /// ```toml
 /// out = { spi = 0xa002, key = "..." }
@@ -267,7 +224,7 @@ pub fn tunnel_from_toml(text: &str) -> Result<Value, String> {
 /// ```
 ///
 /// Errors never quote the text.
-pub fn rekey_keys_from_text(text: &str) -> Result<(Option<KeyArgs>, Option<KeyArgs>), String> {
+pub fn rekey_keys_from_text(text: &str) -> Result<(Option<SaKeys>, Option<SaKeys>), String> {
     let doc: Value = if text.trim_start().starts_with('{') {
         // serde_json's errors give a position, never the text.
         serde_json::from_str(text).map_err(|e| format!("JSON: {e}"))?
@@ -285,37 +242,10 @@ pub fn rekey_keys_from_text(text: &str) -> Result<(Option<KeyArgs>, Option<KeyAr
             k.chars().take(32).collect::<String>()
         ));
     }
-    let dir = |name: &str| -> Result<Option<KeyArgs>, String> {
-        let Some(v) = obj.get(name) else {
-            return Ok(None);
-        };
-        let Value::Object(t) = v else {
-            return Err(format!("{name} must be a table {{spi, key, auth_key}}"));
-        };
-        if let Some(k) = t
-            .keys()
-            .find(|k| !["spi", "key", "auth_key"].contains(&k.as_str()))
-        {
-            return Err(format!(
-                "{name}: unknown key {:?}",
-                k.chars().take(32).collect::<String>()
-            ));
-        }
-        let spi = protocol::spi_value(
-            t.get("spi").ok_or_else(|| format!("{name}: missing spi"))?,
-            &format!("{name}.spi"),
-        )?;
-        let hex = |k: &str| match t.get(k) {
-            None => Ok(None),
-            Some(Value::String(s)) => Ok(Some(Zeroizing::new(s.clone()))),
-            Some(_) => Err(format!("{name}.{k} must be a hex string")),
-        };
-        let key = hex("key")?.ok_or_else(|| format!("{name}: missing key"))?;
-        Ok(Some(KeyArgs {
-            spi,
-            key,
-            auth_key: hex("auth_key")?,
-        }))
+    let dir = |name: &str| {
+        obj.get(name)
+            .map(|v| protocol::sa_keys(v, name))
+            .transpose()
     };
     let keys = (dir("out")?, dir("in")?);
     if keys.0.is_none() && keys.1.is_none() {

@@ -7,11 +7,11 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use tracing::info;
 
 use super::manager::SaManager;
-use super::protocol::{self, DelTarget, Request};
+use super::protocol::{self, DelTarget, RekeyReply, Request, SaListReply, TunnelReply};
 use super::status::{DataplaneCounters, StatsSnapshot, Status};
 use super::tunnel_json::TunnelParser;
 use crate::config::Config;
@@ -144,17 +144,20 @@ impl<T: Send + Sync + 'static> LiveControl<T> {
     fn dispatch(&self, request: Request) -> Result<Value, String> {
         let now = self.now();
         let command = request.command();
+        let reply = |v: Result<Value, serde_json::Error>| v.map_err(|e| e.to_string());
         let answer = match request {
-            Request::Status => serde_json::to_value(self.status()).map_err(|e| e.to_string())?,
-            Request::SaList => json!({ "sas": self.manager().sa_list(now) }),
-            Request::Stats => serde_json::to_value(self.snapshot()).map_err(|e| e.to_string())?,
+            Request::Status => reply(serde_json::to_value(self.status()))?,
+            Request::SaList => reply(serde_json::to_value(SaListReply {
+                sas: self.manager().sa_list(now),
+            }))?,
+            Request::Stats => reply(serde_json::to_value(self.snapshot()))?,
             Request::SaAdd { tunnel } => {
                 let tunnel = self.parser.parse(&tunnel)?;
                 let name = tunnel.name.clone();
                 self.manager()
                     .add_tunnel(tunnel, now)
                     .map_err(|e| e.to_string())?;
-                json!({ "tunnel": name })
+                reply(serde_json::to_value(TunnelReply { tunnel: name }))?
             }
             Request::SaDel { target } => {
                 let mut m = self.manager();
@@ -166,7 +169,7 @@ impl<T: Send + Sync + 'static> LiveControl<T> {
                         .to_string(),
                 };
                 m.delete_tunnel(&name, now).map_err(|e| e.to_string())?;
-                json!({ "tunnel": name })
+                reply(serde_json::to_value(TunnelReply { tunnel: name }))?
             }
             Request::SaRekey {
                 tunnel,
@@ -180,7 +183,11 @@ impl<T: Send + Sync + 'static> LiveControl<T> {
                 self.manager()
                     .rekey(&tunnel, outbound, inbound, now)
                     .map_err(|e| e.to_string())?;
-                json!({ "tunnel": tunnel, "out_spi": out_spi, "in_spi": in_spi })
+                reply(serde_json::to_value(RekeyReply {
+                    tunnel,
+                    out_spi,
+                    in_spi,
+                }))?
             }
         };
         if !matches!(command, "status" | "sa_list" | "stats") {

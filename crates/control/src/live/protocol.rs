@@ -2,13 +2,27 @@
 //!
 //! One request per line, one response per line:
 //! `{"cmd":"status"}` -> `{"ok":true,...}` or `{"ok":false,"error":"..."}`.
+//!
+//! The protocol is written once, here, for both ends of the socket: the
+//! gateway reads a line with [`Request::parse`], `espgw ctl` (the client,
+//! [`super::client`]) builds the same [`Request`] and writes it with
+//! [`Request::to_json`]; the answers are the reply types below
+//! ([`SaListReply`], [`TunnelReply`], [`RekeyReply`], and
+//! [`super::status::Status`] / [`super::status::StatsSnapshot`]), which the
+//! gateway serializes and the client deserializes. A test checks that
+//! every request survives `to_json` then `parse` unchanged.
+//!
 //! Requests are read as generic JSON first and their fields picked out by
 //! hand, so that no error message ever quotes a value (serde's typed
 //! errors would echo a mistyped key). Keys are accepted in `sa_add` and
 //! `sa_rekey` and appear in no response, error or log line.
 
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{json, Map, Value};
+use zeroize::Zeroizing;
 
+use super::status::SaInfo;
 use crate::config::{SaKeys, SecretBytes};
 
 /// The longest request line accepted (a tunnel with keys is well below).
@@ -119,6 +133,100 @@ impl Request {
             }
         })
     }
+
+    /// Whether the request holds key material (`sa_add`, `sa_rekey`): the
+    /// client sends those only to a socket it trusts.
+    pub fn carries_keys(&self) -> bool {
+        matches!(self, Request::SaAdd { .. } | Request::SaRekey { .. })
+    }
+
+    /// The request as a JSON value (what [`Request::parse`] reads back),
+    /// for tests and `--json` output; it holds keys as plain strings, so
+    /// the client writes its request line with [`Request::write_line`].
+    pub fn to_json(&self) -> Value {
+        // Serializing into a Value fails only for maps with non-string
+        // keys, which a request has none of.
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+
+    /// The request line, newline-terminated, in a buffer that is zeroized
+    /// when dropped and sized so that it does not reallocate (leaving
+    /// copies of keys behind) for any request the gateway accepts.
+    pub fn write_line(&self) -> Result<Zeroizing<Vec<u8>>, String> {
+        let mut line = Zeroizing::new(Vec::with_capacity(MAX_REQUEST_BYTES + 1));
+        serde_json::to_writer(&mut *line, self).map_err(|e| e.to_string())?;
+        line.push(b'\n');
+        Ok(line)
+    }
+}
+
+/// The wire form, written in sorted key order (as a `serde_json::Value`
+/// prints it): `{"cmd":..., fields...}`. Keys go out as lowercase hex from
+/// zeroizing buffers.
+impl Serialize for Request {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut m = serializer.serialize_map(None)?;
+        m.serialize_entry("cmd", self.command())?;
+        match self {
+            Request::Status | Request::SaList | Request::Stats => {}
+            Request::SaAdd { tunnel } => m.serialize_entry("tunnel", tunnel)?,
+            Request::SaDel { target } => match target {
+                DelTarget::Spi(spi) => m.serialize_entry("spi", spi)?,
+                DelTarget::Tunnel(name) => m.serialize_entry("tunnel", name)?,
+            },
+            Request::SaRekey {
+                tunnel,
+                outbound,
+                inbound,
+            } => {
+                if let Some(k) = inbound {
+                    m.serialize_entry("in", &WireKeys(k))?;
+                }
+                if let Some(k) = outbound {
+                    m.serialize_entry("out", &WireKeys(k))?;
+                }
+                m.serialize_entry("tunnel", tunnel)?;
+            }
+        }
+        m.end()
+    }
+}
+
+/// `{"auth_key": "hex", "key": "hex", "spi": ..}`, the form [`sa_keys`]
+/// reads.
+struct WireKeys<'a>(&'a SaKeys);
+
+impl Serialize for WireKeys<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut m = serializer.serialize_map(None)?;
+        if let Some(a) = &self.0.auth_key {
+            m.serialize_entry("auth_key", a.to_hex().as_str())?;
+        }
+        m.serialize_entry("key", self.0.key.to_hex().as_str())?;
+        m.serialize_entry("spi", &self.0.spi)?;
+        m.end()
+    }
+}
+
+/// The answer to `sa_list`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SaListReply {
+    pub sas: Vec<SaInfo>,
+}
+
+/// The answer to `sa_add` and `sa_del`: the tunnel added or deleted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TunnelReply {
+    pub tunnel: String,
+}
+
+/// The answer to `sa_rekey`: the SPIs now in use, `null` for a direction
+/// not rekeyed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RekeyReply {
+    pub tunnel: String,
+    pub out_spi: Option<u32>,
+    pub in_spi: Option<u32>,
 }
 
 /// Names from requests are echoed in errors; keep that short.
@@ -159,8 +267,9 @@ fn secret(v: &Value, what: &str) -> Result<SecretBytes, String> {
     }
 }
 
-/// `{"spi": .., "key": "hex", "auth_key": "hex"}`.
-fn sa_keys(v: &Value, dir: &str) -> Result<SaKeys, String> {
+/// `{"spi": .., "key": "hex", "auth_key": "hex"}`: one direction's keys,
+/// in a request or in the key file of `espgw ctl sa rekey --keys-file`.
+pub fn sa_keys(v: &Value, dir: &str) -> Result<SaKeys, String> {
     let Value::Object(obj) = v else {
         return Err(format!(
             "\"{dir}\" must be an object {{spi, key, auth_key}}"
@@ -170,7 +279,7 @@ fn sa_keys(v: &Value, dir: &str) -> Result<SaKeys, String> {
         .keys()
         .find(|k| !["spi", "key", "auth_key"].contains(&k.as_str()))
     {
-        return Err(format!("{dir}: unknown field {:?}", truncate(k)));
+        return Err(format!("{dir}: unknown key {:?}", truncate(k)));
     }
     let spi = spi_value(
         obj.get("spi")
@@ -261,5 +370,93 @@ mod tests {
         assert!(Request::parse(r#"{"cmd":"status","x":1}"#).is_err());
         assert!(Request::parse("[1]").is_err());
         assert!(Request::parse(r#"{"cmd":"sa_rekey","tunnel":"t"}"#).is_err());
+    }
+
+    fn keys(spi: u32, key: &str, auth_key: Option<&str>) -> SaKeys {
+        SaKeys {
+            spi,
+            key: SecretBytes::from_hex(key).unwrap(),
+            auth_key: auth_key.map(|a| SecretBytes::from_hex(a).unwrap()),
+        }
+    }
+
+    /// What the client writes is what the gateway reads: every request
+    /// goes through `to_json`, the wire, and `parse` unchanged.
+    #[test]
+    fn every_request_survives_the_wire() {
+        let same_keys = |a: &Option<SaKeys>, b: &Option<SaKeys>| match (a, b) {
+            (None, None) => true,
+            (Some(a), Some(b)) => a.spi == b.spi && a.key == b.key && a.auth_key == b.auth_key,
+            _ => false,
+        };
+        let requests = [
+            Request::Status,
+            Request::SaList,
+            Request::Stats,
+            Request::SaAdd {
+                tunnel: json!({"name": "u", "out": {"spi": 0xc001, "key": KEY}}),
+            },
+            Request::SaDel {
+                target: DelTarget::Tunnel("t".into()),
+            },
+            Request::SaDel {
+                target: DelTarget::Spi(0xa001),
+            },
+            Request::SaRekey {
+                tunnel: "t".into(),
+                outbound: Some(keys(0xa002, KEY, Some("0011"))),
+                inbound: None,
+            },
+            Request::SaRekey {
+                tunnel: "t".into(),
+                outbound: Some(keys(0xa002, KEY, None)),
+                inbound: Some(keys(0xb002, "0x99887766", None)),
+            },
+        ];
+        for request in &requests {
+            let line = request.to_json().to_string();
+            let written = request.write_line().unwrap();
+            assert_eq!(written.as_slice(), format!("{line}\n").as_bytes());
+            let back = Request::parse(&line).unwrap_or_else(|e| panic!("{request:?}: {e}"));
+            assert_eq!(back.carries_keys(), request.carries_keys());
+            let same = match (request, &back) {
+                (Request::Status, Request::Status)
+                | (Request::SaList, Request::SaList)
+                | (Request::Stats, Request::Stats) => true,
+                (Request::SaAdd { tunnel: a }, Request::SaAdd { tunnel: b }) => a == b,
+                (Request::SaDel { target: a }, Request::SaDel { target: b }) => a == b,
+                (
+                    Request::SaRekey {
+                        tunnel: t1,
+                        outbound: o1,
+                        inbound: i1,
+                    },
+                    Request::SaRekey {
+                        tunnel: t2,
+                        outbound: o2,
+                        inbound: i2,
+                    },
+                ) => t1 == t2 && same_keys(o1, o2) && same_keys(i1, i2),
+                _ => false,
+            };
+            assert!(same, "{request:?} came back as {back:?} from {line}");
+        }
+    }
+
+    /// The replies the gateway writes are the ones the client reads.
+    #[test]
+    fn replies_round_trip() {
+        let rekey = RekeyReply {
+            tunnel: "t".into(),
+            out_spi: None,
+            in_spi: Some(0xb002),
+        };
+        let v = serde_json::to_value(&rekey).unwrap();
+        assert_eq!(v, json!({"tunnel": "t", "out_spi": null, "in_spi": 0xb002}));
+        assert_eq!(serde_json::from_value::<RekeyReply>(v).unwrap(), rekey);
+        let t = TunnelReply { tunnel: "u".into() };
+        let v = serde_json::to_value(&t).unwrap();
+        assert_eq!(v, json!({"tunnel": "u"}));
+        assert_eq!(serde_json::from_value::<TunnelReply>(v).unwrap(), t);
     }
 }

@@ -4,51 +4,30 @@
 use std::path::{Path, PathBuf};
 
 use espgw_control::config::{parse_str, Config, Diagnostic, HostFacts};
+use espgw_control::fixtures::{GatewayToml, TunnelToml};
 
 pub const OUT_KEY: &str = "00112233445566778899aabbccddeeff01020304";
 pub const IN_KEY: &str = "ffeeddccbbaa99887766554433221100a1a2a3a4";
 
-/// A valid config; tests replace parts of it.
+/// A valid config; tests replace parts of it: gateway 1 of the demo pair
+/// ([`GatewayToml::demo`]) as "gw-test", two workers, a route, tunnel "t1"
+/// with SPIs 0x1001/0x2001 and [`OUT_KEY`]/[`IN_KEY`].
 pub fn base() -> String {
-    format!(
-        r#"default_action = "discard"
-
-[gateway]
-name = "gw-test"
-
-[dataplane]
-workers = 2
-mtu = 1500
-poll = "busy"
-
-[[port]]
-name = "prot"
-side = "protected"
-device = "net_ring0"
-address = "10.1.0.1/24"
-
-[[port]]
-name = "unprot"
-side = "unprotected"
-device = "net_ring1"
-address = "192.0.2.1/24"
-
-[[route]]
-dest = "198.51.100.0/24"
-via = "192.0.2.254"
-port = "unprot"
-
-[[tunnel]]
-name = "t1"
-local = "192.0.2.1"
-remote = "192.0.2.2"
-local_ts = ["10.1.0.0/24"]
-remote_ts = ["10.2.0.0/24"]
-esp = "aes128gcm16"
-out = {{ spi = 0x1001, key = "{OUT_KEY}" }}
-in = {{ spi = 0x2001, key = "{IN_KEY}" }}
-"#
-    )
+    GatewayToml::demo(1)
+        .name("gw-test")
+        .default_action("discard")
+        .workers(Some(2))
+        .mtu(1500)
+        .dataplane_line("poll = \"busy\"")
+        .devices("net_ring0", "net_ring1")
+        .section("[[route]]\ndest = \"198.51.100.0/24\"\nvia = \"192.0.2.254\"\nport = \"unprot\"")
+        .map_tunnels(|t| TunnelToml {
+            name: "t1".into(),
+            out: (0x1001, OUT_KEY.into()),
+            inbound: (0x2001, IN_KEY.into()),
+            ..t
+        })
+        .render()
 }
 
 pub fn host() -> HostFacts {
