@@ -17,4 +17,5 @@
 //! What is supported and what is not: docs/ike.md.
 
 pub mod crypto;
+pub mod engine;
 pub mod message;
