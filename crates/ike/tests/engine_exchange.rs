@@ -70,7 +70,8 @@ fn psk_exchange_installs_the_same_child_sa_on_both_sides() {
         assert_eq!(a.suite, suite, "{ike} {esp}");
         assert_eq!(a.esn, esp.contains("-esn"));
         assert_eq!(a.outbound.key.len(), suite.key_len());
-        assert!(!a.udp_encap);
+        // No NAT between them: both NAT-D checks pass on both sides.
+        assert!(!a.udp_encap && !children(&p.events_b)[0].udp_encap);
         // Four datagrams: two exchanges, nothing retransmitted.
         assert_eq!(p.sent.len(), 4, "{ike}");
         // b narrowed a's TSr 10.2.0.0/16 to its own 10.2.0.0/24.
@@ -326,4 +327,19 @@ fn a_nat_in_front_of_the_initiator_moves_ike_to_4500_with_the_marker() {
     );
     let auth = Message::parse(&p.sent[2].payload[4..]).unwrap();
     assert_eq!(auth.header.exchange, ExchangeType::IKE_AUTH);
+}
+
+#[test]
+fn a_duplicated_invalid_ke_answer_does_not_fail_the_retry() {
+    // Found by engine_properties: the duplicate asks for the group the
+    // retry already uses; it must be ignored, not treated as a refusal.
+    let mut p = pair(
+        "aes128gcm16-prfsha256-x25519-ecp256",
+        "aes128gcm16-prfsha256-ecp256",
+        "aes128gcm16",
+    );
+    p.a.initiate(0, 0).unwrap();
+    p.run(&[Fate::Deliver, Fate::Duplicate], 60_000);
+    up(&p);
+    assert_eq!(p.a.stats().unexpected, 1);
 }

@@ -32,6 +32,8 @@ pub use nat::NatDetection;
 use crate::crypto::{CryptoError, EspKeys, EspSuite, IkeSuite, RandomSource};
 use crate::message::{self, Identification, Message, NotifyType, TrafficSelector};
 use ike_sa::IkeSa;
+#[doc(hidden)]
+pub use ike_sa::{replay_psk_ike_auth, Replay};
 
 /// Milliseconds since an epoch of the caller's choosing.
 pub type Time = u64;
