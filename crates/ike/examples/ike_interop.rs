@@ -1,0 +1,132 @@
+//! A test driver: the engine over real UDP sockets (ports 500 and 4500)
+//! against one strongSwan charon, for tests/ike/interop.sh. Not a daemon:
+//! it brings up one IKE SA with its first CHILD_SA, writes what it
+//! installed to a file, and exits.
+//!
+//! usage: ike_interop initiate|respond LOCAL_IP REMOTE_IP OUT_FILE
+//!
+//! Fixed to the interop test's setup: PSK authentication as a.example
+//! with b.example, aes128gcm16-prfsha256-x25519, ESP aes128gcm16,
+//! 10.1.0.0/24 to 10.2.0.0/24. OUT_FILE gets the CHILD_SA's SPIs and (test
+//! keys only, for comparing with charon's log) its keys in hex; stdout
+//! gets the events, which never contain keys.
+
+use std::io::ErrorKind;
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::time::{Duration, Instant};
+
+use espgw_ike::crypto::SystemRandom;
+use espgw_ike::engine::{ChildSa, Connection, Engine, EngineConfig, Event};
+use espgw_ike::message::Identification;
+
+const PSK: &[u8] = b"espgw-strongswan-test-psk-0123456789";
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn report(c: &ChildSa) -> String {
+    format!(
+        "suite={}\ninbound_spi={:08x}\noutbound_spi={:08x}\ninbound_key={}\noutbound_key={}\nudp_encap={}\nlocal={}\nremote={}\n",
+        c.suite.config_name(),
+        c.inbound_spi,
+        c.outbound_spi,
+        hex(c.inbound.key.expose()),
+        hex(c.outbound.key.expose()),
+        c.udp_encap,
+        c.local,
+        c.remote,
+    )
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() != 5 || !(args[1] == "initiate" || args[1] == "respond") {
+        eprintln!("usage: ike_interop initiate|respond LOCAL_IP REMOTE_IP OUT_FILE");
+        std::process::exit(2);
+    }
+    let local_ip: IpAddr = args[2].parse().expect("LOCAL_IP");
+    let remote_ip: IpAddr = args[3].parse().expect("REMOTE_IP");
+    let config = EngineConfig::default();
+    let sockets: Vec<(SocketAddr, UdpSocket)> = [500, config.nat_t_port]
+        .into_iter()
+        .map(|port| {
+            let addr = SocketAddr::new(local_ip, port);
+            let s = UdpSocket::bind(addr).unwrap_or_else(|e| panic!("bind {addr}: {e}"));
+            s.set_read_timeout(Some(Duration::from_millis(10))).unwrap();
+            (addr, s)
+        })
+        .collect();
+    let conn = Connection::new(
+        "interop",
+        SocketAddr::new(local_ip, 500),
+        SocketAddr::new(remote_ip, 500),
+        Identification::fqdn("a.example"),
+        Some(Identification::fqdn("b.example")),
+        PSK,
+        "aes128gcm16-prfsha256-x25519",
+        "aes128gcm16",
+        &["10.1.0.0/24"],
+        &["10.2.0.0/24"],
+    )
+    .expect("connection");
+    let mut engine = Engine::new(config, SystemRandom::new());
+    let id = engine.add_connection(conn);
+    let start = Instant::now();
+    let now = || start.elapsed().as_millis() as u64;
+    if args[1] == "initiate" {
+        engine.initiate(now(), id).expect("initiate");
+    }
+    let mut buf = vec![0u8; 65536];
+    let deadline = Duration::from_secs(30);
+    loop {
+        while let Some(t) = engine.poll_transmit() {
+            let (_, s) = sockets
+                .iter()
+                .find(|(a, _)| *a == t.src)
+                .expect("a socket for the source");
+            s.send_to(&t.payload, t.dst).expect("send");
+        }
+        while let Some(e) = engine.poll_event() {
+            println!("{e}");
+            match e {
+                Event::ChildSaInstalled(c) => {
+                    std::fs::write(&args[4], report(&c)).expect("write OUT_FILE");
+                    // Answer a retransmission of the last request for a
+                    // moment before leaving.
+                    let linger = Instant::now();
+                    while linger.elapsed() < Duration::from_millis(500) {
+                        for (local, s) in &sockets {
+                            if let Ok((n, src)) = s.recv_from(&mut buf) {
+                                engine.handle_datagram(now(), src, *local, &buf[..n]);
+                            }
+                        }
+                        while let Some(t) = engine.poll_transmit() {
+                            let (_, s) = sockets.iter().find(|(a, _)| *a == t.src).unwrap();
+                            s.send_to(&t.payload, t.dst).ok();
+                        }
+                    }
+                    return;
+                }
+                Event::AuthFailed { .. }
+                | Event::IkeSaFailed { .. }
+                | Event::ChildSaFailed { .. } => std::process::exit(1),
+                _ => {}
+            }
+        }
+        if start.elapsed() > deadline {
+            eprintln!("no CHILD_SA within {deadline:?}; {:?}", engine.stats());
+            std::process::exit(1);
+        }
+        for (local, s) in &sockets {
+            match s.recv_from(&mut buf) {
+                Ok((n, src)) => engine.handle_datagram(now(), src, *local, &buf[..n]),
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+                Err(e) => panic!("recv: {e}"),
+            }
+        }
+        if engine.poll_timeout().is_some_and(|t| t <= now()) {
+            engine.handle_timeout(now());
+        }
+    }
+}

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# espgw's IKEv2 engine (crates/ike) against the real strongSwan: the test
+# driver crates/ike/examples/ike_interop.rs runs the engine over kernel UDP
+# sockets (ports 500 and 4500) in namespace $P-a on 192.0.2.1, charon "b" of
+# tests/ike/strongswan.bash runs in $P-b on 192.0.2.2 (no charon a). PSK,
+# aes128gcm16-prfsha256-x25519, ESP aes128gcm16, 10.1.0.0/24 <-> 10.2.0.0/24.
+#
+# Twice: the engine initiates, then charon initiates and the engine
+# responds. Each time the CHILD_SA the engine installed must have the SPIs
+# `swanctl --list-sas --raw` reports (crosswise) and the keys charon logged
+# ("encryption initiator/responder key", read with kat_extract.py's log
+# parser), and be UDP-encapsulated (charon with kernel-libipsec fakes NAT).
+#
+# usage: tests/ike/interop.sh        (root; KEEP=1 keeps logs)
+set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/strongswan.bash"
+cd "$SSW_ROOT"
+ssw_require
+
+cargo build -q --locked -p espgw-ike --example ike_interop
+TARGET=$(cargo metadata -q --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+DRIVER=$TARGET/debug/examples/ike_interop
+PSK="espgw-strongswan-test-psk-0123456789"
+
+ssw_net_up
+ssw_conf b
+cat >"$SSW_WORK/b/swanctl/swanctl.conf" <<EOF
+connections {
+    ike {
+        version = 2
+        local_addrs = 192.0.2.2
+        remote_addrs = 192.0.2.1
+        proposals = aes128gcm16-prfsha256-x25519
+        rekey_time = 0
+        reauth_time = 0
+        mobike = no
+        local {
+            auth = psk
+            id = b.example
+        }
+        remote {
+            auth = psk
+            id = a.example
+        }
+        children {
+            net {
+                local_ts = 10.2.0.0/24
+                remote_ts = 10.1.0.0/24
+                esp_proposals = aes128gcm16
+                rekey_time = 0
+                start_action = none
+            }
+        }
+    }
+}
+secrets {
+    ike-test {
+        id-a = a.example
+        id-b = b.example
+        secret = "$PSK"
+    }
+}
+EOF
+ssw_start b
+ssw_ctl b --load-all >/dev/null
+
+child_field() { # KEY: KEY of b's INSTALLED CHILD_SA
+    ssw_ctl b --list-sas --raw | grep -o 'net-[0-9]* {[^}]*}' | grep 'state=INSTALLED' |
+        grep -o " $1=[^ }]*" | sed "s/^ $1=//" | head -1
+}
+ours() { sed -n "s/^$2=//p" "$1"; }
+
+# check MODE OUT: the engine's CHILD_SA (OUT) against b's view of it.
+check() {
+    local mode=$1 out=$2 i
+    for i in $(seq 1 50); do [ -n "$(child_field spi-in)" ] && break; sleep 0.1; done
+    [ -n "$(child_field spi-in)" ] || ssw_fail "$mode: charon has no INSTALLED CHILD_SA"
+    [ "$(child_field spi-in)" = "$(ours "$out" outbound_spi)" ] &&
+        [ "$(child_field spi-out)" = "$(ours "$out" inbound_spi)" ] ||
+        ssw_fail "$mode: SPIs differ: charon in/out $(child_field spi-in)/$(child_field spi-out), engine $(cat "$out")"
+    [ "$(child_field encr-alg)" = AES_GCM_16 ] && [ "$(child_field encr-keysize)" = 128 ] ||
+        ssw_fail "$mode: charon's CHILD_SA is not AES_GCM_16/128"
+    [ "$(ours "$out" suite)" = aes128gcm16 ] && [ "$(ours "$out" udp_encap)" = true ] ||
+        ssw_fail "$mode: engine suite/encapsulation: $(cat "$out")"
+    # charon's last logged CHILD_SA keys (its "initiator" is whoever
+    # initiated the exchange).
+    python3 - "$SSW_WORK/b/charon.log" "$out" "$mode" <<'PY' || ssw_fail "$mode: keys differ from charon's log"
+import sys
+sys.path.insert(0, "tests/ike")
+import kat_extract
+log, out, mode = sys.argv[1:]
+child = kat_extract.log_facts(kat_extract.read_log(log))[1][-1]
+ours = dict(line.split("=", 1) for line in open(out).read().split())
+outbound, inbound = ("encr_i", "encr_r") if mode == "initiate" else ("encr_r", "encr_i")
+ok = child[outbound].hex() == ours["outbound_key"] and child[inbound].hex() == ours["inbound_key"]
+print(f"{mode}: CHILD_SA {ours['inbound_spi']}/{ours['outbound_spi']} keys {'equal' if ok else 'DIFFER'} to charon's")
+sys.exit(0 if ok else 1)
+PY
+    ssw_ctl b --terminate --ike ike --force --timeout 2 >/dev/null 2>&1 || true
+    for i in $(seq 1 50); do [ -z "$(child_field spi-in)" ] && break; sleep 0.1; done
+}
+
+# 1. The engine initiates.
+ip netns exec "$SSW_NS_A" "$DRIVER" initiate 192.0.2.1 192.0.2.2 "$SSW_WORK/initiate.out" ||
+    ssw_fail "engine as initiator: no CHILD_SA"
+check initiate "$SSW_WORK/initiate.out"
+
+# 2. charon initiates, the engine responds.
+ip netns exec "$SSW_NS_A" "$DRIVER" respond 192.0.2.1 192.0.2.2 "$SSW_WORK/respond.out" &
+DRIVER_PID=$!
+sleep 0.3
+ssw_ctl b --initiate --child net --timeout 10 >/dev/null || ssw_fail "charon could not initiate to the engine"
+wait "$DRIVER_PID" || ssw_fail "engine as responder: no CHILD_SA"
+check respond "$SSW_WORK/respond.out"
+echo "PASS: engine <-> charon, initiator and responder"
