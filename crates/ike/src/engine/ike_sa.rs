@@ -38,6 +38,21 @@ enum State {
     Dead,
 }
 
+/// An INFORMATIONAL request of ours, queued until the window (one
+/// outstanding request, RFC 7296 2.3) is free.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum InfoRequest {
+    /// An empty INFORMATIONAL: is the peer alive (dead peer detection)?
+    Liveness,
+    /// Delete this IKE SA (and its CHILD_SAs).
+    DeleteIke,
+    /// Delete one CHILD_SA, named by our inbound SPI.
+    DeleteChild {
+        /// Our inbound SPI.
+        inbound_spi: u32,
+    },
+}
+
 /// Our request waiting for its response.
 struct Outstanding {
     message_id: u32,
@@ -77,6 +92,10 @@ pub(crate) struct IkeSa {
     children: Vec<(u32, u32)>,
     /// When a half-open or dead SA is forgotten.
     expires: Option<Time>,
+    /// Our INFORMATIONAL requests waiting for the window.
+    pending: std::collections::VecDeque<InfoRequest>,
+    /// The INFORMATIONAL request outstanding, if that is what is.
+    in_flight: Option<InfoRequest>,
 }
 
 fn random_bytes(rng: &mut dyn RandomSource, n: usize) -> Result<Vec<u8>, EngineError> {
@@ -151,6 +170,8 @@ impl IkeSa {
             child_spi: 0,
             children: Vec::new(),
             expires: None,
+            pending: std::collections::VecDeque::new(),
+            in_flight: None,
         }
     }
 
@@ -1028,6 +1049,18 @@ impl IkeSa {
             (State::InitSent, ExchangeType::IKE_SA_INIT) => {
                 self.on_init_response(now, src, dst, header, datagram, conn, cfg, rng, out)
             }
+            (State::Established, ExchangeType::INFORMATIONAL) if self.in_flight.is_some() => {
+                let Some(sk) = self.sk_in.as_ref() else {
+                    return;
+                };
+                match wire::open(datagram, sk) {
+                    Ok(_) => self.on_info_response(now, cfg, rng, out),
+                    Err(_) => {
+                        out.stats.decrypt_failed += 1;
+                        return;
+                    }
+                }
+            }
             (State::AuthSent, ExchangeType::IKE_AUTH) => {
                 let Some(sk) = self.sk_in.as_ref() else {
                     return;
@@ -1143,6 +1176,101 @@ impl IkeSa {
         self.last_response = Some((header.message_id, bytes));
         self.expected_request_id = header.message_id.wrapping_add(1);
         out.events.extend(events);
+    }
+
+    /// Queues one of our INFORMATIONAL requests; it is sent when the
+    /// window is free.
+    pub fn queue_informational(
+        &mut self,
+        now: Time,
+        request: InfoRequest,
+        cfg: &EngineConfig,
+        rng: &mut dyn RandomSource,
+        out: &mut Output,
+    ) -> Result<(), EngineError> {
+        if self.state != State::Established {
+            return Err(EngineError::Protocol("IKE SA not established"));
+        }
+        if let InfoRequest::DeleteChild { inbound_spi } = request {
+            if !self.children.iter().any(|(i, _)| *i == inbound_spi) {
+                return Err(EngineError::Protocol("no such CHILD_SA"));
+            }
+        }
+        self.pending.push_back(request);
+        self.pump(now, cfg, rng, out)
+    }
+
+    /// Sends the next queued request if none is outstanding.
+    fn pump(
+        &mut self,
+        now: Time,
+        cfg: &EngineConfig,
+        rng: &mut dyn RandomSource,
+        out: &mut Output,
+    ) -> Result<(), EngineError> {
+        if self.outstanding.is_some() || self.state != State::Established {
+            return Ok(());
+        }
+        let Some(request) = self.pending.pop_front() else {
+            return Ok(());
+        };
+        let inner = match request {
+            InfoRequest::Liveness => Vec::new(),
+            InfoRequest::DeleteIke => vec![Payload::Delete(Delete::Ike)],
+            InfoRequest::DeleteChild { inbound_spi } => vec![Payload::Delete(Delete::Child {
+                protocol: ProtocolId::ESP,
+                spis: vec![inbound_spi],
+            })],
+        };
+        let id = self.next_request_id;
+        let sk = self
+            .sk_out
+            .as_ref()
+            .ok_or(EngineError::Protocol("no keys"))?;
+        let msg = wire::seal(
+            &self.header(ExchangeType::INFORMATIONAL, false, id),
+            &inner,
+            sk,
+            rng,
+        )?;
+        self.next_request_id = id.wrapping_add(1);
+        self.in_flight = Some(request);
+        self.send_request(now, cfg, out, id, msg);
+        Ok(())
+    }
+
+    /// The answer to our INFORMATIONAL request: what it asked is done.
+    fn on_info_response(
+        &mut self,
+        now: Time,
+        cfg: &EngineConfig,
+        rng: &mut dyn RandomSource,
+        out: &mut Output,
+    ) -> Result<(), EngineError> {
+        self.outstanding = None;
+        match self.in_flight.take() {
+            Some(InfoRequest::DeleteIke) => {
+                out.events
+                    .push_back(Event::IkeSaDeleted { ike_sa: self.id });
+                self.die(now, cfg);
+                return Ok(());
+            }
+            Some(InfoRequest::DeleteChild { inbound_spi }) => {
+                if let Some(pos) = self.children.iter().position(|(i, _)| *i == inbound_spi) {
+                    let (inbound_spi, outbound_spi) = self.children.remove(pos);
+                    out.events.push_back(Event::ChildSaDeleted {
+                        ike_sa: self.id,
+                        inbound_spi,
+                        outbound_spi,
+                    });
+                }
+            }
+            Some(InfoRequest::Liveness) => {
+                out.events.push_back(Event::PeerAlive { ike_sa: self.id })
+            }
+            None => {}
+        }
+        self.pump(now, cfg, rng, out)
     }
 
     /// When this SA next needs [`IkeSa::on_timeout`].

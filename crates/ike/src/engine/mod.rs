@@ -31,9 +31,9 @@ pub use nat::NatDetection;
 
 use crate::crypto::{CryptoError, EspKeys, EspSuite, IkeSuite, RandomSource};
 use crate::message::{self, Identification, Message, NotifyType, TrafficSelector};
-use ike_sa::IkeSa;
 #[doc(hidden)]
 pub use ike_sa::{replay_psk_ike_auth, Replay};
+use ike_sa::{IkeSa, InfoRequest};
 
 /// Milliseconds since an epoch of the caller's choosing.
 pub type Time = u64;
@@ -177,7 +177,13 @@ pub enum Event {
         /// Why.
         reason: FailReason,
     },
-    /// The peer deleted the IKE SA (and with it its CHILD_SAs).
+    /// The peer answered our liveness check.
+    PeerAlive {
+        /// The SA.
+        ike_sa: IkeSaId,
+    },
+    /// The IKE SA (and with it its CHILD_SAs) is deleted, by the peer or
+    /// by our own [`Engine::delete_ike_sa`].
     IkeSaDeleted {
         /// The SA.
         ike_sa: IkeSaId,
@@ -231,7 +237,8 @@ impl fmt::Display for Event {
             Event::IkeSaFailed { peer, reason, .. } => {
                 write!(f, "IKE SA with {peer} failed: {reason:?}")
             }
-            Event::IkeSaDeleted { ike_sa } => write!(f, "IKE SA {ike_sa:016x} deleted by peer"),
+            Event::PeerAlive { ike_sa } => write!(f, "IKE SA {ike_sa:016x}: peer alive"),
+            Event::IkeSaDeleted { ike_sa } => write!(f, "IKE SA {ike_sa:016x} deleted"),
         }
     }
 }
@@ -371,6 +378,43 @@ impl<R: RandomSource> Engine<R> {
         )?;
         self.sas.insert(id, sa);
         Ok(id)
+    }
+
+    fn informational(
+        &mut self,
+        now: Time,
+        ike_sa: IkeSaId,
+        request: InfoRequest,
+    ) -> Result<(), EngineError> {
+        let sa = self
+            .sas
+            .get_mut(&ike_sa)
+            .ok_or(EngineError::Protocol("no such IKE SA"))?;
+        sa.queue_informational(now, request, &self.config, &mut self.rng, &mut self.out)
+    }
+
+    /// Asks the peer whether it is alive (an empty INFORMATIONAL, dead
+    /// peer detection): [`Event::PeerAlive`] when it answers,
+    /// [`Event::IkeSaFailed`] with [`FailReason::Timeout`] when it does not.
+    pub fn check_liveness(&mut self, now: Time, ike_sa: IkeSaId) -> Result<(), EngineError> {
+        self.informational(now, ike_sa, InfoRequest::Liveness)
+    }
+
+    /// Deletes the IKE SA and its CHILD_SAs ([`Event::IkeSaDeleted`] once
+    /// the peer answered).
+    pub fn delete_ike_sa(&mut self, now: Time, ike_sa: IkeSaId) -> Result<(), EngineError> {
+        self.informational(now, ike_sa, InfoRequest::DeleteIke)
+    }
+
+    /// Deletes one CHILD_SA, named by our inbound SPI
+    /// ([`Event::ChildSaDeleted`] once the peer answered).
+    pub fn delete_child_sa(
+        &mut self,
+        now: Time,
+        ike_sa: IkeSaId,
+        inbound_spi: u32,
+    ) -> Result<(), EngineError> {
+        self.informational(now, ike_sa, InfoRequest::DeleteChild { inbound_spi })
     }
 
     /// A datagram received from `src` at our address `dst` (the UDP
