@@ -11,7 +11,8 @@ use crate::crypto::{
 };
 use crate::message::{
     AuthMethod, Authentication, Delete, ExchangeType, HeaderRepr, KeyExchange, Message, Nonce,
-    Notify, NotifyType, Payload, PayloadType, ProtocolId, SecurityAssociation, TrafficSelectors,
+    Notify, NotifyType, Payload, PayloadType, ProtocolId, SecurityAssociation, TrafficSelector,
+    TrafficSelectors,
 };
 
 use super::wire::{self, Inner};
@@ -38,10 +39,10 @@ enum State {
     Dead,
 }
 
-/// An INFORMATIONAL request of ours, queued until the window (one
-/// outstanding request, RFC 7296 2.3) is free.
+/// A request of ours (INFORMATIONAL or CREATE_CHILD_SA), queued until
+/// the window (one outstanding request, RFC 7296 2.3) is free.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum InfoRequest {
+pub(crate) enum OwnRequest {
     /// An empty INFORMATIONAL: is the peer alive (dead peer detection)?
     Liveness,
     /// Delete this IKE SA (and its CHILD_SAs).
@@ -51,6 +52,44 @@ pub(crate) enum InfoRequest {
         /// Our inbound SPI.
         inbound_spi: u32,
     },
+    /// Replace one CHILD_SA (named by our inbound SPI) by a new one with
+    /// fresh keys (CREATE_CHILD_SA with REKEY_SA, RFC 7296 1.3.3), then
+    /// delete the old one.
+    RekeyChild {
+        /// Our inbound SPI of the CHILD_SA to replace.
+        inbound_spi: u32,
+    },
+}
+
+/// What the IKE SA remembers of each CHILD_SA (the data plane holds the
+/// keys).
+#[derive(Clone, Debug)]
+struct ChildRef {
+    inbound_spi: u32,
+    outbound_spi: u32,
+    local_ts: Vec<TrafficSelector>,
+    remote_ts: Vec<TrafficSelector>,
+}
+
+impl ChildRef {
+    fn of(c: &ChildSa) -> Self {
+        ChildRef {
+            inbound_spi: c.inbound_spi,
+            outbound_spi: c.outbound_spi,
+            local_ts: c.local_ts.clone(),
+            remote_ts: c.remote_ts.clone(),
+        }
+    }
+}
+
+/// Our CREATE_CHILD_SA request that rekeys a CHILD_SA.
+struct RekeyState {
+    old_inbound: u32,
+    new_inbound: u32,
+    ni: Vec<u8>,
+    ke: Option<crypto::KeyExchange>,
+    local_ts: Vec<TrafficSelector>,
+    remote_ts: Vec<TrafficSelector>,
 }
 
 /// Our request waiting for its response.
@@ -89,13 +128,15 @@ pub(crate) struct IkeSa {
     /// Initiator: the inbound SPI offered for the first CHILD_SA.
     child_spi: u32,
     /// CHILD_SAs (inbound, outbound SPI) of this IKE SA.
-    children: Vec<(u32, u32)>,
+    children: Vec<ChildRef>,
+    /// Our CHILD_SA rekey in flight.
+    rekey: Option<RekeyState>,
     /// When a half-open or dead SA is forgotten.
     expires: Option<Time>,
     /// Our INFORMATIONAL requests waiting for the window.
-    pending: std::collections::VecDeque<InfoRequest>,
+    pending: std::collections::VecDeque<OwnRequest>,
     /// The INFORMATIONAL request outstanding, if that is what is.
-    in_flight: Option<InfoRequest>,
+    in_flight: Option<OwnRequest>,
 }
 
 fn random_bytes(rng: &mut dyn RandomSource, n: usize) -> Result<Vec<u8>, EngineError> {
@@ -169,6 +210,7 @@ impl IkeSa {
             last_response: None,
             child_spi: 0,
             children: Vec::new(),
+            rekey: None,
             expires: None,
             pending: std::collections::VecDeque::new(),
             in_flight: None,
@@ -598,7 +640,7 @@ impl IkeSa {
         });
         match self.initiator_child(conn, &inner) {
             Ok(child) => {
-                self.children.push((child.inbound_spi, child.outbound_spi));
+                self.children.push(ChildRef::of(&child));
                 out.events
                     .push_back(Event::ChildSaInstalled(Box::new(child)));
             }
@@ -656,31 +698,44 @@ impl IkeSa {
         tsi: Vec<crate::message::TrafficSelector>,
         tsr: Vec<crate::message::TrafficSelector>,
     ) -> Result<ChildSa, EngineError> {
+        let (local_ts, remote_ts) = match self.role {
+            Role::Initiator => (tsi, tsr),
+            Role::Responder => (tsr, tsi),
+        };
+        self.derive_child(
+            suite,
+            self.role == Role::Initiator,
+            (&self.ni, &self.nr),
+            None,
+            (inbound_spi, outbound_spi),
+            local_ts,
+            remote_ts,
+        )
+    }
+
+    /// A CHILD_SA's keys: KEYMAT = prf+(SK_d, [g^ir] | Ni | Nr) with the
+    /// nonces of the exchange that creates it; the first half protects
+    /// traffic from that exchange's initiator (`we_initiated`).
+    #[allow(clippy::too_many_arguments)]
+    fn derive_child(
+        &self,
+        suite: crypto::ChildSuite,
+        we_initiated: bool,
+        (ni, nr): (&[u8], &[u8]),
+        pfs: Option<&[u8]>,
+        (inbound_spi, outbound_spi): (u32, u32),
+        local_ts: Vec<TrafficSelector>,
+        remote_ts: Vec<TrafficSelector>,
+    ) -> Result<ChildSa, EngineError> {
         let (ike, keys) = self
             .suite
             .zip(self.keys.as_ref())
             .ok_or(EngineError::Protocol("no keys"))?;
-        let km = ChildSaKeys::derive(
-            ike.prf,
-            keys.sk_d.expose(),
-            None,
-            &self.ni,
-            &self.nr,
-            suite.esp,
-        )?;
-        let (inbound, outbound, local_ts, remote_ts) = match self.role {
-            Role::Initiator => (
-                km.responder_to_initiator,
-                km.initiator_to_responder,
-                tsi,
-                tsr,
-            ),
-            Role::Responder => (
-                km.initiator_to_responder,
-                km.responder_to_initiator,
-                tsr,
-                tsi,
-            ),
+        let km = ChildSaKeys::derive(ike.prf, keys.sk_d.expose(), pfs, ni, nr, suite.esp)?;
+        let (inbound, outbound) = if we_initiated {
+            (km.responder_to_initiator, km.initiator_to_responder)
+        } else {
+            (km.initiator_to_responder, km.responder_to_initiator)
         };
         Ok(ChildSa {
             ike_sa: self.id,
@@ -909,7 +964,7 @@ impl IkeSa {
                 )])));
                 reply.push(Payload::TsI(TrafficSelectors(child.remote_ts.clone())));
                 reply.push(Payload::TsR(TrafficSelectors(child.local_ts.clone())));
-                self.children.push((child.inbound_spi, child.outbound_spi));
+                self.children.push(ChildRef::of(&child));
                 events.push(Event::ChildSaInstalled(Box::new(child)));
             }
             Err(notify) => {
@@ -982,8 +1037,13 @@ impl IkeSa {
                 {
                     let mut ours = Vec::new();
                     for spi in spis {
-                        if let Some(pos) = self.children.iter().position(|(_, o)| o == spi) {
-                            let (inbound_spi, outbound_spi) = self.children.remove(pos);
+                        if let Some(pos) = self.children.iter().position(|c| c.outbound_spi == *spi)
+                        {
+                            let ChildRef {
+                                inbound_spi,
+                                outbound_spi,
+                                ..
+                            } = self.children.remove(pos);
                             ours.push(inbound_spi);
                             out.events.push_back(Event::ChildSaDeleted {
                                 ike_sa: self.id,
@@ -1054,7 +1114,19 @@ impl IkeSa {
                     return;
                 };
                 match wire::open(datagram, sk) {
-                    Ok(_) => self.on_info_response(now, cfg, rng, out),
+                    Ok(_) => self.on_info_response(now, conn, cfg, rng, out),
+                    Err(_) => {
+                        out.stats.decrypt_failed += 1;
+                        return;
+                    }
+                }
+            }
+            (State::Established, ExchangeType::CREATE_CHILD_SA) if self.rekey.is_some() => {
+                let Some(sk) = self.sk_in.as_ref() else {
+                    return;
+                };
+                match wire::open(datagram, sk) {
+                    Ok(inner) => self.on_rekey_child_response(now, inner, conn, cfg, rng, out),
                     Err(_) => {
                         out.stats.decrypt_failed += 1;
                         return;
@@ -1146,14 +1218,7 @@ impl IkeSa {
                 (self.on_informational(now, inner, cfg, out), Vec::new())
             }
             (State::Established, ExchangeType::CREATE_CHILD_SA) => {
-                // Not implemented yet: refused politely (RFC 7296 1.3).
-                (
-                    vec![Payload::Notify(Notify::ike(
-                        NotifyType::NO_ADDITIONAL_SAS,
-                        Vec::new(),
-                    ))],
-                    Vec::new(),
-                )
+                self.on_create_child_request(&inner, conn, rng)
             }
             _ => {
                 out.stats.unexpected += 1;
@@ -1180,10 +1245,11 @@ impl IkeSa {
 
     /// Queues one of our INFORMATIONAL requests; it is sent when the
     /// window is free.
-    pub fn queue_informational(
+    pub fn queue_request(
         &mut self,
         now: Time,
-        request: InfoRequest,
+        request: OwnRequest,
+        conn: &Connection,
         cfg: &EngineConfig,
         rng: &mut dyn RandomSource,
         out: &mut Output,
@@ -1191,19 +1257,22 @@ impl IkeSa {
         if self.state != State::Established {
             return Err(EngineError::Protocol("IKE SA not established"));
         }
-        if let InfoRequest::DeleteChild { inbound_spi } = request {
-            if !self.children.iter().any(|(i, _)| *i == inbound_spi) {
+        if let OwnRequest::DeleteChild { inbound_spi } | OwnRequest::RekeyChild { inbound_spi } =
+            request
+        {
+            if !self.children.iter().any(|c| c.inbound_spi == inbound_spi) {
                 return Err(EngineError::Protocol("no such CHILD_SA"));
             }
         }
         self.pending.push_back(request);
-        self.pump(now, cfg, rng, out)
+        self.pump(now, conn, cfg, rng, out)
     }
 
     /// Sends the next queued request if none is outstanding.
     fn pump(
         &mut self,
         now: Time,
+        conn: &Connection,
         cfg: &EngineConfig,
         rng: &mut dyn RandomSource,
         out: &mut Output,
@@ -1215,9 +1284,12 @@ impl IkeSa {
             return Ok(());
         };
         let inner = match request {
-            InfoRequest::Liveness => Vec::new(),
-            InfoRequest::DeleteIke => vec![Payload::Delete(Delete::Ike)],
-            InfoRequest::DeleteChild { inbound_spi } => vec![Payload::Delete(Delete::Child {
+            OwnRequest::RekeyChild { inbound_spi } => {
+                return self.send_rekey_child(now, inbound_spi, conn, cfg, rng, out)
+            }
+            OwnRequest::Liveness => Vec::new(),
+            OwnRequest::DeleteIke => vec![Payload::Delete(Delete::Ike)],
+            OwnRequest::DeleteChild { inbound_spi } => vec![Payload::Delete(Delete::Child {
                 protocol: ProtocolId::ESP,
                 spis: vec![inbound_spi],
             })],
@@ -1243,21 +1315,30 @@ impl IkeSa {
     fn on_info_response(
         &mut self,
         now: Time,
+        conn: &Connection,
         cfg: &EngineConfig,
         rng: &mut dyn RandomSource,
         out: &mut Output,
     ) -> Result<(), EngineError> {
         self.outstanding = None;
         match self.in_flight.take() {
-            Some(InfoRequest::DeleteIke) => {
+            Some(OwnRequest::DeleteIke) => {
                 out.events
                     .push_back(Event::IkeSaDeleted { ike_sa: self.id });
                 self.die(now, cfg);
                 return Ok(());
             }
-            Some(InfoRequest::DeleteChild { inbound_spi }) => {
-                if let Some(pos) = self.children.iter().position(|(i, _)| *i == inbound_spi) {
-                    let (inbound_spi, outbound_spi) = self.children.remove(pos);
+            Some(OwnRequest::DeleteChild { inbound_spi }) => {
+                if let Some(pos) = self
+                    .children
+                    .iter()
+                    .position(|c| c.inbound_spi == inbound_spi)
+                {
+                    let ChildRef {
+                        inbound_spi,
+                        outbound_spi,
+                        ..
+                    } = self.children.remove(pos);
                     out.events.push_back(Event::ChildSaDeleted {
                         ike_sa: self.id,
                         inbound_spi,
@@ -1265,12 +1346,13 @@ impl IkeSa {
                     });
                 }
             }
-            Some(InfoRequest::Liveness) => {
+            Some(OwnRequest::RekeyChild { .. }) => {}
+            Some(OwnRequest::Liveness) => {
                 out.events.push_back(Event::PeerAlive { ike_sa: self.id })
             }
             None => {}
         }
-        self.pump(now, cfg, rng, out)
+        self.pump(now, conn, cfg, rng, out)
     }
 
     /// When this SA next needs [`IkeSa::on_timeout`].
@@ -1420,4 +1502,280 @@ pub fn replay_psk_ike_auth(
         auth_i_equal,
         auth_r_equal,
     })
+}
+
+impl IkeSa {
+    /// Sends CREATE_CHILD_SA with REKEY_SA for our CHILD_SA `old_inbound`:
+    /// the connection's ESP proposals (with their PFS group: then a KE
+    /// payload of the first one), a fresh nonce and SPI, the old SA's
+    /// selectors.
+    fn send_rekey_child(
+        &mut self,
+        now: Time,
+        old_inbound: u32,
+        conn: &Connection,
+        cfg: &EngineConfig,
+        rng: &mut dyn RandomSource,
+        out: &mut Output,
+    ) -> Result<(), EngineError> {
+        let old = self
+            .children
+            .iter()
+            .find(|c| c.inbound_spi == old_inbound)
+            .cloned()
+            .ok_or(EngineError::Protocol("no such CHILD_SA"))?;
+        let new_inbound = random_child_spi(rng)?;
+        let ni = random_bytes(rng, NONCE_LEN)?;
+        let ke = match conn.esp_proposals.first().and_then(|p| p.ke.first()) {
+            Some(g) => Some(crypto::KeyExchange::generate(*g, rng)?),
+            None => None,
+        };
+        let proposals = conn
+            .esp_proposals
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                wire::proposal(
+                    i as u8 + 1,
+                    ProtocolId::ESP,
+                    new_inbound.to_be_bytes().to_vec(),
+                    &p.transforms(),
+                )
+            })
+            .collect();
+        let mut inner = vec![
+            Payload::Notify(Notify::child(
+                ProtocolId::ESP,
+                old_inbound,
+                NotifyType::REKEY_SA,
+                Vec::new(),
+            )),
+            Payload::Sa(SecurityAssociation(proposals)),
+            Payload::Nonce(Nonce(ni.clone())),
+        ];
+        if let Some(k) = &ke {
+            inner.push(Payload::Ke(KeyExchange {
+                group: k.group().id(),
+                data: k.public_value().to_vec(),
+            }));
+        }
+        inner.push(Payload::TsI(TrafficSelectors(old.local_ts.clone())));
+        inner.push(Payload::TsR(TrafficSelectors(old.remote_ts.clone())));
+        let id = self.next_request_id;
+        let sk = self
+            .sk_out
+            .as_ref()
+            .ok_or(EngineError::Protocol("no keys"))?;
+        let msg = wire::seal(
+            &self.header(ExchangeType::CREATE_CHILD_SA, false, id),
+            &inner,
+            sk,
+            rng,
+        )?;
+        self.next_request_id = id.wrapping_add(1);
+        self.in_flight = Some(OwnRequest::RekeyChild {
+            inbound_spi: old_inbound,
+        });
+        self.rekey = Some(RekeyState {
+            old_inbound,
+            new_inbound,
+            ni,
+            ke,
+            local_ts: old.local_ts,
+            remote_ts: old.remote_ts,
+        });
+        self.send_request(now, cfg, out, id, msg);
+        Ok(())
+    }
+
+    /// The answer to our CHILD_SA rekey: install the new CHILD_SA, then
+    /// delete the old one (RFC 7296 2.8). A refusal keeps the old one.
+    fn on_rekey_child_response(
+        &mut self,
+        now: Time,
+        inner: Inner,
+        conn: &Connection,
+        cfg: &EngineConfig,
+        rng: &mut dyn RandomSource,
+        out: &mut Output,
+    ) -> Result<(), EngineError> {
+        self.outstanding = None;
+        self.in_flight = None;
+        let Some(rekey) = self.rekey.take() else {
+            return Ok(());
+        };
+        match self.rekeyed_child(&rekey, &inner, conn) {
+            Ok(child) => {
+                self.children.push(ChildRef::of(&child));
+                out.events
+                    .push_back(Event::ChildSaInstalled(Box::new(child)));
+                self.pending.push_front(OwnRequest::DeleteChild {
+                    inbound_spi: rekey.old_inbound,
+                });
+            }
+            Err(notify) => out.events.push_back(Event::ChildSaFailed {
+                ike_sa: self.id,
+                notify,
+            }),
+        }
+        self.pump(now, conn, cfg, rng, out)
+    }
+
+    fn rekeyed_child(
+        &self,
+        rekey: &RekeyState,
+        inner: &Inner,
+        conn: &Connection,
+    ) -> Result<ChildSa, NotifyType> {
+        if let Some(n) = inner.error_notify() {
+            return Err(n);
+        }
+        let (Some(Payload::Sa(sa)), Some(nr), Some(Payload::TsI(tsi)), Some(Payload::TsR(tsr))) = (
+            inner.find(PayloadType::SA),
+            nonce_of(&inner.payloads),
+            inner.find(PayloadType::TSI),
+            inner.find(PayloadType::TSR),
+        ) else {
+            return Err(NotifyType::INVALID_SYNTAX);
+        };
+        let chosen = wire::offered(sa, ProtocolId::ESP);
+        let [(_, transforms, spi)] = &chosen[..] else {
+            return Err(NotifyType::NO_PROPOSAL_CHOSEN);
+        };
+        let suite = conn
+            .esp_proposals
+            .iter()
+            .find_map(|p| p.select(transforms))
+            .ok_or(NotifyType::NO_PROPOSAL_CHOSEN)?;
+        let outbound_spi = <[u8; 4]>::try_from(&spi[..])
+            .map(u32::from_be_bytes)
+            .map_err(|_| NotifyType::INVALID_SYNTAX)?;
+        let shared = match (suite.ke, &rekey.ke, inner.find(PayloadType::KE)) {
+            (None, _, None) => None,
+            (Some(g), Some(ours), Some(Payload::Ke(theirs)))
+                if ours.group() == g && theirs.group == g.id() =>
+            {
+                Some(
+                    ours.shared_secret(&theirs.data)
+                        .map_err(|_| NotifyType::INVALID_SYNTAX)?,
+                )
+            }
+            _ => return Err(NotifyType::INVALID_KE_PAYLOAD),
+        };
+        if !ts::is_subset(&tsi.0, &rekey.local_ts) || !ts::is_subset(&tsr.0, &rekey.remote_ts) {
+            return Err(NotifyType::TS_UNACCEPTABLE);
+        }
+        self.derive_child(
+            suite,
+            true,
+            (&rekey.ni, &nr),
+            shared.as_ref().map(|s| s.expose()),
+            (rekey.new_inbound, outbound_spi),
+            tsi.0.clone(),
+            tsr.0.clone(),
+        )
+        .map_err(|_| NotifyType::NO_PROPOSAL_CHOSEN)
+    }
+
+    /// The peer's CREATE_CHILD_SA: a new CHILD_SA or a CHILD_SA rekey
+    /// (REKEY_SA), with PFS when the chosen proposal has a group. IKE SA
+    /// rekeying is not implemented: answered NO_ADDITIONAL_SAS.
+    fn on_create_child_request(
+        &mut self,
+        inner: &Inner,
+        conn: &Connection,
+        rng: &mut dyn RandomSource,
+    ) -> (Vec<Payload>, Vec<Event>) {
+        let refuse = |n: Notify| (vec![Payload::Notify(n)], Vec::new());
+        if let Some(n) = inner.notify(NotifyType::REKEY_SA) {
+            let known = n
+                .child_spi()
+                .is_some_and(|spi| self.children.iter().any(|c| c.outbound_spi == spi));
+            if !known {
+                return refuse(Notify {
+                    notify_type: NotifyType::CHILD_SA_NOT_FOUND,
+                    data: Vec::new(),
+                    ..n.clone()
+                });
+            }
+        }
+        let (Some(Payload::Sa(sa)), Some(ni), Some(Payload::TsI(tsi)), Some(Payload::TsR(tsr))) = (
+            inner.find(PayloadType::SA),
+            nonce_of(&inner.payloads),
+            inner.find(PayloadType::TSI),
+            inner.find(PayloadType::TSR),
+        ) else {
+            // An IKE SA rekey (SA, Ni, KE only) lands here too.
+            return refuse(Notify::ike(NotifyType::NO_ADDITIONAL_SAS, Vec::new()));
+        };
+        let offered = wire::offered(sa, ProtocolId::ESP);
+        let Some((number, suite)) = select_esp(
+            &conn.esp_proposals,
+            offered.iter().map(|(n, t, _)| (*n, &t[..])),
+        ) else {
+            return refuse(Notify::ike(NotifyType::NO_PROPOSAL_CHOSEN, Vec::new()));
+        };
+        let Some(peer_spi) = offered
+            .iter()
+            .find(|(n, _, _)| *n == number)
+            .and_then(|(_, _, spi)| <[u8; 4]>::try_from(&spi[..]).ok())
+            .map(u32::from_be_bytes)
+        else {
+            return refuse(Notify::ike(NotifyType::INVALID_SYNTAX, Vec::new()));
+        };
+        let mut ke_reply = None;
+        let mut shared = None;
+        if let Some(g) = suite.ke {
+            let Some(Payload::Ke(theirs)) = inner
+                .find(PayloadType::KE)
+                .filter(|p| matches!(p, Payload::Ke(k) if k.group == g.id()))
+            else {
+                return refuse(Notify::invalid_ke_payload(g.id()));
+            };
+            let Ok(ours) = crypto::KeyExchange::generate(g, rng) else {
+                return refuse(Notify::ike(NotifyType::TEMPORARY_FAILURE, Vec::new()));
+            };
+            let Ok(s) = ours.shared_secret(&theirs.data) else {
+                return refuse(Notify::ike(NotifyType::INVALID_SYNTAX, Vec::new()));
+            };
+            shared = Some(s);
+            ke_reply = Some(KeyExchange {
+                group: g.id(),
+                data: ours.public_value().to_vec(),
+            });
+        }
+        let tsi = ts::narrow(&tsi.0, &conn.remote_ts);
+        let tsr = ts::narrow(&tsr.0, &conn.local_ts);
+        if tsi.is_empty() || tsr.is_empty() {
+            return refuse(Notify::ike(NotifyType::TS_UNACCEPTABLE, Vec::new()));
+        }
+        let (Ok(nr), Ok(inbound)) = (random_bytes(rng, NONCE_LEN), random_child_spi(rng)) else {
+            return refuse(Notify::ike(NotifyType::TEMPORARY_FAILURE, Vec::new()));
+        };
+        let Ok(child) = self.derive_child(
+            suite,
+            false,
+            (&ni, &nr),
+            shared.as_ref().map(|s| s.expose()),
+            (inbound, peer_spi),
+            tsr.clone(),
+            tsi.clone(),
+        ) else {
+            return refuse(Notify::ike(NotifyType::NO_PROPOSAL_CHOSEN, Vec::new()));
+        };
+        let mut reply = vec![
+            Payload::Sa(SecurityAssociation(vec![wire::proposal(
+                number,
+                ProtocolId::ESP,
+                inbound.to_be_bytes().to_vec(),
+                &suite.transforms(),
+            )])),
+            Payload::Nonce(Nonce(nr)),
+        ];
+        reply.extend(ke_reply.map(Payload::Ke));
+        reply.push(Payload::TsI(TrafficSelectors(tsi)));
+        reply.push(Payload::TsR(TrafficSelectors(tsr)));
+        self.children.push(ChildRef::of(&child));
+        (reply, vec![Event::ChildSaInstalled(Box::new(child))])
+    }
 }

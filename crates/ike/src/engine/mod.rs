@@ -33,7 +33,7 @@ use crate::crypto::{CryptoError, EspKeys, EspSuite, IkeSuite, RandomSource};
 use crate::message::{self, Identification, Message, NotifyType, TrafficSelector};
 #[doc(hidden)]
 pub use ike_sa::{replay_psk_ike_auth, Replay};
-use ike_sa::{IkeSa, InfoRequest};
+use ike_sa::{IkeSa, OwnRequest};
 
 /// Milliseconds since an epoch of the caller's choosing.
 pub type Time = u64;
@@ -384,26 +384,34 @@ impl<R: RandomSource> Engine<R> {
         &mut self,
         now: Time,
         ike_sa: IkeSaId,
-        request: InfoRequest,
+        request: OwnRequest,
     ) -> Result<(), EngineError> {
         let sa = self
             .sas
             .get_mut(&ike_sa)
             .ok_or(EngineError::Protocol("no such IKE SA"))?;
-        sa.queue_informational(now, request, &self.config, &mut self.rng, &mut self.out)
+        let conn = &self.connections[sa.connection()];
+        sa.queue_request(
+            now,
+            request,
+            conn,
+            &self.config,
+            &mut self.rng,
+            &mut self.out,
+        )
     }
 
     /// Asks the peer whether it is alive (an empty INFORMATIONAL, dead
     /// peer detection): [`Event::PeerAlive`] when it answers,
     /// [`Event::IkeSaFailed`] with [`FailReason::Timeout`] when it does not.
     pub fn check_liveness(&mut self, now: Time, ike_sa: IkeSaId) -> Result<(), EngineError> {
-        self.informational(now, ike_sa, InfoRequest::Liveness)
+        self.informational(now, ike_sa, OwnRequest::Liveness)
     }
 
     /// Deletes the IKE SA and its CHILD_SAs ([`Event::IkeSaDeleted`] once
     /// the peer answered).
     pub fn delete_ike_sa(&mut self, now: Time, ike_sa: IkeSaId) -> Result<(), EngineError> {
-        self.informational(now, ike_sa, InfoRequest::DeleteIke)
+        self.informational(now, ike_sa, OwnRequest::DeleteIke)
     }
 
     /// Deletes one CHILD_SA, named by our inbound SPI
@@ -414,7 +422,20 @@ impl<R: RandomSource> Engine<R> {
         ike_sa: IkeSaId,
         inbound_spi: u32,
     ) -> Result<(), EngineError> {
-        self.informational(now, ike_sa, InfoRequest::DeleteChild { inbound_spi })
+        self.informational(now, ike_sa, OwnRequest::DeleteChild { inbound_spi })
+    }
+
+    /// Rekeys one CHILD_SA (named by our inbound SPI): CREATE_CHILD_SA
+    /// with REKEY_SA (PFS when the connection's ESP proposal has a
+    /// group), [`Event::ChildSaInstalled`] for the new one, then the old
+    /// one is deleted ([`Event::ChildSaDeleted`]).
+    pub fn rekey_child_sa(
+        &mut self,
+        now: Time,
+        ike_sa: IkeSaId,
+        inbound_spi: u32,
+    ) -> Result<(), EngineError> {
+        self.informational(now, ike_sa, OwnRequest::RekeyChild { inbound_spi })
     }
 
     /// A datagram received from `src` at our address `dst` (the UDP
