@@ -5,8 +5,9 @@
 # tests/ike/strongswan.bash runs in $P-b on 192.0.2.2 (no charon a). PSK,
 # aes128gcm16-prfsha256-x25519, ESP aes128gcm16, 10.1.0.0/24 <-> 10.2.0.0/24.
 #
-# Twice: the engine initiates, then charon initiates and the engine
-# responds. Each time the CHILD_SA the engine installed must have the SPIs
+# Twice: the engine initiates (and then rekeys the CHILD_SA, with x25519
+# PFS), then charon initiates and the engine responds (and charon rekeys the
+# CHILD_SA). Each time each CHILD_SA the engine installed must have the SPIs
 # `swanctl --list-sas --raw` reports (crosswise) and the keys charon logged
 # ("encryption initiator/responder key", read with kat_extract.py's log
 # parser), and be UDP-encapsulated (charon with kernel-libipsec fakes NAT).
@@ -46,7 +47,7 @@ connections {
             net {
                 local_ts = 10.2.0.0/24
                 remote_ts = 10.1.0.0/24
-                esp_proposals = aes128gcm16
+                esp_proposals = aes128gcm16-x25519
                 rekey_time = 0
                 start_action = none
             }
@@ -96,20 +97,35 @@ ok = child[outbound].hex() == ours["outbound_key"] and child[inbound].hex() == o
 print(f"{mode}: CHILD_SA {ours['inbound_spi']}/{ours['outbound_spi']} keys {'equal' if ok else 'DIFFER'} to charon's")
 sys.exit(0 if ok else 1)
 PY
+}
+# wait_child_spi SPI: until b's INSTALLED CHILD_SA has inbound SPI SPI
+# (a rekey's old SA is deleted right after the new one is installed).
+wait_child_spi() {
+    local i
+    for i in $(seq 1 50); do [ "$(child_field spi-in)" = "$1" ] && return 0; sleep 0.1; done
+    ssw_fail "charon's CHILD_SA is not the rekeyed one ($1): $(ssw_ctl b --list-sas)"
+}
+terminate() {
     ssw_ctl b --terminate --ike ike --force --timeout 2 >/dev/null 2>&1 || true
     for i in $(seq 1 50); do [ -z "$(child_field spi-in)" ] && break; sleep 0.1; done
 }
 
-# 1. The engine initiates.
-ip netns exec "$SSW_NS_A" "$DRIVER" initiate 192.0.2.1 192.0.2.2 "$SSW_WORK/initiate.out" ||
-    ssw_fail "engine as initiator: no CHILD_SA"
-check initiate "$SSW_WORK/initiate.out"
+# 1. The engine initiates, then rekeys the CHILD_SA.
+ip netns exec "$SSW_NS_A" "$DRIVER" initiate 192.0.2.1 192.0.2.2 "$SSW_WORK/initiate.out" rekey ||
+    ssw_fail "engine as initiator: no CHILD_SA or no rekey"
+wait_child_spi "$(ours "$SSW_WORK/initiate.out.rekey" outbound_spi)"
+check initiate "$SSW_WORK/initiate.out.rekey"
+terminate
 
-# 2. charon initiates, the engine responds.
-ip netns exec "$SSW_NS_A" "$DRIVER" respond 192.0.2.1 192.0.2.2 "$SSW_WORK/respond.out" &
+# 2. charon initiates, the engine responds; charon rekeys the CHILD_SA.
+ip netns exec "$SSW_NS_A" "$DRIVER" respond 192.0.2.1 192.0.2.2 "$SSW_WORK/respond.out" rekey &
 DRIVER_PID=$!
 sleep 0.3
 ssw_ctl b --initiate --child net --timeout 10 >/dev/null || ssw_fail "charon could not initiate to the engine"
-wait "$DRIVER_PID" || ssw_fail "engine as responder: no CHILD_SA"
 check respond "$SSW_WORK/respond.out"
-echo "PASS: engine <-> charon, initiator and responder"
+ssw_ctl b --rekey --child net >/dev/null || ssw_fail "charon could not rekey the CHILD_SA"
+wait "$DRIVER_PID" || ssw_fail "engine as responder: no CHILD_SA or no rekey"
+wait_child_spi "$(ours "$SSW_WORK/respond.out.rekey" outbound_spi)"
+check respond "$SSW_WORK/respond.out.rekey"
+terminate
+echo "PASS: engine <-> charon, initiator and responder, CHILD_SA rekeys both ways"

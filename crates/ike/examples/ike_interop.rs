@@ -3,10 +3,15 @@
 //! it brings up one IKE SA with its first CHILD_SA, writes what it
 //! installed to a file, and exits.
 //!
-//! usage: ike_interop initiate|respond LOCAL_IP REMOTE_IP OUT_FILE
+//! usage: ike_interop initiate|respond LOCAL_IP REMOTE_IP OUT_FILE [rekey]
+//!
+//! With `rekey` it goes on until a CHILD_SA rekey is done (started by us
+//! when initiating, by the peer when responding) and writes the new
+//! CHILD_SA to OUT_FILE.rekey.
 //!
 //! Fixed to the interop test's setup: PSK authentication as a.example
-//! with b.example, aes128gcm16-prfsha256-x25519, ESP aes128gcm16,
+//! with b.example, aes128gcm16-prfsha256-x25519, ESP aes128gcm16 (with
+//! x25519 PFS on rekeys),
 //! 10.1.0.0/24 to 10.2.0.0/24. OUT_FILE gets the CHILD_SA's SPIs and (test
 //! keys only, for comparing with charon's log) its keys in hex; stdout
 //! gets the events, which never contain keys.
@@ -39,14 +44,29 @@ fn report(c: &ChildSa) -> String {
     )
 }
 
+fn send_all(engine: &mut Engine<SystemRandom>, sockets: &[(SocketAddr, UdpSocket)]) {
+    while let Some(t) = engine.poll_transmit() {
+        let (_, s) = sockets
+            .iter()
+            .find(|(a, _)| *a == t.src)
+            .expect("a socket for the source");
+        s.send_to(&t.payload, t.dst).expect("send");
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if args.len() != 5 || !(args[1] == "initiate" || args[1] == "respond") {
-        eprintln!("usage: ike_interop initiate|respond LOCAL_IP REMOTE_IP OUT_FILE");
+    let rekey = args.get(5).map(String::as_str) == Some("rekey");
+    if !(args.len() == 5 || rekey && args.len() == 6)
+        || !(args[1] == "initiate" || args[1] == "respond")
+    {
+        eprintln!("usage: ike_interop initiate|respond LOCAL_IP REMOTE_IP OUT_FILE [rekey]");
         std::process::exit(2);
     }
+    let initiate = args[1] == "initiate";
     let local_ip: IpAddr = args[2].parse().expect("LOCAL_IP");
     let remote_ip: IpAddr = args[3].parse().expect("REMOTE_IP");
+    let out_file = &args[4];
     let config = EngineConfig::default();
     let sockets: Vec<(SocketAddr, UdpSocket)> = [500, config.nat_t_port]
         .into_iter()
@@ -65,7 +85,8 @@ fn main() {
         Some(Identification::fqdn("b.example")),
         PSK,
         "aes128gcm16-prfsha256-x25519",
-        "aes128gcm16",
+        // The PFS group is used by CHILD_SA rekeys only.
+        "aes128gcm16-x25519",
         &["10.1.0.0/24"],
         &["10.2.0.0/24"],
     )
@@ -74,48 +95,53 @@ fn main() {
     let id = engine.add_connection(conn);
     let start = Instant::now();
     let now = || start.elapsed().as_millis() as u64;
-    if args[1] == "initiate" {
+    if initiate {
         engine.initiate(now(), id).expect("initiate");
     }
     let mut buf = vec![0u8; 65536];
     let deadline = Duration::from_secs(30);
+    let (mut installed, mut deleted) = (0, 0);
+    let mut done_at: Option<Instant> = None;
     loop {
-        while let Some(t) = engine.poll_transmit() {
-            let (_, s) = sockets
-                .iter()
-                .find(|(a, _)| *a == t.src)
-                .expect("a socket for the source");
-            s.send_to(&t.payload, t.dst).expect("send");
-        }
+        send_all(&mut engine, &sockets);
         while let Some(e) = engine.poll_event() {
             println!("{e}");
             match e {
                 Event::ChildSaInstalled(c) => {
-                    std::fs::write(&args[4], report(&c)).expect("write OUT_FILE");
-                    // Answer a retransmission of the last request for a
-                    // moment before leaving.
-                    let linger = Instant::now();
-                    while linger.elapsed() < Duration::from_millis(500) {
-                        for (local, s) in &sockets {
-                            if let Ok((n, src)) = s.recv_from(&mut buf) {
-                                engine.handle_datagram(now(), src, *local, &buf[..n]);
-                            }
-                        }
-                        while let Some(t) = engine.poll_transmit() {
-                            let (_, s) = sockets.iter().find(|(a, _)| *a == t.src).unwrap();
-                            s.send_to(&t.payload, t.dst).ok();
-                        }
+                    installed += 1;
+                    let file = if installed == 1 {
+                        out_file.clone()
+                    } else {
+                        format!("{out_file}.rekey")
+                    };
+                    std::fs::write(&file, report(&c)).expect("write OUT_FILE");
+                    if rekey && initiate && installed == 1 {
+                        engine
+                            .rekey_child_sa(now(), c.ike_sa, c.inbound_spi)
+                            .expect("rekey");
                     }
-                    return;
                 }
+                Event::ChildSaDeleted { .. } => deleted += 1,
                 Event::AuthFailed { .. }
                 | Event::IkeSaFailed { .. }
                 | Event::ChildSaFailed { .. } => std::process::exit(1),
                 _ => {}
             }
         }
+        let finished = if rekey {
+            installed >= 2 && deleted >= 1
+        } else {
+            installed >= 1
+        };
+        if finished && done_at.is_none() {
+            done_at = Some(Instant::now());
+        }
+        // Once done, answer retransmissions for a moment before leaving.
+        if done_at.is_some_and(|t| t.elapsed() > Duration::from_millis(500)) {
+            return;
+        }
         if start.elapsed() > deadline {
-            eprintln!("no CHILD_SA within {deadline:?}; {:?}", engine.stats());
+            eprintln!("not done within {deadline:?}; {:?}", engine.stats());
             std::process::exit(1);
         }
         for (local, s) in &sockets {
