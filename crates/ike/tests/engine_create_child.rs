@@ -167,3 +167,86 @@ fn rekey_under_loss_and_duplication() {
     assert_eq!(deleted(&p.events_a).len(), 1);
     assert_eq!(deleted(&p.events_b).len(), 1);
 }
+
+fn rekeyed(events: &[Event]) -> Vec<(IkeSaId, IkeSaId)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::IkeSaRekeyed { old, new } => Some((*old, *new)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Rekeys the IKE SA (a or b initiating), then uses the new SA: a
+/// liveness check each way and a CHILD_SA rekey (its keys come from the
+/// new SK_d, and the CHILD_SA moved over).
+fn ike_rekey(by_a: bool) {
+    let (mut p, id_a, id_b, old_a, _) = up("aes128gcm16-x25519", "aes128gcm16-x25519");
+    if by_a {
+        p.a.rekey_ike_sa(p.now, id_a).unwrap();
+    } else {
+        p.b.rekey_ike_sa(p.now, id_b).unwrap();
+    }
+    p.run(&[], 60_000);
+    let (ra, rb) = (rekeyed(&p.events_a), rekeyed(&p.events_b));
+    assert_eq!(
+        (ra.len(), rb.len()),
+        (1, 1),
+        "{:?} {:?}",
+        p.events_a,
+        p.events_b
+    );
+    let (new_a, new_b) = (ra[0].1, rb[0].1);
+    assert_eq!((ra[0].0, rb[0].0), (id_a, id_b));
+    assert!(new_a != id_a && new_b != id_b);
+    for (events, old) in [(&p.events_a, id_a), (&p.events_b, id_b)] {
+        assert!(
+            events
+                .iter()
+                .any(|e| matches!(e, Event::IkeSaDeleted { ike_sa } if *ike_sa == old)),
+            "{events:?}"
+        );
+        assert!(
+            deleted(events).is_empty(),
+            "the CHILD_SA survives: {events:?}"
+        );
+    }
+    // The old SA lingers only to answer retransmissions, then goes.
+    p.run(&[], 60_000);
+    assert_eq!((p.a.ike_sa_count(), p.b.ike_sa_count()), (1, 1));
+    p.events_a.clear();
+    p.events_b.clear();
+    p.a.check_liveness(p.now, new_a).unwrap();
+    p.b.check_liveness(p.now, new_b).unwrap();
+    p.a.rekey_child_sa(p.now, new_a, old_a.inbound_spi).unwrap();
+    p.run(&[], 60_000);
+    assert!(p
+        .events_a
+        .iter()
+        .any(|e| matches!(e, Event::PeerAlive { .. })));
+    assert!(p
+        .events_b
+        .iter()
+        .any(|e| matches!(e, Event::PeerAlive { .. })));
+    let (na, nb) = (children(&p.events_a), children(&p.events_b));
+    assert_eq!(
+        (na.len(), nb.len()),
+        (1, 1),
+        "{:?} {:?}",
+        p.events_a,
+        p.events_b
+    );
+    assert_same_child(na[0], nb[0]);
+    assert_eq!(na[0].ike_sa, new_a);
+}
+
+#[test]
+fn ike_sa_rekey_by_the_initiator() {
+    ike_rekey(true);
+}
+
+#[test]
+fn ike_sa_rekey_by_the_responder() {
+    ike_rekey(false);
+}

@@ -182,6 +182,22 @@ pub enum Event {
         /// The SA.
         ike_sa: IkeSaId,
     },
+    /// Our IKE SA rekey was refused; the old SA stays.
+    IkeRekeyFailed {
+        /// The SA.
+        ike_sa: IkeSaId,
+        /// The notify received (or what was wrong with the answer).
+        notify: NotifyType,
+    },
+    /// The IKE SA was rekeyed (RFC 7296 2.18): its CHILD_SAs now belong to
+    /// `new`; `old` is deleted next (an `IkeSaDeleted` for it follows,
+    /// which concerns no CHILD_SA any more).
+    IkeSaRekeyed {
+        /// The old SA.
+        old: IkeSaId,
+        /// The new SA.
+        new: IkeSaId,
+    },
     /// The IKE SA (and with it its CHILD_SAs) is deleted, by the peer or
     /// by our own [`Engine::delete_ike_sa`].
     IkeSaDeleted {
@@ -236,6 +252,12 @@ impl fmt::Display for Event {
             ),
             Event::IkeSaFailed { peer, reason, .. } => {
                 write!(f, "IKE SA with {peer} failed: {reason:?}")
+            }
+            Event::IkeRekeyFailed { ike_sa, notify } => {
+                write!(f, "IKE SA {ike_sa:016x}: rekey refused ({notify:?})")
+            }
+            Event::IkeSaRekeyed { old, new } => {
+                write!(f, "IKE SA {old:016x} rekeyed, now {new:016x}")
             }
             Event::PeerAlive { ike_sa } => write!(f, "IKE SA {ike_sa:016x}: peer alive"),
             Event::IkeSaDeleted { ike_sa } => write!(f, "IKE SA {ike_sa:016x} deleted"),
@@ -308,6 +330,8 @@ pub(crate) struct Output {
     pub transmits: VecDeque<Transmit>,
     pub events: VecDeque<Event>,
     pub stats: Stats,
+    /// IKE SAs created by a rekey, for the engine to adopt.
+    pub new_sas: Vec<IkeSa>,
 }
 
 /// The IKEv2 engine: every IKE SA of every connection.
@@ -335,6 +359,7 @@ impl<R: RandomSource> Engine<R> {
                 transmits: VecDeque::new(),
                 events: VecDeque::new(),
                 stats: Stats::default(),
+                new_sas: Vec::new(),
             },
         }
     }
@@ -391,14 +416,16 @@ impl<R: RandomSource> Engine<R> {
             .get_mut(&ike_sa)
             .ok_or(EngineError::Protocol("no such IKE SA"))?;
         let conn = &self.connections[sa.connection()];
-        sa.queue_request(
+        let r = sa.queue_request(
             now,
             request,
             conn,
             &self.config,
             &mut self.rng,
             &mut self.out,
-        )
+        );
+        self.adopt_new_sas();
+        r
     }
 
     /// Asks the peer whether it is alive (an empty INFORMATIONAL, dead
@@ -436,6 +463,21 @@ impl<R: RandomSource> Engine<R> {
         inbound_spi: u32,
     ) -> Result<(), EngineError> {
         self.informational(now, ike_sa, OwnRequest::RekeyChild { inbound_spi })
+    }
+
+    /// Rekeys the IKE SA (CREATE_CHILD_SA with a new KE and SPIs, RFC
+    /// 7296 1.3.2 and 2.18): [`Event::IkeSaRekeyed`], then the old SA is
+    /// deleted.
+    pub fn rekey_ike_sa(&mut self, now: Time, ike_sa: IkeSaId) -> Result<(), EngineError> {
+        self.informational(now, ike_sa, OwnRequest::RekeyIke)
+    }
+
+    /// Takes in the IKE SAs a rekey created.
+    fn adopt_new_sas(&mut self) {
+        for sa in std::mem::take(&mut self.out.new_sas) {
+            // A random 64-bit SPI colliding is not worth more than a drop.
+            self.sas.entry(sa.id()).or_insert(sa);
+        }
     }
 
     /// A datagram received from `src` at our address `dst` (the UDP
@@ -496,6 +538,7 @@ impl<R: RandomSource> Engine<R> {
                     &mut self.rng,
                     &mut self.out,
                 );
+                self.adopt_new_sas();
             }
             _ => self.out.stats.unknown_sa += 1,
         }
