@@ -5,9 +5,12 @@
 # tests/ike/strongswan.bash runs in $P-b on 192.0.2.2 (no charon a). PSK,
 # aes128gcm16-prfsha256-x25519, ESP aes128gcm16, 10.1.0.0/24 <-> 10.2.0.0/24.
 #
-# Twice: the engine initiates (and then rekeys the CHILD_SA, with x25519
-# PFS), then charon initiates and the engine responds (and charon rekeys the
-# CHILD_SA). Each time each CHILD_SA the engine installed must have the SPIs
+# Twice: the engine initiates, then charon initiates and the engine
+# responds. Each time the initiating side then rekeys the CHILD_SA (x25519
+# PFS), the IKE SA, and the CHILD_SA again (its keys come from the new IKE
+# SA's SK_d, so they check the IKE SA rekey too). Each CHILD_SA checked
+# (the engine's last one when it initiates, every one when charon does) must
+# have the SPIs
 # `swanctl --list-sas --raw` reports (crosswise) and the keys charon logged
 # ("encryption initiator/responder key", read with kat_extract.py's log
 # parser), and be UDP-encapsulated (charon with kernel-libipsec fakes NAT).
@@ -110,22 +113,38 @@ terminate() {
     for i in $(seq 1 50); do [ -z "$(child_field spi-in)" ] && break; sleep 0.1; done
 }
 
-# 1. The engine initiates, then rekeys the CHILD_SA.
+ike_spi() { ssw_ctl b --list-sas --raw | grep -o ' initiator-spi=[0-9a-f]*' | head -1; }
+wait_file() {
+    local i
+    for i in $(seq 1 100); do [ -s "$1" ] && return 0; sleep 0.1; done
+    ssw_fail "the engine did not write $1"
+}
+
+# 1. The engine initiates, rekeys the CHILD_SA, the IKE SA, the CHILD_SA.
 ip netns exec "$SSW_NS_A" "$DRIVER" initiate 192.0.2.1 192.0.2.2 "$SSW_WORK/initiate.out" rekey ||
-    ssw_fail "engine as initiator: no CHILD_SA or no rekey"
-wait_child_spi "$(ours "$SSW_WORK/initiate.out.rekey" outbound_spi)"
-check initiate "$SSW_WORK/initiate.out.rekey"
+    ssw_fail "engine as initiator: no CHILD_SA or a rekey failed"
+wait_child_spi "$(ours "$SSW_WORK/initiate.out.rekey2" outbound_spi)"
+check initiate "$SSW_WORK/initiate.out.rekey2"
 terminate
 
-# 2. charon initiates, the engine responds; charon rekeys the CHILD_SA.
+# 2. charon initiates, the engine responds; charon rekeys the CHILD_SA, the
+# IKE SA, the CHILD_SA.
 ip netns exec "$SSW_NS_A" "$DRIVER" respond 192.0.2.1 192.0.2.2 "$SSW_WORK/respond.out" rekey &
 DRIVER_PID=$!
 sleep 0.3
 ssw_ctl b --initiate --child net --timeout 10 >/dev/null || ssw_fail "charon could not initiate to the engine"
 check respond "$SSW_WORK/respond.out"
 ssw_ctl b --rekey --child net >/dev/null || ssw_fail "charon could not rekey the CHILD_SA"
-wait "$DRIVER_PID" || ssw_fail "engine as responder: no CHILD_SA or no rekey"
+wait_file "$SSW_WORK/respond.out.rekey"
 wait_child_spi "$(ours "$SSW_WORK/respond.out.rekey" outbound_spi)"
 check respond "$SSW_WORK/respond.out.rekey"
+old=$(ike_spi)
+ssw_ctl b --rekey --ike ike >/dev/null || ssw_fail "charon could not rekey the IKE SA"
+for i in $(seq 1 50); do [ -n "$(ike_spi)" ] && [ "$(ike_spi)" != "$old" ] && break; sleep 0.1; done
+[ "$(ike_spi)" != "$old" ] || ssw_fail "charon's IKE SA was not rekeyed: $(ssw_ctl b --list-sas)"
+ssw_ctl b --rekey --child net >/dev/null || ssw_fail "charon could not rekey the CHILD_SA on the new IKE SA"
+wait "$DRIVER_PID" || ssw_fail "engine as responder: no CHILD_SA or a rekey failed"
+wait_child_spi "$(ours "$SSW_WORK/respond.out.rekey2" outbound_spi)"
+check respond "$SSW_WORK/respond.out.rekey2"
 terminate
-echo "PASS: engine <-> charon, initiator and responder, CHILD_SA rekeys both ways"
+echo "PASS: engine <-> charon, initiator and responder; CHILD_SA, IKE SA, CHILD_SA rekeys each way"

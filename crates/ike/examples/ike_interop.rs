@@ -5,9 +5,10 @@
 //!
 //! usage: ike_interop initiate|respond LOCAL_IP REMOTE_IP OUT_FILE [rekey]
 //!
-//! With `rekey` it goes on until a CHILD_SA rekey is done (started by us
-//! when initiating, by the peer when responding) and writes the new
-//! CHILD_SA to OUT_FILE.rekey.
+//! With `rekey` it goes on through a CHILD_SA rekey, an IKE SA rekey and
+//! a CHILD_SA rekey on the new IKE SA (started by us when initiating, by
+//! the peer when responding), writing the second and third CHILD_SA to
+//! OUT_FILE.rekey and OUT_FILE.rekey2.
 //!
 //! Fixed to the interop test's setup: PSK authentication as a.example
 //! with b.example, aes128gcm16-prfsha256-x25519, ESP aes128gcm16 (with
@@ -101,6 +102,8 @@ fn main() {
     let mut buf = vec![0u8; 65536];
     let deadline = Duration::from_secs(30);
     let (mut installed, mut deleted) = (0, 0);
+    let (mut ike_sa, mut child_spi) = (0u64, 0u32);
+    let (mut ike_rekeyed, mut old_ike_deleted) = (false, false);
     let mut done_at: Option<Instant> = None;
     loop {
         send_all(&mut engine, &sockets);
@@ -109,10 +112,12 @@ fn main() {
             match e {
                 Event::ChildSaInstalled(c) => {
                     installed += 1;
-                    let file = if installed == 1 {
-                        out_file.clone()
-                    } else {
-                        format!("{out_file}.rekey")
+                    ike_sa = c.ike_sa;
+                    child_spi = c.inbound_spi;
+                    let file = match installed {
+                        1 => out_file.clone(),
+                        2 => format!("{out_file}.rekey"),
+                        _ => format!("{out_file}.rekey2"),
                     };
                     std::fs::write(&file, report(&c)).expect("write OUT_FILE");
                     if rekey && initiate && installed == 1 {
@@ -121,15 +126,34 @@ fn main() {
                             .expect("rekey");
                     }
                 }
-                Event::ChildSaDeleted { .. } => deleted += 1,
+                Event::ChildSaDeleted { .. } => {
+                    deleted += 1;
+                    if rekey && initiate && deleted == 1 {
+                        engine.rekey_ike_sa(now(), ike_sa).expect("IKE rekey");
+                    }
+                }
+                Event::IkeSaRekeyed { new, .. } => {
+                    ike_rekeyed = true;
+                    ike_sa = new;
+                }
+                Event::IkeSaDeleted { ike_sa: gone } if gone != ike_sa => {
+                    old_ike_deleted = true;
+                    if rekey && initiate {
+                        engine
+                            .rekey_child_sa(now(), ike_sa, child_spi)
+                            .expect("CHILD_SA rekey on the new IKE SA");
+                    }
+                }
                 Event::AuthFailed { .. }
                 | Event::IkeSaFailed { .. }
-                | Event::ChildSaFailed { .. } => std::process::exit(1),
+                | Event::ChildSaFailed { .. }
+                | Event::IkeRekeyFailed { .. }
+                | Event::IkeSaDeleted { .. } => std::process::exit(1),
                 _ => {}
             }
         }
         let finished = if rekey {
-            installed >= 2 && deleted >= 1
+            installed >= 3 && deleted >= 2 && ike_rekeyed && old_ike_deleted
         } else {
             installed >= 1
         };
