@@ -52,6 +52,45 @@ proptest! {
     }
 
     #[test]
+    fn rekeys_under_a_lossy_network_still_agree(
+        fates in proptest::collection::vec(fate(), 0..40),
+        ike_first in any::<bool>(),
+        by_a in any::<bool>(),
+    ) {
+        let ike = "aes128gcm16-prfsha256-x25519";
+        let (a, b) = connections(PSK, PSK, ike, ike, "aes128gcm16-x25519", "aes128gcm16-x25519");
+        let mut p = Pair::new(a, b, patient_config());
+        let id_a = p.a.initiate(0, 0).unwrap();
+        p.run(&[], 3_600_000);
+        let id_b = p.events_b.iter().find_map(|e| match e { Event::IkeSaUp { ike_sa, .. } => Some(*ike_sa), _ => None }).unwrap();
+        let (child_a, child_b) = (children(&p.events_a)[0].inbound_spi, children(&p.events_b)[0].inbound_spi);
+        p.events_a.clear();
+        p.events_b.clear();
+        // A CHILD_SA rekey or an IKE SA rekey by either side, through the
+        // lossy network.
+        match (ike_first, by_a) {
+            (true, true) => p.a.rekey_ike_sa(p.now, id_a).unwrap(),
+            (true, false) => p.b.rekey_ike_sa(p.now, id_b).unwrap(),
+            (false, true) => p.a.rekey_child_sa(p.now, id_a, child_a).unwrap(),
+            (false, false) => p.b.rekey_child_sa(p.now, id_b, child_b).unwrap(),
+        }
+        p.run(&fates, 3_600_000);
+        let failures = |ev: &[Event]| ev.iter().filter(|e| matches!(e, Event::IkeSaFailed { .. } | Event::ChildSaFailed { .. } | Event::IkeRekeyFailed { .. })).count();
+        prop_assert_eq!(failures(&p.events_a) + failures(&p.events_b), 0, "{:?} {:?}", p.events_a, p.events_b);
+        if ike_first {
+            let new = |ev: &[Event]| ev.iter().filter(|e| matches!(e, Event::IkeSaRekeyed { .. })).count();
+            prop_assert_eq!((new(&p.events_a), new(&p.events_b)), (1, 1));
+            // Both keep exactly one IKE SA once the old one is gone.
+            p.run(&[], 3_600_000);
+            prop_assert_eq!((p.a.ike_sa_count(), p.b.ike_sa_count()), (1, 1));
+        } else {
+            let (ca, cb) = (children(&p.events_a), children(&p.events_b));
+            prop_assert_eq!((ca.len(), cb.len()), (1, 1), "{:?} {:?}", p.events_a, p.events_b);
+            assert_same_child(ca[0], cb[0]);
+        }
+    }
+
+    #[test]
     fn garbage_is_counted_never_a_panic(
         bytes in proptest::collection::vec(any::<u8>(), 0..600),
         port in prop_oneof![Just(500u16), Just(4500u16)],
