@@ -250,3 +250,47 @@ fn ike_sa_rekey_by_the_initiator() {
 fn ike_sa_rekey_by_the_responder() {
     ike_rekey(false);
 }
+
+/// The CHILD_SAs a side holds at the end: installed minus deleted, by
+/// (inbound, outbound) SPI.
+fn alive(events: &[Event], first: &ChildSa) -> Vec<(u32, u32)> {
+    let mut alive = vec![(first.inbound_spi, first.outbound_spi)];
+    for e in events {
+        match e {
+            Event::ChildSaInstalled(c) => alive.push((c.inbound_spi, c.outbound_spi)),
+            Event::ChildSaDeleted { inbound_spi, .. } => alive.retain(|(i, _)| i != inbound_spi),
+            _ => {}
+        }
+    }
+    alive
+}
+
+#[test]
+fn simultaneous_child_sa_rekeys_leave_one_child_sa() {
+    // RFC 7296 2.8.1: both rekey the same CHILD_SA at once; each side gets
+    // both new SAs, the one whose exchange has the lowest nonce goes, and
+    // the old one goes: one CHILD_SA is left, the same on both sides.
+    for seed_shift in 0..8 {
+        let (mut p, id_a, id_b, old_a, old_b) = up("aes128gcm16", "aes128gcm16");
+        // Different nonces each round, so either exchange can hold the lowest.
+        for _ in 0..seed_shift {
+            p.a.check_liveness(p.now, id_a).unwrap();
+            p.run(&[], 60_000);
+        }
+        p.events_a.clear();
+        p.events_b.clear();
+        p.a.rekey_child_sa(p.now, id_a, old_a.inbound_spi).unwrap();
+        p.b.rekey_child_sa(p.now, id_b, old_b.inbound_spi).unwrap();
+        p.run(&[], 60_000);
+        let (la, lb) = (alive(&p.events_a, &old_a), alive(&p.events_b, &old_b));
+        assert_eq!(
+            (la.len(), lb.len()),
+            (1, 1),
+            "round {seed_shift}: {:?} {:?}",
+            p.events_a,
+            p.events_b
+        );
+        assert_eq!(la[0], (lb[0].1, lb[0].0), "round {seed_shift}");
+        assert_eq!(children(&p.events_a).len(), 2);
+    }
+}

@@ -92,6 +92,14 @@ impl ChildRef {
     }
 }
 
+/// A peer's CHILD_SA rekey of the SA we are rekeying too.
+struct Collision {
+    old_inbound: u32,
+    /// Nonces of the peer's exchange.
+    ni: Vec<u8>,
+    nr: Vec<u8>,
+}
+
 /// Our CREATE_CHILD_SA request that rekeys a CHILD_SA.
 struct RekeyState {
     old_inbound: u32,
@@ -143,6 +151,9 @@ pub(crate) struct IkeSa {
     rekey: Option<RekeyState>,
     /// Our IKE SA rekey in flight.
     ike_rekey: Option<IkeRekeyState>,
+    /// Peer rekeys of the CHILD_SA our own rekey in flight replaces
+    /// (RFC 7296 2.8.1), for the lowest-nonce rule when ours completes.
+    collisions: Vec<Collision>,
     /// When a half-open or dead SA is forgotten.
     expires: Option<Time>,
     /// Our INFORMATIONAL requests waiting for the window.
@@ -224,6 +235,7 @@ impl IkeSa {
             children: Vec::new(),
             rekey: None,
             ike_rekey: None,
+            collisions: Vec::new(),
             expires: None,
             pending: std::collections::VecDeque::new(),
             in_flight: None,
@@ -1634,14 +1646,30 @@ impl IkeSa {
         let Some(rekey) = self.rekey.take() else {
             return Ok(());
         };
+        let collision = self
+            .collisions
+            .iter()
+            .position(|c| c.old_inbound == rekey.old_inbound)
+            .map(|i| self.collisions.remove(i));
         match self.rekeyed_child(&rekey, &inner, conn) {
-            Ok(child) => {
+            Ok((child, nr)) => {
+                let ours = child.inbound_spi;
                 self.children.push(ChildRef::of(&child));
                 out.events
                     .push_back(Event::ChildSaInstalled(Box::new(child)));
                 self.pending.push_front(OwnRequest::DeleteChild {
                     inbound_spi: rekey.old_inbound,
                 });
+                // RFC 7296 2.8.1: both sides rekeyed the same SA; the new
+                // SA whose exchange holds the lowest of the four nonces is
+                // redundant and deleted by whoever started that exchange.
+                if let Some(c) = collision {
+                    let ours_lowest = rekey.ni.min(nr) < c.ni.min(c.nr);
+                    if ours_lowest {
+                        self.pending
+                            .push_back(OwnRequest::DeleteChild { inbound_spi: ours });
+                    }
+                }
             }
             Err(notify) => out.events.push_back(Event::ChildSaFailed {
                 ike_sa: self.id,
@@ -1656,7 +1684,7 @@ impl IkeSa {
         rekey: &RekeyState,
         inner: &Inner,
         conn: &Connection,
-    ) -> Result<ChildSa, NotifyType> {
+    ) -> Result<(ChildSa, Vec<u8>), NotifyType> {
         if let Some(n) = inner.error_notify() {
             return Err(n);
         }
@@ -1704,6 +1732,7 @@ impl IkeSa {
             tsi.0.clone(),
             tsr.0.clone(),
         )
+        .map(|c| (c, nr))
         .map_err(|_| NotifyType::NO_PROPOSAL_CHOSEN)
     }
 
@@ -1798,6 +1827,7 @@ impl IkeSa {
         ) else {
             return refuse(Notify::ike(NotifyType::NO_PROPOSAL_CHOSEN, Vec::new()));
         };
+        let nr_sent = nr.clone();
         let mut reply = vec![
             Payload::Sa(SecurityAssociation(vec![wire::proposal(
                 number,
@@ -1810,6 +1840,24 @@ impl IkeSa {
         reply.extend(ke_reply.map(Payload::Ke));
         reply.push(Payload::TsI(TrafficSelectors(tsi)));
         reply.push(Payload::TsR(TrafficSelectors(tsr)));
+        // The peer rekeys the SA our own rekey in flight replaces: remember
+        // its nonces for RFC 7296 2.8.1 when ours completes.
+        let rekeyed = inner
+            .notify(NotifyType::REKEY_SA)
+            .and_then(|n| n.child_spi());
+        if let (Some(spi), Some(ours)) = (rekeyed, &self.rekey) {
+            if self
+                .children
+                .iter()
+                .any(|c| c.outbound_spi == spi && c.inbound_spi == ours.old_inbound)
+            {
+                self.collisions.push(Collision {
+                    old_inbound: ours.old_inbound,
+                    ni: ni.clone(),
+                    nr: nr_sent.clone(),
+                });
+            }
+        }
         self.children.push(ChildRef::of(&child));
         (reply, vec![Event::ChildSaInstalled(Box::new(child))])
     }
