@@ -28,13 +28,15 @@ PSK="espgw-strongswan-test-psk-0123456789"
 
 ssw_net_up
 ssw_conf b
-cat >"$SSW_WORK/b/swanctl/swanctl.conf" <<EOF
+# b_conf: b's swanctl.conf with $PROPOSALS and $ESP (loaded when b runs).
+b_conf() {
+    cat >"$SSW_WORK/b/swanctl/swanctl.conf" <<EOF
 connections {
     ike {
         version = 2
         local_addrs = 192.0.2.2
         remote_addrs = 192.0.2.1
-        proposals = aes128gcm16-prfsha256-x25519
+        proposals = ${PROPOSALS:-aes128gcm16-prfsha256-x25519}
         rekey_time = 0
         reauth_time = 0
         mobike = no
@@ -50,7 +52,7 @@ connections {
             net {
                 local_ts = 10.2.0.0/24
                 remote_ts = 10.1.0.0/24
-                esp_proposals = aes128gcm16-x25519
+                esp_proposals = ${ESP:-aes128gcm16-x25519}
                 rekey_time = 0
                 start_action = none
             }
@@ -65,6 +67,11 @@ secrets {
     }
 }
 EOF
+    [ -z "${SSW_PID[b]:-}" ] || ssw_ctl b --load-all >/dev/null
+}
+PROPOSALS=aes128gcm16-prfsha256-x25519
+ESP=aes128gcm16-x25519
+b_conf
 ssw_start b
 ssw_ctl b --load-all >/dev/null
 
@@ -73,6 +80,27 @@ child_field() { # KEY: KEY of b's INSTALLED CHILD_SA
         grep -o " $1=[^ }]*" | sed "s/^ $1=//" | head -1
 }
 ours() { sed -n "s/^$2=//p" "$1"; }
+
+# check_keys MODE OUT: the engine's CHILD_SA keys (OUT) equal the last ones
+# charon logged (its "initiator" is whoever initiated the exchange).
+check_keys() {
+    python3 - "$SSW_WORK/b/charon.log" "$2" "$1" <<'PY' || ssw_fail "$1: keys differ from charon's log"
+import sys
+sys.path.insert(0, "tests/ike")
+import kat_extract
+log, out, mode = sys.argv[1:]
+child = kat_extract.log_facts(kat_extract.read_log(log))[1][-1]
+ours = dict(line.split("=", 1) if "=" in line and not line.endswith("=") else (line.rstrip("="), "")
+            for line in open(out).read().split())
+outbound, inbound = ("i", "r") if mode == "initiate" else ("r", "i")
+ok = child["encr_" + outbound].hex() == ours["outbound_key"] and child["encr_" + inbound].hex() == ours["inbound_key"]
+if ours["outbound_auth_key"] or "integ_i" in child:
+    ok = ok and child.get("integ_" + outbound, b"").hex() == ours["outbound_auth_key"]
+    ok = ok and child.get("integ_" + inbound, b"").hex() == ours["inbound_auth_key"]
+print(f"{mode}: CHILD_SA {ours['inbound_spi']}/{ours['outbound_spi']} keys {'equal' if ok else 'DIFFER'} to charon's")
+sys.exit(0 if ok else 1)
+PY
+}
 
 # check MODE OUT: the engine's CHILD_SA (OUT) against b's view of it.
 check() {
@@ -86,20 +114,7 @@ check() {
         ssw_fail "$mode: charon's CHILD_SA is not AES_GCM_16/128"
     [ "$(ours "$out" suite)" = aes128gcm16 ] && [ "$(ours "$out" udp_encap)" = true ] ||
         ssw_fail "$mode: engine suite/encapsulation: $(cat "$out")"
-    # charon's last logged CHILD_SA keys (its "initiator" is whoever
-    # initiated the exchange).
-    python3 - "$SSW_WORK/b/charon.log" "$out" "$mode" <<'PY' || ssw_fail "$mode: keys differ from charon's log"
-import sys
-sys.path.insert(0, "tests/ike")
-import kat_extract
-log, out, mode = sys.argv[1:]
-child = kat_extract.log_facts(kat_extract.read_log(log))[1][-1]
-ours = dict(line.split("=", 1) for line in open(out).read().split())
-outbound, inbound = ("encr_i", "encr_r") if mode == "initiate" else ("encr_r", "encr_i")
-ok = child[outbound].hex() == ours["outbound_key"] and child[inbound].hex() == ours["inbound_key"]
-print(f"{mode}: CHILD_SA {ours['inbound_spi']}/{ours['outbound_spi']} keys {'equal' if ok else 'DIFFER'} to charon's")
-sys.exit(0 if ok else 1)
-PY
+    check_keys "$mode" "$out"
 }
 # wait_child_spi SPI: until b's INSTALLED CHILD_SA has inbound SPI SPI
 # (a rekey's old SA is deleted right after the new one is installed).
@@ -147,4 +162,35 @@ wait "$DRIVER_PID" || ssw_fail "engine as responder: no CHILD_SA or a rekey fail
 wait_child_spi "$(ours "$SSW_WORK/respond.out.rekey2" outbound_spi)"
 check respond "$SSW_WORK/respond.out.rekey2"
 terminate
-echo "PASS: engine <-> charon, initiator and responder; CHILD_SA, IKE SA, CHILD_SA rekeys each way"
+
+# 3. A wrong PSK, each way: AUTHENTICATION_FAILED, and the engine's log line
+# names the peer and not the key.
+IKE_INTEROP_PSK=not-the-right-key ip netns exec "$SSW_NS_A" "$DRIVER" initiate 192.0.2.1 192.0.2.2 "$SSW_WORK/wrong.out" \
+    >"$SSW_WORK/wrong-i.log" 2>&1 && ssw_fail "engine as initiator: up with a wrong PSK"
+grep -q "authentication of peer 192.0.2.2:4500 (id none) failed: RejectedByPeer" "$SSW_WORK/wrong-i.log" ||
+    ssw_fail "engine as initiator, wrong PSK: $(cat "$SSW_WORK/wrong-i.log")"
+IKE_INTEROP_PSK=not-the-right-key ip netns exec "$SSW_NS_A" "$DRIVER" respond 192.0.2.1 192.0.2.2 "$SSW_WORK/wrong.out" \
+    >"$SSW_WORK/wrong-r.log" 2>&1 &
+DRIVER_PID=$!
+sleep 0.3
+ssw_ctl b --initiate --child net --timeout 5 >/dev/null 2>&1 && ssw_fail "charon: up with a wrong PSK"
+wait "$DRIVER_PID" && ssw_fail "engine as responder: up with a wrong PSK"
+grep -q "authentication of peer 192.0.2.2:4500 (id b.example) failed: BadAuth" "$SSW_WORK/wrong-r.log" ||
+    ssw_fail "engine as responder, wrong PSK: $(cat "$SSW_WORK/wrong-r.log")"
+! grep -q -e not-the-right-key -e "$PSK" "$SSW_WORK/wrong-i.log" "$SSW_WORK/wrong-r.log" || ssw_fail "a key in the log"
+terminate
+
+# 4. The other proposal families, the engine initiating (no rekeys).
+for fam in "aes256-sha256-prfsha256-modp2048|aes256-sha256" "aes256gcm16-prfsha384-ecp384|aes256gcm16" \
+    "chacha20poly1305-prfsha512-ecp256|chacha20poly1305" "aes128-sha256-prfsha256-x25519|aes128-sha256"; do
+    PROPOSALS=${fam%|*} ESP=${fam#*|}
+    b_conf
+    IKE_INTEROP_PROPOSALS=$PROPOSALS IKE_INTEROP_ESP=$ESP ip netns exec "$SSW_NS_A" "$DRIVER" initiate \
+        192.0.2.1 192.0.2.2 "$SSW_WORK/$PROPOSALS.out" >/dev/null || ssw_fail "$PROPOSALS/$ESP: no CHILD_SA"
+    wait_child_spi "$(ours "$SSW_WORK/$PROPOSALS.out" outbound_spi)"
+    [ "$(child_field spi-out)" = "$(ours "$SSW_WORK/$PROPOSALS.out" inbound_spi)" ] || ssw_fail "$PROPOSALS: SPIs differ"
+    echo -n "$PROPOSALS / $ESP: "
+    check_keys initiate "$SSW_WORK/$PROPOSALS.out"
+    terminate
+done
+echo "PASS: engine <-> charon, initiator and responder; CHILD_SA, IKE SA, CHILD_SA rekeys each way; wrong PSK each way; 5 proposal families"

@@ -10,7 +10,9 @@
 //! the peer when responding), writing the second and third CHILD_SA to
 //! OUT_FILE.rekey and OUT_FILE.rekey2.
 //!
-//! Fixed to the interop test's setup: PSK authentication as a.example
+//! IKE_INTEROP_PSK, IKE_INTEROP_PROPOSALS and IKE_INTEROP_ESP override the
+//! PSK and proposals below. Otherwise fixed to the interop test's setup:
+//! PSK authentication as a.example
 //! with b.example, aes128gcm16-prfsha256-x25519, ESP aes128gcm16 (with
 //! x25519 PFS on rekeys),
 //! 10.1.0.0/24 to 10.2.0.0/24. OUT_FILE gets the CHILD_SA's SPIs and (test
@@ -33,12 +35,14 @@ fn hex(b: &[u8]) -> String {
 
 fn report(c: &ChildSa) -> String {
     format!(
-        "suite={}\ninbound_spi={:08x}\noutbound_spi={:08x}\ninbound_key={}\noutbound_key={}\nudp_encap={}\nlocal={}\nremote={}\n",
+        "suite={}\ninbound_spi={:08x}\noutbound_spi={:08x}\ninbound_key={}\noutbound_key={}\ninbound_auth_key={}\noutbound_auth_key={}\nudp_encap={}\nlocal={}\nremote={}\n",
         c.suite.config_name(),
         c.inbound_spi,
         c.outbound_spi,
         hex(c.inbound.key.expose()),
         hex(c.outbound.key.expose()),
+        hex(c.inbound.auth_key.expose()),
+        hex(c.outbound.auth_key.expose()),
         c.udp_encap,
         c.local,
         c.remote,
@@ -78,16 +82,22 @@ fn main() {
             (addr, s)
         })
         .collect();
+    // The environment may change the PSK and proposals (wrong-PSK and
+    // proposal-family runs of tests/ike/interop.sh).
+    let env = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_string());
+    let psk = env("IKE_INTEROP_PSK", std::str::from_utf8(PSK).unwrap());
+    let proposals = env("IKE_INTEROP_PROPOSALS", "aes128gcm16-prfsha256-x25519");
+    let esp_proposals = env("IKE_INTEROP_ESP", "aes128gcm16-x25519");
     let conn = Connection::new(
         "interop",
         SocketAddr::new(local_ip, 500),
         SocketAddr::new(remote_ip, 500),
         Identification::fqdn("a.example"),
         Some(Identification::fqdn("b.example")),
-        PSK,
-        "aes128gcm16-prfsha256-x25519",
+        psk.as_bytes(),
+        &proposals,
         // The PFS group is used by CHILD_SA rekeys only.
-        "aes128gcm16-x25519",
+        &esp_proposals,
         &["10.1.0.0/24"],
         &["10.2.0.0/24"],
     )
