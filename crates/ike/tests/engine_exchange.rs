@@ -343,3 +343,34 @@ fn a_duplicated_invalid_ke_answer_does_not_fail_the_retry() {
     up(&p);
     assert_eq!(p.a.stats().unexpected, 1);
 }
+
+#[test]
+fn half_open_sas_are_bounded_and_time_out() {
+    let ike = "aes128gcm16-prfsha256-x25519";
+    let (a, b) = connections(PSK, PSK, ike, ike, "aes128gcm16", "aes128gcm16");
+    let cfg = espgw_ike::engine::EngineConfig {
+        max_half_open: 2,
+        half_open_timeout_ms: 5_000,
+        ..test_config()
+    };
+    let mut p = Pair::new(a, b, cfg);
+    // Three IKE_SA_INIT requests that never go on to IKE_AUTH.
+    let inits: Vec<_> = (0..3)
+        .map(|_| {
+            p.a.initiate(0, 0).unwrap();
+            p.a.poll_transmit().unwrap()
+        })
+        .collect();
+    for t in &inits {
+        p.b.handle_datagram(0, t.src, t.dst, &t.payload);
+    }
+    assert_eq!(p.b.ike_sa_count(), 2);
+    assert_eq!(p.b.stats().half_open_refused, 1);
+    let answered = std::iter::from_fn(|| p.b.poll_transmit()).count();
+    assert_eq!(answered, 2);
+    // After the half-open timeout they are gone and a new one is taken.
+    p.b.handle_timeout(5_000);
+    assert_eq!(p.b.ike_sa_count(), 0);
+    p.b.handle_datagram(5_000, inits[2].src, inits[2].dst, &inits[2].payload);
+    assert_eq!(p.b.ike_sa_count(), 1);
+}

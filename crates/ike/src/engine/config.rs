@@ -156,6 +156,11 @@ pub struct EngineConfig {
     /// A responder's IKE SA that has not completed IKE_AUTH after this
     /// long is forgotten.
     pub half_open_timeout_ms: u64,
+    /// At most this many responder IKE SAs waiting for IKE_AUTH; further
+    /// IKE_SA_INIT requests are dropped (counted) until some complete or
+    /// time out. Bounds the state and the key exchanges an unauthenticated
+    /// flood costs (cookies, RFC 7296 2.6, are not implemented yet).
+    pub max_half_open: usize,
     /// A failed or deleted IKE SA is kept this long to answer
     /// retransmissions of the request that ended it.
     pub linger_ms: u64,
@@ -173,6 +178,7 @@ impl Default for EngineConfig {
             retransmit_max_ms: 64_000,
             max_retransmits: 5,
             half_open_timeout_ms: 30_000,
+            max_half_open: 1_000,
             linger_ms: 10_000,
             nat_t_port: 4500,
         }

@@ -246,6 +246,11 @@ impl IkeSa {
         self.id
     }
 
+    /// A responder SA that has answered IKE_SA_INIT and waits for IKE_AUTH.
+    pub fn is_half_open(&self) -> bool {
+        self.state == State::InitDone
+    }
+
     pub fn connection(&self) -> ConnectionId {
         self.connection
     }

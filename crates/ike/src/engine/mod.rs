@@ -284,6 +284,8 @@ pub struct Stats {
     pub retransmitted_responses: u64,
     /// Our requests sent again after a timeout.
     pub retransmitted_requests: u64,
+    /// IKE_SA_INIT requests dropped at the half-open limit.
+    pub half_open_refused: u64,
 }
 
 /// Errors of the engine's own calls (not of received datagrams, which
@@ -565,6 +567,10 @@ impl<R: RandomSource> Engine<R> {
                 return;
             }
         };
+        if self.sas.values().filter(|sa| sa.is_half_open()).count() >= self.config.max_half_open {
+            self.out.stats.half_open_refused += 1;
+            return;
+        }
         let Some(connection) = self
             .connections
             .iter()

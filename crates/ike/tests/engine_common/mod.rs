@@ -80,6 +80,7 @@ pub fn test_config() -> EngineConfig {
         retransmit_max_ms: 1_000,
         max_retransmits: 5,
         half_open_timeout_ms: 600_000,
+        max_half_open: 1_000,
         linger_ms: 10_000,
         nat_t_port: 4500,
     }
