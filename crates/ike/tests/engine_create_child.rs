@@ -294,3 +294,22 @@ fn simultaneous_child_sa_rekeys_leave_one_child_sa() {
         assert_eq!(children(&p.events_a).len(), 2);
     }
 }
+
+#[test]
+fn an_unanswered_delete_after_an_ike_rekey_is_no_failure() {
+    // Found by engine_properties: b rekeys, a deletes the old SA on b's
+    // Delete, and every answer is lost until a has forgotten the old SA.
+    // b's delete times out: the old SA is deleted, nothing failed.
+    use Fate::*;
+    let (mut p, _, id_b, _, _) = up("aes128gcm16-x25519", "aes128gcm16-x25519");
+    p.b.rekey_ike_sa(p.now, id_b).unwrap();
+    let mut fates = vec![Deliver, Deliver, Drop, Drop, Deliver];
+    fates.extend([Drop; 11]);
+    p.run(&fates, 3_600_000);
+    assert_eq!(rekeyed(&p.events_b).len(), 1);
+    assert!(
+        matches!(p.events_b[..], [Event::IkeSaRekeyed { .. }, Event::IkeSaDeleted { ike_sa }] if ike_sa == id_b),
+        "{:?}",
+        p.events_b
+    );
+}

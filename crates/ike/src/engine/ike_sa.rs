@@ -143,6 +143,10 @@ pub(crate) struct IkeSa {
     outstanding: Option<Outstanding>,
     /// Message ID and bytes (no marker) of our last response.
     last_response: Option<(u32, Vec<u8>)>,
+    /// The request that response answers, as received: only a byte-equal
+    /// copy is a retransmission (a forged datagram with that message ID
+    /// gets nothing).
+    last_request: Vec<u8>,
     /// Initiator: the inbound SPI offered for the first CHILD_SA.
     child_spi: u32,
     /// CHILD_SAs (inbound, outbound SPI) of this IKE SA.
@@ -231,6 +235,7 @@ impl IkeSa {
             expected_request_id: 0,
             outstanding: None,
             last_response: None,
+            last_request: Vec::new(),
             child_spi: 0,
             children: Vec::new(),
             rekey: None,
@@ -1222,7 +1227,8 @@ impl IkeSa {
             match &self.last_response {
                 Some((id, bytes))
                     if *id == header.message_id
-                        && id.wrapping_add(1) == self.expected_request_id =>
+                        && id.wrapping_add(1) == self.expected_request_id
+                        && datagram == &self.last_request[..] =>
                 {
                     Self::transmit(cfg, out, dst, src, bytes);
                     out.stats.retransmitted_responses += 1;
@@ -1239,8 +1245,15 @@ impl IkeSa {
             out.stats.unexpected += 1;
             return;
         };
-        let inner = match wire::open(datagram, sk) {
-            Ok(i) => i,
+        let (inner, error) = match wire::open_checked(datagram, sk) {
+            Ok(Ok(i)) => (Some(i), None),
+            // Authentic, but its payloads are malformed or carry an
+            // unsupported critical payload: answered with the error notify
+            // (RFC 7296 2.5, 2.21.2); the request counts as processed.
+            Ok(Err(e)) => {
+                out.stats.malformed += 1;
+                (None, Some(Notify::ike(e.notify_type(), e.notify_data())))
+            }
             Err(_) => {
                 out.stats.decrypt_failed += 1;
                 return;
@@ -1250,8 +1263,15 @@ impl IkeSa {
         // moved to port 4500 after NAT detection).
         self.local = dst;
         self.remote = src;
-        let (reply, events) = match (self.state, header.exchange) {
-            (State::InitDone, ExchangeType::IKE_AUTH) => {
+        let (reply, events) = match (inner, self.state, header.exchange) {
+            (None, state, _) => {
+                // A broken IKE_AUTH ends the SA (RFC 7296 2.21.2).
+                if state == State::InitDone {
+                    self.die(now, cfg);
+                }
+                (error.into_iter().map(Payload::Notify).collect(), Vec::new())
+            }
+            (Some(inner), State::InitDone, ExchangeType::IKE_AUTH) => {
                 match self.on_auth_request(now, inner, conn, cfg, rng) {
                     Ok(r) => r,
                     Err(_) => {
@@ -1260,10 +1280,10 @@ impl IkeSa {
                     }
                 }
             }
-            (State::Established, ExchangeType::INFORMATIONAL) => {
+            (Some(inner), State::Established, ExchangeType::INFORMATIONAL) => {
                 (self.on_informational(now, inner, cfg, out), Vec::new())
             }
-            (State::Established, ExchangeType::CREATE_CHILD_SA) => {
+            (Some(inner), State::Established, ExchangeType::CREATE_CHILD_SA) => {
                 self.on_create_child_request(&inner, conn, rng, out)
             }
             _ => {
@@ -1285,6 +1305,7 @@ impl IkeSa {
         };
         Self::transmit(cfg, out, dst, src, &bytes);
         self.last_response = Some((header.message_id, bytes));
+        self.last_request = datagram.to_vec();
         self.expected_request_id = header.message_id.wrapping_add(1);
         out.events.extend(events);
     }
@@ -1422,7 +1443,17 @@ impl IkeSa {
             return true;
         }
         if o.retries >= cfg.max_retransmits {
-            self.fail(now, cfg, out, FailReason::Timeout);
+            if self.in_flight == Some(OwnRequest::DeleteIke) {
+                // Our delete went unanswered (the peer may have deleted the
+                // SA and forgotten it, its answer lost): deleted all the
+                // same, as strongSwan does. Not a failure: after an IKE SA
+                // rekey the new SA is up.
+                out.events
+                    .push_back(Event::IkeSaDeleted { ike_sa: self.id });
+                self.die(now, cfg);
+            } else {
+                self.fail(now, cfg, out, FailReason::Timeout);
+            }
             return true;
         }
         o.retries += 1;
@@ -2126,5 +2157,107 @@ impl IkeSa {
             ],
             vec![event],
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crypto::CryptoError;
+    use crate::engine::{Engine, EngineConfig};
+    use crate::message::{emit_chain, Identification};
+
+    struct CountingRng(u8);
+
+    impl RandomSource for CountingRng {
+        fn fill(&mut self, dest: &mut [u8]) -> Result<(), CryptoError> {
+            for b in dest {
+                self.0 = self.0.wrapping_mul(31).wrapping_add(17);
+                *b = self.0;
+            }
+            Ok(())
+        }
+    }
+
+    fn conn(local: &str, remote: &str) -> Connection {
+        Connection::new(
+            "t",
+            local.parse().unwrap(),
+            remote.parse().unwrap(),
+            Identification::fqdn(local),
+            None,
+            b"unit test psk",
+            "aes128gcm16-prfsha256-x25519",
+            "aes128gcm16",
+            &["10.1.0.0/24", "10.2.0.0/24"],
+            &["10.1.0.0/24", "10.2.0.0/24"],
+        )
+        .unwrap()
+    }
+
+    const A: &str = "192.0.2.1:500";
+    const B: &str = "192.0.2.2:500";
+
+    /// Two engines with an IKE SA up; a's SA id.
+    fn established() -> (Engine<CountingRng>, Engine<CountingRng>, IkeSaId) {
+        let mut a = Engine::new(EngineConfig::default(), CountingRng(1));
+        let mut b = Engine::new(EngineConfig::default(), CountingRng(2));
+        a.add_connection(conn(A, B));
+        b.add_connection(conn(B, A));
+        let id = a.initiate(0, 0).unwrap();
+        for _ in 0..4 {
+            while let Some(t) = a.poll_transmit() {
+                b.handle_datagram(0, t.src, t.dst, &t.payload);
+            }
+            while let Some(t) = b.poll_transmit() {
+                a.handle_datagram(0, t.src, t.dst, &t.payload);
+            }
+        }
+        assert!(a.sas[&id].state == State::Established);
+        (a, b, id)
+    }
+
+    #[test]
+    fn an_authentic_request_with_an_unknown_critical_payload_is_answered() {
+        let (mut a, mut b, id) = established();
+        let sa = &a.sas[&id];
+        let (first, mut plain) = emit_chain(&[Payload::Unrecognized {
+            payload_type: PayloadType(99),
+            body: vec![1, 2],
+        }])
+        .unwrap();
+        plain[1] |= 0x80; // the critical bit
+        let header = sa.header(ExchangeType::INFORMATIONAL, false, sa.next_request_id);
+        let msg = wire::seal_plain(
+            &header,
+            first,
+            &plain,
+            sa.sk_out.as_ref().unwrap(),
+            &mut CountingRng(9),
+        )
+        .unwrap();
+        b.handle_datagram(0, A.parse().unwrap(), B.parse().unwrap(), &msg);
+        let reply = b.poll_transmit().expect("an answer");
+        let inner = wire::open(&reply.payload, a.sas[&id].sk_in.as_ref().unwrap()).unwrap();
+        let n = inner
+            .notify(NotifyType::UNSUPPORTED_CRITICAL_PAYLOAD)
+            .expect("the notify");
+        assert_eq!(n.data, vec![99]);
+        assert_eq!(b.stats().malformed, 1);
+        // A tampered copy is no retransmission: no answer.
+        let mut forged = msg.clone();
+        *forged.last_mut().unwrap() ^= 1;
+        b.handle_datagram(0, A.parse().unwrap(), B.parse().unwrap(), &forged);
+        assert!(b.poll_transmit().is_none());
+        assert_eq!(b.stats().unexpected, 1);
+        // With the next message ID it fails its integrity check.
+        forged[20..24].copy_from_slice(&(header.message_id + 1).to_be_bytes());
+        b.handle_datagram(0, A.parse().unwrap(), B.parse().unwrap(), &forged);
+        assert!(b.poll_transmit().is_none());
+        assert_eq!(b.stats().decrypt_failed, 1);
+        // The real one again is a retransmission: the stored answer.
+        b.handle_datagram(0, A.parse().unwrap(), B.parse().unwrap(), &msg);
+        assert_eq!(b.poll_transmit().unwrap(), reply);
+        let _ = a.poll_event();
     }
 }

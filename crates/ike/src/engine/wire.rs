@@ -78,6 +78,18 @@ pub(crate) fn seal(
     rng: &mut dyn RandomSource,
 ) -> Result<Vec<u8>, EngineError> {
     let (first, plain) = emit_chain(inner)?;
+    seal_plain(header, first, &plain, cipher, rng)
+}
+
+/// As [`seal`], from an inner chain already emitted (`first` is its first
+/// payload's type).
+pub(crate) fn seal_plain(
+    header: &HeaderRepr,
+    first: PayloadType,
+    plain: &[u8],
+    cipher: &SkCipher,
+    rng: &mut dyn RandomSource,
+) -> Result<Vec<u8>, EngineError> {
     let sk_len = GENERIC_HEADER_LEN + cipher.body_len(plain.len());
     let sk_len16 = u16::try_from(sk_len).map_err(|_| EngineError::Protocol("message too long"))?;
     let total = u32::try_from(HEADER_LEN + sk_len)
@@ -87,7 +99,7 @@ pub(crate) fn seal(
     out.push(first.0);
     out.push(0);
     out.extend_from_slice(&sk_len16.to_be_bytes());
-    let body = cipher.seal(&out, &plain, rng)?;
+    let body = cipher.seal(&out, plain, rng)?;
     out.extend_from_slice(&body);
     Ok(out)
 }
@@ -133,6 +145,17 @@ impl Inner {
 /// without the non-ESP marker) and parses its inner chain. Fragments
 /// (SKF, RFC 7383) are not supported yet.
 pub(crate) fn open(datagram: &[u8], cipher: &SkCipher) -> Result<Inner, EngineError> {
+    open_checked(datagram, cipher)?.map_err(EngineError::Codec)
+}
+
+/// As [`open`], telling apart a message that is not authentic (the outer
+/// error: drop it silently, RFC 7296 2.21.2) from an authentic one whose
+/// inner payloads are malformed (the inner error: a request gets an
+/// error notify, e.g. UNSUPPORTED_CRITICAL_PAYLOAD).
+pub(crate) fn open_checked(
+    datagram: &[u8],
+    cipher: &SkCipher,
+) -> Result<Result<Inner, crate::message::Error>, EngineError> {
     let (_, iter) = Message::parse_raw(datagram)?;
     let mut sk = None;
     for raw in iter {
@@ -146,13 +169,16 @@ pub(crate) fn open(datagram: &[u8], cipher: &SkCipher) -> Result<Inner, EngineEr
     let (first, body) = sk.ok_or(EngineError::Protocol("no SK payload"))?;
     let aad = &datagram[..datagram.len() - body.len()];
     let plain = cipher.open(aad, body)?;
-    let mut inner = Inner::default();
-    for raw in PayloadIter::inner(first, &plain) {
-        let raw = raw?;
-        if raw.payload_type == PayloadType::IDI || raw.payload_type == PayloadType::IDR {
-            inner.id_bodies.push((raw.payload_type, raw.body.to_vec()));
+    let parse = || -> Result<Inner, crate::message::Error> {
+        let mut inner = Inner::default();
+        for raw in PayloadIter::inner(first, &plain) {
+            let raw = raw?;
+            if raw.payload_type == PayloadType::IDI || raw.payload_type == PayloadType::IDR {
+                inner.id_bodies.push((raw.payload_type, raw.body.to_vec()));
+            }
+            inner.payloads.push(Payload::parse(&raw)?);
         }
-        inner.payloads.push(Payload::parse(&raw)?);
-    }
-    Ok(inner)
+        Ok(inner)
+    };
+    Ok(parse())
 }
