@@ -11,10 +11,11 @@
 //! and IKE_AUTH with PSK as initiator and responder, the first CHILD_SA
 //! with traffic selector narrowing, INVALID_KE_PAYLOAD and COOKIE retries
 //! as initiator, NAT detection and the switch to port 4500, message IDs
-//! with a window of 1, retransmission with exponential backoff, duplicate
-//! requests answered from the stored response, and INFORMATIONAL requests
-//! answered (liveness, delete). Not yet: CREATE_CHILD_SA, our own
-//! INFORMATIONAL requests, certificates, fragments, cookies as responder.
+//! with a window of one, retransmission with exponential backoff,
+//! duplicate requests answered from the stored response, INFORMATIONAL
+//! both ways (liveness, deletes), CHILD_SA rekey (with PFS) and IKE SA
+//! rekey both ways, simultaneous CHILD_SA rekeys, a half-open bound. Not
+//! yet: certificates, IKE fragmentation, cookies as responder, lifetimes.
 
 mod config;
 mod ike_sa;
