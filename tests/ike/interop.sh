@@ -16,6 +16,9 @@
 # parser), and be UDP-encapsulated (charon with kernel-libipsec fakes NAT).
 #
 # usage: tests/ike/interop.sh        (root; KEEP=1 keeps logs)
+# The namespaces are $P-a and $P-b (P=ike-ssw by default, as in
+# charon-pair.sh): give another P when a charon-pair run may be going on,
+# or its clean-up deletes this run's namespaces (P=ike-h12 tests/ike/...).
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/strongswan.bash"
 cd "$SSW_ROOT"
