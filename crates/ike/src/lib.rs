@@ -13,8 +13,12 @@
 //! - [`crypto`]: transforms and proposals (strongSwan names), PRF and
 //!   prf+, SKEYSEED and key derivation (RFC 7296 2.14, 2.17), key exchange
 //!   groups, the SK payload's encryption and integrity.
+//! - [`engine`]: the exchanges (IKE_SA_INIT, IKE_AUTH with PSK,
+//!   CREATE_CHILD_SA, INFORMATIONAL) as a state machine per IKE SA behind
+//!   an [`engine::Engine`] that dispatches by SPI.
 //!
 //! What is supported and what is not: docs/ike.md.
 
 pub mod crypto;
+pub mod engine;
 pub mod message;

@@ -1,0 +1,186 @@
+//! What the engine needs to know about a peer (a connection, named after
+//! swanctl.conf's `connections`) and about its own timers.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use crate::crypto::{
+    parse_esp_proposals, parse_ike_proposals, EspProposal, IkeProposal, ProposalError, SecretBytes,
+};
+use crate::message::{Identification, TrafficSelector};
+
+/// One peer: addresses, identities, the pre-shared key, proposals in
+/// strongSwan syntax and the traffic selectors of the first CHILD_SA.
+#[derive(Clone, Debug)]
+pub struct Connection {
+    /// A name for events and logs.
+    pub name: String,
+    /// Our address and IKE port (normally 500).
+    pub local: SocketAddr,
+    /// The peer's address and IKE port. As responder, an IKE_SA_INIT from
+    /// this IP (any port) uses this connection; an unspecified IP matches
+    /// any peer.
+    pub remote: SocketAddr,
+    /// Our identity (IDi or IDr).
+    pub local_id: Identification,
+    /// The identity the peer must present; None accepts any.
+    pub remote_id: Option<Identification>,
+    /// The pre-shared key (never logged: [`SecretBytes`] prints its length).
+    pub psk: SecretBytes,
+    /// IKE SA proposals, in our order of preference.
+    pub proposals: Vec<IkeProposal>,
+    /// CHILD_SA proposals (a PFS group in them is ignored for the first
+    /// CHILD_SA, which IKE_AUTH creates without a key exchange).
+    pub esp_proposals: Vec<EspProposal>,
+    /// Our side's selectors (TSi as initiator, TSr as responder).
+    pub local_ts: Vec<TrafficSelector>,
+    /// The peer side's selectors.
+    pub remote_ts: Vec<TrafficSelector>,
+}
+
+impl Connection {
+    /// A connection from strongSwan-style strings: `proposals` and
+    /// `esp_proposals` as in swanctl.conf, selectors as CIDR prefixes
+    /// (`10.1.0.0/24`). Errors name the bad proposal or prefix.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        name: &str,
+        local: SocketAddr,
+        remote: SocketAddr,
+        local_id: Identification,
+        remote_id: Option<Identification>,
+        psk: &[u8],
+        proposals: &str,
+        esp_proposals: &str,
+        local_ts: &[&str],
+        remote_ts: &[&str],
+    ) -> Result<Self, ConfigError> {
+        let parse_ts = |list: &[&str]| -> Result<Vec<TrafficSelector>, ConfigError> {
+            list.iter()
+                .map(|s| {
+                    cidr_selector(s).ok_or_else(|| ConfigError::TrafficSelector(s.to_string()))
+                })
+                .collect()
+        };
+        Ok(Connection {
+            name: name.to_string(),
+            local,
+            remote,
+            local_id,
+            remote_id,
+            psk: SecretBytes::from_slice(psk),
+            proposals: parse_ike_proposals(proposals).map_err(ConfigError::Proposal)?,
+            esp_proposals: parse_esp_proposals(esp_proposals).map_err(ConfigError::Proposal)?,
+            local_ts: parse_ts(local_ts)?,
+            remote_ts: parse_ts(remote_ts)?,
+        })
+    }
+}
+
+/// A connection that cannot be used.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConfigError {
+    /// A proposal string is wrong.
+    Proposal(ProposalError),
+    /// A traffic selector is not an address/prefix.
+    TrafficSelector(String),
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConfigError::Proposal(e) => write!(f, "{e}"),
+            ConfigError::TrafficSelector(s) => {
+                write!(f, "traffic selector \"{s}\" is not ADDRESS/PREFIX")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// All ports, all protocols, the addresses of `prefix` (`10.1.0.0/24`,
+/// `2001:db8::/64`; a bare address is a /32 or /128).
+pub fn cidr_selector(prefix: &str) -> Option<TrafficSelector> {
+    let (addr, len) = match prefix.split_once('/') {
+        Some((a, l)) => (a.parse::<IpAddr>().ok()?, Some(l.parse::<u32>().ok()?)),
+        None => (prefix.parse::<IpAddr>().ok()?, None),
+    };
+    match addr {
+        IpAddr::V4(a) => {
+            let len = len.unwrap_or(32);
+            if len > 32 {
+                return None;
+            }
+            let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+            let start = u32::from(a) & mask;
+            Some(TrafficSelector::Ipv4 {
+                ip_protocol: 0,
+                start_port: 0,
+                end_port: u16::MAX,
+                start: Ipv4Addr::from(start),
+                end: Ipv4Addr::from(start | !mask),
+            })
+        }
+        IpAddr::V6(a) => {
+            let len = len.unwrap_or(128);
+            if len > 128 {
+                return None;
+            }
+            let mask = if len == 0 {
+                0
+            } else {
+                u128::MAX << (128 - len)
+            };
+            let start = u128::from(a) & mask;
+            Some(TrafficSelector::Ipv6 {
+                ip_protocol: 0,
+                start_port: 0,
+                end_port: u16::MAX,
+                start: Ipv6Addr::from(start),
+                end: Ipv6Addr::from(start | !mask),
+            })
+        }
+    }
+}
+
+/// The engine's timers, in milliseconds.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// First retransmission of an unanswered request after this long;
+    /// each further one waits twice as long as the previous.
+    pub retransmit_base_ms: u64,
+    /// The longest wait between two retransmissions.
+    pub retransmit_max_ms: u64,
+    /// Retransmissions before the IKE SA is given up.
+    pub max_retransmits: u32,
+    /// A responder's IKE SA that has not completed IKE_AUTH after this
+    /// long is forgotten.
+    pub half_open_timeout_ms: u64,
+    /// At most this many responder IKE SAs waiting for IKE_AUTH; further
+    /// IKE_SA_INIT requests are dropped (counted) until some complete or
+    /// time out. Bounds the state and the key exchanges an unauthenticated
+    /// flood costs (cookies, RFC 7296 2.6, are not implemented yet).
+    pub max_half_open: usize,
+    /// A failed or deleted IKE SA is kept this long to answer
+    /// retransmissions of the request that ended it.
+    pub linger_ms: u64,
+    /// The NAT-T port (RFC 3948): IKE moves there when a NAT is detected,
+    /// with the non-ESP marker in front of each message.
+    pub nat_t_port: u16,
+}
+
+impl Default for EngineConfig {
+    /// strongSwan's retransmission defaults rounded: 4 s, doubling, 5
+    /// retransmissions.
+    fn default() -> Self {
+        EngineConfig {
+            retransmit_base_ms: 4_000,
+            retransmit_max_ms: 64_000,
+            max_retransmits: 5,
+            half_open_timeout_ms: 30_000,
+            max_half_open: 1_000,
+            linger_ms: 10_000,
+            nat_t_port: 4500,
+        }
+    }
+}

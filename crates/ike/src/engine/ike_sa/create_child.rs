@@ -1,0 +1,321 @@
+//! CREATE_CHILD_SA for CHILD_SAs: our rekeys, the peer's new or rekeyed
+//! CHILD_SAs, and simultaneous rekeys (RFC 7296 2.8.1).
+
+use super::*;
+
+impl IkeSa {
+    /// Sends CREATE_CHILD_SA with REKEY_SA for our CHILD_SA `old_inbound`:
+    /// the connection's ESP proposals (with their PFS group: then a KE
+    /// payload of the first one), a fresh nonce and SPI, the old SA's
+    /// selectors.
+    pub(super) fn send_rekey_child(
+        &mut self,
+        now: Time,
+        old_inbound: u32,
+        conn: &Connection,
+        cfg: &EngineConfig,
+        rng: &mut dyn RandomSource,
+        out: &mut Output,
+    ) -> Result<(), EngineError> {
+        let old = self
+            .children
+            .iter()
+            .find(|c| c.inbound_spi == old_inbound)
+            .cloned()
+            .ok_or(EngineError::Protocol("no such CHILD_SA"))?;
+        let new_inbound = random_child_spi(rng)?;
+        let ni = random_bytes(rng, NONCE_LEN)?;
+        let ke = match conn.esp_proposals.first().and_then(|p| p.ke.first()) {
+            Some(g) => Some(crypto::KeyExchange::generate(*g, rng)?),
+            None => None,
+        };
+        let proposals = conn
+            .esp_proposals
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                wire::proposal(
+                    i as u8 + 1,
+                    ProtocolId::ESP,
+                    new_inbound.to_be_bytes().to_vec(),
+                    &p.transforms(),
+                )
+            })
+            .collect();
+        let mut inner = vec![
+            Payload::Notify(Notify::child(
+                ProtocolId::ESP,
+                old_inbound,
+                NotifyType::REKEY_SA,
+                Vec::new(),
+            )),
+            Payload::Sa(SecurityAssociation(proposals)),
+            Payload::Nonce(Nonce(ni.clone())),
+        ];
+        if let Some(k) = &ke {
+            inner.push(Payload::Ke(KeyExchange {
+                group: k.group().id(),
+                data: k.public_value().to_vec(),
+            }));
+        }
+        inner.push(Payload::TsI(TrafficSelectors(old.local_ts.clone())));
+        inner.push(Payload::TsR(TrafficSelectors(old.remote_ts.clone())));
+        let id = self.next_request_id;
+        let sk = self
+            .sk_out
+            .as_ref()
+            .ok_or(EngineError::Protocol("no keys"))?;
+        let msg = wire::seal(
+            &self.header(ExchangeType::CREATE_CHILD_SA, false, id),
+            &inner,
+            sk,
+            rng,
+        )?;
+        self.next_request_id = id.wrapping_add(1);
+        self.in_flight = Some(OwnRequest::RekeyChild {
+            inbound_spi: old_inbound,
+        });
+        self.rekey = Some(RekeyState {
+            old_inbound,
+            new_inbound,
+            ni,
+            ke,
+            local_ts: old.local_ts,
+            remote_ts: old.remote_ts,
+        });
+        self.send_request(now, cfg, out, id, msg);
+        Ok(())
+    }
+
+    /// The answer to our CHILD_SA rekey: install the new CHILD_SA, then
+    /// delete the old one (RFC 7296 2.8). A refusal keeps the old one.
+    pub(super) fn on_rekey_child_response(
+        &mut self,
+        now: Time,
+        inner: Inner,
+        conn: &Connection,
+        cfg: &EngineConfig,
+        rng: &mut dyn RandomSource,
+        out: &mut Output,
+    ) -> Result<(), EngineError> {
+        self.outstanding = None;
+        self.in_flight = None;
+        let Some(rekey) = self.rekey.take() else {
+            return Ok(());
+        };
+        let collision = self
+            .collisions
+            .iter()
+            .position(|c| c.old_inbound == rekey.old_inbound)
+            .map(|i| self.collisions.remove(i));
+        match self.rekeyed_child(&rekey, &inner, conn) {
+            Ok((child, nr)) => {
+                let ours = child.inbound_spi;
+                self.children.push(ChildRef::of(&child));
+                out.events
+                    .push_back(Event::ChildSaInstalled(Box::new(child)));
+                self.pending.push_front(OwnRequest::DeleteChild {
+                    inbound_spi: rekey.old_inbound,
+                });
+                // RFC 7296 2.8.1: both sides rekeyed the same SA; the new
+                // SA whose exchange holds the lowest of the four nonces is
+                // redundant and deleted by whoever started that exchange.
+                if let Some(c) = collision {
+                    let ours_lowest = rekey.ni.min(nr) < c.ni.min(c.nr);
+                    if ours_lowest {
+                        self.pending
+                            .push_back(OwnRequest::DeleteChild { inbound_spi: ours });
+                    }
+                }
+            }
+            Err(notify) => out.events.push_back(Event::ChildSaFailed {
+                ike_sa: self.id,
+                notify,
+            }),
+        }
+        self.pump(now, conn, cfg, rng, out)
+    }
+
+    pub(super) fn rekeyed_child(
+        &self,
+        rekey: &RekeyState,
+        inner: &Inner,
+        conn: &Connection,
+    ) -> Result<(ChildSa, Vec<u8>), NotifyType> {
+        if let Some(n) = inner.error_notify() {
+            return Err(n);
+        }
+        let (Some(Payload::Sa(sa)), Some(nr), Some(Payload::TsI(tsi)), Some(Payload::TsR(tsr))) = (
+            inner.find(PayloadType::SA),
+            nonce_of(&inner.payloads),
+            inner.find(PayloadType::TSI),
+            inner.find(PayloadType::TSR),
+        ) else {
+            return Err(NotifyType::INVALID_SYNTAX);
+        };
+        let chosen = wire::offered(sa, ProtocolId::ESP);
+        let [(_, transforms, spi)] = &chosen[..] else {
+            return Err(NotifyType::NO_PROPOSAL_CHOSEN);
+        };
+        let suite = conn
+            .esp_proposals
+            .iter()
+            .find_map(|p| p.select(transforms))
+            .ok_or(NotifyType::NO_PROPOSAL_CHOSEN)?;
+        let outbound_spi = <[u8; 4]>::try_from(&spi[..])
+            .map(u32::from_be_bytes)
+            .map_err(|_| NotifyType::INVALID_SYNTAX)?;
+        let shared = match (suite.ke, &rekey.ke, inner.find(PayloadType::KE)) {
+            (None, _, None) => None,
+            (Some(g), Some(ours), Some(Payload::Ke(theirs)))
+                if ours.group() == g && theirs.group == g.id() =>
+            {
+                Some(
+                    ours.shared_secret(&theirs.data)
+                        .map_err(|_| NotifyType::INVALID_SYNTAX)?,
+                )
+            }
+            _ => return Err(NotifyType::INVALID_KE_PAYLOAD),
+        };
+        if !ts::is_subset(&tsi.0, &rekey.local_ts) || !ts::is_subset(&tsr.0, &rekey.remote_ts) {
+            return Err(NotifyType::TS_UNACCEPTABLE);
+        }
+        self.derive_child(
+            suite,
+            true,
+            (&rekey.ni, &nr),
+            shared.as_ref().map(|s| s.expose()),
+            (rekey.new_inbound, outbound_spi),
+            tsi.0.clone(),
+            tsr.0.clone(),
+        )
+        .map(|c| (c, nr))
+        .map_err(|_| NotifyType::NO_PROPOSAL_CHOSEN)
+    }
+
+    /// The peer's CREATE_CHILD_SA: a new CHILD_SA or a CHILD_SA rekey
+    /// (REKEY_SA), with PFS when the chosen proposal has a group. IKE SA
+    /// rekeying is not implemented: answered NO_ADDITIONAL_SAS.
+    pub(super) fn on_create_child_request(
+        &mut self,
+        inner: &Inner,
+        conn: &Connection,
+        rng: &mut dyn RandomSource,
+        out: &mut Output,
+    ) -> (Vec<Payload>, Vec<Event>) {
+        let refuse = |n: Notify| (vec![Payload::Notify(n)], Vec::new());
+        if let Some(Payload::Sa(sa)) = inner.find(PayloadType::SA) {
+            if sa.0.iter().any(|p| p.protocol == ProtocolId::IKE) {
+                return self.respond_rekey_ike(inner, conn, rng, out);
+            }
+        }
+        if let Some(n) = inner.notify(NotifyType::REKEY_SA) {
+            let known = n
+                .child_spi()
+                .is_some_and(|spi| self.children.iter().any(|c| c.outbound_spi == spi));
+            if !known {
+                return refuse(Notify {
+                    notify_type: NotifyType::CHILD_SA_NOT_FOUND,
+                    data: Vec::new(),
+                    ..n.clone()
+                });
+            }
+        }
+        let (Some(Payload::Sa(sa)), Some(ni), Some(Payload::TsI(tsi)), Some(Payload::TsR(tsr))) = (
+            inner.find(PayloadType::SA),
+            nonce_of(&inner.payloads),
+            inner.find(PayloadType::TSI),
+            inner.find(PayloadType::TSR),
+        ) else {
+            return refuse(Notify::ike(NotifyType::INVALID_SYNTAX, Vec::new()));
+        };
+        let offered = wire::offered(sa, ProtocolId::ESP);
+        let Some((number, suite)) = select_esp(
+            &conn.esp_proposals,
+            offered.iter().map(|(n, t, _)| (*n, &t[..])),
+        ) else {
+            return refuse(Notify::ike(NotifyType::NO_PROPOSAL_CHOSEN, Vec::new()));
+        };
+        let Some(peer_spi) = offered
+            .iter()
+            .find(|(n, _, _)| *n == number)
+            .and_then(|(_, _, spi)| <[u8; 4]>::try_from(&spi[..]).ok())
+            .map(u32::from_be_bytes)
+        else {
+            return refuse(Notify::ike(NotifyType::INVALID_SYNTAX, Vec::new()));
+        };
+        let mut ke_reply = None;
+        let mut shared = None;
+        if let Some(g) = suite.ke {
+            let Some(Payload::Ke(theirs)) = inner
+                .find(PayloadType::KE)
+                .filter(|p| matches!(p, Payload::Ke(k) if k.group == g.id()))
+            else {
+                return refuse(Notify::invalid_ke_payload(g.id()));
+            };
+            let Ok(ours) = crypto::KeyExchange::generate(g, rng) else {
+                return refuse(Notify::ike(NotifyType::TEMPORARY_FAILURE, Vec::new()));
+            };
+            let Ok(s) = ours.shared_secret(&theirs.data) else {
+                return refuse(Notify::ike(NotifyType::INVALID_SYNTAX, Vec::new()));
+            };
+            shared = Some(s);
+            ke_reply = Some(KeyExchange {
+                group: g.id(),
+                data: ours.public_value().to_vec(),
+            });
+        }
+        let tsi = ts::narrow(&tsi.0, &conn.remote_ts);
+        let tsr = ts::narrow(&tsr.0, &conn.local_ts);
+        if tsi.is_empty() || tsr.is_empty() {
+            return refuse(Notify::ike(NotifyType::TS_UNACCEPTABLE, Vec::new()));
+        }
+        let (Ok(nr), Ok(inbound)) = (random_bytes(rng, NONCE_LEN), random_child_spi(rng)) else {
+            return refuse(Notify::ike(NotifyType::TEMPORARY_FAILURE, Vec::new()));
+        };
+        let Ok(child) = self.derive_child(
+            suite,
+            false,
+            (&ni, &nr),
+            shared.as_ref().map(|s| s.expose()),
+            (inbound, peer_spi),
+            tsr.clone(),
+            tsi.clone(),
+        ) else {
+            return refuse(Notify::ike(NotifyType::NO_PROPOSAL_CHOSEN, Vec::new()));
+        };
+        let nr_sent = nr.clone();
+        let mut reply = vec![
+            Payload::Sa(SecurityAssociation(vec![wire::proposal(
+                number,
+                ProtocolId::ESP,
+                inbound.to_be_bytes().to_vec(),
+                &suite.transforms(),
+            )])),
+            Payload::Nonce(Nonce(nr)),
+        ];
+        reply.extend(ke_reply.map(Payload::Ke));
+        reply.push(Payload::TsI(TrafficSelectors(tsi)));
+        reply.push(Payload::TsR(TrafficSelectors(tsr)));
+        // The peer rekeys the SA our own rekey in flight replaces: remember
+        // its nonces for RFC 7296 2.8.1 when ours completes.
+        let rekeyed = inner
+            .notify(NotifyType::REKEY_SA)
+            .and_then(|n| n.child_spi());
+        if let (Some(spi), Some(ours)) = (rekeyed, &self.rekey) {
+            if self
+                .children
+                .iter()
+                .any(|c| c.outbound_spi == spi && c.inbound_spi == ours.old_inbound)
+            {
+                self.collisions.push(Collision {
+                    old_inbound: ours.old_inbound,
+                    ni: ni.clone(),
+                    nr: nr_sent.clone(),
+                });
+            }
+        }
+        self.children.push(ChildRef::of(&child));
+        (reply, vec![Event::ChildSaInstalled(Box::new(child))])
+    }
+}

@@ -1,0 +1,735 @@
+//! IKE_SA_INIT and IKE_AUTH with PSK, as initiator and responder, and the
+//! first CHILD_SA they create.
+
+use super::*;
+
+impl IkeSa {
+    // ---- initiator ----
+
+    pub fn initiate(
+        id: IkeSaId,
+        connection: ConnectionId,
+        conn: &Connection,
+        now: Time,
+        cfg: &EngineConfig,
+        rng: &mut dyn RandomSource,
+        out: &mut Output,
+    ) -> Result<Self, EngineError> {
+        let group = conn
+            .proposals
+            .first()
+            .and_then(|p| p.ke.first().copied())
+            .ok_or(EngineError::Protocol("connection has no IKE proposal"))?;
+        let mut sa = IkeSa::new(id, connection, Role::Initiator, conn.local, conn.remote);
+        sa.spi_i = id;
+        sa.ke = Some(crypto::KeyExchange::generate(group, rng)?);
+        sa.ni = random_bytes(rng, NONCE_LEN)?;
+        sa.send_init_request(now, conn, cfg, out)?;
+        Ok(sa)
+    }
+
+    pub(super) fn send_init_request(
+        &mut self,
+        now: Time,
+        conn: &Connection,
+        cfg: &EngineConfig,
+        out: &mut Output,
+    ) -> Result<(), EngineError> {
+        let ke = self
+            .ke
+            .as_ref()
+            .ok_or(EngineError::Protocol("no key exchange"))?;
+        let mut payloads = Vec::new();
+        if let Some(c) = &self.cookie {
+            // RFC 7296 2.6: the cookie comes first.
+            payloads.push(Payload::Notify(Notify::ike(NotifyType::COOKIE, c.clone())));
+        }
+        let proposals = conn
+            .proposals
+            .iter()
+            .enumerate()
+            .map(|(i, p)| wire::proposal(i as u8 + 1, ProtocolId::IKE, Vec::new(), &p.transforms()))
+            .collect();
+        payloads.push(Payload::Sa(SecurityAssociation(proposals)));
+        payloads.push(Payload::Ke(KeyExchange {
+            group: ke.group().id(),
+            data: ke.public_value().to_vec(),
+        }));
+        payloads.push(Payload::Nonce(Nonce(self.ni.clone())));
+        payloads.push(Payload::Notify(Notify::ike(
+            NotifyType::NAT_DETECTION_SOURCE_IP,
+            nat::hash(self.spi_i, 0, self.local),
+        )));
+        payloads.push(Payload::Notify(Notify::ike(
+            NotifyType::NAT_DETECTION_DESTINATION_IP,
+            nat::hash(self.spi_i, 0, self.remote),
+        )));
+        let msg = Message {
+            header: self.header(ExchangeType::IKE_SA_INIT, false, 0),
+            payloads,
+        }
+        .emit()?;
+        self.init_request = msg.clone();
+        self.state = State::InitSent;
+        self.send_request(now, cfg, out, 0, msg);
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn on_init_response(
+        &mut self,
+        now: Time,
+        src: SocketAddr,
+        dst: SocketAddr,
+        header: &HeaderRepr,
+        datagram: &[u8],
+        conn: &Connection,
+        cfg: &EngineConfig,
+        rng: &mut dyn RandomSource,
+        out: &mut Output,
+    ) -> Result<(), EngineError> {
+        let msg = Message::parse(datagram)?;
+        if let Some(c) = msg.notifies(NotifyType::COOKIE).next() {
+            if self.cookie.as_ref() == Some(&c.data) {
+                // A duplicate of the answer we already followed.
+                out.stats.unexpected += 1;
+                return Ok(());
+            }
+            self.cookie = Some(c.data.clone());
+            return self.send_init_request(now, conn, cfg, out);
+        }
+        if let Some(n) = msg.notifies(NotifyType::INVALID_KE_PAYLOAD).next() {
+            let current = self.ke.as_ref().map(|k| k.group());
+            let wanted = n.requested_group().and_then(KeGroup::from_id);
+            match wanted {
+                // Our request is indistinguishable from its retry (both
+                // have message ID 0): a duplicate of the answer we already
+                // followed asks for the group we use now. Ignore it.
+                Some(g) if Some(g) == current => {
+                    out.stats.unexpected += 1;
+                    return Ok(());
+                }
+                Some(g) if conn.proposals.iter().any(|p| p.ke.contains(&g)) => {
+                    self.ke = Some(crypto::KeyExchange::generate(g, rng)?);
+                    return self.send_init_request(now, conn, cfg, out);
+                }
+                _ => {
+                    self.fail(
+                        now,
+                        cfg,
+                        out,
+                        FailReason::PeerNotify(NotifyType::INVALID_KE_PAYLOAD),
+                    );
+                    return Ok(());
+                }
+            }
+        }
+        if let Some(n) = msg.payloads.iter().find_map(|p| match p {
+            Payload::Notify(n) if n.notify_type.is_error() => Some(n.notify_type),
+            _ => None,
+        }) {
+            self.fail(now, cfg, out, FailReason::PeerNotify(n));
+            return Ok(());
+        }
+        let chosen = match msg.find(PayloadType::SA) {
+            Some(Payload::Sa(sa)) if sa.0.len() == 1 => wire::offered(sa, ProtocolId::IKE),
+            _ => {
+                self.fail(
+                    now,
+                    cfg,
+                    out,
+                    FailReason::Protocol("IKE_SA_INIT response without one proposal"),
+                );
+                return Ok(());
+            }
+        };
+        let suite = chosen
+            .first()
+            .and_then(|(_, t, _)| conn.proposals.iter().find_map(|p| p.select(t)));
+        let (Some(suite), Some(Payload::Ke(peer_ke)), Some(nr)) =
+            (suite, msg.find(PayloadType::KE), nonce_of(&msg.payloads))
+        else {
+            self.fail(now, cfg, out, FailReason::NoProposalChosen);
+            return Ok(());
+        };
+        let Some(ke) = self
+            .ke
+            .as_ref()
+            .filter(|k| k.group() == suite.ke && peer_ke.group == suite.ke.id())
+        else {
+            self.fail(
+                now,
+                cfg,
+                out,
+                FailReason::Protocol("KE group differs from the chosen proposal"),
+            );
+            return Ok(());
+        };
+        let Ok(shared) = ke.shared_secret(&peer_ke.data) else {
+            self.fail(now, cfg, out, FailReason::Protocol("invalid KE value"));
+            return Ok(());
+        };
+        if header.spi_r == 0 {
+            self.fail(now, cfg, out, FailReason::Protocol("responder SPI is zero"));
+            return Ok(());
+        }
+        self.spi_r = header.spi_r;
+        self.nr = nr;
+        self.suite = Some(suite);
+        self.init_response = datagram.to_vec();
+        self.derive_ike_keys(&shared)?;
+        if let Some(nat) = nat::detect(&msg, self.spi_i, self.spi_r, src, dst) {
+            if nat.any() {
+                // RFC 7296 2.23: the initiator moves to port 4500 for
+                // IKE_AUTH on; the responder follows it there.
+                self.udp_encap = true;
+                self.local.set_port(cfg.nat_t_port);
+                self.remote.set_port(cfg.nat_t_port);
+            }
+        }
+        self.outstanding = None;
+        self.next_request_id = 1;
+        self.send_auth_request(now, conn, cfg, rng, out)
+    }
+
+    pub(super) fn derive_ike_keys(
+        &mut self,
+        shared: &crypto::SecretBytes,
+    ) -> Result<(), EngineError> {
+        let suite = self.suite.ok_or(EngineError::Protocol("no suite"))?;
+        let skeyseed = crypto::skeyseed(suite.prf, &self.ni, &self.nr, shared.expose());
+        let keys = IkeSaKeys::derive(
+            &suite,
+            skeyseed.expose(),
+            &self.ni,
+            &self.nr,
+            &self.spi_i.to_be_bytes(),
+            &self.spi_r.to_be_bytes(),
+        )?;
+        let (o, i) = SkCipher::pair(&suite, &keys, self.role)?;
+        self.sk_out = Some(o);
+        self.sk_in = Some(i);
+        self.keys = Some(keys);
+        Ok(())
+    }
+
+    /// Our AUTH value: prf(prf(PSK, pad), first message | peer nonce |
+    /// prf(SK_p, our ID body)).
+    pub(super) fn our_auth(
+        &self,
+        conn: &Connection,
+        id_body: &[u8],
+    ) -> Result<Vec<u8>, EngineError> {
+        let (suite, keys) = self
+            .suite
+            .zip(self.keys.as_ref())
+            .ok_or(EngineError::Protocol("no keys"))?;
+        let (first, peer_nonce, sk_p) = match self.role {
+            Role::Initiator => (&self.init_request, &self.nr, &keys.sk_pi),
+            Role::Responder => (&self.init_response, &self.ni, &keys.sk_pr),
+        };
+        let mac = maced_id(suite.prf, sk_p.expose(), id_body);
+        let octets = signed_octets(first, peer_nonce, mac.expose());
+        Ok(psk_auth(suite.prf, conn.psk.expose(), &octets)
+            .expose()
+            .to_vec())
+    }
+
+    /// Checks the peer's IDx and AUTH payloads.
+    pub(super) fn verify_peer(&self, conn: &Connection, inner: &Inner) -> Result<(), AuthFailure> {
+        let (suite, keys) = self
+            .suite
+            .zip(self.keys.as_ref())
+            .ok_or(AuthFailure::BadAuth)?;
+        let (id_type, first, peer_nonce, sk_p) = match self.role {
+            Role::Initiator => (PayloadType::IDR, &self.init_response, &self.ni, &keys.sk_pr),
+            Role::Responder => (PayloadType::IDI, &self.init_request, &self.nr, &keys.sk_pi),
+        };
+        let (Some(Payload::IdI(id) | Payload::IdR(id)), Some(id_body)) =
+            (inner.find(id_type), inner.id_body(id_type))
+        else {
+            return Err(AuthFailure::UnsupportedMethod);
+        };
+        if conn.remote_id.as_ref().is_some_and(|want| want != id) {
+            return Err(AuthFailure::WrongIdentity);
+        }
+        let Some(Payload::Auth(auth)) = inner.find(PayloadType::AUTH) else {
+            return Err(AuthFailure::UnsupportedMethod);
+        };
+        if auth.method != AuthMethod::SHARED_KEY_MIC {
+            return Err(AuthFailure::UnsupportedMethod);
+        }
+        let mac = maced_id(suite.prf, sk_p.expose(), id_body);
+        let octets = signed_octets(first, peer_nonce, mac.expose());
+        if verify_psk_auth(suite.prf, conn.psk.expose(), &octets, &auth.data) {
+            Ok(())
+        } else {
+            Err(AuthFailure::BadAuth)
+        }
+    }
+
+    pub(super) fn peer_id_text(&self, inner: &Inner) -> Option<String> {
+        inner.payloads.iter().find_map(|p| match (p, self.role) {
+            (Payload::IdR(id), Role::Initiator) | (Payload::IdI(id), Role::Responder) => {
+                Some(id_text(id))
+            }
+            _ => None,
+        })
+    }
+
+    pub(super) fn send_auth_request(
+        &mut self,
+        now: Time,
+        conn: &Connection,
+        cfg: &EngineConfig,
+        rng: &mut dyn RandomSource,
+        out: &mut Output,
+    ) -> Result<(), EngineError> {
+        self.child_spi = random_child_spi(rng)?;
+        let idi = Payload::IdI(conn.local_id.clone());
+        let auth = self.our_auth(conn, &wire::id_body(&idi)?)?;
+        let mut inner = vec![idi];
+        if let Some(r) = &conn.remote_id {
+            inner.push(Payload::IdR(r.clone()));
+        }
+        inner.push(Payload::Auth(Authentication {
+            method: AuthMethod::SHARED_KEY_MIC,
+            data: auth,
+        }));
+        let proposals = without_pfs(&conn.esp_proposals)
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                wire::proposal(
+                    i as u8 + 1,
+                    ProtocolId::ESP,
+                    self.child_spi.to_be_bytes().to_vec(),
+                    &p.transforms(),
+                )
+            })
+            .collect();
+        inner.push(Payload::Sa(SecurityAssociation(proposals)));
+        inner.push(Payload::TsI(TrafficSelectors(conn.local_ts.clone())));
+        inner.push(Payload::TsR(TrafficSelectors(conn.remote_ts.clone())));
+        let sk = self
+            .sk_out
+            .as_ref()
+            .ok_or(EngineError::Protocol("no keys"))?;
+        let msg = wire::seal(
+            &self.header(ExchangeType::IKE_AUTH, false, 1),
+            &inner,
+            sk,
+            rng,
+        )?;
+        self.state = State::AuthSent;
+        self.next_request_id = 2;
+        self.send_request(now, cfg, out, 1, msg);
+        Ok(())
+    }
+
+    pub(super) fn on_auth_response(
+        &mut self,
+        now: Time,
+        inner: Inner,
+        conn: &Connection,
+        cfg: &EngineConfig,
+        out: &mut Output,
+    ) -> Result<(), EngineError> {
+        self.outstanding = None;
+        if inner.notify(NotifyType::AUTHENTICATION_FAILED).is_some() {
+            self.auth_failed(now, cfg, out, None, AuthFailure::RejectedByPeer);
+            return Ok(());
+        }
+        if let Err(reason) = self.verify_peer(conn, &inner) {
+            let peer_id = self.peer_id_text(&inner);
+            self.auth_failed(now, cfg, out, peer_id, reason);
+            return Ok(());
+        }
+        self.state = State::Established;
+        out.events.push_back(Event::IkeSaUp {
+            ike_sa: self.id,
+            connection: self.connection,
+            suite: self.suite.ok_or(EngineError::Protocol("no suite"))?,
+            local: self.local,
+            remote: self.remote,
+        });
+        match self.initiator_child(conn, &inner) {
+            Ok(child) => {
+                self.children.push(ChildRef::of(&child));
+                out.events
+                    .push_back(Event::ChildSaInstalled(Box::new(child)));
+            }
+            Err(notify) => out.events.push_back(Event::ChildSaFailed {
+                ike_sa: self.id,
+                notify,
+            }),
+        }
+        Ok(())
+    }
+
+    pub(super) fn initiator_child(
+        &self,
+        conn: &Connection,
+        inner: &Inner,
+    ) -> Result<ChildSa, NotifyType> {
+        if let Some(n) = inner.error_notify() {
+            return Err(n);
+        }
+        let (Some(Payload::Sa(sa)), Some(Payload::TsI(tsi)), Some(Payload::TsR(tsr))) = (
+            inner.find(PayloadType::SA),
+            inner.find(PayloadType::TSI),
+            inner.find(PayloadType::TSR),
+        ) else {
+            return Err(NotifyType::NO_PROPOSAL_CHOSEN);
+        };
+        let chosen = wire::offered(sa, ProtocolId::ESP);
+        let [(_, transforms, spi)] = &chosen[..] else {
+            return Err(NotifyType::NO_PROPOSAL_CHOSEN);
+        };
+        let suite = without_pfs(&conn.esp_proposals)
+            .iter()
+            .find_map(|p| p.select(transforms))
+            .ok_or(NotifyType::NO_PROPOSAL_CHOSEN)?;
+        let outbound_spi = <[u8; 4]>::try_from(&spi[..])
+            .map(u32::from_be_bytes)
+            .map_err(|_| NotifyType::INVALID_SYNTAX)?;
+        if !ts::is_subset(&tsi.0, &conn.local_ts) || !ts::is_subset(&tsr.0, &conn.remote_ts) {
+            return Err(NotifyType::TS_UNACCEPTABLE);
+        }
+        self.child(
+            suite,
+            self.child_spi,
+            outbound_spi,
+            tsi.0.clone(),
+            tsr.0.clone(),
+        )
+        .map_err(|_| NotifyType::NO_PROPOSAL_CHOSEN)
+    }
+
+    /// Derives the first CHILD_SA's keys from SK_d and the IKE_SA_INIT
+    /// nonces. `local_ts`/`remote_ts` are TSi/TSr from our point of view
+    /// when initiator; the responder passes them swapped.
+    pub(super) fn child(
+        &self,
+        suite: crypto::ChildSuite,
+        inbound_spi: u32,
+        outbound_spi: u32,
+        tsi: Vec<crate::message::TrafficSelector>,
+        tsr: Vec<crate::message::TrafficSelector>,
+    ) -> Result<ChildSa, EngineError> {
+        let (local_ts, remote_ts) = match self.role {
+            Role::Initiator => (tsi, tsr),
+            Role::Responder => (tsr, tsi),
+        };
+        self.derive_child(
+            suite,
+            self.role == Role::Initiator,
+            (&self.ni, &self.nr),
+            None,
+            (inbound_spi, outbound_spi),
+            local_ts,
+            remote_ts,
+        )
+    }
+
+    /// A CHILD_SA's keys: KEYMAT = prf+(SK_d, [g^ir] | Ni | Nr) with the
+    /// nonces of the exchange that creates it; the first half protects
+    /// traffic from that exchange's initiator (`we_initiated`).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn derive_child(
+        &self,
+        suite: crypto::ChildSuite,
+        we_initiated: bool,
+        (ni, nr): (&[u8], &[u8]),
+        pfs: Option<&[u8]>,
+        (inbound_spi, outbound_spi): (u32, u32),
+        local_ts: Vec<TrafficSelector>,
+        remote_ts: Vec<TrafficSelector>,
+    ) -> Result<ChildSa, EngineError> {
+        let (ike, keys) = self
+            .suite
+            .zip(self.keys.as_ref())
+            .ok_or(EngineError::Protocol("no keys"))?;
+        let km = ChildSaKeys::derive(ike.prf, keys.sk_d.expose(), pfs, ni, nr, suite.esp)?;
+        let (inbound, outbound) = if we_initiated {
+            (km.responder_to_initiator, km.initiator_to_responder)
+        } else {
+            (km.initiator_to_responder, km.responder_to_initiator)
+        };
+        Ok(ChildSa {
+            ike_sa: self.id,
+            connection: self.connection,
+            suite: suite.esp,
+            esn: suite.esn == crypto::Esn::Yes,
+            inbound_spi,
+            outbound_spi,
+            inbound,
+            outbound,
+            local_ts,
+            remote_ts,
+            local: self.local,
+            remote: self.remote,
+            udp_encap: self.udp_encap,
+        })
+    }
+
+    pub(super) fn auth_failed(
+        &mut self,
+        now: Time,
+        cfg: &EngineConfig,
+        out: &mut Output,
+        peer_id: Option<String>,
+        reason: AuthFailure,
+    ) {
+        out.events.push_back(Event::AuthFailed {
+            ike_sa: self.id,
+            connection: self.connection,
+            peer: self.remote,
+            peer_id,
+            reason,
+        });
+        self.die(now, cfg);
+    }
+
+    // ---- responder ----
+
+    /// Answers an IKE_SA_INIT request. Proposal and KE problems are
+    /// answered statelessly (None); otherwise the new half-open SA.
+    #[allow(clippy::too_many_arguments)]
+    pub fn respond(
+        id: IkeSaId,
+        connection: ConnectionId,
+        conn: &Connection,
+        now: Time,
+        src: SocketAddr,
+        dst: SocketAddr,
+        datagram: &[u8],
+        msg: &Message,
+        cfg: &EngineConfig,
+        rng: &mut dyn RandomSource,
+        out: &mut Output,
+    ) -> Option<IkeSa> {
+        let h = &msg.header;
+        let stateless = |out: &mut Output, n: Notify| {
+            let reply = Message {
+                header: HeaderRepr {
+                    spi_r: 0,
+                    response: true,
+                    initiator: false,
+                    ..*h
+                },
+                payloads: vec![Payload::Notify(n)],
+            };
+            if let Ok(bytes) = reply.emit() {
+                Self::transmit(cfg, out, dst, src, &bytes);
+            }
+        };
+        let offered = match msg.find(PayloadType::SA) {
+            Some(Payload::Sa(sa)) => wire::offered(sa, ProtocolId::IKE),
+            _ => {
+                out.stats.malformed += 1;
+                return None;
+            }
+        };
+        let Some((number, suite)) = select_ike(
+            &conn.proposals,
+            offered.iter().map(|(n, t, _)| (*n, &t[..])),
+        ) else {
+            stateless(out, Notify::ike(NotifyType::NO_PROPOSAL_CHOSEN, Vec::new()));
+            return None;
+        };
+        let (Some(Payload::Ke(peer_ke)), Some(ni)) =
+            (msg.find(PayloadType::KE), nonce_of(&msg.payloads))
+        else {
+            out.stats.malformed += 1;
+            return None;
+        };
+        if peer_ke.group != suite.ke.id() {
+            stateless(out, Notify::invalid_ke_payload(suite.ke.id()));
+            return None;
+        }
+        let mut sa = IkeSa::new(id, connection, Role::Responder, dst, src);
+        sa.spi_i = h.spi_i;
+        sa.spi_r = id;
+        sa.ni = ni;
+        let built = (|| -> Result<Vec<u8>, EngineError> {
+            let ke = crypto::KeyExchange::generate(suite.ke, rng)?;
+            let shared = ke.shared_secret(&peer_ke.data)?;
+            sa.nr = random_bytes(rng, NONCE_LEN)?;
+            sa.suite = Some(suite);
+            let payloads = vec![
+                Payload::Sa(SecurityAssociation(vec![wire::proposal(
+                    number,
+                    ProtocolId::IKE,
+                    Vec::new(),
+                    &suite.transforms(),
+                )])),
+                Payload::Ke(KeyExchange {
+                    group: suite.ke.id(),
+                    data: ke.public_value().to_vec(),
+                }),
+                Payload::Nonce(Nonce(sa.nr.clone())),
+                Payload::Notify(Notify::ike(
+                    NotifyType::NAT_DETECTION_SOURCE_IP,
+                    nat::hash(sa.spi_i, sa.spi_r, dst),
+                )),
+                Payload::Notify(Notify::ike(
+                    NotifyType::NAT_DETECTION_DESTINATION_IP,
+                    nat::hash(sa.spi_i, sa.spi_r, src),
+                )),
+            ];
+            let bytes = Message {
+                header: sa.header(ExchangeType::IKE_SA_INIT, true, 0),
+                payloads,
+            }
+            .emit()?;
+            sa.init_request = datagram.to_vec();
+            sa.init_response = bytes.clone();
+            sa.derive_ike_keys(&shared)?;
+            Ok(bytes)
+        })();
+        let Ok(bytes) = built else {
+            // Chiefly a KE value that is not a group element.
+            out.stats.malformed += 1;
+            return None;
+        };
+        if let Some(nat) = nat::detect(msg, sa.spi_i, 0, src, dst) {
+            sa.udp_encap = nat.any();
+        }
+        Self::transmit(cfg, out, dst, src, &bytes);
+        sa.last_response = Some((0, bytes));
+        sa.expected_request_id = 1;
+        sa.state = State::InitDone;
+        sa.expires = Some(now + cfg.half_open_timeout_ms);
+        Some(sa)
+    }
+
+    /// A retransmitted IKE_SA_INIT request: the stored response again, if
+    /// it is the very request we answered.
+    pub fn answer_init_duplicate(&self, request: &[u8], out: &mut Output) {
+        if request == self.init_request {
+            if let Some((0, bytes)) = &self.last_response {
+                // IKE_SA_INIT is always on the port it arrived on (500).
+                out.transmits.push_back(Transmit {
+                    src: self.init_local(),
+                    dst: self.init_remote(),
+                    payload: bytes.clone(),
+                });
+                out.stats.retransmitted_responses += 1;
+                return;
+            }
+        }
+        out.stats.unexpected += 1;
+    }
+
+    pub(super) fn init_local(&self) -> SocketAddr {
+        self.local
+    }
+
+    pub(super) fn init_remote(&self) -> SocketAddr {
+        self.remote
+    }
+
+    pub(super) fn on_auth_request(
+        &mut self,
+        now: Time,
+        inner: Inner,
+        conn: &Connection,
+        cfg: &EngineConfig,
+        rng: &mut dyn RandomSource,
+    ) -> Result<(Vec<Payload>, Vec<Event>), EngineError> {
+        if let Err(reason) = self.verify_peer(conn, &inner) {
+            let ev = Event::AuthFailed {
+                ike_sa: self.id,
+                connection: self.connection,
+                peer: self.remote,
+                peer_id: self.peer_id_text(&inner),
+                reason,
+            };
+            self.die(now, cfg);
+            return Ok((
+                vec![Payload::Notify(Notify::ike(
+                    NotifyType::AUTHENTICATION_FAILED,
+                    Vec::new(),
+                ))],
+                vec![ev],
+            ));
+        }
+        let idr = Payload::IdR(conn.local_id.clone());
+        let auth = self.our_auth(conn, &wire::id_body(&idr)?)?;
+        let mut reply = vec![
+            idr,
+            Payload::Auth(Authentication {
+                method: AuthMethod::SHARED_KEY_MIC,
+                data: auth,
+            }),
+        ];
+        self.state = State::Established;
+        self.expires = None;
+        let mut events = vec![Event::IkeSaUp {
+            ike_sa: self.id,
+            connection: self.connection,
+            suite: self.suite.ok_or(EngineError::Protocol("no suite"))?,
+            local: self.local,
+            remote: self.remote,
+        }];
+        match self.responder_child(conn, &inner, rng) {
+            Ok((child, number, transforms)) => {
+                reply.push(Payload::Sa(SecurityAssociation(vec![wire::proposal(
+                    number,
+                    ProtocolId::ESP,
+                    child.inbound_spi.to_be_bytes().to_vec(),
+                    &transforms,
+                )])));
+                reply.push(Payload::TsI(TrafficSelectors(child.remote_ts.clone())));
+                reply.push(Payload::TsR(TrafficSelectors(child.local_ts.clone())));
+                self.children.push(ChildRef::of(&child));
+                events.push(Event::ChildSaInstalled(Box::new(child)));
+            }
+            Err(notify) => {
+                reply.push(Payload::Notify(Notify::ike(notify, Vec::new())));
+                events.push(Event::ChildSaFailed {
+                    ike_sa: self.id,
+                    notify,
+                });
+            }
+        }
+        Ok((reply, events))
+    }
+
+    pub(super) fn responder_child(
+        &self,
+        conn: &Connection,
+        inner: &Inner,
+        rng: &mut dyn RandomSource,
+    ) -> Result<(ChildSa, u8, Vec<crypto::Transform>), NotifyType> {
+        let (Some(Payload::Sa(sa)), Some(Payload::TsI(tsi)), Some(Payload::TsR(tsr))) = (
+            inner.find(PayloadType::SA),
+            inner.find(PayloadType::TSI),
+            inner.find(PayloadType::TSR),
+        ) else {
+            return Err(NotifyType::NO_PROPOSAL_CHOSEN);
+        };
+        let offered = wire::offered(sa, ProtocolId::ESP);
+        let ours = without_pfs(&conn.esp_proposals);
+        let (number, suite) = select_esp(&ours, offered.iter().map(|(n, t, _)| (*n, &t[..])))
+            .ok_or(NotifyType::NO_PROPOSAL_CHOSEN)?;
+        let spi = offered
+            .iter()
+            .find(|(n, _, _)| *n == number)
+            .and_then(|(_, _, spi)| <[u8; 4]>::try_from(&spi[..]).ok())
+            .map(u32::from_be_bytes)
+            .ok_or(NotifyType::INVALID_SYNTAX)?;
+        // Narrowing: what the initiator asked for, within our policy.
+        let tsi = ts::narrow(&tsi.0, &conn.remote_ts);
+        let tsr = ts::narrow(&tsr.0, &conn.local_ts);
+        if tsi.is_empty() || tsr.is_empty() {
+            return Err(NotifyType::TS_UNACCEPTABLE);
+        }
+        let inbound = random_child_spi(rng).map_err(|_| NotifyType::TEMPORARY_FAILURE)?;
+        let child = self
+            .child(suite, inbound, spi, tsi, tsr)
+            .map_err(|_| NotifyType::NO_PROPOSAL_CHOSEN)?;
+        Ok((child, number, suite.transforms()))
+    }
+}

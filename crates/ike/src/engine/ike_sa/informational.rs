@@ -1,0 +1,170 @@
+//! INFORMATIONAL exchanges: the peer's (liveness, deletes) and ours,
+//! queued behind the window of one.
+
+use super::*;
+
+impl IkeSa {
+    /// An INFORMATIONAL request: liveness checks get an empty answer,
+    /// deletes are acknowledged as RFC 7296 1.4.1 says.
+    pub(super) fn on_informational(
+        &mut self,
+        now: Time,
+        inner: Inner,
+        cfg: &EngineConfig,
+        out: &mut Output,
+    ) -> Vec<Payload> {
+        let mut reply = Vec::new();
+        for p in &inner.payloads {
+            match p {
+                Payload::Delete(Delete::Ike) => {
+                    out.events
+                        .push_back(Event::IkeSaDeleted { ike_sa: self.id });
+                    self.die(now, cfg);
+                    return Vec::new();
+                }
+                Payload::Delete(Delete::Child { protocol, spis })
+                    if *protocol == ProtocolId::ESP =>
+                {
+                    let mut ours = Vec::new();
+                    for spi in spis {
+                        if let Some(pos) = self.children.iter().position(|c| c.outbound_spi == *spi)
+                        {
+                            let ChildRef {
+                                inbound_spi,
+                                outbound_spi,
+                                ..
+                            } = self.children.remove(pos);
+                            ours.push(inbound_spi);
+                            out.events.push_back(Event::ChildSaDeleted {
+                                ike_sa: self.id,
+                                inbound_spi,
+                                outbound_spi,
+                            });
+                        }
+                    }
+                    if !ours.is_empty() {
+                        reply.push(Payload::Delete(Delete::Child {
+                            protocol: ProtocolId::ESP,
+                            spis: ours,
+                        }));
+                    }
+                }
+                _ => {}
+            }
+        }
+        reply
+    }
+
+    /// Queues one of our INFORMATIONAL requests; it is sent when the
+    /// window is free.
+    pub fn queue_request(
+        &mut self,
+        now: Time,
+        request: OwnRequest,
+        conn: &Connection,
+        cfg: &EngineConfig,
+        rng: &mut dyn RandomSource,
+        out: &mut Output,
+    ) -> Result<(), EngineError> {
+        if self.state != State::Established {
+            return Err(EngineError::Protocol("IKE SA not established"));
+        }
+        if let OwnRequest::DeleteChild { inbound_spi } | OwnRequest::RekeyChild { inbound_spi } =
+            request
+        {
+            if !self.children.iter().any(|c| c.inbound_spi == inbound_spi) {
+                return Err(EngineError::Protocol("no such CHILD_SA"));
+            }
+        }
+        self.pending.push_back(request);
+        self.pump(now, conn, cfg, rng, out)
+    }
+
+    /// Sends the next queued request if none is outstanding.
+    pub(super) fn pump(
+        &mut self,
+        now: Time,
+        conn: &Connection,
+        cfg: &EngineConfig,
+        rng: &mut dyn RandomSource,
+        out: &mut Output,
+    ) -> Result<(), EngineError> {
+        if self.outstanding.is_some() || self.state != State::Established {
+            return Ok(());
+        }
+        let Some(request) = self.pending.pop_front() else {
+            return Ok(());
+        };
+        let inner = match request {
+            OwnRequest::RekeyChild { inbound_spi } => {
+                return self.send_rekey_child(now, inbound_spi, conn, cfg, rng, out)
+            }
+            OwnRequest::RekeyIke => return self.send_rekey_ike(now, conn, cfg, rng, out),
+            OwnRequest::Liveness => Vec::new(),
+            OwnRequest::DeleteIke => vec![Payload::Delete(Delete::Ike)],
+            OwnRequest::DeleteChild { inbound_spi } => vec![Payload::Delete(Delete::Child {
+                protocol: ProtocolId::ESP,
+                spis: vec![inbound_spi],
+            })],
+        };
+        let id = self.next_request_id;
+        let sk = self
+            .sk_out
+            .as_ref()
+            .ok_or(EngineError::Protocol("no keys"))?;
+        let msg = wire::seal(
+            &self.header(ExchangeType::INFORMATIONAL, false, id),
+            &inner,
+            sk,
+            rng,
+        )?;
+        self.next_request_id = id.wrapping_add(1);
+        self.in_flight = Some(request);
+        self.send_request(now, cfg, out, id, msg);
+        Ok(())
+    }
+
+    /// The answer to our INFORMATIONAL request: what it asked is done.
+    pub(super) fn on_info_response(
+        &mut self,
+        now: Time,
+        conn: &Connection,
+        cfg: &EngineConfig,
+        rng: &mut dyn RandomSource,
+        out: &mut Output,
+    ) -> Result<(), EngineError> {
+        self.outstanding = None;
+        match self.in_flight.take() {
+            Some(OwnRequest::DeleteIke) => {
+                out.events
+                    .push_back(Event::IkeSaDeleted { ike_sa: self.id });
+                self.die(now, cfg);
+                return Ok(());
+            }
+            Some(OwnRequest::DeleteChild { inbound_spi }) => {
+                if let Some(pos) = self
+                    .children
+                    .iter()
+                    .position(|c| c.inbound_spi == inbound_spi)
+                {
+                    let ChildRef {
+                        inbound_spi,
+                        outbound_spi,
+                        ..
+                    } = self.children.remove(pos);
+                    out.events.push_back(Event::ChildSaDeleted {
+                        ike_sa: self.id,
+                        inbound_spi,
+                        outbound_spi,
+                    });
+                }
+            }
+            Some(OwnRequest::RekeyChild { .. } | OwnRequest::RekeyIke) => {}
+            Some(OwnRequest::Liveness) => {
+                out.events.push_back(Event::PeerAlive { ike_sa: self.id })
+            }
+            None => {}
+        }
+        self.pump(now, conn, cfg, rng, out)
+    }
+}

@@ -1,0 +1,603 @@
+//! One IKE SA's state machine. This file: the SA's state, the message
+//! dispatch (window of one, stored responses, retransmission timers) and
+//! what every exchange shares. The exchanges are in the submodules:
+//! [`establish`] (IKE_SA_INIT and IKE_AUTH with PSK, both roles, the first
+//! CHILD_SA), [`informational`] (liveness, deletes, our request queue),
+//! [`create_child`] (CHILD_SA rekey and new CHILD_SAs, simultaneous
+//! rekeys), [`rekey_ike`] (IKE SA rekey) and [`replay`] (recorded exchanges
+//! for known-answer tests).
+use std::net::SocketAddr;
+
+mod create_child;
+mod establish;
+mod informational;
+mod rekey_ike;
+mod replay;
+#[cfg(test)]
+mod tests;
+
+pub use replay::{replay_psk_ike_auth, Replay};
+
+use crate::crypto::auth::{maced_id, psk_auth, signed_octets, verify_psk_auth};
+use crate::crypto::{
+    self, select_esp, select_ike, ChildSaKeys, EspProposal, IkeSaKeys, IkeSuite, KeGroup,
+    RandomSource, Role, SkCipher,
+};
+use crate::message::{
+    AuthMethod, Authentication, Delete, ExchangeType, HeaderRepr, KeyExchange, Message, Nonce,
+    Notify, NotifyType, Payload, PayloadType, ProtocolId, SecurityAssociation, TrafficSelector,
+    TrafficSelectors,
+};
+
+use super::wire::{self, Inner};
+use super::{
+    id_text, nat, ts, AuthFailure, ChildSa, Connection, ConnectionId, EngineConfig, EngineError,
+    Event, FailReason, IkeSaId, Output, Time, Transmit,
+};
+
+/// Our nonce length: 32 bytes (at least half the largest PRF key size,
+/// RFC 7296 2.10).
+const NONCE_LEN: usize = 32;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// Initiator: IKE_SA_INIT request sent.
+    InitSent,
+    /// Initiator: IKE_AUTH request sent.
+    AuthSent,
+    /// Responder: IKE_SA_INIT answered, waiting for IKE_AUTH.
+    InitDone,
+    /// IKE_AUTH done.
+    Established,
+    /// Failed or deleted: only answers retransmissions until it expires.
+    Dead,
+}
+
+/// A request of ours (INFORMATIONAL or CREATE_CHILD_SA), queued until
+/// the window (one outstanding request, RFC 7296 2.3) is free.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OwnRequest {
+    /// An empty INFORMATIONAL: is the peer alive (dead peer detection)?
+    Liveness,
+    /// Delete this IKE SA (and its CHILD_SAs).
+    DeleteIke,
+    /// Delete one CHILD_SA, named by our inbound SPI.
+    DeleteChild {
+        /// Our inbound SPI.
+        inbound_spi: u32,
+    },
+    /// Replace one CHILD_SA (named by our inbound SPI) by a new one with
+    /// fresh keys (CREATE_CHILD_SA with REKEY_SA, RFC 7296 1.3.3), then
+    /// delete the old one.
+    RekeyChild {
+        /// Our inbound SPI of the CHILD_SA to replace.
+        inbound_spi: u32,
+    },
+    /// Replace the IKE SA by a new one (RFC 7296 1.3.2, 2.18), then delete
+    /// the old one.
+    RekeyIke,
+}
+
+/// Our CREATE_CHILD_SA request that rekeys the IKE SA.
+struct IkeRekeyState {
+    new_spi_i: u64,
+    ni: Vec<u8>,
+    ke: crypto::KeyExchange,
+}
+
+/// What the IKE SA remembers of each CHILD_SA (the data plane holds the
+/// keys).
+#[derive(Clone, Debug)]
+struct ChildRef {
+    inbound_spi: u32,
+    outbound_spi: u32,
+    local_ts: Vec<TrafficSelector>,
+    remote_ts: Vec<TrafficSelector>,
+}
+
+impl ChildRef {
+    fn of(c: &ChildSa) -> Self {
+        ChildRef {
+            inbound_spi: c.inbound_spi,
+            outbound_spi: c.outbound_spi,
+            local_ts: c.local_ts.clone(),
+            remote_ts: c.remote_ts.clone(),
+        }
+    }
+}
+
+/// A peer's CHILD_SA rekey of the SA we are rekeying too.
+struct Collision {
+    old_inbound: u32,
+    /// Nonces of the peer's exchange.
+    ni: Vec<u8>,
+    nr: Vec<u8>,
+}
+
+/// Our CREATE_CHILD_SA request that rekeys a CHILD_SA.
+struct RekeyState {
+    old_inbound: u32,
+    new_inbound: u32,
+    ni: Vec<u8>,
+    ke: Option<crypto::KeyExchange>,
+    local_ts: Vec<TrafficSelector>,
+    remote_ts: Vec<TrafficSelector>,
+}
+
+/// Our request waiting for its response.
+struct Outstanding {
+    message_id: u32,
+    message: Vec<u8>,
+    retries: u32,
+    next_at: Time,
+}
+
+pub(crate) struct IkeSa {
+    id: IkeSaId,
+    connection: ConnectionId,
+    role: Role,
+    state: State,
+    spi_i: u64,
+    spi_r: u64,
+    local: SocketAddr,
+    remote: SocketAddr,
+    udp_encap: bool,
+    suite: Option<IkeSuite>,
+    ke: Option<crypto::KeyExchange>,
+    ni: Vec<u8>,
+    nr: Vec<u8>,
+    init_request: Vec<u8>,
+    init_response: Vec<u8>,
+    cookie: Option<Vec<u8>>,
+    keys: Option<IkeSaKeys>,
+    sk_out: Option<SkCipher>,
+    sk_in: Option<SkCipher>,
+    next_request_id: u32,
+    expected_request_id: u32,
+    outstanding: Option<Outstanding>,
+    /// Message ID and bytes (no marker) of our last response.
+    last_response: Option<(u32, Vec<u8>)>,
+    /// The request that response answers, as received: only a byte-equal
+    /// copy is a retransmission (a forged datagram with that message ID
+    /// gets nothing).
+    last_request: Vec<u8>,
+    /// Initiator: the inbound SPI offered for the first CHILD_SA.
+    child_spi: u32,
+    /// CHILD_SAs (inbound, outbound SPI) of this IKE SA.
+    children: Vec<ChildRef>,
+    /// Our CHILD_SA rekey in flight.
+    rekey: Option<RekeyState>,
+    /// Our IKE SA rekey in flight.
+    ike_rekey: Option<IkeRekeyState>,
+    /// Peer rekeys of the CHILD_SA our own rekey in flight replaces
+    /// (RFC 7296 2.8.1), for the lowest-nonce rule when ours completes.
+    collisions: Vec<Collision>,
+    /// When a half-open or dead SA is forgotten.
+    expires: Option<Time>,
+    /// Our INFORMATIONAL requests waiting for the window.
+    pending: std::collections::VecDeque<OwnRequest>,
+    /// The INFORMATIONAL request outstanding, if that is what is.
+    in_flight: Option<OwnRequest>,
+}
+
+fn random_bytes(rng: &mut dyn RandomSource, n: usize) -> Result<Vec<u8>, EngineError> {
+    let mut v = vec![0u8; n];
+    rng.fill(&mut v)?;
+    Ok(v)
+}
+
+/// A random CHILD_SA SPI: 1..=255 are reserved (RFC 4303 2.1).
+fn random_child_spi(rng: &mut dyn RandomSource) -> Result<u32, EngineError> {
+    loop {
+        let mut b = [0u8; 4];
+        rng.fill(&mut b)?;
+        let spi = u32::from_be_bytes(b);
+        if spi > 255 {
+            return Ok(spi);
+        }
+    }
+}
+
+/// The ESP proposals for a CHILD_SA that IKE_AUTH creates: no key
+/// exchange there (RFC 7296 1.2), so PFS groups are dropped.
+fn without_pfs(proposals: &[EspProposal]) -> Vec<EspProposal> {
+    proposals
+        .iter()
+        .map(|p| EspProposal {
+            ke: Vec::new(),
+            ..p.clone()
+        })
+        .collect()
+}
+
+fn nonce_of(payloads: &[Payload]) -> Option<Vec<u8>> {
+    payloads.iter().find_map(|p| match p {
+        Payload::Nonce(n) => Some(n.0.clone()),
+        _ => None,
+    })
+}
+
+impl IkeSa {
+    fn new(
+        id: IkeSaId,
+        connection: ConnectionId,
+        role: Role,
+        local: SocketAddr,
+        remote: SocketAddr,
+    ) -> Self {
+        IkeSa {
+            id,
+            connection,
+            role,
+            state: State::InitSent,
+            spi_i: 0,
+            spi_r: 0,
+            local,
+            remote,
+            udp_encap: false,
+            suite: None,
+            ke: None,
+            ni: Vec::new(),
+            nr: Vec::new(),
+            init_request: Vec::new(),
+            init_response: Vec::new(),
+            cookie: None,
+            keys: None,
+            sk_out: None,
+            sk_in: None,
+            next_request_id: 0,
+            expected_request_id: 0,
+            outstanding: None,
+            last_response: None,
+            last_request: Vec::new(),
+            child_spi: 0,
+            children: Vec::new(),
+            rekey: None,
+            ike_rekey: None,
+            collisions: Vec::new(),
+            expires: None,
+            pending: std::collections::VecDeque::new(),
+            in_flight: None,
+        }
+    }
+
+    pub fn id(&self) -> IkeSaId {
+        self.id
+    }
+
+    /// A responder SA that has answered IKE_SA_INIT and waits for IKE_AUTH.
+    pub fn is_half_open(&self) -> bool {
+        self.state == State::InitDone
+    }
+
+    pub fn connection(&self) -> ConnectionId {
+        self.connection
+    }
+
+    /// The header's SPIs and I flag fit this SA.
+    pub fn matches(&self, h: &HeaderRepr) -> bool {
+        match self.role {
+            Role::Initiator => {
+                !h.initiator
+                    && h.spi_i == self.spi_i
+                    && (self.state == State::InitSent || h.spi_r == self.spi_r)
+            }
+            Role::Responder => h.initiator && h.spi_i == self.spi_i && h.spi_r == self.spi_r,
+        }
+    }
+
+    fn header(&self, exchange: ExchangeType, response: bool, message_id: u32) -> HeaderRepr {
+        HeaderRepr {
+            spi_i: self.spi_i,
+            spi_r: self.spi_r,
+            exchange,
+            initiator: self.role == Role::Initiator,
+            response,
+            version_flag: false,
+            message_id,
+        }
+    }
+
+    /// Queues an IKE message from `src` to `dst`, with the non-ESP marker
+    /// on the NAT-T port.
+    fn transmit(
+        cfg: &EngineConfig,
+        out: &mut Output,
+        src: SocketAddr,
+        dst: SocketAddr,
+        message: &[u8],
+    ) {
+        let mut payload = Vec::with_capacity(message.len() + 4);
+        if src.port() == cfg.nat_t_port {
+            payload.extend_from_slice(&crate::message::NON_ESP_MARKER);
+        }
+        payload.extend_from_slice(message);
+        out.transmits.push_back(Transmit { src, dst, payload });
+    }
+
+    /// Sends a new request and arms its retransmission timer.
+    fn send_request(
+        &mut self,
+        now: Time,
+        cfg: &EngineConfig,
+        out: &mut Output,
+        message_id: u32,
+        message: Vec<u8>,
+    ) {
+        Self::transmit(cfg, out, self.local, self.remote, &message);
+        self.outstanding = Some(Outstanding {
+            message_id,
+            message,
+            retries: 0,
+            next_at: now + cfg.retransmit_base_ms,
+        });
+    }
+
+    fn fail(&mut self, now: Time, cfg: &EngineConfig, out: &mut Output, reason: FailReason) {
+        out.events.push_back(Event::IkeSaFailed {
+            ike_sa: self.id,
+            connection: self.connection,
+            peer: self.remote,
+            reason,
+        });
+        self.die(now, cfg);
+    }
+
+    fn die(&mut self, now: Time, cfg: &EngineConfig) {
+        self.state = State::Dead;
+        self.outstanding = None;
+        self.expires = Some(now + cfg.linger_ms);
+    }
+
+    // ---- both ----
+
+    /// A message for this SA (SPIs and I flag already matched).
+    #[allow(clippy::too_many_arguments)]
+    pub fn handle(
+        &mut self,
+        now: Time,
+        src: SocketAddr,
+        dst: SocketAddr,
+        header: &HeaderRepr,
+        datagram: &[u8],
+        conn: &Connection,
+        cfg: &EngineConfig,
+        rng: &mut dyn RandomSource,
+        out: &mut Output,
+    ) {
+        if header.response {
+            self.handle_response(now, src, dst, header, datagram, conn, cfg, rng, out);
+        } else {
+            self.handle_request(now, src, dst, header, datagram, conn, cfg, rng, out);
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn handle_response(
+        &mut self,
+        now: Time,
+        src: SocketAddr,
+        dst: SocketAddr,
+        header: &HeaderRepr,
+        datagram: &[u8],
+        conn: &Connection,
+        cfg: &EngineConfig,
+        rng: &mut dyn RandomSource,
+        out: &mut Output,
+    ) {
+        if self.outstanding.as_ref().map(|o| o.message_id) != Some(header.message_id) {
+            out.stats.unexpected += 1;
+            return;
+        }
+        let result = match (self.state, header.exchange) {
+            (State::InitSent, ExchangeType::IKE_SA_INIT) => {
+                self.on_init_response(now, src, dst, header, datagram, conn, cfg, rng, out)
+            }
+            (State::Established, ExchangeType::INFORMATIONAL) if self.in_flight.is_some() => {
+                let Some(sk) = self.sk_in.as_ref() else {
+                    return;
+                };
+                match wire::open(datagram, sk) {
+                    Ok(_) => self.on_info_response(now, conn, cfg, rng, out),
+                    Err(_) => {
+                        out.stats.decrypt_failed += 1;
+                        return;
+                    }
+                }
+            }
+            (State::Established, ExchangeType::CREATE_CHILD_SA) if self.ike_rekey.is_some() => {
+                let Some(sk) = self.sk_in.as_ref() else {
+                    return;
+                };
+                match wire::open(datagram, sk) {
+                    Ok(inner) => self.on_rekey_ike_response(now, inner, conn, cfg, rng, out),
+                    Err(_) => {
+                        out.stats.decrypt_failed += 1;
+                        return;
+                    }
+                }
+            }
+            (State::Established, ExchangeType::CREATE_CHILD_SA) if self.rekey.is_some() => {
+                let Some(sk) = self.sk_in.as_ref() else {
+                    return;
+                };
+                match wire::open(datagram, sk) {
+                    Ok(inner) => self.on_rekey_child_response(now, inner, conn, cfg, rng, out),
+                    Err(_) => {
+                        out.stats.decrypt_failed += 1;
+                        return;
+                    }
+                }
+            }
+            (State::AuthSent, ExchangeType::IKE_AUTH) => {
+                let Some(sk) = self.sk_in.as_ref() else {
+                    return;
+                };
+                match wire::open(datagram, sk) {
+                    Ok(inner) => self.on_auth_response(now, inner, conn, cfg, out),
+                    Err(_) => {
+                        out.stats.decrypt_failed += 1;
+                        return;
+                    }
+                }
+            }
+            _ => {
+                out.stats.unexpected += 1;
+                return;
+            }
+        };
+        if result.is_err() {
+            out.stats.malformed += 1;
+            if self.state == State::InitSent {
+                // A response that does not parse is ignored (it may be
+                // forged); the retransmission timer keeps running.
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn handle_request(
+        &mut self,
+        now: Time,
+        src: SocketAddr,
+        dst: SocketAddr,
+        header: &HeaderRepr,
+        datagram: &[u8],
+        conn: &Connection,
+        cfg: &EngineConfig,
+        rng: &mut dyn RandomSource,
+        out: &mut Output,
+    ) {
+        if header.message_id != self.expected_request_id {
+            match &self.last_response {
+                Some((id, bytes))
+                    if *id == header.message_id
+                        && id.wrapping_add(1) == self.expected_request_id
+                        && datagram == &self.last_request[..] =>
+                {
+                    Self::transmit(cfg, out, dst, src, bytes);
+                    out.stats.retransmitted_responses += 1;
+                }
+                _ => out.stats.unexpected += 1,
+            }
+            return;
+        }
+        if self.state == State::Dead {
+            out.stats.unexpected += 1;
+            return;
+        }
+        let Some(sk) = self.sk_in.as_ref() else {
+            out.stats.unexpected += 1;
+            return;
+        };
+        let (inner, error) = match wire::open_checked(datagram, sk) {
+            Ok(Ok(i)) => (Some(i), None),
+            // Authentic, but its payloads are malformed or carry an
+            // unsupported critical payload: answered with the error notify
+            // (RFC 7296 2.5, 2.21.2); the request counts as processed.
+            Ok(Err(e)) => {
+                out.stats.malformed += 1;
+                (None, Some(Notify::ike(e.notify_type(), e.notify_data())))
+            }
+            Err(_) => {
+                out.stats.decrypt_failed += 1;
+                return;
+            }
+        };
+        // An authenticated request: the peer is at `src` now (it may have
+        // moved to port 4500 after NAT detection).
+        self.local = dst;
+        self.remote = src;
+        let (reply, events) = match (inner, self.state, header.exchange) {
+            (None, state, _) => {
+                // A broken IKE_AUTH ends the SA (RFC 7296 2.21.2).
+                if state == State::InitDone {
+                    self.die(now, cfg);
+                }
+                (error.into_iter().map(Payload::Notify).collect(), Vec::new())
+            }
+            (Some(inner), State::InitDone, ExchangeType::IKE_AUTH) => {
+                match self.on_auth_request(now, inner, conn, cfg, rng) {
+                    Ok(r) => r,
+                    Err(_) => {
+                        out.stats.malformed += 1;
+                        return;
+                    }
+                }
+            }
+            (Some(inner), State::Established, ExchangeType::INFORMATIONAL) => {
+                (self.on_informational(now, inner, cfg, out), Vec::new())
+            }
+            (Some(inner), State::Established, ExchangeType::CREATE_CHILD_SA) => {
+                self.on_create_child_request(&inner, conn, rng, out)
+            }
+            _ => {
+                out.stats.unexpected += 1;
+                return;
+            }
+        };
+        let Some(sk) = self.sk_out.as_ref() else {
+            return;
+        };
+        let Ok(bytes) = wire::seal(
+            &self.header(header.exchange, true, header.message_id),
+            &reply,
+            sk,
+            rng,
+        ) else {
+            out.stats.malformed += 1;
+            return;
+        };
+        Self::transmit(cfg, out, dst, src, &bytes);
+        self.last_response = Some((header.message_id, bytes));
+        self.last_request = datagram.to_vec();
+        self.expected_request_id = header.message_id.wrapping_add(1);
+        out.events.extend(events);
+    }
+
+    /// When this SA next needs [`IkeSa::on_timeout`].
+    pub fn next_timeout(&self) -> Option<Time> {
+        match (self.outstanding.as_ref().map(|o| o.next_at), self.expires) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Retransmits or gives up; false when the SA should be forgotten.
+    pub fn on_timeout(&mut self, now: Time, cfg: &EngineConfig, out: &mut Output) -> bool {
+        if self.expires.is_some_and(|t| now >= t) {
+            return false;
+        }
+        let Some(o) = self.outstanding.as_mut() else {
+            return true;
+        };
+        if now < o.next_at {
+            return true;
+        }
+        if o.retries >= cfg.max_retransmits {
+            if self.in_flight == Some(OwnRequest::DeleteIke) {
+                // Our delete went unanswered (the peer may have deleted the
+                // SA and forgotten it, its answer lost): deleted all the
+                // same, as strongSwan does. Not a failure: after an IKE SA
+                // rekey the new SA is up.
+                out.events
+                    .push_back(Event::IkeSaDeleted { ike_sa: self.id });
+                self.die(now, cfg);
+            } else {
+                self.fail(now, cfg, out, FailReason::Timeout);
+            }
+            return true;
+        }
+        o.retries += 1;
+        let wait = cfg
+            .retransmit_base_ms
+            .checked_shl(o.retries)
+            .unwrap_or(u64::MAX)
+            .min(cfg.retransmit_max_ms);
+        o.next_at = now + wait;
+        let message = o.message.clone();
+        Self::transmit(cfg, out, self.local, self.remote, &message);
+        out.stats.retransmitted_requests += 1;
+        true
+    }
+}

@@ -1,0 +1,264 @@
+//! IKE SA rekey (RFC 7296 1.3.2, 2.18) as initiator and responder.
+
+use super::*;
+
+fn random_ike_spi(rng: &mut dyn RandomSource) -> Result<u64, EngineError> {
+    loop {
+        let mut b = [0u8; 8];
+        rng.fill(&mut b)?;
+        let spi = u64::from_be_bytes(b);
+        if spi != 0 {
+            return Ok(spi);
+        }
+    }
+}
+
+impl IkeSa {
+    /// The IKE SA that replaces this one: SKEYSEED = prf(SK_d (old),
+    /// g^ir (new) | Ni | Nr) with the old PRF (RFC 7296 2.18, as strongSwan
+    /// does), keys with the new suite and SPIs, message IDs from 0, the
+    /// CHILD_SAs moved over. `role` is ours in the rekey exchange.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn rekeyed_ike_sa(
+        &mut self,
+        role: Role,
+        (spi_i, spi_r): (u64, u64),
+        suite: IkeSuite,
+        ni: Vec<u8>,
+        nr: Vec<u8>,
+        shared: &crypto::SecretBytes,
+    ) -> Result<IkeSa, EngineError> {
+        let (old_suite, old_keys) = self
+            .suite
+            .zip(self.keys.as_ref())
+            .ok_or(EngineError::Protocol("no keys"))?;
+        let skeyseed = crypto::rekey_skeyseed(
+            old_suite.prf,
+            old_keys.sk_d.expose(),
+            shared.expose(),
+            &ni,
+            &nr,
+        );
+        let id = if role == Role::Initiator {
+            spi_i
+        } else {
+            spi_r
+        };
+        let mut sa = IkeSa::new(id, self.connection, role, self.local, self.remote);
+        let keys = IkeSaKeys::derive(
+            &suite,
+            skeyseed.expose(),
+            &ni,
+            &nr,
+            &spi_i.to_be_bytes(),
+            &spi_r.to_be_bytes(),
+        )?;
+        let (o, i) = SkCipher::pair(&suite, &keys, role)?;
+        sa.spi_i = spi_i;
+        sa.spi_r = spi_r;
+        sa.udp_encap = self.udp_encap;
+        sa.suite = Some(suite);
+        sa.ni = ni;
+        sa.nr = nr;
+        sa.keys = Some(keys);
+        sa.sk_out = Some(o);
+        sa.sk_in = Some(i);
+        sa.state = State::Established;
+        sa.children = std::mem::take(&mut self.children);
+        Ok(sa)
+    }
+
+    pub(super) fn send_rekey_ike(
+        &mut self,
+        now: Time,
+        conn: &Connection,
+        cfg: &EngineConfig,
+        rng: &mut dyn RandomSource,
+        out: &mut Output,
+    ) -> Result<(), EngineError> {
+        let suite = self.suite.ok_or(EngineError::Protocol("no suite"))?;
+        let new_spi_i = random_ike_spi(rng)?;
+        let ni = random_bytes(rng, NONCE_LEN)?;
+        let ke = crypto::KeyExchange::generate(suite.ke, rng)?;
+        let proposals = conn
+            .proposals
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                wire::proposal(
+                    i as u8 + 1,
+                    ProtocolId::IKE,
+                    new_spi_i.to_be_bytes().to_vec(),
+                    &p.transforms(),
+                )
+            })
+            .collect();
+        let inner = vec![
+            Payload::Sa(SecurityAssociation(proposals)),
+            Payload::Nonce(Nonce(ni.clone())),
+            Payload::Ke(KeyExchange {
+                group: ke.group().id(),
+                data: ke.public_value().to_vec(),
+            }),
+        ];
+        let id = self.next_request_id;
+        let sk = self
+            .sk_out
+            .as_ref()
+            .ok_or(EngineError::Protocol("no keys"))?;
+        let msg = wire::seal(
+            &self.header(ExchangeType::CREATE_CHILD_SA, false, id),
+            &inner,
+            sk,
+            rng,
+        )?;
+        self.next_request_id = id.wrapping_add(1);
+        self.in_flight = Some(OwnRequest::RekeyIke);
+        self.ike_rekey = Some(IkeRekeyState { new_spi_i, ni, ke });
+        self.send_request(now, cfg, out, id, msg);
+        Ok(())
+    }
+
+    pub(super) fn on_rekey_ike_response(
+        &mut self,
+        now: Time,
+        inner: Inner,
+        conn: &Connection,
+        cfg: &EngineConfig,
+        rng: &mut dyn RandomSource,
+        out: &mut Output,
+    ) -> Result<(), EngineError> {
+        self.outstanding = None;
+        self.in_flight = None;
+        let Some(st) = self.ike_rekey.take() else {
+            return Ok(());
+        };
+        let refused = |notify| Event::IkeRekeyFailed {
+            ike_sa: self.id,
+            notify,
+        };
+        if let Some(n) = inner.error_notify() {
+            out.events.push_back(refused(n));
+            return self.pump(now, conn, cfg, rng, out);
+        }
+        let chosen = match inner.find(PayloadType::SA) {
+            Some(Payload::Sa(sa)) => wire::offered(sa, ProtocolId::IKE),
+            _ => Vec::new(),
+        };
+        let accepted = match (
+            &chosen[..],
+            inner.find(PayloadType::KE),
+            nonce_of(&inner.payloads),
+        ) {
+            ([(_, transforms, spi)], Some(Payload::Ke(theirs)), Some(nr)) => conn
+                .proposals
+                .iter()
+                .find_map(|p| p.select(transforms))
+                .filter(|s| s.ke == st.ke.group() && theirs.group == s.ke.id())
+                .zip(<[u8; 8]>::try_from(&spi[..]).ok().map(u64::from_be_bytes))
+                .map(|(suite, spi_r)| (suite, spi_r, theirs.data.clone(), nr)),
+            _ => None,
+        };
+        let Some((suite, spi_r, their_ke, nr)) = accepted else {
+            out.events
+                .push_back(refused(NotifyType::NO_PROPOSAL_CHOSEN));
+            return self.pump(now, conn, cfg, rng, out);
+        };
+        let Ok(shared) = st.ke.shared_secret(&their_ke) else {
+            out.events.push_back(refused(NotifyType::INVALID_SYNTAX));
+            return self.pump(now, conn, cfg, rng, out);
+        };
+        let new = self.rekeyed_ike_sa(
+            Role::Initiator,
+            (st.new_spi_i, spi_r),
+            suite,
+            st.ni,
+            nr,
+            &shared,
+        )?;
+        out.events.push_back(Event::IkeSaRekeyed {
+            old: self.id,
+            new: new.id,
+        });
+        out.new_sas.push(new);
+        self.pending.push_front(OwnRequest::DeleteIke);
+        self.pump(now, conn, cfg, rng, out)
+    }
+
+    /// The peer rekeys the IKE SA: choose, answer with our new SPI, nonce
+    /// and KE, and hand the new SA to the engine. The peer deletes the old
+    /// one next.
+    pub(super) fn respond_rekey_ike(
+        &mut self,
+        inner: &Inner,
+        conn: &Connection,
+        rng: &mut dyn RandomSource,
+        out: &mut Output,
+    ) -> (Vec<Payload>, Vec<Event>) {
+        let refuse = |n: Notify| (vec![Payload::Notify(n)], Vec::new());
+        let offered = match inner.find(PayloadType::SA) {
+            Some(Payload::Sa(sa)) => wire::offered(sa, ProtocolId::IKE),
+            _ => Vec::new(),
+        };
+        let Some((number, suite)) = select_ike(
+            &conn.proposals,
+            offered.iter().map(|(n, t, _)| (*n, &t[..])),
+        ) else {
+            return refuse(Notify::ike(NotifyType::NO_PROPOSAL_CHOSEN, Vec::new()));
+        };
+        let peer_spi = offered
+            .iter()
+            .find(|(n, _, _)| *n == number)
+            .and_then(|(_, _, spi)| <[u8; 8]>::try_from(&spi[..]).ok())
+            .map(u64::from_be_bytes)
+            .filter(|s| *s != 0);
+        let (Some(peer_spi), Some(ni)) = (peer_spi, nonce_of(&inner.payloads)) else {
+            return refuse(Notify::ike(NotifyType::INVALID_SYNTAX, Vec::new()));
+        };
+        let Some(Payload::Ke(theirs)) = inner
+            .find(PayloadType::KE)
+            .filter(|p| matches!(p, Payload::Ke(k) if k.group == suite.ke.id()))
+        else {
+            return refuse(Notify::invalid_ke_payload(suite.ke.id()));
+        };
+        let built = (|| -> Result<(crypto::KeyExchange, crypto::SecretBytes, Vec<u8>, u64), EngineError> {
+            let ours = crypto::KeyExchange::generate(suite.ke, rng)?;
+            let shared = ours.shared_secret(&theirs.data)?;
+            Ok((ours, shared, random_bytes(rng, NONCE_LEN)?, random_ike_spi(rng)?))
+        })();
+        let Ok((ours, shared, nr, spi_r)) = built else {
+            return refuse(Notify::ike(NotifyType::INVALID_SYNTAX, Vec::new()));
+        };
+        let Ok(new) = self.rekeyed_ike_sa(
+            Role::Responder,
+            (peer_spi, spi_r),
+            suite,
+            ni,
+            nr.clone(),
+            &shared,
+        ) else {
+            return refuse(Notify::ike(NotifyType::TEMPORARY_FAILURE, Vec::new()));
+        };
+        let event = Event::IkeSaRekeyed {
+            old: self.id,
+            new: new.id,
+        };
+        out.new_sas.push(new);
+        (
+            vec![
+                Payload::Sa(SecurityAssociation(vec![wire::proposal(
+                    number,
+                    ProtocolId::IKE,
+                    spi_r.to_be_bytes().to_vec(),
+                    &suite.transforms(),
+                )])),
+                Payload::Nonce(Nonce(nr)),
+                Payload::Ke(KeyExchange {
+                    group: suite.ke.id(),
+                    data: ours.public_value().to_vec(),
+                }),
+            ],
+            vec![event],
+        )
+    }
+}

@@ -1,0 +1,657 @@
+//! The IKEv2 exchanges as an I/O-free, clock-free engine (the quinn-proto
+//! / boringtun shape): the caller feeds datagrams with
+//! [`Engine::handle_datagram`] and the time with [`Engine::handle_timeout`],
+//! and drains [`Engine::poll_transmit`] (datagrams to send),
+//! [`Engine::poll_event`] (SAs up, CHILD_SA keys to install, failures) and
+//! [`Engine::poll_timeout`] (when to call again). Time is a number of
+//! milliseconds since an epoch the caller picks; randomness comes from the
+//! [`RandomSource`] the engine is built with, so tests are deterministic.
+//!
+//! What exists (docs/ike.md, "Exchanges and state machine"): IKE_SA_INIT
+//! and IKE_AUTH with PSK as initiator and responder, the first CHILD_SA
+//! with traffic selector narrowing, INVALID_KE_PAYLOAD and COOKIE retries
+//! as initiator, NAT detection and the switch to port 4500, message IDs
+//! with a window of one, retransmission with exponential backoff,
+//! duplicate requests answered from the stored response, INFORMATIONAL
+//! both ways (liveness, deletes), CHILD_SA rekey (with PFS) and IKE SA
+//! rekey both ways, simultaneous CHILD_SA rekeys, a half-open bound. Not
+//! yet: certificates, IKE fragmentation, cookies as responder, lifetimes.
+
+mod config;
+mod ike_sa;
+mod nat;
+pub mod ts;
+mod wire;
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::net::SocketAddr;
+
+pub use config::{cidr_selector, ConfigError, Connection, EngineConfig};
+pub use nat::NatDetection;
+
+use crate::crypto::{CryptoError, EspKeys, EspSuite, IkeSuite, RandomSource};
+use crate::message::{self, Identification, Message, NotifyType, TrafficSelector};
+#[doc(hidden)]
+pub use ike_sa::{replay_psk_ike_auth, Replay};
+use ike_sa::{IkeSa, OwnRequest};
+
+/// Milliseconds since an epoch of the caller's choosing.
+pub type Time = u64;
+
+/// Index of a connection in the engine ([`Engine::add_connection`]).
+pub type ConnectionId = usize;
+
+/// An IKE SA, named by our own SPI (SPIi when we initiated, SPIr when we
+/// responded).
+pub type IkeSaId = u64;
+
+/// A datagram to send. On the NAT-T port `payload` already starts with
+/// the non-ESP marker.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transmit {
+    /// Our address to send from.
+    pub src: SocketAddr,
+    /// The peer's address.
+    pub dst: SocketAddr,
+    /// The UDP payload.
+    pub payload: Vec<u8>,
+}
+
+/// A CHILD_SA for the data plane. Keys are laid out as espgw's
+/// `[[tunnel]]` takes them (docs/config.md): `key` is the cipher key then
+/// the 4-byte salt (GCM, ChaCha20), `auth_key` the HMAC key (CBC suites).
+#[derive(Clone, Debug)]
+pub struct ChildSa {
+    /// The IKE SA it belongs to.
+    pub ike_sa: IkeSaId,
+    /// The connection.
+    pub connection: ConnectionId,
+    /// ESP suite.
+    pub suite: EspSuite,
+    /// Extended sequence numbers negotiated.
+    pub esn: bool,
+    /// The SPI the peer puts on packets to us (we chose it).
+    pub inbound_spi: u32,
+    /// The SPI we put on packets to the peer (it chose it).
+    pub outbound_spi: u32,
+    /// Keys of packets we receive.
+    pub inbound: EspKeys,
+    /// Keys of packets we send.
+    pub outbound: EspKeys,
+    /// Our side's traffic selectors, as narrowed.
+    pub local_ts: Vec<TrafficSelector>,
+    /// The peer side's traffic selectors, as narrowed.
+    pub remote_ts: Vec<TrafficSelector>,
+    /// Our tunnel endpoint (and UDP port when encapsulated).
+    pub local: SocketAddr,
+    /// The peer's tunnel endpoint.
+    pub remote: SocketAddr,
+    /// ESP in UDP (RFC 3948) on the NAT-T port: a NAT was detected (or
+    /// faked by the peer).
+    pub udp_encap: bool,
+}
+
+/// Why an IKE SA did not come up or went away.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailReason {
+    /// The peer answered with this error notification.
+    PeerNotify(NotifyType),
+    /// None of the peer's proposals (or its choice) is acceptable to us.
+    NoProposalChosen,
+    /// No answer after all retransmissions.
+    Timeout,
+    /// The peer's message broke the protocol (wrong KE group, missing
+    /// payloads, a key exchange value that is not a group element).
+    Protocol(&'static str),
+}
+
+/// Why authentication failed. Never carries the key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AuthFailure {
+    /// The peer's AUTH value does not match our PSK.
+    BadAuth,
+    /// The peer's identity is not the configured one.
+    WrongIdentity,
+    /// The peer's AUTH payload is missing or of a method we do not do.
+    UnsupportedMethod,
+    /// The peer sent AUTHENTICATION_FAILED: it did not accept ours.
+    RejectedByPeer,
+}
+
+/// What the engine tells its driver.
+#[derive(Clone, Debug)]
+pub enum Event {
+    /// IKE_AUTH completed: the IKE SA is established.
+    IkeSaUp {
+        /// The SA.
+        ike_sa: IkeSaId,
+        /// The connection.
+        connection: ConnectionId,
+        /// The negotiated suite.
+        suite: IkeSuite,
+        /// Our address (port 4500 after a NAT switch).
+        local: SocketAddr,
+        /// The peer's.
+        remote: SocketAddr,
+    },
+    /// A CHILD_SA to install in the data plane.
+    ChildSaInstalled(Box<ChildSa>),
+    /// The peer deleted a CHILD_SA: remove it from the data plane.
+    ChildSaDeleted {
+        /// The IKE SA.
+        ike_sa: IkeSaId,
+        /// Our inbound SPI of the deleted SA.
+        inbound_spi: u32,
+        /// Its outbound SPI.
+        outbound_spi: u32,
+    },
+    /// The IKE SA is up but its first CHILD_SA was refused.
+    ChildSaFailed {
+        /// The IKE SA.
+        ike_sa: IkeSaId,
+        /// The error notification sent or received.
+        notify: NotifyType,
+    },
+    /// Authentication failed; the IKE SA is gone. `Display` is the log
+    /// line: it names the peer and never the secret.
+    AuthFailed {
+        /// The SA.
+        ike_sa: IkeSaId,
+        /// The connection.
+        connection: ConnectionId,
+        /// The peer's address.
+        peer: SocketAddr,
+        /// The identity the peer presented, if any.
+        peer_id: Option<String>,
+        /// What was wrong.
+        reason: AuthFailure,
+    },
+    /// The IKE SA could not be set up (or timed out).
+    IkeSaFailed {
+        /// The SA.
+        ike_sa: IkeSaId,
+        /// The connection.
+        connection: ConnectionId,
+        /// The peer's address.
+        peer: SocketAddr,
+        /// Why.
+        reason: FailReason,
+    },
+    /// The peer answered our liveness check.
+    PeerAlive {
+        /// The SA.
+        ike_sa: IkeSaId,
+    },
+    /// Our IKE SA rekey was refused; the old SA stays.
+    IkeRekeyFailed {
+        /// The SA.
+        ike_sa: IkeSaId,
+        /// The notify received (or what was wrong with the answer).
+        notify: NotifyType,
+    },
+    /// The IKE SA was rekeyed (RFC 7296 2.18): its CHILD_SAs now belong to
+    /// `new`; `old` is deleted next (an `IkeSaDeleted` for it follows,
+    /// which concerns no CHILD_SA any more).
+    IkeSaRekeyed {
+        /// The old SA.
+        old: IkeSaId,
+        /// The new SA.
+        new: IkeSaId,
+    },
+    /// The IKE SA (and with it its CHILD_SAs) is deleted, by the peer or
+    /// by our own [`Engine::delete_ike_sa`].
+    IkeSaDeleted {
+        /// The SA.
+        ike_sa: IkeSaId,
+    },
+}
+
+impl fmt::Display for Event {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Event::IkeSaUp {
+                ike_sa,
+                remote,
+                suite,
+                ..
+            } => {
+                write!(
+                    f,
+                    "IKE SA {ike_sa:016x} with {remote} established ({suite:?})"
+                )
+            }
+            Event::ChildSaInstalled(c) => write!(
+                f,
+                "CHILD_SA {:08x}/{:08x} ({}) installed",
+                c.inbound_spi,
+                c.outbound_spi,
+                c.suite.config_name()
+            ),
+            Event::ChildSaDeleted {
+                inbound_spi,
+                outbound_spi,
+                ..
+            } => {
+                write!(f, "CHILD_SA {inbound_spi:08x}/{outbound_spi:08x} deleted")
+            }
+            Event::ChildSaFailed { ike_sa, notify } => {
+                write!(
+                    f,
+                    "IKE SA {ike_sa:016x}: first CHILD_SA refused ({notify:?})"
+                )
+            }
+            Event::AuthFailed {
+                peer,
+                peer_id,
+                reason,
+                ..
+            } => write!(
+                f,
+                "authentication of peer {peer} (id {}) failed: {reason:?}",
+                peer_id.as_deref().unwrap_or("none")
+            ),
+            Event::IkeSaFailed { peer, reason, .. } => {
+                write!(f, "IKE SA with {peer} failed: {reason:?}")
+            }
+            Event::IkeRekeyFailed { ike_sa, notify } => {
+                write!(f, "IKE SA {ike_sa:016x}: rekey refused ({notify:?})")
+            }
+            Event::IkeSaRekeyed { old, new } => {
+                write!(f, "IKE SA {old:016x} rekeyed, now {new:016x}")
+            }
+            Event::PeerAlive { ike_sa } => write!(f, "IKE SA {ike_sa:016x}: peer alive"),
+            Event::IkeSaDeleted { ike_sa } => write!(f, "IKE SA {ike_sa:016x} deleted"),
+        }
+    }
+}
+
+/// Datagrams the engine did not act on, by reason (a counted drop, never
+/// a panic).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Not an IKE message (ESP or a keepalive on the NAT-T port).
+    pub not_ike: u64,
+    /// The header or payload chain did not parse.
+    pub malformed: u64,
+    /// No IKE SA with that SPI, or no connection for the peer.
+    pub unknown_sa: u64,
+    /// A response to no outstanding request, a request outside the
+    /// window, or a message the SA's state does not expect.
+    pub unexpected: u64,
+    /// The SK payload failed its integrity check or did not decrypt.
+    pub decrypt_failed: u64,
+    /// Duplicate requests answered from the stored response.
+    pub retransmitted_responses: u64,
+    /// Our requests sent again after a timeout.
+    pub retransmitted_requests: u64,
+    /// IKE_SA_INIT requests dropped at the half-open limit.
+    pub half_open_refused: u64,
+}
+
+/// Errors of the engine's own calls (not of received datagrams, which
+/// are counted in [`Stats`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EngineError {
+    /// No such connection.
+    UnknownConnection,
+    /// The codec refused a message.
+    Codec(message::Error),
+    /// Cryptography failed.
+    Crypto(CryptoError),
+    /// A protocol rule.
+    Protocol(&'static str),
+}
+
+impl From<message::Error> for EngineError {
+    fn from(e: message::Error) -> Self {
+        EngineError::Codec(e)
+    }
+}
+
+impl From<CryptoError> for EngineError {
+    fn from(e: CryptoError) -> Self {
+        EngineError::Crypto(e)
+    }
+}
+
+impl fmt::Display for EngineError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EngineError::UnknownConnection => write!(f, "unknown connection"),
+            EngineError::Codec(e) => write!(f, "{e}"),
+            EngineError::Crypto(e) => write!(f, "{e}"),
+            EngineError::Protocol(s) => write!(f, "{s}"),
+        }
+    }
+}
+
+impl std::error::Error for EngineError {}
+
+/// What an SA hands back to the engine while handling something.
+pub(crate) struct Output {
+    pub transmits: VecDeque<Transmit>,
+    pub events: VecDeque<Event>,
+    pub stats: Stats,
+    /// IKE SAs created by a rekey, for the engine to adopt.
+    pub new_sas: Vec<IkeSa>,
+}
+
+/// The IKEv2 engine: every IKE SA of every connection.
+pub struct Engine<R: RandomSource> {
+    config: EngineConfig,
+    rng: R,
+    connections: Vec<Connection>,
+    sas: HashMap<IkeSaId, IkeSa>,
+    /// Responder SAs by (peer address, SPIi), to answer a retransmitted
+    /// IKE_SA_INIT request (SPIr still zero) from the stored response.
+    half_open: HashMap<(SocketAddr, u64), IkeSaId>,
+    out: Output,
+}
+
+impl<R: RandomSource> Engine<R> {
+    /// An engine with no connections.
+    pub fn new(config: EngineConfig, rng: R) -> Self {
+        Engine {
+            config,
+            rng,
+            connections: Vec::new(),
+            sas: HashMap::new(),
+            half_open: HashMap::new(),
+            out: Output {
+                transmits: VecDeque::new(),
+                events: VecDeque::new(),
+                stats: Stats::default(),
+                new_sas: Vec::new(),
+            },
+        }
+    }
+
+    /// Adds a connection (used for initiating and for matching peers).
+    pub fn add_connection(&mut self, connection: Connection) -> ConnectionId {
+        self.connections.push(connection);
+        self.connections.len() - 1
+    }
+
+    /// The counters of datagrams not acted on.
+    pub fn stats(&self) -> &Stats {
+        &self.out.stats
+    }
+
+    /// The number of IKE SAs held (half-open, established, lingering).
+    pub fn ike_sa_count(&self) -> usize {
+        self.sas.len()
+    }
+
+    /// Starts an IKE SA (and its first CHILD_SA) for `connection`: the
+    /// IKE_SA_INIT request is queued for [`Engine::poll_transmit`].
+    pub fn initiate(
+        &mut self,
+        now: Time,
+        connection: ConnectionId,
+    ) -> Result<IkeSaId, EngineError> {
+        if connection >= self.connections.len() {
+            return Err(EngineError::UnknownConnection);
+        }
+        let id = self.fresh_spi()?;
+        let conn = &self.connections[connection];
+        let sa = IkeSa::initiate(
+            id,
+            connection,
+            conn,
+            now,
+            &self.config,
+            &mut self.rng,
+            &mut self.out,
+        )?;
+        self.sas.insert(id, sa);
+        Ok(id)
+    }
+
+    fn informational(
+        &mut self,
+        now: Time,
+        ike_sa: IkeSaId,
+        request: OwnRequest,
+    ) -> Result<(), EngineError> {
+        let sa = self
+            .sas
+            .get_mut(&ike_sa)
+            .ok_or(EngineError::Protocol("no such IKE SA"))?;
+        let conn = &self.connections[sa.connection()];
+        let r = sa.queue_request(
+            now,
+            request,
+            conn,
+            &self.config,
+            &mut self.rng,
+            &mut self.out,
+        );
+        self.adopt_new_sas();
+        r
+    }
+
+    /// Asks the peer whether it is alive (an empty INFORMATIONAL, dead
+    /// peer detection): [`Event::PeerAlive`] when it answers,
+    /// [`Event::IkeSaFailed`] with [`FailReason::Timeout`] when it does not.
+    pub fn check_liveness(&mut self, now: Time, ike_sa: IkeSaId) -> Result<(), EngineError> {
+        self.informational(now, ike_sa, OwnRequest::Liveness)
+    }
+
+    /// Deletes the IKE SA and its CHILD_SAs ([`Event::IkeSaDeleted`] once
+    /// the peer answered).
+    pub fn delete_ike_sa(&mut self, now: Time, ike_sa: IkeSaId) -> Result<(), EngineError> {
+        self.informational(now, ike_sa, OwnRequest::DeleteIke)
+    }
+
+    /// Deletes one CHILD_SA, named by our inbound SPI
+    /// ([`Event::ChildSaDeleted`] once the peer answered).
+    pub fn delete_child_sa(
+        &mut self,
+        now: Time,
+        ike_sa: IkeSaId,
+        inbound_spi: u32,
+    ) -> Result<(), EngineError> {
+        self.informational(now, ike_sa, OwnRequest::DeleteChild { inbound_spi })
+    }
+
+    /// Rekeys one CHILD_SA (named by our inbound SPI): CREATE_CHILD_SA
+    /// with REKEY_SA (PFS when the connection's ESP proposal has a
+    /// group), [`Event::ChildSaInstalled`] for the new one, then the old
+    /// one is deleted ([`Event::ChildSaDeleted`]).
+    pub fn rekey_child_sa(
+        &mut self,
+        now: Time,
+        ike_sa: IkeSaId,
+        inbound_spi: u32,
+    ) -> Result<(), EngineError> {
+        self.informational(now, ike_sa, OwnRequest::RekeyChild { inbound_spi })
+    }
+
+    /// Rekeys the IKE SA (CREATE_CHILD_SA with a new KE and SPIs, RFC
+    /// 7296 1.3.2 and 2.18): [`Event::IkeSaRekeyed`], then the old SA is
+    /// deleted.
+    pub fn rekey_ike_sa(&mut self, now: Time, ike_sa: IkeSaId) -> Result<(), EngineError> {
+        self.informational(now, ike_sa, OwnRequest::RekeyIke)
+    }
+
+    /// Takes in the IKE SAs a rekey created.
+    fn adopt_new_sas(&mut self) {
+        for sa in std::mem::take(&mut self.out.new_sas) {
+            // A random 64-bit SPI colliding is not worth more than a drop.
+            self.sas.entry(sa.id()).or_insert(sa);
+        }
+    }
+
+    /// A datagram received from `src` at our address `dst` (the UDP
+    /// payload, with the non-ESP marker when on the NAT-T port).
+    pub fn handle_datagram(
+        &mut self,
+        now: Time,
+        src: SocketAddr,
+        dst: SocketAddr,
+        datagram: &[u8],
+    ) {
+        let nat_t = self.config.nat_t_port;
+        let ike = if dst.port() == nat_t {
+            match message::strip_non_esp_marker(datagram) {
+                Some(m) => m,
+                None => {
+                    self.out.stats.not_ike += 1;
+                    return;
+                }
+            }
+        } else {
+            datagram
+        };
+        let header = match Message::parse_raw(ike) {
+            Ok((h, _)) => h,
+            Err(_) => {
+                self.out.stats.malformed += 1;
+                return;
+            }
+        };
+        let id = if header.initiator {
+            // Sent by the original initiator: we are the responder.
+            if header.exchange == message::ExchangeType::IKE_SA_INIT
+                && !header.response
+                && header.spi_r == 0
+            {
+                self.on_init_request(now, src, dst, ike, header.spi_i);
+                return;
+            }
+            header.spi_r
+        } else {
+            header.spi_i
+        };
+        let conns = &self.connections;
+        match self.sas.get_mut(&id) {
+            Some(sa) if sa.matches(&header) => {
+                let conn = &conns[sa.connection()];
+                // The half-open index entry stays until the SA goes: a late
+                // duplicate IKE_SA_INIT request still gets the stored answer.
+                sa.handle(
+                    now,
+                    src,
+                    dst,
+                    &header,
+                    ike,
+                    conn,
+                    &self.config,
+                    &mut self.rng,
+                    &mut self.out,
+                );
+                self.adopt_new_sas();
+            }
+            _ => self.out.stats.unknown_sa += 1,
+        }
+    }
+
+    fn on_init_request(
+        &mut self,
+        now: Time,
+        src: SocketAddr,
+        dst: SocketAddr,
+        ike: &[u8],
+        spi_i: u64,
+    ) {
+        if let Some(id) = self.half_open.get(&(src, spi_i)) {
+            if let Some(sa) = self.sas.get(id) {
+                sa.answer_init_duplicate(ike, &mut self.out);
+                return;
+            }
+        }
+        let msg = match Message::parse(ike) {
+            Ok(m) => m,
+            Err(_) => {
+                self.out.stats.malformed += 1;
+                return;
+            }
+        };
+        if self.sas.values().filter(|sa| sa.is_half_open()).count() >= self.config.max_half_open {
+            self.out.stats.half_open_refused += 1;
+            return;
+        }
+        let Some(connection) = self
+            .connections
+            .iter()
+            .position(|c| c.remote.ip().is_unspecified() || c.remote.ip() == src.ip())
+        else {
+            self.out.stats.unknown_sa += 1;
+            return;
+        };
+        let Ok(id) = self.fresh_spi() else {
+            return;
+        };
+        let conn = &self.connections[connection];
+        if let Some(sa) = IkeSa::respond(
+            id,
+            connection,
+            conn,
+            now,
+            src,
+            dst,
+            ike,
+            &msg,
+            &self.config,
+            &mut self.rng,
+            &mut self.out,
+        ) {
+            self.half_open.insert((src, spi_i), id);
+            self.sas.insert(id, sa);
+        }
+    }
+
+    /// A random SPI not in use (never zero).
+    fn fresh_spi(&mut self) -> Result<IkeSaId, EngineError> {
+        loop {
+            let mut b = [0u8; 8];
+            self.rng.fill(&mut b)?;
+            let spi = u64::from_be_bytes(b);
+            if spi != 0 && !self.sas.contains_key(&spi) {
+                return Ok(spi);
+            }
+        }
+    }
+
+    /// The earliest time [`Engine::handle_timeout`] has work to do.
+    pub fn poll_timeout(&self) -> Option<Time> {
+        self.sas.values().filter_map(IkeSa::next_timeout).min()
+    }
+
+    /// Retransmits unanswered requests, gives up on peers that stopped
+    /// answering, forgets half-open and finished SAs.
+    pub fn handle_timeout(&mut self, now: Time) {
+        let mut gone = Vec::new();
+        for (id, sa) in self.sas.iter_mut() {
+            if !sa.on_timeout(now, &self.config, &mut self.out) {
+                gone.push(*id);
+            }
+        }
+        for id in gone {
+            self.sas.remove(&id);
+            self.half_open.retain(|_, v| *v != id);
+        }
+    }
+
+    /// The next datagram to send.
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.out.transmits.pop_front()
+    }
+
+    /// The next event.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.out.events.pop_front()
+    }
+}
+
+/// The text of an identity for events and logs (FQDN, email, address).
+pub(crate) fn id_text(id: &Identification) -> String {
+    if let Some(ip) = id.as_ip() {
+        ip.to_string()
+    } else if let Some(s) = id.as_str() {
+        s.to_string()
+    } else {
+        format!("{:?} ({} bytes)", id.id_type, id.data.len())
+    }
+}

@@ -1,0 +1,225 @@
+//! Shared pieces of the engine tests: a seeded random source, a pair of
+//! connections, and a network between two engines that can lose,
+//! duplicate, reorder and translate datagrams.
+#![allow(dead_code)]
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+
+use espgw_ike::crypto::{CryptoError, RandomSource};
+use espgw_ike::engine::{ChildSa, Connection, Engine, EngineConfig, Event, Transmit};
+use espgw_ike::message::Identification;
+
+/// splitmix64: deterministic, so every run of a test sees the same bytes.
+pub struct SeededRng(pub u64);
+
+impl RandomSource for SeededRng {
+    fn fill(&mut self, dest: &mut [u8]) -> Result<(), CryptoError> {
+        for chunk in dest.chunks_mut(8) {
+            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^= z >> 31;
+            chunk.copy_from_slice(&z.to_be_bytes()[..chunk.len()]);
+        }
+        Ok(())
+    }
+}
+
+pub const A: &str = "192.0.2.1:500";
+pub const B: &str = "192.0.2.2:500";
+
+pub fn addr(s: &str) -> SocketAddr {
+    s.parse().unwrap()
+}
+
+/// a (192.0.2.1, a.example, 10.1.0.0/24) and b (192.0.2.2, b.example,
+/// 10.2.0.0/24), as in the recorded strongSwan runs.
+pub fn connections(
+    psk_a: &[u8],
+    psk_b: &[u8],
+    ike_a: &str,
+    ike_b: &str,
+    esp_a: &str,
+    esp_b: &str,
+) -> (Connection, Connection) {
+    let a = Connection::new(
+        "a",
+        addr(A),
+        addr(B),
+        Identification::fqdn("a.example"),
+        Some(Identification::fqdn("b.example")),
+        psk_a,
+        ike_a,
+        esp_a,
+        &["10.1.0.0/24"],
+        // Wider than b allows: b narrows it to its /24.
+        &["10.2.0.0/16"],
+    )
+    .unwrap();
+    let b = Connection::new(
+        "b",
+        addr(B),
+        addr(A),
+        Identification::fqdn("b.example"),
+        Some(Identification::fqdn("a.example")),
+        psk_b,
+        ike_b,
+        esp_b,
+        &["10.2.0.0/24"],
+        &["10.1.0.0/24"],
+    )
+    .unwrap();
+    (a, b)
+}
+
+pub fn test_config() -> EngineConfig {
+    EngineConfig {
+        retransmit_base_ms: 100,
+        retransmit_max_ms: 1_000,
+        max_retransmits: 5,
+        half_open_timeout_ms: 600_000,
+        max_half_open: 1_000,
+        linger_ms: 10_000,
+        nat_t_port: 4500,
+    }
+}
+
+/// What the network does with one datagram.
+#[derive(Clone, Copy, Debug)]
+pub enum Fate {
+    Deliver,
+    Drop,
+    Duplicate,
+    /// Put at the back of the queue (reordering).
+    Defer,
+}
+
+pub struct Pair {
+    pub a: Engine<SeededRng>,
+    pub b: Engine<SeededRng>,
+    pub now: u64,
+    pub queue: VecDeque<Transmit>,
+    pub events_a: Vec<Event>,
+    pub events_b: Vec<Event>,
+    /// Every datagram either engine sent, in order.
+    pub sent: Vec<Transmit>,
+    /// A NAT in front of a: a's address as b sees it.
+    pub nat_a: Option<SocketAddr>,
+}
+
+impl Pair {
+    pub fn new(a: Connection, b: Connection, cfg: EngineConfig) -> Pair {
+        let mut ea = Engine::new(cfg.clone(), SeededRng(1));
+        let mut eb = Engine::new(cfg, SeededRng(2));
+        ea.add_connection(a);
+        eb.add_connection(b);
+        Pair {
+            a: ea,
+            b: eb,
+            now: 0,
+            queue: VecDeque::new(),
+            events_a: Vec::new(),
+            events_b: Vec::new(),
+            sent: Vec::new(),
+            nat_a: None,
+        }
+    }
+
+    fn collect(&mut self) {
+        while let Some(t) = self.a.poll_transmit() {
+            let mut t = t;
+            if let Some(public) = self.nat_a {
+                // Source NAT: same port mapping, new address.
+                t.src = SocketAddr::new(public.ip(), t.src.port());
+            }
+            self.sent.push(t.clone());
+            self.queue.push_back(t);
+        }
+        while let Some(t) = self.b.poll_transmit() {
+            self.sent.push(t.clone());
+            self.queue.push_back(t);
+        }
+        while let Some(e) = self.a.poll_event() {
+            self.events_a.push(e);
+        }
+        while let Some(e) = self.b.poll_event() {
+            self.events_b.push(e);
+        }
+    }
+
+    fn deliver(&mut self, t: Transmit) {
+        let b_ip = addr(B).ip();
+        if t.dst.ip() == b_ip {
+            self.b.handle_datagram(self.now, t.src, t.dst, &t.payload);
+        } else {
+            let mut dst = t.dst;
+            if self.nat_a.is_some_and(|p| p.ip() == dst.ip()) {
+                dst = SocketAddr::new(addr(A).ip(), dst.port());
+            }
+            self.a.handle_datagram(self.now, t.src, dst, &t.payload);
+        }
+    }
+
+    /// Runs until nothing is queued and no timer is armed within
+    /// `horizon_ms`, applying `fates` to datagrams in order (then
+    /// delivering the rest).
+    pub fn run(&mut self, fates: &[Fate], horizon_ms: u64) {
+        let mut fates = fates.iter().copied();
+        let end = self.now + horizon_ms;
+        for _ in 0..10_000 {
+            self.collect();
+            if let Some(t) = self.queue.pop_front() {
+                match fates.next().unwrap_or(Fate::Deliver) {
+                    Fate::Deliver => self.deliver(t),
+                    Fate::Drop => {}
+                    Fate::Duplicate => {
+                        self.deliver(t.clone());
+                        self.queue.push_back(t);
+                    }
+                    Fate::Defer => self.queue.push_back(t),
+                }
+                continue;
+            }
+            let next = [self.a.poll_timeout(), self.b.poll_timeout()]
+                .into_iter()
+                .flatten()
+                .min();
+            match next {
+                Some(t) if t <= end => {
+                    self.now = self.now.max(t);
+                    self.a.handle_timeout(self.now);
+                    self.b.handle_timeout(self.now);
+                }
+                _ => break,
+            }
+        }
+        self.collect();
+    }
+}
+
+pub fn children(events: &[Event]) -> Vec<&ChildSa> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ChildSaInstalled(c) => Some(&**c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Both ends hold the same single CHILD_SA: SPIs crossed, keys crossed.
+pub fn assert_same_child(a: &ChildSa, b: &ChildSa) {
+    assert_eq!(a.outbound_spi, b.inbound_spi);
+    assert_eq!(a.inbound_spi, b.outbound_spi);
+    assert_eq!(a.suite, b.suite);
+    assert_eq!(a.esn, b.esn);
+    assert_eq!(a.outbound.key.expose(), b.inbound.key.expose());
+    assert_eq!(a.outbound.auth_key.expose(), b.inbound.auth_key.expose());
+    assert_eq!(a.inbound.key.expose(), b.outbound.key.expose());
+    assert_eq!(a.inbound.auth_key.expose(), b.outbound.auth_key.expose());
+    assert_ne!(a.outbound.key.expose(), a.inbound.key.expose());
+    assert_eq!(a.local_ts, b.remote_ts);
+    assert_eq!(a.remote_ts, b.local_ts);
+}

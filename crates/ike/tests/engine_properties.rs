@@ -1,0 +1,117 @@
+//! Properties of the engine under a hostile network and hostile input:
+//! with any pattern of loss, duplication and reordering (finite, so the
+//! exchange can finish) both engines end with the same single CHILD_SA;
+//! no datagram makes the engine panic.
+
+mod engine_common;
+
+use engine_common::*;
+use espgw_ike::engine::{EngineConfig, Event};
+use proptest::prelude::*;
+
+const PSK: &[u8] = b"property test psk";
+
+fn fate() -> impl Strategy<Value = Fate> {
+    prop_oneof![
+        3 => Just(Fate::Deliver),
+        2 => Just(Fate::Drop),
+        1 => Just(Fate::Duplicate),
+        1 => Just(Fate::Defer),
+    ]
+}
+
+fn patient_config() -> EngineConfig {
+    // More retransmissions than the fates can drop.
+    EngineConfig {
+        max_retransmits: 64,
+        ..test_config()
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    #[test]
+    fn lossy_network_still_converges_on_one_child_sa(
+        fates in proptest::collection::vec(fate(), 0..40),
+        ke_retry in any::<bool>(),
+    ) {
+        let ike_b = if ke_retry { "aes128gcm16-prfsha256-ecp256" } else { "aes128gcm16-prfsha256-x25519-ecp256" };
+        let (a, b) = connections(PSK, PSK, "aes128gcm16-prfsha256-x25519-ecp256", ike_b, "aes128gcm16", "aes128gcm16");
+        let mut p = Pair::new(a, b, patient_config());
+        p.a.initiate(0, 0).unwrap();
+        p.run(&fates, 3_600_000);
+        let ups = |ev: &[Event]| ev.iter().filter(|e| matches!(e, Event::IkeSaUp { .. })).count();
+        prop_assert_eq!(ups(&p.events_a), 1, "{:?}", p.events_a);
+        prop_assert_eq!(ups(&p.events_b), 1, "{:?}", p.events_b);
+        let (ca, cb) = (children(&p.events_a), children(&p.events_b));
+        prop_assert_eq!((ca.len(), cb.len()), (1, 1));
+        assert_same_child(ca[0], cb[0]);
+        let only_success = p.events_a.iter().chain(&p.events_b).all(|e| matches!(e, Event::IkeSaUp { .. } | Event::ChildSaInstalled(_)));
+        prop_assert!(only_success);
+    }
+
+    #[test]
+    fn rekeys_under_a_lossy_network_still_agree(
+        fates in proptest::collection::vec(fate(), 0..40),
+        ike_first in any::<bool>(),
+        by_a in any::<bool>(),
+    ) {
+        let ike = "aes128gcm16-prfsha256-x25519";
+        let (a, b) = connections(PSK, PSK, ike, ike, "aes128gcm16-x25519", "aes128gcm16-x25519");
+        let mut p = Pair::new(a, b, patient_config());
+        let id_a = p.a.initiate(0, 0).unwrap();
+        p.run(&[], 3_600_000);
+        let id_b = p.events_b.iter().find_map(|e| match e { Event::IkeSaUp { ike_sa, .. } => Some(*ike_sa), _ => None }).unwrap();
+        let (child_a, child_b) = (children(&p.events_a)[0].inbound_spi, children(&p.events_b)[0].inbound_spi);
+        p.events_a.clear();
+        p.events_b.clear();
+        // A CHILD_SA rekey or an IKE SA rekey by either side, through the
+        // lossy network.
+        match (ike_first, by_a) {
+            (true, true) => p.a.rekey_ike_sa(p.now, id_a).unwrap(),
+            (true, false) => p.b.rekey_ike_sa(p.now, id_b).unwrap(),
+            (false, true) => p.a.rekey_child_sa(p.now, id_a, child_a).unwrap(),
+            (false, false) => p.b.rekey_child_sa(p.now, id_b, child_b).unwrap(),
+        }
+        p.run(&fates, 3_600_000);
+        let failures = |ev: &[Event]| ev.iter().filter(|e| matches!(e, Event::IkeSaFailed { .. } | Event::ChildSaFailed { .. } | Event::IkeRekeyFailed { .. })).count();
+        prop_assert_eq!(failures(&p.events_a) + failures(&p.events_b), 0, "{:?} {:?}", p.events_a, p.events_b);
+        if ike_first {
+            let new = |ev: &[Event]| ev.iter().filter(|e| matches!(e, Event::IkeSaRekeyed { .. })).count();
+            prop_assert_eq!((new(&p.events_a), new(&p.events_b)), (1, 1));
+            // Both keep exactly one IKE SA once the old one is gone.
+            p.run(&[], 3_600_000);
+            prop_assert_eq!((p.a.ike_sa_count(), p.b.ike_sa_count()), (1, 1));
+        } else {
+            let (ca, cb) = (children(&p.events_a), children(&p.events_b));
+            prop_assert_eq!((ca.len(), cb.len()), (1, 1), "{:?} {:?}", p.events_a, p.events_b);
+            assert_same_child(ca[0], cb[0]);
+        }
+    }
+
+    #[test]
+    fn garbage_is_counted_never_a_panic(
+        bytes in proptest::collection::vec(any::<u8>(), 0..600),
+        port in prop_oneof![Just(500u16), Just(4500u16)],
+        flip in any::<bool>(),
+    ) {
+        let (a, b) = connections(PSK, PSK, "aes128gcm16-prfsha256-x25519", "aes128gcm16-prfsha256-x25519", "aes128gcm16", "aes128gcm16");
+        let mut p = Pair::new(a, b, test_config());
+        p.a.initiate(0, 0).unwrap();
+        let init = p.a.poll_transmit().unwrap();
+        // Random bytes, and a real message with random bytes spliced in.
+        let mut spliced = init.payload.clone();
+        let n = bytes.len().min(spliced.len());
+        if flip { spliced[28..].iter_mut().zip(&bytes).for_each(|(s, b)| *s ^= b); } else { spliced.truncate(n); }
+        for d in [&bytes, &spliced] {
+            let src = addr("192.0.2.1:500");
+            let dst = std::net::SocketAddr::new(addr(B).ip(), port);
+            p.b.handle_datagram(1, src, dst, d);
+            p.a.handle_datagram(1, addr(B), std::net::SocketAddr::new(addr(A).ip(), port), d);
+        }
+        while p.b.poll_transmit().is_some() {}
+        p.b.handle_timeout(10_000_000);
+        p.a.handle_timeout(10_000_000);
+    }
+}

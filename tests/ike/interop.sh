@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# espgw's IKEv2 engine (crates/ike) against the real strongSwan: the test
+# driver crates/ike/examples/ike_interop.rs runs the engine over kernel UDP
+# sockets (ports 500 and 4500) in namespace $P-a on 192.0.2.1, charon "b" of
+# tests/ike/strongswan.bash runs in $P-b on 192.0.2.2 (no charon a). PSK,
+# aes128gcm16-prfsha256-x25519, ESP aes128gcm16, 10.1.0.0/24 <-> 10.2.0.0/24.
+#
+# Twice: the engine initiates, then charon initiates and the engine
+# responds. Each time the initiating side then rekeys the CHILD_SA (x25519
+# PFS), the IKE SA, and the CHILD_SA again (its keys come from the new IKE
+# SA's SK_d, so they check the IKE SA rekey too). Each CHILD_SA checked
+# (the engine's last one when it initiates, every one when charon does) must
+# have the SPIs
+# `swanctl --list-sas --raw` reports (crosswise) and the keys charon logged
+# ("encryption initiator/responder key", read with kat_extract.py's log
+# parser), and be UDP-encapsulated (charon with kernel-libipsec fakes NAT).
+#
+# usage: tests/ike/interop.sh        (root; KEEP=1 keeps logs)
+# The namespaces are $P-a and $P-b (P=ike-ssw by default, as in
+# charon-pair.sh): give another P when a charon-pair run may be going on,
+# or its clean-up deletes this run's namespaces (P=ike-h12 tests/ike/...).
+set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/strongswan.bash"
+cd "$SSW_ROOT"
+ssw_require
+
+cargo build -q --locked -p espgw-ike --example ike_interop
+TARGET=$(cargo metadata -q --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+DRIVER=$TARGET/debug/examples/ike_interop
+PSK="espgw-strongswan-test-psk-0123456789"
+
+ssw_net_up
+ssw_conf b
+# b_conf: b's swanctl.conf with $PROPOSALS and $ESP (loaded when b runs).
+b_conf() {
+    cat >"$SSW_WORK/b/swanctl/swanctl.conf" <<EOF
+connections {
+    ike {
+        version = 2
+        local_addrs = 192.0.2.2
+        remote_addrs = 192.0.2.1
+        proposals = ${PROPOSALS:-aes128gcm16-prfsha256-x25519}
+        rekey_time = 0
+        reauth_time = 0
+        mobike = no
+        local {
+            auth = psk
+            id = b.example
+        }
+        remote {
+            auth = psk
+            id = a.example
+        }
+        children {
+            net {
+                local_ts = 10.2.0.0/24
+                remote_ts = 10.1.0.0/24
+                esp_proposals = ${ESP:-aes128gcm16-x25519}
+                rekey_time = 0
+                start_action = none
+            }
+        }
+    }
+}
+secrets {
+    ike-test {
+        id-a = a.example
+        id-b = b.example
+        secret = "$PSK"
+    }
+}
+EOF
+    [ -z "${SSW_PID[b]:-}" ] || ssw_ctl b --load-all >/dev/null
+}
+PROPOSALS=aes128gcm16-prfsha256-x25519
+ESP=aes128gcm16-x25519
+b_conf
+ssw_start b
+ssw_ctl b --load-all >/dev/null
+
+child_field() { # KEY: KEY of b's INSTALLED CHILD_SA
+    ssw_ctl b --list-sas --raw | grep -o 'net-[0-9]* {[^}]*}' | grep 'state=INSTALLED' |
+        grep -o " $1=[^ }]*" | sed "s/^ $1=//" | head -1
+}
+ours() { sed -n "s/^$2=//p" "$1"; }
+
+# check_keys MODE OUT: the engine's CHILD_SA keys (OUT) equal the last ones
+# charon logged (its "initiator" is whoever initiated the exchange).
+check_keys() {
+    python3 - "$SSW_WORK/b/charon.log" "$2" "$1" <<'PY' || ssw_fail "$1: keys differ from charon's log"
+import sys
+sys.path.insert(0, "tests/ike")
+import kat_extract
+log, out, mode = sys.argv[1:]
+child = kat_extract.log_facts(kat_extract.read_log(log))[1][-1]
+ours = dict(line.split("=", 1) if "=" in line and not line.endswith("=") else (line.rstrip("="), "")
+            for line in open(out).read().split())
+outbound, inbound = ("i", "r") if mode == "initiate" else ("r", "i")
+ok = child["encr_" + outbound].hex() == ours["outbound_key"] and child["encr_" + inbound].hex() == ours["inbound_key"]
+if ours["outbound_auth_key"] or "integ_i" in child:
+    ok = ok and child.get("integ_" + outbound, b"").hex() == ours["outbound_auth_key"]
+    ok = ok and child.get("integ_" + inbound, b"").hex() == ours["inbound_auth_key"]
+print(f"{mode}: CHILD_SA {ours['inbound_spi']}/{ours['outbound_spi']} keys {'equal' if ok else 'DIFFER'} to charon's")
+sys.exit(0 if ok else 1)
+PY
+}
+
+# check MODE OUT: the engine's CHILD_SA (OUT) against b's view of it.
+check() {
+    local mode=$1 out=$2 i
+    for i in $(seq 1 50); do [ -n "$(child_field spi-in)" ] && break; sleep 0.1; done
+    [ -n "$(child_field spi-in)" ] || ssw_fail "$mode: charon has no INSTALLED CHILD_SA"
+    [ "$(child_field spi-in)" = "$(ours "$out" outbound_spi)" ] &&
+        [ "$(child_field spi-out)" = "$(ours "$out" inbound_spi)" ] ||
+        ssw_fail "$mode: SPIs differ: charon in/out $(child_field spi-in)/$(child_field spi-out), engine $(cat "$out")"
+    [ "$(child_field encr-alg)" = AES_GCM_16 ] && [ "$(child_field encr-keysize)" = 128 ] ||
+        ssw_fail "$mode: charon's CHILD_SA is not AES_GCM_16/128"
+    [ "$(ours "$out" suite)" = aes128gcm16 ] && [ "$(ours "$out" udp_encap)" = true ] ||
+        ssw_fail "$mode: engine suite/encapsulation: $(cat "$out")"
+    check_keys "$mode" "$out"
+}
+# wait_child_spi SPI: until b's INSTALLED CHILD_SA has inbound SPI SPI
+# (a rekey's old SA is deleted right after the new one is installed).
+wait_child_spi() {
+    local i
+    for i in $(seq 1 50); do [ "$(child_field spi-in)" = "$1" ] && return 0; sleep 0.1; done
+    ssw_fail "charon's CHILD_SA is not the rekeyed one ($1): $(ssw_ctl b --list-sas)"
+}
+terminate() {
+    ssw_ctl b --terminate --ike ike --force --timeout 2 >/dev/null 2>&1 || true
+    for i in $(seq 1 50); do [ -z "$(child_field spi-in)" ] && break; sleep 0.1; done
+}
+
+ike_spi() { ssw_ctl b --list-sas --raw | grep -o ' initiator-spi=[0-9a-f]*' | head -1; }
+wait_file() {
+    local i
+    for i in $(seq 1 100); do [ -s "$1" ] && return 0; sleep 0.1; done
+    ssw_fail "the engine did not write $1"
+}
+
+# 1. The engine initiates, rekeys the CHILD_SA, the IKE SA, the CHILD_SA.
+ip netns exec "$SSW_NS_A" "$DRIVER" initiate 192.0.2.1 192.0.2.2 "$SSW_WORK/initiate.out" rekey ||
+    ssw_fail "engine as initiator: no CHILD_SA or a rekey failed"
+wait_child_spi "$(ours "$SSW_WORK/initiate.out.rekey2" outbound_spi)"
+check initiate "$SSW_WORK/initiate.out.rekey2"
+terminate
+
+# 2. charon initiates, the engine responds; charon rekeys the CHILD_SA, the
+# IKE SA, the CHILD_SA.
+ip netns exec "$SSW_NS_A" "$DRIVER" respond 192.0.2.1 192.0.2.2 "$SSW_WORK/respond.out" rekey &
+DRIVER_PID=$!
+sleep 0.3
+ssw_ctl b --initiate --child net --timeout 10 >/dev/null || ssw_fail "charon could not initiate to the engine"
+check respond "$SSW_WORK/respond.out"
+ssw_ctl b --rekey --child net >/dev/null || ssw_fail "charon could not rekey the CHILD_SA"
+wait_file "$SSW_WORK/respond.out.rekey"
+wait_child_spi "$(ours "$SSW_WORK/respond.out.rekey" outbound_spi)"
+check respond "$SSW_WORK/respond.out.rekey"
+old=$(ike_spi)
+ssw_ctl b --rekey --ike ike >/dev/null || ssw_fail "charon could not rekey the IKE SA"
+for i in $(seq 1 50); do [ -n "$(ike_spi)" ] && [ "$(ike_spi)" != "$old" ] && break; sleep 0.1; done
+[ "$(ike_spi)" != "$old" ] || ssw_fail "charon's IKE SA was not rekeyed: $(ssw_ctl b --list-sas)"
+ssw_ctl b --rekey --child net >/dev/null || ssw_fail "charon could not rekey the CHILD_SA on the new IKE SA"
+wait "$DRIVER_PID" || ssw_fail "engine as responder: no CHILD_SA or a rekey failed"
+wait_child_spi "$(ours "$SSW_WORK/respond.out.rekey2" outbound_spi)"
+check respond "$SSW_WORK/respond.out.rekey2"
+terminate
+
+# 3. A wrong PSK, each way: AUTHENTICATION_FAILED, and the engine's log line
+# names the peer and not the key.
+IKE_INTEROP_PSK=not-the-right-key ip netns exec "$SSW_NS_A" "$DRIVER" initiate 192.0.2.1 192.0.2.2 "$SSW_WORK/wrong.out" \
+    >"$SSW_WORK/wrong-i.log" 2>&1 && ssw_fail "engine as initiator: up with a wrong PSK"
+grep -q "authentication of peer 192.0.2.2:4500 (id none) failed: RejectedByPeer" "$SSW_WORK/wrong-i.log" ||
+    ssw_fail "engine as initiator, wrong PSK: $(cat "$SSW_WORK/wrong-i.log")"
+IKE_INTEROP_PSK=not-the-right-key ip netns exec "$SSW_NS_A" "$DRIVER" respond 192.0.2.1 192.0.2.2 "$SSW_WORK/wrong.out" \
+    >"$SSW_WORK/wrong-r.log" 2>&1 &
+DRIVER_PID=$!
+sleep 0.3
+ssw_ctl b --initiate --child net --timeout 5 >/dev/null 2>&1 && ssw_fail "charon: up with a wrong PSK"
+wait "$DRIVER_PID" && ssw_fail "engine as responder: up with a wrong PSK"
+grep -q "authentication of peer 192.0.2.2:4500 (id b.example) failed: BadAuth" "$SSW_WORK/wrong-r.log" ||
+    ssw_fail "engine as responder, wrong PSK: $(cat "$SSW_WORK/wrong-r.log")"
+! grep -q -e not-the-right-key -e "$PSK" "$SSW_WORK/wrong-i.log" "$SSW_WORK/wrong-r.log" || ssw_fail "a key in the log"
+terminate
+
+# 4. The other proposal families, the engine initiating (no rekeys).
+for fam in "aes256-sha256-prfsha256-modp2048|aes256-sha256" "aes256gcm16-prfsha384-ecp384|aes256gcm16" \
+    "chacha20poly1305-prfsha512-ecp256|chacha20poly1305" "aes128-sha256-prfsha256-x25519|aes128-sha256"; do
+    PROPOSALS=${fam%|*} ESP=${fam#*|}
+    b_conf
+    IKE_INTEROP_PROPOSALS=$PROPOSALS IKE_INTEROP_ESP=$ESP ip netns exec "$SSW_NS_A" "$DRIVER" initiate \
+        192.0.2.1 192.0.2.2 "$SSW_WORK/$PROPOSALS.out" >/dev/null || ssw_fail "$PROPOSALS/$ESP: no CHILD_SA"
+    wait_child_spi "$(ours "$SSW_WORK/$PROPOSALS.out" outbound_spi)"
+    [ "$(child_field spi-out)" = "$(ours "$SSW_WORK/$PROPOSALS.out" inbound_spi)" ] || ssw_fail "$PROPOSALS: SPIs differ"
+    echo -n "$PROPOSALS / $ESP: "
+    check_keys initiate "$SSW_WORK/$PROPOSALS.out"
+    terminate
+done
+echo "PASS: engine <-> charon, initiator and responder; CHILD_SA, IKE SA, CHILD_SA rekeys each way; wrong PSK each way; 5 proposal families"
