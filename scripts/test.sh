@@ -61,6 +61,9 @@ fi
 step "strongSwan pair (tests/ike/charon-pair.sh): the IKEv2 test peer and its recorded known answers"
 tests/ike/charon-pair.sh
 
+step "IKEv2 engine against strongSwan (tests/ike/interop.sh)"
+tests/ike/interop.sh
+
 elapsed=$(( $(date +%s) - start ))
 if [ -s "$ESPGW_SKIP_LOG" ]; then
     step "SKIPPED ($(wc -l <"$ESPGW_SKIP_LOG")): these did not run"
