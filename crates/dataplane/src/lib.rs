@@ -12,6 +12,7 @@ pub mod fragment;
 pub mod ip;
 pub mod neighbor;
 pub mod pool;
+pub mod ports;
 pub mod ratelimit;
 pub mod reason;
 pub mod route;

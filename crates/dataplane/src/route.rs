@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use espgw_control::config::net::Prefix;
 use espgw_control::config::Route as ConfigRoute;
 
-use crate::tables::{PortIdx, PortInfo};
+use crate::ports::{PortIdx, PortInfo};
 
 /// Where a packet goes next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,11 +8,11 @@
 //! by its `SaManager` (runtime/control.rs); each worker swaps it in at a
 //! quiescent point between bursts (runtime/worker_loop.rs).
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
 use espgw_control::config::net::Prefix;
-use espgw_control::config::{self as cfg, Config, Side};
+use espgw_control::config::{self as cfg, Config};
 use espgw_control::live::LiveView;
 use espgw_esp::{InboundSa, OutboundSa};
 use espgw_wire::MacAddr;
@@ -20,45 +20,7 @@ use espgw_wire::MacAddr;
 use crate::route::RouteTable;
 use crate::spd::Spd;
 
-/// Index of a port in [`Tables::ports`] (the config's port order).
-pub type PortIdx = usize;
-
-/// A port as the workers see it.
-#[derive(Debug, Clone)]
-pub struct PortInfo {
-    pub name: String,
-    pub device: String,
-    pub side: Side,
-    pub mac: MacAddr,
-    pub v4: Vec<(Ipv4Addr, u8)>,
-    pub v6: Vec<(Ipv6Addr, u8)>,
-    /// Largest IP packet the port sends.
-    pub mtu: usize,
-}
-
-impl PortInfo {
-    /// True when `ip` is one of this port's own addresses.
-    pub fn owns(&self, ip: IpAddr) -> bool {
-        match ip {
-            IpAddr::V4(a) => self.v4.iter().any(|(x, _)| *x == a),
-            IpAddr::V6(a) => self.v6.iter().any(|(x, _)| *x == a),
-        }
-    }
-    /// The port's first IPv4 address (source of ARP and ICMP it originates).
-    pub fn first_v4(&self) -> Option<Ipv4Addr> {
-        self.v4.first().map(|(a, _)| *a)
-    }
-    /// The port's first IPv6 address.
-    pub fn first_v6(&self) -> Option<Ipv6Addr> {
-        self.v6.first().map(|(a, _)| *a)
-    }
-    /// True when `ip` is on one of this port's IPv4 subnets.
-    pub fn on_link_v4(&self, ip: Ipv4Addr) -> bool {
-        self.v4
-            .iter()
-            .any(|(a, len)| Prefix::new((*a).into(), *len).contains(ip.into()))
-    }
-}
+pub use crate::ports::{PortIdx, PortInfo};
 
 /// One tunnel: its outbound SA and what it protects. Its inbound SAs are
 /// [`InboundSlot`]s (a rekeyed tunnel has the current one and draining ones).
@@ -200,7 +162,7 @@ impl Network {
             .ports
             .iter()
             .zip(macs)
-            .map(|(p, mac)| port_info(p, p.mac.map_or(*mac, |m| m.0), mtu))
+            .map(|(p, mac)| crate::ports::port_info(p, p.mac.map_or(*mac, |m| m.0), mtu))
             .collect();
         Ok(Network {
             gateway: config.gateway.name.clone(),
@@ -342,26 +304,6 @@ fn tunnel(id: u32, t: &cfg::Tunnel, out: Option<Arc<OutboundSa>>, net: &Network)
         remote_ts: t.remote_ts.clone(),
         udp_encap: t.encap == cfg::Encap::Udp,
         out,
-    }
-}
-
-fn port_info(p: &cfg::Port, mac: MacAddr, mtu: usize) -> PortInfo {
-    let mut v4 = Vec::new();
-    let mut v6 = Vec::new();
-    for a in &p.addresses {
-        match a.addr {
-            IpAddr::V4(x) => v4.push((x, a.prefix_len)),
-            IpAddr::V6(x) => v6.push((x, a.prefix_len)),
-        }
-    }
-    PortInfo {
-        name: p.name.clone(),
-        device: p.device.clone(),
-        side: p.side,
-        mac,
-        v4,
-        v6,
-        mtu,
     }
 }
 
