@@ -19,7 +19,7 @@ use espgw_control::config::Poll;
 use espgw_wire::PacketBuf;
 
 use super::poller::{
-    send_with_retries, Backoff, MbufWorker, PacketPath, Publisher, Stop, WorkerSetup,
+    send_with_retries, Backoff, MbufPool, MbufWorker, PacketPath, Publisher, Stop, WorkerSetup,
 };
 use crate::counters::WorkerCounters;
 use crate::reason::DropReason;
@@ -231,7 +231,7 @@ struct Rings {
     run: Vec<Mbuf>,
 }
 
-impl PacketPath for Rings {
+impl PacketPath<Mbuf, MbufPool> for Rings {
     /// Read before the dequeue: once the I/O lcore stopped reading ports,
     /// an empty ring means there is nothing left to do.
     fn stop(&self) -> Stop {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use dpdk::{Burst, Mbuf, RxQueue, TxQueue};
 use espgw_wire::PacketBuf;
 
-use super::poller::{send_with_retries, MbufWorker, PacketPath, Stop, WorkerSetup};
+use super::poller::{send_with_retries, MbufPool, MbufWorker, PacketPath, Stop, WorkerSetup};
 use crate::counters::WorkerCounters;
 use crate::tx::TxQueues;
 use crate::worker::Now;
@@ -60,7 +60,7 @@ struct Queues<const N: usize> {
     pkts: Vec<Mbuf>,
 }
 
-impl<const N: usize> PacketPath for Queues<N> {
+impl<const N: usize> PacketPath<Mbuf, MbufPool> for Queues<N> {
     /// On a stop the loop ends at once: what is still in the RX queues
     /// stays there.
     fn stop(&self) -> Stop {
