@@ -7,9 +7,9 @@
 //! idle. What differs between the modes (where packets come from, where the
 //! output goes, how the loop ends) is a [`PacketPath`], a generic parameter:
 //! no dynamic dispatch, nothing allocated per poll. The loop is also generic
-//! over the buffer type, so that its tests drive it with heap buffers. The pipeline's I/O lcore
-//! has no core of its own; it uses the parts that apply to it
-//! ([`Publisher`], [`Backoff`], [`send_with_retries`]).
+//! over the buffer type, so that its tests drive it with heap buffers. The
+//! pipeline's I/O lcore has no core of its own; it uses the parts that
+//! apply to it ([`Publisher`], [`Backoff`], [`send_with_retries`]).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use dpdk::{Burst, Mbuf, Mempool, TxQueue};
 use espgw_control::config::Poll;
 use espgw_control::tables::Reader;
+use espgw_wire::PacketBuf;
 
 use super::control::Snapshot;
 use crate::counters::WorkerCounters;
@@ -24,7 +25,6 @@ use crate::neighbor::SharedNeighbors;
 use crate::pool::BufPool;
 use crate::tx::TxQueues;
 use crate::worker::{Now, Worker};
-use espgw_wire::PacketBuf;
 
 /// How often the live counters are copied out for the control thread.
 pub(super) const PUBLISH_EVERY: Duration = Duration::from_millis(100);
