@@ -7,6 +7,7 @@
 mod control;
 mod eal_args;
 mod pipeline;
+mod poller;
 mod worker_loop;
 
 use std::path::PathBuf;
@@ -25,7 +26,7 @@ use crate::supervise::{self, Supervisor, WorkerPanic};
 use crate::tables::{Network, Tables, TablesError};
 
 pub use eal_args::{device_arg, eal_args, is_pci, lcore_map, lcores_needed, queues_per_port};
-pub use worker_loop::MbufPool;
+pub use poller::MbufPool;
 
 /// What `espgw run` was asked to do.
 #[derive(Debug, Clone)]
@@ -404,22 +405,29 @@ impl Setup {
                 .map(|p| p.tx_queue(q))
                 .collect::<Result<Vec<_>, _>>()?;
             let job = worker_loop::Job {
-                id: k,
-                reader: run.control.live.reader(),
-                pool: MbufPool(self.pool.clone()),
-                shared: self.shared.clone(),
+                setup: self.worker_setup(config, &run, k),
                 rx,
                 tx,
-                poll: config.dataplane.poll,
-                idle_sleep: Duration::from_micros(u64::from(config.dataplane.idle_sleep_us)),
                 burst: usize::from(config.dataplane.burst),
                 stop: Arc::clone(&run.stop),
-                started: run.started,
-                live: Arc::clone(&run.lives[k]),
             };
             handles.push(run.start(k, lc, move || job.run())?);
         }
         Ok(handles)
+    }
+
+    /// What worker `k` starts from, in either mode.
+    fn worker_setup(&self, config: &Config, run: &Launch, k: usize) -> poller::WorkerSetup {
+        poller::WorkerSetup {
+            id: k,
+            reader: run.control.live.reader(),
+            pool: MbufPool(self.pool.clone()),
+            shared: self.shared.clone(),
+            poll: config.dataplane.poll,
+            idle_sleep: Duration::from_micros(u64::from(config.dataplane.idle_sleep_us)),
+            started: run.started,
+            live: Arc::clone(&run.lives[k]),
+        }
     }
 
     /// Pipeline mode: workers on the first lcores, the I/O lcore after them.
@@ -459,22 +467,15 @@ impl Setup {
                     .collect::<Result<Vec<_>, _>>()?,
             );
             let job = pipeline::CryptoJob {
-                id: k,
-                reader: run.control.live.reader(),
-                pool: MbufPool(self.pool.clone()),
-                shared: self.shared.clone(),
+                setup: self.worker_setup(config, &run, k),
                 from_io: input.consumer()?,
                 to_io: outputs
                     .iter()
                     .map(|r| r.producer())
                     .collect::<Result<Vec<_>, _>>()?,
                 port_index: Arc::clone(&port_index),
-                poll: config.dataplane.poll,
-                idle_sleep: Duration::from_micros(u64::from(config.dataplane.idle_sleep_us)),
                 rx_stopped: Arc::clone(&rx_stopped),
                 done: Arc::clone(&done),
-                started: run.started,
-                live: Arc::clone(&run.lives[k]),
             };
             handles.push(run.start(k, lc, move || job.run())?);
         }

@@ -12,27 +12,23 @@
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use dpdk::{Burst, Mbuf, RingConsumer, RingProducer, RxQueue, TxQueue};
 use espgw_control::config::Poll;
-use espgw_control::tables::Reader;
 use espgw_wire::PacketBuf;
 
-use super::control::Snapshot;
-use super::worker_loop::{Backoff, MbufPool};
+use super::poller::{
+    send_with_retries, Backoff, MbufPool, MbufWorker, PacketPath, Publisher, Stop, WorkerSetup,
+};
 use crate::counters::WorkerCounters;
-use crate::neighbor::SharedNeighbors;
 use crate::reason::DropReason;
 use crate::steer::worker_for;
 use crate::tx::TxQueues;
-use crate::worker::{Now, Worker};
+use crate::worker::Now;
 
-/// Frames per ring operation on the I/O lcore.
+/// Frames per ring operation (I/O lcore and workers).
 const IO_BURST: usize = 32;
-/// How often the live counters are copied out.
-const PUBLISH_EVERY: Duration = Duration::from_millis(100);
-const TX_RETRIES: u32 = 4;
 
 /// DPDK port id -> config port index.
 pub(super) type PortIndex = Arc<Vec<Option<usize>>>;
@@ -70,15 +66,10 @@ impl IoJob {
         let mut staged: Vec<Burst<IO_BURST>> = (0..workers).map(|_| Burst::new()).collect();
         let mut frames: Vec<Mbuf> = Vec::with_capacity(IO_BURST);
         let mut backoff = Backoff::new(self.poll, self.idle_sleep);
-        let mut last_publish = Instant::now();
+        let mut publisher = Publisher::new(Arc::clone(&self.live));
         loop {
             let stopping = self.stop.load(Ordering::Relaxed);
-            if last_publish.elapsed() >= PUBLISH_EVERY {
-                last_publish = Instant::now();
-                if let Ok(mut live) = self.live.try_lock() {
-                    live.clone_from(&c);
-                }
-            }
+            publisher.publish(&c);
             if stopping {
                 self.rx_stopped.store(true, Ordering::Release);
             }
@@ -181,12 +172,7 @@ fn transmit(
         }
         moved += n;
         let bytes: u64 = burst.iter().map(|m| m.len() as u64).sum();
-        let mut misses = 0;
-        while !burst.is_empty() && misses < TX_RETRIES {
-            if q.tx_burst(burst) == 0 {
-                misses += 1;
-            }
-        }
+        send_with_retries(q, burst);
         let refused = burst.len() as u64;
         let refused_bytes: u64 = burst.iter().map(|m| m.len() as u64).sum();
         burst.clear();
@@ -203,90 +189,88 @@ fn transmit(
 
 /// A worker lcore of the pipeline.
 pub(super) struct CryptoJob {
-    pub id: usize,
-    pub reader: Reader<Snapshot>,
-    pub pool: MbufPool,
-    pub shared: SharedNeighbors,
+    pub setup: WorkerSetup,
     pub from_io: RingConsumer,
     /// One ring back to the I/O lcore per port.
     pub to_io: Vec<RingProducer>,
     pub port_index: PortIndex,
-    pub poll: Poll,
-    /// Longest idle sleep of adaptive polling.
-    pub idle_sleep: Duration,
     pub rx_stopped: Arc<AtomicBool>,
     pub done: Arc<AtomicUsize>,
-    pub started: Instant,
-    pub live: Arc<Mutex<WorkerCounters>>,
 }
 
 impl CryptoJob {
-    pub fn run(mut self) -> WorkerCounters {
+    pub fn run(self) -> WorkerCounters {
         const N: usize = IO_BURST;
         // Counted when this function returns, and when it unwinds: the
         // I/O lcore waits for every worker before it stops.
         let _done = CountOnDrop(Arc::clone(&self.done));
-        let tables = Arc::clone(self.reader.get());
-        let ports = tables.ports.len();
-        let mut worker = Worker::new(self.id, tables, self.pool.clone(), N, self.shared.clone());
-        #[cfg(debug_assertions)]
-        if let Some(n) = crate::supervise::injected_panic(self.id) {
-            worker.inject_panic_after(n);
+        let path = Rings {
+            from_io: self.from_io,
+            to_io: self.to_io,
+            port_index: self.port_index,
+            rx_stopped: self.rx_stopped,
+            burst: Burst::new(),
+            out: Burst::new(),
+            frames: Vec::with_capacity(N),
+            run: Vec::with_capacity(N),
+        };
+        self.setup.run(N, path)
+    }
+}
+
+/// A pipeline worker's rings: one from the I/O lcore, one back per port.
+struct Rings {
+    from_io: RingConsumer,
+    to_io: Vec<RingProducer>,
+    port_index: PortIndex,
+    rx_stopped: Arc<AtomicBool>,
+    burst: Burst<IO_BURST>,
+    out: Burst<IO_BURST>,
+    frames: Vec<Mbuf>,
+    /// Consecutive frames of one port (the core takes a burst per port).
+    run: Vec<Mbuf>,
+}
+
+impl PacketPath<Mbuf, MbufPool> for Rings {
+    /// Read before the dequeue: once the I/O lcore stopped reading ports,
+    /// an empty ring means there is nothing left to do.
+    fn stop(&self) -> Stop {
+        if self.rx_stopped.load(Ordering::Acquire) {
+            Stop::WhenDrained
+        } else {
+            Stop::No
         }
-        let mut burst: Burst<N> = Burst::new();
-        let mut out: Burst<N> = Burst::new();
-        let mut frames: Vec<Mbuf> = Vec::with_capacity(N);
-        let mut run: Vec<Mbuf> = Vec::with_capacity(N);
-        let mut txq: TxQueues<Mbuf> = TxQueues::new(ports, 2 * N);
-        let mut backoff = Backoff::new(self.poll, self.idle_sleep);
-        let mut last_publish = Instant::now();
-        loop {
-            // Read before the dequeue: once the I/O lcore stopped reading
-            // ports, an empty ring means there is nothing left to do.
-            let io_done = self.rx_stopped.load(Ordering::Acquire);
-            let now = Now {
-                ns: self.started.elapsed().as_nanos() as u64,
-            };
-            let n = self.from_io.dequeue_burst(&mut burst);
-            if n > 0 {
-                while let Some(m) = burst.pop() {
-                    frames.push(m);
-                }
-                frames.reverse();
-                // The core takes a burst per port: split into runs.
-                let mut current = None;
-                for m in frames.drain(..) {
-                    let p = port_of(&self.port_index, &m);
-                    if let Some(c) = current.filter(|c| *c != p) {
-                        worker.process_burst(c, &mut run, &mut txq, now);
-                    }
-                    current = Some(p);
-                    run.push(m);
-                }
-                if let Some(c) = current {
-                    worker.process_burst(c, &mut run, &mut txq, now);
-                }
+    }
+
+    fn receive(&mut self, worker: &mut MbufWorker, txq: &mut TxQueues<Mbuf>, now: Now) -> usize {
+        let n = self.from_io.dequeue_burst(&mut self.burst);
+        if n > 0 {
+            while let Some(m) = self.burst.pop() {
+                self.frames.push(m);
             }
-            worker.tick(&mut txq, now);
-            hand_back(&mut worker, &mut txq, &mut self.to_io, &mut out);
-            if self.reader.quiescent() {
-                worker.set_tables(Arc::clone(self.reader.get()));
-            }
-            worker.count_poll(n > 0);
-            if last_publish.elapsed() >= PUBLISH_EVERY {
-                last_publish = Instant::now();
-                if let Ok(mut live) = self.live.try_lock() {
-                    live.clone_from(worker.counters());
+            self.frames.reverse();
+            // The core takes a burst per port: split into runs.
+            let mut current = None;
+            for m in self.frames.drain(..) {
+                let p = port_of(&self.port_index, &m);
+                if let Some(c) = current.filter(|c| *c != p) {
+                    worker.process_burst(c, &mut self.run, txq, now);
                 }
+                current = Some(p);
+                self.run.push(m);
             }
-            if io_done && n == 0 {
-                break;
+            if let Some(c) = current {
+                worker.process_burst(c, &mut self.run, txq, now);
             }
-            backoff.after(n);
         }
-        worker.shutdown();
-        hand_back(&mut worker, &mut txq, &mut self.to_io, &mut out);
-        worker.counters().clone()
+        n
+    }
+
+    /// What is handed back is not work of this poll: only what came in
+    /// counts (the I/O lcore counts what it transmits).
+    fn send(&mut self, worker: &mut MbufWorker, txq: &mut TxQueues<Mbuf>) -> usize {
+        hand_back(worker, txq, &mut self.to_io, &mut self.out);
+        0
     }
 }
 
@@ -308,8 +292,8 @@ impl std::ops::Drop for SetOnDrop {
     }
 }
 
-fn hand_back<P: crate::pool::BufPool<Mbuf>, const N: usize>(
-    worker: &mut Worker<Mbuf, P>,
+fn hand_back<const N: usize>(
+    worker: &mut MbufWorker,
     txq: &mut TxQueues<Mbuf>,
     rings: &mut [RingProducer],
     out: &mut Burst<N>,
