@@ -6,7 +6,7 @@
 //! change at run time (SA added, deleted, rekeyed) is a new snapshot, built
 //! by [`Tables::from_view`] from the control plane's live view and published
 //! by its `SaManager` (runtime/control.rs); each worker swaps it in at a
-//! quiescent point between bursts (runtime/worker_loop.rs).
+//! quiescent point between bursts (runtime/poller.rs).
 
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
