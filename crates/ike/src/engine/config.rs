@@ -159,8 +159,16 @@ pub struct EngineConfig {
     /// At most this many responder IKE SAs waiting for IKE_AUTH; further
     /// IKE_SA_INIT requests are dropped (counted) until some complete or
     /// time out. Bounds the state and the key exchanges an unauthenticated
-    /// flood costs (cookies, RFC 7296 2.6, are not implemented yet).
+    /// flood costs.
     pub max_half_open: usize,
+    /// From this many half-open responder SAs on, an IKE_SA_INIT request
+    /// must carry a valid COOKIE (RFC 7296 2.6): one without is answered
+    /// statelessly with a cookie, before any key exchange. 0 demands
+    /// cookies always; `usize::MAX` never.
+    pub cookie_threshold: usize,
+    /// The cookie secret is replaced after this long; cookies of the
+    /// previous secret are still accepted for one more lifetime.
+    pub cookie_secret_lifetime_ms: u64,
     /// A failed or deleted IKE SA is kept this long to answer
     /// retransmissions of the request that ended it.
     pub linger_ms: u64,
@@ -179,6 +187,8 @@ impl Default for EngineConfig {
             max_retransmits: 5,
             half_open_timeout_ms: 30_000,
             max_half_open: 1_000,
+            cookie_threshold: 100,
+            cookie_secret_lifetime_ms: 300_000,
             linger_ms: 10_000,
             nat_t_port: 4500,
         }
