@@ -172,6 +172,13 @@ pub struct EngineConfig {
     /// A failed or deleted IKE SA is kept this long to answer
     /// retransmissions of the request that ended it.
     pub linger_ms: u64,
+    /// Offer and accept IKE fragmentation (RFC 7383).
+    pub fragmentation: bool,
+    /// Our encrypted messages longer than this (the UDP payload, marker
+    /// included) go out as SKF fragments of at most this size, when the
+    /// peer supports fragmentation. The default fits a 1280-byte IPv6 path
+    /// (1280 - 40 - 8).
+    pub fragment_size: usize,
     /// The NAT-T port (RFC 3948): IKE moves there when a NAT is detected,
     /// with the non-ESP marker in front of each message.
     pub nat_t_port: u16,
@@ -190,6 +197,8 @@ impl Default for EngineConfig {
             cookie_threshold: 100,
             cookie_secret_lifetime_ms: 300_000,
             linger_ms: 10_000,
+            fragmentation: true,
+            fragment_size: 1232,
             nat_t_port: 4500,
         }
     }

@@ -14,9 +14,9 @@
 //! with a window of one, retransmission with exponential backoff,
 //! duplicate requests answered from the stored response, INFORMATIONAL
 //! both ways (liveness, deletes), CHILD_SA rekey (with PFS) and IKE SA
-//! rekey both ways, simultaneous CHILD_SA rekeys, a half-open bound and
-//! cookies as responder. Not yet: certificates, IKE fragmentation,
-//! lifetimes.
+//! rekey both ways, simultaneous CHILD_SA rekeys, a half-open bound,
+//! cookies as responder, IKE fragmentation (RFC 7383) both ways. Not yet:
+//! certificates, lifetimes.
 
 mod config;
 mod cookie;
@@ -36,7 +36,7 @@ use crate::crypto::{CryptoError, EspKeys, EspSuite, IkeSuite, RandomSource};
 use crate::message::{self, Identification, Message, NotifyType, TrafficSelector};
 use cookie::{CookieInput, CookieSecrets};
 #[doc(hidden)]
-pub use ike_sa::{replay_psk_ike_auth, Replay};
+pub use ike_sa::{replay_fragments, replay_psk_ike_auth, Replay};
 use ike_sa::{IkeSa, OwnRequest};
 
 /// Milliseconds since an epoch of the caller's choosing.
@@ -290,6 +290,9 @@ pub struct Stats {
     pub retransmitted_requests: u64,
     /// IKE_SA_INIT requests dropped at the half-open limit.
     pub half_open_refused: u64,
+    /// SKF fragments not kept: fragmentation not negotiated, no keys
+    /// yet, a duplicate, or over the reassembly bounds.
+    pub fragments_dropped: u64,
     /// IKE_SA_INIT requests answered with a COOKIE (none or a wrong one
     /// while cookies are demanded), no state kept.
     pub cookies_sent: u64,
