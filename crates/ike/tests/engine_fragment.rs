@@ -110,13 +110,15 @@ fn the_default_size_does_not_fragment_a_psk_ike_auth() {
 
 #[test]
 fn no_fragments_when_one_side_does_not_support_them() {
+    // a offers fragmentation, b does not.
     let mut p = pair(small(160));
-    let (a, b) = connections(PSK, PSK, IKE, IKE, "aes128gcm16", "aes128gcm16");
-    let mut off = small(160);
-    off.fragmentation = false;
+    let (_, b) = connections(PSK, PSK, IKE, IKE, "aes128gcm16", "aes128gcm16");
+    let off = EngineConfig {
+        fragmentation: false,
+        ..small(160)
+    };
     p.b = espgw_ike::engine::Engine::new(off, SeededRng(2));
     p.b.add_connection(b);
-    let _ = a;
     p.a.initiate(0, 0).unwrap();
     p.run(&[], 60_000);
     up(&p);
