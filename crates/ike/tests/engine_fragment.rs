@@ -296,3 +296,36 @@ fn charons_fragmented_ike_auth_reassembles_to_the_logged_plaintext() {
         .is_err());
     }
 }
+
+#[test]
+fn fragment_one_of_an_answered_request_resends_every_response_fragment() {
+    let mut p = pair(small(160));
+    p.a.initiate(0, 0).unwrap();
+    p.run(&[], 60_000);
+    up(&p);
+    let request: Vec<_> = p
+        .sent
+        .iter()
+        .filter(|t| {
+            t.dst.ip() == addr(B).ip()
+                && Message::parse(&t.payload)
+                    .is_ok_and(|m| m.header.exchange == ExchangeType::IKE_AUTH)
+        })
+        .cloned()
+        .collect();
+    let response_fragments = fragments(&p, ExchangeType::IKE_AUTH, false).len();
+    let (resent, unexpected) = (p.b.stats().retransmitted_responses, p.b.stats().unexpected);
+    // Every fragment of the request again, last first: only fragment 1
+    // brings the response back, all of it (RFC 7383 2.6.1).
+    for t in request.iter().rev() {
+        p.b.handle_datagram(p.now, t.src, t.dst, &t.payload);
+    }
+    assert_eq!(p.b.stats().retransmitted_responses, resent + 1);
+    assert_eq!(
+        p.b.stats().unexpected,
+        unexpected + request.len() as u64 - 1
+    );
+    let again: Vec<_> = std::iter::from_fn(|| p.b.poll_transmit()).collect();
+    assert_eq!(again.len(), response_fragments);
+    assert!(response_fragments >= 2);
+}
