@@ -159,11 +159,26 @@ pub struct EngineConfig {
     /// At most this many responder IKE SAs waiting for IKE_AUTH; further
     /// IKE_SA_INIT requests are dropped (counted) until some complete or
     /// time out. Bounds the state and the key exchanges an unauthenticated
-    /// flood costs (cookies, RFC 7296 2.6, are not implemented yet).
+    /// flood costs.
     pub max_half_open: usize,
+    /// From this many half-open responder SAs on, an IKE_SA_INIT request
+    /// must carry a valid COOKIE (RFC 7296 2.6): one without is answered
+    /// statelessly with a cookie, before any key exchange. 0 demands
+    /// cookies always; `usize::MAX` never.
+    pub cookie_threshold: usize,
+    /// The cookie secret is replaced after this long; cookies of the
+    /// previous secret are still accepted for one more lifetime.
+    pub cookie_secret_lifetime_ms: u64,
     /// A failed or deleted IKE SA is kept this long to answer
     /// retransmissions of the request that ended it.
     pub linger_ms: u64,
+    /// Offer and accept IKE fragmentation (RFC 7383).
+    pub fragmentation: bool,
+    /// Our encrypted messages longer than this (the UDP payload, marker
+    /// included) go out as SKF fragments of at most this size, when the
+    /// peer supports fragmentation. The default fits a 1280-byte IPv6 path
+    /// (1280 - 40 - 8).
+    pub fragment_size: usize,
     /// The NAT-T port (RFC 3948): IKE moves there when a NAT is detected,
     /// with the non-ESP marker in front of each message.
     pub nat_t_port: u16,
@@ -179,7 +194,11 @@ impl Default for EngineConfig {
             max_retransmits: 5,
             half_open_timeout_ms: 30_000,
             max_half_open: 1_000,
+            cookie_threshold: 100,
+            cookie_secret_lifetime_ms: 300_000,
             linger_ms: 10_000,
+            fragmentation: true,
+            fragment_size: 1232,
             nat_t_port: 4500,
         }
     }

@@ -14,10 +14,12 @@
 //! with a window of one, retransmission with exponential backoff,
 //! duplicate requests answered from the stored response, INFORMATIONAL
 //! both ways (liveness, deletes), CHILD_SA rekey (with PFS) and IKE SA
-//! rekey both ways, simultaneous CHILD_SA rekeys, a half-open bound. Not
-//! yet: certificates, IKE fragmentation, cookies as responder, lifetimes.
+//! rekey both ways, simultaneous CHILD_SA rekeys, a half-open bound,
+//! cookies as responder, IKE fragmentation (RFC 7383) both ways. Not yet:
+//! certificates, lifetimes.
 
 mod config;
+mod cookie;
 mod ike_sa;
 mod nat;
 pub mod ts;
@@ -32,8 +34,9 @@ pub use nat::NatDetection;
 
 use crate::crypto::{CryptoError, EspKeys, EspSuite, IkeSuite, RandomSource};
 use crate::message::{self, Identification, Message, NotifyType, TrafficSelector};
+use cookie::{CookieInput, CookieSecrets};
 #[doc(hidden)]
-pub use ike_sa::{replay_psk_ike_auth, Replay};
+pub use ike_sa::{replay_fragments, replay_psk_ike_auth, Replay};
 use ike_sa::{IkeSa, OwnRequest};
 
 /// Milliseconds since an epoch of the caller's choosing.
@@ -287,6 +290,15 @@ pub struct Stats {
     pub retransmitted_requests: u64,
     /// IKE_SA_INIT requests dropped at the half-open limit.
     pub half_open_refused: u64,
+    /// SKF fragments not kept: fragmentation not negotiated, no keys
+    /// yet, a duplicate, or over the reassembly bounds.
+    pub fragments_dropped: u64,
+    /// IKE_SA_INIT requests answered with a COOKIE (none or a wrong one
+    /// while cookies are demanded), no state kept.
+    pub cookies_sent: u64,
+    /// Of those, requests that carried a cookie we did not accept (wrong,
+    /// or made with a secret no longer held).
+    pub cookies_invalid: u64,
 }
 
 /// Errors of the engine's own calls (not of received datagrams, which
@@ -346,6 +358,7 @@ pub struct Engine<R: RandomSource> {
     /// Responder SAs by (peer address, SPIi), to answer a retransmitted
     /// IKE_SA_INIT request (SPIr still zero) from the stored response.
     half_open: HashMap<(SocketAddr, u64), IkeSaId>,
+    cookies: CookieSecrets,
     out: Output,
 }
 
@@ -358,6 +371,7 @@ impl<R: RandomSource> Engine<R> {
             connections: Vec::new(),
             sas: HashMap::new(),
             half_open: HashMap::new(),
+            cookies: CookieSecrets::default(),
             out: Output {
                 transmits: VecDeque::new(),
                 events: VecDeque::new(),
@@ -568,7 +582,11 @@ impl<R: RandomSource> Engine<R> {
                 return;
             }
         };
-        if self.sas.values().filter(|sa| sa.is_half_open()).count() >= self.config.max_half_open {
+        let half_open = self.sas.values().filter(|sa| sa.is_half_open()).count();
+        if half_open >= self.config.cookie_threshold && !self.cookie_ok(now, src, dst, &msg) {
+            return;
+        }
+        if half_open >= self.config.max_half_open {
             self.out.stats.half_open_refused += 1;
             return;
         }
@@ -600,6 +618,62 @@ impl<R: RandomSource> Engine<R> {
             self.half_open.insert((src, spi_i), id);
             self.sas.insert(id, sa);
         }
+    }
+
+    /// While cookies are demanded: whether `msg` carries a valid one. If
+    /// not, it is answered with a fresh cookie (RFC 7296 2.6) and nothing
+    /// is kept.
+    fn cookie_ok(&mut self, now: Time, src: SocketAddr, dst: SocketAddr, msg: &Message) -> bool {
+        let Some(ni) = msg.payloads.iter().find_map(|p| match p {
+            message::Payload::Nonce(n) => Some(&n.0),
+            _ => None,
+        }) else {
+            self.out.stats.malformed += 1;
+            return false;
+        };
+        let input = CookieInput {
+            ni,
+            peer: src,
+            spi_i: msg.header.spi_i,
+        };
+        if let Some(c) = msg.notifies(NotifyType::COOKIE).next() {
+            if self
+                .cookies
+                .valid(now, &self.config, &mut self.rng, &c.data, &input)
+            {
+                return true;
+            }
+            self.out.stats.cookies_invalid += 1;
+        }
+        let Ok(cookie) = self.cookies.make(now, &self.config, &mut self.rng, &input) else {
+            return false;
+        };
+        let reply = Message {
+            header: message::HeaderRepr {
+                spi_r: 0,
+                response: true,
+                initiator: false,
+                ..msg.header
+            },
+            payloads: vec![message::Payload::Notify(message::Notify::ike(
+                NotifyType::COOKIE,
+                cookie,
+            ))],
+        };
+        if let Ok(bytes) = reply.emit() {
+            let mut payload = Vec::with_capacity(bytes.len() + 4);
+            if dst.port() == self.config.nat_t_port {
+                payload.extend_from_slice(&message::NON_ESP_MARKER);
+            }
+            payload.extend_from_slice(&bytes);
+            self.out.transmits.push_back(Transmit {
+                src: dst,
+                dst: src,
+                payload,
+            });
+            self.out.stats.cookies_sent += 1;
+        }
+        false
     }
 
     /// A random SPI not in use (never zero).

@@ -69,20 +69,9 @@ pub(crate) fn id_body(id: &Payload) -> Result<Vec<u8>, EngineError> {
     Ok(bytes[GENERIC_HEADER_LEN..].to_vec())
 }
 
-/// Emits `header` and an SK payload holding `inner`, sealed with
+/// Emits `header` and an SK payload holding the inner chain `plain`
+/// (already emitted; `first` is its first payload's type), sealed with
 /// `cipher`.
-pub(crate) fn seal(
-    header: &HeaderRepr,
-    inner: &[Payload],
-    cipher: &SkCipher,
-    rng: &mut dyn RandomSource,
-) -> Result<Vec<u8>, EngineError> {
-    let (first, plain) = emit_chain(inner)?;
-    seal_plain(header, first, &plain, cipher, rng)
-}
-
-/// As [`seal`], from an inner chain already emitted (`first` is its first
-/// payload's type).
 pub(crate) fn seal_plain(
     header: &HeaderRepr,
     first: PayloadType,
@@ -169,16 +158,120 @@ pub(crate) fn open_checked(
     let (first, body) = sk.ok_or(EngineError::Protocol("no SK payload"))?;
     let aad = &datagram[..datagram.len() - body.len()];
     let plain = cipher.open(aad, body)?;
-    let parse = || -> Result<Inner, crate::message::Error> {
-        let mut inner = Inner::default();
-        for raw in PayloadIter::inner(first, &plain) {
-            let raw = raw?;
-            if raw.payload_type == PayloadType::IDI || raw.payload_type == PayloadType::IDR {
-                inner.id_bodies.push((raw.payload_type, raw.body.to_vec()));
-            }
-            inner.payloads.push(Payload::parse(&raw)?);
+    Ok(parse_inner(first, &plain))
+}
+
+/// Parses a decrypted inner chain whose first payload is `first`.
+pub(crate) fn parse_inner(
+    first: PayloadType,
+    plain: &[u8],
+) -> Result<Inner, crate::message::Error> {
+    let mut inner = Inner::default();
+    for raw in PayloadIter::inner(first, plain) {
+        let raw = raw?;
+        if raw.payload_type == PayloadType::IDI || raw.payload_type == PayloadType::IDR {
+            inner.id_bodies.push((raw.payload_type, raw.body.to_vec()));
         }
-        Ok(inner)
-    };
-    Ok(parse())
+        inner.payloads.push(Payload::parse(&raw)?);
+    }
+    Ok(inner)
+}
+
+/// One authenticated, decrypted SKF fragment (RFC 7383 2.5).
+#[derive(Debug)]
+pub(crate) struct OpenedFragment {
+    /// Fragment 1's Next Payload: the first inner payload's type.
+    pub first: PayloadType,
+    pub number: u16,
+    pub total: u16,
+    pub plain: Vec<u8>,
+}
+
+/// Whether `datagram` (an IKE message) carries an SKF payload.
+pub(crate) fn is_fragment(datagram: &[u8]) -> bool {
+    Message::parse_raw(datagram).is_ok_and(|(_, mut iter)| {
+        iter.any(|raw| raw.is_ok_and(|r| r.payload_type == PayloadType::SKF))
+    })
+}
+
+/// Verifies and decrypts the SKF payload of `datagram`. The IKE header,
+/// the SKF header and the Fragment Number / Total Fragments fields are
+/// the associated data (RFC 7383 2.5), so a forged number or total fails
+/// the check like a forged body.
+pub(crate) fn open_fragment(
+    datagram: &[u8],
+    cipher: &SkCipher,
+) -> Result<OpenedFragment, EngineError> {
+    let (_, iter) = Message::parse_raw(datagram)?;
+    let mut skf = None;
+    for raw in iter {
+        let raw = raw?;
+        if raw.payload_type == PayloadType::SKF {
+            skf = Some(message::EncryptedFragment::parse(
+                raw.next_payload,
+                raw.body,
+            )?);
+        }
+    }
+    let f = skf.ok_or(EngineError::Protocol("no SKF payload"))?;
+    let aad = &datagram[..datagram.len() - f.body.len()];
+    let plain = cipher.open(aad, &f.body)?;
+    Ok(OpenedFragment {
+        first: f.next_payload,
+        number: f.number,
+        total: f.total,
+        plain,
+    })
+}
+
+/// Emits `header` and `inner` sealed with `cipher`: one SK message when
+/// it fits `max_datagram` bytes (`extra` more, the non-ESP marker, go in
+/// front), else SKF fragments of at most that size (RFC 7383 2.5) when
+/// `fragment` (negotiated) is set.
+pub(crate) fn seal_fragmented(
+    header: &HeaderRepr,
+    inner: &[Payload],
+    cipher: &SkCipher,
+    rng: &mut dyn RandomSource,
+    fragment: bool,
+    max_datagram: usize,
+    extra: usize,
+) -> Result<Vec<Vec<u8>>, EngineError> {
+    let (first, plain) = emit_chain(inner)?;
+    let whole = HEADER_LEN + GENERIC_HEADER_LEN + cipher.body_len(plain.len()) + extra;
+    if !fragment || whole <= max_datagram {
+        return Ok(vec![seal_plain(header, first, &plain, cipher, rng)?]);
+    }
+    // The largest chunk whose fragment fits.
+    let fixed = HEADER_LEN + GENERIC_HEADER_LEN + 4 + extra;
+    let mut chunk = max_datagram.saturating_sub(fixed);
+    while chunk > 0 && fixed + cipher.body_len(chunk) > max_datagram {
+        chunk -= 1;
+    }
+    if chunk == 0 {
+        return Err(EngineError::Protocol("fragment size too small"));
+    }
+    let total = u16::try_from(plain.len().div_ceil(chunk))
+        .map_err(|_| EngineError::Protocol("too many fragments"))?;
+    let mut out = Vec::with_capacity(usize::from(total));
+    for (i, part) in plain.chunks(chunk).enumerate() {
+        let number = i as u16 + 1;
+        let skf_len = GENERIC_HEADER_LEN + 4 + cipher.body_len(part.len());
+        let skf_len16 =
+            u16::try_from(skf_len).map_err(|_| EngineError::Protocol("message too long"))?;
+        let len = u32::try_from(HEADER_LEN + skf_len)
+            .map_err(|_| EngineError::Protocol("message too long"))?;
+        let mut msg = vec![0u8; HEADER_LEN];
+        header.emit(&mut msg, PayloadType::SKF, len);
+        // Fragment 1 names the first inner payload; the others carry 0.
+        msg.push(if number == 1 { first.0 } else { 0 });
+        msg.push(0);
+        msg.extend_from_slice(&skf_len16.to_be_bytes());
+        msg.extend_from_slice(&number.to_be_bytes());
+        msg.extend_from_slice(&total.to_be_bytes());
+        let body = cipher.seal(&msg, part, rng)?;
+        msg.extend_from_slice(&body);
+        out.push(msg);
+    }
+    Ok(out)
 }

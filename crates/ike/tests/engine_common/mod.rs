@@ -83,6 +83,7 @@ pub fn test_config() -> EngineConfig {
         max_half_open: 1_000,
         linger_ms: 10_000,
         nat_t_port: 4500,
+        ..EngineConfig::default()
     }
 }
 

@@ -65,7 +65,8 @@ impl IkeSa {
             .sk_out
             .as_ref()
             .ok_or(EngineError::Protocol("no keys"))?;
-        let msg = wire::seal(
+        let msg = self.seal_out(
+            cfg,
             &self.header(ExchangeType::CREATE_CHILD_SA, false, id),
             &inner,
             sk,

@@ -64,6 +64,12 @@ impl IkeSa {
             NotifyType::NAT_DETECTION_DESTINATION_IP,
             nat::hash(self.spi_i, 0, self.remote),
         )));
+        if cfg.fragmentation {
+            payloads.push(Payload::Notify(Notify::ike(
+                NotifyType::IKEV2_FRAGMENTATION_SUPPORTED,
+                Vec::new(),
+            )));
+        }
         let msg = Message {
             header: self.header(ExchangeType::IKE_SA_INIT, false, 0),
             payloads,
@@ -71,7 +77,7 @@ impl IkeSa {
         .emit()?;
         self.init_request = msg.clone();
         self.state = State::InitSent;
-        self.send_request(now, cfg, out, 0, msg);
+        self.send_request(now, cfg, out, 0, vec![msg]);
         Ok(())
     }
 
@@ -178,6 +184,11 @@ impl IkeSa {
         self.suite = Some(suite);
         self.init_response = datagram.to_vec();
         self.derive_ike_keys(&shared)?;
+        self.fragmentation = cfg.fragmentation
+            && msg
+                .notifies(NotifyType::IKEV2_FRAGMENTATION_SUPPORTED)
+                .next()
+                .is_some();
         if let Some(nat) = nat::detect(&msg, self.spi_i, self.spi_r, src, dst) {
             if nat.any() {
                 // RFC 7296 2.23: the initiator moves to port 4500 for
@@ -315,7 +326,8 @@ impl IkeSa {
             .sk_out
             .as_ref()
             .ok_or(EngineError::Protocol("no keys"))?;
-        let msg = wire::seal(
+        let msg = self.seal_out(
+            cfg,
             &self.header(ExchangeType::IKE_AUTH, false, 1),
             &inner,
             sk,
@@ -557,7 +569,7 @@ impl IkeSa {
             let shared = ke.shared_secret(&peer_ke.data)?;
             sa.nr = random_bytes(rng, NONCE_LEN)?;
             sa.suite = Some(suite);
-            let payloads = vec![
+            let mut payloads = vec![
                 Payload::Sa(SecurityAssociation(vec![wire::proposal(
                     number,
                     ProtocolId::IKE,
@@ -578,6 +590,18 @@ impl IkeSa {
                     nat::hash(sa.spi_i, sa.spi_r, src),
                 )),
             ];
+            // RFC 7383 2.3: announced only in answer to the peer's.
+            sa.fragmentation = cfg.fragmentation
+                && msg
+                    .notifies(NotifyType::IKEV2_FRAGMENTATION_SUPPORTED)
+                    .next()
+                    .is_some();
+            if sa.fragmentation {
+                payloads.push(Payload::Notify(Notify::ike(
+                    NotifyType::IKEV2_FRAGMENTATION_SUPPORTED,
+                    Vec::new(),
+                )));
+            }
             let bytes = Message {
                 header: sa.header(ExchangeType::IKE_SA_INIT, true, 0),
                 payloads,
@@ -597,7 +621,7 @@ impl IkeSa {
             sa.udp_encap = nat.any();
         }
         Self::transmit(cfg, out, dst, src, &bytes);
-        sa.last_response = Some((0, bytes));
+        sa.last_response = Some((0, vec![bytes]));
         sa.expected_request_id = 1;
         sa.state = State::InitDone;
         sa.expires = Some(now + cfg.half_open_timeout_ms);
@@ -610,11 +634,13 @@ impl IkeSa {
         if request == self.init_request {
             if let Some((0, bytes)) = &self.last_response {
                 // IKE_SA_INIT is always on the port it arrived on (500).
-                out.transmits.push_back(Transmit {
-                    src: self.init_local(),
-                    dst: self.init_remote(),
-                    payload: bytes.clone(),
-                });
+                for b in bytes {
+                    out.transmits.push_back(Transmit {
+                        src: self.init_local(),
+                        dst: self.init_remote(),
+                        payload: b.clone(),
+                    });
+                }
                 out.stats.retransmitted_responses += 1;
                 return;
             }

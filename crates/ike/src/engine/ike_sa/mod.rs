@@ -4,19 +4,21 @@
 //! [`establish`] (IKE_SA_INIT and IKE_AUTH with PSK, both roles, the first
 //! CHILD_SA), [`informational`] (liveness, deletes, our request queue),
 //! [`create_child`] (CHILD_SA rekey and new CHILD_SAs, simultaneous
-//! rekeys), [`rekey_ike`] (IKE SA rekey) and [`replay`] (recorded exchanges
+//! rekeys), [`rekey_ike`] (IKE SA rekey), [`fragment`] (RFC 7383
+//! reassembly and fragmenting our messages) and [`replay`] (recorded exchanges
 //! for known-answer tests).
 use std::net::SocketAddr;
 
 mod create_child;
 mod establish;
+mod fragment;
 mod informational;
 mod rekey_ike;
 mod replay;
 #[cfg(test)]
 mod tests;
 
-pub use replay::{replay_psk_ike_auth, Replay};
+pub use replay::{replay_fragments, replay_psk_ike_auth, Replay};
 
 use crate::crypto::auth::{maced_id, psk_auth, signed_octets, verify_psk_auth};
 use crate::crypto::{
@@ -127,7 +129,8 @@ struct RekeyState {
 /// Our request waiting for its response.
 struct Outstanding {
     message_id: u32,
-    message: Vec<u8>,
+    /// The datagrams (several when fragmented), without the marker.
+    message: Vec<Vec<u8>>,
     retries: u32,
     next_at: Time,
 }
@@ -156,7 +159,12 @@ pub(crate) struct IkeSa {
     expected_request_id: u32,
     outstanding: Option<Outstanding>,
     /// Message ID and bytes (no marker) of our last response.
-    last_response: Option<(u32, Vec<u8>)>,
+    last_response: Option<(u32, Vec<Vec<u8>>)>,
+    /// Both sides announced IKEV2_FRAGMENTATION_SUPPORTED.
+    fragmentation: bool,
+    /// Fragments being reassembled: `[0]` the peer's request, `[1]` the
+    /// response to ours.
+    reassembly: [Option<fragment::Reassembly>; 2],
     /// The request that response answers, as received: only a byte-equal
     /// copy is a retransmission (a forged datagram with that message ID
     /// gets nothing).
@@ -249,6 +257,8 @@ impl IkeSa {
             expected_request_id: 0,
             outstanding: None,
             last_response: None,
+            fragmentation: false,
+            reassembly: [None, None],
             last_request: Vec::new(),
             child_spi: 0,
             children: Vec::new(),
@@ -322,9 +332,11 @@ impl IkeSa {
         cfg: &EngineConfig,
         out: &mut Output,
         message_id: u32,
-        message: Vec<u8>,
+        message: Vec<Vec<u8>>,
     ) {
-        Self::transmit(cfg, out, self.local, self.remote, &message);
+        for m in &message {
+            Self::transmit(cfg, out, self.local, self.remote, m);
+        }
         self.outstanding = Some(Outstanding {
             message_id,
             message,
@@ -365,10 +377,40 @@ impl IkeSa {
         rng: &mut dyn RandomSource,
         out: &mut Output,
     ) {
-        if header.response {
-            self.handle_response(now, src, dst, header, datagram, conn, cfg, rng, out);
+        let reassembled = if wire::is_fragment(datagram) {
+            match self.on_fragment(src, dst, header, datagram, cfg, out) {
+                Some(r) => Some(r),
+                None => return,
+            }
         } else {
-            self.handle_request(now, src, dst, header, datagram, conn, cfg, rng, out);
+            None
+        };
+        if header.response {
+            self.handle_response(
+                now,
+                src,
+                dst,
+                header,
+                datagram,
+                reassembled,
+                conn,
+                cfg,
+                rng,
+                out,
+            );
+        } else {
+            self.handle_request(
+                now,
+                src,
+                dst,
+                header,
+                datagram,
+                reassembled,
+                conn,
+                cfg,
+                rng,
+                out,
+            );
         }
     }
 
@@ -380,6 +422,7 @@ impl IkeSa {
         dst: SocketAddr,
         header: &HeaderRepr,
         datagram: &[u8],
+        reassembled: Option<fragment::Reassembled>,
         conn: &Connection,
         cfg: &EngineConfig,
         rng: &mut dyn RandomSource,
@@ -397,7 +440,9 @@ impl IkeSa {
                 let Some(sk) = self.sk_in.as_ref() else {
                     return;
                 };
-                match wire::open(datagram, sk) {
+                match fragment::open_or_reassembled(reassembled, datagram, sk)
+                    .and_then(|r| r.map_err(EngineError::Codec))
+                {
                     Ok(_) => self.on_info_response(now, conn, cfg, rng, out),
                     Err(_) => {
                         out.stats.decrypt_failed += 1;
@@ -409,7 +454,9 @@ impl IkeSa {
                 let Some(sk) = self.sk_in.as_ref() else {
                     return;
                 };
-                match wire::open(datagram, sk) {
+                match fragment::open_or_reassembled(reassembled, datagram, sk)
+                    .and_then(|r| r.map_err(EngineError::Codec))
+                {
                     Ok(inner) => self.on_rekey_ike_response(now, inner, conn, cfg, rng, out),
                     Err(_) => {
                         out.stats.decrypt_failed += 1;
@@ -421,7 +468,9 @@ impl IkeSa {
                 let Some(sk) = self.sk_in.as_ref() else {
                     return;
                 };
-                match wire::open(datagram, sk) {
+                match fragment::open_or_reassembled(reassembled, datagram, sk)
+                    .and_then(|r| r.map_err(EngineError::Codec))
+                {
                     Ok(inner) => self.on_rekey_child_response(now, inner, conn, cfg, rng, out),
                     Err(_) => {
                         out.stats.decrypt_failed += 1;
@@ -433,7 +482,9 @@ impl IkeSa {
                 let Some(sk) = self.sk_in.as_ref() else {
                     return;
                 };
-                match wire::open(datagram, sk) {
+                match fragment::open_or_reassembled(reassembled, datagram, sk)
+                    .and_then(|r| r.map_err(EngineError::Codec))
+                {
                     Ok(inner) => self.on_auth_response(now, inner, conn, cfg, out),
                     Err(_) => {
                         out.stats.decrypt_failed += 1;
@@ -463,6 +514,7 @@ impl IkeSa {
         dst: SocketAddr,
         header: &HeaderRepr,
         datagram: &[u8],
+        reassembled: Option<fragment::Reassembled>,
         conn: &Connection,
         cfg: &EngineConfig,
         rng: &mut dyn RandomSource,
@@ -475,7 +527,9 @@ impl IkeSa {
                         && id.wrapping_add(1) == self.expected_request_id
                         && datagram == &self.last_request[..] =>
                 {
-                    Self::transmit(cfg, out, dst, src, bytes);
+                    for b in bytes {
+                        Self::transmit(cfg, out, dst, src, b);
+                    }
                     out.stats.retransmitted_responses += 1;
                 }
                 _ => out.stats.unexpected += 1,
@@ -490,7 +544,7 @@ impl IkeSa {
             out.stats.unexpected += 1;
             return;
         };
-        let (inner, error) = match wire::open_checked(datagram, sk) {
+        let (inner, error) = match fragment::open_or_reassembled(reassembled, datagram, sk) {
             Ok(Ok(i)) => (Some(i), None),
             // Authentic, but its payloads are malformed or carry an
             // unsupported critical payload: answered with the error notify
@@ -539,7 +593,8 @@ impl IkeSa {
         let Some(sk) = self.sk_out.as_ref() else {
             return;
         };
-        let Ok(bytes) = wire::seal(
+        let Ok(bytes) = self.seal_out(
+            cfg,
             &self.header(header.exchange, true, header.message_id),
             &reply,
             sk,
@@ -548,7 +603,9 @@ impl IkeSa {
             out.stats.malformed += 1;
             return;
         };
-        Self::transmit(cfg, out, dst, src, &bytes);
+        for b in &bytes {
+            Self::transmit(cfg, out, dst, src, b);
+        }
         self.last_response = Some((header.message_id, bytes));
         self.last_request = datagram.to_vec();
         self.expected_request_id = header.message_id.wrapping_add(1);
@@ -595,8 +652,11 @@ impl IkeSa {
             .unwrap_or(u64::MAX)
             .min(cfg.retransmit_max_ms);
         o.next_at = now + wait;
+        // Every fragment again (RFC 7383 2.6.1).
         let message = o.message.clone();
-        Self::transmit(cfg, out, self.local, self.remote, &message);
+        for m in &message {
+            Self::transmit(cfg, out, self.local, self.remote, m);
+        }
         out.stats.retransmitted_requests += 1;
         true
     }

@@ -57,6 +57,8 @@ impl IkeSa {
         sa.spi_i = spi_i;
         sa.spi_r = spi_r;
         sa.udp_encap = self.udp_encap;
+        // Fragmentation carries over to the rekeyed SA (RFC 7383 2.3).
+        sa.fragmentation = self.fragmentation;
         sa.suite = Some(suite);
         sa.ni = ni;
         sa.nr = nr;
@@ -106,7 +108,8 @@ impl IkeSa {
             .sk_out
             .as_ref()
             .ok_or(EngineError::Protocol("no keys"))?;
-        let msg = wire::seal(
+        let msg = self.seal_out(
+            cfg,
             &self.header(ExchangeType::CREATE_CHILD_SA, false, id),
             &inner,
             sk,

@@ -114,3 +114,55 @@ pub fn replay_psk_ike_auth(
         auth_r_equal,
     })
 }
+
+/// Reassembles recorded SKF fragments (in the order given) with the
+/// engine's own fragment opening and reassembly, the IKE SA keys derived
+/// from the recorded IKE_SA_INIT pair and g^ir. `from_initiator`: whose
+/// fragments they are. Returns the first inner payload type and the
+/// reassembled inner chain, for comparison with what charon logged.
+pub fn replay_fragments(
+    conn: &Connection,
+    init_request: &[u8],
+    init_response: &[u8],
+    shared_secret: &[u8],
+    fragments: &[&[u8]],
+    from_initiator: bool,
+) -> Result<(u8, Vec<u8>), EngineError> {
+    let req = Message::parse(init_request)?;
+    let resp = Message::parse(init_response)?;
+    let chosen = match resp.find(PayloadType::SA) {
+        Some(Payload::Sa(sa)) => wire::offered(sa, ProtocolId::IKE),
+        _ => return Err(EngineError::Protocol("no SA")),
+    };
+    let suite = chosen
+        .first()
+        .and_then(|(_, t, _)| conn.proposals.iter().find_map(|p| p.select(t)))
+        .ok_or(EngineError::Protocol("no acceptable proposal"))?;
+    // The receiving side's view.
+    let role = if from_initiator {
+        Role::Responder
+    } else {
+        Role::Initiator
+    };
+    let mut sa = IkeSa::new(0, 0, role, conn.local, conn.remote);
+    sa.spi_i = resp.header.spi_i;
+    sa.spi_r = resp.header.spi_r;
+    sa.ni = nonce_of(&req.payloads).ok_or(EngineError::Protocol("no Ni"))?;
+    sa.nr = nonce_of(&resp.payloads).ok_or(EngineError::Protocol("no Nr"))?;
+    sa.init_request = init_request.to_vec();
+    sa.init_response = init_response.to_vec();
+    sa.suite = Some(suite);
+    sa.derive_ike_keys(&crypto::SecretBytes::from_slice(shared_secret))?;
+    let sk = sa.sk_in.as_ref().ok_or(EngineError::Protocol("no keys"))?;
+    let mut slot = None;
+    for f in fragments {
+        let (header, _) = Message::parse_raw(f)?;
+        let opened = wire::open_fragment(f, sk)?;
+        if let fragment::Added::Complete((first, plain)) =
+            fragment::Reassembly::add(&mut slot, header.message_id, opened)
+        {
+            return Ok((first.0, plain));
+        }
+    }
+    Err(EngineError::Protocol("fragments incomplete"))
+}
