@@ -1,5 +1,6 @@
 //! `espgw check --config FILE`: report every problem, or summarize.
 
+use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -11,7 +12,9 @@ pub fn run(config: &Path) -> ExitCode {
     match espgw_control::load(config) {
         Ok((config, warnings)) => {
             print_diagnostics(&warnings);
-            print!("{}", Summary(&config));
+            // Through `write!`, not `print!`: a reader that stops early
+            // (`espgw check ... | head`) is not a reason to panic.
+            let _ = write!(std::io::stdout(), "{}", Summary(&config));
             ExitCode::SUCCESS
         }
         Err(diags) => {
