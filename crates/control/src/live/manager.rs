@@ -184,12 +184,8 @@ impl KeyBook {
     /// Refuses a key recorded for another SA (at start-up) or at all (live),
     /// before anything is built: a rekey checks both keys first.
     fn check(&self, sa: &SaConfig, dir: SaDir, admission: Admission) -> Result<(), KeyRefused> {
-        match self.record(&self.key_id(sa)) {
-            Some(r) if admission == Admission::Live || r.dir != dir || r.spi != sa.spi => {
-                Err(KeyRefused::Reused { previous: r })
-            }
-            _ => Ok(()),
-        }
+        let record = self.record(&self.key_id(sa));
+        crate::state::admit(record.as_ref(), dir, sa.spi, admission).map(|_| ())
     }
 
     fn outbound(

@@ -366,6 +366,25 @@ fn parse_body(text: &str) -> Option<(String, u64)> {
     Some((tunnel.to_string(), value.parse().ok()?))
 }
 
+/// The one rule for a key's record (persisted here, or kept in memory by a
+/// gateway without a state directory): no record, a new key, starts at 0;
+/// at start-up the same SA (direction and SPI) continues from the
+/// record's value; anything else is a key used before.
+pub fn admit(
+    record: Option<&Record>,
+    dir: SaDir,
+    spi: u32,
+    admission: Admission,
+) -> Result<u64, KeyRefused> {
+    match record {
+        None => Ok(0),
+        Some(r) if admission == Admission::Startup && r.dir == dir && r.spi == spi => Ok(r.value),
+        Some(r) => Err(KeyRefused::Reused {
+            previous: r.clone(),
+        }),
+    }
+}
+
 /// How a new SA's key is judged against the records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Admission {
@@ -453,7 +472,6 @@ struct KeeperState {
     policy: ReservationPolicy,
     outbound: Vec<WatchedOut>,
     inbound: Vec<WatchedIn>,
-    failures: u64,
 }
 
 /// Keeps the persisted state of every manually keyed SA: admits new SAs
@@ -480,7 +498,6 @@ impl SeqKeeper {
                 policy,
                 outbound: Vec::new(),
                 inbound: Vec::new(),
-                failures: 0,
             }),
             failures: AtomicU64::new(0),
             writes: AtomicU64::new(0),
@@ -522,15 +539,7 @@ impl SeqKeeper {
         spi: u32,
         admission: Admission,
     ) -> Result<u64, KeyRefused> {
-        match st.dir.record(id) {
-            None => Ok(0),
-            Some(r) if admission == Admission::Startup && r.dir == dir && r.spi == spi => {
-                Ok(r.value)
-            }
-            Some(r) => Err(KeyRefused::Reused {
-                previous: r.clone(),
-            }),
-        }
+        admit(st.dir.record(id), dir, spi, admission)
     }
 
     /// Admits an outbound SA: it continues above its key's last
@@ -673,7 +682,6 @@ impl SeqKeeper {
             }
             !gone
         });
-        st.failures += failures;
         self.failures.fetch_add(failures, Relaxed);
         self.writes.fetch_add(written as u64, Relaxed);
         written
@@ -705,7 +713,7 @@ impl fmt::Debug for SeqKeeper {
             .field("dir", &st.dir.path())
             .field("outbound", &st.outbound.len())
             .field("inbound", &st.inbound.len())
-            .field("failures", &st.failures)
+            .field("failures", &self.failures())
             .finish()
     }
 }
