@@ -16,9 +16,6 @@ use crate::tx::TxQueues;
 
 use super::*;
 
-/// Minimum Ethernet frame without FCS: the longest ARP reply we send.
-const MIN_FRAME: usize = 60;
-
 impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
     pub(super) fn arp_input(&mut self, port: PortIdx, mut pkt: B, tx: &mut TxQueues<B>) {
         let parsed = EthernetFrame::new_checked(pkt.data()).ok().and_then(|f| {
@@ -46,15 +43,11 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         }
         match a.operation {
             arp::operation::REQUEST => {
-                if reply::arp_reply_in_place(pkt.data_mut(), a.target_ip, our_mac).is_err() {
+                let Ok(reply_len) = reply::arp_reply_in_place(pkt.data_mut(), a.target_ip, our_mac)
+                else {
                     return self.drop_pkt(pkt, DropReason::ArpIgnored, Some(port));
-                }
-                // The reply is the request turned around, so it kept the
-                // request's length: a request padded past the ARP body (to
-                // 1886 bytes in the fuzzer's case) would be answered above the
-                // MTU. Keep at most a minimum-size frame (60 bytes: 42 of
-                // Ethernet + ARP, the rest padding).
-                let excess = pkt.len().saturating_sub(MIN_FRAME);
+                };
+                let excess = pkt.len() - reply_len;
                 if excess > 0 && pkt.trim(excess).is_err() {
                     return self.drop_pkt(pkt, DropReason::ArpIgnored, Some(port));
                 }

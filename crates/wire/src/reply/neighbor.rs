@@ -7,11 +7,18 @@ use crate::ipv6::{self, Ipv6Packet, Ipv6Repr};
 use crate::{ip_protocol, ArpPacket, Error, PacketBuf, Result};
 use core::net::{Ipv4Addr, Ipv6Addr};
 
+/// Longest ARP reply frame sent: the minimum Ethernet frame without FCS
+/// (14 + 28 bytes of headers, the rest padding).
+pub const ARP_REPLY_MAX_LEN: usize = 60;
+
 /// Answers the ARP request in the Ethernet frame `frame` in place when it
 /// asks for `our_ip`: rewrites both the Ethernet header and the ARP body.
-/// Returns the frame length to send (unchanged).
+/// Returns the length of the reply frame: the request's, but at most
+/// [`ARP_REPLY_MAX_LEN`] (a request padded far past its body, as the worker
+/// fuzz target sent, must not be answered above the MTU); the caller trims
+/// the frame to it.
 pub fn arp_reply_in_place(frame: &mut [u8], our_ip: Ipv4Addr, our_mac: MacAddr) -> Result<usize> {
-    let len = frame.len();
+    let len = frame.len().min(ARP_REPLY_MAX_LEN);
     let mut eth = EthernetFrame::new_checked(frame)?;
     if eth.ethertype() != ethertype::ARP {
         return Err(Error::Unsupported);

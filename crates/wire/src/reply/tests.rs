@@ -230,6 +230,14 @@ fn arp_reply_in_place_rewrites_frame() {
     let our_ip = v4("192.0.2.2");
     assert_eq!(arp_reply_in_place(&mut frame, our_ip, MAC2), Ok(42));
     assert_eq!(frame, eth("020000000001", "020000000002", ARP_REPLY));
+    // Padded far past the body: the reply is a minimum-size frame.
+    let mut padded = eth("ffffffffffff", "020000000001", ARP_REQ);
+    padded.resize(1886, 0);
+    assert_eq!(arp_reply_in_place(&mut padded, our_ip, MAC2), Ok(60));
+    assert_eq!(
+        padded[..42],
+        eth("020000000001", "020000000002", ARP_REPLY)[..]
+    );
     let mut other = eth("ffffffffffff", "020000000001", ARP_REQ);
     assert_eq!(
         arp_reply_in_place(&mut other, v4("192.0.2.9"), MAC2),
