@@ -30,6 +30,21 @@ pub(crate) fn to_wire(t: &crypto::Transform) -> message::Transform {
     }
 }
 
+/// Our SA payload offer: one proposal for each entry of `each` (its
+/// transforms), numbered from 1, all with `spi`.
+pub(crate) fn offer(
+    protocol: ProtocolId,
+    spi: &[u8],
+    each: impl IntoIterator<Item = Vec<crypto::Transform>>,
+) -> message::SecurityAssociation {
+    message::SecurityAssociation(
+        each.into_iter()
+            .enumerate()
+            .map(|(i, t)| proposal(i as u8 + 1, protocol, spi.to_vec(), &t))
+            .collect(),
+    )
+}
+
 /// One SA payload proposal.
 pub(crate) fn proposal(
     number: u8,

@@ -29,19 +29,11 @@ impl IkeSa {
             Some(g) => Some(crypto::KeyExchange::generate(*g, rng)?),
             None => None,
         };
-        let proposals = conn
-            .esp_proposals
-            .iter()
-            .enumerate()
-            .map(|(i, p)| {
-                wire::proposal(
-                    i as u8 + 1,
-                    ProtocolId::ESP,
-                    new_inbound.to_be_bytes().to_vec(),
-                    &p.transforms(),
-                )
-            })
-            .collect();
+        let offer = wire::offer(
+            ProtocolId::ESP,
+            &new_inbound.to_be_bytes(),
+            conn.esp_proposals.iter().map(|p| p.transforms()),
+        );
         let mut inner = vec![
             Payload::Notify(Notify::child(
                 ProtocolId::ESP,
@@ -49,7 +41,7 @@ impl IkeSa {
                 NotifyType::REKEY_SA,
                 Vec::new(),
             )),
-            Payload::Sa(SecurityAssociation(proposals)),
+            Payload::Sa(offer),
             Payload::Nonce(Nonce(ni.clone())),
         ];
         if let Some(k) = &ke {
@@ -60,22 +52,17 @@ impl IkeSa {
         }
         inner.push(Payload::TsI(TrafficSelectors(old.local_ts.clone())));
         inner.push(Payload::TsR(TrafficSelectors(old.remote_ts.clone())));
-        let id = self.next_request_id;
-        let sk = self
-            .sk_out
-            .as_ref()
-            .ok_or(EngineError::Protocol("no keys"))?;
-        let msg = self.seal_out(
-            cfg,
-            &self.header(ExchangeType::CREATE_CHILD_SA, false, id),
+        self.send_request(
+            now,
+            ExchangeType::CREATE_CHILD_SA,
             &inner,
-            sk,
+            Some(OwnRequest::RekeyChild {
+                inbound_spi: old_inbound,
+            }),
+            cfg,
             rng,
+            out,
         )?;
-        self.next_request_id = id.wrapping_add(1);
-        self.in_flight = Some(OwnRequest::RekeyChild {
-            inbound_spi: old_inbound,
-        });
         self.rekey = Some(RekeyState {
             old_inbound,
             new_inbound,
@@ -84,7 +71,6 @@ impl IkeSa {
             local_ts: old.local_ts,
             remote_ts: old.remote_ts,
         });
-        self.send_request(now, cfg, out, id, msg);
         Ok(())
     }
 
@@ -154,18 +140,7 @@ impl IkeSa {
         ) else {
             return Err(NotifyType::INVALID_SYNTAX);
         };
-        let chosen = wire::offered(sa, ProtocolId::ESP);
-        let [(_, transforms, spi)] = &chosen[..] else {
-            return Err(NotifyType::NO_PROPOSAL_CHOSEN);
-        };
-        let suite = conn
-            .esp_proposals
-            .iter()
-            .find_map(|p| p.select(transforms))
-            .ok_or(NotifyType::NO_PROPOSAL_CHOSEN)?;
-        let outbound_spi = <[u8; 4]>::try_from(&spi[..])
-            .map(u32::from_be_bytes)
-            .map_err(|_| NotifyType::INVALID_SYNTAX)?;
+        let (suite, outbound_spi) = accepted_esp(sa, &conn.esp_proposals)?;
         let shared = match (suite.ke, &rekey.ke, inner.find(PayloadType::KE)) {
             (None, _, None) => None,
             (Some(g), Some(ours), Some(Payload::Ke(theirs)))

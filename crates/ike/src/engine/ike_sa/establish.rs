@@ -44,13 +44,11 @@ impl IkeSa {
             // RFC 7296 2.6: the cookie comes first.
             payloads.push(Payload::Notify(Notify::ike(NotifyType::COOKIE, c.clone())));
         }
-        let proposals = conn
-            .proposals
-            .iter()
-            .enumerate()
-            .map(|(i, p)| wire::proposal(i as u8 + 1, ProtocolId::IKE, Vec::new(), &p.transforms()))
-            .collect();
-        payloads.push(Payload::Sa(SecurityAssociation(proposals)));
+        payloads.push(Payload::Sa(wire::offer(
+            ProtocolId::IKE,
+            &[],
+            conn.proposals.iter().map(|p| p.transforms()),
+        )));
         payloads.push(Payload::Ke(KeyExchange {
             group: ke.group().id(),
             data: ke.public_value().to_vec(),
@@ -77,7 +75,7 @@ impl IkeSa {
         .emit()?;
         self.init_request = msg.clone();
         self.state = State::InitSent;
-        self.send_request(now, cfg, out, 0, vec![msg]);
+        self.transmit_request(now, cfg, out, 0, vec![msg]);
         Ok(())
     }
 
@@ -307,35 +305,19 @@ impl IkeSa {
             method: AuthMethod::SHARED_KEY_MIC,
             data: auth,
         }));
-        let proposals = without_pfs(&conn.esp_proposals)
-            .iter()
-            .enumerate()
-            .map(|(i, p)| {
-                wire::proposal(
-                    i as u8 + 1,
-                    ProtocolId::ESP,
-                    self.child_spi.to_be_bytes().to_vec(),
-                    &p.transforms(),
-                )
-            })
-            .collect();
-        inner.push(Payload::Sa(SecurityAssociation(proposals)));
+        inner.push(Payload::Sa(wire::offer(
+            ProtocolId::ESP,
+            &self.child_spi.to_be_bytes(),
+            without_pfs(&conn.esp_proposals)
+                .iter()
+                .map(|p| p.transforms()),
+        )));
         inner.push(Payload::TsI(TrafficSelectors(conn.local_ts.clone())));
         inner.push(Payload::TsR(TrafficSelectors(conn.remote_ts.clone())));
-        let sk = self
-            .sk_out
-            .as_ref()
-            .ok_or(EngineError::Protocol("no keys"))?;
-        let msg = self.seal_out(
-            cfg,
-            &self.header(ExchangeType::IKE_AUTH, false, 1),
-            &inner,
-            sk,
-            rng,
-        )?;
+        // The message ID is 1 (set when IKE_SA_INIT was answered); no
+        // request of ours is in flight before the SA is established.
+        self.send_request(now, ExchangeType::IKE_AUTH, &inner, None, cfg, rng, out)?;
         self.state = State::AuthSent;
-        self.next_request_id = 2;
-        self.send_request(now, cfg, out, 1, msg);
         Ok(())
     }
 
@@ -394,17 +376,7 @@ impl IkeSa {
         ) else {
             return Err(NotifyType::NO_PROPOSAL_CHOSEN);
         };
-        let chosen = wire::offered(sa, ProtocolId::ESP);
-        let [(_, transforms, spi)] = &chosen[..] else {
-            return Err(NotifyType::NO_PROPOSAL_CHOSEN);
-        };
-        let suite = without_pfs(&conn.esp_proposals)
-            .iter()
-            .find_map(|p| p.select(transforms))
-            .ok_or(NotifyType::NO_PROPOSAL_CHOSEN)?;
-        let outbound_spi = <[u8; 4]>::try_from(&spi[..])
-            .map(u32::from_be_bytes)
-            .map_err(|_| NotifyType::INVALID_SYNTAX)?;
+        let (suite, outbound_spi) = accepted_esp(sa, &without_pfs(&conn.esp_proposals))?;
         if !ts::is_subset(&tsi.0, &conn.local_ts) || !ts::is_subset(&tsr.0, &conn.remote_ts) {
             return Err(NotifyType::TS_UNACCEPTABLE);
         }

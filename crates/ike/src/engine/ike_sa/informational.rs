@@ -107,22 +107,15 @@ impl IkeSa {
                 spis: vec![inbound_spi],
             })],
         };
-        let id = self.next_request_id;
-        let sk = self
-            .sk_out
-            .as_ref()
-            .ok_or(EngineError::Protocol("no keys"))?;
-        let msg = self.seal_out(
-            cfg,
-            &self.header(ExchangeType::INFORMATIONAL, false, id),
+        self.send_request(
+            now,
+            ExchangeType::INFORMATIONAL,
             &inner,
-            sk,
+            Some(request),
+            cfg,
             rng,
-        )?;
-        self.next_request_id = id.wrapping_add(1);
-        self.in_flight = Some(request);
-        self.send_request(now, cfg, out, id, msg);
-        Ok(())
+            out,
+        )
     }
 
     /// The answer to our INFORMATIONAL request: what it asked is done.

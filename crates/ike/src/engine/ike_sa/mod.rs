@@ -218,6 +218,27 @@ fn without_pfs(proposals: &[EspProposal]) -> Vec<EspProposal> {
         .collect()
 }
 
+/// The responder's answer `sa` to our ESP `proposals`: its one proposal
+/// must be acceptable to one of ours. The suite, and the responder's SPI
+/// (our outbound one).
+fn accepted_esp(
+    sa: &SecurityAssociation,
+    proposals: &[EspProposal],
+) -> Result<(crypto::ChildSuite, u32), NotifyType> {
+    let chosen = wire::offered(sa, ProtocolId::ESP);
+    let [(_, transforms, spi)] = &chosen[..] else {
+        return Err(NotifyType::NO_PROPOSAL_CHOSEN);
+    };
+    let suite = proposals
+        .iter()
+        .find_map(|p| p.select(transforms))
+        .ok_or(NotifyType::NO_PROPOSAL_CHOSEN)?;
+    let outbound_spi = <[u8; 4]>::try_from(&spi[..])
+        .map(u32::from_be_bytes)
+        .map_err(|_| NotifyType::INVALID_SYNTAX)?;
+    Ok((suite, outbound_spi))
+}
+
 fn nonce_of(payloads: &[Payload]) -> Option<Vec<u8>> {
     payloads.iter().find_map(|p| match p {
         Payload::Nonce(n) => Some(n.0.clone()),
@@ -325,8 +346,9 @@ impl IkeSa {
         out.transmits.push_back(Transmit { src, dst, payload });
     }
 
-    /// Sends a new request and arms its retransmission timer.
-    fn send_request(
+    /// Sends a new request (already built) and arms its retransmission
+    /// timer.
+    fn transmit_request(
         &mut self,
         now: Time,
         cfg: &EngineConfig,
@@ -343,6 +365,54 @@ impl IkeSa {
             retries: 0,
             next_at: now + cfg.retransmit_base_ms,
         });
+    }
+
+    /// Seals `inner` as our next request of `exchange` (the next message
+    /// ID), sends it and arms its retransmission timer; `in_flight` is
+    /// what the request asks. Nothing changes when sealing fails.
+    #[allow(clippy::too_many_arguments)]
+    fn send_request(
+        &mut self,
+        now: Time,
+        exchange: ExchangeType,
+        inner: &[Payload],
+        in_flight: Option<OwnRequest>,
+        cfg: &EngineConfig,
+        rng: &mut dyn RandomSource,
+        out: &mut Output,
+    ) -> Result<(), EngineError> {
+        let id = self.next_request_id;
+        let sk = self
+            .sk_out
+            .as_ref()
+            .ok_or(EngineError::Protocol("no keys"))?;
+        let msg = self.seal_out(cfg, &self.header(exchange, false, id), inner, sk, rng)?;
+        self.next_request_id = id.wrapping_add(1);
+        self.in_flight = in_flight;
+        self.transmit_request(now, cfg, out, id, msg);
+        Ok(())
+    }
+
+    /// The inner payloads of an encrypted response: from its reassembled
+    /// fragments or its SK payload. None (counted as `decrypt_failed`)
+    /// when it does not open or its payloads do not parse; None, uncounted,
+    /// without keys.
+    fn open_response(
+        &self,
+        reassembled: Option<fragment::Reassembled>,
+        datagram: &[u8],
+        out: &mut Output,
+    ) -> Option<Inner> {
+        let sk = self.sk_in.as_ref()?;
+        match fragment::open_or_reassembled(reassembled, datagram, sk)
+            .and_then(|r| r.map_err(EngineError::Codec))
+        {
+            Ok(inner) => Some(inner),
+            Err(_) => {
+                out.stats.decrypt_failed += 1;
+                None
+            }
+        }
     }
 
     fn fail(&mut self, now: Time, cfg: &EngineConfig, out: &mut Output, reason: FailReason) {
@@ -437,60 +507,28 @@ impl IkeSa {
                 self.on_init_response(now, src, dst, header, datagram, conn, cfg, rng, out)
             }
             (State::Established, ExchangeType::INFORMATIONAL) if self.in_flight.is_some() => {
-                let Some(sk) = self.sk_in.as_ref() else {
+                if self.open_response(reassembled, datagram, out).is_none() {
                     return;
-                };
-                match fragment::open_or_reassembled(reassembled, datagram, sk)
-                    .and_then(|r| r.map_err(EngineError::Codec))
-                {
-                    Ok(_) => self.on_info_response(now, conn, cfg, rng, out),
-                    Err(_) => {
-                        out.stats.decrypt_failed += 1;
-                        return;
-                    }
                 }
+                self.on_info_response(now, conn, cfg, rng, out)
             }
             (State::Established, ExchangeType::CREATE_CHILD_SA) if self.ike_rekey.is_some() => {
-                let Some(sk) = self.sk_in.as_ref() else {
+                let Some(inner) = self.open_response(reassembled, datagram, out) else {
                     return;
                 };
-                match fragment::open_or_reassembled(reassembled, datagram, sk)
-                    .and_then(|r| r.map_err(EngineError::Codec))
-                {
-                    Ok(inner) => self.on_rekey_ike_response(now, inner, conn, cfg, rng, out),
-                    Err(_) => {
-                        out.stats.decrypt_failed += 1;
-                        return;
-                    }
-                }
+                self.on_rekey_ike_response(now, inner, conn, cfg, rng, out)
             }
             (State::Established, ExchangeType::CREATE_CHILD_SA) if self.rekey.is_some() => {
-                let Some(sk) = self.sk_in.as_ref() else {
+                let Some(inner) = self.open_response(reassembled, datagram, out) else {
                     return;
                 };
-                match fragment::open_or_reassembled(reassembled, datagram, sk)
-                    .and_then(|r| r.map_err(EngineError::Codec))
-                {
-                    Ok(inner) => self.on_rekey_child_response(now, inner, conn, cfg, rng, out),
-                    Err(_) => {
-                        out.stats.decrypt_failed += 1;
-                        return;
-                    }
-                }
+                self.on_rekey_child_response(now, inner, conn, cfg, rng, out)
             }
             (State::AuthSent, ExchangeType::IKE_AUTH) => {
-                let Some(sk) = self.sk_in.as_ref() else {
+                let Some(inner) = self.open_response(reassembled, datagram, out) else {
                     return;
                 };
-                match fragment::open_or_reassembled(reassembled, datagram, sk)
-                    .and_then(|r| r.map_err(EngineError::Codec))
-                {
-                    Ok(inner) => self.on_auth_response(now, inner, conn, cfg, out),
-                    Err(_) => {
-                        out.stats.decrypt_failed += 1;
-                        return;
-                    }
-                }
+                self.on_auth_response(now, inner, conn, cfg, out)
             }
             _ => {
                 out.stats.unexpected += 1;

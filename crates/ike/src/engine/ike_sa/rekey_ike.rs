@@ -82,43 +82,29 @@ impl IkeSa {
         let new_spi_i = random_ike_spi(rng)?;
         let ni = random_bytes(rng, NONCE_LEN)?;
         let ke = crypto::KeyExchange::generate(suite.ke, rng)?;
-        let proposals = conn
-            .proposals
-            .iter()
-            .enumerate()
-            .map(|(i, p)| {
-                wire::proposal(
-                    i as u8 + 1,
-                    ProtocolId::IKE,
-                    new_spi_i.to_be_bytes().to_vec(),
-                    &p.transforms(),
-                )
-            })
-            .collect();
+        let offer = wire::offer(
+            ProtocolId::IKE,
+            &new_spi_i.to_be_bytes(),
+            conn.proposals.iter().map(|p| p.transforms()),
+        );
         let inner = vec![
-            Payload::Sa(SecurityAssociation(proposals)),
+            Payload::Sa(offer),
             Payload::Nonce(Nonce(ni.clone())),
             Payload::Ke(KeyExchange {
                 group: ke.group().id(),
                 data: ke.public_value().to_vec(),
             }),
         ];
-        let id = self.next_request_id;
-        let sk = self
-            .sk_out
-            .as_ref()
-            .ok_or(EngineError::Protocol("no keys"))?;
-        let msg = self.seal_out(
-            cfg,
-            &self.header(ExchangeType::CREATE_CHILD_SA, false, id),
+        self.send_request(
+            now,
+            ExchangeType::CREATE_CHILD_SA,
             &inner,
-            sk,
+            Some(OwnRequest::RekeyIke),
+            cfg,
             rng,
+            out,
         )?;
-        self.next_request_id = id.wrapping_add(1);
-        self.in_flight = Some(OwnRequest::RekeyIke);
         self.ike_rekey = Some(IkeRekeyState { new_spi_i, ni, ke });
-        self.send_request(now, cfg, out, id, msg);
         Ok(())
     }
 

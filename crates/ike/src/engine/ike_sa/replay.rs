@@ -28,34 +28,20 @@ pub fn replay_psk_ike_auth(
     auth_response: &[u8],
     shared_secret: &[u8],
 ) -> Result<Replay, EngineError> {
-    let req = Message::parse(init_request)?;
-    let resp = Message::parse(init_response)?;
-    let chosen = match resp.find(PayloadType::SA) {
-        Some(Payload::Sa(sa)) => wire::offered(sa, ProtocolId::IKE),
-        _ => return Err(EngineError::Protocol("no SA")),
-    };
-    let suite = chosen
-        .first()
-        .and_then(|(_, t, _)| conn.proposals.iter().find_map(|p| p.select(t)))
-        .ok_or(EngineError::Protocol("no acceptable proposal"))?;
-    let ni = nonce_of(&req.payloads).ok_or(EngineError::Protocol("no Ni"))?;
-    let nr = nonce_of(&resp.payloads).ok_or(EngineError::Protocol("no Nr"))?;
-    let shared = crypto::SecretBytes::from_slice(shared_secret);
-    let mut views = [Role::Initiator, Role::Responder].map(|role| {
-        let mut sa = IkeSa::new(0, 0, role, conn.local, conn.remote);
-        sa.spi_i = resp.header.spi_i;
-        sa.spi_r = resp.header.spi_r;
-        sa.ni = ni.clone();
-        sa.nr = nr.clone();
-        sa.init_request = init_request.to_vec();
-        sa.init_response = init_response.to_vec();
-        sa.suite = Some(suite);
-        sa
-    });
-    for v in views.iter_mut() {
-        v.derive_ike_keys(&shared)?;
-    }
-    let [initiator, responder] = views;
+    let initiator = recorded_sa(
+        conn,
+        Role::Initiator,
+        init_request,
+        init_response,
+        shared_secret,
+    )?;
+    let responder = recorded_sa(
+        conn,
+        Role::Responder,
+        init_request,
+        init_response,
+        shared_secret,
+    )?;
     // The responder's view opens and checks the request, the initiator's
     // the response: both with the one PSK, as each charon did.
     let request = wire::open(
@@ -128,31 +114,13 @@ pub fn replay_fragments(
     fragments: &[&[u8]],
     from_initiator: bool,
 ) -> Result<(u8, Vec<u8>), EngineError> {
-    let req = Message::parse(init_request)?;
-    let resp = Message::parse(init_response)?;
-    let chosen = match resp.find(PayloadType::SA) {
-        Some(Payload::Sa(sa)) => wire::offered(sa, ProtocolId::IKE),
-        _ => return Err(EngineError::Protocol("no SA")),
-    };
-    let suite = chosen
-        .first()
-        .and_then(|(_, t, _)| conn.proposals.iter().find_map(|p| p.select(t)))
-        .ok_or(EngineError::Protocol("no acceptable proposal"))?;
     // The receiving side's view.
     let role = if from_initiator {
         Role::Responder
     } else {
         Role::Initiator
     };
-    let mut sa = IkeSa::new(0, 0, role, conn.local, conn.remote);
-    sa.spi_i = resp.header.spi_i;
-    sa.spi_r = resp.header.spi_r;
-    sa.ni = nonce_of(&req.payloads).ok_or(EngineError::Protocol("no Ni"))?;
-    sa.nr = nonce_of(&resp.payloads).ok_or(EngineError::Protocol("no Nr"))?;
-    sa.init_request = init_request.to_vec();
-    sa.init_response = init_response.to_vec();
-    sa.suite = Some(suite);
-    sa.derive_ike_keys(&crypto::SecretBytes::from_slice(shared_secret))?;
+    let sa = recorded_sa(conn, role, init_request, init_response, shared_secret)?;
     let sk = sa.sk_in.as_ref().ok_or(EngineError::Protocol("no keys"))?;
     let mut slot = None;
     for f in fragments {
@@ -165,4 +133,36 @@ pub fn replay_fragments(
         }
     }
     Err(EngineError::Protocol("fragments incomplete"))
+}
+
+/// `role`'s view of the IKE SA that a recorded IKE_SA_INIT pair and g^ir
+/// set up: the suite chosen from `conn`'s proposals, the nonces and the
+/// derived keys.
+fn recorded_sa(
+    conn: &Connection,
+    role: Role,
+    init_request: &[u8],
+    init_response: &[u8],
+    shared_secret: &[u8],
+) -> Result<IkeSa, EngineError> {
+    let req = Message::parse(init_request)?;
+    let resp = Message::parse(init_response)?;
+    let chosen = match resp.find(PayloadType::SA) {
+        Some(Payload::Sa(sa)) => wire::offered(sa, ProtocolId::IKE),
+        _ => return Err(EngineError::Protocol("no SA")),
+    };
+    let suite = chosen
+        .first()
+        .and_then(|(_, t, _)| conn.proposals.iter().find_map(|p| p.select(t)))
+        .ok_or(EngineError::Protocol("no acceptable proposal"))?;
+    let mut sa = IkeSa::new(0, 0, role, conn.local, conn.remote);
+    sa.spi_i = resp.header.spi_i;
+    sa.spi_r = resp.header.spi_r;
+    sa.ni = nonce_of(&req.payloads).ok_or(EngineError::Protocol("no Ni"))?;
+    sa.nr = nonce_of(&resp.payloads).ok_or(EngineError::Protocol("no Nr"))?;
+    sa.init_request = init_request.to_vec();
+    sa.init_response = init_response.to_vec();
+    sa.suite = Some(suite);
+    sa.derive_ike_keys(&crypto::SecretBytes::from_slice(shared_secret))?;
+    Ok(sa)
 }
