@@ -14,6 +14,7 @@ use aws_lc_rs::agreement;
 use zeroize::Zeroizing;
 
 use super::error::CryptoError;
+use super::mlkem;
 use super::modp;
 use super::rng::RandomSource;
 use super::secret::SecretBytes;
@@ -32,6 +33,7 @@ pub struct KeyExchange {
 enum PrivateValue {
     Ecdh(agreement::PrivateKey),
     Modp(Zeroizing<Vec<u8>>),
+    Kem(mlkem::DecapsulationKey),
 }
 
 impl fmt::Debug for KeyExchange {
@@ -48,7 +50,7 @@ fn ecdh_algorithm(group: KeGroup) -> Option<&'static agreement::Algorithm> {
         KeGroup::Curve25519 => Some(&agreement::X25519),
         KeGroup::Ecp256 => Some(&agreement::ECDH_P256),
         KeGroup::Ecp384 => Some(&agreement::ECDH_P384),
-        KeGroup::Modp2048 => None,
+        _ => None,
     }
 }
 
@@ -58,6 +60,8 @@ fn private_len(group: KeGroup) -> usize {
         KeGroup::Curve25519 | KeGroup::Ecp256 => 32,
         KeGroup::Ecp384 => 48,
         KeGroup::Modp2048 => modp::EXPONENT_BYTES,
+        // ML-KEM's key generation seed d | z (FIPS 203 Algorithm 19).
+        KeGroup::MlKem512 | KeGroup::MlKem768 | KeGroup::MlKem1024 => 64,
     }
 }
 
@@ -82,7 +86,20 @@ impl KeyExchange {
     /// ECP (RFC 5903), the 32-byte scalar for X25519 (RFC 7748, clamped by
     /// the primitive), a big-endian exponent of at most 256 bytes for MODP.
     /// For known-answer tests and for [`KeyExchange::generate`].
+    /// For ML-KEM the private value is the 64-byte seed d | z and the
+    /// public value the encapsulation key.
     pub fn from_private(group: KeGroup, private: &[u8]) -> Result<Self, CryptoError> {
+        if let Some(kem) = group.ml_kem() {
+            let seed: &[u8; 64] = private
+                .try_into()
+                .map_err(|_| CryptoError::InvalidPrivateValue)?;
+            let dk = mlkem::DecapsulationKey::from_seed(kem, seed);
+            return Ok(KeyExchange {
+                group,
+                public: dk.encapsulation_key(),
+                private: PrivateValue::Kem(dk),
+            });
+        }
         match ecdh_algorithm(group) {
             Some(alg) => {
                 let key = agreement::PrivateKey::from_private_key(alg, private)
@@ -133,7 +150,12 @@ impl KeyExchange {
     /// left-padded to 256 bytes (RFC 7296 section 2.14). Peer values that
     /// are not group elements are refused (points off the curve, MODP
     /// values outside 2..p-2, an all-zero X25519 result).
+    /// For ML-KEM, `peer_public` is the responder's ciphertext and the
+    /// result ML-KEM.Decaps's key.
     pub fn shared_secret(&self, peer_public: &[u8]) -> Result<SecretBytes, CryptoError> {
+        if let PrivateValue::Kem(dk) = &self.private {
+            return dk.decapsulate(peer_public);
+        }
         let expected = self.group.public_len();
         if peer_public.len() != expected {
             return Err(CryptoError::PublicValueLength {
@@ -165,6 +187,25 @@ impl KeyExchange {
                 Ok(secret)
             }
             PrivateValue::Modp(exponent) => modp::shared_secret(exponent, peer_public),
+            PrivateValue::Kem(_) => Err(CryptoError::Internal),
         }
+    }
+
+    /// The responder's side of one exchange with `group`, given the
+    /// initiator's KE payload data: our public value (KE payload data) and
+    /// the shared secret. For Diffie-Hellman a fresh private value and
+    /// g^ir; for ML-KEM an encapsulation to the initiator's key (the
+    /// ciphertext and the key; randomness m from `rng`).
+    pub fn respond(
+        group: KeGroup,
+        peer_public: &[u8],
+        rng: &mut dyn RandomSource,
+    ) -> Result<(Vec<u8>, SecretBytes), CryptoError> {
+        if let Some(kem) = group.ml_kem() {
+            return mlkem::encapsulate(kem, peer_public, rng);
+        }
+        let ke = Self::generate(group, rng)?;
+        let shared = ke.shared_secret(peer_public)?;
+        Ok((ke.public, shared))
     }
 }

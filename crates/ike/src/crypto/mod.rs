@@ -7,6 +7,7 @@ pub mod auth;
 pub mod error;
 pub mod kdf;
 pub mod ke;
+pub mod mlkem;
 pub mod modp;
 pub mod prf;
 pub mod proposal;

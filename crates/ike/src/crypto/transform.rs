@@ -18,9 +18,11 @@ pub enum TransformType {
     KeyExchange,
     /// 5: Extended Sequence Numbers (ESN).
     Esn,
-    /// Any other type (RFC 9370's additional key exchanges, 6..=12, or
-    /// unassigned): a proposal that carries one is unacceptable
-    /// (RFC 7296 section 3.3.6).
+    /// 6..=12: Additional Key Exchange 1..=7 (ADDKE1..ADDKE7, RFC 9370
+    /// section 2.2); the value held is n (1..=7).
+    AdditionalKeyExchange(u8),
+    /// Any other (unassigned) type: a proposal that carries one is
+    /// unacceptable (RFC 7296 section 3.3.6).
     Other(u8),
 }
 
@@ -33,6 +35,7 @@ impl TransformType {
             TransformType::Integrity => 3,
             TransformType::KeyExchange => 4,
             TransformType::Esn => 5,
+            TransformType::AdditionalKeyExchange(n) => n + 5,
             TransformType::Other(v) => v,
         }
     }
@@ -45,6 +48,7 @@ impl TransformType {
             3 => TransformType::Integrity,
             4 => TransformType::KeyExchange,
             5 => TransformType::Esn,
+            6..=12 => TransformType::AdditionalKeyExchange(v - 5),
             other => TransformType::Other(other),
         }
     }
@@ -313,10 +317,40 @@ pub enum KeGroup {
     Ecp384,
     /// 31: Curve25519 (RFC 8031).
     Curve25519,
+    /// 35: ML-KEM-512 (FIPS 203); additional key exchanges only here.
+    MlKem512,
+    /// 36: ML-KEM-768 (FIPS 203); additional key exchanges only here.
+    MlKem768,
+    /// 37: ML-KEM-1024 (FIPS 203); additional key exchanges only here.
+    MlKem1024,
 }
 
 impl KeGroup {
-    /// Every supported group.
+    /// The ML-KEM parameter sets, usable as RFC 9370 additional key
+    /// exchanges (not in IKE_SA_INIT's KE payload: see docs/ike.md).
+    pub const ML_KEM: [KeGroup; 3] = [KeGroup::MlKem512, KeGroup::MlKem768, KeGroup::MlKem1024];
+
+    /// The ML-KEM parameter set, when this method is one.
+    pub fn ml_kem(self) -> Option<super::mlkem::MlKem> {
+        match self {
+            KeGroup::MlKem512 => Some(super::mlkem::MlKem::MlKem512),
+            KeGroup::MlKem768 => Some(super::mlkem::MlKem::MlKem768),
+            KeGroup::MlKem1024 => Some(super::mlkem::MlKem::MlKem1024),
+            _ => None,
+        }
+    }
+
+    /// The method with this id among every one espgw implements (Diffie-
+    /// Hellman groups and ML-KEM), for additional key exchanges.
+    pub fn from_any_id(id: u16) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .chain(Self::ML_KEM)
+            .find(|g| g.id() == id)
+    }
+
+    /// Every supported Diffie-Hellman group (the methods usable in
+    /// IKE_SA_INIT and for PFS).
     pub const ALL: [KeGroup; 4] = [
         KeGroup::Modp2048,
         KeGroup::Ecp256,
@@ -331,6 +365,9 @@ impl KeGroup {
             KeGroup::Ecp256 => 19,
             KeGroup::Ecp384 => 20,
             KeGroup::Curve25519 => 31,
+            KeGroup::MlKem512 => 35,
+            KeGroup::MlKem768 => 36,
+            KeGroup::MlKem1024 => 37,
         }
     }
 
@@ -352,12 +389,17 @@ impl KeGroup {
     /// Length of the public value in the KE payload, and of the shared
     /// secret g^ir: 256 for MODP-2048 (zero-padded to the modulus), x || y
     /// for ECP (RFC 5903 section 7), 32 for Curve25519 (RFC 8031 section 2).
+    /// For ML-KEM, the exchange initiator's value (the encapsulation key);
+    /// the responder's is the ciphertext ([`super::mlkem::MlKem::ciphertext_len`]).
     pub fn public_len(self) -> usize {
         match self {
             KeGroup::Modp2048 => 256,
             KeGroup::Ecp256 => 64,
             KeGroup::Ecp384 => 96,
             KeGroup::Curve25519 => 32,
+            KeGroup::MlKem512 => 800,
+            KeGroup::MlKem768 => 1184,
+            KeGroup::MlKem1024 => 1568,
         }
     }
 
@@ -369,6 +411,7 @@ impl KeGroup {
             KeGroup::Ecp256 => 32,
             KeGroup::Ecp384 => 48,
             KeGroup::Curve25519 => 32,
+            KeGroup::MlKem512 | KeGroup::MlKem768 | KeGroup::MlKem1024 => 32,
         }
     }
 }
