@@ -308,6 +308,7 @@ fn ike_sa_keys_are_cut_from_the_dkm_in_rfc_order() {
         integrity: Some(Integrity::HmacSha256_128),
         prf: Prf::HmacSha256,
         ke: KeGroup::Modp2048,
+        addke: [None; 7],
     };
     let dkm = unhex(case.dkm);
     let keys = IkeSaKeys::derive(

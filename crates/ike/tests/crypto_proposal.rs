@@ -162,7 +162,8 @@ fn responder_takes_the_first_initiator_proposal_it_accepts() {
             encryption: Encryption::AesCbc128,
             integrity: Some(Integrity::HmacSha256_128),
             prf: Prf::HmacSha256,
-            ke: KeGroup::Modp2048
+            ke: KeGroup::Modp2048,
+            addke: [None; 7],
         }
     );
     // The answer is a single-choice proposal the initiator accepts back.
@@ -216,13 +217,23 @@ fn incomplete_or_unknown_type_proposals_are_refused() {
     // Missing integrity with a CBC cipher.
     let p = offered(&[(E, 12, Some(128)), (P, 5, None), (K, 31, None)]);
     assert_eq!(ours[0].select(&p), None);
-    // An RFC 9370 additional key exchange (type 6) we do not understand.
+    // A transform type nobody defined (13) makes the proposal unacceptable.
     let p = offered(&[
         (E, 12, Some(128)),
         (P, 5, None),
         (I, 12, None),
         (K, 31, None),
-        (TransformType::Other(6), 36, None),
+        (TransformType::Other(13), 1, None),
+    ]);
+    assert_eq!(ours[0].select(&p), None);
+    // A required RFC 9370 additional key exchange (ADDKE1 = type 6) that
+    // this proposal does not have: refused, never taken without it.
+    let p = offered(&[
+        (E, 12, Some(128)),
+        (P, 5, None),
+        (I, 12, None),
+        (K, 31, None),
+        (TransformType::from_u8(6), 36, None),
     ]);
     assert_eq!(ours[0].select(&p), None);
     // AEAD offered together with a real integrity transform.
@@ -322,4 +333,129 @@ fn transforms_carry_the_iana_ids() {
     assert_eq!(Integrity::HmacSha384_192.id(), 13);
     assert_eq!(TransformType::from_u8(5), N);
     assert_eq!(TransformType::from_u8(9).to_u8(), 9);
+}
+
+const A: fn(u8) -> TransformType = TransformType::AdditionalKeyExchange;
+
+#[test]
+fn additional_key_exchanges_parse_as_strongswan_6_writes_them() {
+    let p = parse_ike_proposals("aes256gcm16-prfsha384-x25519-ke1_mlkem768").unwrap();
+    assert_eq!(p[0].ke, vec![KeGroup::Curve25519]);
+    assert_eq!(p[0].addke[0], vec![Some(KeGroup::MlKem768)]);
+    assert!(p[0].addke[1..].iter().all(Vec::is_empty));
+    // Transform types 6..12 on the wire, ML-KEM ids 35/36/37.
+    assert_eq!(TransformType::AdditionalKeyExchange(1).to_u8(), 6);
+    assert_eq!(TransformType::AdditionalKeyExchange(7).to_u8(), 12);
+    assert_eq!(
+        TransformType::from_u8(9),
+        TransformType::AdditionalKeyExchange(4)
+    );
+    assert_eq!(TransformType::from_u8(13), TransformType::Other(13));
+    assert_eq!(
+        [
+            KeGroup::MlKem512.id(),
+            KeGroup::MlKem768.id(),
+            KeGroup::MlKem1024.id()
+        ],
+        [35, 36, 37]
+    );
+    assert!(p[0]
+        .transforms()
+        .contains(&Transform::new(TransformType::from_u8(6), 36)));
+    let p = parse_ike_proposals(
+        "aes128-sha256-ecp256-ke1_mlkem768-ke1_mlkem1024-ke1_none-ke2_mlkem512-ke7_x25519",
+    )
+    .unwrap();
+    assert_eq!(
+        p[0].addke[0],
+        vec![Some(KeGroup::MlKem768), Some(KeGroup::MlKem1024), None]
+    );
+    assert_eq!(p[0].addke[1], vec![Some(KeGroup::MlKem512)]);
+    assert_eq!(p[0].addke[6], vec![Some(KeGroup::Curve25519)]);
+    let t = p[0].transforms();
+    assert!(t.contains(&Transform::new(A(1), 0)));
+    assert!(t.contains(&Transform::new(A(7), 31)));
+    // Errors: ML-KEM as the IKE_SA_INIT method, ke8_, unknown methods,
+    // ADDKE in ESP proposals.
+    assert_eq!(
+        ike_err("aes128gcm16-prfsha256-mlkem768"),
+        ProposalErrorReason::KemAsPrimary("mlkem768".into())
+    );
+    assert!(matches!(
+        ike_err("aes128gcm16-prfsha256-x25519-ke8_mlkem768"),
+        ProposalErrorReason::UnknownKeyword(_)
+    ));
+    assert!(matches!(
+        ike_err("aes128gcm16-prfsha256-x25519-ke1_mlkem999"),
+        ProposalErrorReason::UnknownKeyword(_)
+    ));
+    assert_eq!(
+        esp_err("aes128gcm16-ke1_mlkem768"),
+        ProposalErrorReason::AddKeInEsp("ke1_mlkem768".into())
+    );
+    let msg = parse_ike_proposals("aes128gcm16-prfsha256-mlkem768")
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains("ke1_mlkem768"), "{msg}");
+}
+
+#[test]
+fn additional_key_exchange_selection() {
+    const E: TransformType = TransformType::Encryption;
+    const P: TransformType = TransformType::Prf;
+    const K: TransformType = TransformType::KeyExchange;
+    let base = [(E, 20, Some(256)), (P, 6, None), (K, 31, None)];
+    let with = |extra: &[(TransformType, u16, Option<u16>)]| {
+        let mut v = base.to_vec();
+        v.extend_from_slice(extra);
+        offered(&v)
+    };
+    let required = parse_ike_proposals("aes256gcm16-prfsha384-x25519-ke1_mlkem768").unwrap();
+    let optional =
+        parse_ike_proposals("aes256gcm16-prfsha384-x25519-ke1_mlkem768-ke1_none").unwrap();
+    let classic = parse_ike_proposals("aes256gcm16-prfsha384-x25519").unwrap();
+    // Both require it: chosen.
+    let s = required[0].select(&with(&[(A(1), 36, None)])).unwrap();
+    assert_eq!(s.addke[0], Some(KeGroup::MlKem768));
+    assert_eq!(
+        s.additional_exchanges().collect::<Vec<_>>(),
+        vec![KeGroup::MlKem768]
+    );
+    assert!(s.transforms().contains(&Transform::new(A(1), 36)));
+    // The peer prefers NONE: we require ML-KEM, so its next choice counts.
+    let s = required[0]
+        .select(&with(&[(A(1), 0, None), (A(1), 36, None)]))
+        .unwrap();
+    assert_eq!(s.addke[0], Some(KeGroup::MlKem768));
+    // Peer without ADDKE: refused when we require it, accepted when optional.
+    assert_eq!(required[0].select(&with(&[])), None);
+    assert_eq!(optional[0].select(&with(&[])).unwrap().addke, [None; 7]);
+    // Peer requires ADDKE, we have none configured: refused; the peer
+    // makes it optional: NONE chosen, and the answer carries no ADDKE.
+    assert_eq!(classic[0].select(&with(&[(A(1), 36, None)])), None);
+    let s = classic[0]
+        .select(&with(&[(A(1), 36, None), (A(1), 0, None)]))
+        .unwrap();
+    assert_eq!(s.addke, [None; 7]);
+    assert!(!s.transforms().iter().any(|t| t.kind == A(1)));
+    // A method mismatch: refused; ADDKE2 must match too.
+    assert_eq!(required[0].select(&with(&[(A(1), 37, None)])), None);
+    assert_eq!(
+        required[0].select(&with(&[(A(1), 36, None), (A(2), 35, None)])),
+        None
+    );
+    // Attributes on an ADDKE transform are not ours to accept.
+    assert_eq!(required[0].select(&with(&[(A(1), 36, Some(128))])), None);
+    // ESP offers: ADDKE only with NONE.
+    let esp = parse_esp_proposals("aes128gcm16").unwrap();
+    let esp_offer = |extra: &[(TransformType, u16, Option<u16>)]| {
+        let mut v = vec![(E, 20, Some(128)), (TransformType::Esn, 0, None)];
+        v.extend_from_slice(extra);
+        offered(&v)
+    };
+    assert!(esp[0].select(&esp_offer(&[])).is_some());
+    assert!(esp[0].select(&esp_offer(&[(A(1), 36, None)])).is_none());
+    assert!(esp[0]
+        .select(&esp_offer(&[(A(1), 36, None), (A(1), 0, None)]))
+        .is_some());
 }

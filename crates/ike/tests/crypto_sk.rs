@@ -277,6 +277,7 @@ fn pair_uses_the_initiator_keys_for_initiator_messages() {
         integrity: Some(Integrity::HmacSha384_192),
         prf: Prf::HmacSha384,
         ke: KeGroup::Ecp384,
+        addke: [None; 7],
     };
     let keys =
         IkeSaKeys::derive(&suite, &[7; 48], b"Ni nonce", b"Nr nonce", &[1; 8], &[2; 8]).unwrap();

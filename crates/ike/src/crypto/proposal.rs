@@ -15,6 +15,12 @@
 //! | key exchange | `x25519`, `ecp256`, `ecp384`, `modp2048` | same (PFS group) |
 //! | ESN | none | `esn`, `noesn` |
 //!
+//! RFC 9370 additional key exchanges (IKE proposals only), as strongSwan 6
+//! writes them: `ke1_mlkem768` .. `ke7_...` name a method for ADDKE1..7
+//! (`mlkem512`, `mlkem768`, `mlkem1024`, or a Diffie-Hellman group),
+//! `ke1_none` makes that exchange optional
+//! (`aes256gcm16-prfsha384-x25519-ke1_mlkem768`).
+//!
 //! Aliases strongSwan also accepts: `aes128gcm128`/`aes256gcm128` (the ICV
 //! in bits), `curve25519`, `sha2_256`/`sha2_384`/`sha2_512`,
 //! `prfsha2_256`... Anything else is an error that names the keyword.
@@ -46,6 +52,10 @@ pub struct IkeProposal {
     pub prf: Vec<Prf>,
     /// Key exchange methods.
     pub ke: Vec<KeGroup>,
+    /// RFC 9370 additional key exchanges: `addke[n - 1]` lists the methods
+    /// accepted for ADDKEn, `None` meaning NONE (the exchange is
+    /// optional). An empty list: no ADDKEn (only NONE is acceptable).
+    pub addke: [Vec<Option<KeGroup>>; 7],
 }
 
 /// A CHILD_SA (ESP) proposal.
@@ -72,6 +82,17 @@ pub struct IkeSuite {
     pub prf: Prf,
     /// Key exchange method.
     pub ke: KeGroup,
+    /// RFC 9370 additional key exchanges chosen: `addke[n - 1]` for
+    /// ADDKEn, `None` when there is none (or NONE was chosen).
+    pub addke: [Option<KeGroup>; 7],
+}
+
+impl IkeSuite {
+    /// The additional key exchanges to run, in order (ADDKE1 first),
+    /// skipping NONE.
+    pub fn additional_exchanges(&self) -> impl Iterator<Item = KeGroup> + '_ {
+        self.addke.iter().filter_map(|g| *g)
+    }
 }
 
 /// What a CHILD_SA negotiation settled on.
@@ -118,6 +139,12 @@ pub enum ProposalErrorReason {
     /// No combination of the listed ESP algorithms is a suite the data
     /// plane implements.
     NoEspSuite,
+    /// ML-KEM named as the IKE_SA_INIT key exchange (only as an RFC 9370
+    /// additional key exchange here: `ke1_mlkem768`).
+    KemAsPrimary(String),
+    /// `keN_` in an ESP proposal (additional key exchanges on CHILD_SAs
+    /// are not implemented).
+    AddKeInEsp(String),
 }
 
 impl fmt::Display for ProposalError {
@@ -152,6 +179,14 @@ impl fmt::Display for ProposalError {
                 f,
                 "AEAD ciphers carry their own integrity: remove the integrity algorithm"
             ),
+            ProposalErrorReason::KemAsPrimary(k) => write!(
+                f,
+                "\"{k}\" only as an additional key exchange here, e.g. \"x25519-ke1_{k}\""
+            ),
+            ProposalErrorReason::AddKeInEsp(k) => write!(
+                f,
+                "\"{k}\": additional key exchanges (RFC 9370) are supported for the IKE SA only"
+            ),
             ProposalErrorReason::NoEspSuite => write!(
                 f,
                 "no combination is an ESP suite espgw implements (aes128gcm16, aes256gcm16, \
@@ -169,7 +204,34 @@ enum Keyword {
     Integ(Integrity),
     Prf(Prf),
     Ke(KeGroup),
+    /// ADDKEn (1..=7) with a method, or NONE.
+    AddKe(usize, Option<KeGroup>),
     Esn(Esn),
+}
+
+/// A key exchange method's name, including ML-KEM.
+fn method(word: &str) -> Option<KeGroup> {
+    Some(match word {
+        "x25519" | "curve25519" => KeGroup::Curve25519,
+        "ecp256" => KeGroup::Ecp256,
+        "ecp384" => KeGroup::Ecp384,
+        "modp2048" => KeGroup::Modp2048,
+        "mlkem512" => KeGroup::MlKem512,
+        "mlkem768" => KeGroup::MlKem768,
+        "mlkem1024" => KeGroup::MlKem1024,
+        _ => return None,
+    })
+}
+
+/// `ke1_mlkem768`, `ke3_none`: (n, method or NONE).
+fn addke_keyword(word: &str) -> Option<(usize, Option<KeGroup>)> {
+    let rest = word.strip_prefix("ke")?;
+    let (n, name) = rest.split_once('_')?;
+    let n: usize = n.parse().ok().filter(|n| (1..=7).contains(n))?;
+    if name == "none" {
+        return Some((n, None));
+    }
+    Some((n, Some(method(name)?)))
 }
 
 fn keyword(word: &str, kind: ProposalKind) -> Option<Keyword> {
@@ -190,10 +252,11 @@ fn keyword(word: &str, kind: ProposalKind) -> Option<Keyword> {
         "prfsha256" | "prfsha2_256" if kind == ProposalKind::Ike => Keyword::Prf(Prf::HmacSha256),
         "prfsha384" | "prfsha2_384" if kind == ProposalKind::Ike => Keyword::Prf(Prf::HmacSha384),
         "prfsha512" | "prfsha2_512" if kind == ProposalKind::Ike => Keyword::Prf(Prf::HmacSha512),
-        "x25519" | "curve25519" => Keyword::Ke(KeGroup::Curve25519),
-        "ecp256" => Keyword::Ke(KeGroup::Ecp256),
-        "ecp384" => Keyword::Ke(KeGroup::Ecp384),
-        "modp2048" => Keyword::Ke(KeGroup::Modp2048),
+        "x25519" | "curve25519" | "ecp256" | "ecp384" | "modp2048" => Keyword::Ke(method(word)?),
+        w if addke_keyword(w).is_some() && kind == ProposalKind::Ike => {
+            let (n, g) = addke_keyword(w)?;
+            Keyword::AddKe(n, g)
+        }
         "esn" if kind == ProposalKind::Esp => Keyword::Esn(Esn::Yes),
         "noesn" if kind == ProposalKind::Esp => Keyword::Esn(Esn::No),
         _ => return None,
@@ -214,6 +277,7 @@ struct Lists {
     integrity: Vec<Integrity>,
     prf: Vec<Prf>,
     ke: Vec<KeGroup>,
+    addke: [Vec<Option<KeGroup>>; 7],
     esn: Vec<Esn>,
 }
 
@@ -240,6 +304,13 @@ fn parse_lists(s: &str, kind: ProposalKind) -> Result<Vec<(usize, String, Lists)
                 Some(Keyword::Prf(p)) => push_unique(&mut lists.prf, p),
                 Some(Keyword::Ke(g)) => push_unique(&mut lists.ke, g),
                 Some(Keyword::Esn(e)) => push_unique(&mut lists.esn, e),
+                Some(Keyword::AddKe(n, g)) => push_unique(&mut lists.addke[n - 1], g),
+                None if method(&lower).is_some() => {
+                    return Err(err(ProposalErrorReason::KemAsPrimary(lower)))
+                }
+                None if kind == ProposalKind::Esp && addke_keyword(&lower).is_some() => {
+                    return Err(err(ProposalErrorReason::AddKeInEsp(lower)))
+                }
                 None => {
                     return Err(err(ProposalErrorReason::UnknownKeyword(
                         word.trim().to_string(),
@@ -302,6 +373,7 @@ pub fn parse_ike_proposals(s: &str) -> Result<Vec<IkeProposal>, ProposalError> {
             integrity: lists.integrity,
             prf: lists.prf,
             ke: lists.ke,
+            addke: lists.addke,
         });
     }
     Ok(out)
@@ -366,6 +438,61 @@ fn has_unknown_type(offered: &[Transform]) -> bool {
         .any(|t| matches!(t.kind, TransformType::Other(_)))
 }
 
+/// RFC 9370 section 2.2.1: for each ADDKEn, the peer's first offered
+/// method (or NONE) that `ours[n - 1]` accepts. A type the peer does not
+/// offer counts as NONE; an empty list of ours accepts only NONE. `None`
+/// when some ADDKEn has no acceptable choice, so a proposal that requires
+/// an additional exchange is never silently taken without it (and one we
+/// require is never given up).
+fn select_addke(
+    offered: &[Transform],
+    ours: &[Vec<Option<KeGroup>>; 7],
+) -> Option<[Option<KeGroup>; 7]> {
+    let mut chosen = [None; 7];
+    for (i, slot) in chosen.iter_mut().enumerate() {
+        let kind = TransformType::AdditionalKeyExchange(i as u8 + 1);
+        let offers: Vec<Option<Option<KeGroup>>> = offered
+            .iter()
+            .filter(|t| t.kind == kind)
+            .map(|t| {
+                if t.id == KE_NONE && t.key_length.is_none() {
+                    Some(None)
+                } else if t.key_length.is_none() {
+                    KeGroup::from_any_id(t.id).map(Some)
+                } else {
+                    None
+                }
+            })
+            .collect();
+        let accepts = |g: &Option<KeGroup>| {
+            if ours[i].is_empty() {
+                g.is_none()
+            } else {
+                ours[i].contains(g)
+            }
+        };
+        *slot = if offers.is_empty() {
+            if !accepts(&None) {
+                return None;
+            }
+            None
+        } else {
+            offers.into_iter().flatten().find(accepts)?
+        };
+    }
+    Some(chosen)
+}
+
+/// An ESP offer's additional key exchanges: acceptable only when each
+/// offered ADDKE type allows NONE (CHILD_SA ADDKEs are not implemented).
+fn esp_addke_acceptable(offered: &[Transform]) -> bool {
+    (1..=7u8).all(|n| {
+        let kind = TransformType::AdditionalKeyExchange(n);
+        let mut of_kind = offered.iter().filter(|t| t.kind == kind).peekable();
+        of_kind.peek().is_none() || of_kind.any(|t| t.id == KE_NONE)
+    })
+}
+
 impl IkeProposal {
     /// The transforms to put in an SA payload's proposal (protocol IKE).
     pub fn transforms(&self) -> Vec<Transform> {
@@ -373,6 +500,14 @@ impl IkeProposal {
         t.extend(self.prf.iter().map(|p| p.transform()));
         t.extend(self.integrity.iter().map(|i| i.transform()));
         t.extend(self.ke.iter().map(|g| g.transform()));
+        for (i, methods) in self.addke.iter().enumerate() {
+            let kind = TransformType::AdditionalKeyExchange(i as u8 + 1);
+            t.extend(
+                methods
+                    .iter()
+                    .map(|g| Transform::new(kind, g.map_or(KE_NONE, KeGroup::id))),
+            );
+        }
         t
     }
 
@@ -418,11 +553,13 @@ impl IkeProposal {
                 Integrity::from_transform,
             )?)
         };
+        let addke = select_addke(offered, &self.addke)?;
         Some(IkeSuite {
             encryption,
             integrity,
             prf,
             ke,
+            addke,
         })
     }
 }
@@ -433,6 +570,12 @@ impl IkeSuite {
         let mut t = vec![self.encryption.transform(), self.prf.transform()];
         t.extend(self.integrity.map(|i| i.transform()));
         t.push(self.ke.transform());
+        for (i, g) in self.addke.iter().enumerate() {
+            if let Some(g) = g {
+                let kind = TransformType::AdditionalKeyExchange(i as u8 + 1);
+                t.push(Transform::new(kind, g.id()));
+            }
+        }
         t
     }
 }
@@ -455,7 +598,7 @@ impl EspProposal {
     /// offered groups must be ours. The ESN transform is mandatory in ESP
     /// proposals (RFC 7296 3.3.3).
     pub fn select(&self, offered: &[Transform]) -> Option<ChildSuite> {
-        if has_unknown_type(offered) {
+        if has_unknown_type(offered) || !esp_addke_acceptable(offered) {
             return None;
         }
         let encs = offered
