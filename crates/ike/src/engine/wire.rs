@@ -113,6 +113,9 @@ pub(crate) fn seal_plain(
 #[derive(Debug, Default)]
 pub(crate) struct Inner {
     pub payloads: Vec<Payload>,
+    /// The first inner payload's type and the decrypted inner chain, as
+    /// received (RFC 9242 IntAuth covers them).
+    pub raw: Option<(PayloadType, Vec<u8>)>,
     /// IDi and IDr bodies as received (an IKE_AUTH request may hold both).
     pub id_bodies: Vec<(PayloadType, Vec<u8>)>,
 }
@@ -120,6 +123,14 @@ pub(crate) struct Inner {
 impl Inner {
     pub fn find(&self, t: PayloadType) -> Option<&Payload> {
         self.payloads.iter().find(|p| p.payload_type() == t)
+    }
+
+    /// The first inner payload's type and the inner chain as received.
+    pub fn plain(&self) -> (PayloadType, &[u8]) {
+        match &self.raw {
+            Some((first, plain)) => (*first, plain),
+            None => (PayloadType(0), &[]),
+        }
     }
 
     pub fn id_body(&self, t: PayloadType) -> Option<&[u8]> {
@@ -181,7 +192,10 @@ pub(crate) fn parse_inner(
     first: PayloadType,
     plain: &[u8],
 ) -> Result<Inner, crate::message::Error> {
-    let mut inner = Inner::default();
+    let mut inner = Inner {
+        raw: Some((first, plain.to_vec())),
+        ..Inner::default()
+    };
     for raw in PayloadIter::inner(first, plain) {
         let raw = raw?;
         if raw.payload_type == PayloadType::IDI || raw.payload_type == PayloadType::IDR {

@@ -68,6 +68,12 @@ impl IkeSa {
                 Vec::new(),
             )));
         }
+        if intermediate::wants_addke(&conn.proposals) {
+            payloads.push(Payload::Notify(Notify::ike(
+                NotifyType::INTERMEDIATE_EXCHANGE_SUPPORTED,
+                Vec::new(),
+            )));
+        }
         let msg = Message {
             header: self.header(ExchangeType::IKE_SA_INIT, false, 0),
             payloads,
@@ -198,7 +204,7 @@ impl IkeSa {
         }
         self.outstanding = None;
         self.next_request_id = 1;
-        self.send_auth_request(now, conn, cfg, rng, out)
+        self.after_init_response(now, &msg, conn, cfg, rng, out)
     }
 
     pub(super) fn derive_ike_keys(
@@ -238,7 +244,8 @@ impl IkeSa {
             Role::Responder => (&self.init_response, &self.ni, &keys.sk_pr),
         };
         let mac = maced_id(suite.prf, sk_p.expose(), id_body);
-        let octets = signed_octets(first, peer_nonce, mac.expose());
+        let mut octets = signed_octets(first, peer_nonce, mac.expose());
+        octets.extend(self.int_auth_suffix());
         Ok(psk_auth(suite.prf, conn.psk.expose(), &octets)
             .expose()
             .to_vec())
@@ -269,7 +276,8 @@ impl IkeSa {
             return Err(AuthFailure::UnsupportedMethod);
         }
         let mac = maced_id(suite.prf, sk_p.expose(), id_body);
-        let octets = signed_octets(first, peer_nonce, mac.expose());
+        let mut octets = signed_octets(first, peer_nonce, mac.expose());
+        octets.extend(self.int_auth_suffix());
         if verify_psk_auth(suite.prf, conn.psk.expose(), &octets, &auth.data) {
             Ok(())
         } else {
@@ -515,8 +523,12 @@ impl IkeSa {
                 return None;
             }
         };
+        let intermediate = msg
+            .notifies(NotifyType::INTERMEDIATE_EXCHANGE_SUPPORTED)
+            .next()
+            .is_some();
         let Some((number, suite)) = select_ike(
-            &conn.proposals,
+            &Self::init_proposals(conn, intermediate),
             offered.iter().map(|(n, t, _)| (*n, &t[..])),
         ) else {
             stateless(out, Notify::ike(NotifyType::NO_PROPOSAL_CHOSEN, Vec::new()));
@@ -571,6 +583,13 @@ impl IkeSa {
             if sa.fragmentation {
                 payloads.push(Payload::Notify(Notify::ike(
                     NotifyType::IKEV2_FRAGMENTATION_SUPPORTED,
+                    Vec::new(),
+                )));
+            }
+            // RFC 9242 3: announced only in answer to the peer's.
+            if intermediate {
+                payloads.push(Payload::Notify(Notify::ike(
+                    NotifyType::INTERMEDIATE_EXCHANGE_SUPPORTED,
                     Vec::new(),
                 )));
             }

@@ -129,7 +129,10 @@ impl IkeSa {
                 Some((last, bytes)) if !header.response && *last == id => Some(bytes.clone()),
                 _ => None,
             };
-            match (last, wire::open_fragment(datagram, sk)) {
+            // After an IKE_INTERMEDIATE exchange the keys changed: that
+            // request came under the previous ones.
+            let dup_sk = self.previous_sk_in().unwrap_or(sk);
+            match (last, wire::open_fragment(datagram, dup_sk)) {
                 (Some(bytes), Ok(f)) if f.number == 1 => {
                     for b in &bytes {
                         Self::transmit(cfg, out, dst, src, b);

@@ -13,6 +13,7 @@ mod create_child;
 mod establish;
 mod fragment;
 mod informational;
+mod intermediate;
 mod rekey_ike;
 mod replay;
 #[cfg(test)]
@@ -47,6 +48,9 @@ enum State {
     InitSent,
     /// Initiator: IKE_AUTH request sent.
     AuthSent,
+    /// Initiator: an IKE_INTERMEDIATE request (RFC 9370 additional key
+    /// exchange) sent.
+    IntermediateSent,
     /// Responder: IKE_SA_INIT answered, waiting for IKE_AUTH.
     InitDone,
     /// IKE_AUTH done.
@@ -184,6 +188,8 @@ pub(crate) struct IkeSa {
     expires: Option<Time>,
     /// Our INFORMATIONAL requests waiting for the window.
     pending: std::collections::VecDeque<OwnRequest>,
+    /// RFC 9370 additional key exchanges (IKE_INTERMEDIATE).
+    addke: intermediate::AddKe,
     /// The INFORMATIONAL request outstanding, if that is what is.
     in_flight: Option<OwnRequest>,
 }
@@ -289,6 +295,7 @@ impl IkeSa {
             expires: None,
             pending: std::collections::VecDeque::new(),
             in_flight: None,
+            addke: Default::default(),
         }
     }
 
@@ -524,6 +531,12 @@ impl IkeSa {
                 };
                 self.on_rekey_child_response(now, inner, conn, cfg, rng, out)
             }
+            (State::IntermediateSent, ExchangeType::IKE_INTERMEDIATE) => {
+                let Some(inner) = self.open_response(reassembled, datagram, out) else {
+                    return;
+                };
+                self.on_intermediate_response(now, header, inner, conn, cfg, rng, out)
+            }
             (State::AuthSent, ExchangeType::IKE_AUTH) => {
                 let Some(inner) = self.open_response(reassembled, datagram, out) else {
                     return;
@@ -608,7 +621,20 @@ impl IkeSa {
                 }
                 (error.into_iter().map(Payload::Notify).collect(), Vec::new())
             }
-            (Some(inner), State::InitDone, ExchangeType::IKE_AUTH) => {
+            (Some(inner), State::InitDone, ExchangeType::IKE_INTERMEDIATE)
+                if !self.intermediate_done() =>
+            {
+                match self.on_intermediate_request(header, &inner, rng) {
+                    Ok(reply) => (reply, Vec::new()),
+                    Err(_) => {
+                        out.stats.malformed += 1;
+                        self.die(now, cfg);
+                        let n = Notify::ike(NotifyType::INVALID_SYNTAX, Vec::new());
+                        (vec![Payload::Notify(n)], Vec::new())
+                    }
+                }
+            }
+            (Some(inner), State::InitDone, ExchangeType::IKE_AUTH) if self.intermediate_done() => {
                 match self.on_auth_request(now, inner, conn, cfg, rng) {
                     Ok(r) => r,
                     Err(_) => {
@@ -647,6 +673,7 @@ impl IkeSa {
         self.last_response = Some((header.message_id, bytes));
         self.last_request = datagram.to_vec();
         self.expected_request_id = header.message_id.wrapping_add(1);
+        self.after_response_sealed();
         out.events.extend(events);
     }
 

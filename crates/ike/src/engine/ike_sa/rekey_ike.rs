@@ -79,13 +79,23 @@ impl IkeSa {
         out: &mut Output,
     ) -> Result<(), EngineError> {
         let suite = self.suite.ok_or(EngineError::Protocol("no suite"))?;
+        // No IKE_FOLLOWUP_KE (RFC 9370 2.2.4): only proposals whose
+        // additional key exchanges are optional, without them.
+        let proposals = intermediate::rekey_proposals(&conn.proposals);
+        if proposals.is_empty() {
+            out.events.push_back(Event::IkeRekeyFailed {
+                ike_sa: self.id,
+                notify: NotifyType::NO_PROPOSAL_CHOSEN,
+            });
+            return self.pump(now, conn, cfg, rng, out);
+        }
         let new_spi_i = random_ike_spi(rng)?;
         let ni = random_bytes(rng, NONCE_LEN)?;
         let ke = crypto::KeyExchange::generate(suite.ke, rng)?;
         let offer = wire::offer(
             ProtocolId::IKE,
             &new_spi_i.to_be_bytes(),
-            conn.proposals.iter().map(|p| p.transforms()),
+            proposals.iter().map(|p| p.transforms()),
         );
         let inner = vec![
             Payload::Sa(offer),
@@ -139,13 +149,14 @@ impl IkeSa {
             inner.find(PayloadType::KE),
             nonce_of(&inner.payloads),
         ) {
-            ([(_, transforms, spi)], Some(Payload::Ke(theirs)), Some(nr)) => conn
-                .proposals
-                .iter()
-                .find_map(|p| p.select(transforms))
-                .filter(|s| s.ke == st.ke.group() && theirs.group == s.ke.id())
-                .zip(<[u8; 8]>::try_from(&spi[..]).ok().map(u64::from_be_bytes))
-                .map(|(suite, spi_r)| (suite, spi_r, theirs.data.clone(), nr)),
+            ([(_, transforms, spi)], Some(Payload::Ke(theirs)), Some(nr)) => {
+                intermediate::rekey_proposals(&conn.proposals)
+                    .iter()
+                    .find_map(|p| p.select(transforms))
+                    .filter(|s| s.ke == st.ke.group() && theirs.group == s.ke.id())
+                    .zip(<[u8; 8]>::try_from(&spi[..]).ok().map(u64::from_be_bytes))
+                    .map(|(suite, spi_r)| (suite, spi_r, theirs.data.clone(), nr))
+            }
             _ => None,
         };
         let Some((suite, spi_r, their_ke, nr)) = accepted else {
@@ -190,7 +201,7 @@ impl IkeSa {
             _ => Vec::new(),
         };
         let Some((number, suite)) = select_ike(
-            &conn.proposals,
+            &intermediate::rekey_proposals(&conn.proposals),
             offered.iter().map(|(n, t, _)| (*n, &t[..])),
         ) else {
             return refuse(Notify::ike(NotifyType::NO_PROPOSAL_CHOSEN, Vec::new()));
