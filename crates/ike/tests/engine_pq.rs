@@ -353,8 +353,14 @@ fn the_ml_kem_secret_enters_the_key_schedule() {
     let (a, b) = connections(PSK, PSK, ike, ike, "aes256gcm16", "aes256gcm16");
     let rec_a = Recording(Rc::new(RefCell::new((SeededRng(11), Vec::new()))));
     let rec_b = Recording(Rc::new(RefCell::new((SeededRng(12), Vec::new()))));
-    let mut ea = Engine::new(test_config(), rec_a.clone());
-    let mut eb = Engine::new(test_config(), rec_b.clone());
+    // One SK payload per message (no IKE fragments), so the test can
+    // open each with its own AES-GCM.
+    let cfg = EngineConfig {
+        fragmentation: false,
+        ..test_config()
+    };
+    let mut ea = Engine::new(cfg.clone(), rec_a.clone());
+    let mut eb = Engine::new(cfg, rec_b.clone());
     ea.add_connection(a);
     eb.add_connection(b);
     ea.initiate(0, 0).unwrap();
@@ -467,6 +473,89 @@ fn the_ml_kem_secret_enters_the_key_schedule() {
     );
     // Without the ML-KEM step (SK_d(0) directly), the keys differ.
     assert_ne!(key_of(&sk_d0), outbound);
+
+    // RFC 9242 3.3.2, recomputed: the initiator's AUTH covers IntAuth_i1
+    // (its IKE_INTERMEDIATE request, SK_pi(0)), IntAuth_r1 (the response,
+    // SK_pr(0)) and IKE_AUTH's message ID 2.
+    let keys = |skeyseed: &[u8]| {
+        // SK_d, SK_ei, SK_er (32-byte key + 4-byte salt), SK_pi, SK_pr.
+        let km = prf_plus(alg, skeyseed, &seed, 48 + 36 + 36 + 48 + 48);
+        (
+            km[48..84].to_vec(),
+            km[84..120].to_vec(),
+            km[120..168].to_vec(),
+            km[168..216].to_vec(),
+        )
+    };
+    let (sk_ei0, sk_er0, sk_pi0, sk_pr0) = keys(&skeyseed0);
+    let skeyseed1 = hmac(alg, &sk_d0, &[&matching[0], &ni, &nr]);
+    let (sk_ei1, _, sk_pi1, _) = keys(&skeyseed1);
+    let open = |msg: &[u8], sk_e: &[u8]| -> (u8, Vec<u8>) {
+        assert_eq!(msg[16], 46, "one SK payload after the header");
+        let key = ring::aead::LessSafeKey::new(
+            ring::aead::UnboundKey::new(&ring::aead::AES_256_GCM, &sk_e[..32]).unwrap(),
+        );
+        let mut nonce = [0u8; 12];
+        nonce[..4].copy_from_slice(&sk_e[32..]);
+        nonce[4..].copy_from_slice(&msg[32..40]);
+        let mut body = msg[40..].to_vec();
+        let plain = key
+            .open_in_place(
+                ring::aead::Nonce::assume_unique_for_key(nonce),
+                ring::aead::Aad::from(&msg[..32]),
+                &mut body,
+            )
+            .unwrap();
+        let pad = usize::from(*plain.last().unwrap());
+        (msg[28], plain[..plain.len() - 1 - pad].to_vec())
+    };
+    // A | P with the lengths adjusted to leave out IV, padding and ICV.
+    let a_p = |msg: &[u8], first: u8, inner: &[u8]| {
+        let mut a = msg[..32].to_vec();
+        a[24..28].copy_from_slice(&((32 + inner.len()) as u32).to_be_bytes());
+        a[28] = first;
+        a[30..32].copy_from_slice(&((4 + inner.len()) as u16).to_be_bytes());
+        [a, inner.to_vec()].concat()
+    };
+    let find = |exchange: ExchangeType, response: bool, id: u32| {
+        sent.iter()
+            .find(|t| header_of(t) == (exchange, response, id))
+            .unwrap()
+            .payload
+            .clone()
+    };
+    let req = find(ExchangeType::IKE_INTERMEDIATE, false, 1);
+    let resp = find(ExchangeType::IKE_INTERMEDIATE, true, 1);
+    let (f, p_req) = open(&req, &sk_ei0);
+    let int_auth_i1 = hmac(alg, &sk_pi0, &[&a_p(&req, f, &p_req)]);
+    let (f, p_resp) = open(&resp, &sk_er0);
+    let int_auth_r1 = hmac(alg, &sk_pr0, &[&a_p(&resp, f, &p_resp)]);
+    // The IKE_AUTH request: IDi body and AUTH data from its inner chain.
+    let (mut next, auth_plain) = open(&find(ExchangeType::IKE_AUTH, false, 2), &sk_ei1);
+    let (mut idi, mut auth) = (None, None);
+    let mut rest = &auth_plain[..];
+    while next != 0 {
+        let len = usize::from(u16::from_be_bytes([rest[2], rest[3]]));
+        match next {
+            35 => idi = Some(rest[4..len].to_vec()),
+            39 => auth = Some(rest[8..len].to_vec()),
+            _ => {}
+        }
+        next = rest[0];
+        rest = &rest[len..];
+    }
+    let maced = hmac(alg, &sk_pi1, &[&idi.unwrap()]);
+    let octets = [
+        &sent[0].payload[..],
+        &nr,
+        &maced,
+        &int_auth_i1,
+        &int_auth_r1,
+        &2u32.to_be_bytes(),
+    ]
+    .concat();
+    let pad = hmac(alg, PSK, &[b"Key Pad for IKEv2"]);
+    assert_eq!(hmac(alg, &pad, &[&octets]), auth.unwrap());
 }
 
 fn fate() -> impl Strategy<Value = Fate> {

@@ -17,9 +17,11 @@
 //! and the messages are folded into the IKE_AUTH signed octets (RFC 9242
 //! 3.3.2): IntAuth_i(n) = prf(SK_pi, IntAuth_i(n-1) | A | P) over each
 //! request, IntAuth_r(n) likewise with SK_pr over each response, with the
-//! SK_p keys that protected the message, A the IKE header through the
-//! Encrypted payload's generic header (as the message would be sent
-//! unfragmented) and P the inner payloads; AUTH then covers
+//! SK_p keys that protected the message (those of the previous stage; see
+//! docs/ike.md for why this choice and that no other implementation has
+//! checked it), A the IKE header through the Encrypted payload's generic
+//! header with lengths that leave out IV, padding and ICV (RFC 9242's
+//! Figure 1) and P the inner payloads; AUTH then covers
 //! `... | MACedID | IntAuth_iN | IntAuth_rN | IKE_AUTH_MID`.
 //!
 //! Rekeys of an SA whose proposal has ADDKEs would need IKE_FOLLOWUP_KE
@@ -70,15 +72,17 @@ pub(crate) fn wants_addke(proposals: &[crypto::IkeProposal]) -> bool {
 }
 
 /// `A | P` of RFC 9242 3.3.2 for a message with `header` whose inner
-/// payloads are `plain` (first payload `first`), as it is (or would be)
-/// sent in one SK payload protected by `cipher`.
+/// payloads are `plain` (first payload `first`): the IKE header and the
+/// Encrypted payload's generic header with their lengths adjusted to
+/// leave out IV, padding, Pad Length and ICV (RFC 9242 Figure 1), so the
+/// value does not depend on the cipher or on fragmentation, then the
+/// inner payloads. No unencrypted payloads precede SK in our messages.
 fn int_auth_octets(
     header: &HeaderRepr,
     first: PayloadType,
     plain: &[u8],
-    cipher: &SkCipher,
 ) -> Result<Vec<u8>, EngineError> {
-    let sk_len = GENERIC_HEADER_LEN + cipher.body_len(plain.len());
+    let sk_len = GENERIC_HEADER_LEN + plain.len();
     let sk_len16 = u16::try_from(sk_len).map_err(|_| EngineError::Protocol("message too long"))?;
     let total = u32::try_from(HEADER_LEN + sk_len)
         .map_err(|_| EngineError::Protocol("message too long"))?;
@@ -225,11 +229,7 @@ impl IkeSa {
         })];
         let header = self.header(ExchangeType::IKE_INTERMEDIATE, false, self.next_request_id);
         let (first, plain) = emit_chain(&inner)?;
-        let sk = self
-            .sk_out
-            .as_ref()
-            .ok_or(EngineError::Protocol("no keys"))?;
-        let octets = int_auth_octets(&header, first, &plain, sk)?;
+        let octets = int_auth_octets(&header, first, &plain)?;
         let saved = self.addke.int_auth_i.clone();
         self.fold_int_auth(true, &octets)?;
         if let Err(e) = self.send_request(
@@ -286,12 +286,8 @@ impl IkeSa {
             self.fail(now, cfg, out, FailReason::Protocol("invalid KE value"));
             return Ok(());
         };
-        let sk = self
-            .sk_in
-            .as_ref()
-            .ok_or(EngineError::Protocol("no keys"))?;
         let (first, plain) = inner.plain();
-        let octets = int_auth_octets(header, first, plain, sk)?;
+        let octets = int_auth_octets(header, first, plain)?;
         self.fold_int_auth(false, &octets)?;
         self.update_keys(&shared)?;
         if self.intermediate_done() {
@@ -328,22 +324,13 @@ impl IkeSa {
             group: group.id(),
             data: public,
         })];
-        let sk_in = self
-            .sk_in
-            .as_ref()
-            .ok_or(EngineError::Protocol("no keys"))?;
-        let sk_out = self
-            .sk_out
-            .as_ref()
-            .ok_or(EngineError::Protocol("no keys"))?;
         let (first, plain) = inner.plain();
-        let request = int_auth_octets(header, first, plain, sk_in)?;
+        let request = int_auth_octets(header, first, plain)?;
         let (rfirst, rplain) = emit_chain(&reply)?;
         let response = int_auth_octets(
             &self.header(ExchangeType::IKE_INTERMEDIATE, true, header.message_id),
             rfirst,
             &rplain,
-            sk_out,
         )?;
         let saved = (self.addke.int_auth_i.clone(), self.addke.int_auth_r.clone());
         let folded = self
