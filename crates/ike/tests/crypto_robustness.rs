@@ -132,4 +132,33 @@ proptest! {
             }
         }
     }
+
+    /// ML-KEM: any bytes as the initiator's encapsulation key (responder
+    /// side) or as the responder's ciphertext (initiator side) give an
+    /// error or a 32-byte secret, never a panic; the right lengths with
+    /// random contents hit the modulus check and implicit rejection.
+    #[test]
+    fn arbitrary_ml_kem_values_are_refused_or_agree(len_pick in 0usize..4,
+                                                    fill in prop::collection::vec(any::<u8>(), 1..64),
+                                                    kem in 0usize..3) {
+        let group = KeGroup::ML_KEM[kem];
+        let ours = KeyExchange::generate(group, &mut CountingRng(3)).unwrap();
+        let lens = [group.public_len(), group.ml_kem().unwrap().ciphertext_len(), 0, 33];
+        let bytes: Vec<u8> = fill.iter().copied().cycle().take(lens[len_pick]).collect();
+        for result in [
+            KeyExchange::respond(group, &bytes, &mut CountingRng(4)).map(|(_, s)| s),
+            ours.shared_secret(&bytes),
+        ] {
+            match result {
+                Ok(s) => prop_assert_eq!(s.len(), 32),
+                Err(e) => {
+                    let expected = matches!(
+                        e,
+                        CryptoError::InvalidPublicValue | CryptoError::PublicValueLength { .. }
+                    );
+                    prop_assert!(expected, "{:?}", e);
+                }
+            }
+        }
+    }
 }

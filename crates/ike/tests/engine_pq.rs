@@ -190,6 +190,32 @@ fn negotiation_with_and_without_additional_key_exchanges() {
 }
 
 #[test]
+fn behind_a_nat_ike_intermediate_moves_to_port_4500() {
+    // RFC 9242 3: after NAT detection the peers use port 4500 from the
+    // first IKE_INTERMEDIATE exchange on.
+    let (a, mut b) = connections(PSK, PSK, PQ, PQ, "aes256gcm16", "aes256gcm16");
+    b.remote = addr("0.0.0.0:500");
+    let mut p = Pair::new(a, b, test_config());
+    p.nat_a = Some(addr("198.51.100.7:500"));
+    p.a.initiate(0, 0).unwrap();
+    p.run(&[], 60_000);
+    assert!(failures(&p.events_a).is_empty(), "{:?}", p.events_a);
+    let (ca, cb) = (children(&p.events_a), children(&p.events_b));
+    assert_eq!((ca.len(), cb.len()), (1, 1));
+    assert!(ca[0].udp_encap && cb[0].udp_encap);
+    assert_same_child(ca[0], cb[0]);
+    for t in &p.sent {
+        let (exchange, _, _) = header_of(t);
+        let on_4500 = t.dst.port() == 4500 && t.payload.starts_with(&NON_ESP_MARKER);
+        assert_eq!(
+            on_4500,
+            exchange != ExchangeType::IKE_SA_INIT,
+            "{exchange:?}"
+        );
+    }
+}
+
+#[test]
 fn wrong_psk_with_additional_exchanges_fails_authentication() {
     let (a, b) = connections(PSK, b"other", PQ, PQ, "aes256gcm16", "aes256gcm16");
     let mut p = Pair::new(a, b, test_config());
