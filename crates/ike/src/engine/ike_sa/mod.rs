@@ -13,13 +13,16 @@ mod create_child;
 mod establish;
 mod fragment;
 mod informational;
+mod pubkey;
 mod rekey_ike;
 mod replay;
 #[cfg(test)]
 mod tests;
 
+pub use pubkey::{replay_cert_ike_auth, CertReplay};
 pub use replay::{replay_fragments, replay_psk_ike_auth, Replay};
 
+use super::config::AuthKind;
 use crate::crypto::auth::{maced_id, psk_auth, signed_octets, verify_psk_auth};
 use crate::crypto::{
     self, select_esp, select_ike, ChildSaKeys, EspProposal, IkeSaKeys, IkeSuite, KeGroup,
@@ -443,6 +446,7 @@ impl IkeSa {
         header: &HeaderRepr,
         datagram: &[u8],
         conn: &Connection,
+        conns: &[Connection],
         cfg: &EngineConfig,
         rng: &mut dyn RandomSource,
         out: &mut Output,
@@ -477,6 +481,7 @@ impl IkeSa {
                 datagram,
                 reassembled,
                 conn,
+                conns,
                 cfg,
                 rng,
                 out,
@@ -554,6 +559,7 @@ impl IkeSa {
         datagram: &[u8],
         reassembled: Option<fragment::Reassembled>,
         conn: &Connection,
+        conns: &[Connection],
         cfg: &EngineConfig,
         rng: &mut dyn RandomSource,
         out: &mut Output,
@@ -609,7 +615,7 @@ impl IkeSa {
                 (error.into_iter().map(Payload::Notify).collect(), Vec::new())
             }
             (Some(inner), State::InitDone, ExchangeType::IKE_AUTH) => {
-                match self.on_auth_request(now, inner, conn, cfg, rng) {
+                match self.on_auth_request(now, inner, conns, cfg, rng) {
                     Ok(r) => r,
                     Err(_) => {
                         out.stats.malformed += 1;
