@@ -8,15 +8,16 @@
 //! [`RandomSource`] the engine is built with, so tests are deterministic.
 //!
 //! What exists (docs/ike.md, "Exchanges and state machine"): IKE_SA_INIT
-//! and IKE_AUTH with PSK as initiator and responder, the first CHILD_SA
+//! and IKE_AUTH (PSK or certificates) as initiator and responder, the first CHILD_SA
 //! with traffic selector narrowing, INVALID_KE_PAYLOAD and COOKIE retries
 //! as initiator, NAT detection and the switch to port 4500, message IDs
 //! with a window of one, retransmission with exponential backoff,
 //! duplicate requests answered from the stored response, INFORMATIONAL
 //! both ways (liveness, deletes), CHILD_SA rekey (with PFS) and IKE SA
 //! rekey both ways, simultaneous CHILD_SA rekeys, a half-open bound,
-//! cookies as responder, IKE fragmentation (RFC 7383) both ways. Not yet:
-//! certificates, lifetimes.
+//! cookies as responder, IKE fragmentation (RFC 7383) both ways, X.509
+//! certificates with RFC 7427 signatures and the responder's choice of
+//! connection by identity. Not yet: lifetimes.
 
 mod config;
 mod cookie;
