@@ -1007,3 +1007,115 @@ fn recorded_charon_signatures_and_chains_verify_through_the_engine() {
         assert_ne!(other_id.initiator_verified, Ok(()));
     }
 }
+
+#[test]
+fn algorithm_identifiers_and_signatures_match_openssl() {
+    use espgw_ike::crypto::signature::{auth_data, verify_auth, SignatureScheme};
+    // algids.txt: OpenSSL's signatureAlgorithm for each scheme (the RFC
+    // 7427 Appendix A encodings), written by testdata/certs/algids.sh.
+    let text = String::from_utf8(fixture("algids.txt")).unwrap();
+    let mut seen = 0;
+    for line in text.lines() {
+        let (name, hex) = line.split_once(' ').unwrap();
+        let scheme = SignatureScheme::ALL
+            .into_iter()
+            .find(|s| format!("{s:?}") == name)
+            .unwrap_or_else(|| panic!("{name}"));
+        assert_eq!(scheme.algorithm_identifier(), &unhex(hex)[..], "{name}");
+        seen += 1;
+    }
+    assert_eq!(seen, SignatureScheme::ALL.len());
+    // OpenSSL's signatures verify with the engine's code; one flipped bit
+    // or another message does not.
+    let msg = b"espgw RFC 7427 known answer";
+    for (sig, crt, scheme) in [
+        (
+            "openssl-rsa-pss-sha256.sig",
+            "rsa.crt",
+            SignatureScheme::RsaPssSha256,
+        ),
+        (
+            "openssl-rsa-sha512.sig",
+            "rsa.crt",
+            SignatureScheme::RsaPkcs1Sha512,
+        ),
+        (
+            "openssl-b-ecdsa-sha384.sig",
+            "b.crt",
+            SignatureScheme::EcdsaSha384,
+        ),
+    ] {
+        let cert = &cert::certs_from_pem(&fixture(crt)).unwrap()[0];
+        let mut data = auth_data(scheme, &fixture(sig));
+        assert_eq!(verify_auth(cert, msg, &data), Ok(()), "{sig}");
+        assert_eq!(
+            verify_auth(cert, b"espgw RFC 7427 known answeR", &data),
+            Err(CertError::BadSignature)
+        );
+        let n = data.len();
+        data[n - 3] ^= 0x40;
+        assert_eq!(verify_auth(cert, msg, &data), Err(CertError::BadSignature));
+        // The right signature under another scheme's identifier fails too.
+        let other = auth_data(SignatureScheme::EcdsaSha256, &fixture(sig));
+        assert!(verify_auth(cert, msg, &other).is_err());
+    }
+}
+
+#[test]
+fn broken_certificates_and_auth_data_are_errors_not_panics() {
+    use espgw_ike::crypto::signature::{parse_auth_data, verify_auth};
+    let good = cert::certs_from_pem(&fixture("a.crt")).unwrap().remove(0);
+    let ca = cert::certs_from_pem(&fixture("ca.crt")).unwrap();
+    let ids = [
+        fqdn("a.example"),
+        Identification::email("a@example.com"),
+        Identification::ip("192.0.2.1".parse().unwrap()),
+        cert::subject_id(&good).unwrap(),
+    ];
+    let mut inputs: Vec<Vec<u8>> = (0..good.len()).map(|n| good[..n].to_vec()).collect();
+    for i in 0..good.len() {
+        for bit in [0x01, 0x80] {
+            let mut m = good.clone();
+            m[i] ^= bit;
+            inputs.push(m);
+        }
+    }
+    let mut rng = SeededRng(7);
+    for len in [0, 1, 2, 3, 16, 200, 700] {
+        for _ in 0..50 {
+            let mut b = vec![0u8; len];
+            espgw_ike::crypto::RandomSource::fill(&mut rng, &mut b).unwrap();
+            if len > 4 {
+                b[0] = 0x30;
+            }
+            inputs.push(b);
+        }
+    }
+    let mut accepted = 0;
+    for c in &inputs {
+        for id in &ids {
+            let _ = cert::id_matches(c, id);
+        }
+        let _ = cert::subject(c);
+        let _ = cert::ca_hash(c);
+        if cert::validate_chain(c, &[], &ca, UNIX_2030).is_ok() {
+            accepted += 1;
+        }
+        let _ = verify_auth(&good, b"x", c);
+        let _ = parse_auth_data(c);
+        let _ = verify_auth(
+            c,
+            b"x",
+            &[
+                12, 0x30, 0x0a, 6, 8, 0x2a, 0x86, 0x48, 0xce, 0x3d, 4, 3, 2, 0,
+            ],
+        );
+    }
+    // Only the unmodified certificate (and bit flips webpki does not
+    // read, e.g. in an unparsed extension) validate; most do not.
+    assert!(
+        accepted < inputs.len() / 10,
+        "{accepted} of {}",
+        inputs.len()
+    );
+}

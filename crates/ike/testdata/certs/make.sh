@@ -57,3 +57,4 @@ openssl pkcs8 -topk8 -nocrypt -in b.key -out b.pkcs8.key
 rm -f ca.key int.key other-ca.key
 # The root's CERTREQ entry as openssl computes it (SHA-1 of the DER SPKI).
 openssl x509 -in ca.crt -pubkey -noout | openssl pkey -pubin -outform der | sha1sum | cut -d' ' -f1 >ca.spki.sha1
+./algids.sh
