@@ -710,8 +710,20 @@ fn the_responder_selects_the_connection_by_the_identities() {
         children(&p.events_b)[0].suite,
         espgw_ike::crypto::EspSuite::Aes256Gcm16
     );
-    // Later requests on the SA use the chosen connection too: a CHILD_SA
-    // rekey by b with connection 5's proposals.
+    // Later requests on the SA use the chosen connection too: b rekeys the
+    // CHILD_SA with connection 5's ESP proposal (aes256gcm16, which a
+    // requires; connection 0 would offer aes128gcm16 and be refused).
+    let (ike_sa, spi) = {
+        let c = children(&p.events_b)[0];
+        (c.ike_sa, c.inbound_spi)
+    };
+    let mut p = p;
+    p.b.rekey_child_sa(p.now, ike_sa, spi).unwrap();
+    p.run(&[], 60_000);
+    let rekeyed = children(&p.events_b);
+    assert_eq!(rekeyed.len(), 2, "{:?}", p.events_b);
+    assert_eq!(rekeyed[1].suite, espgw_ike::crypto::EspSuite::Aes256Gcm16);
+    assert_eq!(rekeyed[1].connection, 5);
 }
 
 #[test]
