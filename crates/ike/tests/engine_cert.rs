@@ -1131,3 +1131,47 @@ fn broken_certificates_and_auth_data_are_errors_not_panics() {
         inputs.len()
     );
 }
+
+/// What certificate authentication costs per IKE SA (the responder does
+/// one chain validation, one verification and one signature):
+/// `cargo test --release -p espgw-ike --test engine_cert -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn timings() {
+    use espgw_ike::crypto::signature::verify_auth;
+    use std::time::Instant;
+    let n = 200;
+    let octets = vec![0x5au8; 600];
+    let ca = cert::certs_from_pem(&fixture("ca.crt")).unwrap();
+    for name in ["a", "b", "rsa"] {
+        let key = PrivateKey::from_pem(&fixture(&format!("{name}.key"))).unwrap();
+        let crt = cert::certs_from_pem(&fixture(&format!("{name}.crt"))).unwrap();
+        let t = Instant::now();
+        let mut data = Vec::new();
+        for _ in 0..n {
+            data = key.sign_auth(None, &octets).unwrap();
+        }
+        let sign = t.elapsed() / n;
+        let t = Instant::now();
+        for _ in 0..n {
+            verify_auth(&crt[0], &octets, &data).unwrap();
+        }
+        let verify = t.elapsed() / n;
+        let t = Instant::now();
+        for _ in 0..n {
+            cert::validate_chain(&crt[0], &[], &ca, UNIX_2030).unwrap();
+        }
+        let chain = t.elapsed() / n;
+        println!(
+            "{:?}: sign {sign:?}, verify {verify:?}, chain (to a P-256 root) {chain:?}",
+            key.kind()
+        );
+    }
+    let chained = cert::certs_from_pem(&fixture("chained.crt")).unwrap();
+    let int = cert::certs_from_pem(&fixture("int.crt")).unwrap();
+    let t = Instant::now();
+    for _ in 0..n {
+        cert::validate_chain(&chained[0], &int, &ca, UNIX_2030).unwrap();
+    }
+    println!("chain through a P-384 intermediate: {:?}", t.elapsed() / n);
+}
