@@ -1175,3 +1175,43 @@ fn timings() {
     }
     println!("chain through a P-384 intermediate: {:?}", t.elapsed() / n);
 }
+
+mod faults {
+    use super::*;
+    use engine_common::Fate;
+    use proptest::prelude::*;
+
+    fn fate() -> impl Strategy<Value = Fate> {
+        prop_oneof![
+            3 => Just(Fate::Deliver),
+            2 => Just(Fate::Drop),
+            1 => Just(Fate::Duplicate),
+            1 => Just(Fate::Defer),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+        /// Loss, duplication and reordering of the certificate exchange
+        /// (RSA and an intermediate: several fragments each way at 400
+        /// bytes) still end with one IKE SA and one CHILD_SA on each side.
+        #[test]
+        fn certificate_exchange_survives_a_lossy_network(
+            fates in proptest::collection::vec(fate(), 0..40),
+        ) {
+            let a = cert_conn(A, B, fqdn("chained.example"), Some(fqdn("rsa.example")), "chained", &["int.crt"], &["ca.crt"], "aes128gcm16");
+            let b = cert_conn(B, A, fqdn("rsa.example"), Some(fqdn("chained.example")), "rsa", &[], &["ca.crt"], "aes128gcm16");
+            let cfg = EngineConfig { fragment_size: 400, max_retransmits: 64, ..cfg() };
+            let mut p = Pair::new(a, b, cfg);
+            p.a.initiate(0, 0).unwrap();
+            p.run(&fates, 3_600_000);
+            let ups = |ev: &[Event]| ev.iter().filter(|e| matches!(e, Event::IkeSaUp { .. })).count();
+            prop_assert_eq!(ups(&p.events_a), 1, "{:?}", p.events_a);
+            prop_assert_eq!(ups(&p.events_b), 1, "{:?}", p.events_b);
+            let (ca, cb) = (children(&p.events_a), children(&p.events_b));
+            prop_assert_eq!((ca.len(), cb.len()), (1, 1));
+            assert_same_child(ca[0], cb[0]);
+        }
+    }
+}
