@@ -15,6 +15,9 @@
 # ("encryption initiator/responder key", read with kat_extract.py's log
 # parser), and be UDP-encapsulated (charon with kernel-libipsec fakes NAT).
 #
+# Then the other proposal families, and certificates (ECDSA and RSA, RFC
+# 7427 signatures, each side initiating; an untrusted one refused).
+#
 # usage: tests/ike/interop.sh        (root; KEEP=1 keeps logs)
 # The namespaces are $P-a and $P-b (P=ike-ssw by default, as in
 # charon-pair.sh): give another P when a charon-pair run may be going on,
@@ -31,8 +34,20 @@ PSK="espgw-strongswan-test-psk-0123456789"
 
 ssw_net_up
 ssw_conf b
-# b_conf: b's swanctl.conf with $PROPOSALS and $ESP (loaded when b runs).
+# b_conf: b's swanctl.conf with $PROPOSALS and $ESP (loaded when b runs);
+# with CERTS=DIR, certificate authentication with DIR's ca.crt, b.crt, b.key
+# instead of the PSK.
 b_conf() {
+    local s=$SSW_WORK/b/swanctl local_auth="auth = psk" remote_auth=psk
+    rm -f "$s"/x509/* "$s"/x509ca/* "$s"/private/*
+    if [ -n "${CERTS:-}" ]; then
+        cp "$CERTS/ca.crt" "$s/x509ca/ca.crt"
+        cp "$CERTS/b.crt" "$s/x509/b.crt"
+        cp "$CERTS/b.key" "$s/private/b.key"
+        local_auth="auth = pubkey
+            certs = b.crt"
+        remote_auth=pubkey
+    fi
     cat >"$SSW_WORK/b/swanctl/swanctl.conf" <<EOF
 connections {
     ike {
@@ -44,11 +59,11 @@ connections {
         reauth_time = 0
         mobike = no
         local {
-            auth = psk
+            $local_auth
             id = b.example
         }
         remote {
-            auth = psk
+            auth = $remote_auth
             id = a.example
         }
         children {
@@ -70,7 +85,7 @@ secrets {
     }
 }
 EOF
-    [ -z "${SSW_PID[b]:-}" ] || ssw_ctl b --load-all >/dev/null
+    [ -z "${SSW_PID[b]:-}" ] || ssw_ctl b --load-all >/dev/null 2>&1
 }
 PROPOSALS=aes128gcm16-prfsha256-x25519
 ESP=aes128gcm16-x25519
@@ -196,4 +211,47 @@ for fam in "aes256-sha256-prfsha256-modp2048|aes256-sha256" "aes256gcm16-prfsha3
     check_keys initiate "$SSW_WORK/$PROPOSALS.out"
     terminate
 done
-echo "PASS: engine <-> charon, initiator and responder; CHILD_SA, IKE SA, CHILD_SA rekeys each way; wrong PSK each way; 5 proposal families"
+# 5. Certificates (RFC 7427 signatures, CERT/CERTREQ, IKE fragmentation of
+# the RSA IKE_AUTH), ECDSA P-256 and RSA 2048: the engine initiates, then
+# charon does. The certificates are the recorded runs' (pki-made, valid
+# from 2026-12-02 for 20 years; the engine checks them at the wall clock).
+PROPOSALS=aes128gcm16-prfsha256-x25519 ESP=aes128gcm16-x25519
+for kind in ecdsa-aes128gcm16-prfsha256-ecp256 rsa-chacha20poly1305-prfsha512-x25519; do
+    CERTS=$SSW_ROOT/crates/ike/testdata/strongswan/$kind
+    b_conf
+    ssw_ctl b --load-all >/dev/null 2>&1 || ssw_fail "${kind%%-*}: charon did not load the certificates"
+    certenv=(IKE_INTEROP_CERT="$CERTS/a.crt" IKE_INTEROP_KEY="$CERTS/a.key" IKE_INTEROP_CACERT="$CERTS/ca.crt")
+    env "${certenv[@]}" ip netns exec "$SSW_NS_A" "$DRIVER" initiate 192.0.2.1 192.0.2.2 "$SSW_WORK/cert-i.out" \
+        >"$SSW_WORK/cert-i.log" 2>&1 || ssw_fail "${kind%%-*} certificates, engine as initiator: $(cat "$SSW_WORK/cert-i.log")"
+    echo -n "${kind%%-*} certificates, "
+    check initiate "$SSW_WORK/cert-i.out"
+    terminate
+    env "${certenv[@]}" ip netns exec "$SSW_NS_A" "$DRIVER" respond 192.0.2.1 192.0.2.2 "$SSW_WORK/cert-r.out" \
+        >"$SSW_WORK/cert-r.log" 2>&1 &
+    DRIVER_PID=$!
+    sleep 0.3
+    ssw_ctl b --initiate --child net --timeout 10 >/dev/null || ssw_fail "${kind%%-*}: charon could not initiate to the engine"
+    wait "$DRIVER_PID" || ssw_fail "${kind%%-*} certificates, engine as responder: $(cat "$SSW_WORK/cert-r.log")"
+    echo -n "${kind%%-*} certificates, "
+    check respond "$SSW_WORK/cert-r.out"
+    grep -q "authentication of 'a.example' with RSA_EMSA_PKCS1_SHA2_256 successful\|authentication of 'a.example' with ECDSA_WITH_SHA256_DER successful" \
+        "$SSW_WORK/b/charon.log" || ssw_fail "${kind%%-*}: charon did not log a signature check of a.example"
+    terminate
+done
+grep -q "received fragment #2 of 2, reassembled fragmented IKE message" "$SSW_WORK/b/charon.log" ||
+    ssw_fail "the engine's RSA IKE_AUTH was not fragmented"
+# charon's certificate from a CA the engine does not trust (charon trusts
+# both CAs): the engine as initiator refuses it, naming charon's address
+# and identity.
+CERTS=$SSW_ROOT/crates/ike/testdata/strongswan/rsa-chacha20poly1305-prfsha512-x25519
+OTHER=$SSW_ROOT/crates/ike/testdata/strongswan/ecdsa-aes128gcm16-prfsha256-ecp256
+b_conf
+cp "$OTHER/ca.crt" "$SSW_WORK/b/swanctl/x509ca/other.crt"
+ssw_ctl b --load-all >/dev/null 2>&1 || ssw_fail "charon did not load the CAs"
+IKE_INTEROP_CERT=$OTHER/a.crt IKE_INTEROP_KEY=$OTHER/a.key IKE_INTEROP_CACERT=$OTHER/ca.crt \
+    ip netns exec "$SSW_NS_A" "$DRIVER" initiate 192.0.2.1 192.0.2.2 "$SSW_WORK/cert-bad.out" \
+    >"$SSW_WORK/cert-bad.log" 2>&1 && ssw_fail "engine as initiator: up with an untrusted certificate"
+grep -q "authentication of peer 192.0.2.2:4500 (id b.example) failed: Certificate(UntrustedIssuer)" "$SSW_WORK/cert-bad.log" ||
+    ssw_fail "untrusted certificate: $(cat "$SSW_WORK/cert-bad.log")"
+terminate
+echo "PASS: engine <-> charon, initiator and responder; CHILD_SA, IKE SA, CHILD_SA rekeys each way; wrong PSK each way; 5 proposal families; ECDSA and RSA certificates each way; an untrusted certificate refused"

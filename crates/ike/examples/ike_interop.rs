@@ -11,7 +11,9 @@
 //! OUT_FILE.rekey and OUT_FILE.rekey2.
 //!
 //! IKE_INTEROP_PSK, IKE_INTEROP_PROPOSALS and IKE_INTEROP_ESP override the
-//! PSK and proposals below. Otherwise fixed to the interop test's setup:
+//! PSK and proposals below. IKE_INTEROP_CERT, IKE_INTEROP_KEY and
+//! IKE_INTEROP_CACERT (PEM files) switch to certificate authentication
+//! (RFC 7427 signatures), validated at the system's wall-clock time. Otherwise fixed to the interop test's setup:
 //! PSK authentication as a.example
 //! with b.example, aes128gcm16-prfsha256-x25519, ESP aes128gcm16 (with
 //! x25519 PFS on rekeys),
@@ -102,10 +104,25 @@ fn main() {
         &["10.2.0.0/24"],
     )
     .expect("connection");
+    let conn = match std::env::var("IKE_INTEROP_CERT") {
+        Ok(cert) => {
+            let read = |p: &str| std::fs::read(p).unwrap_or_else(|e| panic!("{p}: {e}"));
+            let key = read(&std::env::var("IKE_INTEROP_KEY").expect("IKE_INTEROP_KEY"));
+            let ca = read(&std::env::var("IKE_INTEROP_CACERT").expect("IKE_INTEROP_CACERT"));
+            conn.with_pem(&read(&cert), &key, &[&ca])
+                .expect("certificates")
+        }
+        Err(_) => conn,
+    };
     let mut engine = Engine::new(config, SystemRandom::new());
     let id = engine.add_connection(conn);
     let start = Instant::now();
     let now = || start.elapsed().as_millis() as u64;
+    // The engine reads no clock: certificates are checked against this.
+    let wall = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock after 1970");
+    engine.set_unix_time(now(), wall.as_millis() as u64);
     if initiate {
         engine.initiate(now(), id).expect("initiate");
     }

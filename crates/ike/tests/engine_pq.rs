@@ -215,6 +215,47 @@ fn behind_a_nat_ike_intermediate_moves_to_port_4500() {
     }
 }
 
+/// Certificates (RFC 7427 signatures) with ML-KEM: the signed octets carry
+/// the IntAuth values too (RFC 9242 3.3.2 is for every AUTH method).
+#[test]
+fn certificate_authentication_with_ml_kem() {
+    let fixture = |name: &str| {
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("testdata/certs")
+            .join(name);
+        std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    };
+    let (a, b) = connections(b"", b"", PQ, PQ, "aes256gcm16", "aes256gcm16");
+    let ca = fixture("ca.crt");
+    let with_cert = |c: espgw_ike::engine::Connection, name: &str, peer: &str| {
+        let mut c = c
+            .with_pem(
+                &fixture(&format!("{name}.crt")),
+                &fixture(&format!("{name}.key")),
+                &[&ca[..]],
+            )
+            .unwrap();
+        c.local_id = espgw_ike::message::Identification::fqdn(&format!("{name}.example"));
+        c.remote_id = Some(espgw_ike::message::Identification::fqdn(&format!(
+            "{peer}.example"
+        )));
+        c
+    };
+    let (a, b) = (with_cert(a, "a", "rsa"), with_cert(b, "rsa", "a"));
+    let cfg = EngineConfig {
+        // The fixtures are valid in 2030.
+        unix_time_at_zero_ms: Some(1_893_456_000_000),
+        ..test_config()
+    };
+    let mut p = Pair::new(a, b, cfg);
+    p.a.initiate(0, 0).unwrap();
+    p.run(&[], 60_000);
+    assert!(failures(&p.events_a).is_empty(), "{:?}", p.events_a);
+    assert!(failures(&p.events_b).is_empty(), "{:?}", p.events_b);
+    assert_eq!(up(&p.events_b).unwrap().addke[0], Some(KeGroup::MlKem768));
+    assert_same_child(children(&p.events_a)[0], children(&p.events_b)[0]);
+}
+
 #[test]
 fn wrong_psk_with_additional_exchanges_fails_authentication() {
     let (a, b) = connections(PSK, b"other", PQ, PQ, "aes256gcm16", "aes256gcm16");

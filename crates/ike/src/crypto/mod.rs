@@ -4,6 +4,8 @@
 //! [`RandomSource`]. Described in docs/ike.md, "Cryptography".
 
 pub mod auth;
+pub mod cert;
+pub(crate) mod der;
 pub mod error;
 pub mod kdf;
 pub mod ke;
@@ -13,9 +15,11 @@ pub mod prf;
 pub mod proposal;
 pub mod rng;
 pub mod secret;
+pub mod signature;
 pub mod sk;
 pub mod transform;
 
+pub use cert::CertError;
 pub use error::CryptoError;
 pub use kdf::{rekey_skeyseed, skeyseed, ChildSaKeys, EspKeys, IkeSaKeys};
 pub use ke::KeyExchange;
@@ -25,5 +29,6 @@ pub use proposal::{
 };
 pub use rng::{RandomSource, SystemRandom};
 pub use secret::SecretBytes;
+pub use signature::{KeyKind, PrivateKey, SignatureScheme};
 pub use sk::{Role, SkCipher};
 pub use transform::{Encryption, Esn, EspSuite, Integrity, KeGroup, Prf, Transform, TransformType};

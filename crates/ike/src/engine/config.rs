@@ -3,6 +3,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
+use crate::crypto::{cert, signature, CertError, PrivateKey};
 use crate::crypto::{
     parse_esp_proposals, parse_ike_proposals, EspProposal, IkeProposal, ProposalError, SecretBytes,
 };
@@ -35,6 +36,29 @@ pub struct Connection {
     pub local_ts: Vec<TrafficSelector>,
     /// The peer side's selectors.
     pub remote_ts: Vec<TrafficSelector>,
+
+    // ---- certificate authentication (docs/ike.md, "Certificates") ----
+    /// How both sides authenticate: with `psk`, or with certificates and
+    /// RFC 7427 signatures (`cert`, `key`, `cacerts`).
+    pub auth: AuthKind,
+    /// Our certificate (DER), then intermediate CA certificates to send
+    /// with it. Empty for PSK.
+    pub cert: Vec<Vec<u8>>,
+    /// Our private key (never printed: `Debug` shows its kind).
+    pub key: Option<PrivateKey>,
+    /// The CA certificates (DER) we trust for the peer's certificate: each
+    /// is a trust anchor, and each is named in our CERTREQ.
+    pub cacerts: Vec<Vec<u8>>,
+}
+
+/// How a connection authenticates (both directions the same).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AuthKind {
+    /// Pre-shared key: AUTH method 2 both ways.
+    Psk,
+    /// X.509 certificates: AUTH method 14 (RFC 7427) both ways, CERT and
+    /// CERTREQ sent.
+    PubKey,
 }
 
 impl Connection {
@@ -72,7 +96,66 @@ impl Connection {
             esp_proposals: parse_esp_proposals(esp_proposals).map_err(ConfigError::Proposal)?,
             local_ts: parse_ts(local_ts)?,
             remote_ts: parse_ts(remote_ts)?,
+            auth: AuthKind::Psk,
+            cert: Vec::new(),
+            key: None,
+            cacerts: Vec::new(),
         })
+    }
+
+    /// Switches the connection to certificates: `cert` is our certificate
+    /// (DER) followed by any intermediates to send, `key` its private key,
+    /// `cacerts` the CAs trusted for the peer. Checks that every
+    /// certificate parses and that `key` signs what `cert`'s key verifies.
+    pub fn with_certificates(
+        mut self,
+        cert: Vec<Vec<u8>>,
+        key: PrivateKey,
+        cacerts: Vec<Vec<u8>>,
+    ) -> Result<Self, ConfigError> {
+        let ee = cert
+            .first()
+            .ok_or(ConfigError::Certificate(CertError::Missing))?;
+        for c in cert.iter().chain(&cacerts) {
+            cert::subject(c).map_err(ConfigError::Certificate)?;
+        }
+        let probe = b"espgw: does the key belong to the certificate?";
+        let data = key
+            .sign_auth(None, probe)
+            .map_err(ConfigError::Certificate)?;
+        signature::verify_auth(ee, probe, &data)
+            .map_err(|_| ConfigError::Certificate(CertError::BadKey))?;
+        self.auth = AuthKind::PubKey;
+        self.cert = cert;
+        self.key = Some(key);
+        self.cacerts = cacerts;
+        Ok(self)
+    }
+
+    /// [`Connection::with_certificates`] from PEM texts (what the gateway
+    /// config's `cert`, `key` and `cacerts` files hold): certificates as
+    /// `CERTIFICATE` blocks (ours first in `cert`), the key as PKCS#8,
+    /// SEC1 or PKCS#1. The caller reads the files; the engine does no I/O.
+    pub fn with_pem(self, cert: &[u8], key: &[u8], cacerts: &[&[u8]]) -> Result<Self, ConfigError> {
+        let chain = cert::certs_from_pem(cert).map_err(ConfigError::Certificate)?;
+        let key = PrivateKey::from_pem(key).map_err(ConfigError::Certificate)?;
+        let mut cas = Vec::new();
+        for pem in cacerts {
+            cas.extend(cert::certs_from_pem(pem).map_err(ConfigError::Certificate)?);
+        }
+        self.with_certificates(chain, key, cas)
+    }
+
+    /// Our identity becomes our certificate's subject DN (ID_DER_ASN1_DN),
+    /// strongSwan's default when a certificate is configured without a
+    /// `local_id`.
+    pub fn with_local_id_from_cert(mut self) -> Result<Self, ConfigError> {
+        let ee = self
+            .cert
+            .first()
+            .ok_or(ConfigError::Certificate(CertError::Missing))?;
+        self.local_id = cert::subject_id(ee).map_err(ConfigError::Certificate)?;
+        Ok(self)
     }
 }
 
@@ -83,6 +166,8 @@ pub enum ConfigError {
     Proposal(ProposalError),
     /// A traffic selector is not an address/prefix.
     TrafficSelector(String),
+    /// A certificate or key is unusable.
+    Certificate(CertError),
 }
 
 impl std::fmt::Display for ConfigError {
@@ -92,6 +177,7 @@ impl std::fmt::Display for ConfigError {
             ConfigError::TrafficSelector(s) => {
                 write!(f, "traffic selector \"{s}\" is not ADDRESS/PREFIX")
             }
+            ConfigError::Certificate(e) => write!(f, "{e}"),
         }
     }
 }
@@ -182,6 +268,23 @@ pub struct EngineConfig {
     /// The NAT-T port (RFC 3948): IKE moves there when a NAT is detected,
     /// with the non-ESP marker in front of each message.
     pub nat_t_port: u16,
+
+    // ---- certificate validation time ----
+    /// The UNIX time, in milliseconds, at the engine's `now` = 0: the
+    /// engine reads no clock, and certificate validity is checked at
+    /// UNIX time `unix_time_at_zero_ms + now`. A caller whose `now` counts
+    /// from its start sets it to the wall clock then (and may update it
+    /// with [`super::Engine::config_mut`] after a wall-clock step). None:
+    /// no certificate is accepted (`CertError::NoTime`).
+    pub unix_time_at_zero_ms: Option<u64>,
+}
+
+impl EngineConfig {
+    /// The UNIX time in seconds at `now`, when known.
+    pub fn unix_time(&self, now: u64) -> Option<u64> {
+        self.unix_time_at_zero_ms
+            .map(|z| z.saturating_add(now) / 1000)
+    }
 }
 
 impl Default for EngineConfig {
@@ -200,6 +303,7 @@ impl Default for EngineConfig {
             fragmentation: true,
             fragment_size: 1232,
             nat_t_port: 4500,
+            unix_time_at_zero_ms: None,
         }
     }
 }

@@ -8,15 +8,16 @@
 //! [`RandomSource`] the engine is built with, so tests are deterministic.
 //!
 //! What exists (docs/ike.md, "Exchanges and state machine"): IKE_SA_INIT
-//! and IKE_AUTH with PSK as initiator and responder, the first CHILD_SA
+//! and IKE_AUTH (PSK or certificates) as initiator and responder, the first CHILD_SA
 //! with traffic selector narrowing, INVALID_KE_PAYLOAD and COOKIE retries
 //! as initiator, NAT detection and the switch to port 4500, message IDs
 //! with a window of one, retransmission with exponential backoff,
 //! duplicate requests answered from the stored response, INFORMATIONAL
 //! both ways (liveness, deletes), CHILD_SA rekey (with PFS) and IKE SA
 //! rekey both ways, simultaneous CHILD_SA rekeys, a half-open bound,
-//! cookies as responder, IKE fragmentation (RFC 7383) both ways. Not yet:
-//! certificates, lifetimes.
+//! cookies as responder, IKE fragmentation (RFC 7383) both ways, X.509
+//! certificates with RFC 7427 signatures and the responder's choice of
+//! connection by identity. Not yet: lifetimes.
 
 mod config;
 mod cookie;
@@ -29,14 +30,14 @@ use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::net::SocketAddr;
 
-pub use config::{cidr_selector, ConfigError, Connection, EngineConfig};
+pub use config::{cidr_selector, AuthKind, ConfigError, Connection, EngineConfig};
 pub use nat::NatDetection;
 
 use crate::crypto::{CryptoError, EspKeys, EspSuite, IkeSuite, RandomSource};
 use crate::message::{self, Identification, Message, NotifyType, TrafficSelector};
 use cookie::{CookieInput, CookieSecrets};
 #[doc(hidden)]
-pub use ike_sa::{replay_fragments, replay_psk_ike_auth, Replay};
+pub use ike_sa::{replay_cert_ike_auth, replay_fragments, replay_psk_ike_auth, CertReplay, Replay};
 use ike_sa::{IkeSa, OwnRequest};
 
 /// Milliseconds since an epoch of the caller's choosing.
@@ -120,6 +121,9 @@ pub enum AuthFailure {
     UnsupportedMethod,
     /// The peer sent AUTHENTICATION_FAILED: it did not accept ours.
     RejectedByPeer,
+    /// The peer's certificate, or the signature made with its key, was
+    /// not accepted (expired, untrusted, not its identity, bad signature).
+    Certificate(crate::crypto::CertError),
 }
 
 /// What the engine tells its driver.
@@ -387,6 +391,13 @@ impl<R: RandomSource> Engine<R> {
         self.connections.len() - 1
     }
 
+    /// Tells the engine the wall clock, for certificate validity: at our
+    /// `now` it is `unix_time_ms` milliseconds since 1970
+    /// ([`EngineConfig::unix_time_at_zero_ms`]).
+    pub fn set_unix_time(&mut self, now: Time, unix_time_ms: u64) {
+        self.config.unix_time_at_zero_ms = Some(unix_time_ms.saturating_sub(now));
+    }
+
     /// The counters of datagrams not acted on.
     pub fn stats(&self) -> &Stats {
         &self.out.stats
@@ -551,6 +562,7 @@ impl<R: RandomSource> Engine<R> {
                     &header,
                     ike,
                     conn,
+                    conns,
                     &self.config,
                     &mut self.rng,
                     &mut self.out,
@@ -601,11 +613,10 @@ impl<R: RandomSource> Engine<R> {
         let Ok(id) = self.fresh_spi() else {
             return;
         };
-        let conn = &self.connections[connection];
         if let Some(sa) = IkeSa::respond(
             id,
             connection,
-            conn,
+            &self.connections,
             now,
             src,
             dst,
@@ -723,6 +734,11 @@ impl<R: RandomSource> Engine<R> {
 pub(crate) fn id_text(id: &Identification) -> String {
     if let Some(ip) = id.as_ip() {
         ip.to_string()
+    } else if let Some(dn) = (id.id_type == message::IdType::DER_ASN1_DN)
+        .then(|| crate::crypto::der::dn_text(&id.data))
+        .flatten()
+    {
+        dn
     } else if let Some(s) = id.as_str() {
         s.to_string()
     } else {

@@ -1,5 +1,6 @@
-//! IKE_SA_INIT and IKE_AUTH with PSK, as initiator and responder, and the
-//! first CHILD_SA they create.
+//! IKE_SA_INIT and IKE_AUTH, as initiator and responder, and the first
+//! CHILD_SA they create. What authentication itself takes (PSK or
+//! certificates, the responder's choice of connection) is in [`super::pubkey`].
 
 use super::*;
 
@@ -73,6 +74,9 @@ impl IkeSa {
                 NotifyType::INTERMEDIATE_EXCHANGE_SUPPORTED,
                 Vec::new(),
             )));
+        }
+        if conn.auth == AuthKind::PubKey {
+            payloads.push(pubkey::hash_notify());
         }
         let msg = Message {
             header: self.header(ExchangeType::IKE_SA_INIT, false, 0),
@@ -228,63 +232,6 @@ impl IkeSa {
         Ok(())
     }
 
-    /// Our AUTH value: prf(prf(PSK, pad), first message | peer nonce |
-    /// prf(SK_p, our ID body)).
-    pub(super) fn our_auth(
-        &self,
-        conn: &Connection,
-        id_body: &[u8],
-    ) -> Result<Vec<u8>, EngineError> {
-        let (suite, keys) = self
-            .suite
-            .zip(self.keys.as_ref())
-            .ok_or(EngineError::Protocol("no keys"))?;
-        let (first, peer_nonce, sk_p) = match self.role {
-            Role::Initiator => (&self.init_request, &self.nr, &keys.sk_pi),
-            Role::Responder => (&self.init_response, &self.ni, &keys.sk_pr),
-        };
-        let mac = maced_id(suite.prf, sk_p.expose(), id_body);
-        let mut octets = signed_octets(first, peer_nonce, mac.expose());
-        octets.extend(self.int_auth_suffix());
-        Ok(psk_auth(suite.prf, conn.psk.expose(), &octets)
-            .expose()
-            .to_vec())
-    }
-
-    /// Checks the peer's IDx and AUTH payloads.
-    pub(super) fn verify_peer(&self, conn: &Connection, inner: &Inner) -> Result<(), AuthFailure> {
-        let (suite, keys) = self
-            .suite
-            .zip(self.keys.as_ref())
-            .ok_or(AuthFailure::BadAuth)?;
-        let (id_type, first, peer_nonce, sk_p) = match self.role {
-            Role::Initiator => (PayloadType::IDR, &self.init_response, &self.ni, &keys.sk_pr),
-            Role::Responder => (PayloadType::IDI, &self.init_request, &self.nr, &keys.sk_pi),
-        };
-        let (Some(Payload::IdI(id) | Payload::IdR(id)), Some(id_body)) =
-            (inner.find(id_type), inner.id_body(id_type))
-        else {
-            return Err(AuthFailure::UnsupportedMethod);
-        };
-        if conn.remote_id.as_ref().is_some_and(|want| want != id) {
-            return Err(AuthFailure::WrongIdentity);
-        }
-        let Some(Payload::Auth(auth)) = inner.find(PayloadType::AUTH) else {
-            return Err(AuthFailure::UnsupportedMethod);
-        };
-        if auth.method != AuthMethod::SHARED_KEY_MIC {
-            return Err(AuthFailure::UnsupportedMethod);
-        }
-        let mac = maced_id(suite.prf, sk_p.expose(), id_body);
-        let mut octets = signed_octets(first, peer_nonce, mac.expose());
-        octets.extend(self.int_auth_suffix());
-        if verify_psk_auth(suite.prf, conn.psk.expose(), &octets, &auth.data) {
-            Ok(())
-        } else {
-            Err(AuthFailure::BadAuth)
-        }
-    }
-
     pub(super) fn peer_id_text(&self, inner: &Inner) -> Option<String> {
         inner.payloads.iter().find_map(|p| match (p, self.role) {
             (Payload::IdR(id), Role::Initiator) | (Payload::IdI(id), Role::Responder) => {
@@ -303,16 +250,12 @@ impl IkeSa {
         out: &mut Output,
     ) -> Result<(), EngineError> {
         self.child_spi = random_child_spi(rng)?;
-        let idi = Payload::IdI(conn.local_id.clone());
-        let auth = self.our_auth(conn, &wire::id_body(&idi)?)?;
-        let mut inner = vec![idi];
+        let (mut inner, auth) =
+            self.our_auth_payloads(conn, Payload::IdI(conn.local_id.clone()))?;
         if let Some(r) = &conn.remote_id {
             inner.push(Payload::IdR(r.clone()));
         }
-        inner.push(Payload::Auth(Authentication {
-            method: AuthMethod::SHARED_KEY_MIC,
-            data: auth,
-        }));
+        inner.push(Payload::Auth(auth));
         inner.push(Payload::Sa(wire::offer(
             ProtocolId::ESP,
             &self.child_spi.to_be_bytes(),
@@ -342,7 +285,7 @@ impl IkeSa {
             self.auth_failed(now, cfg, out, None, AuthFailure::RejectedByPeer);
             return Ok(());
         }
-        if let Err(reason) = self.verify_peer(conn, &inner) {
+        if let Err(reason) = self.verify_peer(conn, &inner, cfg.unix_time(now)) {
             let peer_id = self.peer_id_text(&inner);
             self.auth_failed(now, cfg, out, peer_id, reason);
             return Ok(());
@@ -491,7 +434,7 @@ impl IkeSa {
     pub fn respond(
         id: IkeSaId,
         connection: ConnectionId,
-        conn: &Connection,
+        conns: &[Connection],
         now: Time,
         src: SocketAddr,
         dst: SocketAddr,
@@ -501,6 +444,7 @@ impl IkeSa {
         rng: &mut dyn RandomSource,
         out: &mut Output,
     ) -> Option<IkeSa> {
+        let conn = conns.get(connection)?;
         let h = &msg.header;
         let stateless = |out: &mut Output, n: Notify| {
             let reply = Message {
@@ -593,6 +537,23 @@ impl IkeSa {
                     Vec::new(),
                 )));
             }
+            // Certificates: for every connection IKE_AUTH may still
+            // switch to (same peer address), as strongSwan names all its CAs.
+            let candidates = conns.iter().filter(|c| {
+                c.auth == AuthKind::PubKey
+                    && (c.remote.ip().is_unspecified() || c.remote.ip() == src.ip())
+            });
+            if candidates.clone().next().is_some() {
+                payloads.extend(pubkey::certreq(candidates.flat_map(|c| &c.cacerts)));
+                // RFC 7427 4: only in answer to the initiator's.
+                if msg
+                    .notifies(NotifyType::SIGNATURE_HASH_ALGORITHMS)
+                    .next()
+                    .is_some()
+                {
+                    payloads.push(pubkey::hash_notify());
+                }
+            }
             let bytes = Message {
                 header: sa.header(ExchangeType::IKE_SA_INIT, true, 0),
                 payloads,
@@ -651,11 +612,17 @@ impl IkeSa {
         &mut self,
         now: Time,
         inner: Inner,
-        conn: &Connection,
+        conns: &[Connection],
         cfg: &EngineConfig,
         rng: &mut dyn RandomSource,
     ) -> Result<(Vec<Payload>, Vec<Event>), EngineError> {
-        if let Err(reason) = self.verify_peer(conn, &inner) {
+        if let Some(chosen) = self.select_connection(conns, &inner) {
+            self.connection = chosen;
+        }
+        let conn = conns
+            .get(self.connection)
+            .ok_or(EngineError::UnknownConnection)?;
+        if let Err(reason) = self.verify_peer(conn, &inner, cfg.unix_time(now)) {
             let ev = Event::AuthFailed {
                 ike_sa: self.id,
                 connection: self.connection,
@@ -672,15 +639,9 @@ impl IkeSa {
                 vec![ev],
             ));
         }
-        let idr = Payload::IdR(conn.local_id.clone());
-        let auth = self.our_auth(conn, &wire::id_body(&idr)?)?;
-        let mut reply = vec![
-            idr,
-            Payload::Auth(Authentication {
-                method: AuthMethod::SHARED_KEY_MIC,
-                data: auth,
-            }),
-        ];
+        let (mut reply, auth) =
+            self.our_auth_payloads(conn, Payload::IdR(conn.local_id.clone()))?;
+        reply.push(Payload::Auth(auth));
         self.state = State::Established;
         self.expires = None;
         let mut events = vec![Event::IkeSaUp {

@@ -15,13 +15,16 @@ mod establish;
 mod fragment;
 mod informational;
 mod intermediate;
+mod pubkey;
 mod rekey_ike;
 mod replay;
 #[cfg(test)]
 mod tests;
 
+pub use pubkey::{replay_cert_ike_auth, CertReplay};
 pub use replay::{replay_fragments, replay_psk_ike_auth, Replay};
 
+use super::config::AuthKind;
 use crate::crypto::auth::{maced_id, psk_auth, signed_octets, verify_psk_auth};
 use crate::crypto::{
     self, select_esp, select_ike, ChildSaKeys, EspProposal, IkeSaKeys, IkeSuite, KeGroup,
@@ -451,6 +454,7 @@ impl IkeSa {
         header: &HeaderRepr,
         datagram: &[u8],
         conn: &Connection,
+        conns: &[Connection],
         cfg: &EngineConfig,
         rng: &mut dyn RandomSource,
         out: &mut Output,
@@ -485,6 +489,7 @@ impl IkeSa {
                 datagram,
                 reassembled,
                 conn,
+                conns,
                 cfg,
                 rng,
                 out,
@@ -568,6 +573,7 @@ impl IkeSa {
         datagram: &[u8],
         reassembled: Option<fragment::Reassembled>,
         conn: &Connection,
+        conns: &[Connection],
         cfg: &EngineConfig,
         rng: &mut dyn RandomSource,
         out: &mut Output,
@@ -636,7 +642,7 @@ impl IkeSa {
                 }
             }
             (Some(inner), State::InitDone, ExchangeType::IKE_AUTH) if self.intermediate_done() => {
-                match self.on_auth_request(now, inner, conn, cfg, rng) {
+                match self.on_auth_request(now, inner, conns, cfg, rng) {
                     Ok(r) => r,
                     Err(_) => {
                         out.stats.malformed += 1;

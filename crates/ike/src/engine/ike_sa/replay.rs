@@ -60,23 +60,31 @@ pub fn replay_psk_ike_auth(
     )?;
     let mut responder_conn = conn.clone();
     responder_conn.remote_id = None;
+    if let Some(Payload::IdR(r)) = request.find(PayloadType::IDR) {
+        // The responder is whom the initiator names.
+        responder_conn.local_id = r.clone();
+    }
     responder
-        .verify_peer(&responder_conn, &request)
+        .verify_peer(&responder_conn, &request, None)
         .map_err(|_| EngineError::Protocol("initiator AUTH does not verify"))?;
     let mut initiator_conn = conn.clone();
     initiator_conn.remote_id = None;
     initiator
-        .verify_peer(&initiator_conn, &response)
+        .verify_peer(&initiator_conn, &response, None)
         .map_err(|_| EngineError::Protocol("responder AUTH does not verify"))?;
     let auth_of = |inner: &Inner| match inner.find(PayloadType::AUTH) {
         Some(Payload::Auth(a)) => a.data.clone(),
         _ => Vec::new(),
     };
     let id_body = |inner: &Inner, t| inner.id_body(t).map(<[u8]>::to_vec).unwrap_or_default();
-    let auth_i_equal =
-        initiator.our_auth(conn, &id_body(&request, PayloadType::IDI))? == auth_of(&request);
-    let auth_r_equal =
-        responder.our_auth(conn, &id_body(&response, PayloadType::IDR))? == auth_of(&response);
+    let auth_i_equal = initiator
+        .our_auth(conn, &id_body(&request, PayloadType::IDI))?
+        .data
+        == auth_of(&request);
+    let auth_r_equal = responder
+        .our_auth(conn, &id_body(&response, PayloadType::IDR))?
+        .data
+        == auth_of(&response);
     let mut initiator = initiator;
     initiator.child_spi = match request.find(PayloadType::SA) {
         Some(Payload::Sa(sa)) => wire::offered(sa, ProtocolId::ESP)
@@ -138,7 +146,7 @@ pub fn replay_fragments(
 /// `role`'s view of the IKE SA that a recorded IKE_SA_INIT pair and g^ir
 /// set up: the suite chosen from `conn`'s proposals, the nonces and the
 /// derived keys.
-fn recorded_sa(
+pub(super) fn recorded_sa(
     conn: &Connection,
     role: Role,
     init_request: &[u8],
