@@ -27,3 +27,8 @@ pub use driver::{
 pub use service::{monotonic_ms, IkeControl, IkeService, MsClock};
 pub use status::{IkeChildInfo, IkeMetrics, IkeSaInfo};
 pub use transport::{IkeTransport, MemoryTransport, Received, UdpTransport};
+
+/// What a runtime needs from the engine crate to build a driver, so
+/// binaries need no dependency of their own on it.
+pub use espgw_ike::crypto::SystemRandom;
+pub use espgw_ike::engine::EngineConfig;

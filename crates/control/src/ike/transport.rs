@@ -99,3 +99,32 @@ impl IkeTransport for UdpTransport {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn udp_transport_sends_from_the_socket_of_the_source_port() {
+        let lo: std::net::IpAddr = "127.0.0.1".parse().unwrap();
+        let mut a = UdpTransport::bind(lo, 0, 0).unwrap();
+        let b = UdpTransport::bind(lo, 0, 0).unwrap();
+        let (a_ike, a_nat) = a.local_addrs().unwrap();
+        let (b_ike, b_nat) = b.local_addrs().unwrap();
+        a.send(Transmit {
+            src: a_ike,
+            dst: b_ike,
+            payload: vec![1, 2, 3],
+        });
+        let (src, dst, payload) = b.recv(Duration::from_secs(5)).unwrap().unwrap();
+        assert_eq!((src, dst, payload), (a_ike, b_ike, vec![1, 2, 3]));
+        a.send(Transmit {
+            src: a_nat,
+            dst: b_nat,
+            payload: vec![0, 0, 0, 0, 9],
+        });
+        let (src, dst, payload) = b.recv(Duration::from_secs(5)).unwrap().unwrap();
+        assert_eq!((src, dst, payload), (a_nat, b_nat, vec![0, 0, 0, 0, 9]));
+        assert!(b.recv(Duration::from_millis(20)).unwrap().is_none());
+    }
+}
