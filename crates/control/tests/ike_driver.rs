@@ -243,6 +243,18 @@ fn child_sa_comes_up_on_both_sides_with_crosswise_spis_and_keys() {
         assert_eq!(g.driver.metrics().handshakes, 1);
         assert_eq!(g.driver.metrics().sas_established, 1);
     }
+    let mut prom = String::new();
+    a.driver.metrics().prometheus("gw-1", &mut prom);
+    for line in [
+        "espgw_ike_sas{gateway=\"gw-1\",state=\"established\"} 1",
+        "espgw_ike_sas{gateway=\"gw-1\",state=\"connecting\"} 0",
+        "espgw_ike_handshakes_total{gateway=\"gw-1\"} 1",
+        "espgw_ike_auth_failures_total{gateway=\"gw-1\"} 0",
+        "espgw_ike_datagrams_sent_total{gateway=\"gw-1\"} 2",
+        "# TYPE espgw_ike_dpd_failures_total counter",
+    ] {
+        assert!(prom.lines().any(|l| l == line), "{line} not in\n{prom}");
+    }
     assert!(a.driver.list(now)[0].initiator);
     assert!(!b.driver.list(now)[0].initiator);
     // Neither the PSK nor anything looking like it is in the logs.
@@ -426,4 +438,34 @@ fn responder_only_connections_do_not_initiate() {
     assert!(b.wire.sent.is_empty());
     assert!(b.driver.poll_timeout().is_none());
     let _ = VecDeque::<u8>::new();
+}
+
+#[test]
+fn a_wrong_psk_is_an_authentication_failure_and_start_retries() {
+    let mut a = Gw::new(1, "start_action = \"start\"", "");
+    let cfg = {
+        let mut g = GatewayToml::demo(2).default_action("discard");
+        g.tunnels.clear();
+        config(
+            g.extra(&connection(2, "", "").replace(PSK, "a-different-long-pre-shared-key-99"))
+                .render(),
+        )
+    };
+    let mut b = Gw {
+        me: 2,
+        driver: IkeDriver::new(&cfg.connections, engine_config(), SystemRandom::new()).unwrap(),
+        mgr: SaManager::with_control_tables(&cfg, 0).unwrap(),
+        wire: MemoryTransport::default(),
+    };
+    let now = 1_000;
+    a.driver.start(now, &mut a.mgr);
+    pump(&mut a, &mut b, now, None);
+    assert!(!a.has_tunnel() && !b.has_tunnel());
+    assert_eq!(a.driver.metrics().auth_failures, 1);
+    assert_eq!(b.driver.metrics().auth_failures, 1);
+    assert!(a.driver.list(now).is_empty() && b.driver.list(now).is_empty());
+    // `start` tries again after the backoff (and fails again).
+    advance(&mut a, &mut b, now, now + RETRY_BASE_MS + 1, None);
+    assert_eq!(a.driver.metrics().initiated, 2);
+    assert_eq!(a.driver.metrics().auth_failures, 2);
 }

@@ -543,6 +543,13 @@ mod tests {
             "{done}"
         );
         assert_eq!(control.ike_metrics().unwrap().initiated, 1);
+        // The metrics endpoint appends the IKE families.
+        let mut prom = String::new();
+        espgw_control::live::StatsSource::extra_metrics(&*control, "gw-a", &mut prom);
+        assert!(
+            prom.contains("espgw_ike_initiated_total{gateway=\"gw-a\"} 1"),
+            "{prom}"
+        );
         drop(server);
         let _ = std::fs::remove_dir_all(&dir);
     }

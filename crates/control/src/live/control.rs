@@ -36,6 +36,8 @@ impl CountersSource for () {
 /// Whatever serves complete stats snapshots (the metrics endpoint reads one).
 pub trait StatsSource: Send + Sync {
     fn snapshot(&self) -> StatsSnapshot;
+    /// More Prometheus families after the snapshot's (the IKE driver's).
+    fn extra_metrics(&self, _gateway: &str, _out: &mut String) {}
 }
 
 /// Answers one control-socket request (a JSON response object).
@@ -231,6 +233,12 @@ impl<T: Send + Sync + 'static> ControlBackend for LiveControl<T> {
 }
 
 impl<T: Send + Sync + 'static> StatsSource for LiveControl<T> {
+    fn extra_metrics(&self, gateway: &str, out: &mut String) {
+        if let Some(m) = self.ike_metrics() {
+            m.prometheus(gateway, out);
+        }
+    }
+
     fn snapshot(&self) -> StatsSnapshot {
         let dp = self.counters.counters();
         let now = self.now();
