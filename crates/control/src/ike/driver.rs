@@ -84,6 +84,8 @@ struct IkeSaState {
 /// A rekey's new outbound SA held back until the peer deleted the old one.
 #[derive(Debug)]
 struct PendingSwitch {
+    /// The new CHILD_SA (by our inbound SPI) whose outbound SA this is.
+    for_inbound: u32,
     old_inbound: u32,
     keys: SaKeys,
     deadline: Time,
@@ -97,6 +99,12 @@ struct ConnState {
     tunnel: String,
     /// The CHILD_SA the tunnel runs on now, and its IKE SA.
     current: Option<(IkeSaId, ChildState)>,
+    /// The one `current` replaced by a rekey, until it is deleted.
+    previous: Option<(IkeSaId, ChildState)>,
+    /// Two new CHILD_SAs of one rekey are up (a rekey collision, RFC 7296
+    /// 2.8.1): `previous` and `current`; one of them is about to be
+    /// deleted, and only then is the outbound SA settled.
+    collision: bool,
     pending_switch: Option<PendingSwitch>,
     /// Our rekey of `current` is in flight.
     child_rekeying: bool,
@@ -114,6 +122,17 @@ pub struct IkeDriver<R: RandomSource> {
     conns: Vec<ConnState>,
     sas: BTreeMap<IkeSaId, IkeSaState>,
     metrics: IkeMetrics,
+    nat_t_port: u16,
+    /// The datagram being handled is a response: a CHILD_SA installed now
+    /// comes from an exchange we started.
+    in_response: bool,
+}
+
+/// Whether an IKE datagram is a response (the R flag of the IKE header,
+/// after the non-ESP marker on the NAT-T port).
+fn is_response(payload: &[u8], nat_t: bool) -> bool {
+    let off = if nat_t { 4 } else { 0 };
+    payload.get(off + 19).is_some_and(|flags| flags & 0x20 != 0)
 }
 
 fn ike_id(id: &IkeId) -> Identification {
@@ -170,6 +189,7 @@ impl<R: RandomSource> IkeDriver<R> {
         if let Some(c) = connections.first() {
             engine_config.fragmentation = c.fragmentation;
         }
+        let nat_t_port = engine_config.nat_t_port;
         let mut engine = Engine::new(engine_config, rng);
         let mut conns = Vec::new();
         for c in connections {
@@ -183,6 +203,8 @@ impl<R: RandomSource> IkeDriver<R> {
                 child: child.clone(),
                 tunnel: c.tunnel_name(child),
                 current: None,
+                previous: None,
+                collision: false,
                 pending_switch: None,
                 child_rekeying: false,
                 retry_at: None,
@@ -196,6 +218,8 @@ impl<R: RandomSource> IkeDriver<R> {
             conns,
             sas: BTreeMap::new(),
             metrics: IkeMetrics::default(),
+            nat_t_port,
+            in_response: false,
         })
     }
 
@@ -402,7 +426,9 @@ impl<R: RandomSource> IkeDriver<R> {
     ) {
         self.metrics.received += 1;
         self.engine.handle_datagram(now, src, dst, payload);
+        self.in_response = is_response(payload, dst.port() == self.nat_t_port);
         self.process_events(now, manager);
+        self.in_response = false;
     }
 
     /// The next time [`Self::handle_timeout`] has something to do.
@@ -438,10 +464,13 @@ impl<R: RandomSource> IkeDriver<R> {
             if self.conns[id].retry_at.is_some_and(|t| t <= now) && !self.conns[id].stopped {
                 self.initiate_id(now, id);
             }
-            if self.conns[id]
-                .pending_switch
-                .as_ref()
-                .is_some_and(|p| p.deadline <= now)
+            // In a collision the switch waits for the deletion that
+            // settles it, however long.
+            if !self.conns[id].collision
+                && self.conns[id]
+                    .pending_switch
+                    .as_ref()
+                    .is_some_and(|p| p.deadline <= now)
             {
                 let p = self.conns[id].pending_switch.take();
                 if let Some(p) = p {
@@ -583,6 +612,8 @@ impl<R: RandomSource> IkeDriver<R> {
     ) {
         let c = &mut self.conns[id];
         c.current = None;
+        c.previous = None;
+        c.collision = false;
         c.pending_switch = None;
         c.child_rekeying = false;
         if manager.tunnel(&c.tunnel).is_some() {
@@ -678,7 +709,13 @@ impl<R: RandomSource> IkeDriver<R> {
                     packets: None,
                 },
                 soft: Limits {
-                    seconds: opt(ch.rekey_time),
+                    // Less up to 10 %, as strongSwan's rand_time: two
+                    // peers with equal timers rarely rekey at once (a
+                    // collision costs an extra exchange). The SPI we chose
+                    // at random is the random number.
+                    seconds: opt(
+                        ch.rekey_time - u64::from(c.inbound_spi) % (ch.rekey_time / 10 + 1)
+                    ),
                     bytes: opt(ch.rekey_bytes),
                     packets: opt(ch.rekey_packets),
                 },
@@ -725,9 +762,16 @@ impl<R: RandomSource> IkeDriver<R> {
             && manager.tunnel(&name).is_some_and(|t| {
                 t.local == tunnel.local && t.remote == tunnel.remote && t.encap == tunnel.encap
             });
-        let ours = std::mem::take(&mut self.conns[id].child_rekeying);
+        // Installed while handling a response: our exchange, which the
+        // peer (its responder) installed both ways before answering.
+        let ours = self.in_response;
+        if ours {
+            self.conns[id].child_rekeying = false;
+        }
         if takeover {
             self.conns[id].pending_switch = None;
+            self.conns[id].previous = None;
+            self.conns[id].collision = false;
             let r = manager
                 .install_inbound(&name, tunnel.inbound.clone(), secs)
                 .and_then(|()| manager.switch_outbound(&name, tunnel.outbound, secs));
@@ -750,15 +794,22 @@ impl<R: RandomSource> IkeDriver<R> {
                     let _ = self.engine.delete_child_sa(now, c.ike_sa, c.inbound_spi);
                     return;
                 }
+                // The SA this one replaced is not deleted yet: it was itself
+                // new, so both sides rekeyed at once.
+                let conn = &mut self.conns[id];
+                conn.collision = conn.previous.is_some();
+                conn.previous = conn.current.take();
                 if ours {
                     // We started the rekey: the peer installed both
-                    // directions before it answered.
+                    // directions before it answered. (In a collision the
+                    // peer's SA keeps its held-back switch: it may win.)
                     self.switch(now, id, tunnel.outbound, manager);
                 } else {
                     // The peer's rekey: it sends on the new SA only once it
                     // has our answer, and takes it inbound only then too;
                     // our outbound waits for its delete of the old SA.
                     self.conns[id].pending_switch = Some(PendingSwitch {
+                        for_inbound: c.inbound_spi,
                         old_inbound,
                         keys: tunnel.outbound,
                         deadline: now + OUTBOUND_SWITCH_TIMEOUT_MS,
@@ -788,27 +839,82 @@ impl<R: RandomSource> IkeDriver<R> {
         inbound_spi: u32,
         manager: &mut SaManager<T>,
     ) {
-        for id in 0..self.conns.len() {
-            if self.conns[id]
-                .pending_switch
-                .as_ref()
-                .is_some_and(|p| p.old_inbound == inbound_spi)
-            {
+        let is = |x: &Option<(IkeSaId, ChildState)>| {
+            x.as_ref()
+                .is_some_and(|(_, c)| c.inbound_spi == inbound_spi)
+        };
+        let Some(id) = self.conns.iter().position(|c| {
+            is(&c.current)
+                || is(&c.previous)
+                || c.pending_switch
+                    .as_ref()
+                    .is_some_and(|p| p.old_inbound == inbound_spi || p.for_inbound == inbound_spi)
+        }) else {
+            // An old SA of a finished rekey: it drains in the manager.
+            return;
+        };
+        if self.conns[id].collision {
+            self.settle_collision(now, id, inbound_spi, manager);
+            return;
+        }
+        match self.conns[id].pending_switch.as_ref() {
+            // The SA we were about to send on is gone.
+            Some(p) if p.for_inbound == inbound_spi => self.conns[id].pending_switch = None,
+            // The peer deleted the SA it replaced: it receives on the new one.
+            Some(p) if p.old_inbound == inbound_spi => {
                 if let Some(p) = self.conns[id].pending_switch.take() {
                     self.switch(now, id, p.keys, manager);
                 }
-                return;
             }
-            if self.conns[id]
-                .current
-                .as_ref()
-                .is_some_and(|(_, c)| c.inbound_spi == inbound_spi)
-            {
-                self.remove_tunnel(now, id, manager, "CHILD_SA deleted");
-                return;
+            _ => {}
+        }
+        if is(&self.conns[id].previous) {
+            self.conns[id].previous = None;
+        }
+        if is(&self.conns[id].current) {
+            self.remove_tunnel(now, id, manager, "CHILD_SA deleted");
+        }
+    }
+
+    /// A deletion during a rekey collision. The loser of the two new SAs
+    /// settles it: the other one is current (its inbound SA receives
+    /// again if it was replaced) and the outbound SA is its own (a held-
+    /// back switch to it happens now). The old SA's deletion settles
+    /// nothing.
+    fn settle_collision<T: Send + Sync + 'static>(
+        &mut self,
+        now: Time,
+        id: ConnectionId,
+        inbound_spi: u32,
+        manager: &mut SaManager<T>,
+    ) {
+        let conn = &mut self.conns[id];
+        let spi_of = |x: &Option<(IkeSaId, ChildState)>| x.as_ref().map(|(_, c)| c.inbound_spi);
+        let winner_was_replaced = if spi_of(&conn.current) == Some(inbound_spi) {
+            // The newer lost: the earlier new one is current again.
+            conn.current = conn.previous.take();
+            true
+        } else if spi_of(&conn.previous) == Some(inbound_spi) {
+            conn.previous = None;
+            false
+        } else {
+            return;
+        };
+        conn.collision = false;
+        let Some(winner) = spi_of(&conn.current) else {
+            return;
+        };
+        let tunnel = conn.tunnel.clone();
+        let pending = conn.pending_switch.take();
+        if winner_was_replaced {
+            if let Err(e) = manager.reactivate_inbound(&tunnel, winner, now / 1000) {
+                warn!(tunnel = %tunnel, error = %e, "IKE: cannot reactivate the surviving CHILD_SA");
             }
         }
-        // An old SA of a rekey: its inbound side drains in the manager.
+        if let Some(p) = pending.filter(|p| p.for_inbound == winner) {
+            self.switch(now, id, p.keys, manager);
+        }
+        info!(tunnel = %tunnel, in_spi = %format!("{winner:#010x}"), "IKE: rekey collision resolved");
     }
 
     /// Turns the engine's events into SA manager calls and state.
@@ -916,7 +1022,11 @@ impl<R: RandomSource> IkeDriver<R> {
                         dpd_outstanding: false,
                     };
                     self.sas.insert(new, state);
-                    if let Some((sa, _)) = &mut self.conns[id].current {
+                    let conn = &mut self.conns[id];
+                    for (sa, _) in [&mut conn.current, &mut conn.previous]
+                        .into_iter()
+                        .flatten()
+                    {
                         if *sa == old {
                             *sa = new;
                         }
