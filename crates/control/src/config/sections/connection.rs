@@ -255,10 +255,12 @@ fn read_child(ctx: &mut Ctx, t: Table, default_start: StartAction) -> Option<Chi
         None => Some(None),
         Some(f) => read_mss_clamp(ctx, &f).map(Some),
     };
-    let start_action = t
-        .get(ctx, "start_action")
+    let explicit_start = t.get(ctx, "start_action");
+    let start_action = explicit_start
+        .as_ref()
         .map_or(Some(default_start), |f| f.choice(ctx, START_ACTIONS));
-    if start_action == Some(StartAction::Trap) {
+    // An inherited "trap" was refused at the connection's key already.
+    if explicit_start.is_some() && start_action == Some(StartAction::Trap) {
         not_supported(
             ctx,
             &join(&path, "start_action"),
