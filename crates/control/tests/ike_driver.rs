@@ -515,3 +515,16 @@ fn simultaneous_child_rekeys_end_on_one_sa() {
     let undone = logs.iter().filter(|l| l.contains("rekey undone")).count();
     assert_eq!(undone, resolved, "one reactivation per collision");
 }
+
+#[test]
+fn shutdown_deletes_every_sa_at_the_peer() {
+    let (mut a, mut b, now) = up();
+    assert_eq!(a.driver.shutdown(now, &mut a.mgr), 1);
+    assert!(!a.has_tunnel());
+    pump(&mut a, &mut b, now, None);
+    assert!(!b.has_tunnel(), "the peer removed its SAs on our Delete");
+    assert!(b.driver.list(now).is_empty());
+    // Not re-initiated afterwards.
+    advance(&mut a, &mut b, now, now + 5 * RETRY_BASE_MS, None);
+    assert!(!a.has_tunnel() && a.driver.list(now).is_empty());
+}

@@ -151,7 +151,11 @@ fn unspecified(like: IpAddr) -> IpAddr {
 }
 
 /// The engine's connection for a config connection (its one child).
-fn engine_connection(c: &Connection, child: &Child) -> Result<EngineConnection, IkeError> {
+fn engine_connection(
+    c: &Connection,
+    child: &Child,
+    ike_port: u16,
+) -> Result<EngineConnection, IkeError> {
     let IkeAuth::Psk(psk) = &c.auth;
     let ts = |v: &[crate::config::net::Prefix]| -> Vec<String> {
         v.iter().map(|p| p.to_string()).collect()
@@ -161,8 +165,8 @@ fn engine_connection(c: &Connection, child: &Child) -> Result<EngineConnection, 
     let r: Vec<&str> = r.iter().map(String::as_str).collect();
     EngineConnection::new(
         &c.name,
-        SocketAddr::new(c.local, 500),
-        SocketAddr::new(c.remote.unwrap_or_else(|| unspecified(c.local)), 500),
+        SocketAddr::new(c.local, ike_port),
+        SocketAddr::new(c.remote.unwrap_or_else(|| unspecified(c.local)), ike_port),
         ike_id(&c.local_id),
         c.remote_id.as_ref().map(ike_id),
         psk.expose(),
@@ -183,8 +187,20 @@ impl<R: RandomSource> IkeDriver<R> {
     /// fragmentation is the connections' (the config allows one setting).
     pub fn new(
         connections: &[Connection],
+        engine_config: EngineConfig,
+        rng: R,
+    ) -> Result<Self, IkeError> {
+        Self::with_ike_port(connections, engine_config, rng, 500)
+    }
+
+    /// [`Self::new`] with another IKE port than 500, ours and the peers'
+    /// (unprivileged tests over loopback; the NAT-T port is the engine
+    /// config's).
+    pub fn with_ike_port(
+        connections: &[Connection],
         mut engine_config: EngineConfig,
         rng: R,
+        ike_port: u16,
     ) -> Result<Self, IkeError> {
         if let Some(c) = connections.first() {
             engine_config.fragmentation = c.fragmentation;
@@ -196,7 +212,7 @@ impl<R: RandomSource> IkeDriver<R> {
             let Some(child) = c.children.first() else {
                 return ike_err(format!("connection {:?} has no child", c.name));
             };
-            let id = engine.add_connection(engine_connection(c, child)?);
+            let id = engine.add_connection(engine_connection(c, child, ike_port)?);
             debug_assert_eq!(id, conns.len());
             conns.push(ConnState {
                 config: c.clone(),
@@ -374,6 +390,23 @@ impl<R: RandomSource> IkeDriver<R> {
         self.remove_tunnel(now, id, manager, "terminated");
         self.process_events(now, manager);
         Ok(sas.len())
+    }
+
+    /// Shutdown (SIGTERM): sends Delete for every established IKE SA (its
+    /// CHILD_SAs go with it), removes the tunnels and stops re-initiating.
+    /// Flush the transmits, then wait a little for the answers (or not:
+    /// the peer forgets the SAs on our Delete either way). Returns the
+    /// number of IKE SAs deleted.
+    pub fn shutdown<T: Send + Sync + 'static>(
+        &mut self,
+        now: Time,
+        manager: &mut SaManager<T>,
+    ) -> usize {
+        let names: Vec<String> = self.conns.iter().map(|c| c.config.name.clone()).collect();
+        names
+            .iter()
+            .map(|n| self.terminate(now, n, manager).unwrap_or(0))
+            .sum()
     }
 
     /// `ike rekey NAME [--child CHILD]`: the IKE SA, or the CHILD_SA.

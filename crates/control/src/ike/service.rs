@@ -3,7 +3,10 @@
 //! the IKE thread call. Lock order: the SA manager first, then the
 //! driver (the control socket holds the manager when it asks).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::Duration;
 
 use espgw_ike::crypto::RandomSource;
 use espgw_ike::engine::Time;
@@ -11,8 +14,9 @@ use serde_json::Value;
 
 use super::driver::IkeDriver;
 use super::status::IkeMetrics;
-use super::transport::IkeTransport;
+use super::transport::{IkeTransport, UdpTransport};
 use crate::live::protocol::{IkeCommand, IkeListReply, IkeReply};
+use crate::live::LiveControl;
 use crate::live::SaManager;
 
 /// Milliseconds of a monotonic clock.
@@ -105,6 +109,52 @@ impl<R: RandomSource + Send> IkeService<R> {
 
     pub fn poll_timeout(&self) -> Option<Time> {
         self.lock().driver.poll_timeout()
+    }
+
+    /// SIGTERM: Delete for every IKE SA, sent before this returns.
+    pub fn shutdown<T: Send + Sync + 'static>(&self, manager: &mut SaManager<T>) -> usize {
+        self.with(manager, |d, now, m| d.shutdown(now, m))
+    }
+}
+
+impl<R: RandomSource + Send + 'static> IkeService<R> {
+    /// Runs the driver on kernel UDP sockets (the development transport,
+    /// see [`UdpTransport`]) on a thread until `stop`: each datagram from
+    /// `rx` goes in, and the timers run when due and at least once a
+    /// second (after the manager's own tick, CHILD_SA soft expiry). `rx`
+    /// is a clone of the transport the service sends with.
+    pub fn spawn_udp<T: Send + Sync + 'static>(
+        self: &Arc<Self>,
+        live: Arc<LiveControl<T>>,
+        rx: UdpTransport,
+        stop: Arc<AtomicBool>,
+    ) -> std::io::Result<JoinHandle<()>> {
+        let me = Arc::clone(self);
+        std::thread::Builder::new()
+            .name("espgw-ike".into())
+            .spawn(move || {
+                let step = Duration::from_millis(20);
+                let mut next_tick = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    match rx.recv(step) {
+                        Ok(Some((src, dst, payload))) => {
+                            let mut m = live.manager();
+                            me.datagram(&mut m, src, dst, &payload);
+                        }
+                        Ok(None) => {}
+                        Err(e) => {
+                            tracing::warn!(error = %e, "IKE: receive failed");
+                            std::thread::sleep(step);
+                        }
+                    }
+                    let now = me.now();
+                    if now >= next_tick || me.poll_timeout().is_some_and(|t| t <= now) {
+                        let mut m = live.manager();
+                        me.tick(&mut m);
+                        next_tick = now + 1_000;
+                    }
+                }
+            })
     }
 }
 

@@ -56,6 +56,15 @@ impl UdpTransport {
         Ok(UdpTransport { ike, nat_t })
     }
 
+    /// Another handle on the same sockets: one sends (inside the
+    /// service), one receives (the loop).
+    pub fn try_clone(&self) -> io::Result<Self> {
+        Ok(UdpTransport {
+            ike: self.ike.try_clone()?,
+            nat_t: self.nat_t.try_clone()?,
+        })
+    }
+
     pub fn local_addrs(&self) -> io::Result<(SocketAddr, SocketAddr)> {
         Ok((self.ike.local_addr()?, self.nat_t.local_addr()?))
     }
