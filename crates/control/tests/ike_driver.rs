@@ -528,3 +528,21 @@ fn shutdown_deletes_every_sa_at_the_peer() {
     advance(&mut a, &mut b, now, now + 5 * RETRY_BASE_MS, None);
     assert!(!a.has_tunnel() && a.driver.list(now).is_empty());
 }
+
+#[test]
+fn terminate_while_connecting_never_installs() {
+    let mut a = Gw::new(1, "start_action = \"start\"", "");
+    let mut b = Gw::new(2, "", "");
+    let now = 1_000;
+    a.driver.start(now, &mut a.mgr);
+    // Terminated before the peer's answer: the IKE SA comes up, is
+    // deleted at once, and its CHILD_SA is never installed here.
+    assert_eq!(a.driver.terminate(now, "c", &mut a.mgr).unwrap(), 1);
+    pump(&mut a, &mut b, now, None);
+    assert!(!a.has_tunnel());
+    assert!(
+        !b.has_tunnel(),
+        "the responder removed its CHILD_SA on our delete"
+    );
+    assert!(a.driver.list(now).is_empty() && b.driver.list(now).is_empty());
+}

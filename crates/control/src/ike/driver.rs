@@ -79,6 +79,9 @@ struct IkeSaState {
     rekey_at: Option<Time>,
     next_dpd: Option<Time>,
     dpd_outstanding: bool,
+    /// Its connection was terminated while we were setting it up: it is
+    /// deleted as soon as it is up, and its CHILD_SA never installed.
+    doomed: bool,
 }
 
 /// A rekey's new outbound SA held back until the peer deleted the old one.
@@ -176,6 +179,14 @@ fn engine_connection(
         &r,
     )
     .map_err(|e| IkeError(format!("connection {:?}: {e}", c.name)))
+}
+
+/// When to rekey an IKE SA: `rekey_time` less up to 10 % (its random SPI
+/// is the random number), so two peers with equal settings rarely rekey
+/// at once (simultaneous IKE SA rekeys leave two IKE SAs, docs/ike.md).
+fn ike_rekey_at(now: Time, rekey_time: u64, spi: IkeSaId) -> Option<Time> {
+    let ms = rekey_time * 1000;
+    (rekey_time > 0).then(|| now + ms - spi % (ms / 10 + 1))
 }
 
 fn esp_secret(s: &espgw_ike::crypto::SecretBytes) -> SecretBytes {
@@ -303,6 +314,7 @@ impl<R: RandomSource> IkeDriver<R> {
                         rekey_at: None,
                         next_dpd: None,
                         dpd_outstanding: false,
+                        doomed: false,
                     },
                 );
             }
@@ -379,10 +391,17 @@ impl<R: RandomSource> IkeDriver<R> {
             .map(|(k, _)| *k)
             .collect();
         for sa in &sas {
-            if self.sas[sa].phase == SaPhase::Established {
+            let Some(s) = self.sas.get_mut(sa) else {
+                continue;
+            };
+            if s.phase == SaPhase::Established {
                 if let Err(e) = self.engine.delete_ike_sa(now, *sa) {
                     warn!(ike_sa = %format!("{sa:016x}"), error = %e, "IKE: delete refused");
                 }
+            } else {
+                // Still being set up: the engine cannot abort it, so it is
+                // deleted once it is up (or fails by itself).
+                s.doomed = true;
             }
         }
         // The tunnel goes now, not when the peer answers: the operator
@@ -767,6 +786,9 @@ impl<R: RandomSource> IkeDriver<R> {
         manager: &mut SaManager<T>,
     ) {
         let id = c.connection;
+        if self.sas.get(&c.ike_sa).is_some_and(|s| s.doomed) {
+            return;
+        }
         let state = ChildState {
             inbound_spi: c.inbound_spi,
             outbound_spi: c.outbound_spi,
@@ -978,8 +1000,15 @@ impl<R: RandomSource> IkeDriver<R> {
                         rekey_at: None,
                         next_dpd: None,
                         dpd_outstanding: false,
+                        doomed: false,
                     });
                     s.phase = SaPhase::Established;
+                    if s.doomed {
+                        info!(ike_sa = %format!("{ike_sa:016x}"), "IKE: terminated while being set up; deleting it");
+                        if let Err(e) = self.engine.delete_ike_sa(now, ike_sa) {
+                            warn!(error = %e, "IKE: delete refused");
+                        }
+                    }
                     s.suite = Some(format!(
                         "{:?}/{:?}/{:?}/{:?}",
                         suite.encryption, suite.integrity, suite.prf, suite.ke
@@ -987,7 +1016,7 @@ impl<R: RandomSource> IkeDriver<R> {
                     s.local = Some(local);
                     s.remote = Some(remote);
                     s.established_at = Some(now);
-                    s.rekey_at = (rekey > 0).then(|| now + rekey * 1000);
+                    s.rekey_at = ike_rekey_at(now, rekey, ike_sa);
                     s.next_dpd = (dpd > 0).then(|| now + dpd * 1000);
                     self.metrics.handshakes += 1;
                 }
@@ -1050,9 +1079,10 @@ impl<R: RandomSource> IkeDriver<R> {
                         local: o.local,
                         remote: o.remote,
                         established_at: Some(now),
-                        rekey_at: (rekey > 0).then(|| now + rekey * 1000),
+                        rekey_at: ike_rekey_at(now, rekey, new),
                         next_dpd: (dpd > 0).then(|| now + dpd * 1000),
                         dpd_outstanding: false,
+                        doomed: false,
                     };
                     self.sas.insert(new, state);
                     let conn = &mut self.conns[id];
