@@ -546,3 +546,31 @@ fn terminate_while_connecting_never_installs() {
     );
     assert!(a.driver.list(now).is_empty() && b.driver.list(now).is_empty());
 }
+
+/// The control side of start_action "trap": an acquire initiates, at
+/// most once per interval and not while an IKE SA is there.
+#[test]
+fn acquire_initiates_once_and_is_rate_limited() {
+    use espgw_control::ike::ACQUIRE_INTERVAL_MS;
+    let mut a = Gw::new(1, "", "");
+    let mut b = Gw::new(2, "", "");
+    let now = 1_000;
+    assert!(
+        !a.driver.acquire(now, "nope/net", &mut a.mgr),
+        "unknown tunnel"
+    );
+    assert!(a.driver.acquire(now, "c/net", &mut a.mgr));
+    assert!(
+        !a.driver.acquire(now + 1, "c/net", &mut a.mgr),
+        "IKE SA being set up"
+    );
+    pump(&mut a, &mut b, now, None);
+    assert!(a.has_tunnel() && b.has_tunnel());
+    assert!(
+        !a.driver
+            .acquire(now + 2 * ACQUIRE_INTERVAL_MS, "c/net", &mut a.mgr),
+        "SA up"
+    );
+    assert_eq!(a.driver.metrics().initiated, 1);
+    assert_eq!(a.driver.metrics().acquires_ignored, 2);
+}
