@@ -237,6 +237,11 @@ fn child_sa_comes_up_on_both_sides_with_crosswise_spis_and_keys() {
         let l = g.driver.list(now);
         assert_eq!(l.len(), 1);
         assert_eq!(l[0].state, "established");
+        assert_eq!(
+            l[0].proposal.as_deref(),
+            Some("AES_GCM_16-128/PRF_HMAC_SHA2_256/CURVE_25519"),
+            "as swanctl --list-sas prints it"
+        );
         assert_eq!(l[0].children.len(), 1);
         assert_eq!(l[0].children[0].tunnel, "c/net");
         assert_eq!(l[0].children[0].suite, "aes128gcm16");

@@ -181,6 +181,41 @@ fn engine_connection(
     .map_err(|e| IkeError(format!("connection {:?}: {e}", c.name)))
 }
 
+/// An IKE suite as strongSwan's `swanctl --list-sas` prints it
+/// (`AES_GCM_16-256/PRF_HMAC_SHA2_384/ECP_384`), to compare the two.
+pub fn suite_name(s: &espgw_ike::crypto::IkeSuite) -> String {
+    use espgw_ike::crypto::{Encryption, Integrity, KeGroup, Prf};
+    let enc = match s.encryption {
+        Encryption::AesCbc128 => "AES_CBC-128",
+        Encryption::AesCbc256 => "AES_CBC-256",
+        Encryption::AesGcm16_128 => "AES_GCM_16-128",
+        Encryption::AesGcm16_256 => "AES_GCM_16-256",
+        Encryption::ChaCha20Poly1305 => "CHACHA20_POLY1305",
+    };
+    let integ = s.integrity.map(|i| match i {
+        Integrity::HmacSha1_96 => "HMAC_SHA1_96",
+        Integrity::HmacSha256_128 => "HMAC_SHA2_256_128",
+        Integrity::HmacSha384_192 => "HMAC_SHA2_384_192",
+        Integrity::HmacSha512_256 => "HMAC_SHA2_512_256",
+    });
+    let prf = match s.prf {
+        Prf::HmacSha256 => "PRF_HMAC_SHA2_256",
+        Prf::HmacSha384 => "PRF_HMAC_SHA2_384",
+        Prf::HmacSha512 => "PRF_HMAC_SHA2_512",
+    };
+    let ke = match s.ke {
+        KeGroup::Modp2048 => "MODP_2048",
+        KeGroup::Ecp256 => "ECP_256",
+        KeGroup::Ecp384 => "ECP_384",
+        KeGroup::Curve25519 => "CURVE_25519",
+    };
+    [Some(enc), integ, Some(prf), Some(ke)]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
 /// When to rekey an IKE SA: `rekey_time` less up to 10 % (its random SPI
 /// is the random number), so two peers with equal settings rarely rekey
 /// at once (simultaneous IKE SA rekeys leave two IKE SAs, docs/ike.md).
@@ -1009,10 +1044,7 @@ impl<R: RandomSource> IkeDriver<R> {
                             warn!(error = %e, "IKE: delete refused");
                         }
                     }
-                    s.suite = Some(format!(
-                        "{:?}/{:?}/{:?}/{:?}",
-                        suite.encryption, suite.integrity, suite.prf, suite.ke
-                    ));
+                    s.suite = Some(suite_name(&suite));
                     s.local = Some(local);
                     s.remote = Some(remote);
                     s.established_at = Some(now);

@@ -21,8 +21,8 @@ mod status;
 mod transport;
 
 pub use driver::{
-    IkeDriver, IkeError, ACQUIRE_INTERVAL_MS, IKE_REKEY_RETRY_MS, OUTBOUND_SWITCH_TIMEOUT_MS,
-    RETRY_BASE_MS, RETRY_MAX_MS,
+    suite_name, IkeDriver, IkeError, ACQUIRE_INTERVAL_MS, IKE_REKEY_RETRY_MS,
+    OUTBOUND_SWITCH_TIMEOUT_MS, RETRY_BASE_MS, RETRY_MAX_MS,
 };
 pub use service::{monotonic_ms, IkeControl, IkeService, MsClock};
 pub use status::{IkeChildInfo, IkeMetrics, IkeSaInfo};
