@@ -528,7 +528,9 @@ impl<R: RandomSource> IkeDriver<R> {
         };
         for c in &self.conns {
             take(c.retry_at);
-            take(c.pending_switch.as_ref().map(|p| p.deadline));
+            if !c.collision {
+                take(c.pending_switch.as_ref().map(|p| p.deadline));
+            }
         }
         for s in self.sas.values() {
             take(s.rekey_at);
