@@ -13,6 +13,7 @@
 pub mod config;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
+pub mod ike;
 pub mod live;
 pub mod state;
 pub mod tables;

@@ -119,6 +119,11 @@ fn request_seeds() -> Vec<Vec<u8>> {
         b"{\"cmd\":\"sa_del\",\"spi\":\"0xzz\"}\n{\"cmd\":\"nope\"}\n[1,2]\n{\"cmd\":\"sa_add\",\"tunnel\":{\"name\":\"x\",\"key_file\":\"keys.toml\"}}\n\n{\"cmd\":\"sa_rekey\",\"tunnel\":\"to-gw-b\"}\n"
             .to_vec(),
     );
+    // The ike_* requests (this gateway runs no IKE driver: each is refused).
+    out.push(
+        b"{\"cmd\":\"ike_list\"}\n{\"cmd\":\"ike_initiate\",\"connection\":\"c\"}\n{\"cmd\":\"ike_terminate\",\"connection\":\"c\"}\n{\"child\":\"net\",\"cmd\":\"ike_rekey\",\"connection\":\"c\"}\n{\"cmd\":\"ike_rekey\"}\n"
+            .to_vec(),
+    );
     out
 }
 
@@ -231,6 +236,55 @@ esp = "rot13"
 out = { spi = 1, key = "0x00" }
 in = { spi = 1, key = "0xgg" }
 key_file = "missing.toml"
+"#
+        .to_vec(),
+    );
+    // IKE connections: a valid one (the tunnel t's selectors moved away),
+    // then one with an error in every key.
+    let gw = body::GATEWAY_TOML;
+    out.push(
+        format!(
+            "{gw}\n[[connection]]\nname = \"ike\"\nlocal = \"192.0.2.1\"\nremote = \"%any\"\n\
+             local_id = \"@gw-a.example\"\nremote_id = \"ops@example.org\"\n\
+             psk = \"0x00112233445566778899aabbccddeeff0011\"\n\
+             proposals = [\"aes256gcm16-prfsha384-ecp384\", \"aes128-sha256-x25519\"]\n\
+             dpd_delay = 30\nrekey_time = 7200\nstart_action = \"none\"\n\n\
+             [[connection.child]]\nname = \"net\"\nlocal_ts = [\"10.1.5.0/24\"]\n\
+             remote_ts = [\"10.77.0.0/16\"]\nesp_proposals = [\"aes128gcm16-x25519\"]\n\
+             rekey_time = 600\nrekey_bytes = 1000000\nreplay_window = 128\nmss_clamp = \"auto\"\n"
+        )
+        .into_bytes(),
+    );
+    out.push(
+        br#"[gateway]
+name = "gw"
+[[connection]]
+name = "a/b"
+local = "10.0.0.1"
+remote = "%all"
+local_id = "CN=x"
+auth = "pubkey"
+psk = "0xzz"
+psk_file = "/dev/zero"
+cert = 1
+cacerts = [2]
+proposals = ["aes256gcm16-ecp384", "rot13"]
+encap = "udp"
+dpd_delay = -1
+reauth_time = 60
+start_action = "trap"
+fragmentation = "no"
+[[connection.child]]
+name = "n"
+local_ts = ["10.1.0.7/24"]
+remote_ts = "fd00::/64"
+esp_proposals = ["aes256-sha1"]
+rekey_time = 10
+life_time = 5
+start_action = "later"
+[[connection.child]]
+name = "n"
+local_ts = []
 "#
         .to_vec(),
     );

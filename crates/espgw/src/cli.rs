@@ -73,7 +73,8 @@ pub enum Command {
     Ctl {
         #[arg(long, value_name = "PATH")]
         socket: PathBuf,
-        /// status | sa list | sa add ... | sa del ... | sa rekey ... | stats
+        /// status | sa list | sa add ... | sa del ... | sa rekey ... | stats |
+        /// ike list | ike initiate NAME | ike terminate NAME | ike rekey NAME [--child NAME]
         #[arg(
             required = true,
             trailing_var_arg = true,

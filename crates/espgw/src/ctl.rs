@@ -19,7 +19,7 @@ use espgw_control::config::SaKeys;
 use espgw_control::live::client;
 use espgw_control::live::client::TunnelJson;
 use espgw_control::live::client::Zeroizing;
-use espgw_control::live::protocol::{DelTarget, Request};
+use espgw_control::live::protocol::{DelTarget, IkeCommand, Request};
 
 /// Exit status when the gateway refused the request or could not be reached.
 const EXIT_FAILED: u8 = 1;
@@ -51,6 +51,36 @@ enum Top {
     },
     /// Ports, workers, drops by reason, every SA's counters.
     Stats,
+    /// IKEv2 commands ([[connection]]s by name).
+    Ike {
+        #[command(subcommand)]
+        command: Ike,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum Ike {
+    /// IKE SAs: peer, state, SPI, proposal, times, CHILD_SAs.
+    List,
+    /// Set up an IKE SA (and its CHILD_SA) for a connection now.
+    Initiate {
+        /// Connection name.
+        name: String,
+    },
+    /// Delete a connection's IKE SAs and CHILD_SAs (its traffic is then
+    /// discarded) and stop re-initiating it.
+    Terminate {
+        /// Connection name.
+        name: String,
+    },
+    /// Rekey the connection's IKE SA, or with --child its CHILD_SA.
+    Rekey {
+        /// Connection name.
+        name: String,
+        /// The child to rekey instead of the IKE SA.
+        #[arg(long)]
+        child: Option<String>,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -300,6 +330,15 @@ fn command(words: &[String], stdin: &mut dyn Read) -> Result<Parsed, (u8, String
     let command = match line.command {
         Top::Status => Request::Status,
         Top::Stats => Request::Stats,
+        Top::Ike { command } => Request::Ike(match command {
+            Ike::List => IkeCommand::List,
+            Ike::Initiate { name } => IkeCommand::Initiate { connection: name },
+            Ike::Terminate { name } => IkeCommand::Terminate { connection: name },
+            Ike::Rekey { name, child } => IkeCommand::Rekey {
+                connection: name,
+                child,
+            },
+        }),
         Top::Sa { command } => match *command {
             Sa::List => Request::SaList,
             Sa::Add(args) => {
@@ -402,6 +441,117 @@ mod tests {
     #[test]
     fn grammar_is_consistent() {
         CtlLine::command().debug_assert();
+    }
+
+    #[test]
+    fn ike_command_lines_become_requests() {
+        assert_eq!(request("ike list"), r#"{"cmd":"ike_list"}"#);
+        assert_eq!(
+            request("ike initiate c"),
+            r#"{"cmd":"ike_initiate","connection":"c"}"#
+        );
+        assert_eq!(
+            request("ike terminate c"),
+            r#"{"cmd":"ike_terminate","connection":"c"}"#
+        );
+        assert_eq!(
+            request("ike rekey c"),
+            r#"{"cmd":"ike_rekey","connection":"c"}"#
+        );
+        assert_eq!(
+            request("ike rekey c --child net"),
+            r#"{"child":"net","cmd":"ike_rekey","connection":"c"}"#
+        );
+        assert!(parse("ike rekey").is_err());
+        assert!(parse("ike initiate").is_err());
+    }
+
+    /// `ike` commands over a live socket: a gateway with connection "c"
+    /// (its peer is not there: the IKE SA stays "connecting").
+    #[test]
+    fn ike_commands_against_a_live_socket() {
+        use espgw_control::ike::{
+            monotonic_ms, EngineConfig, IkeDriver, IkeService, MemoryTransport, SystemRandom,
+        };
+        let dir = std::env::temp_dir().join(format!("espgw-ctl-ike-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let host = HostFacts {
+            cpus: 1,
+            check_permissions: false,
+        };
+        let mut g = GatewayToml::demo(1).name("gw-a");
+        g.tunnels.clear();
+        let text = g
+            .extra(
+                "\n[[connection]]\nname = \"c\"\nlocal = \"192.0.2.1\"\nremote = \"192.0.2.2\"\n\
+                 psk = \"0x00112233445566778899aabbccddeeff\"\n\n[[connection.child]]\nname = \"net\"\n\
+                 local_ts = [\"10.1.0.0/24\"]\nremote_ts = [\"10.2.0.0/24\"]\n",
+            )
+            .render();
+        let (config, _) = espgw_control::parse_str(&dir.join("gw.toml"), text, &host)
+            .unwrap_or_else(|d| panic!("{d:?}"));
+        let manager = SaManager::with_control_tables(&config, 0).unwrap();
+        let control = Arc::new(LiveControl::new(
+            &config,
+            manager,
+            monotonic_clock(),
+            Arc::new(()),
+        ));
+        let sock = dir.join("gw.sock");
+        let server = ControlServer::bind(&sock, control.clone()).unwrap();
+        let run = |line: &str| execute(&sock, &words(line));
+
+        let (code, e) = run("ike list").unwrap_err();
+        assert_eq!(code, EXIT_FAILED);
+        assert!(e.contains("IKE is not running"), "{e}");
+
+        let driver = IkeDriver::new(
+            &config.connections,
+            EngineConfig::default(),
+            SystemRandom::new(),
+        )
+        .unwrap();
+        let ike = Arc::new(IkeService::new(
+            driver,
+            Box::new(MemoryTransport::default()),
+            monotonic_ms(),
+        ));
+        assert!(control.set_ike(ike));
+        assert_eq!(run("ike list").unwrap(), "no IKE SAs\n");
+        assert_eq!(
+            run("ike initiate c").unwrap(),
+            "connection \"c\": initiating\n"
+        );
+        let list = run("ike list").unwrap();
+        assert!(
+            list.starts_with("c: IKE SA ") && list.contains("connecting (initiator)"),
+            "{list}"
+        );
+        let json = run("ike list --json").unwrap();
+        assert!(json.contains("\"state\": \"connecting\""), "{json}");
+        let (code, e) = run("ike rekey c").unwrap_err();
+        assert_eq!(code, EXIT_FAILED);
+        assert!(e.contains("no IKE SA up"), "{e}");
+        let (_, e) = run("ike rekey c --child net").unwrap_err();
+        assert!(e.contains("no CHILD_SA up"), "{e}");
+        let (_, e) = run("ike initiate nope").unwrap_err();
+        assert!(e.contains("no connection named"), "{e}");
+        let done = run("ike terminate c").unwrap();
+        assert!(
+            done.starts_with("connection \"c\": deleting 1 IKE SA"),
+            "{done}"
+        );
+        assert_eq!(control.ike_metrics().unwrap().initiated, 1);
+        // The metrics endpoint appends the IKE families.
+        let mut prom = String::new();
+        espgw_control::live::StatsSource::extra_metrics(&*control, "gw-a", &mut prom);
+        assert!(
+            prom.contains("espgw_ike_initiated_total{gateway=\"gw-a\"} 1"),
+            "{prom}"
+        );
+        drop(server);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -124,7 +124,7 @@ pub(crate) const MAX_KEY_FILE: u64 = 64 * 1024;
 /// Reads a key file that is a regular file of at most [`MAX_KEY_FILE`]
 /// bytes: `/dev/zero`, a FIFO or a huge file is refused, never read until
 /// memory runs out or forever (found by the config fuzz harness).
-fn read_small_regular_file(path: &Path) -> Result<String, String> {
+pub(crate) fn read_small_regular_file(path: &Path) -> Result<String, String> {
     use std::io::Read;
     let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
     let meta = file.metadata().map_err(|e| e.to_string())?;

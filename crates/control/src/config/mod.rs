@@ -4,6 +4,7 @@
 //! (plus warnings) or every diagnostic found, errors and warnings in file
 //! order. The reference for every key is docs/config.md.
 
+pub mod connection;
 mod diag;
 mod keys;
 mod lints;
@@ -40,7 +41,7 @@ pub use to_tables::{
 
 use reader::{Ctx, Field, Table};
 use sections::network::PortNames;
-use sections::{dataplane, gateway, network, policy, tunnel, Located};
+use sections::{connection as conn_section, dataplane, gateway, network, policy, tunnel, Located};
 use source::SourceText;
 
 /// Facts about the machine that some checks depend on.
@@ -95,6 +96,7 @@ const ROOT_KEYS: &[&str] = &[
     "route",
     "tunnel",
     "policy",
+    "connection",
 ];
 
 /// Validates config text that came from `path` (used for messages and to
@@ -248,6 +250,17 @@ fn read_document(ctx: &mut Ctx, root: &Table, host: &HostFacts, base_dir: &Path)
             policies.push(Located { item, path });
         }
     }
+    let mut connections: Vec<Located<connection::Connection>> = Vec::new();
+    for t in tables(ctx, root, "connection", conn_section::KEYS) {
+        let path = t.path.clone();
+        let read = conn_section::read(ctx, t, &env);
+        inline_keys |= read.inline_keys;
+        key_file_diags.extend(read.file_diags);
+        if let Some(item) = read.connection {
+            connections.push(Located { item, path });
+        }
+    }
+    conn_section::check_connections(ctx, &connections, &tunnels, &policies, default_action);
     let spd = spd::build(ctx, &tunnels, &policies);
     check_mtu(ctx, &dataplane, &port_items, &tunnels);
     lints::warn_local_ts_without_own_address(ctx, &port_items, &routes, &tunnels);
@@ -261,6 +274,7 @@ fn read_document(ctx: &mut Ctx, root: &Table, host: &HostFacts, base_dir: &Path)
         routes,
         tunnels: tunnels.into_iter().map(|t| t.item).collect(),
         policies: policies.into_iter().map(|p| p.item).collect(),
+        connections: connections.into_iter().map(|c| c.item).collect(),
         default_action,
         spd,
     });

@@ -20,6 +20,8 @@ pub struct Config {
     pub routes: Vec<Route>,
     pub tunnels: Vec<Tunnel>,
     pub policies: Vec<Policy>,
+    /// `[[connection]]`: IKEv2 peers (config/connection.rs).
+    pub connections: Vec<super::connection::Connection>,
     /// What happens to traffic that matches no tunnel and no policy.
     pub default_action: Action,
     /// The security policy database in lookup order: first match wins.

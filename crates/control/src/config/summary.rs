@@ -18,11 +18,12 @@ impl fmt::Display for Summary<'_> {
         let dp = &c.dataplane;
         writeln!(
             f,
-            "{}: OK. gateway {:?}: {}, {}, {}",
+            "{}: OK. gateway {:?}: {}, {}, {}, {}",
             c.source.display(),
             c.gateway.name,
             plural(c.ports.len(), "port"),
             plural(c.tunnels.len(), "tunnel"),
+            plural(c.connections.len(), "connection"),
             plural(c.policies.len(), "policy").replace("policys", "policies"),
         )?;
         let lcores = dp.lcores.as_ref().map_or("any".to_string(), |l| {
@@ -139,7 +140,69 @@ impl fmt::Display for Summary<'_> {
                 }
             }
         }
-        writeln!(f, "  everything else: {}", action(c.default_action))
+        writeln!(f, "  everything else: {}", action(c.default_action))?;
+        for conn in &c.connections {
+            // Names, addresses, identities and proposals; never the key.
+            writeln!(
+                f,
+                "connection {:?}: {} -> {} id {} -> {}, auth psk, proposals {}, dpd {}, rekey {}{}",
+                conn.name,
+                conn.local,
+                conn.remote.map_or("%any".to_string(), |r| r.to_string()),
+                conn.local_id,
+                conn.remote_id
+                    .as_ref()
+                    .map_or("%any".to_string(), |r| r.to_string()),
+                conn.proposals.join(","),
+                seconds(conn.dpd_delay),
+                seconds(conn.rekey_time),
+                if conn.fragmentation {
+                    ""
+                } else {
+                    ", no fragmentation"
+                },
+            )?;
+            for ch in &conn.children {
+                let ts = |v: &[crate::config::net::Prefix]| {
+                    v.iter()
+                        .map(|p| p.to_string())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                };
+                writeln!(
+                    f,
+                    "  child {:?}: protect {} <-> {} (tunnel {:?}, start {}), esp {}, rekey {}, life {}, rekey_bytes {}, rekey_packets {}, replay {}",
+                    ch.name,
+                    ts(&ch.local_ts),
+                    ts(&ch.remote_ts),
+                    conn.tunnel_name(ch),
+                    ch.start_action.name(),
+                    ch.esp_proposals.join(","),
+                    seconds(ch.rekey_time),
+                    seconds(ch.life_time),
+                    off_if_zero(ch.rekey_bytes),
+                    off_if_zero(ch.rekey_packets),
+                    ch.replay_window,
+                )?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn seconds(s: u64) -> String {
+    if s == 0 {
+        "off".into()
+    } else {
+        format!("{s}s")
+    }
+}
+
+fn off_if_zero(n: u64) -> String {
+    if n == 0 {
+        "off".into()
+    } else {
+        n.to_string()
     }
 }
 

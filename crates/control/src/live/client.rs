@@ -12,9 +12,12 @@ use serde_json::{json, Value};
 pub use zeroize::Zeroizing;
 
 use super::access;
-use super::protocol::{self, RekeyReply, Request, SaListReply, TunnelReply};
+use super::protocol::{
+    self, IkeCommand, IkeListReply, IkeReply, RekeyReply, Request, SaListReply, TunnelReply,
+};
 use super::status::{SaInfo, StatsSnapshot, Status};
 use crate::config::{SaKeys, SecretBytes};
+use crate::ike::IkeSaInfo;
 
 /// How long to wait for the gateway's answer.
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -136,7 +139,58 @@ pub fn render(request: &Request, response: &Value) -> Result<String, String> {
                 steps.join("; ")
             ))
         }
+        Request::Ike(IkeCommand::List) => Ok(render_ike(&parse::<IkeListReply>(response)?.sas)),
+        Request::Ike(_) => {
+            let r: IkeReply = parse(response)?;
+            Ok(format!("connection {:?}: {}\n", r.connection, r.done))
+        }
     }
+}
+
+/// `ike list`: one block per IKE SA, its CHILD_SAs indented.
+pub fn render_ike(sas: &[IkeSaInfo]) -> String {
+    if sas.is_empty() {
+        return "no IKE SAs\n".into();
+    }
+    let mut out = String::new();
+    let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+    for s in sas {
+        out.push_str(&format!(
+            "{}: IKE SA {} {}{}, {} -> {}, {}",
+            s.connection,
+            s.ike_sa,
+            s.state,
+            if s.initiator {
+                " (initiator)"
+            } else {
+                " (responder)"
+            },
+            opt(&s.local),
+            opt(&s.remote),
+            opt(&s.proposal),
+        ));
+        if let Some(e) = s.established_seconds {
+            out.push_str(&format!(", up {e} s"));
+        }
+        if let Some(r) = s.rekey_in_seconds {
+            out.push_str(&format!(", rekey in {r} s"));
+        }
+        out.push('\n');
+        for c in &s.children {
+            out.push_str(&format!(
+                "  child {} (tunnel {:?}): in {:#010x} out {:#010x} {}{}, {} s old{}\n",
+                c.name,
+                c.tunnel,
+                c.in_spi,
+                c.out_spi,
+                c.suite,
+                if c.udp_encap { " udp-encap" } else { "" },
+                c.age_seconds,
+                if c.rekeying { ", rekeying" } else { "" },
+            ));
+        }
+    }
+    out
 }
 
 fn parse<T: serde::de::DeserializeOwned>(v: &Value) -> Result<T, String> {

@@ -15,6 +15,7 @@ use super::protocol::{self, DelTarget, RekeyReply, Request, SaListReply, TunnelR
 use super::status::{DataplaneCounters, StatsSnapshot, Status};
 use super::tunnel_json::TunnelParser;
 use crate::config::Config;
+use crate::ike::{IkeControl, IkeMetrics};
 use crate::tables::Reader;
 
 /// The runtime's side of the stats: ports, workers, gateway-wide drops.
@@ -35,6 +36,8 @@ impl CountersSource for () {
 /// Whatever serves complete stats snapshots (the metrics endpoint reads one).
 pub trait StatsSource: Send + Sync {
     fn snapshot(&self) -> StatsSnapshot;
+    /// More Prometheus families after the snapshot's (the IKE driver's).
+    fn extra_metrics(&self, _gateway: &str, _out: &mut String) {}
 }
 
 /// Answers one control-socket request (a JSON response object).
@@ -59,6 +62,8 @@ pub struct LiveControl<T> {
     counters: Arc<dyn CountersSource>,
     parser: TunnelParser,
     workers: usize,
+    /// The IKE driver, once the runtime started one ([`Self::set_ike`]).
+    ike: std::sync::OnceLock<Arc<dyn IkeControl<T>>>,
 }
 
 fn lock<X>(m: &Mutex<X>) -> MutexGuard<'_, X> {
@@ -78,7 +83,19 @@ impl<T: Send + Sync + 'static> LiveControl<T> {
             counters,
             parser: TunnelParser::new(config),
             workers: config.dataplane.workers,
+            ike: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Connects the IKE driver: `ike_*` requests go to it from now on.
+    /// Once only; a second call is refused (returns false).
+    pub fn set_ike(&self, ike: Arc<dyn IkeControl<T>>) -> bool {
+        self.ike.set(ike).is_ok()
+    }
+
+    /// The IKE driver's counters, if one runs.
+    pub fn ike_metrics(&self) -> Option<IkeMetrics> {
+        self.ike.get().map(|i| i.metrics())
     }
 
     pub fn now(&self) -> u64 {
@@ -189,8 +206,17 @@ impl<T: Send + Sync + 'static> LiveControl<T> {
                     in_spi,
                 }))?
             }
+            Request::Ike(command) => {
+                let ike = self
+                    .ike
+                    .get()
+                    .ok_or("IKE is not running in this gateway (no [[connection]], or no IKE transport yet)")?;
+                // Lock order: manager, then the driver (as the IKE thread).
+                let mut m = self.manager();
+                ike.command(command, &mut m)?
+            }
         };
-        if !matches!(command, "status" | "sa_list" | "stats") {
+        if !matches!(command, "status" | "sa_list" | "stats" | "ike_list") {
             info!(command, "control socket request done");
         }
         Ok(answer)
@@ -207,6 +233,12 @@ impl<T: Send + Sync + 'static> ControlBackend for LiveControl<T> {
 }
 
 impl<T: Send + Sync + 'static> StatsSource for LiveControl<T> {
+    fn extra_metrics(&self, gateway: &str, out: &mut String) {
+        if let Some(m) = self.ike_metrics() {
+            m.prometheus(gateway, out);
+        }
+    }
+
     fn snapshot(&self) -> StatsSnapshot {
         let dp = self.counters.counters();
         let now = self.now();

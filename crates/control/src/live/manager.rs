@@ -708,6 +708,39 @@ impl<T: Send + Sync + 'static> SaManager<T> {
         Ok(())
     }
 
+    /// Undoes a rekey's step 1 for a keying daemon: the draining inbound
+    /// SA `spi` becomes current again and the current one drains. For an
+    /// IKE CHILD_SA rekey collision (RFC 7296 2.8.1), where the SA
+    /// installed last is the one deleted and the one before it stays.
+    pub fn reactivate_inbound(&mut self, name: &str, spi: u32, now: u64) -> Result<(), LiveError> {
+        let i = self.find_or_err(name)?;
+        let t = &mut self.tunnels[i];
+        let Some(pos) = t.inbound.iter().position(|s| s.spi == spi) else {
+            return err(format!(
+                "tunnel {name:?} has no inbound SA {}",
+                hex_spi(spi)
+            ));
+        };
+        if t.inbound[pos].drain.is_none() {
+            return Ok(());
+        }
+        for slot in t.inbound.iter_mut().filter(|s| s.drain.is_none()) {
+            let packets = slot.counters.stats().packets;
+            slot.drain = Some(Drain {
+                since: now,
+                last_packets: packets,
+                active_at: now,
+            });
+        }
+        let mut slot = t.inbound.remove(pos);
+        slot.drain = None;
+        t.inbound.insert(0, slot);
+        info!(tunnel = %name, dir = "in", spi = %hex_spi(spi), "rekey undone: inbound SA current again");
+        self.event(now, "reactivated-in", name, Some(Dir::In), Some(spi));
+        self.publish();
+        Ok(())
+    }
+
     /// Once per control-loop tick (about a second): polls every SA's
     /// lifetime, raises soft-expiry events, removes hard-expired SAs and
     /// drained inbound SAs (one publish for all of it), and frees snapshots

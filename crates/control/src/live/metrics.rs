@@ -463,7 +463,12 @@ fn answer(stream: &TcpStream, source: &dyn StatsSource, until: Instant) -> io::R
     let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
     let path = target.split('?').next().unwrap_or("");
     let (status, body, content_type) = match (method, path) {
-        ("GET", "/metrics") => ("200 OK", render(&source.snapshot()), CONTENT_TYPE),
+        ("GET", "/metrics") => {
+            let snapshot = source.snapshot();
+            let mut body = render(&snapshot);
+            source.extra_metrics(&snapshot.gateway, &mut body);
+            ("200 OK", body, CONTENT_TYPE)
+        }
         ("GET", _) => (
             "404 Not Found",
             "not found: try /metrics\n".to_string(),

@@ -24,6 +24,7 @@ use zeroize::Zeroizing;
 
 use super::status::SaInfo;
 use crate::config::{SaKeys, SecretBytes};
+use crate::ike::IkeSaInfo;
 
 /// The longest request line accepted (a tunnel with keys is well below).
 pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
@@ -46,6 +47,25 @@ pub enum Request {
         tunnel: String,
         outbound: Option<SaKeys>,
         inbound: Option<SaKeys>,
+    },
+    /// `ike_list`, `ike_initiate`, `ike_terminate`, `ike_rekey`.
+    Ike(IkeCommand),
+}
+
+/// The `ike_*` requests (connections by their `[[connection]]` name).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IkeCommand {
+    List,
+    Initiate {
+        connection: String,
+    },
+    Terminate {
+        connection: String,
+    },
+    /// The IKE SA, or with `child` that CHILD_SA.
+    Rekey {
+        connection: String,
+        child: Option<String>,
     },
 }
 
@@ -73,6 +93,10 @@ impl Request {
             Request::SaAdd { .. } => "sa_add",
             Request::SaDel { .. } => "sa_del",
             Request::SaRekey { .. } => "sa_rekey",
+            Request::Ike(IkeCommand::List) => "ike_list",
+            Request::Ike(IkeCommand::Initiate { .. }) => "ike_initiate",
+            Request::Ike(IkeCommand::Terminate { .. }) => "ike_terminate",
+            Request::Ike(IkeCommand::Rekey { .. }) => "ike_rekey",
         }
     }
 
@@ -90,9 +114,13 @@ impl Request {
             "sa_add" => &["cmd", "tunnel"],
             "sa_del" => &["cmd", "tunnel", "spi"],
             "sa_rekey" => &["cmd", "tunnel", "out", "in"],
+            "ike_list" => &["cmd"],
+            "ike_initiate" | "ike_terminate" => &["cmd", "connection"],
+            "ike_rekey" => &["cmd", "connection", "child"],
             _ => {
                 return Err(
-                    "unknown cmd (expected status, sa_list, sa_add, sa_del, sa_rekey or stats)"
+                    "unknown cmd (expected status, sa_list, sa_add, sa_del, sa_rekey, stats, \
+                     ike_list, ike_initiate, ike_terminate or ike_rekey)"
                         .into(),
                 )
             }
@@ -104,6 +132,20 @@ impl Request {
             "status" => Request::Status,
             "sa_list" => Request::SaList,
             "stats" => Request::Stats,
+            "ike_list" => Request::Ike(IkeCommand::List),
+            "ike_initiate" | "ike_terminate" | "ike_rekey" => {
+                let connection = str_field(&obj, "connection")?
+                    .ok_or_else(|| format!("{cmd} needs \"connection\" (a name)"))?
+                    .to_string();
+                Request::Ike(match cmd {
+                    "ike_initiate" => IkeCommand::Initiate { connection },
+                    "ike_terminate" => IkeCommand::Terminate { connection },
+                    _ => IkeCommand::Rekey {
+                        connection,
+                        child: str_field(&obj, "child")?.map(str::to_string),
+                    },
+                })
+            }
             "sa_add" => match obj.get("tunnel") {
                 Some(t @ Value::Object(_)) => Request::SaAdd { tunnel: t.clone() },
                 _ => return Err("sa_add needs \"tunnel\": { ...[[tunnel]] fields... }".into()),
@@ -166,9 +208,20 @@ impl Request {
 impl Serialize for Request {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut m = serializer.serialize_map(None)?;
+        // Sorted: "child" comes before "cmd".
+        if let Request::Ike(IkeCommand::Rekey { child: Some(c), .. }) = self {
+            m.serialize_entry("child", c)?;
+        }
         m.serialize_entry("cmd", self.command())?;
         match self {
             Request::Status | Request::SaList | Request::Stats => {}
+            Request::Ike(IkeCommand::List) => {}
+            Request::Ike(
+                IkeCommand::Initiate { connection } | IkeCommand::Terminate { connection },
+            ) => m.serialize_entry("connection", connection)?,
+            Request::Ike(IkeCommand::Rekey { connection, .. }) => {
+                m.serialize_entry("connection", connection)?;
+            }
             Request::SaAdd { tunnel } => m.serialize_entry("tunnel", tunnel)?,
             Request::SaDel { target } => match target {
                 DelTarget::Spi(spi) => m.serialize_entry("spi", spi)?,
@@ -227,6 +280,20 @@ pub struct RekeyReply {
     pub tunnel: String,
     pub out_spi: Option<u32>,
     pub in_spi: Option<u32>,
+}
+
+/// The answer to `ike_list`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IkeListReply {
+    pub sas: Vec<IkeSaInfo>,
+}
+
+/// The answer to `ike_initiate`, `ike_terminate` and `ike_rekey`: what was
+/// started (the exchanges finish later; `ike list` shows the outcome).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IkeReply {
+    pub connection: String,
+    pub done: String,
 }
 
 /// Names from requests are echoed in errors; keep that short.
@@ -370,6 +437,9 @@ mod tests {
         assert!(Request::parse(r#"{"cmd":"status","x":1}"#).is_err());
         assert!(Request::parse("[1]").is_err());
         assert!(Request::parse(r#"{"cmd":"sa_rekey","tunnel":"t"}"#).is_err());
+        assert!(Request::parse(r#"{"cmd":"ike_initiate"}"#).is_err());
+        assert!(Request::parse(r#"{"cmd":"ike_list","connection":"c"}"#).is_err());
+        assert!(Request::parse(r#"{"cmd":"ike_rekey","connection":"c","child":1}"#).is_err());
     }
 
     fn keys(spi: u32, key: &str, auth_key: Option<&str>) -> SaKeys {
@@ -412,6 +482,21 @@ mod tests {
                 outbound: Some(keys(0xa002, KEY, None)),
                 inbound: Some(keys(0xb002, "0x99887766", None)),
             },
+            Request::Ike(IkeCommand::List),
+            Request::Ike(IkeCommand::Initiate {
+                connection: "c".into(),
+            }),
+            Request::Ike(IkeCommand::Terminate {
+                connection: "c".into(),
+            }),
+            Request::Ike(IkeCommand::Rekey {
+                connection: "c".into(),
+                child: None,
+            }),
+            Request::Ike(IkeCommand::Rekey {
+                connection: "c".into(),
+                child: Some("net".into()),
+            }),
         ];
         for request in &requests {
             let line = request.to_json().to_string();
@@ -425,6 +510,7 @@ mod tests {
                 | (Request::Stats, Request::Stats) => true,
                 (Request::SaAdd { tunnel: a }, Request::SaAdd { tunnel: b }) => a == b,
                 (Request::SaDel { target: a }, Request::SaDel { target: b }) => a == b,
+                (Request::Ike(a), Request::Ike(b)) => a == b,
                 (
                     Request::SaRekey {
                         tunnel: t1,

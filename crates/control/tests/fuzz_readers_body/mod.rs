@@ -199,7 +199,8 @@ fn check_answer(answer: &Value, secrets: &[&String]) {
 fn toml_key_values(text: &str) -> Vec<String> {
     let lower = text.to_ascii_lowercase();
     let mut out = Vec::new();
-    for (at, _) in lower.match_indices("key") {
+    // `key`, `auth_key`, and a connection's `psk`.
+    for (at, _) in lower.match_indices("key").chain(lower.match_indices("psk")) {
         let before = lower[..at].chars().next_back();
         let field_start = match before {
             None => true,

@@ -2,6 +2,7 @@
 //! value, reporting every problem it sees; an item with an error is left
 //! out (`None`) so later cross-checks do not pile follow-up errors on it.
 
+pub(crate) mod connection;
 pub(crate) mod dataplane;
 pub(crate) mod gateway;
 pub(crate) mod network;

@@ -403,7 +403,7 @@ pub(crate) fn read(ctx: &mut Ctx, t: Table, env: &Env) -> ReadTunnel {
 
 /// The local address must be on an unprotected port; the remote must be
 /// reachable from it. Returns the port the tunnel leaves by.
-fn check_endpoints(
+pub(crate) fn check_endpoints(
     ctx: &mut Ctx,
     path: &str,
     local: IpAddr,

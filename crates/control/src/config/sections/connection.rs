@@ -1,0 +1,763 @@
+//! `[[connection]]` and its `[[connection.child]]` tables (IKEv2 peers,
+//! swanctl.conf names). Model: `config/connection.rs`; reference:
+//! docs/config.md.
+//!
+//! Keys the IKE engine cannot act on yet (`auth = "pubkey"`, `cert`,
+//! `key`, `cacerts`, `reauth_time`, `encap = "udp"`, `start_action =
+//! "trap"`, a second child) are read and checked like the others, then
+//! refused with "not supported yet" at their key: never silently ignored.
+
+use std::net::IpAddr;
+
+use espgw_esp::SecretBytes;
+use espgw_ike::crypto::{parse_esp_proposals, parse_ike_proposals};
+use zeroize::Zeroizing;
+
+use super::tunnel::{self, Env};
+use super::Located;
+use crate::config::connection::{
+    Child, Connection, IkeAuth, IkeId, StartAction, DEFAULT_CHILD_REKEY_TIME,
+    DEFAULT_CHILD_REPLAY_WINDOW, DEFAULT_ESP_PROPOSALS, DEFAULT_IKE_PROPOSALS,
+    DEFAULT_IKE_REKEY_TIME,
+};
+use crate::config::keys::read_small_regular_file;
+use crate::config::model::{Action, MssClamp, Policy, Tunnel, MAX_MSS_CLAMP, MIN_MSS_CLAMP};
+use crate::config::net::Prefix;
+use crate::config::perms;
+use crate::config::reader::{join, Ctx, Field, Table};
+use crate::config::source::SourceText;
+use crate::config::Diagnostic;
+use crate::tables::IpPrefix;
+
+pub(crate) const KEYS: &[&str] = &[
+    "name",
+    "local",
+    "remote",
+    "local_id",
+    "remote_id",
+    "auth",
+    "psk",
+    "psk_file",
+    "cert",
+    "key",
+    "cacerts",
+    "proposals",
+    "encap",
+    "dpd_delay",
+    "rekey_time",
+    "reauth_time",
+    "start_action",
+    "fragmentation",
+    "child",
+];
+pub(crate) const CHILD_KEYS: &[&str] = &[
+    "name",
+    "local_ts",
+    "remote_ts",
+    "esp_proposals",
+    "rekey_time",
+    "life_time",
+    "rekey_bytes",
+    "rekey_packets",
+    "replay_window",
+    "mss_clamp",
+    "start_action",
+];
+
+const PREFIXES: &str = "a list of prefixes like [\"10.1.0.0/24\"]";
+/// The longest interval a time key takes: ten years, far beyond any sane
+/// lifetime, and small enough that milliseconds never overflow.
+const MAX_SECONDS: i128 = 10 * 365 * 24 * 3600;
+/// A PSK shorter than this is guessable offline from one captured
+/// IKE_AUTH exchange (RFC 7296 2.15 warns of the same).
+const MIN_PSK_LEN: usize = 16;
+
+const START_ACTIONS: &[(&str, StartAction)] = &[
+    ("none", StartAction::None),
+    ("start", StartAction::Start),
+    ("trap", StartAction::Trap),
+];
+
+/// A connection, and what the tunnel reader also reports.
+pub(crate) struct ReadConnection {
+    pub connection: Option<Connection>,
+    pub inline_keys: bool,
+    /// Diagnostics about the psk_file (its own path).
+    pub file_diags: Vec<Diagnostic>,
+}
+
+fn not_supported(ctx: &mut Ctx, key: &str, what: &str) {
+    ctx.error(
+        key,
+        format!("{what} is not supported yet"),
+        Some("leave it out (see docs/config.md [[connection]])"),
+    );
+}
+
+/// strongSwan's reading of an identity string: an IP address, `@fqdn`,
+/// `user@domain`, or a bare name (FQDN). Distinguished names (with `=`)
+/// need certificates.
+pub(crate) fn parse_id(s: &str) -> Result<IkeId, String> {
+    if s.is_empty() {
+        return Err("empty identity".into());
+    }
+    if s.contains('=') {
+        return Err(format!(
+            "{s:?} looks like a distinguished name: not supported yet (needs certificates)"
+        ));
+    }
+    if let Ok(ip) = s.parse::<IpAddr>() {
+        return Ok(IkeId::Ip(ip));
+    }
+    if let Some(fqdn) = s.strip_prefix('@') {
+        if fqdn.is_empty() || fqdn.starts_with('#') {
+            return Err(format!("{s:?}: expected @name (key ids are not supported)"));
+        }
+        return Ok(IkeId::Fqdn(fqdn.to_string()));
+    }
+    if s.contains('@') {
+        return Ok(IkeId::Email(s.to_string()));
+    }
+    Ok(IkeId::Fqdn(s.to_string()))
+}
+
+/// A PSK as strongSwan's secrets take it: `0x` hex, else the UTF-8 bytes.
+fn psk_bytes(text: &str) -> Result<SecretBytes, String> {
+    if text.starts_with("0x") || text.starts_with("0X") {
+        return SecretBytes::from_hex(text);
+    }
+    if text.is_empty() {
+        return Err("empty key".into());
+    }
+    Ok(SecretBytes::new(text.as_bytes().to_vec()))
+}
+
+fn seconds(ctx: &mut Ctx, t: &Table, key: &'static str, default: u64) -> Option<u64> {
+    t.get(ctx, key)
+        .map_or(Some(i128::from(default)), |f| f.int(ctx, 0, MAX_SECONDS))
+        .map(|v| v as u64)
+}
+
+fn count(ctx: &mut Ctx, t: &Table, key: &'static str) -> Option<u64> {
+    t.get(ctx, key)
+        .map_or(Some(0), |f| f.int(ctx, 0, i128::from(u64::MAX)))
+        .map(|v| v as u64)
+}
+
+fn prefixes(ctx: &mut Ctx, f: &Field) -> Option<Vec<Prefix>> {
+    let items = f.one_or_many(ctx, PREFIXES);
+    if items.is_empty() {
+        f.error(ctx, "empty list", Some(PREFIXES));
+        return None;
+    }
+    let parsed: Vec<Option<Prefix>> = items
+        .iter()
+        .map(|i| i.parse_with(ctx, "a prefix like \"10.1.0.0/24\"", Prefix::parse))
+        .collect();
+    parsed.into_iter().collect()
+}
+
+/// A proposal list: each item checked by espgw-ike's parser, the error
+/// (which names the proposal) at the item.
+fn proposals(
+    ctx: &mut Ctx,
+    t: &Table,
+    key: &'static str,
+    default: &[&str],
+    esp: bool,
+) -> Option<Vec<String>> {
+    let expected = if esp {
+        "strongSwan ESP proposals, e.g. [\"aes128gcm16\", \"aes128gcm16-x25519\"]"
+    } else {
+        "strongSwan IKE proposals, e.g. [\"aes256gcm16-prfsha384-ecp384\"]"
+    };
+    let Some(f) = t.get(ctx, key) else {
+        return Some(default.iter().map(|s| s.to_string()).collect());
+    };
+    let items = f.one_or_many(ctx, expected);
+    if items.is_empty() {
+        f.error(ctx, "empty list", Some(expected));
+        return None;
+    }
+    let mut out = Vec::new();
+    let mut ok = true;
+    for item in items {
+        let Some(s) = item.str(ctx) else {
+            ok = false;
+            continue;
+        };
+        let checked = if esp {
+            parse_esp_proposals(s).map(|_| ())
+        } else {
+            parse_ike_proposals(s).map(|_| ())
+        };
+        match checked {
+            Ok(()) => out.push(s.to_string()),
+            Err(e) => {
+                item.error(ctx, e.to_string(), Some(expected));
+                ok = false;
+            }
+        }
+    }
+    ok.then_some(out)
+}
+
+fn read_mss_clamp(ctx: &mut Ctx, f: &Field) -> Option<MssClamp> {
+    if f.is_int() {
+        f.int(ctx, i128::from(MIN_MSS_CLAMP), i128::from(MAX_MSS_CLAMP))
+            .map(|v| MssClamp::Fixed(v as u16))
+    } else {
+        f.choice(ctx, &[("auto", MssClamp::Auto)])
+    }
+}
+
+fn read_child(ctx: &mut Ctx, t: Table, default_start: StartAction) -> Option<Child> {
+    let path = t.path.clone();
+    let name = t
+        .require(ctx, "name", "a child name")
+        .and_then(|f| f.str(ctx).map(str::to_string));
+    let local_ts = t
+        .require(ctx, "local_ts", PREFIXES)
+        .and_then(|f| prefixes(ctx, &f));
+    let remote_ts = t
+        .require(ctx, "remote_ts", PREFIXES)
+        .and_then(|f| prefixes(ctx, &f));
+    let esp_proposals = proposals(ctx, &t, "esp_proposals", DEFAULT_ESP_PROPOSALS, true);
+    let rekey_time = seconds(ctx, &t, "rekey_time", DEFAULT_CHILD_REKEY_TIME);
+    // strongSwan: life_time defaults to rekey_time + 10 % (rounded up, so
+    // a short rekey_time still leaves time to rekey).
+    let life_default = rekey_time.map_or(0, |r| r + r.div_ceil(10));
+    let life_time = seconds(ctx, &t, "life_time", life_default);
+    if let (Some(r), Some(l)) = (rekey_time, life_time) {
+        if r > 0 && l > 0 && l <= r {
+            ctx.error(
+                &join(&path, "life_time"),
+                format!("life_time {l} is not above rekey_time {r}: the SA would expire before its rekey"),
+                Some(&format!("more than {r} (default: rekey_time + 10 %)")),
+            );
+        }
+    }
+    let rekey_bytes = count(ctx, &t, "rekey_bytes");
+    let rekey_packets = count(ctx, &t, "rekey_packets");
+    let replay_window = t
+        .get(ctx, "replay_window")
+        .map_or(Some(i128::from(DEFAULT_CHILD_REPLAY_WINDOW)), |f| {
+            f.int(ctx, 0, i128::from(tunnel::MAX_REPLAY_WINDOW))
+        })
+        .map(|v| v as u32);
+    if replay_window == Some(0) {
+        ctx.warn(
+            &join(&path, "replay_window"),
+            "0 turns anti-replay off: captured ESP packets are accepted again (RFC 4303 3.4.3)",
+        );
+    }
+    let mss_clamp = match t.get(ctx, "mss_clamp") {
+        None => Some(None),
+        Some(f) => read_mss_clamp(ctx, &f).map(Some),
+    };
+    let explicit_start = t.get(ctx, "start_action");
+    let start_action = explicit_start
+        .as_ref()
+        .map_or(Some(default_start), |f| f.choice(ctx, START_ACTIONS));
+    // An inherited "trap" was refused at the connection's key already.
+    if explicit_start.is_some() && start_action == Some(StartAction::Trap) {
+        not_supported(
+            ctx,
+            &join(&path, "start_action"),
+            "start_action = \"trap\" (the data plane raises no acquire yet)",
+        );
+    }
+    t.finish(ctx);
+    if let (Some(l), Some(r)) = (&local_ts, &remote_ts) {
+        let paired = l
+            .iter()
+            .any(|a| r.iter().any(|b| a.is_ipv4() == b.is_ipv4()));
+        if !paired {
+            ctx.error(
+                &join(&path, "remote_ts"),
+                "no remote_ts prefix is of the same IP family as a local_ts prefix",
+                Some("at least one IPv4 or IPv6 pair"),
+            );
+            return None;
+        }
+    }
+    Some(Child {
+        name: name?,
+        local_ts: local_ts?,
+        remote_ts: remote_ts?,
+        esp_proposals: esp_proposals?,
+        rekey_time: rekey_time?,
+        life_time: life_time?,
+        rekey_bytes: rekey_bytes?,
+        rekey_packets: rekey_packets?,
+        replay_window: replay_window?,
+        mss_clamp: mss_clamp?,
+        start_action: start_action.filter(|a| *a != StartAction::Trap)?,
+    })
+}
+
+/// Reads `psk` / `psk_file`: exactly one of them with `auth = "psk"`.
+fn read_psk(
+    ctx: &mut Ctx,
+    t: &Table,
+    env: &Env,
+    inline: &mut bool,
+    file_diags: &mut Vec<Diagnostic>,
+) -> Option<SecretBytes> {
+    let path = t.path.clone();
+    let psk = t.get(ctx, "psk");
+    let file = t.get(ctx, "psk_file");
+    match (psk, file) {
+        (Some(_), Some(f)) => {
+            f.error(
+                ctx,
+                "psk and psk_file are both given",
+                Some("one of the two"),
+            );
+            None
+        }
+        (None, None) => {
+            ctx.error(
+                &join(&path, "psk"),
+                "auth = \"psk\" needs a pre-shared key",
+                Some("psk = \"...\" or psk_file = \"path\""),
+            );
+            None
+        }
+        (Some(f), None) => {
+            *inline = true;
+            // Never echo the value: errors name a position only.
+            let key = f.parse_with(ctx, "the key as text, or 0x-prefixed hex", psk_bytes)?;
+            if key.len() < MIN_PSK_LEN {
+                warn_short(&f, ctx, key.len());
+            }
+            Some(key)
+        }
+        (None, Some(f)) => {
+            let rel = f.str(ctx)?;
+            let full = env.base_dir.join(rel);
+            let text = match read_small_regular_file(&full) {
+                Ok(t) => Zeroizing::new(t),
+                Err(e) => {
+                    f.error(
+                        ctx,
+                        format!("cannot read psk file {rel:?}: {e}"),
+                        Some("a readable regular file holding the key"),
+                    );
+                    return None;
+                }
+            };
+            if env.host.check_permissions {
+                let src = SourceText::new(&full, String::new());
+                let mut fctx = Ctx::new(&src);
+                perms::warn_if_unsafe(&mut fctx, &full, perms::Holds::Keys);
+                file_diags.extend(fctx.diags);
+            }
+            // One line: the trailing newline an editor adds is no part of it.
+            let line = text.trim_end_matches(['\n', '\r']);
+            match psk_bytes(line) {
+                Ok(k) => {
+                    if k.len() < MIN_PSK_LEN {
+                        warn_short(&f, ctx, k.len());
+                    }
+                    Some(k)
+                }
+                Err(e) => {
+                    f.error(
+                        ctx,
+                        format!("psk file {rel:?}: {e}"),
+                        Some("the key as text, or 0x-prefixed hex"),
+                    );
+                    None
+                }
+            }
+        }
+    }
+}
+
+fn warn_short(f: &Field, ctx: &mut Ctx, len: usize) {
+    {
+        ctx.warn(
+            &f.path,
+            format!(
+                "the pre-shared key is {len} bytes: one captured IKE_AUTH lets an attacker \
+                 guess it offline; use {MIN_PSK_LEN} or more random bytes"
+            ),
+        );
+    }
+}
+
+pub(crate) fn read(ctx: &mut Ctx, t: Table, env: &Env) -> ReadConnection {
+    let path = t.path.clone();
+    let mut inline_keys = false;
+    let mut file_diags = Vec::new();
+    let name = t
+        .require(ctx, "name", "a connection name")
+        .and_then(|f| f.str(ctx).map(str::to_string));
+    if let Some(n) = &name {
+        if n.contains('/') {
+            ctx.error(
+                &join(&path, "name"),
+                format!("{n:?} contains '/', which separates connection and child names"),
+                Some("a name without '/'"),
+            );
+        }
+    }
+    let local = t
+        .require(ctx, "local", "this gateway's outer address")
+        .and_then(|f| f.parse::<IpAddr>(ctx, "an IP address", "an IPv4 or IPv6 address"));
+    let remote = t
+        .require(ctx, "remote", "the peer's address or \"%any\"")
+        .and_then(|f| {
+            if f.peek_str() == Some("%any") {
+                Some(None)
+            } else {
+                f.parse::<IpAddr>(ctx, "an IP address", "an IPv4 or IPv6 address, or \"%any\"")
+                    .map(Some)
+            }
+        });
+    let local_id = match t.get(ctx, "local_id") {
+        None => local.map(IkeId::Ip),
+        Some(f) => f.parse_with(ctx, "an IP address, @fqdn, fqdn or user@domain", parse_id),
+    };
+    let remote_id = match t.get(ctx, "remote_id") {
+        None => Some(None),
+        Some(f) if f.peek_str() == Some("%any") => Some(None),
+        Some(f) => f
+            .parse_with(
+                ctx,
+                "an IP address, @fqdn, fqdn, user@domain or \"%any\"",
+                parse_id,
+            )
+            .map(Some),
+    };
+    let auth_psk = t.get(ctx, "auth").map_or(Some(true), |f| {
+        f.choice(ctx, &[("psk", true), ("pubkey", false)])
+    });
+    let mut auth = None;
+    match auth_psk {
+        Some(true) => {
+            for key in ["cert", "key", "cacerts"] {
+                if let Some(f) = t.get(ctx, key) {
+                    f.error(
+                        ctx,
+                        format!("{key} is only for auth = \"pubkey\""),
+                        Some("leave it out with auth = \"psk\""),
+                    );
+                }
+            }
+            auth = read_psk(ctx, &t, env, &mut inline_keys, &mut file_diags).map(IkeAuth::Psk);
+        }
+        Some(false) => {
+            // Checked for form so the file is right once the engine does it.
+            for key in ["cert", "key"] {
+                if let Some(f) = t.require(ctx, key, "a PEM file path") {
+                    f.str(ctx);
+                }
+            }
+            if let Some(f) = t.get(ctx, "cacerts") {
+                for item in f.one_or_many(ctx, "a list of PEM file paths") {
+                    item.str(ctx);
+                }
+            }
+            for key in ["psk", "psk_file"] {
+                if let Some(f) = t.get(ctx, key) {
+                    f.error(
+                        ctx,
+                        format!("{key} is only for auth = \"psk\""),
+                        Some("leave it out with auth = \"pubkey\""),
+                    );
+                }
+            }
+            not_supported(
+                ctx,
+                &join(&path, "auth"),
+                "auth = \"pubkey\" (certificates are being added to the IKE engine)",
+            );
+        }
+        None => {}
+    }
+    let proposals = proposals(ctx, &t, "proposals", DEFAULT_IKE_PROPOSALS, false);
+    let encap_auto = t.get(ctx, "encap").map_or(Some(true), |f| {
+        f.choice(ctx, &[("auto", true), ("udp", false)])
+    });
+    if encap_auto == Some(false) {
+        not_supported(
+            ctx,
+            &join(&path, "encap"),
+            "encap = \"udp\" (forced UDP encapsulation; \"auto\" encapsulates when a NAT is detected)",
+        );
+    }
+    let dpd_delay = seconds(ctx, &t, "dpd_delay", 0);
+    let rekey_time = seconds(ctx, &t, "rekey_time", DEFAULT_IKE_REKEY_TIME);
+    let reauth_time = seconds(ctx, &t, "reauth_time", 0);
+    if reauth_time.is_some_and(|r| r > 0) {
+        not_supported(
+            ctx,
+            &join(&path, "reauth_time"),
+            "reauth_time (reauthentication; rekey_time rekeys the IKE SA)",
+        );
+    }
+    let start_action = t
+        .get(ctx, "start_action")
+        .map_or(Some(StartAction::None), |f| f.choice(ctx, START_ACTIONS));
+    if start_action == Some(StartAction::Trap) {
+        not_supported(
+            ctx,
+            &join(&path, "start_action"),
+            "start_action = \"trap\" (the data plane raises no acquire yet)",
+        );
+    }
+    let fragmentation = t
+        .get(ctx, "fragmentation")
+        .map_or(Some(true), |f| f.bool(ctx));
+
+    let mut children = Vec::new();
+    let mut children_ok = true;
+    let child_tables: Vec<Table> = match t.get(ctx, "child") {
+        None => Vec::new(),
+        Some(f) => f
+            .array(ctx, "an array of tables ([[connection.child]])")
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|i| i.table(ctx, CHILD_KEYS))
+            .collect(),
+    };
+    let n_children = child_tables.len();
+    for ct in child_tables {
+        match read_child(ctx, ct, start_action.unwrap_or(StartAction::None)) {
+            Some(c) => children.push(c),
+            None => children_ok = false,
+        }
+    }
+    if n_children == 0 {
+        ctx.error(
+            &join(&path, "child"),
+            "a connection without a [[connection.child]] protects nothing",
+            Some("one [[connection.child]] with local_ts and remote_ts"),
+        );
+        children_ok = false;
+    } else if n_children > 1 {
+        not_supported(
+            ctx,
+            &format!("{path}.child[1]"),
+            "a second [[connection.child]] (the engine negotiates the one CHILD_SA of IKE_AUTH)",
+        );
+        children_ok = false;
+    }
+    for (i, c) in children.iter().enumerate() {
+        if let Some(j) = children[..i].iter().position(|d| d.name == c.name) {
+            ctx.error(
+                &format!("{path}.child[{i}].name"),
+                format!("duplicate child name {:?} (child[{j}])", c.name),
+                Some("a unique name"),
+            );
+            children_ok = false;
+        }
+    }
+    t.finish(ctx);
+
+    let mut connection = None;
+    if let (Some(name), Some(local), Some(remote)) = (name.clone(), local, remote) {
+        // With "%any" only our side can be checked: the peer's route is
+        // whatever address it comes from.
+        let port = tunnel::check_endpoints(ctx, &path, local, remote.unwrap_or(local), env);
+        if let (
+            Some(port),
+            Some(local_id),
+            Some(remote_id),
+            Some(auth),
+            Some(proposals),
+            Some(true),
+            Some(dpd_delay),
+            Some(rekey_time),
+            Some(0),
+            Some(_),
+            Some(fragmentation),
+            true,
+            false,
+        ) = (
+            port,
+            local_id,
+            remote_id,
+            auth,
+            proposals,
+            encap_auto,
+            dpd_delay,
+            rekey_time,
+            reauth_time,
+            start_action.filter(|a| *a != StartAction::Trap),
+            fragmentation,
+            children_ok,
+            name.contains('/'),
+        ) {
+            connection = Some(Connection {
+                name,
+                local,
+                remote,
+                port,
+                local_id,
+                remote_id,
+                auth,
+                proposals,
+                dpd_delay,
+                rekey_time,
+                fragmentation,
+                children,
+            });
+        }
+    }
+    ReadConnection {
+        connection,
+        inline_keys,
+        file_diags,
+    }
+}
+
+/// Two selectors (address lists; empty = any) share a packet.
+fn lists_overlap(a: &[IpPrefix], b: &[IpPrefix]) -> bool {
+    a.is_empty() || b.is_empty() || a.iter().any(|x| b.iter().any(|y| x.overlaps(y)))
+}
+
+/// The (local, remote) prefix pairs of a child that can match a packet.
+fn child_pairs(c: &Child) -> Vec<(Prefix, Prefix)> {
+    c.local_ts
+        .iter()
+        .flat_map(|l| {
+            c.remote_ts
+                .iter()
+                .filter(|r| r.is_ipv4() == l.is_ipv4())
+                .map(|r| (*l, *r))
+        })
+        .collect()
+}
+
+/// Cross-checks: unique names (among connections, and against `[[tunnel]]`
+/// names the children's tunnels would take), one engine-wide
+/// fragmentation setting, and the children's selectors against the SPD.
+///
+/// A child's tunnel joins the SPD at run time, after every configured
+/// entry of its priority (1000), and leaves it when its IKE SA fails.
+/// So its traffic must not overlap a `[[tunnel]]` (two SAs for one
+/// packet), another child, or a bypass `[[policy]]` at any priority (the
+/// traffic would go out in clear while no CHILD_SA is up); a discard
+/// policy consulted first only gets a warning, like a partly shadowed
+/// tunnel.
+pub(crate) fn check_connections(
+    ctx: &mut Ctx,
+    connections: &[Located<Connection>],
+    tunnels: &[Located<Tunnel>],
+    policies: &[Located<Policy>],
+    default_action: Option<Action>,
+) {
+    for (i, c) in connections.iter().enumerate() {
+        let earlier = &connections[..i];
+        if let Some(first) = earlier.iter().find(|u| u.item.name == c.item.name) {
+            let line = ctx.line_of(&first.path).unwrap_or(0);
+            ctx.error(
+                &format!("{}.name", c.path),
+                format!(
+                    "duplicate connection name {:?} (first at line {line})",
+                    c.item.name
+                ),
+                Some("a unique name"),
+            );
+        }
+        if let Some(first) = earlier
+            .iter()
+            .find(|u| u.item.fragmentation != c.item.fragmentation)
+        {
+            not_supported(
+                ctx,
+                &format!("{}.fragmentation", c.path),
+                &format!(
+                    "a fragmentation setting other than connection {:?}'s (the engine has one for all connections)",
+                    first.item.name
+                ),
+            );
+        }
+        for (ci, child) in c.item.children.iter().enumerate() {
+            let cpath = format!("{}.child[{ci}]", c.path);
+            let tname = c.item.tunnel_name(child);
+            if let Some(t) = tunnels.iter().find(|t| t.item.name == tname) {
+                ctx.error(
+                    &format!("{cpath}.name"),
+                    format!("the SA manager names this child's tunnel {tname:?}, which [[tunnel]] at line {} already is", ctx.line_of(&t.path).unwrap_or(0)),
+                    Some("another name"),
+                );
+            }
+            let pairs = child_pairs(child);
+            let hits = |l: &[IpPrefix], r: &[IpPrefix]| {
+                pairs
+                    .iter()
+                    .any(|(a, b)| lists_overlap(&[*a], l) && lists_overlap(&[*b], r))
+            };
+            for t in tunnels {
+                if hits(&t.item.local_ts, &t.item.remote_ts) {
+                    ctx.error(
+                        &format!("{cpath}.local_ts"),
+                        format!(
+                            "its traffic overlaps tunnel {:?} (line {}): two SAs for the same packets",
+                            t.item.name,
+                            ctx.line_of(&t.path).unwrap_or(0)
+                        ),
+                        Some("selectors disjoint from every [[tunnel]]"),
+                    );
+                }
+            }
+            for p in policies {
+                let src: Vec<IpPrefix> = p.item.src.into_iter().collect();
+                let dst: Vec<IpPrefix> = p.item.dst.into_iter().collect();
+                if !hits(&src, &dst) {
+                    continue;
+                }
+                let line = ctx.line_of(&p.path).unwrap_or(0);
+                match p.item.action {
+                    Action::Bypass => ctx.error(
+                        &format!("{cpath}.local_ts"),
+                        format!(
+                            "its traffic overlaps the bypass policy at line {line}: it would go out in clear whenever no CHILD_SA is up"
+                        ),
+                        Some("selectors disjoint from every bypass [[policy]]"),
+                    ),
+                    Action::Discard if p.item.priority <= tunnel::DEFAULT_PRIORITY => ctx.warn(
+                        &format!("{cpath}.local_ts"),
+                        format!(
+                            "the discard policy at line {line} is consulted first and takes part of its traffic"
+                        ),
+                    ),
+                    Action::Discard => {}
+                }
+            }
+            for (d, other) in connections[..=i].iter().enumerate() {
+                let upto = if d == i {
+                    ci
+                } else {
+                    other.item.children.len()
+                };
+                for (oi, o) in other.item.children[..upto].iter().enumerate() {
+                    let l: Vec<IpPrefix> = o.local_ts.clone();
+                    let r: Vec<IpPrefix> = o.remote_ts.clone();
+                    if hits(&l, &r) {
+                        ctx.error(
+                            &format!("{cpath}.local_ts"),
+                            format!(
+                                "its traffic overlaps child {:?} of connection {:?} ({}.child[{oi}])",
+                                o.name, other.item.name, other.path
+                            ),
+                            Some("selectors disjoint from every other child"),
+                        );
+                    }
+                }
+            }
+        }
+    }
+    if default_action == Some(Action::Bypass) && !connections.is_empty() {
+        ctx.warn(
+            "default_action",
+            "bypass: a connection's traffic goes out in clear until its first CHILD_SA is up \
+             (afterwards a discard entry keeps its place while no SA is up); add a discard \
+             [[policy]] for the children's selectors",
+        );
+    }
+}

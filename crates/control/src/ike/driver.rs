@@ -1,0 +1,1141 @@
+//! [`IkeDriver`]: the engine, the config's connections, and the SA manager
+//! joined up. Sans I/O like the engine: datagrams and time go in,
+//! datagrams come out through [`IkeDriver::poll_transmit`], CHILD_SAs go
+//! into the [`SaManager`] passed to each call.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use espgw_esp::Suite;
+use espgw_ike::crypto::RandomSource;
+use espgw_ike::engine::{
+    AuthFailure, ChildSa, Connection as EngineConnection, ConnectionId, Engine, EngineConfig,
+    Event, FailReason, IkeSaId, Time, Transmit,
+};
+use espgw_ike::message::Identification;
+use tracing::{info, warn};
+
+use super::selectors;
+use super::status::{IkeChildInfo, IkeMetrics, IkeSaInfo};
+use crate::config::connection::{Child, Connection, IkeAuth, IkeId, StartAction};
+use crate::config::{Encap, Lifetime, Limits, SaKeys, SecretBytes, Tunnel, DEFAULT_PRIORITY};
+use crate::live::SaManager;
+
+/// First wait before re-initiating a failed `start` connection; doubles
+/// per failure up to [`RETRY_MAX_MS`].
+pub const RETRY_BASE_MS: u64 = 1_000;
+/// The longest wait between two attempts.
+pub const RETRY_MAX_MS: u64 = 60_000;
+/// A rekey responder switches its outbound SA when the peer deletes the
+/// old one (the peer then has the new inbound SA); if that delete never
+/// comes, after this long anyway.
+pub const OUTBOUND_SWITCH_TIMEOUT_MS: u64 = 5_000;
+/// A refused IKE SA rekey is tried again after this long.
+pub const IKE_REKEY_RETRY_MS: u64 = 60_000;
+/// The shortest time between two acquires that initiate one connection.
+pub const ACQUIRE_INTERVAL_MS: u64 = 1_000;
+
+/// Why a driver call was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IkeError(pub String);
+
+impl std::fmt::Display for IkeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for IkeError {}
+
+fn ike_err<T>(msg: impl Into<String>) -> Result<T, IkeError> {
+    Err(IkeError(msg.into()))
+}
+
+/// One CHILD_SA as the driver tracks it (keys live in the SA manager only).
+#[derive(Debug, Clone)]
+struct ChildState {
+    inbound_spi: u32,
+    outbound_spi: u32,
+    suite: &'static str,
+    udp_encap: bool,
+    installed_at: Time,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SaPhase {
+    Connecting,
+    Established,
+}
+
+#[derive(Debug)]
+struct IkeSaState {
+    connection: ConnectionId,
+    phase: SaPhase,
+    initiator: bool,
+    suite: Option<String>,
+    local: Option<SocketAddr>,
+    remote: Option<SocketAddr>,
+    established_at: Option<Time>,
+    rekey_at: Option<Time>,
+    next_dpd: Option<Time>,
+    dpd_outstanding: bool,
+    /// Its connection was terminated while we were setting it up: it is
+    /// deleted as soon as it is up, and its CHILD_SA never installed.
+    doomed: bool,
+}
+
+/// A rekey's new outbound SA held back until the peer deleted the old one.
+#[derive(Debug)]
+struct PendingSwitch {
+    /// The new CHILD_SA (by our inbound SPI) whose outbound SA this is.
+    for_inbound: u32,
+    old_inbound: u32,
+    keys: SaKeys,
+    deadline: Time,
+}
+
+#[derive(Debug)]
+struct ConnState {
+    config: Connection,
+    /// The first (only) child: the engine negotiates one per IKE SA.
+    child: Child,
+    tunnel: String,
+    /// The CHILD_SA the tunnel runs on now, and its IKE SA.
+    current: Option<(IkeSaId, ChildState)>,
+    /// The one `current` replaced by a rekey, until it is deleted.
+    previous: Option<(IkeSaId, ChildState)>,
+    /// Two new CHILD_SAs of one rekey are up (a rekey collision, RFC 7296
+    /// 2.8.1): `previous` and `current`; one of them is about to be
+    /// deleted, and only then is the outbound SA settled.
+    collision: bool,
+    pending_switch: Option<PendingSwitch>,
+    /// Our rekey of `current` is in flight.
+    child_rekeying: bool,
+    /// `start`: when to initiate next, and the wait after that.
+    retry_at: Option<Time>,
+    backoff_ms: u64,
+    /// `ike terminate` stops re-initiation until `ike initiate`.
+    stopped: bool,
+    last_acquire: Option<Time>,
+}
+
+/// See the module documentation.
+pub struct IkeDriver<R: RandomSource> {
+    engine: Engine<R>,
+    conns: Vec<ConnState>,
+    sas: BTreeMap<IkeSaId, IkeSaState>,
+    metrics: IkeMetrics,
+    nat_t_port: u16,
+    /// The datagram being handled is a response: a CHILD_SA installed now
+    /// comes from an exchange we started.
+    in_response: bool,
+}
+
+/// Whether an IKE datagram is a response (the R flag of the IKE header,
+/// after the non-ESP marker on the NAT-T port).
+fn is_response(payload: &[u8], nat_t: bool) -> bool {
+    let off = if nat_t { 4 } else { 0 };
+    payload.get(off + 19).is_some_and(|flags| flags & 0x20 != 0)
+}
+
+fn ike_id(id: &IkeId) -> Identification {
+    match id {
+        IkeId::Ip(a) => Identification::ip(*a),
+        IkeId::Fqdn(s) => Identification::fqdn(s),
+        IkeId::Email(s) => Identification::email(s),
+    }
+}
+
+fn unspecified(like: IpAddr) -> IpAddr {
+    match like {
+        IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+    }
+}
+
+/// The engine's connection for a config connection (its one child).
+fn engine_connection(
+    c: &Connection,
+    child: &Child,
+    ike_port: u16,
+) -> Result<EngineConnection, IkeError> {
+    let IkeAuth::Psk(psk) = &c.auth;
+    let ts = |v: &[crate::config::net::Prefix]| -> Vec<String> {
+        v.iter().map(|p| p.to_string()).collect()
+    };
+    let (l, r) = (ts(&child.local_ts), ts(&child.remote_ts));
+    let l: Vec<&str> = l.iter().map(String::as_str).collect();
+    let r: Vec<&str> = r.iter().map(String::as_str).collect();
+    EngineConnection::new(
+        &c.name,
+        SocketAddr::new(c.local, ike_port),
+        SocketAddr::new(c.remote.unwrap_or_else(|| unspecified(c.local)), ike_port),
+        ike_id(&c.local_id),
+        c.remote_id.as_ref().map(ike_id),
+        psk.expose(),
+        &c.proposals_string(),
+        &child.esp_proposals_string(),
+        &l,
+        &r,
+    )
+    .map_err(|e| IkeError(format!("connection {:?}: {e}", c.name)))
+}
+
+/// An IKE suite as strongSwan's `swanctl --list-sas` prints it
+/// (`AES_GCM_16-256/PRF_HMAC_SHA2_384/ECP_384`), to compare the two.
+pub fn suite_name(s: &espgw_ike::crypto::IkeSuite) -> String {
+    use espgw_ike::crypto::{Encryption, Integrity, KeGroup, Prf};
+    let enc = match s.encryption {
+        Encryption::AesCbc128 => "AES_CBC-128",
+        Encryption::AesCbc256 => "AES_CBC-256",
+        Encryption::AesGcm16_128 => "AES_GCM_16-128",
+        Encryption::AesGcm16_256 => "AES_GCM_16-256",
+        Encryption::ChaCha20Poly1305 => "CHACHA20_POLY1305",
+    };
+    let integ = s.integrity.map(|i| match i {
+        Integrity::HmacSha1_96 => "HMAC_SHA1_96",
+        Integrity::HmacSha256_128 => "HMAC_SHA2_256_128",
+        Integrity::HmacSha384_192 => "HMAC_SHA2_384_192",
+        Integrity::HmacSha512_256 => "HMAC_SHA2_512_256",
+    });
+    let prf = match s.prf {
+        Prf::HmacSha256 => "PRF_HMAC_SHA2_256",
+        Prf::HmacSha384 => "PRF_HMAC_SHA2_384",
+        Prf::HmacSha512 => "PRF_HMAC_SHA2_512",
+    };
+    let ke = match s.ke {
+        KeGroup::Modp2048 => "MODP_2048",
+        KeGroup::Ecp256 => "ECP_256",
+        KeGroup::Ecp384 => "ECP_384",
+        KeGroup::Curve25519 => "CURVE_25519",
+    };
+    [Some(enc), integ, Some(prf), Some(ke)]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// When to rekey an IKE SA: `rekey_time` less up to 10 % (its random SPI
+/// is the random number), so two peers with equal settings rarely rekey
+/// at once (simultaneous IKE SA rekeys leave two IKE SAs, docs/ike.md).
+fn ike_rekey_at(now: Time, rekey_time: u64, spi: IkeSaId) -> Option<Time> {
+    let ms = rekey_time * 1000;
+    (rekey_time > 0).then(|| now + ms - spi % (ms / 10 + 1))
+}
+
+fn esp_secret(s: &espgw_ike::crypto::SecretBytes) -> SecretBytes {
+    SecretBytes::new(s.expose().to_vec())
+}
+
+impl<R: RandomSource> IkeDriver<R> {
+    /// A driver for `connections` (the validated config's). The engine's
+    /// fragmentation is the connections' (the config allows one setting).
+    pub fn new(
+        connections: &[Connection],
+        engine_config: EngineConfig,
+        rng: R,
+    ) -> Result<Self, IkeError> {
+        Self::with_ike_port(connections, engine_config, rng, 500)
+    }
+
+    /// [`Self::new`] with another IKE port than 500, ours and the peers'
+    /// (unprivileged tests over loopback; the NAT-T port is the engine
+    /// config's).
+    pub fn with_ike_port(
+        connections: &[Connection],
+        mut engine_config: EngineConfig,
+        rng: R,
+        ike_port: u16,
+    ) -> Result<Self, IkeError> {
+        if let Some(c) = connections.first() {
+            engine_config.fragmentation = c.fragmentation;
+        }
+        let nat_t_port = engine_config.nat_t_port;
+        let mut engine = Engine::new(engine_config, rng);
+        let mut conns = Vec::new();
+        for c in connections {
+            let Some(child) = c.children.first() else {
+                return ike_err(format!("connection {:?} has no child", c.name));
+            };
+            let id = engine.add_connection(engine_connection(c, child, ike_port)?);
+            debug_assert_eq!(id, conns.len());
+            conns.push(ConnState {
+                config: c.clone(),
+                child: child.clone(),
+                tunnel: c.tunnel_name(child),
+                current: None,
+                previous: None,
+                collision: false,
+                pending_switch: None,
+                child_rekeying: false,
+                retry_at: None,
+                backoff_ms: RETRY_BASE_MS,
+                stopped: false,
+                last_acquire: None,
+            });
+        }
+        Ok(IkeDriver {
+            engine,
+            conns,
+            sas: BTreeMap::new(),
+            metrics: IkeMetrics::default(),
+            nat_t_port,
+            in_response: false,
+        })
+    }
+
+    /// The engine's counters of datagrams not acted on.
+    pub fn engine_stats(&self) -> &espgw_ike::engine::Stats {
+        self.engine.stats()
+    }
+
+    pub fn metrics(&self) -> IkeMetrics {
+        let mut m = self.metrics.clone();
+        m.sas_connecting = self
+            .sas
+            .values()
+            .filter(|s| s.phase == SaPhase::Connecting)
+            .count() as u64;
+        m.sas_established = self
+            .sas
+            .values()
+            .filter(|s| s.phase == SaPhase::Established)
+            .count() as u64;
+        let st = self.engine.stats();
+        m.dropped = st.not_ike
+            + st.malformed
+            + st.unknown_sa
+            + st.unexpected
+            + st.decrypt_failed
+            + st.half_open_refused
+            + st.fragments_dropped;
+        m
+    }
+
+    fn conn_by_name(&self, name: &str) -> Result<ConnectionId, IkeError> {
+        self.conns
+            .iter()
+            .position(|c| c.config.name == name)
+            .ok_or_else(|| IkeError(format!("no connection named {name:?}")))
+    }
+
+    /// Start-up: initiates every `start_action = "start"` connection.
+    pub fn start<T: Send + Sync + 'static>(&mut self, now: Time, manager: &mut SaManager<T>) {
+        for id in 0..self.conns.len() {
+            if self.conns[id].child.start_action == StartAction::Start {
+                self.initiate_id(now, id);
+            }
+        }
+        self.process_events(now, manager);
+    }
+
+    fn initiate_id(&mut self, now: Time, id: ConnectionId) {
+        self.conns[id].retry_at = None;
+        match self.engine.initiate(now, id) {
+            Ok(sa) => {
+                info!(connection = %self.conns[id].config.name, ike_sa = %format!("{sa:016x}"), "IKE: initiating");
+                self.metrics.initiated += 1;
+                self.sas.insert(
+                    sa,
+                    IkeSaState {
+                        connection: id,
+                        phase: SaPhase::Connecting,
+                        initiator: true,
+                        suite: None,
+                        local: None,
+                        remote: None,
+                        established_at: None,
+                        rekey_at: None,
+                        next_dpd: None,
+                        dpd_outstanding: false,
+                        doomed: false,
+                    },
+                );
+            }
+            Err(e) => {
+                warn!(connection = %self.conns[id].config.name, error = %e, "IKE: cannot initiate");
+                self.schedule_retry(now, id);
+            }
+        }
+    }
+
+    /// `ike initiate NAME`: a new IKE SA now (and `start` retries again).
+    pub fn initiate<T: Send + Sync + 'static>(
+        &mut self,
+        now: Time,
+        name: &str,
+        manager: &mut SaManager<T>,
+    ) -> Result<(), IkeError> {
+        let id = self.conn_by_name(name)?;
+        if self.conns[id].config.remote.is_none() {
+            return ike_err(format!(
+                "connection {name:?} has remote = \"%any\": it can only respond"
+            ));
+        }
+        self.conns[id].stopped = false;
+        self.conns[id].backoff_ms = RETRY_BASE_MS;
+        self.initiate_id(now, id);
+        self.process_events(now, manager);
+        Ok(())
+    }
+
+    /// An acquire from the data plane (a packet for `tunnel` found no SA,
+    /// start_action "trap"): initiates, at most once per
+    /// [`ACQUIRE_INTERVAL_MS`] and not while an IKE SA of the connection is
+    /// being set up or up. Returns whether it initiated.
+    pub fn acquire<T: Send + Sync + 'static>(
+        &mut self,
+        now: Time,
+        tunnel: &str,
+        manager: &mut SaManager<T>,
+    ) -> bool {
+        let Some(id) = self.conns.iter().position(|c| c.tunnel == tunnel) else {
+            return false;
+        };
+        let c = &self.conns[id];
+        let busy = self.sas.values().any(|s| s.connection == id);
+        let recent = c
+            .last_acquire
+            .is_some_and(|t| now.saturating_sub(t) < ACQUIRE_INTERVAL_MS);
+        if busy || recent || c.config.remote.is_none() || c.stopped {
+            self.metrics.acquires_ignored += 1;
+            return false;
+        }
+        self.conns[id].last_acquire = Some(now);
+        self.initiate_id(now, id);
+        self.process_events(now, manager);
+        true
+    }
+
+    /// `ike terminate NAME`: deletes its IKE SAs (and so its CHILD_SAs)
+    /// and stops re-initiating it.
+    pub fn terminate<T: Send + Sync + 'static>(
+        &mut self,
+        now: Time,
+        name: &str,
+        manager: &mut SaManager<T>,
+    ) -> Result<usize, IkeError> {
+        let id = self.conn_by_name(name)?;
+        self.conns[id].stopped = true;
+        self.conns[id].retry_at = None;
+        let sas: Vec<IkeSaId> = self
+            .sas
+            .iter()
+            .filter(|(_, s)| s.connection == id)
+            .map(|(k, _)| *k)
+            .collect();
+        for sa in &sas {
+            let Some(s) = self.sas.get_mut(sa) else {
+                continue;
+            };
+            if s.phase == SaPhase::Established {
+                if let Err(e) = self.engine.delete_ike_sa(now, *sa) {
+                    warn!(ike_sa = %format!("{sa:016x}"), error = %e, "IKE: delete refused");
+                }
+            } else {
+                // Still being set up: the engine cannot abort it, so it is
+                // deleted once it is up (or fails by itself).
+                s.doomed = true;
+            }
+        }
+        // The tunnel goes now, not when the peer answers: the operator
+        // asked for the traffic to stop.
+        self.remove_tunnel(now, id, manager, "terminated");
+        self.process_events(now, manager);
+        Ok(sas.len())
+    }
+
+    /// Shutdown (SIGTERM): sends Delete for every established IKE SA (its
+    /// CHILD_SAs go with it), removes the tunnels and stops re-initiating.
+    /// Flush the transmits, then wait a little for the answers (or not:
+    /// the peer forgets the SAs on our Delete either way). Returns the
+    /// number of IKE SAs deleted.
+    pub fn shutdown<T: Send + Sync + 'static>(
+        &mut self,
+        now: Time,
+        manager: &mut SaManager<T>,
+    ) -> usize {
+        let names: Vec<String> = self.conns.iter().map(|c| c.config.name.clone()).collect();
+        names
+            .iter()
+            .map(|n| self.terminate(now, n, manager).unwrap_or(0))
+            .sum()
+    }
+
+    /// `ike rekey NAME [--child CHILD]`: the IKE SA, or the CHILD_SA.
+    pub fn rekey<T: Send + Sync + 'static>(
+        &mut self,
+        now: Time,
+        name: &str,
+        child: Option<&str>,
+        manager: &mut SaManager<T>,
+    ) -> Result<(), IkeError> {
+        let id = self.conn_by_name(name)?;
+        match child {
+            Some(child) => {
+                if child != self.conns[id].child.name {
+                    return ike_err(format!("connection {name:?} has no child {child:?}"));
+                }
+                let Some((sa, c)) = &self.conns[id].current else {
+                    return ike_err(format!("{name}/{child} has no CHILD_SA up"));
+                };
+                let (sa, spi) = (*sa, c.inbound_spi);
+                self.engine
+                    .rekey_child_sa(now, sa, spi)
+                    .map_err(|e| IkeError(e.to_string()))?;
+                self.conns[id].child_rekeying = true;
+            }
+            None => {
+                let sa = self
+                    .sas
+                    .iter()
+                    .find(|(_, s)| s.connection == id && s.phase == SaPhase::Established)
+                    .map(|(k, _)| *k)
+                    .ok_or_else(|| IkeError(format!("connection {name:?} has no IKE SA up")))?;
+                self.engine
+                    .rekey_ike_sa(now, sa)
+                    .map_err(|e| IkeError(e.to_string()))?;
+            }
+        }
+        self.process_events(now, manager);
+        Ok(())
+    }
+
+    /// A datagram for the engine (UDP payload; on 4500 with its marker).
+    pub fn handle_datagram<T: Send + Sync + 'static>(
+        &mut self,
+        now: Time,
+        src: SocketAddr,
+        dst: SocketAddr,
+        payload: &[u8],
+        manager: &mut SaManager<T>,
+    ) {
+        self.metrics.received += 1;
+        self.engine.handle_datagram(now, src, dst, payload);
+        self.in_response = is_response(payload, dst.port() == self.nat_t_port);
+        self.process_events(now, manager);
+        self.in_response = false;
+    }
+
+    /// The next time [`Self::handle_timeout`] has something to do.
+    pub fn poll_timeout(&self) -> Option<Time> {
+        let mut next = self.engine.poll_timeout();
+        let mut take = |t: Option<Time>| {
+            if let Some(t) = t {
+                next = Some(next.map_or(t, |n: Time| n.min(t)));
+            }
+        };
+        for c in &self.conns {
+            take(c.retry_at);
+            if !c.collision {
+                take(c.pending_switch.as_ref().map(|p| p.deadline));
+            }
+        }
+        for s in self.sas.values() {
+            take(s.rekey_at);
+            take(s.next_dpd.filter(|_| !s.dpd_outstanding));
+        }
+        next
+    }
+
+    /// Timers: the engine's retransmissions, re-initiation, IKE SA rekeys,
+    /// dead peer detection, held-back outbound switches, and CHILD_SA
+    /// rekeys the SA manager's lifetimes call for (soft expiry by time,
+    /// bytes or packets: call this after `SaManager::tick`).
+    pub fn handle_timeout<T: Send + Sync + 'static>(
+        &mut self,
+        now: Time,
+        manager: &mut SaManager<T>,
+    ) {
+        self.engine.handle_timeout(now);
+        for id in 0..self.conns.len() {
+            if self.conns[id].retry_at.is_some_and(|t| t <= now) && !self.conns[id].stopped {
+                self.initiate_id(now, id);
+            }
+            // In a collision the switch waits for the deletion that
+            // settles it, however long.
+            if !self.conns[id].collision
+                && self.conns[id]
+                    .pending_switch
+                    .as_ref()
+                    .is_some_and(|p| p.deadline <= now)
+            {
+                let p = self.conns[id].pending_switch.take();
+                if let Some(p) = p {
+                    warn!(tunnel = %self.conns[id].tunnel, "IKE: the peer did not delete the rekeyed CHILD_SA; switching outbound anyway");
+                    self.switch(now, id, p.keys, manager);
+                }
+            }
+        }
+        let ids: Vec<IkeSaId> = self.sas.keys().copied().collect();
+        for sa in ids {
+            let Some(s) = self.sas.get_mut(&sa) else {
+                continue;
+            };
+            if s.phase != SaPhase::Established {
+                continue;
+            }
+            if s.rekey_at.is_some_and(|t| t <= now) {
+                s.rekey_at = None;
+                if let Err(e) = self.engine.rekey_ike_sa(now, sa) {
+                    warn!(ike_sa = %format!("{sa:016x}"), error = %e, "IKE: rekey refused");
+                }
+                continue;
+            }
+            let Some(s) = self.sas.get_mut(&sa) else {
+                continue;
+            };
+            if !s.dpd_outstanding && s.next_dpd.is_some_and(|t| t <= now) {
+                s.dpd_outstanding = true;
+                if self.engine.check_liveness(now, sa).is_err() {
+                    s.dpd_outstanding = false;
+                }
+            }
+        }
+        // CHILD_SA rekeys: the manager raised a soft expiry for the tunnel.
+        let soft = manager.soft_expired();
+        for id in 0..self.conns.len() {
+            let c = &self.conns[id];
+            if c.child_rekeying || c.pending_switch.is_some() {
+                continue;
+            }
+            let Some((sa, child)) = &c.current else {
+                continue;
+            };
+            if soft.iter().any(|r| r.tunnel == c.tunnel) {
+                let (sa, spi) = (*sa, child.inbound_spi);
+                match self.engine.rekey_child_sa(now, sa, spi) {
+                    Ok(()) => {
+                        info!(tunnel = %c.tunnel, "IKE: CHILD_SA lifetime reached, rekeying");
+                        self.conns[id].child_rekeying = true;
+                    }
+                    Err(e) => {
+                        warn!(tunnel = %c.tunnel, error = %e, "IKE: CHILD_SA rekey refused")
+                    }
+                }
+            }
+        }
+        self.process_events(now, manager);
+    }
+
+    /// The next datagram to send.
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        let t = self.engine.poll_transmit();
+        if t.is_some() {
+            self.metrics.sent += 1;
+        }
+        t
+    }
+
+    /// `ike list`.
+    pub fn list(&self, now: Time) -> Vec<IkeSaInfo> {
+        let secs = |t: Option<Time>| t.map(|t| now.saturating_sub(t) / 1000);
+        let mut out: Vec<IkeSaInfo> = self
+            .sas
+            .iter()
+            .map(|(id, s)| {
+                let c = &self.conns[s.connection];
+                let children = match &c.current {
+                    Some((sa, ch)) if sa == id => vec![IkeChildInfo {
+                        name: c.child.name.clone(),
+                        tunnel: c.tunnel.clone(),
+                        in_spi: ch.inbound_spi,
+                        out_spi: ch.outbound_spi,
+                        suite: ch.suite.to_string(),
+                        udp_encap: ch.udp_encap,
+                        age_seconds: now.saturating_sub(ch.installed_at) / 1000,
+                        rekeying: c.child_rekeying || c.pending_switch.is_some(),
+                    }],
+                    _ => Vec::new(),
+                };
+                IkeSaInfo {
+                    connection: c.config.name.clone(),
+                    ike_sa: format!("{id:016x}"),
+                    state: match s.phase {
+                        SaPhase::Connecting => "connecting".into(),
+                        SaPhase::Established => "established".into(),
+                    },
+                    initiator: s.initiator,
+                    local: s.local.map(|a| a.to_string()),
+                    remote: s
+                        .remote
+                        .map(|a| a.to_string())
+                        .or_else(|| c.config.remote.map(|r| r.to_string())),
+                    proposal: s.suite.clone(),
+                    established_seconds: secs(s.established_at),
+                    rekey_in_seconds: s.rekey_at.map(|t| t.saturating_sub(now) / 1000),
+                    children,
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| {
+            a.connection
+                .cmp(&b.connection)
+                .then(a.ike_sa.cmp(&b.ike_sa))
+        });
+        out
+    }
+
+    fn schedule_retry(&mut self, now: Time, id: ConnectionId) {
+        let c = &mut self.conns[id];
+        if c.child.start_action != StartAction::Start || c.stopped || c.config.remote.is_none() {
+            return;
+        }
+        if self.sas.values().any(|s| s.connection == id) {
+            return;
+        }
+        c.retry_at = Some(now + c.backoff_ms);
+        info!(connection = %c.config.name, in_ms = c.backoff_ms, "IKE: will initiate again");
+        c.backoff_ms = (c.backoff_ms * 2).min(RETRY_MAX_MS);
+    }
+
+    /// Removes the tunnel of connection `id` (its SAs go; its traffic is
+    /// then discarded: see docs/config.md [[connection]]).
+    fn remove_tunnel<T: Send + Sync + 'static>(
+        &mut self,
+        now: Time,
+        id: ConnectionId,
+        manager: &mut SaManager<T>,
+        why: &str,
+    ) {
+        let c = &mut self.conns[id];
+        c.current = None;
+        c.previous = None;
+        c.collision = false;
+        c.pending_switch = None;
+        c.child_rekeying = false;
+        if manager.tunnel(&c.tunnel).is_some() {
+            match manager.delete_tunnel(&c.tunnel, now / 1000) {
+                Ok(()) => info!(tunnel = %c.tunnel, why, "IKE: CHILD_SA removed"),
+                Err(e) => warn!(tunnel = %c.tunnel, error = %e, "IKE: cannot remove tunnel"),
+            }
+        }
+    }
+
+    /// Drops the driver's state of an IKE SA that is gone; its CHILD_SA
+    /// (when the tunnel runs on it) goes too.
+    fn ike_sa_gone<T: Send + Sync + 'static>(
+        &mut self,
+        now: Time,
+        sa: IkeSaId,
+        manager: &mut SaManager<T>,
+        failed: bool,
+    ) {
+        let Some(s) = self.sas.remove(&sa) else {
+            return;
+        };
+        let id = s.connection;
+        if self.conns[id]
+            .current
+            .as_ref()
+            .is_some_and(|(o, _)| *o == sa)
+        {
+            self.remove_tunnel(
+                now,
+                id,
+                manager,
+                if failed {
+                    "IKE SA failed"
+                } else {
+                    "IKE SA deleted"
+                },
+            );
+        }
+        if failed {
+            self.schedule_retry(now, id);
+        }
+    }
+
+    fn switch<T: Send + Sync + 'static>(
+        &mut self,
+        now: Time,
+        id: ConnectionId,
+        keys: SaKeys,
+        manager: &mut SaManager<T>,
+    ) {
+        let tunnel = self.conns[id].tunnel.clone();
+        if let Err(e) = manager.switch_outbound(&tunnel, keys, now / 1000) {
+            warn!(tunnel = %tunnel, error = %e, "IKE: outbound switch refused");
+        }
+    }
+
+    /// The manager's tunnel for a new CHILD_SA.
+    fn tunnel_for(&self, id: ConnectionId, c: &ChildSa) -> Result<Tunnel, String> {
+        let conn = &self.conns[id];
+        let suite = Suite::ALL
+            .iter()
+            .copied()
+            .find(|s| s.name() == c.suite.config_name())
+            .ok_or_else(|| format!("suite {} unknown to the data plane", c.suite.config_name()))?;
+        let local_ts = selectors::to_prefixes(&c.local_ts).map_err(|e| e.to_string())?;
+        let remote_ts = selectors::to_prefixes(&c.remote_ts).map_err(|e| e.to_string())?;
+        let keys = |spi: u32, k: &espgw_ike::crypto::EspKeys| SaKeys {
+            spi,
+            key: esp_secret(&k.key),
+            auth_key: (!k.auth_key.is_empty()).then(|| esp_secret(&k.auth_key)),
+        };
+        let ch = &conn.child;
+        let opt = |v: u64| (v > 0).then_some(v);
+        Ok(Tunnel {
+            name: conn.tunnel.clone(),
+            local: c.local.ip(),
+            remote: c.remote.ip(),
+            port: conn.config.port,
+            local_ts,
+            remote_ts,
+            suite,
+            esn: c.esn,
+            replay_window: ch.replay_window,
+            encap: if c.udp_encap { Encap::Udp } else { Encap::None },
+            // The manager's soft expiry is the rekey trigger (time, bytes,
+            // packets from the data plane's counters); the hard one
+            // removes the SA when no rekey came in time.
+            lifetime: Lifetime {
+                hard: Limits {
+                    seconds: opt(ch.life_time),
+                    bytes: None,
+                    packets: None,
+                },
+                soft: Limits {
+                    // Less up to 10 %, as strongSwan's rand_time: two
+                    // peers with equal timers rarely rekey at once (a
+                    // collision costs an extra exchange). The SPI we chose
+                    // at random is the random number.
+                    seconds: opt(
+                        ch.rekey_time - u64::from(c.inbound_spi) % (ch.rekey_time / 10 + 1)
+                    ),
+                    bytes: opt(ch.rekey_bytes),
+                    packets: opt(ch.rekey_packets),
+                },
+            },
+            outbound: keys(c.outbound_spi, &c.outbound),
+            inbound: keys(c.inbound_spi, &c.inbound),
+            priority: DEFAULT_PRIORITY,
+            mss_clamp: ch.mss_clamp,
+        })
+    }
+
+    fn child_installed<T: Send + Sync + 'static>(
+        &mut self,
+        now: Time,
+        c: ChildSa,
+        manager: &mut SaManager<T>,
+    ) {
+        let id = c.connection;
+        if self.sas.get(&c.ike_sa).is_some_and(|s| s.doomed) {
+            return;
+        }
+        let state = ChildState {
+            inbound_spi: c.inbound_spi,
+            outbound_spi: c.outbound_spi,
+            suite: c.suite.config_name(),
+            udp_encap: c.udp_encap,
+            installed_at: now,
+        };
+        let tunnel = match self.tunnel_for(id, &c) {
+            Ok(t) => t,
+            Err(why) => {
+                warn!(tunnel = %self.conns[id].tunnel, why, "IKE: CHILD_SA cannot be installed; deleting it");
+                let _ = self.engine.delete_child_sa(now, c.ike_sa, c.inbound_spi);
+                return;
+            }
+        };
+        let name = tunnel.name.clone();
+        let secs = now / 1000;
+        let current = self.conns[id].current.as_ref();
+        // A rekey: a new CHILD_SA of the same IKE SA. One of another IKE SA
+        // (the peer set up a new one, after a restart or a lost DPD) takes
+        // the tunnel over at once: the peer has it installed both ways.
+        let rekey_of = current
+            .filter(|(sa, _)| *sa == c.ike_sa)
+            .map(|(_, s)| s.inbound_spi);
+        let takeover = current.is_some_and(|(sa, _)| *sa != c.ike_sa)
+            && manager.tunnel(&name).is_some_and(|t| {
+                t.local == tunnel.local && t.remote == tunnel.remote && t.encap == tunnel.encap
+            });
+        // Installed while handling a response: our exchange, which the
+        // peer (its responder) installed both ways before answering.
+        let ours = self.in_response;
+        if ours {
+            self.conns[id].child_rekeying = false;
+        }
+        if takeover {
+            self.conns[id].pending_switch = None;
+            self.conns[id].previous = None;
+            self.conns[id].collision = false;
+            let r = manager
+                .install_inbound(&name, tunnel.inbound.clone(), secs)
+                .and_then(|()| manager.switch_outbound(&name, tunnel.outbound, secs));
+            if let Err(e) = r {
+                warn!(tunnel = %name, error = %e, "IKE: CHILD_SA of a new IKE SA refused; deleting it");
+                let _ = self.engine.delete_child_sa(now, c.ike_sa, c.inbound_spi);
+                return;
+            }
+            info!(tunnel = %name, ike_sa = %format!("{:016x}", c.ike_sa), "IKE: a new IKE SA's CHILD_SA took the tunnel over");
+            self.metrics.children_installed += 1;
+            self.conns[id].current = Some((c.ike_sa, state));
+            return;
+        }
+        match rekey_of {
+            Some(old_inbound) if manager.tunnel(&name).is_some() => {
+                // Make before break: the new inbound SA first (published to
+                // the workers before the call returns), then the outbound.
+                if let Err(e) = manager.install_inbound(&name, tunnel.inbound.clone(), secs) {
+                    warn!(tunnel = %name, error = %e, "IKE: new inbound SA refused; deleting the CHILD_SA");
+                    let _ = self.engine.delete_child_sa(now, c.ike_sa, c.inbound_spi);
+                    return;
+                }
+                // The SA this one replaced is not deleted yet: it was itself
+                // new, so both sides rekeyed at once.
+                let conn = &mut self.conns[id];
+                conn.collision = conn.previous.is_some();
+                conn.previous = conn.current.take();
+                if ours {
+                    // We started the rekey: the peer installed both
+                    // directions before it answered. (In a collision the
+                    // peer's SA keeps its held-back switch: it may win.)
+                    self.switch(now, id, tunnel.outbound, manager);
+                } else {
+                    // The peer's rekey: it sends on the new SA only once it
+                    // has our answer, and takes it inbound only then too;
+                    // our outbound waits for its delete of the old SA.
+                    self.conns[id].pending_switch = Some(PendingSwitch {
+                        for_inbound: c.inbound_spi,
+                        old_inbound,
+                        keys: tunnel.outbound,
+                        deadline: now + OUTBOUND_SWITCH_TIMEOUT_MS,
+                    });
+                }
+                self.metrics.child_rekeys += 1;
+            }
+            _ => {
+                if manager.tunnel(&name).is_some() {
+                    let _ = manager.delete_tunnel(&name, secs);
+                }
+                if let Err(e) = manager.add_tunnel(tunnel, secs) {
+                    warn!(tunnel = %name, error = %e, "IKE: CHILD_SA refused by the SA manager; deleting it");
+                    let _ = self.engine.delete_child_sa(now, c.ike_sa, c.inbound_spi);
+                    return;
+                }
+            }
+        }
+        info!(tunnel = %name, in_spi = %format!("{:#010x}", c.inbound_spi), out_spi = %format!("{:#010x}", c.outbound_spi), suite = c.suite.config_name(), udp_encap = c.udp_encap, "IKE: CHILD_SA installed");
+        self.metrics.children_installed += 1;
+        self.conns[id].current = Some((c.ike_sa, state));
+    }
+
+    fn child_deleted<T: Send + Sync + 'static>(
+        &mut self,
+        now: Time,
+        inbound_spi: u32,
+        manager: &mut SaManager<T>,
+    ) {
+        let is = |x: &Option<(IkeSaId, ChildState)>| {
+            x.as_ref()
+                .is_some_and(|(_, c)| c.inbound_spi == inbound_spi)
+        };
+        let Some(id) = self.conns.iter().position(|c| {
+            is(&c.current)
+                || is(&c.previous)
+                || c.pending_switch
+                    .as_ref()
+                    .is_some_and(|p| p.old_inbound == inbound_spi || p.for_inbound == inbound_spi)
+        }) else {
+            // An old SA of a finished rekey: it drains in the manager.
+            return;
+        };
+        if self.conns[id].collision {
+            self.settle_collision(now, id, inbound_spi, manager);
+            return;
+        }
+        match self.conns[id].pending_switch.as_ref() {
+            // The SA we were about to send on is gone.
+            Some(p) if p.for_inbound == inbound_spi => self.conns[id].pending_switch = None,
+            // The peer deleted the SA it replaced: it receives on the new one.
+            Some(p) if p.old_inbound == inbound_spi => {
+                if let Some(p) = self.conns[id].pending_switch.take() {
+                    self.switch(now, id, p.keys, manager);
+                }
+            }
+            _ => {}
+        }
+        if is(&self.conns[id].previous) {
+            self.conns[id].previous = None;
+        }
+        if is(&self.conns[id].current) {
+            self.remove_tunnel(now, id, manager, "CHILD_SA deleted");
+        }
+    }
+
+    /// A deletion during a rekey collision. The loser of the two new SAs
+    /// settles it: the other one is current (its inbound SA receives
+    /// again if it was replaced) and the outbound SA is its own (a held-
+    /// back switch to it happens now). The old SA's deletion settles
+    /// nothing.
+    fn settle_collision<T: Send + Sync + 'static>(
+        &mut self,
+        now: Time,
+        id: ConnectionId,
+        inbound_spi: u32,
+        manager: &mut SaManager<T>,
+    ) {
+        let conn = &mut self.conns[id];
+        let spi_of = |x: &Option<(IkeSaId, ChildState)>| x.as_ref().map(|(_, c)| c.inbound_spi);
+        let winner_was_replaced = if spi_of(&conn.current) == Some(inbound_spi) {
+            // The newer lost: the earlier new one is current again.
+            conn.current = conn.previous.take();
+            true
+        } else if spi_of(&conn.previous) == Some(inbound_spi) {
+            conn.previous = None;
+            false
+        } else {
+            return;
+        };
+        conn.collision = false;
+        let Some(winner) = spi_of(&conn.current) else {
+            return;
+        };
+        let tunnel = conn.tunnel.clone();
+        let pending = conn.pending_switch.take();
+        if winner_was_replaced {
+            if let Err(e) = manager.reactivate_inbound(&tunnel, winner, now / 1000) {
+                warn!(tunnel = %tunnel, error = %e, "IKE: cannot reactivate the surviving CHILD_SA");
+            }
+        }
+        if let Some(p) = pending.filter(|p| p.for_inbound == winner) {
+            self.switch(now, id, p.keys, manager);
+        }
+        info!(tunnel = %tunnel, in_spi = %format!("{winner:#010x}"), "IKE: rekey collision resolved");
+    }
+
+    /// Turns the engine's events into SA manager calls and state.
+    fn process_events<T: Send + Sync + 'static>(&mut self, now: Time, manager: &mut SaManager<T>) {
+        while let Some(ev) = self.engine.poll_event() {
+            // Display of an event never holds a key.
+            info!(event = %ev, "IKE");
+            match ev {
+                Event::IkeSaUp {
+                    ike_sa,
+                    connection,
+                    suite,
+                    local,
+                    remote,
+                } => {
+                    let c = &mut self.conns[connection];
+                    c.backoff_ms = RETRY_BASE_MS;
+                    c.retry_at = None;
+                    let (rekey, dpd) = (c.config.rekey_time, c.config.dpd_delay);
+                    let s = self.sas.entry(ike_sa).or_insert(IkeSaState {
+                        connection,
+                        phase: SaPhase::Connecting,
+                        initiator: false,
+                        suite: None,
+                        local: None,
+                        remote: None,
+                        established_at: None,
+                        rekey_at: None,
+                        next_dpd: None,
+                        dpd_outstanding: false,
+                        doomed: false,
+                    });
+                    s.phase = SaPhase::Established;
+                    if s.doomed {
+                        info!(ike_sa = %format!("{ike_sa:016x}"), "IKE: terminated while being set up; deleting it");
+                        if let Err(e) = self.engine.delete_ike_sa(now, ike_sa) {
+                            warn!(error = %e, "IKE: delete refused");
+                        }
+                    }
+                    s.suite = Some(suite_name(&suite));
+                    s.local = Some(local);
+                    s.remote = Some(remote);
+                    s.established_at = Some(now);
+                    s.rekey_at = ike_rekey_at(now, rekey, ike_sa);
+                    s.next_dpd = (dpd > 0).then(|| now + dpd * 1000);
+                    self.metrics.handshakes += 1;
+                }
+                Event::ChildSaInstalled(c) => self.child_installed(now, *c, manager),
+                Event::ChildSaDeleted { inbound_spi, .. } => {
+                    self.child_deleted(now, inbound_spi, manager)
+                }
+                Event::ChildSaFailed { ike_sa, .. } => {
+                    self.metrics.child_failures += 1;
+                    if let Some(s) = self.sas.get(&ike_sa) {
+                        self.conns[s.connection].child_rekeying = false;
+                    }
+                }
+                Event::AuthFailed { ike_sa, reason, .. } => {
+                    self.metrics.auth_failures += 1;
+                    if reason == AuthFailure::RejectedByPeer {
+                        self.metrics.auth_rejected_by_peer += 1;
+                    }
+                    self.ike_sa_gone(now, ike_sa, manager, true);
+                }
+                Event::IkeSaFailed { ike_sa, reason, .. } => {
+                    let established = self
+                        .sas
+                        .get(&ike_sa)
+                        .is_some_and(|s| s.phase == SaPhase::Established);
+                    if reason == FailReason::Timeout && established {
+                        self.metrics.dpd_failures += 1;
+                    } else {
+                        self.metrics.handshake_failures += 1;
+                    }
+                    self.ike_sa_gone(now, ike_sa, manager, true);
+                }
+                Event::PeerAlive { ike_sa } => {
+                    if let Some(s) = self.sas.get_mut(&ike_sa) {
+                        s.dpd_outstanding = false;
+                        let dpd = self.conns[s.connection].config.dpd_delay;
+                        s.next_dpd = (dpd > 0).then(|| now + dpd * 1000);
+                    }
+                }
+                Event::IkeRekeyFailed { ike_sa, .. } => {
+                    if let Some(s) = self.sas.get_mut(&ike_sa) {
+                        s.rekey_at = Some(now + IKE_REKEY_RETRY_MS);
+                    }
+                }
+                Event::IkeSaRekeyed { old, new } => {
+                    self.metrics.ike_rekeys += 1;
+                    let Some(o) = self.sas.get(&old) else {
+                        continue;
+                    };
+                    let id = o.connection;
+                    let (rekey, dpd) = (
+                        self.conns[id].config.rekey_time,
+                        self.conns[id].config.dpd_delay,
+                    );
+                    let state = IkeSaState {
+                        connection: id,
+                        phase: SaPhase::Established,
+                        initiator: o.initiator,
+                        suite: o.suite.clone(),
+                        local: o.local,
+                        remote: o.remote,
+                        established_at: Some(now),
+                        rekey_at: ike_rekey_at(now, rekey, new),
+                        next_dpd: (dpd > 0).then(|| now + dpd * 1000),
+                        dpd_outstanding: false,
+                        doomed: false,
+                    };
+                    self.sas.insert(new, state);
+                    let conn = &mut self.conns[id];
+                    for (sa, _) in [&mut conn.current, &mut conn.previous]
+                        .into_iter()
+                        .flatten()
+                    {
+                        if *sa == old {
+                            *sa = new;
+                        }
+                    }
+                    // The old SA is deleted next; it owns no CHILD_SA now.
+                    if let Some(o) = self.sas.get_mut(&old) {
+                        o.rekey_at = None;
+                        o.next_dpd = None;
+                    }
+                }
+                Event::IkeSaDeleted { ike_sa } => self.ike_sa_gone(now, ike_sa, manager, false),
+            }
+        }
+    }
+}

@@ -1,0 +1,34 @@
+//! IKEv2 in the gateway: the control plane's driver of the
+//! `espgw_ike::engine` (docs/ike.md "Gateway integration").
+//!
+//! - [`IkeDriver`] owns the engine and the config's `[[connection]]`s; it
+//!   is sans I/O (datagrams and milliseconds in, datagrams out) and turns
+//!   the engine's events into [`crate::live::SaManager`] calls: a first
+//!   CHILD_SA becomes a tunnel named `connection/child`, a rekey installs
+//!   the new inbound SA before the outbound switch (make before break),
+//!   a deleted CHILD_SA or a failed IKE SA removes the tunnel (its
+//!   traffic is then discarded, never sent in clear).
+//! - [`IkeTransport`] sends datagrams: the data plane's punt ring later,
+//!   [`UdpTransport`] (kernel sockets) for development, and
+//!   [`MemoryTransport`] for tests.
+//! - [`IkeService`]: driver + transport + clock behind a mutex, for the
+//!   control socket's `ike` commands ([`IkeControl`]).
+
+mod driver;
+pub mod selectors;
+mod service;
+mod status;
+mod transport;
+
+pub use driver::{
+    suite_name, IkeDriver, IkeError, ACQUIRE_INTERVAL_MS, IKE_REKEY_RETRY_MS,
+    OUTBOUND_SWITCH_TIMEOUT_MS, RETRY_BASE_MS, RETRY_MAX_MS,
+};
+pub use service::{monotonic_ms, IkeControl, IkeService, MsClock};
+pub use status::{IkeChildInfo, IkeMetrics, IkeSaInfo};
+pub use transport::{IkeTransport, MemoryTransport, Received, UdpTransport};
+
+/// What a runtime needs from the engine crate to build a driver, so
+/// binaries need no dependency of their own on it.
+pub use espgw_ike::crypto::SystemRandom;
+pub use espgw_ike::engine::EngineConfig;

@@ -1,0 +1,150 @@
+//! What `espgw ctl ike list` and the metrics show. No keys.
+
+use serde::{Deserialize, Serialize};
+
+/// One IKE SA.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IkeSaInfo {
+    pub connection: String,
+    /// Our SPI of the IKE SA, 16 hex digits (a u64 does not survive JSON
+    /// numbers in every client).
+    pub ike_sa: String,
+    /// "connecting" or "established".
+    pub state: String,
+    /// We initiated it (or the rekey that made it).
+    pub initiator: bool,
+    pub local: Option<String>,
+    pub remote: Option<String>,
+    /// The negotiated encryption/integrity/PRF/group.
+    pub proposal: Option<String>,
+    pub established_seconds: Option<u64>,
+    pub rekey_in_seconds: Option<u64>,
+    pub children: Vec<IkeChildInfo>,
+}
+
+/// One CHILD_SA of an IKE SA.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IkeChildInfo {
+    pub name: String,
+    /// The SA manager's tunnel (`connection/child`): `ctl sa list` shows
+    /// its SAs and counters.
+    pub tunnel: String,
+    pub in_spi: u32,
+    pub out_spi: u32,
+    pub suite: String,
+    pub udp_encap: bool,
+    pub age_seconds: u64,
+    /// A rekey is in flight (or its outbound switch is held back).
+    pub rekeying: bool,
+}
+
+/// Counters of the IKE driver (Prometheus: `espgw_ike_*`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IkeMetrics {
+    /// IKE SAs being set up / up, now.
+    pub sas_connecting: u64,
+    pub sas_established: u64,
+    /// IKE_SA_INIT exchanges we started.
+    pub initiated: u64,
+    /// IKE SAs that came up (either role).
+    pub handshakes: u64,
+    /// IKE SAs that failed before coming up (timeout, refused proposals,
+    /// error notifies).
+    pub handshake_failures: u64,
+    /// Authentication failures, either way.
+    pub auth_failures: u64,
+    /// Of those, the peer refused ours.
+    pub auth_rejected_by_peer: u64,
+    /// Established IKE SAs lost to unanswered requests (dead peer).
+    pub dpd_failures: u64,
+    pub ike_rekeys: u64,
+    pub child_rekeys: u64,
+    pub children_installed: u64,
+    pub child_failures: u64,
+    /// Datagrams handed to the engine / sent by it.
+    pub received: u64,
+    pub sent: u64,
+    /// Datagrams the engine did not act on (malformed, unknown SPI,
+    /// unexpected, failed integrity, over the half-open bound, fragments).
+    pub dropped: u64,
+    /// Acquires that did not initiate (rate limit, SA already there).
+    pub acquires_ignored: u64,
+}
+
+impl IkeMetrics {
+    /// Prometheus text exposition lines.
+    pub fn prometheus(&self, gateway: &str, out: &mut String) {
+        use std::fmt::Write;
+        let g = gateway.replace('\\', "\\\\").replace('"', "\\\"");
+        let _ = writeln!(
+            out,
+            "# HELP espgw_ike_sas IKE SAs by state.\n# TYPE espgw_ike_sas gauge"
+        );
+        let _ = writeln!(
+            out,
+            "espgw_ike_sas{{gateway=\"{g}\",state=\"connecting\"}} {}",
+            self.sas_connecting
+        );
+        let _ = writeln!(
+            out,
+            "espgw_ike_sas{{gateway=\"{g}\",state=\"established\"}} {}",
+            self.sas_established
+        );
+        for (name, help, v) in [
+            (
+                "initiated",
+                "IKE_SA_INIT exchanges started by us.",
+                self.initiated,
+            ),
+            (
+                "handshakes",
+                "IKE SAs established (either role).",
+                self.handshakes,
+            ),
+            (
+                "handshake_failures",
+                "IKE SAs that failed before coming up.",
+                self.handshake_failures,
+            ),
+            (
+                "auth_failures",
+                "IKE authentication failures, either way.",
+                self.auth_failures,
+            ),
+            (
+                "dpd_failures",
+                "Established IKE SAs lost to an unresponsive peer.",
+                self.dpd_failures,
+            ),
+            ("ike_rekeys", "IKE SA rekeys.", self.ike_rekeys),
+            (
+                "child_rekeys",
+                "CHILD_SA rekeys installed.",
+                self.child_rekeys,
+            ),
+            (
+                "children_installed",
+                "CHILD_SAs installed (first and rekeyed).",
+                self.children_installed,
+            ),
+            ("child_failures", "CHILD_SAs refused.", self.child_failures),
+            (
+                "datagrams_received",
+                "IKE datagrams handed to the engine.",
+                self.received,
+            ),
+            ("datagrams_sent", "IKE datagrams sent.", self.sent),
+            (
+                "datagrams_dropped",
+                "IKE datagrams the engine did not act on.",
+                self.dropped,
+            ),
+        ] {
+            let _ = writeln!(
+                out,
+                "# HELP espgw_ike_{name}_total {help}\n# TYPE espgw_ike_{name}_total counter"
+            );
+            let _ = writeln!(out, "espgw_ike_{name}_total{{gateway=\"{g}\"}} {v}");
+        }
+    }
+}

@@ -1,0 +1,467 @@
+//! `[[connection]]` / `[[connection.child]]`: the valid form with its
+//! defaults, and one test per error, each asserting the line and key path.
+
+mod common;
+use common::*;
+
+use espgw_control::config::connection::{IkeAuth, IkeId, StartAction};
+use espgw_control::config::Summary;
+
+const PSK: &str = "a-long-random-pre-shared-key-0123";
+
+/// The base config with tunnel t1's selectors moved out of the way and a
+/// connection "c" protecting 10.1.0.0/24 <-> 10.2.0.0/24.
+fn with_connection(conn_lines: &str, child_lines: &str) -> String {
+    let base = with(
+        &base(),
+        "remote_ts = [\"10.2.0.0/24\"]",
+        "remote_ts = [\"10.9.0.0/24\"]",
+    );
+    format!(
+        "{base}\n[[connection]]\nname = \"c\"\nlocal = \"192.0.2.1\"\nremote = \"192.0.2.2\"\n\
+         psk = \"{PSK}\"\n{conn_lines}\n\n[[connection.child]]\nname = \"net\"\n\
+         local_ts = [\"10.1.0.0/24\"]\nremote_ts = [\"10.2.0.0/24\"]\n{child_lines}\n"
+    )
+}
+
+#[test]
+fn a_minimal_connection_takes_strongswan_defaults() {
+    let text = with_connection("", "");
+    let (config, warnings) = parse(&text).unwrap_or_else(|d| panic!("{}", render(&d)));
+    assert!(warnings.is_empty(), "{}", render(&warnings));
+    let c = &config.connections[0];
+    assert_eq!(c.name, "c");
+    assert_eq!(c.local_id, IkeId::Ip("192.0.2.1".parse().unwrap()));
+    assert_eq!(c.remote_id, None);
+    let IkeAuth::Psk(k) = &c.auth;
+    assert_eq!(k.expose(), PSK.as_bytes());
+    assert_eq!(c.rekey_time, 4 * 3600);
+    assert_eq!(c.dpd_delay, 0);
+    assert!(c.fragmentation);
+    let ch = &c.children[0];
+    assert_eq!(ch.rekey_time, 3600);
+    assert_eq!(ch.life_time, 3960);
+    assert_eq!((ch.rekey_bytes, ch.rekey_packets), (0, 0));
+    assert_eq!(ch.replay_window, 32);
+    assert_eq!(ch.start_action, StartAction::None);
+    assert_eq!(c.tunnel_name(ch), "c/net");
+    // `espgw check` prints it, and never the key.
+    let summary = Summary(&config).to_string();
+    assert!(summary.contains("1 connection"), "{summary}");
+    assert!(
+        summary.contains("connection \"c\": 192.0.2.1 -> 192.0.2.2"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("child \"net\": protect 10.1.0.0/24 <-> 10.2.0.0/24"),
+        "{summary}"
+    );
+    assert!(!summary.contains(PSK), "{summary}");
+    // Debug of the config does not show the key either.
+    assert!(!format!("{config:?}").contains(PSK));
+}
+
+#[test]
+fn every_key_is_read() {
+    let text = with_connection(
+        "local_id = \"@gw1.example\"\nremote_id = \"ops@example.org\"\nauth = \"psk\"\n\
+         proposals = [\"aes256gcm16-prfsha384-ecp384\", \"aes128-sha256-x25519\"]\nencap = \"auto\"\n\
+         dpd_delay = 30\nrekey_time = 7200\nreauth_time = 0\nstart_action = \"start\"\nfragmentation = false",
+        "esp_proposals = [\"aes128gcm16-x25519\"]\nrekey_time = 600\nlife_time = 700\n\
+         rekey_bytes = 1000000\nrekey_packets = 5000\nreplay_window = 128\nmss_clamp = \"auto\"",
+    );
+    let (config, _) = parse(&text).unwrap_or_else(|d| panic!("{}", render(&d)));
+    let c = &config.connections[0];
+    assert_eq!(c.local_id, IkeId::Fqdn("gw1.example".into()));
+    assert_eq!(c.remote_id, Some(IkeId::Email("ops@example.org".into())));
+    assert_eq!(c.proposals.len(), 2);
+    assert_eq!(
+        (c.dpd_delay, c.rekey_time, c.fragmentation),
+        (30, 7200, false)
+    );
+    let ch = &c.children[0];
+    assert_eq!(
+        ch.start_action,
+        StartAction::Start,
+        "the connection's start_action is the default"
+    );
+    assert_eq!((ch.rekey_time, ch.life_time), (600, 700));
+    assert_eq!(
+        (ch.rekey_bytes, ch.rekey_packets, ch.replay_window),
+        (1_000_000, 5000, 128)
+    );
+}
+
+#[test]
+fn bad_proposals_are_named() {
+    let text = with_connection(
+        "proposals = [\"aes256gcm16-prfsha384-ecp384\", \"aes256gcm16-ecp384\"]",
+        "",
+    );
+    assert_error(
+        &errors(&text),
+        line_of(&text, "proposals ="),
+        "connection[0].proposals[1]",
+        "proposal 1 \"aes256gcm16-ecp384\"",
+    );
+    let text = with_connection("", "esp_proposals = [\"aes256-sha1\"]");
+    assert_error(
+        &errors(&text),
+        line_of(&text, "esp_proposals"),
+        "connection[0].child[0].esp_proposals[0]",
+        "\"aes256-sha1\"",
+    );
+    let text = with_connection("", "esp_proposals = [\"3des-md5\"]");
+    assert_error(
+        &errors(&text),
+        line_of(&text, "esp_proposals"),
+        "connection[0].child[0].esp_proposals[0]",
+        "unknown algorithm \"3des\"",
+    );
+}
+
+#[test]
+fn unsupported_features_are_refused_at_their_key() {
+    for (line, key, words) in [
+        (
+            "reauth_time = 3600",
+            "connection[0].reauth_time",
+            "reauth_time (reauthentication",
+        ),
+        ("encap = \"udp\"", "connection[0].encap", "encap = \"udp\""),
+        (
+            "start_action = \"trap\"",
+            "connection[0].start_action",
+            "start_action = \"trap\"",
+        ),
+    ] {
+        let text = with_connection(line, "");
+        assert_error(&errors(&text), line_of(&text, line), key, words);
+        assert!(errors(&text)[0].message.contains("not supported yet"));
+    }
+    let text = with_connection("", "start_action = \"trap\"");
+    assert_error(
+        &errors(&text),
+        line_of(&text, "start_action"),
+        "connection[0].child[0].start_action",
+        "not supported yet",
+    );
+    // pubkey: cert and key are checked, then the method is refused.
+    let text = with(
+        &with_connection(
+            "auth = \"pubkey\"\ncert = \"gw1.pem\"\nkey = \"gw1.key\"\ncacerts = [\"ca.pem\"]",
+            "",
+        ),
+        &format!("psk = \"{PSK}\"\n"),
+        "",
+    );
+    assert_error(
+        &errors(&text),
+        line_of(&text, "auth = "),
+        "connection[0].auth",
+        "auth = \"pubkey\" (certificates are being added to the IKE engine) is not supported yet",
+    );
+    // A second child.
+    let text = format!(
+        "{}\n[[connection.child]]\nname = \"two\"\nlocal_ts = [\"10.1.1.0/24\"]\nremote_ts = [\"10.2.1.0/24\"]\n",
+        with_connection("", "")
+    );
+    assert_error(
+        &errors(&text),
+        line_of(&text, "name = \"two\"") - 1,
+        "connection[0].child[1]",
+        "a second [[connection.child]]",
+    );
+}
+
+#[test]
+fn psk_rules() {
+    // Missing.
+    let text = with(&with_connection("", ""), &format!("psk = \"{PSK}\"\n"), "");
+    assert_error(
+        &errors(&text),
+        line_of(&text, "[[connection]]"),
+        "connection[0].psk",
+        "needs a pre-shared key",
+    );
+    // Short: a warning, and the value is never quoted.
+    let text = with(&with_connection("", ""), PSK, "short");
+    let (_, warnings) = parse(&text).unwrap();
+    let w = warnings
+        .iter()
+        .find(|w| w.key == "connection[0].psk")
+        .unwrap_or_else(|| panic!("{}", render(&warnings)));
+    assert!(
+        w.message.contains("5 bytes") && !w.to_string().contains("short\""),
+        "{w}"
+    );
+    // Bad hex: an error at the key that does not echo it.
+    let text = with(&with_connection("", ""), PSK, "0xzz112233");
+    let errs = errors(&text);
+    assert_error(&errs, line_of(&text, "psk ="), "connection[0].psk", "");
+    assert!(!render(&errs).contains("zz112233"));
+    // cert with psk.
+    let text = with_connection("cert = \"x.pem\"", "");
+    assert_error(
+        &errors(&text),
+        line_of(&text, "cert ="),
+        "connection[0].cert",
+        "only for auth = \"pubkey\"",
+    );
+}
+
+#[test]
+fn psk_file_follows_the_key_file_rules() {
+    let dir = temp_dir("psk-file");
+    let psk_path = dir.join("c.psk");
+    std::fs::write(&psk_path, format!("{PSK}\n")).unwrap();
+    let text = with(
+        &with_connection("", ""),
+        &format!("psk = \"{PSK}\""),
+        "psk_file = \"c.psk\"",
+    );
+    let config_path = dir.join("gw.toml");
+    let host = espgw_control::config::HostFacts {
+        cpus: 4,
+        check_permissions: true,
+    };
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&psk_path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let (config, warnings) = espgw_control::config::parse_str(&config_path, text.clone(), &host)
+        .unwrap_or_else(|d| panic!("{}", render(&d)));
+    let IkeAuth::Psk(k) = &config.connections[0].auth;
+    assert_eq!(
+        k.expose(),
+        PSK.as_bytes(),
+        "the trailing newline is no part of the key"
+    );
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.file == psk_path && w.message.contains("holds keys and is readable")),
+        "{}",
+        render(&warnings)
+    );
+    // Not a regular file.
+    let text2 = with(&text, "psk_file = \"c.psk\"", "psk_file = \"/dev/zero\"");
+    let errs = match espgw_control::config::parse_str(&config_path, text2.clone(), &host) {
+        Ok(_) => panic!("accepted"),
+        Err(d) => d,
+    };
+    let e = errs
+        .iter()
+        .find(|d| d.key == "connection[0].psk_file")
+        .unwrap_or_else(|| panic!("{}", render(&errs)));
+    assert!(e.message.contains("not a regular file"), "{e}");
+    assert_eq!(e.line(), Some(line_of(&text2, "psk_file")));
+    // Both psk and psk_file.
+    let text3 = with(&text, "psk_file", &format!("psk = \"{PSK}\"\npsk_file"));
+    assert_error(
+        &errors(&text3),
+        line_of(&text3, "psk_file"),
+        "connection[0].psk_file",
+        "psk and psk_file are both given",
+    );
+}
+
+#[test]
+fn addresses_and_identities() {
+    let text = with_connection("", "");
+    let t = with(
+        &text,
+        "name = \"c\"\nlocal = \"192.0.2.1\"",
+        "name = \"c\"\nlocal = \"203.0.113.1\"",
+    );
+    assert_error(
+        &errors(&t),
+        line_of(&t, "203.0.113.1"),
+        "connection[0].local",
+        "not on any unprotected port's subnet",
+    );
+    let t = with(
+        &text,
+        "remote = \"192.0.2.2\"\npsk",
+        "remote = \"2001:db8::2\"\npsk",
+    );
+    assert_error(
+        &errors(&t),
+        line_of(&t, "2001:db8::2"),
+        "connection[0].remote",
+        "different IP families",
+    );
+    let t = with(
+        &text,
+        "remote = \"192.0.2.2\"\npsk",
+        "remote = \"%any\"\npsk",
+    );
+    let (config, _) = parse(&t).unwrap_or_else(|d| panic!("{}", render(&d)));
+    assert_eq!(config.connections[0].remote, None);
+    let t = with_connection("remote_id = \"CN=gw2, O=example\"", "");
+    assert_error(
+        &errors(&t),
+        line_of(&t, "remote_id"),
+        "connection[0].remote_id",
+        "distinguished name: not supported yet",
+    );
+    let t = with(&text, "name = \"c\"", "name = \"a/b\"");
+    assert_error(
+        &errors(&t),
+        line_of(&t, "a/b"),
+        "connection[0].name",
+        "contains '/'",
+    );
+    let t = with_connection("dpd_delay = -1", "");
+    assert_error(
+        &errors(&t),
+        line_of(&t, "dpd_delay"),
+        "connection[0].dpd_delay",
+        "out of range",
+    );
+    let t = with_connection("colour = \"blue\"", "");
+    assert_error(
+        &errors(&t),
+        line_of(&t, "colour"),
+        "connection[0].colour",
+        "unknown key",
+    );
+}
+
+#[test]
+fn child_lifetimes_and_selectors() {
+    let t = with_connection("", "rekey_time = 600\nlife_time = 600");
+    assert_error(
+        &errors(&t),
+        line_of(&t, "life_time"),
+        "connection[0].child[0].life_time",
+        "not above rekey_time 600",
+    );
+    let t = with_connection("", "");
+    let t = with(
+        &t,
+        "remote_ts = [\"10.2.0.0/24\"]\n",
+        "remote_ts = [\"2001:db8::/64\"]\n",
+    );
+    assert_error(
+        &errors(&t),
+        line_of(&t, "2001:db8::/64"),
+        "connection[0].child[0].remote_ts",
+        "same IP family",
+    );
+    let t = with(
+        &with_connection("", ""),
+        "local_ts = [\"10.1.0.0/24\"]\nremote_ts = [\"10.2.0.0/24\"]\n",
+        "local_ts = [\"10.1.0.0/24\"]\n",
+    );
+    assert_error(
+        &errors(&t),
+        line_of(&t, "name = \"net\"") - 1,
+        "connection[0].child[0].remote_ts",
+        "missing required key",
+    );
+    let t = with(&with_connection("", ""), "name = \"net\"\n", "");
+    assert_error(
+        &errors(&t),
+        line_of(&t, "[[connection.child]]"),
+        "connection[0].child[0].name",
+        "missing required key",
+    );
+    let t = with(
+        &with_connection("", ""),
+        "\n[[connection.child]]\nname = \"net\"\nlocal_ts = [\"10.1.0.0/24\"]\nremote_ts = [\"10.2.0.0/24\"]\n",
+        "\n",
+    );
+    assert_error(
+        &errors(&t),
+        line_of(&t, "[[connection]]"),
+        "connection[0].child",
+        "protects nothing",
+    );
+}
+
+#[test]
+fn children_must_fit_the_security_policy() {
+    // Overlapping a [[tunnel]]: tunnel t1 protects 10.1.0.0/24 -> 10.9.0.0/24.
+    let t = with(
+        &with_connection("", ""),
+        "local_ts = [\"10.1.0.0/24\"]\nremote_ts = [\"10.2.0.0/24\"]\n",
+        "local_ts = [\"10.1.0.0/24\"]\nremote_ts = [\"10.9.0.0/16\"]\n",
+    );
+    assert_error(
+        &errors(&t),
+        line_of(&t, "name = \"net\"") + 1,
+        "connection[0].child[0].local_ts",
+        "overlaps tunnel \"t1\"",
+    );
+    // Overlapping a bypass policy.
+    let t = format!(
+        "{}\n[[policy]]\naction = \"bypass\"\ndst = \"10.2.0.0/16\"\npriority = 5000\n",
+        with_connection("", "")
+    );
+    assert_error(
+        &errors(&t),
+        line_of(&t, "name = \"net\"") + 1,
+        "connection[0].child[0].local_ts",
+        "bypass policy at line",
+    );
+    // A discard policy consulted later is fine; one consulted first warns.
+    let t = format!(
+        "{}\n[[policy]]\naction = \"discard\"\ndst = \"10.2.0.0/16\"\npriority = 5000\n",
+        with_connection("", "")
+    );
+    let (_, w) = parse(&t).unwrap_or_else(|d| panic!("{}", render(&d)));
+    assert!(w.is_empty(), "{}", render(&w));
+    let t = format!(
+        "{}\n[[policy]]\naction = \"discard\"\ndst = \"10.2.0.0/16\"\npriority = 10\n",
+        with_connection("", "")
+    );
+    let (_, w) = parse(&t).unwrap_or_else(|d| panic!("{}", render(&d)));
+    assert!(
+        w.iter().any(|w| w.key == "connection[0].child[0].local_ts"),
+        "{}",
+        render(&w)
+    );
+    // Two connections with overlapping children; duplicate names.
+    let one = with_connection("", "");
+    let second = "\n[[connection]]\nname = \"c\"\nlocal = \"192.0.2.1\"\nremote = \"192.0.2.3\"\n\
+                  psk = \"another-long-random-key-987654\"\n\n[[connection.child]]\nname = \"net\"\n\
+                  local_ts = [\"10.1.0.128/25\"]\nremote_ts = [\"10.2.0.0/16\"]\n";
+    let t = format!("{one}{second}");
+    let errs = errors(&t);
+    assert_error(
+        &errs,
+        line_of(&t, "192.0.2.3") - 2,
+        "connection[1].name",
+        "duplicate connection name",
+    );
+    assert_error(
+        &errs,
+        line_of(&t, "10.1.0.128/25"),
+        "connection[1].child[0].local_ts",
+        "overlaps child \"net\" of connection \"c\"",
+    );
+    // A [[tunnel]] named like a child's tunnel.
+    let t = with(
+        &with_connection("", ""),
+        "name = \"t1\"",
+        "name = \"c/net\"",
+    );
+    assert_error(
+        &errors(&t),
+        line_of(&t, "name = \"net\""),
+        "connection[0].child[0].name",
+        "already is",
+    );
+    // default_action bypass: a warning about the time before the first SA.
+    let t = with(
+        &with_connection("", ""),
+        "default_action = \"discard\"",
+        "default_action = \"bypass\"",
+    );
+    let (_, w) = parse(&t).unwrap_or_else(|d| panic!("{}", render(&d)));
+    assert!(
+        w.iter()
+            .any(|w| w.key == "default_action" && w.message.contains("in clear")),
+        "{}",
+        render(&w)
+    );
+}

@@ -1,0 +1,581 @@
+//! Two IKE drivers (gateway 1 and gateway 2 of the demo pair) connected by
+//! an in-memory wire, each installing CHILD_SAs into its own SA manager.
+//!
+//! After every datagram delivered, the make-before-break invariant is
+//! checked across the two gateways: whatever outbound SPI one side sends
+//! on, the other side already has as an inbound SA. Keys are checked
+//! crosswise by sealing a packet with one side's outbound SA (found
+//! through its SPD, as a worker does) and opening it with the other side's
+//! inbound SA (found by SPI).
+
+#[path = "live_support.rs"]
+mod support;
+
+use std::collections::VecDeque;
+use std::net::IpAddr;
+
+use espgw_control::config::connection::StartAction;
+use espgw_control::fixtures::GatewayToml;
+use espgw_control::ike::{IkeDriver, IkeTransport, MemoryTransport, RETRY_BASE_MS};
+use espgw_control::live::{Dir, LiveTables, SaManager, SaState};
+use espgw_control::tables::Action;
+use espgw_esp::Verdict;
+use espgw_ike::crypto::SystemRandom;
+use espgw_ike::engine::{EngineConfig, Transmit};
+use support::*;
+
+const PSK: &str = "correct-horse-battery-staple-0123";
+
+fn connection(me: u8, extra: &str, child_extra: &str) -> String {
+    let peer = 3 - me;
+    format!(
+        "\n[[connection]]\nname = \"c\"\nlocal = \"192.0.2.{me}\"\nremote = \"192.0.2.{peer}\"\n\
+         local_id = \"gw{me}.example\"\nremote_id = \"gw{peer}.example\"\npsk = \"{PSK}\"\n\
+         proposals = [\"aes128gcm16-prfsha256-x25519\"]\n{extra}\n\
+         [[connection.child]]\nname = \"net\"\nlocal_ts = [\"10.{me}.0.0/24\"]\n\
+         remote_ts = [\"10.{peer}.0.0/24\"]\nesp_proposals = [\"aes128gcm16-x25519\"]\n{child_extra}\n"
+    )
+}
+
+fn gateway_config(me: u8, extra: &str, child_extra: &str) -> espgw_control::config::Config {
+    let mut g = GatewayToml::demo(me).default_action("discard");
+    g.tunnels.clear();
+    config(g.extra(&connection(me, extra, child_extra)).render())
+}
+
+/// Fast retransmissions so a dead peer is noticed in seconds of test time.
+fn engine_config() -> EngineConfig {
+    EngineConfig {
+        retransmit_base_ms: 100,
+        retransmit_max_ms: 400,
+        max_retransmits: 2,
+        ..EngineConfig::default()
+    }
+}
+
+struct Gw {
+    me: u8,
+    driver: IkeDriver<SystemRandom>,
+    mgr: SaManager<LiveTables>,
+    wire: MemoryTransport,
+}
+
+impl Gw {
+    fn new(me: u8, extra: &str, child_extra: &str) -> Gw {
+        let cfg = gateway_config(me, extra, child_extra);
+        Gw {
+            me,
+            driver: IkeDriver::new(&cfg.connections, engine_config(), SystemRandom::new()).unwrap(),
+            mgr: SaManager::with_control_tables(&cfg, 0).unwrap(),
+            wire: MemoryTransport::default(),
+        }
+    }
+
+    fn flush(&mut self) {
+        while let Some(t) = self.driver.poll_transmit() {
+            self.wire.send(t);
+        }
+    }
+
+    /// Current outbound SPI of tunnel c/net, and every inbound SPI.
+    fn spis(&self, now: u64) -> (Option<u32>, Vec<u32>) {
+        let list = self.mgr.sa_list(now / 1000);
+        let out = list
+            .iter()
+            .find(|s| s.tunnel == "c/net" && s.dir == Dir::Out)
+            .map(|s| s.spi);
+        let inb = list
+            .iter()
+            .filter(|s| s.tunnel == "c/net" && s.dir == Dir::In)
+            .map(|s| s.spi)
+            .collect();
+        (out, inb)
+    }
+
+    fn current_inbound(&self, now: u64) -> Option<u32> {
+        self.mgr
+            .sa_list(now / 1000)
+            .iter()
+            .find(|s| s.tunnel == "c/net" && s.dir == Dir::In && s.state != SaState::Draining)
+            .map(|s| s.spi)
+    }
+
+    fn has_tunnel(&self) -> bool {
+        self.mgr.tunnel("c/net").is_some()
+    }
+}
+
+/// The invariant: each side's outbound SPI is an inbound SA of the other,
+/// once the other has any. (The first CHILD_SA is installed by the
+/// IKE_AUTH responder as it answers, one round trip before the initiator
+/// has it: nothing can be made before that.)
+fn check_make_before_break(a: &Gw, b: &Gw, now: u64) {
+    for (x, y) in [(a, b), (b, a)] {
+        if let (Some(out), _) = x.spis(now) {
+            let (_, peer_in) = y.spis(now);
+            if peer_in.is_empty() {
+                continue;
+            }
+            assert!(
+                peer_in.contains(&out),
+                "gw{} sends on {out:#x} but gw{} has only inbound {peer_in:x?}",
+                x.me,
+                y.me
+            );
+        }
+    }
+}
+
+/// Delivers datagrams both ways until the wire is quiet; `drop_to` loses
+/// every datagram sent to that gateway.
+fn pump(a: &mut Gw, b: &mut Gw, now: u64, drop_to: Option<u8>) -> usize {
+    let mut delivered = 0;
+    loop {
+        a.flush();
+        b.flush();
+        let next: Option<(bool, Transmit)> = a
+            .wire
+            .sent
+            .pop_front()
+            .map(|t| (true, t))
+            .or_else(|| b.wire.sent.pop_front().map(|t| (false, t)));
+        let Some((from_a, t)) = next else { break };
+        let to = if from_a { &mut *b } else { &mut *a };
+        if drop_to == Some(to.me) {
+            continue;
+        }
+        to.driver
+            .handle_datagram(now, t.src, t.dst, &t.payload, &mut to.mgr);
+        delivered += 1;
+        check_make_before_break(a, b, now);
+        assert!(delivered < 1000, "the exchange does not end");
+    }
+    delivered
+}
+
+/// Runs timers (and the managers' ticks) until `until`, pumping between.
+fn advance(a: &mut Gw, b: &mut Gw, from: u64, until: u64, drop_to: Option<u8>) {
+    let mut now = from;
+    while now < until {
+        let next = [a.driver.poll_timeout(), b.driver.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(until)
+            .max(now + 1)
+            .min(until)
+            // The managers tick once a second (lifetimes, drains).
+            .min((now / 1000 + 1) * 1000);
+        now = next;
+        for g in [&mut *a, &mut *b] {
+            g.mgr.tick(now / 1000);
+            g.driver.handle_timeout(now, &mut g.mgr);
+        }
+        pump(a, b, now, drop_to);
+    }
+}
+
+fn ipv4(s: &str) -> [u8; 4] {
+    match s.parse::<IpAddr>().unwrap() {
+        IpAddr::V4(a) => a.octets(),
+        IpAddr::V6(_) => unreachable!(),
+    }
+}
+
+/// Seals a packet of the tunnel's traffic at `from` and opens it at `to`.
+fn packet_passes(from: &Gw, to: &Gw, now: u64) -> bool {
+    let (src, dst) = (format!("10.{}.0.7", from.me), format!("10.{}.0.9", to.me));
+    let t = from.mgr.current();
+    let Action::Protect(tunnel) = t.spd.lookup(&flow(&src, &dst)) else {
+        return false;
+    };
+    let Some(sa) = t.sad.outbound_sa(tunnel).and_then(|s| s.outbound()) else {
+        return false;
+    };
+    let mut burst = [inner_packet(ipv4(&src), ipv4(&dst), 42)];
+    let mut v = [Verdict::Forward];
+    if sa.encap_burst(&mut burst, &mut v, now / 1000) != 1 {
+        return false;
+    }
+    let Some((spi, outer_dst)) = esp_spi_dst(&burst[0]) else {
+        return false;
+    };
+    let r = to.mgr.current();
+    let Some(inb) = r.sad.inbound_sa(spi, outer_dst).and_then(|s| s.inbound()) else {
+        return false;
+    };
+    inb.lock()
+        .unwrap()
+        .decap_burst(&mut burst, &mut v, now / 1000);
+    v[0] == Verdict::Forward && counter_of(&burst[0]) == Some(42)
+}
+
+/// Gateway 1 starts (`start_action = "start"`), gateway 2 responds.
+fn up() -> (Gw, Gw, u64) {
+    let mut a = Gw::new(1, "start_action = \"start\"", "");
+    let mut b = Gw::new(2, "", "");
+    assert!(!a.has_tunnel() && !b.has_tunnel());
+    let now = 1_000;
+    a.driver.start(now, &mut a.mgr);
+    let n = pump(&mut a, &mut b, now, None);
+    assert_eq!(n, 4, "IKE_SA_INIT and IKE_AUTH, two datagrams each");
+    (a, b, now)
+}
+
+#[test]
+fn child_sa_comes_up_on_both_sides_with_crosswise_spis_and_keys() {
+    let _ = logs();
+    let (a, b, now) = up();
+    assert!(a.has_tunnel() && b.has_tunnel());
+    let (a_out, a_in) = a.spis(now);
+    let (b_out, b_in) = b.spis(now);
+    assert_eq!(a_in, vec![b_out.unwrap()]);
+    assert_eq!(b_in, vec![a_out.unwrap()]);
+    assert!(packet_passes(&a, &b, now), "1 -> 2");
+    assert!(packet_passes(&b, &a, now), "2 -> 1");
+    for g in [&a, &b] {
+        let l = g.driver.list(now);
+        assert_eq!(l.len(), 1);
+        assert_eq!(l[0].state, "established");
+        assert_eq!(
+            l[0].proposal.as_deref(),
+            Some("AES_GCM_16-128/PRF_HMAC_SHA2_256/CURVE_25519"),
+            "as swanctl --list-sas prints it"
+        );
+        assert_eq!(l[0].children.len(), 1);
+        assert_eq!(l[0].children[0].tunnel, "c/net");
+        assert_eq!(l[0].children[0].suite, "aes128gcm16");
+        assert_eq!(g.driver.metrics().handshakes, 1);
+        assert_eq!(g.driver.metrics().sas_established, 1);
+    }
+    let mut prom = String::new();
+    a.driver.metrics().prometheus("gw-1", &mut prom);
+    for line in [
+        "espgw_ike_sas{gateway=\"gw-1\",state=\"established\"} 1",
+        "espgw_ike_sas{gateway=\"gw-1\",state=\"connecting\"} 0",
+        "espgw_ike_handshakes_total{gateway=\"gw-1\"} 1",
+        "espgw_ike_auth_failures_total{gateway=\"gw-1\"} 0",
+        "espgw_ike_datagrams_sent_total{gateway=\"gw-1\"} 2",
+        "# TYPE espgw_ike_dpd_failures_total counter",
+    ] {
+        assert!(prom.lines().any(|l| l == line), "{line} not in\n{prom}");
+    }
+    assert!(a.driver.list(now)[0].initiator);
+    assert!(!b.driver.list(now)[0].initiator);
+    // Neither the PSK nor anything looking like it is in the logs.
+    let logs = logs().lock().unwrap().join("\n");
+    assert!(!logs.contains(PSK) && !logs.contains("correct-horse"));
+    assert!(logs.contains("CHILD_SA installed"));
+}
+
+fn rekey_child(initiator_is_a: bool) {
+    let (mut a, mut b, mut now) = up();
+    let (a_out0, _) = a.spis(now);
+    let (b_out0, _) = b.spis(now);
+    now += 1_000;
+    let g = if initiator_is_a { &mut a } else { &mut b };
+    g.driver.rekey(now, "c", Some("net"), &mut g.mgr).unwrap();
+    pump(&mut a, &mut b, now, None);
+    let (a_out, a_in) = a.spis(now);
+    let (b_out, b_in) = b.spis(now);
+    assert_ne!(a_out, a_out0, "gw1's outbound switched");
+    assert_ne!(b_out, b_out0, "gw2's outbound switched");
+    // The new inbound SAs are current; the old ones drain.
+    assert_eq!(a.current_inbound(now), b_out);
+    assert_eq!(b.current_inbound(now), a_out);
+    assert_eq!(a_in.len(), 2, "gw1: new inbound and the draining old one");
+    assert_eq!(b_in.len(), 2);
+    assert!(packet_passes(&a, &b, now) && packet_passes(&b, &a, now));
+    // Make before break, in each manager's own log: the new inbound SA
+    // was installed before the outbound switch.
+    for g in [&a, &b] {
+        let kinds: Vec<String> = g
+            .mgr
+            .recent_events()
+            .iter()
+            .map(|e| e.kind.clone())
+            .collect();
+        let rin = kinds.iter().position(|k| k == "rekey-in").unwrap();
+        let rout = kinds.iter().position(|k| k == "rekey-out").unwrap();
+        assert!(rin < rout, "gw{}: {kinds:?}", g.me);
+        assert_eq!(g.driver.metrics().child_rekeys, 1);
+    }
+    // The drain removes the old inbound SAs once idle.
+    advance(&mut a, &mut b, now, now + 10_000, None);
+    assert_eq!(a.spis(now + 10_000).1.len(), 1);
+    assert_eq!(b.spis(now + 10_000).1.len(), 1);
+}
+
+#[test]
+fn child_rekey_by_the_initiator_is_make_before_break() {
+    rekey_child(true);
+}
+
+#[test]
+fn child_rekey_by_the_responder_is_make_before_break() {
+    rekey_child(false);
+}
+
+#[test]
+fn child_rekey_by_lifetime_and_ike_rekey_keep_the_tunnel() {
+    let mut a = Gw::new(
+        1,
+        "start_action = \"start\"\nrekey_time = 5",
+        "rekey_time = 3",
+    );
+    let mut b = Gw::new(2, "rekey_time = 0", "rekey_time = 0");
+    let now = 1_000;
+    a.driver.start(now, &mut a.mgr);
+    pump(&mut a, &mut b, now, None);
+    let (out0, _) = a.spis(now);
+    // Soft expiry at 3 s (the manager's lifetime check) rekeys the child;
+    // at 5 s the IKE SA is rekeyed and the child moves to the new one.
+    advance(&mut a, &mut b, now, now + 5_500, None);
+    let now = now + 5_500;
+    let m = a.driver.metrics();
+    assert!(m.child_rekeys >= 1, "{m:?}");
+    assert_eq!(m.ike_rekeys, 1, "{m:?}");
+    assert_eq!(b.driver.metrics().ike_rekeys, 1);
+    assert_ne!(a.spis(now).0, out0);
+    assert!(packet_passes(&a, &b, now) && packet_passes(&b, &a, now));
+    let l = a.driver.list(now);
+    assert_eq!(l.len(), 1, "the old IKE SA is deleted: {l:?}");
+    assert_eq!(
+        l[0].children.len(),
+        1,
+        "the child belongs to the new IKE SA"
+    );
+    // A CHILD_SA rekey on the rekeyed IKE SA.
+    a.driver.rekey(now, "c", Some("net"), &mut a.mgr).unwrap();
+    pump(&mut a, &mut b, now, None);
+    assert!(packet_passes(&a, &b, now) && packet_passes(&b, &a, now));
+}
+
+#[test]
+fn terminate_removes_the_sas_on_both_sides_and_traffic_is_dropped() {
+    let (mut a, mut b, now) = up();
+    let n = a.driver.terminate(now, "c", &mut a.mgr).unwrap();
+    assert_eq!(n, 1);
+    assert!(!a.has_tunnel(), "gw1 removes its tunnel at once");
+    pump(&mut a, &mut b, now, None);
+    assert!(!b.has_tunnel(), "gw2 removes it on the peer's delete");
+    for (g, src, dst) in [(&a, "10.1.0.7", "10.2.0.9"), (&b, "10.2.0.9", "10.1.0.7")] {
+        assert_eq!(
+            g.mgr.current().spd.lookup(&flow(src, dst)),
+            Action::Discard,
+            "gw{}: no SA, so the traffic is discarded, not sent in clear",
+            g.me
+        );
+        assert!(g.driver.list(now).is_empty());
+    }
+    // Terminated: no re-initiation.
+    advance(&mut a, &mut b, now, now + 5 * RETRY_BASE_MS, None);
+    assert!(!a.has_tunnel());
+    // `ike initiate` brings it back.
+    let now = now + 5 * RETRY_BASE_MS;
+    a.driver.initiate(now, "c", &mut a.mgr).unwrap();
+    pump(&mut a, &mut b, now, None);
+    assert!(a.has_tunnel() && b.has_tunnel());
+    assert!(packet_passes(&a, &b, now));
+}
+
+#[test]
+fn start_retries_with_backoff_until_the_peer_answers() {
+    let mut a = Gw::new(1, "start_action = \"start\"", "");
+    let mut b = Gw::new(2, "", "");
+    let mut now = 1_000;
+    a.driver.start(now, &mut a.mgr);
+    // gw2 is down: nothing reaches it for 3 s. Each attempt gives up after
+    // 100 + 200 + 400 ms, then waits 1 s, 2 s, ...
+    advance(&mut a, &mut b, now, now + 3_000, Some(2));
+    now += 3_000;
+    let m = a.driver.metrics();
+    assert!(m.initiated >= 2, "re-initiated: {m:?}");
+    assert!(m.handshake_failures >= 1, "{m:?}");
+    assert!(!a.has_tunnel() && !b.has_tunnel());
+    // gw2 is back: the next attempt succeeds by itself.
+    advance(&mut a, &mut b, now, now + 10_000, None);
+    now += 10_000;
+    assert!(a.has_tunnel() && b.has_tunnel());
+    assert!(packet_passes(&a, &b, now) && packet_passes(&b, &a, now));
+    assert_eq!(a.driver.metrics().handshakes, 1);
+}
+
+#[test]
+fn dead_peer_detection_removes_the_sas_and_start_recovers() {
+    let mut a = Gw::new(1, "start_action = \"start\"\ndpd_delay = 1", "");
+    let mut b = Gw::new(2, "", "");
+    let mut now = 1_000;
+    a.driver.start(now, &mut a.mgr);
+    pump(&mut a, &mut b, now, None);
+    // Liveness answered while gw2 is there.
+    advance(&mut a, &mut b, now, now + 2_500, None);
+    now += 2_500;
+    assert!(a.has_tunnel());
+    assert_eq!(a.driver.metrics().dpd_failures, 0);
+    // gw2 goes silent: the DPD check times out and gw1 drops its SAs.
+    advance(&mut a, &mut b, now, now + 2_000, Some(2));
+    now += 2_000;
+    assert_eq!(a.driver.metrics().dpd_failures, 1);
+    assert!(!a.has_tunnel(), "SAs removed after the dead peer");
+    assert_eq!(
+        a.mgr.current().spd.lookup(&flow("10.1.0.7", "10.2.0.9")),
+        Action::Discard
+    );
+    // gw2 (which still holds its stale SA) answers again: gw1's new
+    // IKE_SA_INIT brings a new SA up and gw2 replaces its tunnel.
+    advance(&mut a, &mut b, now, now + 5_000, None);
+    now += 5_000;
+    assert!(a.has_tunnel());
+    assert!(packet_passes(&a, &b, now) && packet_passes(&b, &a, now));
+}
+
+#[test]
+fn responder_only_connections_do_not_initiate() {
+    let cfg = gateway_config(2, "", "");
+    assert_eq!(
+        cfg.connections[0].children[0].start_action,
+        StartAction::None
+    );
+    let mut b = Gw::new(2, "", "");
+    b.driver.start(0, &mut b.mgr);
+    b.flush();
+    assert!(b.wire.sent.is_empty());
+    assert!(b.driver.poll_timeout().is_none());
+    let _ = VecDeque::<u8>::new();
+}
+
+#[test]
+fn a_wrong_psk_is_an_authentication_failure_and_start_retries() {
+    let mut a = Gw::new(1, "start_action = \"start\"", "");
+    let cfg = {
+        let mut g = GatewayToml::demo(2).default_action("discard");
+        g.tunnels.clear();
+        config(
+            g.extra(&connection(2, "", "").replace(PSK, "a-different-long-pre-shared-key-99"))
+                .render(),
+        )
+    };
+    let mut b = Gw {
+        me: 2,
+        driver: IkeDriver::new(&cfg.connections, engine_config(), SystemRandom::new()).unwrap(),
+        mgr: SaManager::with_control_tables(&cfg, 0).unwrap(),
+        wire: MemoryTransport::default(),
+    };
+    let now = 1_000;
+    a.driver.start(now, &mut a.mgr);
+    pump(&mut a, &mut b, now, None);
+    assert!(!a.has_tunnel() && !b.has_tunnel());
+    assert_eq!(a.driver.metrics().auth_failures, 1);
+    assert_eq!(b.driver.metrics().auth_failures, 1);
+    assert!(a.driver.list(now).is_empty() && b.driver.list(now).is_empty());
+    // `start` tries again after the backoff (and fails again).
+    advance(&mut a, &mut b, now, now + RETRY_BASE_MS + 1, None);
+    assert_eq!(a.driver.metrics().initiated, 2);
+    assert_eq!(a.driver.metrics().auth_failures, 2);
+}
+
+/// Both gateways rekey the CHILD_SA at once (RFC 7296 2.8.1): whichever
+/// new SA the nonces condemn, both end on the same single CHILD_SA, with
+/// the make-before-break invariant held after every datagram. Random
+/// nonces: 16 rounds see both outcomes (each 1 in 2).
+#[test]
+fn simultaneous_child_rekeys_end_on_one_sa() {
+    let _ = logs();
+    let mut resolved = 0;
+    for _ in 0..16 {
+        let (mut a, mut b, mut now) = up();
+        now += 1_000;
+        a.driver.rekey(now, "c", Some("net"), &mut a.mgr).unwrap();
+        b.driver.rekey(now, "c", Some("net"), &mut b.mgr).unwrap();
+        pump(&mut a, &mut b, now, None);
+        advance(&mut a, &mut b, now, now + 10_000, None);
+        now += 10_000;
+        assert!(a.has_tunnel() && b.has_tunnel());
+        let (a_out, a_in) = a.spis(now);
+        let (b_out, b_in) = b.spis(now);
+        assert_eq!(
+            a_in,
+            vec![b_out.unwrap()],
+            "gw1: one inbound SA, gw2's outbound"
+        );
+        assert_eq!(
+            b_in,
+            vec![a_out.unwrap()],
+            "gw2: one inbound SA, gw1's outbound"
+        );
+        assert!(packet_passes(&a, &b, now) && packet_passes(&b, &a, now));
+        for g in [&a, &b] {
+            let l = g.driver.list(now);
+            assert_eq!(l[0].children.len(), 1);
+            assert!(!l[0].children[0].rekeying, "gw{}: {l:?}", g.me);
+        }
+        resolved += 1;
+    }
+    // Each side installs the peer's new SA first (answering) and its own
+    // second (on the answer), so the winner was replaced on exactly one
+    // side, which made its inbound SA current again. (No other test makes
+    // a collision.)
+    let logs = logs().lock().unwrap();
+    let undone = logs.iter().filter(|l| l.contains("rekey undone")).count();
+    assert_eq!(undone, resolved, "one reactivation per collision");
+}
+
+#[test]
+fn shutdown_deletes_every_sa_at_the_peer() {
+    let (mut a, mut b, now) = up();
+    assert_eq!(a.driver.shutdown(now, &mut a.mgr), 1);
+    assert!(!a.has_tunnel());
+    pump(&mut a, &mut b, now, None);
+    assert!(!b.has_tunnel(), "the peer removed its SAs on our Delete");
+    assert!(b.driver.list(now).is_empty());
+    // Not re-initiated afterwards.
+    advance(&mut a, &mut b, now, now + 5 * RETRY_BASE_MS, None);
+    assert!(!a.has_tunnel() && a.driver.list(now).is_empty());
+}
+
+#[test]
+fn terminate_while_connecting_never_installs() {
+    let mut a = Gw::new(1, "start_action = \"start\"", "");
+    let mut b = Gw::new(2, "", "");
+    let now = 1_000;
+    a.driver.start(now, &mut a.mgr);
+    // Terminated before the peer's answer: the IKE SA comes up, is
+    // deleted at once, and its CHILD_SA is never installed here.
+    assert_eq!(a.driver.terminate(now, "c", &mut a.mgr).unwrap(), 1);
+    pump(&mut a, &mut b, now, None);
+    assert!(!a.has_tunnel());
+    assert!(
+        !b.has_tunnel(),
+        "the responder removed its CHILD_SA on our delete"
+    );
+    assert!(a.driver.list(now).is_empty() && b.driver.list(now).is_empty());
+}
+
+/// The control side of start_action "trap": an acquire initiates, at
+/// most once per interval and not while an IKE SA is there.
+#[test]
+fn acquire_initiates_once_and_is_rate_limited() {
+    use espgw_control::ike::ACQUIRE_INTERVAL_MS;
+    let mut a = Gw::new(1, "", "");
+    let mut b = Gw::new(2, "", "");
+    let now = 1_000;
+    assert!(
+        !a.driver.acquire(now, "nope/net", &mut a.mgr),
+        "unknown tunnel"
+    );
+    assert!(a.driver.acquire(now, "c/net", &mut a.mgr));
+    assert!(
+        !a.driver.acquire(now + 1, "c/net", &mut a.mgr),
+        "IKE SA being set up"
+    );
+    pump(&mut a, &mut b, now, None);
+    assert!(a.has_tunnel() && b.has_tunnel());
+    assert!(
+        !a.driver
+            .acquire(now + 2 * ACQUIRE_INTERVAL_MS, "c/net", &mut a.mgr),
+        "SA up"
+    );
+    assert_eq!(a.driver.metrics().initiated, 1);
+    assert_eq!(a.driver.metrics().acquires_ignored, 2);
+}
