@@ -87,6 +87,42 @@ pub enum Command {
         #[command(subcommand)]
         what: Keys,
     },
+    /// Prepare this machine for a config: check CPU flags, IOMMU and
+    /// vfio-pci, bind the ports' PCI devices to vfio-pci, reserve hugepages
+    /// (now and in /etc/dpdk/dpdk.conf); prints every change.
+    Setup {
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+        /// Print what would change; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// 2 MiB hugepages to reserve (default: from the config's mbufs and
+        /// mtu, at least 512).
+        #[arg(long, value_name = "N")]
+        hugepages: Option<u64>,
+        /// Read and write /sys, /proc and /etc under this directory (tests).
+        #[arg(long, value_name = "DIR", default_value = "/", hide = true)]
+        root: PathBuf,
+    },
+    /// Write the man pages or a shell completion script (packaging).
+    Generate {
+        #[command(subcommand)]
+        what: Generate,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Generate {
+    /// Write espgw.1 and one page per subcommand into a directory.
+    Man {
+        #[arg(long, value_name = "DIR")]
+        out_dir: PathBuf,
+    },
+    /// Print the completion script for a shell.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -124,6 +160,9 @@ mod tests {
             "espgw ctl --socket /run/espgw.sock sa list",
             "espgw ctl --socket /run/espgw.sock sa del --spi 0x1001",
             "espgw keys wireshark --config gw.toml",
+            "espgw setup --config gw.toml --dry-run --hugepages 1024",
+            "espgw generate man --out-dir man",
+            "espgw generate completions bash",
         ] {
             let args = line.split_whitespace();
             if let Err(e) = Cli::try_parse_from(args) {
