@@ -428,6 +428,15 @@ pub fn run(config: &Path, dry_run: bool, hugepages: Option<u64>, root: PathBuf) 
             return ExitCode::from(EXIT_INVALID);
         }
     };
+    // Changing the real machine needs root; say so before planning rather
+    // than failing every write. /proc/self belongs to the effective uid.
+    if !dry_run && root == Path::new("/") {
+        use std::os::unix::fs::MetadataExt;
+        if fs::metadata("/proc/self").is_ok_and(|m| m.uid() != 0) {
+            eprintln!("espgw setup: changes the machine and must run as root (or use --dry-run)");
+            return ExitCode::from(EXIT_INVALID);
+        }
+    }
     let host = Host::new(&root);
     let steps = plan(&config, &host, hugepages);
     let problems = steps
@@ -678,6 +687,48 @@ mod tests {
         let w = crate::host::check_warnings(&cfg, &host);
         assert_eq!(w.len(), 1, "{w:#?}");
         assert!(w[0].contains("this machine has no PCI device 0000:05:00.0"));
+        fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn hugepages_follow_mbufs_and_mtu_above_the_floor() {
+        let root = tempdir("pages");
+        let mut cfg = config(&root, "0000:03:00.0 0000:03:00.1", "[]");
+        assert_eq!(hugepages_for(&cfg), 512);
+        cfg.dataplane.mbufs = 262_143;
+        cfg.dataplane.mtu = 9000;
+        // 262143 x 10024 B + 256 MiB = 2,896,156,888 B: 1380 pages hold
+        // 2,894,069,760 B, so 1381.
+        assert_eq!(hugepages_for(&cfg), 1381);
+        fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn a_port_on_no_driver_is_bound_and_warned_about() {
+        let root = tempdir("nodriver");
+        fake_root(&root);
+        fs::remove_file(root.join("sys/bus/pci/devices/0000:03:00.0/driver")).unwrap();
+        let host = Host::new(&root);
+        let cfg = config(&root, "0000:03:00.0 0000:03:00.1", "[]");
+        let w = crate::host::check_warnings(&cfg, &host);
+        assert_eq!(w.len(), 1, "{w:#?}");
+        assert!(
+            w[0].contains("0000:03:00.0 is bound to no driver"),
+            "{}",
+            w[0]
+        );
+        let steps = plan(&cfg, &host, None);
+        let port: Vec<&str> = steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Change(what, _) if what.starts_with("port prot") => Some(what.as_str()),
+                _ => None,
+            })
+            .collect();
+        // Nothing to unbind from: override and probe only.
+        assert_eq!(port.len(), 2, "{port:#?}");
+        assert!(port[0].ends_with("driver_override vfio-pci"));
+        assert!(port[1].ends_with("bind to vfio-pci"));
         fs::remove_dir_all(&root).unwrap();
     }
 
