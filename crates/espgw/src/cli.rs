@@ -87,10 +87,16 @@ pub enum Command {
         #[command(subcommand)]
         what: Keys,
     },
-    /// Prepare this machine for a config: check CPU flags, IOMMU and
-    /// vfio-pci, bind the ports' PCI devices to vfio-pci, reserve hugepages
-    /// (now and in /etc/dpdk/dpdk.conf); prints every change.
+    /// Prepare this machine for a config: NICs and hugepages.
+    ///
+    /// Checks the CPU flags, the IOMMU and vfio-pci; binds the PCI devices of
+    /// the config's ports to vfio-pci and lists them in /etc/dpdk/interfaces
+    /// (Debian's dpdk.service binds them at boot); reserves 2 MiB hugepages
+    /// now and in /etc/dpdk/dpdk.conf. Prints every finding and change;
+    /// changes nothing while a check fails. Exit status 0 when ready, 1 on a
+    /// problem. Details: /usr/share/doc/espgw/install.md.
     Setup {
+        /// The gateway config whose ports and memory to set up.
         #[arg(long, value_name = "FILE")]
         config: PathBuf,
         /// Print what would change; change nothing.
