@@ -19,10 +19,15 @@ fi
 # standard and extra plugins bring AES-GCM, x25519 and the openssl crypto,
 # libcharon-extra-plugins kernel-libipsec (user-space ESP: the kernels here
 # have no XFRM).
+# Packaging (scripts/package.sh, tests/e2e/package.sh): dpkg-dev for
+# dpkg-shlibdeps, binutils for objcopy/readelf, systemd for
+# `systemd-analyze verify` of the unit (it works offline, without a
+# running systemd).
 PACKAGES=(
     libdpdk-dev dpdk-dev pkg-config clang libclang-dev cmake
     libpcap-dev iproute2 ethtool iperf3 tcpdump tshark iputils-ping
     python3 python3-pip
+    dpkg-dev binutils systemd
 )
 STRONGSWAN_PACKAGES=(
     strongswan-charon strongswan-swanctl strongswan-pki libcharon-extra-plugins

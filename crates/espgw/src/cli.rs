@@ -88,6 +88,48 @@ pub enum Command {
         #[command(subcommand)]
         what: Keys,
     },
+    /// Prepare this machine for a config: NICs and hugepages.
+    ///
+    /// Checks the CPU flags, the IOMMU and vfio-pci; binds the PCI devices of
+    /// the config's ports to vfio-pci and lists them in /etc/dpdk/interfaces
+    /// (Debian's dpdk.service binds them at boot); reserves 2 MiB hugepages
+    /// now and in /etc/dpdk/dpdk.conf. Prints every finding and change;
+    /// changes nothing while a check fails. Exit status 0 when ready, 1 on a
+    /// problem. Details: /usr/share/doc/espgw/install.md.
+    Setup {
+        /// The gateway config whose ports and memory to set up.
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+        /// Print what would change; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// 2 MiB hugepages to reserve (default: from the config's mbufs and
+        /// mtu, at least 512).
+        #[arg(long, value_name = "N")]
+        hugepages: Option<u64>,
+        /// Read and write /sys, /proc and /etc under this directory (tests).
+        #[arg(long, value_name = "DIR", default_value = "/", hide = true)]
+        root: PathBuf,
+    },
+    /// Write the man pages or a shell completion script (packaging).
+    Generate {
+        #[command(subcommand)]
+        what: Generate,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Generate {
+    /// Write espgw.1 and one page per subcommand into a directory.
+    Man {
+        #[arg(long, value_name = "DIR")]
+        out_dir: PathBuf,
+    },
+    /// Print the completion script for a shell.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -125,6 +167,9 @@ mod tests {
             "espgw ctl --socket /run/espgw.sock sa list",
             "espgw ctl --socket /run/espgw.sock sa del --spi 0x1001",
             "espgw keys wireshark --config gw.toml",
+            "espgw setup --config gw.toml --dry-run --hugepages 1024",
+            "espgw generate man --out-dir man",
+            "espgw generate completions bash",
         ] {
             let args = line.split_whitespace();
             if let Err(e) = Cli::try_parse_from(args) {

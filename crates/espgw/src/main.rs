@@ -4,6 +4,7 @@
 mod cli;
 mod cmd;
 mod ctl;
+mod host;
 
 use clap::Parser;
 use std::process::ExitCode;
@@ -44,6 +45,16 @@ fn main() -> ExitCode {
             svg,
         }),
         cli::Command::Ctl { socket, command } => ctl::run(&socket, &command),
+        cli::Command::Setup {
+            config,
+            dry_run,
+            hugepages,
+            root,
+        } => cmd::setup::run(&config, dry_run, hugepages, root),
+        cli::Command::Generate { what } => match what {
+            cli::Generate::Man { out_dir } => cmd::generate::man(&out_dir),
+            cli::Generate::Completions { shell } => cmd::generate::completions(shell),
+        },
     }
 }
 

@@ -12,6 +12,12 @@ pub fn run(config: &Path) -> ExitCode {
     match espgw_control::load(config) {
         Ok((config, warnings)) => {
             print_diagnostics(&warnings);
+            // This machine against the config (PCI ports' drivers,
+            // hugepages): warnings, since the config may be meant for
+            // another machine.
+            for w in crate::host::check_warnings(&config, &crate::host::Host::new("/")) {
+                eprintln!("{w}");
+            }
             // Through `write!`, not `print!`: a reader that stops early
             // (`espgw check ... | head`) is not a reason to panic.
             let _ = write!(std::io::stdout(), "{}", Summary(&config));

@@ -1,8 +1,10 @@
 //! One module per implemented subcommand.
 
 pub mod check;
+pub mod generate;
 pub mod keys;
 pub mod run;
+pub mod setup;
 
 use espgw_control::Diagnostic;
 
