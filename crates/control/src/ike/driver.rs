@@ -208,6 +208,11 @@ pub fn suite_name(s: &espgw_ike::crypto::IkeSuite) -> String {
         KeGroup::Ecp256 => "ECP_256",
         KeGroup::Ecp384 => "ECP_384",
         KeGroup::Curve25519 => "CURVE_25519",
+        // Only additional key exchanges (RFC 9370) are ML-KEM; names as
+        // strongSwan 6 prints them.
+        KeGroup::MlKem512 => "ML_KEM_512",
+        KeGroup::MlKem768 => "ML_KEM_768",
+        KeGroup::MlKem1024 => "ML_KEM_1024",
     };
     [Some(enc), integ, Some(prf), Some(ke)]
         .into_iter()
