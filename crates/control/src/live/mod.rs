@@ -37,8 +37,8 @@ pub use manager::{DrainPolicy, LiveError, SaManager};
 pub use metrics::MetricsServer;
 pub use services::{Services, TICK};
 pub use snapshot::{
-    control_tables, InboundView, Keeper, LiveSa, LiveTables, LiveView, SharedInbound,
-    SharedOutbound, SnapshotBuilder, TunnelView,
+    mss_limits, tunnel_entry, InboundView, Keeper, LiveView, SnapshotBuilder, TablesError,
+    TunnelView,
 };
 pub use socket::ControlServer;
 pub use status::{

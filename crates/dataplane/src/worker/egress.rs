@@ -8,8 +8,8 @@ use espgw_wire::{ethernet, ethertype, MacAddr, PacketBuf};
 use crate::ip::parse_ip;
 use crate::neighbor::Held;
 use crate::pool::BufPool;
+use crate::ports::PortIdx;
 use crate::reason::DropReason;
-use crate::tables::PortIdx;
 use crate::tx::TxQueues;
 
 use super::*;
@@ -32,7 +32,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         let (hop, mac) = match cached {
             Some(c) => (c.hop, Some(c.mac)),
             None => {
-                let Some(hop) = self.tables.routes.lookup(dst) else {
+                let Some(hop) = self.net.routes.lookup(dst) else {
                     return self.drop_pkt(pkt, DropReason::NoRoute, in_port);
                 };
                 let mac = self.neighbors.lookup(hop.port, hop.addr);
@@ -47,7 +47,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
                 (hop, mac)
             }
         };
-        let out = &self.tables.ports[hop.port];
+        let out = &self.net.ports[hop.port];
         if egress == Egress::ProtectedOnly && out.side == Side::Unprotected {
             return self.drop_pkt(pkt, DropReason::PlaintextBlocked, in_port);
         }
@@ -105,7 +105,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
             return self.drop_pkt(pkt, DropReason::NoRoom, in_port);
         }
         // Written in place: every forwarded packet comes through here.
-        let src_mac = self.tables.ports[port].mac;
+        let src_mac = self.net.ports[port].mac;
         if let Some(h) = pkt.data_mut().first_chunk_mut::<{ ethernet::HEADER_LEN }>() {
             h[..6].copy_from_slice(&dst_mac);
             h[6..12].copy_from_slice(&src_mac);

@@ -3,6 +3,7 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
+use espgw_control::tables::{SaIndex, TunnelId};
 use espgw_esp::Verdict;
 use espgw_wire::{ip_protocol, reply, PacketBuf};
 
@@ -24,9 +25,19 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
                 continue;
             }
             let mut stage = std::mem::replace(&mut self.out_stage[t], Stage::new(0));
-            let tunnel = &tables.tunnels[t];
+            let id = TunnelId(t as u32);
+            // Staged only for a tunnel of this snapshot, and a snapshot
+            // does not change within a burst.
+            let Some(tunnel) = tables.tunnel(id) else {
+                for (pkt, port) in stage.pkts.drain(..).zip(stage.ports.drain(..)) {
+                    let port = (port != ORIGINATED).then_some(port);
+                    self.drop_pkt(pkt, DropReason::PolicyDiscard, port);
+                }
+                self.out_stage[t] = stage;
+                continue;
+            };
             self.verdicts.clear();
-            match tunnel.out.as_deref() {
+            match tables.outbound_sa(id).map(|sa| &**sa) {
                 Some(out) => {
                     self.verdicts.resize(stage.pkts.len(), Verdict::default());
                     out.encap_burst(&mut stage.pkts, &mut self.verdicts, now.secs());
@@ -40,7 +51,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
             }
             // Every packet of the group goes to the same peer: one route
             // and neighbor lookup for all of them.
-            let hop = tables.routes.lookup(tunnel.remote);
+            let hop = self.net.routes.lookup(tunnel.remote);
             let resolved = hop.and_then(|h| {
                 self.neighbors
                     .lookup(h.port, h.addr)
@@ -49,7 +60,9 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
             for (i, (pkt, port)) in stage.pkts.drain(..).zip(stage.ports.drain(..)).enumerate() {
                 let port = (port != ORIGINATED).then_some(port);
                 match (self.verdicts[i], resolved) {
-                    (Verdict::Forward, Some((out, mac))) if pkt.len() <= tables.ports[out].mtu => {
+                    (Verdict::Forward, Some((out, mac)))
+                        if pkt.len() <= self.net.ports[out].mtu =>
+                    {
                         self.send_frame(out, mac, pkt, port, tx)
                     }
                     (Verdict::Forward, _) => {
@@ -72,13 +85,22 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
                 continue;
             }
             let mut stage = std::mem::replace(&mut self.in_stage[t], Stage::new(0));
-            let slot = &tables.inbound[t];
-            let tunnel = &tables.tunnels[slot.tunnel];
+            // Staged only for an inbound SA of a tunnel of this snapshot.
+            let Some((sa, tunnel)) = tables
+                .inbound_sa(SaIndex(t as u32))
+                .and_then(|(_, id, sa)| Some((sa, tables.tunnel(id)?)))
+            else {
+                for (pkt, port) in stage.pkts.drain(..).zip(stage.ports.drain(..)) {
+                    self.drop_pkt(pkt, DropReason::UnknownSpi, Some(port));
+                }
+                self.in_stage[t] = stage;
+                continue;
+            };
             self.verdicts.clear();
             self.verdicts.resize(stage.pkts.len(), Verdict::default());
             {
                 // One lock per SA group per burst; uncontended with one worker.
-                let mut sa = slot.sa.lock().unwrap_or_else(|e| e.into_inner());
+                let mut sa = sa.lock().unwrap_or_else(|e| e.into_inner());
                 sa.decap_burst(&mut stage.pkts, &mut self.verdicts, now.secs());
             }
             // The selector check of the last address pair: a burst of one
@@ -108,11 +130,11 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
                     }
                 };
                 if !inside {
-                    self.counters.tunnel(tunnel.id).in_policy_mismatch += 1;
+                    self.counters.tunnel(tunnel.id.0).in_policy_mismatch += 1;
                     self.drop_pkt(pkt, DropReason::PolicyMismatch, Some(port));
                     continue;
                 }
-                if self.tables.is_local(m.dst) {
+                if self.net.is_local(m.dst) {
                     // A ping through the tunnel to one of our protected
                     // addresses: answered, back through the tunnel.
                     let answered = m.proto == ip_protocol::ICMP
@@ -131,7 +153,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
                 if m.ttl <= 1 {
                     // Time exceeded from the port facing the destination,
                     // back through the tunnel (traceroute across it).
-                    let src_port = self.tables.routes.lookup(m.dst).map_or(port, |h| h.port);
+                    let src_port = self.net.routes.lookup(m.dst).map_or(port, |h| h.port);
                     let (r, origin) = (DropReason::TtlExceeded, Origin::Decrypted);
                     self.icmp_error(port, src_port, pkt, m, r, 0, origin, tx, now);
                     continue;

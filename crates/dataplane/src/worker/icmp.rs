@@ -6,10 +6,10 @@ use espgw_wire::{icmpv6, reply, PacketBuf};
 
 use crate::ip::{parse_ip, IpMeta};
 use crate::pool::BufPool;
+use crate::ports::PortIdx;
 use crate::reason::DropReason;
-use crate::spd::Action;
-use crate::tables::PortIdx;
 use crate::tx::TxQueues;
+use espgw_control::tables::Action;
 
 use super::*;
 
@@ -83,7 +83,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
             self.counters.icmp_rate_limited += 1;
             return;
         }
-        let p = &self.tables.ports[src_port];
+        let p = &self.net.ports[src_port];
         let scratch = &mut self.scratch[..];
         let built = match (m.v6, reason) {
             (false, DropReason::TtlExceeded) => p
@@ -135,18 +135,24 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         let Ok(m) = parse_ip(&mut pkt) else {
             return self.drop_pkt(pkt, DropReason::Malformed, None);
         };
-        let action = self.tables.spd.lookup(&m.outbound_flow()).action;
+        let action = match self.tables.spd.lookup(&m.outbound_flow()) {
+            // A tunnel the snapshot lacks discards, as a rule would.
+            Action::Protect(id) if self.tables.tunnel(id).is_none() => Action::Discard,
+            a => a,
+        };
         let egress = match (action, origin) {
-            (Action::Protect(t), _) => {
-                let tunnel = &self.tables.tunnels[t];
+            (Action::Protect(id), _) => {
+                let Some(tunnel) = self.tables.tunnel(id) else {
+                    return self.drop_pkt(pkt, DropReason::PolicyDiscard, None);
+                };
                 let len = pkt.len();
-                let Some(out) = tunnel.out.as_deref() else {
+                let Some(out) = self.tables.outbound_sa(id) else {
                     return self.drop_pkt(pkt, DropReason::SaExpired, None);
                 };
-                if len + out.overhead(len) > self.tables.ports[tunnel.port].mtu {
+                if len + out.overhead(len) > self.net.ports[tunnel.port].mtu {
                     return self.drop_pkt(pkt, DropReason::MtuExceeded, None);
                 }
-                return self.out_stage[t].push(pkt, ORIGINATED);
+                return self.out_stage[id.0 as usize].push(pkt, ORIGINATED);
             }
             (_, Origin::Unprotected) | (Action::Bypass, Origin::Protected) => Egress::Trusted,
             (Action::Bypass | Action::Discard, Origin::Protected | Origin::Decrypted) => {
@@ -156,8 +162,8 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         if egress == Egress::ProtectedOnly {
             // Its own reason rather than route_out's plaintext_blocked: the
             // fix is in the config (local_ts), not a routing problem.
-            let hop = self.tables.routes.lookup(m.dst);
-            if hop.is_some_and(|h| self.tables.ports[h.port].side == Side::Unprotected) {
+            let hop = self.net.routes.lookup(m.dst);
+            if hop.is_some_and(|h| self.net.ports[h.port].side == Side::Unprotected) {
                 return self.drop_pkt(pkt, DropReason::LocalNotProtected, None);
             }
         }

@@ -10,8 +10,8 @@ use espgw_wire::{
 
 use crate::ip::IpMeta;
 use crate::pool::BufPool;
+use crate::ports::PortIdx;
 use crate::reason::DropReason;
-use crate::tables::PortIdx;
 use crate::tx::TxQueues;
 
 use super::*;
@@ -28,7 +28,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
             Some(Err(_)) => return self.drop_pkt(pkt, DropReason::ArpIgnored, Some(port)),
             None => return self.drop_pkt(pkt, DropReason::Malformed, Some(port)),
         };
-        let p = &self.tables.ports[port];
+        let p = &self.net.ports[port];
         let (our_mac, for_us) = (p.mac, p.owns(a.target_ip.into()));
         let sender: IpAddr = a.sender_ip.into();
         // RFC 826: update a known sender, add one that talks to us. Only
@@ -95,7 +95,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         let Some((solicit, target, lladdr)) = repr else {
             return self.drop_pkt(pkt, DropReason::NdIgnored, Some(port));
         };
-        let p = &self.tables.ports[port];
+        let p = &self.net.ports[port];
         let our_mac = p.mac;
         let for_us = p.owns(target.into());
         if !solicit {
@@ -153,7 +153,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
             self.counters.alloc_failures += 1;
             return;
         };
-        let p = &self.tables.ports[port];
+        let p = &self.net.ports[port];
         let built = match ip {
             IpAddr::V4(target) => {
                 let src = p.first_v4().unwrap_or(Ipv4Addr::UNSPECIFIED);

@@ -24,19 +24,21 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use espgw_control::config::Side;
+use espgw_control::tables::{inner_mtu, Action, Tables};
 use espgw_esp::{Encap, Verdict};
 use espgw_wire::{ethernet, ethertype, icmpv6, ip_protocol, reply, MacAddr, PacketBuf};
 
 use crate::counters::WorkerCounters;
+use crate::flow_cache::FlowCache;
 use crate::fragment::fragment_v4;
 use crate::ip::{decrement_ttl, parse_v4, parse_v6, IpMeta};
 use crate::neighbor::{Neighbors, SharedNeighbors};
+use crate::network::Network;
 use crate::pool::BufPool;
+use crate::ports::PortIdx;
 use crate::ratelimit::TokenBucket;
 use crate::reason::DropReason;
 use crate::route::NextHop;
-use crate::spd::{Action, FlowCache};
-use crate::tables::{inner_mtu, PortIdx, Tables};
 use crate::tx::TxQueues;
 
 mod egress;
@@ -130,6 +132,9 @@ impl<B> Stage<B> {
 /// One data-plane worker: its counters, neighbor cache and staging areas.
 pub struct Worker<B: PacketBuf, P: BufPool<B>> {
     id: usize,
+    /// Ports, routes, static neighbors: fixed for the run.
+    net: Arc<Network>,
+    /// The control plane's current snapshot (SPD, SAD, tunnels).
     tables: Arc<Tables>,
     pool: P,
     neighbors: Neighbors<B>,
@@ -151,10 +156,12 @@ pub struct Worker<B: PacketBuf, P: BufPool<B>> {
 }
 
 impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
-    /// A worker over `tables`; `burst` sizes the staging areas (they grow
-    /// if a burst is larger). `shared` is the neighbor board of all workers.
+    /// A worker on the network `net` reading `tables`; `burst` sizes the
+    /// staging areas (they grow if a burst is larger). `shared` is the
+    /// neighbor board of all workers.
     pub fn new(
         id: usize,
+        net: Arc<Network>,
         tables: Arc<Tables>,
         pool: P,
         burst: usize,
@@ -162,12 +169,12 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
     ) -> Self {
         Worker {
             id,
-            neighbors: Neighbors::new(&tables.static_neighbors, shared),
-            counters: WorkerCounters::new(tables.ports.len(), tables.tunnel_ids()),
-            out_stage: (0..tables.tunnels.len())
+            neighbors: Neighbors::new(&net.static_neighbors, shared),
+            counters: WorkerCounters::new(net.ports.len(), tables.tunnel_ids()),
+            out_stage: (0..tables.tunnel_ids())
                 .map(|_| Stage::new(burst))
                 .collect(),
-            in_stage: (0..tables.inbound.len())
+            in_stage: (0..tables.sad.sas().len())
                 .map(|_| Stage::new(burst))
                 .collect(),
             verdicts: Vec::with_capacity(burst),
@@ -178,6 +185,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
             icmp_limit: TokenBucket::new(ICMP_ERRORS_PER_SEC, ICMP_ERROR_BURST),
             #[cfg(any(test, debug_assertions))]
             panic_after_bursts: None,
+            net,
             tables,
             pool,
         }
@@ -192,9 +200,9 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         }
         let burst = self.verdicts.capacity();
         self.out_stage
-            .resize_with(tables.tunnels.len(), || Stage::new(burst));
+            .resize_with(tables.tunnel_ids(), || Stage::new(burst));
         self.in_stage
-            .resize_with(tables.inbound.len(), || Stage::new(burst));
+            .resize_with(tables.sad.sas().len(), || Stage::new(burst));
         self.spd_cache.clear();
         self.tables = tables;
     }
@@ -218,9 +226,14 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         &self.counters
     }
 
-    /// The tables this worker reads.
+    /// The snapshot this worker reads.
     pub fn tables(&self) -> &Arc<Tables> {
         &self.tables
+    }
+
+    /// The network this worker runs on.
+    pub fn net(&self) -> &Arc<Network> {
+        &self.net
     }
 
     /// Processes a burst received on `port`: every packet of `pkts` is
@@ -343,7 +356,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
             return self.drop_pkt(pkt, r, Some(port));
         }
         let group = d[0] & 1 != 0;
-        if !group && d[..6] != self.tables.ports[port].mac {
+        if !group && d[..6] != self.net.ports[port].mac {
             return self.drop_pkt(pkt, DropReason::NotOurMac, Some(port));
         }
         let src_mac: MacAddr = [d[6], d[7], d[8], d[9], d[10], d[11]];
@@ -383,7 +396,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         tx: &mut TxQueues<B>,
         now: Now,
     ) {
-        if self.tables.is_local(m.dst) {
+        if self.net.is_local(m.dst) {
             return self.local_input(port, pkt, m, tx, now);
         }
         if group || is_group(m.dst) || is_group(m.src) {
@@ -392,7 +405,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         if m.ttl <= 1 {
             return self.time_exceeded(port, pkt, m, tx, now);
         }
-        match self.tables.ports[port].side {
+        match self.net.ports[port].side {
             Side::Protected => self.protected_transit(port, pkt, m, tx, now),
             Side::Unprotected => self.unprotected_transit(port, pkt, m, tx, now),
         }
@@ -409,14 +422,20 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
     ) {
         let d = self.spd_cache.lookup(&self.tables.spd, &m.outbound_flow());
         match d.action {
-            Action::Protect(t) => {
-                let clamp = self.tables.tunnels[t].mss_clamp;
+            Action::Protect(id) => {
+                let Some(tunnel) = self.tables.tunnel(id) else {
+                    // An SPD naming a tunnel the snapshot lacks: discarded,
+                    // by a rule.
+                    return self.drop_pkt(pkt, DropReason::PolicyDiscard, Some(port));
+                };
+                let clamp = tunnel.mss_clamp;
                 self.clamp_mss(&mut pkt, &m, clamp);
-                let tunnel = &self.tables.tunnels[t];
-                let mtu = self.tables.ports[tunnel.port].mtu;
+                let tunnel = self.tables.tunnel(id).unwrap_or_else(|| unreachable!());
+                let mtu = self.net.ports[tunnel.port].mtu;
                 let len = pkt.len();
-                let (id, out) = match tunnel.out.as_deref() {
-                    Some(out) => (tunnel.id, out),
+                let t = id.0 as usize;
+                let (id, out) = match self.tables.outbound_sa(id) {
+                    Some(out) => (id.0, &**out),
                     // Hard-expired and not replaced: never in the clear.
                     None => return self.drop_pkt(pkt, DropReason::SaExpired, Some(port)),
                 };
@@ -524,22 +543,23 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
             Ok(l) => l,
             Err(r) => return self.drop_pkt(pkt, DropReason::from_esp(r), Some(port)),
         };
-        let Some(slot) = self.tables.inbound_by_spi(loc.spi) else {
+        // By SPI and our address the packet was sent to (RFC 4301 4.1).
+        let found = self.tables.sad.inbound(loc.spi, m.dst).and_then(|i| {
+            let (_, tunnel, _) = self.tables.inbound_sa(i)?;
+            Some((i, self.tables.tunnel(tunnel)?.udp_encap))
+        });
+        let Some((slot, udp_encap)) = found else {
             return self.drop_pkt(pkt, DropReason::UnknownSpi, Some(port));
         };
-        let tunnel = &self.tables.tunnels[self.tables.inbound[slot].tunnel];
-        if tunnel.local != m.dst {
-            return self.drop_pkt(pkt, DropReason::UnknownSpi, Some(port));
-        }
-        if tunnel.udp_encap != matches!(encap, Encap::Udp { .. }) {
+        if udp_encap != matches!(encap, Encap::Udp { .. }) {
             return self.drop_pkt(pkt, DropReason::NotEsp, Some(port));
         }
-        self.in_stage[slot].push(pkt, port);
+        self.in_stage[slot.0 as usize].push(pkt, port);
     }
 
     /// Where a clear packet received on `port` came from.
     fn origin_of(&self, port: PortIdx) -> Origin {
-        match self.tables.ports.get(port).map(|p| p.side) {
+        match self.net.ports.get(port).map(|p| p.side) {
             Some(Side::Protected) => Origin::Protected,
             _ => Origin::Unprotected,
         }

@@ -7,7 +7,7 @@ use espgw_wire::{ip_protocol, tcp, PacketBuf, TcpPacket};
 
 use crate::ip::IpMeta;
 use crate::pool::BufPool;
-use crate::tables::MssLimits;
+use espgw_control::tables::MssLimits;
 
 use super::Worker;
 
