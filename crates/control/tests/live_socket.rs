@@ -16,8 +16,8 @@ use espgw_control::config::{SaKeys, SecretBytes};
 use espgw_control::live::client;
 use espgw_control::live::protocol::{DelTarget, Request};
 use espgw_control::live::{
-    ControlServer, CountersSource, DataplaneCounters, LiveControl, PortCounters, SaManager,
-    WorkerCounters,
+    ControlServer, CountersSource, DataplaneCounters, LiveControl, PortTraffic, SaManager,
+    WorkerLoad,
 };
 use espgw_control::tables::Tables;
 use serde_json::{json, Value};
@@ -28,14 +28,14 @@ struct FakeDataplane;
 impl CountersSource for FakeDataplane {
     fn counters(&self) -> DataplaneCounters {
         DataplaneCounters {
-            ports: vec![PortCounters {
+            ports: vec![PortTraffic {
                 name: "prot".into(),
                 rx_packets: 123,
                 tx_packets: 45,
                 rx_bytes: 6789,
                 tx_bytes: 1011,
             }],
-            workers: vec![WorkerCounters {
+            workers: vec![WorkerLoad {
                 worker: 0,
                 busy_ratio: 0.25,
                 mss_clamped: 2,

@@ -71,7 +71,7 @@ pub fn tunnel_entry(id: TunnelId, t: &Tunnel, out: Option<&OutboundSa>, mtu: usi
         port: t.port.0,
         local_ts: t.local_ts.clone(),
         remote_ts: t.remote_ts.clone(),
-        udp_encap: t.encap == cfg::Encap::Udp,
+        udp_encap: t.encap == cfg::EncapMode::Udp,
         mss_clamp: t.mss_clamp.and_then(|c| mss_limits(c, out, mtu)),
     }
 }

@@ -49,7 +49,7 @@ impl CountersSource for LiveCounters {
         for (k, w) in self.workers.iter().enumerate() {
             let c = w.lock().map(|c| c.clone()).unwrap_or_default();
             total.merge(&c);
-            workers.push(live::WorkerCounters {
+            workers.push(live::WorkerLoad {
                 worker: k,
                 busy_ratio: if c.polls == 0 {
                     0.0
@@ -65,7 +65,7 @@ impl CountersSource for LiveCounters {
             .enumerate()
             .map(|(i, name)| {
                 let c = total.ports.get(i).copied().unwrap_or_default();
-                live::PortCounters {
+                live::PortTraffic {
                     name: name.clone(),
                     rx_packets: c.rx_packets,
                     tx_packets: c.tx_packets,
