@@ -33,7 +33,7 @@ mod tests;
 pub use counters::{PortCounters, TunnelCounters, WorkerCounters};
 pub use network::Network;
 pub use pool::{BufPool, VecBufPool};
-pub use reason::{DropCounts, DropReason};
+pub use reason::{DropReason, GatewayDropCounts};
 pub use stats::Stats;
 pub use supervise::{Supervisor, WorkerPanic};
 pub use tx::TxQueues;
