@@ -62,7 +62,12 @@ pub type SnapshotBuilder<T> = Box<dyn for<'a> FnMut(&LiveView<'a>) -> T + Send>;
 
 /// The runtime form of config tunnel `t` under `id`, whose outbound SA is
 /// `out` (`None`: hard-expired) and whose outer MTU is `mtu`.
-pub fn tunnel_entry(id: TunnelId, t: &Tunnel, out: Option<&OutboundSa>, mtu: usize) -> TunnelEntry {
+pub fn tunnel_entry(
+    id: TunnelId,
+    t: &Tunnel,
+    out: Option<&SharedOutbound>,
+    mtu: usize,
+) -> TunnelEntry {
     TunnelEntry {
         id,
         name: t.name.clone(),
@@ -72,7 +77,10 @@ pub fn tunnel_entry(id: TunnelId, t: &Tunnel, out: Option<&OutboundSa>, mtu: usi
         local_ts: t.local_ts.clone(),
         remote_ts: t.remote_ts.clone(),
         udp_encap: t.encap == cfg::EncapMode::Udp,
-        mss_clamp: t.mss_clamp.and_then(|c| mss_limits(c, out, mtu)),
+        mss_clamp: t
+            .mss_clamp
+            .and_then(|c| mss_limits(c, out.map(|o| &**o), mtu)),
+        out: out.cloned(),
     }
 }
 
@@ -125,7 +133,7 @@ impl Tables {
                 };
                 let _ = sad.insert_inbound(i.spi, t.tunnel.local, Arc::new(sa));
             }
-            tunnels.push(tunnel_entry(t.id, t.tunnel, t.outbound.map(|o| &**o), mtu));
+            tunnels.push(tunnel_entry(t.id, t.tunnel, t.outbound, mtu));
         }
         Tables::new(Arc::clone(view.spd), sad.build(), tunnels)
     }

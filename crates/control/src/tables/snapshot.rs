@@ -56,8 +56,9 @@ impl LiveSa {
 /// A tunnel in its runtime form: what a worker needs to send into it and
 /// to check what comes out of it. Built from a config `[[tunnel]]`
 /// (`config::Tunnel`, the file's model) by the one conversion in
-/// `live/snapshot.rs`. Its SAs are in the SAD, not here: the outbound one
-/// under [`TunnelEntry::id`], the inbound ones under (SPI, [`local`]).
+/// `live/snapshot.rs`. Its SAs are in the SAD: the outbound one under
+/// [`TunnelEntry::id`], the inbound ones under (SPI, [`local`]); the
+/// outbound one is also held here ([`TunnelEntry::out`]).
 ///
 /// [`local`]: TunnelEntry::local
 pub struct TunnelEntry {
@@ -79,6 +80,12 @@ pub struct TunnelEntry {
     /// The MSS that TCP SYNs through the tunnel may announce (config
     /// `mss_clamp`); `None`: no clamping.
     pub mss_clamp: Option<MssLimits>,
+    /// The SAD's outbound SA of this tunnel (the same `Arc`, put in both
+    /// places by the one conversion), so that the worker's per-packet path
+    /// reaches it in one load from the SPD's answer rather than through
+    /// the SAD's index. `None` once it hard-expired and no rekey replaced
+    /// it.
+    pub out: Option<SharedOutbound>,
 }
 
 impl TunnelEntry {
@@ -203,10 +210,7 @@ impl Tables<LiveSa> {
     /// dropped, never sent in the clear).
     #[inline]
     pub fn outbound_sa(&self, id: TunnelId) -> Option<&SharedOutbound> {
-        match self.sad.outbound_sa(id).map(|s| &**s) {
-            Some(LiveSa::Outbound(sa)) => Some(sa),
-            _ => None,
-        }
+        self.tunnel(id)?.out.as_ref()
     }
 
     /// The inbound SA at `index` (from [`Sad::inbound`]): its SPI, tunnel

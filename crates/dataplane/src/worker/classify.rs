@@ -184,10 +184,10 @@ impl Classify {
                     // by a rule.
                     return core.drop_pkt(pkt, DropReason::PolicyDiscard, Some(port));
                 };
-                let (clamp, mtu) = (tunnel.mss_clamp, core.net.ports[tunnel.port].mtu);
-                clamp_mss(&mut core.counters, &mut pkt, &m, clamp);
+                let mtu = core.net.ports[tunnel.port].mtu;
+                clamp_mss(&mut core.counters, &mut pkt, &m, tunnel.mss_clamp);
                 let len = pkt.len();
-                let Some(out) = core.tables.outbound_sa(id) else {
+                let Some(out) = tunnel.out.as_deref() else {
                     // Hard-expired and not replaced: never in the clear.
                     return core.drop_pkt(pkt, DropReason::SaExpired, Some(port));
                 };
