@@ -93,13 +93,22 @@ impl Classify {
             return core.drop_pkt(pkt, DropReason::NotOurMac, Some(port));
         }
         let src_mac: MacAddr = [d[6], d[7], d[8], d[9], d[10], d[11]];
-        let parsed = match ether_type {
-            ethertype::ARP => return Link::arp_input(core, port, pkt, tx),
+        // Each parse result goes straight to `ip_input` inside its arm:
+        // carrying it out of the match in a variable (or a struct) copied
+        // the header summary through the stack once more, a measurable
+        // cost on the decrypt path (docs/benchmarks.md, issue 12 entry).
+        match ether_type {
+            ethertype::ARP => Link::arp_input(core, port, pkt, tx),
             ethertype::IPV4 => {
                 if pkt.adj(ethernet::HEADER_LEN).is_err() {
                     return core.drop_pkt(pkt, DropReason::Malformed, Some(port));
                 }
-                parse_v4(&mut pkt)
+                match parse_v4(&mut pkt) {
+                    Ok(m) => {
+                        self.ip_input(core, port, pkt, m, group, esp_in, esp_out, icmp, egress, tx)
+                    }
+                    Err(r) => core.drop_pkt(pkt, r, Some(port)),
+                }
             }
             ethertype::IPV6 => {
                 if pkt.adj(ethernet::HEADER_LEN).is_err() {
@@ -107,36 +116,28 @@ impl Classify {
                 }
                 match parse_v6(&mut pkt) {
                     Ok(m) if m.proto == ip_protocol::ICMPV6 && is_nd(&pkt, &m) => {
-                        return Link::nd_input(core, port, pkt, m, src_mac, tx)
+                        Link::nd_input(core, port, pkt, m, src_mac, tx)
                     }
-                    r => r,
+                    Ok(m) => {
+                        self.ip_input(core, port, pkt, m, group, esp_in, esp_out, icmp, egress, tx)
+                    }
+                    Err(r) => core.drop_pkt(pkt, r, Some(port)),
                 }
             }
-            _ => return core.drop_pkt(pkt, DropReason::UnsupportedEthertype, Some(port)),
-        };
-        let m = match parsed {
-            Ok(m) => m,
-            Err(r) => return core.drop_pkt(pkt, r, Some(port)),
-        };
-        let input = IpInput {
-            port,
-            pkt,
-            m,
-            group,
-        };
-        self.ip_input(core, input, esp_in, esp_out, icmp, egress, tx);
+            _ => core.drop_pkt(pkt, DropReason::UnsupportedEthertype, Some(port)),
+        }
     }
 
+    /// A parsed IP packet (L2 stripped, header summary `m`) received on
+    /// `port`; `group`: sent to a multicast/broadcast MAC address.
     #[allow(clippy::too_many_arguments)]
     fn ip_input<B: PacketBuf, P: BufPool<B>>(
         &mut self,
         core: &mut Core<B, P>,
-        IpInput {
-            port,
-            pkt,
-            m,
-            group,
-        }: IpInput<B>,
+        port: PortIdx,
+        pkt: B,
+        m: IpMeta,
+        group: bool,
         esp_in: &mut EspIn<B>,
         esp_out: &mut EspOut<B>,
         icmp: &mut Icmp,
@@ -341,15 +342,6 @@ impl Classify {
         }
         esp_in.push(found.slot, pkt, port);
     }
-}
-
-/// A parsed IP packet as it leaves the Ethernet part of [`Classify`].
-struct IpInput<B> {
-    port: PortIdx,
-    pkt: B,
-    m: IpMeta,
-    /// Sent to a group (multicast/broadcast) MAC address.
-    group: bool,
 }
 
 /// True for an ICMPv6 neighbor solicitation or advertisement.
