@@ -238,6 +238,24 @@ big = [a[k]["fast-gcm"] / a[k]["ring"] for k in a if k[1] >= 512]
 claim("docs/crypto.md", "from 512 bytes both run ring (%.2f-%.2fx)" % (min(big), max(big)))
 claim("docs/crypto.md", "its AES-128 64-byte seal: %.2f Gbit/s here" % a[("aes128gcm16", 64, "seal")]["ring"])
 
+# --- issue 12's one table model and worker stages: before/after, medians ------
+def median(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2]
+
+
+TB = "xeon-avx512-2vcpu-2026-12-02-tables-%s-%d.json"
+for size in ["64", "1420"]:
+    for d in ["encrypt", "decrypt"]:
+        cells = []
+        for side in ["before", "after"]:
+            runs = [row(load(TB % (side, i))["results"], "aes128gcm16", size, d, "worker")
+                    for i in (1, 2, 3)]
+            assert all(r["invalid"] == 0 and r["lost"] == 0 for r in runs), (side, size, d)
+            cells.append("%s [%.0f]" % (f2(median([r["mpps"] for r in runs])),
+                                        median([r["cycles_per_packet"] for r in runs])))
+        claim("docs/benchmarks.md", "| %s B %s | %s | %s |" % (size, d, cells[0], cells[1]))
+
 # --- withdrawn: sentences the data contradicted, which must not come back ----
 # (a merge of an older branch would bring them back silently otherwise)
 WITHDRAWN = [

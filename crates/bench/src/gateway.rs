@@ -15,9 +15,9 @@ use std::thread::JoinHandle;
 
 use espgw_control::live::SaManager;
 use espgw_control::state::{ReservationPolicy, SeqKeeper, StateDir};
+use espgw_control::tables::Tables;
 use espgw_control::{Config, HostFacts};
-use espgw_dataplane::tables::Network;
-use espgw_dataplane::Tables;
+use espgw_dataplane::Network;
 use espgw_esp::{SaConfig, Suite};
 use espgw_wire::MacAddr;
 
@@ -143,6 +143,9 @@ fn mac_text(m: MacAddr) -> String {
 /// The bench gateway, compiled.
 pub struct Gateway {
     pub config: Config,
+    /// Ports, routes, static neighbors.
+    pub net: Arc<Network>,
+    /// The control plane's snapshot the workers read.
     pub tables: Arc<Tables>,
     /// With `--persist-seq`: the SA state and its keeper thread, as in
     /// `espgw run` (stopped and removed on drop).
@@ -191,10 +194,13 @@ impl Gateway {
         if persist_seq {
             return Self::persisted(config);
         }
-        let tables = Tables::from_config(&config, &[GW_PROT_MAC, GW_UNPROT_MAC], 0)
+        let net = Network::from_config(&config, &[GW_PROT_MAC, GW_UNPROT_MAC])
             .map_err(|e| format!("bench gateway tables: {e}"))?;
+        let tables =
+            Tables::from_config(&config, 0).map_err(|e| format!("bench gateway tables: {e}"))?;
         Ok(Gateway {
             config,
+            net: Arc::new(net),
             tables: Arc::new(tables),
             persistence: None,
         })
@@ -211,10 +217,11 @@ impl Gateway {
         let state = Arc::new(SeqKeeper::new(state, ReservationPolicy::default()));
         let net = Network::from_config(&config, &[GW_PROT_MAC, GW_UNPROT_MAC])
             .map_err(|e| format!("bench gateway tables: {e}"))?;
+        let mtu = usize::from(config.dataplane.mtu);
         let manager = SaManager::with_state(
             &config,
             0,
-            Box::new(move |view| Arc::new(Tables::from_view(&net, view))),
+            Box::new(move |view| Arc::new(Tables::from_view(view, mtu))),
             Some(Arc::clone(&state)),
         )
         .map_err(|e| format!("bench gateway SAs: {e}"))?;
@@ -223,6 +230,7 @@ impl Gateway {
             .spawn(Arc::clone(&stop))
             .map_err(|e| format!("sequence keeper: {e}"))?;
         Ok(Gateway {
+            net: Arc::new(net),
             tables: Arc::clone(manager.current()),
             config,
             persistence: Some(Persistence {
@@ -301,14 +309,16 @@ pub fn outer_ips() -> (IpAddr, IpAddr) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use espgw_control::tables::TunnelId;
 
     #[test]
     fn config_is_accepted_for_every_suite_and_several_workers() {
         for suite in Suite::ALL {
             let gw = Gateway::new(suite, 3).unwrap_or_else(|e| panic!("{}: {e}", suite.name()));
-            assert_eq!(gw.tables.tunnels.len(), 3);
-            let slot = gw.tables.inbound_by_spi(in_spi(2)).expect("worker 2's SA");
-            assert_eq!(gw.tables.inbound[slot].tunnel, 2);
+            assert_eq!(gw.tables.tunnels().count(), 3);
+            let slot = gw.tables.sad.inbound(in_spi(2), GW_UNPROT_IP.into());
+            let (_, tunnel, _) = gw.tables.inbound_sa(slot.expect("worker 2's SA")).unwrap();
+            assert_eq!(tunnel, TunnelId(2));
             assert_eq!(gw.peer_outbound(1).spi, in_spi(1));
             assert_eq!(gw.peer_outbound(1).local, IpAddr::from(PEER_IP));
         }

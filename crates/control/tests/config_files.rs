@@ -6,7 +6,7 @@ use common::*;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use espgw_control::config::{load_with, Encap, HostFacts, Side};
+use espgw_control::config::{load_with, EncapMode, HostFacts, Side};
 use espgw_esp::Suite;
 
 fn repo_file(rel: &str) -> PathBuf {
@@ -32,7 +32,7 @@ fn shipped_configs_are_valid_mirror_images() {
     assert_eq!(a.ports[0].device, "net_af_packet0,iface=gwa-prot");
     let (ta, tb) = (&a.tunnels[0], &b.tunnels[0]);
     assert_eq!(ta.suite, Suite::Aes128Gcm16);
-    assert_eq!(ta.encap, Encap::None);
+    assert_eq!(ta.encap, EncapMode::None);
     assert_eq!((ta.local, ta.remote), (tb.remote, tb.local));
     assert_eq!((&ta.local_ts, &ta.remote_ts), (&tb.remote_ts, &tb.local_ts));
     assert_eq!(ta.outbound.spi, tb.inbound.spi);

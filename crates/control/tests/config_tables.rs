@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use espgw_control::config::net::Prefix;
 use espgw_control::config::{
-    load_with, sad_from_config, spd_from_config, tables_from_config, Action as ConfigAction,
-    Config, SadFromConfigError, DEFAULT_PRIORITY,
+    load_with, sad_from_config, spd_from_config, tables_from_config, Config,
+    PolicyAction as ConfigAction, SadFromConfigError, DEFAULT_PRIORITY,
 };
 use espgw_control::tables::{
     linear_first_match, Action, FlowKey, PortRange, Rule, SadError, Selector, Spd, TunnelId,

@@ -5,13 +5,11 @@ mod support;
 
 use std::sync::{Arc, Mutex};
 
-use espgw_control::live::{
-    control_tables, Dir, LiveError, LiveSa, LiveTables, LiveView, SaManager, SaState,
-};
-use espgw_control::tables::{Action, TunnelId};
+use espgw_control::live::{Dir, LiveError, LiveView, SaManager, SaState};
+use espgw_control::tables::{Action, LiveSa, Tables, TunnelId};
 use support::*;
 
-fn manager(lifetime: &str, default_action: &str, extra: &str) -> SaManager<LiveTables> {
+fn manager(lifetime: &str, default_action: &str, extra: &str) -> SaManager<Tables> {
     SaManager::with_control_tables(
         &config(gateway_toml(1, lifetime, default_action, extra)),
         100,
@@ -21,7 +19,7 @@ fn manager(lifetime: &str, default_action: &str, extra: &str) -> SaManager<LiveT
 
 /// What a worker does with the tunnel's traffic in the current snapshot:
 /// `Some(spi)` of the outbound SA that encrypts it, or `None` (discarded).
-fn outbound_for(m: &SaManager<LiveTables>, src: &str, dst: &str) -> Result<u32, Action> {
+fn outbound_for(m: &SaManager<Tables>, src: &str, dst: &str) -> Result<u32, Action> {
     let tables = m.current();
     match tables.spd.lookup(&flow(src, dst)) {
         Action::Protect(t) => tables
@@ -34,7 +32,7 @@ fn outbound_for(m: &SaManager<LiveTables>, src: &str, dst: &str) -> Result<u32, 
     }
 }
 
-fn inbound_spis(m: &SaManager<LiveTables>) -> Vec<u32> {
+fn inbound_spis(m: &SaManager<Tables>) -> Vec<u32> {
     let tables = m.current();
     let mut spis: Vec<u32> = [0xb001, 0xb002, 0xc001, 0xc002, 0xd001]
         .into_iter()
@@ -201,7 +199,7 @@ fn soft_expiry_raises_one_event_per_sa_and_shows_in_status() {
 /// (outbound SPI, inbound SPIs) of tunnel 0 in every snapshot published.
 type Seen = Arc<Mutex<Vec<(Option<u32>, Vec<u32>)>>>;
 
-fn recording_manager(seen: &Seen) -> SaManager<LiveTables> {
+fn recording_manager(seen: &Seen) -> SaManager<Tables> {
     let seen = Arc::clone(seen);
     let builder = move |view: &LiveView| {
         let t = view.tunnels.iter().find(|t| t.id == TunnelId(0)).unwrap();
@@ -209,7 +207,7 @@ fn recording_manager(seen: &Seen) -> SaManager<LiveTables> {
             t.outbound.map(|o| o.spi()),
             t.inbound.iter().map(|i| i.spi).collect(),
         ));
-        control_tables(view)
+        Tables::from_view(view, 1500)
     };
     SaManager::new(
         &config(gateway_toml(1, "", "discard", "")),
@@ -312,7 +310,7 @@ fn state_changes_are_logged_without_keys() {
     }
 }
 
-fn encap(m: &SaManager<LiveTables>, n: usize) {
+fn encap(m: &SaManager<Tables>, n: usize) {
     let tables = m.current();
     let sa = tables
         .sad
@@ -352,7 +350,7 @@ fn tunnel_totals_keep_the_counts_of_replaced_sas() {
 fn tunnel_totals_count_packets_sent_on_a_replaced_sa_after_the_switch() {
     let mut m = manager("", "discard", "");
     let mut worker = m.reader();
-    let outbound_of = |t: &LiveTables| -> Arc<LiveSa> {
+    let outbound_of = |t: &Tables| -> Arc<LiveSa> {
         Arc::clone(t.sad.outbound_sa(TunnelId(0)).expect("an outbound SA"))
     };
     // What a worker holds while it encrypts a burst.
@@ -369,7 +367,7 @@ fn tunnel_totals_count_packets_sent_on_a_replaced_sa_after_the_switch() {
     m.switch_outbound("t", sa_keys(0xa002, 901), 101).unwrap();
     // The worker has not passed a quiescent point yet: 7 more on the old SA.
     assert_eq!(send(&old_sa, 7), 7);
-    let out = |m: &SaManager<LiveTables>| {
+    let out = |m: &SaManager<Tables>| {
         m.tunnel_totals()
             .into_iter()
             .find(|t| t.dir == Dir::Out)

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use espgw_control::live::{
     metrics, monotonic_clock, CountersSource, DataplaneCounters, Dir, LifetimeLeft, LiveControl,
-    MetricsServer, PortCounters, SaInfo, SaManager, SaState, StatsSnapshot, WorkerCounters,
+    MetricsServer, PortTraffic, SaInfo, SaManager, SaState, StatsSnapshot, WorkerLoad,
 };
 use espgw_esp::Verdict;
 use support::*;
@@ -21,26 +21,26 @@ impl CountersSource for FakeDataplane {
     fn counters(&self) -> DataplaneCounters {
         DataplaneCounters {
             ports: vec![
-                PortCounters {
+                PortTraffic {
                     name: "prot".into(),
                     rx_packets: 1000,
                     tx_packets: 990,
-                    ..PortCounters::default()
+                    ..PortTraffic::default()
                 },
-                PortCounters {
+                PortTraffic {
                     name: "unprot".into(),
                     rx_packets: 7,
                     tx_packets: 996,
-                    ..PortCounters::default()
+                    ..PortTraffic::default()
                 },
             ],
             workers: vec![
-                WorkerCounters {
+                WorkerLoad {
                     worker: 0,
                     busy_ratio: 0.5,
                     mss_clamped: 0,
                 },
-                WorkerCounters {
+                WorkerLoad {
                     worker: 1,
                     busy_ratio: 0.125,
                     mss_clamped: 17,

@@ -1,7 +1,7 @@
 //! The proof without DPDK: rekey 1,000 times while packets flow
 //! from gateway 1 to gateway 2, and lose none.
 //!
-//! Two `SaManager`s (one per gateway) publish `LiveTables`; a sender
+//! Two `SaManager`s (one per gateway) publish `Tables`; a sender
 //! thread (gateway 1's worker) looks up the SPD and the outbound SA in its
 //! snapshot and encrypts bursts with real AES-GCM; a receiver thread
 //! (gateway 2's worker) finds the inbound SA by SPI in its own snapshot and

@@ -16,9 +16,10 @@ use espgw_control::config::{SaKeys, SecretBytes};
 use espgw_control::live::client;
 use espgw_control::live::protocol::{DelTarget, Request};
 use espgw_control::live::{
-    ControlServer, CountersSource, DataplaneCounters, LiveControl, LiveTables, PortCounters,
-    SaManager, WorkerCounters,
+    ControlServer, CountersSource, DataplaneCounters, LiveControl, PortTraffic, SaManager,
+    WorkerLoad,
 };
+use espgw_control::tables::Tables;
 use serde_json::{json, Value};
 use support::*;
 
@@ -27,14 +28,14 @@ struct FakeDataplane;
 impl CountersSource for FakeDataplane {
     fn counters(&self) -> DataplaneCounters {
         DataplaneCounters {
-            ports: vec![PortCounters {
+            ports: vec![PortTraffic {
                 name: "prot".into(),
                 rx_packets: 123,
                 tx_packets: 45,
                 rx_bytes: 6789,
                 tx_bytes: 1011,
             }],
-            workers: vec![WorkerCounters {
+            workers: vec![WorkerLoad {
                 worker: 0,
                 busy_ratio: 0.25,
                 mss_clamped: 2,
@@ -57,7 +58,7 @@ fn temp_dir(tag: &str) -> PathBuf {
 
 /// A gateway with one tunnel (soft lifetime 50 s, hard 100 s) behind a
 /// control socket in a fresh directory; the clock is the returned atomic.
-fn gateway(dir: &Path) -> (ControlServer, Arc<LiveControl<LiveTables>>, Arc<AtomicU64>) {
+fn gateway(dir: &Path) -> (ControlServer, Arc<LiveControl<Tables>>, Arc<AtomicU64>) {
     let config = config(gateway_toml(
         1,
         "lifetime = { seconds = 100, soft_seconds = 50 }",
@@ -331,7 +332,7 @@ fn tunnel_toml_files_become_sa_add_requests() {
 
 #[test]
 fn services_start_serve_tick_and_stop() {
-    use espgw_control::live::{control_tables, Services};
+    use espgw_control::live::Services;
     let dir = temp_dir("services");
     let sock = dir.join("gw.sock");
     let text = gateway_toml(
@@ -351,7 +352,7 @@ fn services_start_serve_tick_and_stop() {
     let c = clock.clone();
     let services = Services::start(
         &config(text),
-        Box::new(control_tables),
+        Box::new(|view| Tables::from_view(view, 1500)),
         Arc::new(move || c.load(Ordering::Relaxed)),
         Arc::new(FakeDataplane),
     )
@@ -385,7 +386,7 @@ fn services_start_serve_tick_and_stop() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-fn plain_control() -> Arc<LiveControl<LiveTables>> {
+fn plain_control() -> Arc<LiveControl<Tables>> {
     let config = config(gateway_toml(1, "", "discard", ""));
     Arc::new(LiveControl::new(
         &config,

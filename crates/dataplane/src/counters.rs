@@ -12,7 +12,7 @@
 //! requests: their answers count as generated). `held`: packets waiting for
 //! next-hop resolution right now.
 
-use crate::reason::{DropCounts, DropReason};
+use crate::reason::{DropReason, GatewayDropCounts};
 
 /// Counters of one port, as seen by one worker.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -61,7 +61,7 @@ pub struct WorkerCounters {
     pub local: u64,
     /// Packets waiting for next-hop resolution (a level, not a total).
     pub held: u64,
-    pub drops: DropCounts,
+    pub drops: GatewayDropCounts,
     /// Requests (ARP/ND) not sent for lack of a buffer: not packets, so
     /// outside the identity.
     pub alloc_failures: u64,

@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use espgw_wire::{ip_protocol, ipv6, Ipv6Packet, PacketBuf};
 
 use crate::reason::DropReason;
-use crate::spd::Flow;
+use espgw_control::tables::FlowKey;
 
 /// What the pipeline needs to know about an IP packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,27 +41,24 @@ impl IpMeta {
     /// The SPD flow of a packet leaving the protected side (its source is
     /// the protected host).
     #[inline]
-    pub fn outbound_flow(&self) -> Flow {
-        Flow {
-            local: self.src,
-            remote: self.dst,
+    pub fn outbound_flow(&self) -> FlowKey {
+        FlowKey {
+            src: self.src,
+            dst: self.dst,
             proto: self.proto,
-            local_port: self.sport,
-            remote_port: self.dport,
+            // No ports (not TCP/UDP/SCTP, or a non-first fragment): looked
+            // up as 0, so a rule's port range matches only if it holds 0.
+            sport: self.sport.unwrap_or(0),
+            dport: self.dport.unwrap_or(0),
         }
     }
 
     /// The SPD flow of a packet arriving from the far side (its
-    /// destination is the protected host): the same flow, mirrored.
+    /// destination is the protected host): the same flow, mirrored
+    /// (selectors are written for outbound traffic).
     #[inline]
-    pub fn inbound_flow(&self) -> Flow {
-        Flow {
-            local: self.dst,
-            remote: self.src,
-            proto: self.proto,
-            local_port: self.dport,
-            remote_port: self.sport,
-        }
+    pub fn inbound_flow(&self) -> FlowKey {
+        self.outbound_flow().reversed()
     }
 }
 

@@ -8,19 +8,19 @@
 //! real ports: [`run`]. Design notes: docs/dataplane.md.
 
 pub mod counters;
+pub mod flow_cache;
 pub mod fragment;
 pub mod ip;
 pub mod neighbor;
+pub mod network;
 pub mod pool;
 pub mod ports;
 pub mod ratelimit;
 pub mod reason;
 pub mod route;
-pub mod spd;
 pub mod stats;
 pub mod steer;
 pub mod supervise;
-pub mod tables;
 pub mod tx;
 pub mod worker;
 
@@ -31,11 +31,11 @@ pub mod runtime;
 mod tests;
 
 pub use counters::{PortCounters, TunnelCounters, WorkerCounters};
+pub use network::Network;
 pub use pool::{BufPool, VecBufPool};
-pub use reason::{DropCounts, DropReason};
+pub use reason::{DropReason, GatewayDropCounts};
 pub use stats::Stats;
 pub use supervise::{Supervisor, WorkerPanic};
-pub use tables::{Tables, TablesError};
 pub use tx::TxQueues;
 pub use worker::{Now, Worker};
 

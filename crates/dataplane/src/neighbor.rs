@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 
 use espgw_wire::MacAddr;
 
-use crate::tables::PortIdx;
+use crate::ports::PortIdx;
 
 /// Packets held per unresolved next hop; more are dropped (counted).
 pub const MAX_HELD_PER_HOP: usize = 8;

@@ -144,41 +144,16 @@ impl core::fmt::Display for DropReason {
     }
 }
 
-/// One counter per [`DropReason`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DropCounts([u64; DropReason::COUNT]);
-
-impl Default for DropCounts {
-    fn default() -> Self {
-        DropCounts([0; DropReason::COUNT])
+impl espgw_esp::Reasons for DropReason {
+    const ALL: &'static [DropReason] = DropReason::ALL;
+    fn index(self) -> usize {
+        DropReason::index(self)
     }
 }
 
-impl DropCounts {
-    /// Counts one drop.
-    #[inline]
-    pub fn add(&mut self, r: DropReason) {
-        self.0[r.index()] += 1;
-    }
-    /// Drops counted for `r`.
-    pub fn get(&self, r: DropReason) -> u64 {
-        self.0[r.index()]
-    }
-    /// All drops.
-    pub fn total(&self) -> u64 {
-        self.0.iter().sum()
-    }
-    /// Adds every counter of `other`.
-    pub fn merge(&mut self, other: &DropCounts) {
-        for (a, b) in self.0.iter_mut().zip(other.0.iter()) {
-            *a += b;
-        }
-    }
-    /// `(reason, count)` for every reason, zeros included.
-    pub fn iter(&self) -> impl Iterator<Item = (DropReason, u64)> + '_ {
-        DropReason::ALL.iter().map(|&r| (r, self.get(r)))
-    }
-}
+/// One counter per [`DropReason`]: the ESP engine's counter type over this
+/// list.
+pub type GatewayDropCounts = espgw_esp::DropCounts<DropReason, { DropReason::COUNT }>;
 
 #[cfg(test)]
 mod tests {

@@ -20,7 +20,9 @@ use serde_json::{json, Map, Value};
 
 use crate::counters::WorkerCounters;
 use crate::reason::DropReason;
-use crate::tables::Tables;
+use espgw_control::tables::Tables;
+
+use crate::network::Network;
 
 /// Device-level counters of a port (from the NIC / PMD), when known.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -51,10 +53,10 @@ impl Stats {
         t
     }
 
-    /// The JSON document for `tables`' ports and tunnels.
-    pub fn to_json(&self, tables: &Tables) -> Value {
+    /// The JSON document for `net`'s ports and `tables`' tunnels.
+    pub fn to_json(&self, net: &Network, tables: &Tables) -> Value {
         let total = self.total();
-        let ports: Vec<Value> = tables
+        let ports: Vec<Value> = net
             .ports
             .iter()
             .enumerate()
@@ -110,13 +112,13 @@ impl Stats {
             })
             .collect();
         let mut sas = Vec::new();
-        for t in tables.tunnels.iter() {
+        for t in tables.tunnels() {
             let tc = total
                 .tunnels
-                .get(t.id as usize)
+                .get(t.id.0 as usize)
                 .copied()
                 .unwrap_or_default();
-            if let Some(out) = &t.out {
+            if let Some(out) = tables.outbound_sa(t.id) {
                 let stats = out.stats();
                 let mut drops = reason_map(stats.drops.iter().map(|(r, n)| (r.name(), n)));
                 drops.insert(
@@ -134,14 +136,14 @@ impl Stats {
                 }));
             }
         }
-        for slot in &tables.inbound {
-            let t = &tables.tunnels[slot.tunnel];
+        for (spi, id, sa) in tables.inbound_sas() {
+            let Some(t) = tables.tunnel(id) else { continue };
             let tc = total
                 .tunnels
-                .get(t.id as usize)
+                .get(id.0 as usize)
                 .copied()
                 .unwrap_or_default();
-            let stats = slot.sa.lock().unwrap_or_else(|e| e.into_inner()).stats();
+            let stats = sa.lock().unwrap_or_else(|e| e.into_inner()).stats();
             let mut drops = reason_map(stats.drops.iter().map(|(r, n)| (r.name(), n)));
             drops.insert(
                 DropReason::PolicyMismatch.name().into(),
@@ -150,7 +152,7 @@ impl Stats {
             sas.push(json!({
                 "tunnel": t.name,
                 "dir": "in",
-                "spi": slot.spi,
+                "spi": spi,
                 "packets": stats.packets,
                 "bytes": stats.bytes,
                 "drops": drops,
@@ -158,7 +160,7 @@ impl Stats {
         }
         let drops = reason_map(total.drops.iter().map(|(r, n)| (r.name(), n)));
         json!({
-            "gateway": tables.gateway,
+            "gateway": net.gateway,
             "seconds": self.seconds,
             "ports": ports,
             "workers": workers,

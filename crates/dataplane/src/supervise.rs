@@ -187,7 +187,7 @@ mod tests {
         stop: &AtomicBool,
         live: &Mutex<WorkerCounters>,
     ) -> WorkerCounters {
-        let mut tx = TxQueues::new(w.tables().ports.len(), 64);
+        let mut tx = TxQueues::new(w.net().ports.len(), 64);
         while !stop.load(Ordering::Relaxed) {
             let mut burst = vec![VecBuf::from_packet(&[0u8; 60])];
             w.process_burst(0, &mut burst, &mut tx, Now { ns: 1 });
@@ -213,6 +213,7 @@ mod tests {
         for (k, live) in lives.iter().enumerate() {
             let mut w = Worker::new(
                 k,
+                Arc::new(crate::tests::gateway_a_net()),
                 Arc::clone(&tables),
                 VecBufPool,
                 32,

@@ -19,11 +19,12 @@ use espgw_wire::{
 };
 
 use crate::neighbor::SharedNeighbors;
+use crate::network::Network;
 use crate::pool::VecBufPool;
 use crate::reason::DropReason;
-use crate::tables::Tables;
 use crate::tx::TxQueues;
 use crate::worker::{Now, Worker};
+use espgw_control::tables::{Tables, TunnelId};
 
 const A_PROT_MAC: MacAddr = [2, 0xaa, 0, 0, 0, 1];
 const A_UNPROT_MAC: MacAddr = [2, 0xaa, 0, 0, 0, 2];
@@ -79,16 +80,26 @@ fn config_text(b_side: bool, local_ts_a: &str, extra: &str) -> String {
         .render()
 }
 
-fn tables_from(text: String, macs: [MacAddr; 2]) -> Arc<Tables> {
+/// What a worker reads: the network and the control plane's snapshot.
+type Snapshot = (Arc<Network>, Arc<Tables>);
+
+fn config_of(text: String) -> espgw_control::config::Config {
     let host = HostFacts {
         cpus: 2,
         check_permissions: false,
     };
-    let (config, _) = match espgw_control::parse_str(Path::new("test.toml"), text, &host) {
-        Ok(c) => c,
+    match espgw_control::parse_str(Path::new("test.toml"), text, &host) {
+        Ok((c, _)) => c,
         Err(d) => panic!("config: {d:?}"),
-    };
-    Arc::new(Tables::from_config(&config, &macs, 0).unwrap())
+    }
+}
+
+fn tables_from(text: String, macs: [MacAddr; 2]) -> Snapshot {
+    let config = config_of(text);
+    (
+        Arc::new(Network::from_config(&config, &macs).unwrap()),
+        Arc::new(Tables::from_config(&config, 0).unwrap()),
+    )
 }
 
 type TestWorker = Worker<VecBuf, VecBufPool>;
@@ -100,10 +111,10 @@ struct Gw {
 }
 
 impl Gw {
-    fn new(tables: Arc<Tables>) -> Gw {
-        let ports = tables.ports.len();
+    fn new((net, tables): Snapshot) -> Gw {
+        let ports = net.ports.len();
         Gw {
-            w: Worker::new(0, tables, VecBufPool, 32, SharedNeighbors::default()),
+            w: Worker::new(0, net, tables, VecBufPool, 32, SharedNeighbors::default()),
             tx: TxQueues::new(ports, 64),
             now: Now { ns: 1 },
         }
@@ -225,10 +236,13 @@ fn l3(frame: &[u8]) -> (EthernetRepr, Vec<u8>) {
 
 /// Gateway A's tables (for tests elsewhere in the crate).
 pub(crate) fn gateway_a_tables() -> Arc<Tables> {
-    tables_from(
-        config_text(false, "10.1.0.0/24", ""),
-        [A_PROT_MAC, A_UNPROT_MAC],
-    )
+    Arc::new(Tables::from_config(&config_of(config_text(false, "10.1.0.0/24", "")), 0).unwrap())
+}
+
+/// Gateway A's ports and routes (those of [`gateway_a_tables`]).
+pub(crate) fn gateway_a_net() -> Network {
+    let config = config_of(config_text(false, "10.1.0.0/24", ""));
+    Network::from_config(&config, &[A_PROT_MAC, A_UNPROT_MAC]).unwrap()
 }
 
 /// Gateway A with host A and gateway B known, ready to protect traffic.
@@ -394,9 +408,9 @@ fn protected_packet_leaves_as_esp_and_the_peer_decrypts_it() {
         p.fill_checksum();
     }
     assert_eq!(got, expect);
-    let sa = &b.w.tables().inbound[0];
-    assert_eq!(sa.sa.lock().unwrap().stats().packets, 1);
-    let out = a.w.tables().tunnels[0].out.as_ref().unwrap();
+    let (_, _, sa) = b.w.tables().inbound_sas()[0];
+    assert_eq!(sa.lock().unwrap().stats().packets, 1);
+    let out = a.w.tables().outbound_sa(TunnelId(0)).unwrap();
     assert_eq!(out.stats().packets, 1);
 }
 
@@ -645,7 +659,7 @@ fn bad_esp_is_counted_by_reason() {
     assert_eq!(b.drops(DropReason::UnknownSpi), 1);
     assert_eq!(b.drops(DropReason::Truncated), 1);
     assert_eq!(b.drops(DropReason::Replayed), 1);
-    let stats = b.w.tables().inbound[0].sa.lock().unwrap().stats();
+    let stats = b.w.tables().inbound_sas()[0].2.lock().unwrap().stats();
     assert_eq!(stats.drops.get(espgw_esp::DropReason::Replayed), 1);
 }
 
@@ -1010,35 +1024,32 @@ mod live {
     //! The tables as the control plane publishes them: a rekey while
     //! traffic flows, picked up by the workers between bursts.
     use super::*;
-    use crate::tables::Network;
     use espgw_control::config::{SaKeys, SecretBytes as KeyBytes};
     use espgw_control::live::SaManager;
 
-    fn manager(text: String, macs: [MacAddr; 2]) -> SaManager<Arc<Tables>> {
-        let host = HostFacts {
-            cpus: 2,
-            check_permissions: false,
-        };
-        let (config, _) = espgw_control::parse_str(Path::new("t.toml"), text, &host).unwrap();
-        let net = Network::from_config(&config, &macs).unwrap();
-        SaManager::new(
+    fn manager(text: String, macs: [MacAddr; 2]) -> (Arc<Network>, SaManager<Arc<Tables>>) {
+        let config = config_of(text);
+        let net = Arc::new(Network::from_config(&config, &macs).unwrap());
+        let mtu = usize::from(config.dataplane.mtu);
+        let manager = SaManager::new(
             &config,
             0,
-            Box::new(move |view| Arc::new(Tables::from_view(&net, view))),
+            Box::new(move |view| Arc::new(Tables::from_view(view, mtu))),
         )
-        .unwrap()
+        .unwrap();
+        (net, manager)
     }
 
     #[test]
     fn rekey_make_before_break_while_traffic_flows() {
-        let mut ma = manager(
+        let (net_a, mut ma) = manager(
             config_text(false, "10.1.0.0/24", ""),
             [A_PROT_MAC, A_UNPROT_MAC],
         );
-        let mut mb = manager(config_text(true, "", ""), [B_PROT_MAC, B_UNPROT_MAC]);
+        let (net_b, mut mb) = manager(config_text(true, "", ""), [B_PROT_MAC, B_UNPROT_MAC]);
         let (mut ra, mut rb) = (ma.reader(), mb.reader());
-        let mut a = Gw::new(Arc::clone(ra.get()));
-        let mut b = Gw::new(Arc::clone(rb.get()));
+        let mut a = Gw::new((net_a, Arc::clone(ra.get())));
+        let mut b = Gw::new((net_b, Arc::clone(rb.get())));
         a.learn_by_arp(PROT, "10.1.0.10", HOST_A_MAC, "10.1.0.1");
         a.learn_by_arp(UNPROT, "192.0.2.2", B_UNPROT_MAC, "192.0.2.1");
         b.learn_by_arp(PROT, "10.2.0.10", HOST_B_MAC, "10.2.0.1");
@@ -1068,7 +1079,7 @@ mod live {
         }
         assert_eq!(send(&mut a, &mut b), (0xa002, 1));
         // B still has the old SA draining: its in-flight packets decrypt.
-        assert!(b.w.tables().inbound.iter().any(|s| s.spi == 0xa001));
+        assert!(b.w.tables().inbound_sas().iter().any(|s| s.0 == 0xa001));
         assert_eq!(b.drops(DropReason::UnknownSpi), 0);
         assert_eq!(b.drops(DropReason::IcvMismatch), 0);
     }
@@ -1089,7 +1100,7 @@ fn stats_json_has_the_contract_keys() {
         workers: vec![a.w.counters().clone()],
         nic: vec![None, None],
     };
-    let j = stats.to_json(a.w.tables());
+    let j = stats.to_json(a.w.net(), a.w.tables());
     let ports = j["ports"].as_array().unwrap();
     assert_eq!(ports[0]["name"], "prot");
     assert_eq!(ports[0]["rx_packets"], 3); // an ARP request, the packet, the runt
@@ -1121,7 +1132,8 @@ mod mss_clamp {
     use espgw_control::config::MssClamp;
     use espgw_wire::{tcp, TcpPacket};
 
-    use crate::tables::MssLimits;
+    use espgw_control::live::mss_limits;
+    use espgw_control::tables::{MssLimits, TunnelId};
 
     /// The largest inner packet an aes128gcm16 tunnel over IPv4 without
     /// UDP encapsulation (the test configs' tunnel) carries at outer MTU
@@ -1201,7 +1213,7 @@ mod mss_clamp {
         // bytes of IPv4 and TCP headers (1406).
         let auto = (gcm_v4_inner_mtu(1500) - 40) as u16;
         assert_eq!(
-            a.w.tables().tunnels[0].mss_clamp,
+            a.w.tables().tunnel(TunnelId(0)).unwrap().mss_clamp,
             Some(MssLimits {
                 v4: auto,
                 v6: auto - 20
@@ -1228,7 +1240,7 @@ mod mss_clamp {
             workers: vec![a.w.counters().clone()],
             nic: vec![None, None],
         };
-        let j = stats.to_json(a.w.tables());
+        let j = stats.to_json(a.w.net(), a.w.tables());
         assert_eq!(j["totals"]["mss_clamped"], 1);
         assert_eq!(j["workers"][0]["mss_clamped"], 1);
     }
@@ -1349,21 +1361,24 @@ mod mss_clamp {
     #[test]
     fn limits_follow_the_config() {
         assert_eq!(
-            MssLimits::new(MssClamp::Fixed(1200), None, 1500),
+            mss_limits(MssClamp::Fixed(1200), None, 1500),
             Some(MssLimits { v4: 1200, v6: 1200 })
         );
         // "auto" needs the outbound SA's overhead.
-        assert_eq!(MssLimits::new(MssClamp::Auto, None, 1500), None);
+        assert_eq!(mss_limits(MssClamp::Auto, None, 1500), None);
         let a = ready_a_with("\"auto\"");
-        let out = a.w.tables().tunnels[0].out.clone().unwrap();
-        let at_9000 = MssLimits::new(MssClamp::Auto, Some(&out), 9000).unwrap();
-        let at_1500 = MssLimits::new(MssClamp::Auto, Some(&out), 1500).unwrap();
+        let out = a.w.tables().outbound_sa(TunnelId(0)).cloned().unwrap();
+        let at_9000 = mss_limits(MssClamp::Auto, Some(&out), 9000).unwrap();
+        let at_1500 = mss_limits(MssClamp::Auto, Some(&out), 1500).unwrap();
         assert_eq!(usize::from(at_1500.v4), gcm_v4_inner_mtu(1500) - 40);
         assert_eq!(usize::from(at_1500.v6), gcm_v4_inner_mtu(1500) - 60);
         assert_eq!(usize::from(at_9000.v4), gcm_v4_inner_mtu(9000) - 40);
         assert_eq!(usize::from(at_9000.v6), gcm_v4_inner_mtu(9000) - 60);
         // Without mss_clamp nothing is clamped.
-        assert_eq!(ready_a().w.tables().tunnels[0].mss_clamp, None);
+        assert_eq!(
+            ready_a().w.tables().tunnel(TunnelId(0)).unwrap().mss_clamp,
+            None
+        );
     }
 }
 
@@ -1381,4 +1396,22 @@ fn a_padded_arp_request_gets_a_minimum_size_reply() {
     let (_, body) = l3(&out[PROT][0]);
     let r = ArpRepr::parse(&ArpPacket::new_checked(&body[..]).unwrap()).unwrap();
     assert_eq!((r.sender_mac, r.sender_ip), (A_PROT_MAC, v4("10.1.0.1")));
+}
+
+/// The SPD names tunnels by id; a snapshot without that tunnel (not one
+/// `Tables::from_view` builds, which has every tunnel its SPD names)
+/// discards its traffic as a policy would, never in the clear.
+#[test]
+fn protect_to_a_tunnel_the_snapshot_lacks_is_a_policy_discard() {
+    let mut a = ready_a();
+    let t = Arc::clone(a.w.tables());
+    let without = Tables::new(Arc::clone(&t.spd), t.sad.to_builder().build(), Vec::new());
+    a.w.set_tables(Arc::new(without));
+    let out = a.rx(
+        PROT,
+        &[from_host_a(&udp4("10.1.0.10", "10.2.0.10", 64, true, 40))],
+    );
+    assert!(out.iter().all(Vec::is_empty));
+    assert_eq!(a.drops(DropReason::PolicyDiscard), 1);
+    assert_eq!(a.drops(DropReason::NoPolicy), 0);
 }

@@ -55,4 +55,4 @@ pub use outbound::OutboundSa;
 pub use outer::{locate_esp, EspLocation};
 pub use replay::{ReplayWindow, MAX_REPLAY_WINDOW};
 pub use suite::Suite;
-pub use verdict::{DropCounts, DropReason, SaStats, Verdict};
+pub use verdict::{DropCounts, DropReason, Reasons, SaStats, Verdict};

@@ -9,6 +9,7 @@
 //! table (docs/drops.md, checked by a test) without a second edit.
 
 use core::fmt;
+use core::marker::PhantomData;
 
 /// The ESP engine's drop reasons, one entry per reason:
 /// `Variant => "stable_name", "one-line description";`, optionally after
@@ -138,30 +139,66 @@ impl Default for Verdict {
     }
 }
 
-/// One counter per [`DropReason`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct DropCounts([u64; DropReason::COUNT]);
+/// A list of drop reasons with dense indexes, as [`DropCounts`] counts
+/// them: the ESP engine's [`DropReason`], and the data plane's list, which
+/// is this one followed by its own reasons.
+pub trait Reasons: Copy + 'static {
+    /// Every reason, in index order.
+    const ALL: &'static [Self];
+    /// Dense index in `0..ALL.len()`.
+    fn index(self) -> usize;
+}
 
-impl DropCounts {
+impl Reasons for DropReason {
+    const ALL: &'static [DropReason] = &DropReason::ALL;
+    fn index(self) -> usize {
+        DropReason::index(self)
+    }
+}
+
+/// One counter per reason of the list `R`, which has `N` reasons (by
+/// default the ESP engine's list). The data plane counts its own list
+/// with the same type (`DropCounts<dataplane::DropReason, { COUNT }>`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DropCounts<R: Reasons = DropReason, const N: usize = { DropReason::COUNT }>(
+    [u64; N],
+    PhantomData<R>,
+);
+
+impl<R: Reasons, const N: usize> Default for DropCounts<R, N> {
+    fn default() -> Self {
+        const { assert!(R::ALL.len() == N, "N must be the number of reasons") };
+        DropCounts([0; N], PhantomData)
+    }
+}
+
+impl<R: Reasons, const N: usize> DropCounts<R, N> {
     /// Counts one drop.
-    pub fn add(&mut self, reason: DropReason) {
+    #[inline]
+    pub fn add(&mut self, reason: R) {
         self.0[reason.index()] += 1;
     }
     /// Counts `n` drops.
-    pub fn add_n(&mut self, reason: DropReason, n: u64) {
+    pub fn add_n(&mut self, reason: R, n: u64) {
         self.0[reason.index()] += n;
     }
     /// Drops counted for `reason`.
-    pub fn get(&self, reason: DropReason) -> u64 {
+    pub fn get(&self, reason: R) -> u64 {
         self.0[reason.index()]
     }
     /// All drops.
     pub fn total(&self) -> u64 {
         self.0.iter().sum()
     }
+    /// Adds every counter of `other`.
+    pub fn merge(&mut self, other: &Self) {
+        for (a, b) in self.0.iter_mut().zip(other.0.iter()) {
+            *a += b;
+        }
+    }
     /// `(reason, count)` for every reason, zeros included.
-    pub fn iter(&self) -> impl Iterator<Item = (DropReason, u64)> + '_ {
-        DropReason::ALL.iter().map(|&r| (r, self.get(r)))
+    pub fn iter(&self) -> impl Iterator<Item = (R, u64)> + '_ {
+        R::ALL.iter().map(|&r| (r, self.get(r)))
     }
 }
 
@@ -209,7 +246,7 @@ mod tests {
 
     #[test]
     fn drop_counts_add_up() {
-        let mut c = DropCounts::default();
+        let mut c: DropCounts = DropCounts::default();
         c.add(DropReason::Replayed);
         c.add(DropReason::Replayed);
         c.add(DropReason::NoRoom);

@@ -38,9 +38,10 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
     let case = ctx.case;
     let w = case.worker;
     let tables = std::sync::Arc::clone(&ctx.gateway.tables);
-    let ports = tables.ports.len();
+    let ports = ctx.gateway.net.ports.len();
     let mut worker = Worker::new(
         w,
+        std::sync::Arc::clone(&ctx.gateway.net),
         tables,
         PoolSource(ctx.pool.clone()),
         BURST,
@@ -53,12 +54,13 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
     let mut staging: Burst<BURST> = Burst::new();
     let mut gen = Generator::new(case.frames());
     let in_cfg = ctx.gateway.inbound(w);
-    let slot = ctx
-        .gateway
-        .tables
-        .inbound_by_spi(gateway::in_spi(w))
+    let tables = &ctx.gateway.tables;
+    let (_, _, inbound) = tables
+        .sad
+        .inbound(gateway::in_spi(w), gateway::GW_UNPROT_IP.into())
+        .and_then(|i| tables.inbound_sa(i))
         .ok_or("bench gateway: no inbound SA for the worker's SPI")?;
-    let inbound = std::sync::Arc::clone(&ctx.gateway.tables.inbound[slot].sa);
+    let inbound = std::sync::Arc::clone(inbound);
     let (in_port, out_port) = match case.direction {
         Direction::Encrypt => (PROTECTED, UNPROTECTED),
         Direction::Decrypt => (UNPROTECTED, PROTECTED),

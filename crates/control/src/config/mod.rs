@@ -176,7 +176,9 @@ type Document = (Option<Config>, Vec<Diagnostic>, bool);
 fn read_document(ctx: &mut Ctx, root: &Table, host: &HostFacts, base_dir: &Path) -> Document {
     let default_action = root
         .get(ctx, "default_action")
-        .map_or(Some(Action::Discard), |f| f.choice(ctx, policy::ACTIONS));
+        .map_or(Some(PolicyAction::Discard), |f| {
+            f.choice(ctx, policy::ACTIONS)
+        });
     let gw_table = root
         .get(ctx, "gateway")
         .and_then(|f| f.table(ctx, gateway::KEYS));

@@ -23,7 +23,7 @@ pub struct Config {
     /// `[[connection]]`: IKEv2 peers (config/connection.rs).
     pub connections: Vec<super::connection::Connection>,
     /// What happens to traffic that matches no tunnel and no policy.
-    pub default_action: Action,
+    pub default_action: PolicyAction,
     /// The security policy database in lookup order: first match wins.
     pub spd: Vec<SpdEntry>,
 }
@@ -136,8 +136,11 @@ pub struct Route {
     pub port: PortId,
 }
 
+/// A tunnel's `encap` as the config states it. The ESP engine's
+/// `espgw_esp::Encap` is the runtime form (with the UDP ports); the one
+/// conversion is in `config/sa.rs` (`Tunnel::outbound_sa` / `inbound_sa`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Encap {
+pub enum EncapMode {
     /// Plain ESP (IP protocol 50).
     None,
     /// ESP in UDP (RFC 3948), port 4500 both ways.
@@ -185,7 +188,7 @@ pub struct Tunnel {
     pub esn: bool,
     /// Anti-replay window in packets; 0 turns replay checking off.
     pub replay_window: u32,
-    pub encap: Encap,
+    pub encap: EncapMode,
     pub lifetime: Lifetime,
     pub outbound: SaKeys,
     pub inbound: SaKeys,
@@ -212,8 +215,11 @@ pub const MIN_MSS_CLAMP: u16 = 536;
 /// Largest fixed `mss_clamp` (a 9000-byte jumbo MTU's worth).
 pub const MAX_MSS_CLAMP: u16 = 9000;
 
+/// What a `[[policy]]` (or `default_action`) does: the config's subset of
+/// the SPD's [`Action`](crate::tables::Action), which adds `Protect(tunnel)`
+/// for tunnels; the one conversion is `From<PolicyAction> for Action`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
+pub enum PolicyAction {
     /// Forward in the clear.
     Bypass,
     /// Drop (and count).
@@ -223,7 +229,7 @@ pub enum Action {
 /// `[[policy]]`: a bypass or discard rule. `None` fields match anything.
 #[derive(Debug, Clone)]
 pub struct Policy {
-    pub action: Action,
+    pub action: PolicyAction,
     /// Protected-side address (outbound source; inbound destination).
     pub src: Option<Prefix>,
     /// Far-side address (outbound destination; inbound source).

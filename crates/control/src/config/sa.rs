@@ -2,7 +2,7 @@
 
 use espgw_esp::{Encap as EspEncap, Lifetimes, Limit, SaConfig};
 
-use super::model::{Encap, SaKeys, Tunnel};
+use super::model::{EncapMode, SaKeys, Tunnel};
 
 impl Tunnel {
     /// The outbound SA (`local -> remote`) for `espgw_esp::OutboundSa::new`.
@@ -28,8 +28,8 @@ impl Tunnel {
             esn: self.esn,
             replay_window: self.replay_window,
             encap: match self.encap {
-                Encap::None => EspEncap::None,
-                Encap::Udp => EspEncap::udp_4500(),
+                EncapMode::None => EspEncap::None,
+                EncapMode::Udp => EspEncap::udp_4500(),
             },
             local: self.local,
             remote: self.remote,

@@ -3,7 +3,7 @@
 
 use core::fmt;
 
-use super::model::{Action, Config, Encap, Mode, Poll, Side, SpdEntry};
+use super::model::{Config, EncapMode, Mode, PolicyAction, Poll, Side, SpdEntry};
 
 /// Displays a config summary: `println!("{}", Summary(&config))`.
 pub struct Summary<'a>(pub &'a Config);
@@ -119,7 +119,7 @@ impl fmt::Display for Summary<'_> {
                         t.outbound.spi,
                         t.inbound.spi,
                         if t.esn { " esn" } else { "" },
-                        if t.encap == Encap::Udp { " udp-encap" } else { "" },
+                        if t.encap == EncapMode::Udp { " udp-encap" } else { "" },
                         t.replay_window,
                     )?;
                 }
@@ -206,9 +206,9 @@ fn off_if_zero(n: u64) -> String {
     }
 }
 
-fn action(a: Action) -> &'static str {
+fn action(a: PolicyAction) -> &'static str {
     match a {
-        Action::Bypass => "bypass",
-        Action::Discard => "discard",
+        PolicyAction::Bypass => "bypass",
+        PolicyAction::Discard => "discard",
     }
 }

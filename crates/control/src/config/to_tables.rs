@@ -8,14 +8,14 @@
 use core::fmt;
 use std::sync::Arc;
 
-use super::model::{Action as ConfigAction, Config, Policy, SpdEntry, Tunnel};
+use super::model::{Config, Policy, PolicyAction, SpdEntry, Tunnel};
 use crate::tables::{Action, PortRange, Rule, SadBuilder, SadError, Selector, Spd, TunnelId};
 
-impl From<ConfigAction> for Action {
-    fn from(action: ConfigAction) -> Action {
+impl From<PolicyAction> for Action {
+    fn from(action: PolicyAction) -> Action {
         match action {
-            ConfigAction::Bypass => Action::Bypass,
-            ConfigAction::Discard => Action::Discard,
+            PolicyAction::Bypass => Action::Bypass,
+            PolicyAction::Discard => Action::Discard,
         }
     }
 }

@@ -15,16 +15,16 @@ use espgw_esp::{Expiry, InboundCounters, InboundSa, OutboundSa, SaConfig, SaStat
 use tracing::{info, warn};
 
 use super::rules;
-use super::snapshot::{
-    control_tables, InboundView, LiveTables, LiveView, SharedInbound, SharedOutbound,
-    SnapshotBuilder, TunnelView,
-};
+use super::snapshot::{InboundView, LiveView, SnapshotBuilder, TunnelView};
 use super::status::{
     Dir, Event, EventCounts, LifetimeLeft, SaInfo, SaRef, SaState, TunnelStatus, TunnelTotals,
 };
 use crate::config::{Config, SaKeys, SpdEntry, Tunnel};
 use crate::state::{Admission, KeyHasher, KeyId, KeyRefused, Record, SaDir, SeqKeeper};
-use crate::tables::{Action, Generation, Publisher, Reader, Rule, Spd, TunnelId};
+use crate::tables::{
+    Action, Generation, Publisher, Reader, Rule, SharedInbound, SharedOutbound, Spd, Tables,
+    TunnelId,
+};
 
 /// How long an inbound SA replaced by a rekey keeps decrypting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -309,10 +309,13 @@ pub struct SaManager<T> {
     publish_wait: std::time::Duration,
 }
 
-impl SaManager<LiveTables> {
-    /// A manager publishing the control crate's own [`LiveTables`].
+impl SaManager<Tables> {
+    /// A manager publishing [`Tables`] (the workers' snapshot) itself, not
+    /// in an `Arc`: for tests and tools that read snapshots through a
+    /// [`Reader`](crate::tables::Reader) only.
     pub fn with_control_tables(config: &Config, now: u64) -> Result<Self, LiveError> {
-        SaManager::new(config, now, Box::new(control_tables))
+        let mtu = usize::from(config.dataplane.mtu);
+        SaManager::new(config, now, Box::new(move |v| Tables::from_view(v, mtu)))
     }
 }
 

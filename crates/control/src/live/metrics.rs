@@ -93,7 +93,7 @@ pub fn render(s: &StatsSnapshot) -> String {
         (
             "espgw_port_rx_packets_total",
             "Packets received on the port.",
-            (|p: &super::status::PortCounters| p.rx_packets) as fn(&_) -> u64,
+            (|p: &super::status::PortTraffic| p.rx_packets) as fn(&_) -> u64,
         ),
         (
             "espgw_port_tx_packets_total",

@@ -37,12 +37,12 @@ pub use manager::{DrainPolicy, LiveError, SaManager};
 pub use metrics::MetricsServer;
 pub use services::{Services, TICK};
 pub use snapshot::{
-    control_tables, InboundView, Keeper, LiveSa, LiveTables, LiveView, SharedInbound,
-    SharedOutbound, SnapshotBuilder, TunnelView,
+    mss_limits, tunnel_entry, InboundView, Keeper, LiveView, SnapshotBuilder, TablesError,
+    TunnelView,
 };
 pub use socket::ControlServer;
 pub use status::{
-    DataplaneCounters, Dir, Event, EventCounts, LifetimeLeft, PortCounters, SaInfo, SaRef, SaState,
-    StatsSnapshot, Status, TunnelStatus, WorkerCounters,
+    DataplaneCounters, Dir, Event, EventCounts, LifetimeLeft, PortTraffic, SaInfo, SaRef, SaState,
+    StatsSnapshot, Status, TunnelStatus, WorkerLoad,
 };
 pub use tunnel_json::TunnelParser;

@@ -4,7 +4,7 @@
 
 pub(crate) use crate::config::to_tables::policy_rule;
 use crate::config::to_tables::{tunnel_rule as config_tunnel_rule, tunnel_selector};
-use crate::config::{Action as ConfigAction, Tunnel};
+use crate::config::{PolicyAction, Tunnel};
 use crate::tables::{Action, Rule, TunnelId};
 
 /// A tunnel's selectors: protected side (`local_ts`) as source, far side
@@ -23,6 +23,6 @@ pub(crate) fn tunnel_selector_rule(t: &Tunnel, action: Action) -> Rule {
     }
 }
 
-pub(crate) fn action(a: ConfigAction) -> Action {
+pub(crate) fn action(a: PolicyAction) -> Action {
     a.into()
 }

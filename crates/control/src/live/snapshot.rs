@@ -1,23 +1,24 @@
-//! What the manager hands to the code that builds a data-plane snapshot.
+//! What the manager hands to the code that builds the workers' snapshot,
+//! and the one conversion into it.
 //!
 //! The manager owns the SAs (`Arc`s, so their sequence numbers, replay
-//! windows and counters survive every table swap) and the policy; a
-//! snapshot builder, given a [`LiveView`], turns them into whatever table
-//! type the workers read. [`control_tables`] builds the control crate's own
-//! [`Tables`]; the data plane may build its own type from the same view.
+//! windows and counters survive every table swap) and the policy; given a
+//! [`LiveView`] of them, [`Tables::from_view`] builds the snapshot the
+//! workers read ([`Tables`], in `crate::tables`). [`Tables::from_config`]
+//! builds the same snapshot straight from a config (fresh SAs, tunnel id =
+//! config index) for tests, benchmarks and `espgw check`. Both turn each
+//! config `[[tunnel]]` ([`Tunnel`], the file's model) into its runtime
+//! form with [`tunnel_entry`].
 
 use std::sync::{Arc, Mutex};
 
 use espgw_esp::{InboundSa, OutboundSa};
 
-use crate::config::Tunnel;
-use crate::tables::{Rule, SadBuilder, Spd, Tables, TunnelId};
-
-/// An outbound SA as workers share it: `encap_burst` takes `&self`.
-pub type SharedOutbound = Arc<OutboundSa>;
-/// An inbound SA as workers share it: `decap_burst` takes `&mut self`, so
-/// a worker locks it once per burst.
-pub type SharedInbound = Arc<Mutex<InboundSa>>;
+use crate::config::{self as cfg, Config, Tunnel};
+use crate::tables::{
+    LiveSa, MssLimits, Rule, SadBuilder, SharedInbound, SharedOutbound, Spd, Tables, TunnelEntry,
+    TunnelId,
+};
 
 /// One inbound SA of a tunnel.
 pub struct InboundView<'a> {
@@ -54,55 +55,119 @@ pub struct LiveView<'a> {
 }
 
 /// Builds the snapshot type `T` from a view. Called on the control thread
-/// for every change; any `FnMut(&LiveView) -> T + Send` is one.
+/// for every change; any `FnMut(&LiveView) -> T + Send` is one. The
+/// gateway's is `Tables::from_view` (wrapped in an `Arc` by the data
+/// plane, whose workers keep a reference across a burst).
 pub type SnapshotBuilder<T> = Box<dyn for<'a> FnMut(&LiveView<'a>) -> T + Send>;
 
-/// An SA in the control crate's own [`Tables`].
-pub enum LiveSa {
-    Outbound(SharedOutbound),
-    Inbound(SharedInbound),
+/// The runtime form of config tunnel `t` under `id`, whose outbound SA is
+/// `out` (`None`: hard-expired) and whose outer MTU is `mtu`.
+pub fn tunnel_entry(
+    id: TunnelId,
+    t: &Tunnel,
+    out: Option<&SharedOutbound>,
+    mtu: usize,
+) -> TunnelEntry {
+    TunnelEntry {
+        id,
+        name: t.name.clone(),
+        local: t.local,
+        remote: t.remote,
+        port: t.port.0,
+        local_ts: t.local_ts.clone(),
+        remote_ts: t.remote_ts.clone(),
+        udp_encap: t.encap == cfg::EncapMode::Udp,
+        mss_clamp: t
+            .mss_clamp
+            .and_then(|c| mss_limits(c, out.map(|o| &**o), mtu)),
+        out: out.cloned(),
+    }
 }
 
-impl LiveSa {
-    pub fn outbound(&self) -> Option<&OutboundSa> {
-        match self {
-            LiveSa::Outbound(sa) => Some(sa),
-            LiveSa::Inbound(_) => None,
-        }
-    }
-
-    pub fn inbound(&self) -> Option<&Mutex<InboundSa>> {
-        match self {
-            LiveSa::Inbound(sa) => Some(sa),
-            LiveSa::Outbound(_) => None,
-        }
+/// The limits of `mss_clamp = clamp` on a tunnel whose outbound SA is
+/// `out` and whose outer MTU is `mtu`. "auto" needs the SA (its suite,
+/// encapsulation and outer family make the overhead): without one (it
+/// hard-expired) there is nothing to clamp to, and the tunnel's outbound
+/// traffic is dropped anyway.
+pub fn mss_limits(clamp: cfg::MssClamp, out: Option<&OutboundSa>, mtu: usize) -> Option<MssLimits> {
+    match clamp {
+        cfg::MssClamp::Fixed(v) => Some(MssLimits::fixed(v)),
+        cfg::MssClamp::Auto => out.map(|o| MssLimits::auto(o, mtu)),
     }
 }
 
-/// The control crate's snapshot: SPD plus a SAD with inbound SAs mapped by
-/// (SPI, the tunnel's local address) and outbound SAs by tunnel id.
-pub type LiveTables = Tables<LiveSa>;
+/// Why [`Tables::from_config`] could not build a snapshot.
+#[derive(Debug)]
+pub struct TablesError(pub String);
 
-/// Builds [`LiveTables`] from a view (the default snapshot builder).
-pub fn control_tables(view: &LiveView) -> LiveTables {
-    let mut sad = SadBuilder::new();
-    for t in &view.tunnels {
-        if let Some(out) = t.outbound {
-            // Ids come from the manager, far below the limit; an error here
-            // would only leave the tunnel without SA, i.e. discarding.
-            let _ = sad.set_outbound(t.id, Arc::new(LiveSa::Outbound(Arc::clone(out))));
-        }
-        for i in &t.inbound {
-            // The manager refuses duplicate and reserved SPIs before they
-            // get here.
-            let _ = sad.insert_inbound(
-                i.spi,
-                t.tunnel.local,
-                Arc::new(LiveSa::Inbound(Arc::clone(i.sa))),
-            );
-        }
+impl core::fmt::Display for TablesError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(&self.0)
     }
-    Tables::new(Arc::clone(view.spd), sad.build())
+}
+
+impl std::error::Error for TablesError {}
+
+impl Tables {
+    /// The snapshot of the manager's live view; `mtu` is the ports' outer
+    /// MTU (config `dataplane.mtu`), for `mss_clamp = "auto"`. Inbound SAs
+    /// are mapped by (SPI, the tunnel's `local`), outbound ones by tunnel id.
+    pub fn from_view(view: &LiveView, mtu: usize) -> Tables {
+        let mut sad = SadBuilder::new();
+        let mut tunnels = Vec::with_capacity(view.tunnels.len());
+        for t in &view.tunnels {
+            if let Some(out) = t.outbound {
+                // Ids come from the manager, far below the limit; an error
+                // here would only leave the tunnel without SA, i.e.
+                // discarding.
+                let _ = sad.set_outbound(t.id, Arc::new(LiveSa::Outbound(Arc::clone(out))));
+            }
+            for i in &t.inbound {
+                // The manager refuses duplicate and reserved SPIs before
+                // they get here.
+                let sa = LiveSa::Inbound {
+                    spi: i.spi,
+                    tunnel: t.id,
+                    draining: i.draining,
+                    sa: Arc::clone(i.sa),
+                };
+                let _ = sad.insert_inbound(i.spi, t.tunnel.local, Arc::new(sa));
+            }
+            tunnels.push(tunnel_entry(t.id, t.tunnel, t.outbound, mtu));
+        }
+        Tables::new(Arc::clone(view.spd), sad.build(), tunnels)
+    }
+
+    /// A snapshot straight from `config`, creating its SAs (tunnel id =
+    /// config index); `now` (seconds of the run's clock) starts their
+    /// lifetimes.
+    pub fn from_config(config: &Config, now: u64) -> Result<Tables, TablesError> {
+        let mtu = usize::from(config.dataplane.mtu);
+        let mut sad = SadBuilder::new();
+        let mut tunnels = Vec::with_capacity(config.tunnels.len());
+        for (i, t) in config.tunnels.iter().enumerate() {
+            let id = TunnelId(i as u32);
+            let err = |dir: &str, e: &dyn std::fmt::Display| {
+                TablesError(format!("tunnel {:?} {dir}: {e}", t.name))
+            };
+            let out = OutboundSa::new(&t.outbound_sa(), now).map_err(|e| err("out", &e))?;
+            let sa = InboundSa::new(&t.inbound_sa(), now).map_err(|e| err("in", &e))?;
+            let out = Arc::new(out);
+            tunnels.push(tunnel_entry(id, t, Some(&out), mtu));
+            sad.set_outbound(id, Arc::new(LiveSa::Outbound(out)))
+                .map_err(|e| err("out", &e))?;
+            let sa = LiveSa::Inbound {
+                spi: t.inbound.spi,
+                tunnel: id,
+                draining: false,
+                sa: Arc::new(Mutex::new(sa)),
+            };
+            sad.insert_inbound(t.inbound.spi, t.local, Arc::new(sa))
+                .map_err(|e| err("in", &e))?;
+        }
+        let spd = Arc::new(cfg::spd_from_config(config));
+        Ok(Tables::new(spd, sad.build(), tunnels))
+    }
 }
 
 /// Holds the control thread's own reference to snapshots that workers

@@ -157,9 +157,10 @@ pub struct SaRef {
     pub spi: u32,
 }
 
-/// A port's counters.
+/// A port's traffic as `ctl stats` and the metrics report it: the sum the
+/// runtime makes of every worker's `espgw_dataplane::PortCounters`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct PortCounters {
+pub struct PortTraffic {
     pub name: String,
     pub rx_packets: u64,
     pub tx_packets: u64,
@@ -167,9 +168,10 @@ pub struct PortCounters {
     pub tx_bytes: u64,
 }
 
-/// A worker's load.
+/// A worker's load as `ctl stats` and the metrics report it, taken from
+/// the worker's own `espgw_dataplane::WorkerCounters` by the runtime.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct WorkerCounters {
+pub struct WorkerLoad {
     /// Worker index (0..workers).
     pub worker: usize,
     /// Share of polls that found packets (0..=1) over the run, or over
@@ -184,8 +186,8 @@ pub struct WorkerCounters {
 /// the manager knows).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct DataplaneCounters {
-    pub ports: Vec<PortCounters>,
-    pub workers: Vec<WorkerCounters>,
+    pub ports: Vec<PortTraffic>,
+    pub workers: Vec<WorkerLoad>,
     /// Gateway-wide drops by reason name (policy, no route, ESP reasons...).
     pub drops: BTreeMap<String, u64>,
 }
@@ -195,8 +197,8 @@ pub struct DataplaneCounters {
 pub struct StatsSnapshot {
     pub gateway: String,
     pub uptime_seconds: u64,
-    pub ports: Vec<PortCounters>,
-    pub workers: Vec<WorkerCounters>,
+    pub ports: Vec<PortTraffic>,
+    pub workers: Vec<WorkerLoad>,
     pub drops: BTreeMap<String, u64>,
     pub sas: Vec<SaInfo>,
     /// Per tunnel and direction, over all its SAs so far.

@@ -6,6 +6,10 @@
 //!   [`unreachable_rules`] finds rules that can never match).
 //! - [`Sad`]: inbound SA by (SPI, destination), outbound SA by tunnel;
 //!   generic over the SA type.
+//! - [`Tables`]: the snapshot the workers read (SPD, SAD, and each tunnel
+//!   in its runtime form, [`TunnelEntry`]); the gateway's SA type is
+//!   [`LiveSa`]. `live::SaManager` builds it (the conversions are in
+//!   `live/snapshot.rs`) and the data plane's worker reads it as is.
 //! - [`Publisher`] / [`Reader`]: RCU-style publication of immutable
 //!   snapshots (such as [`Tables`]) to worker threads.
 //!
@@ -28,7 +32,7 @@
 //! let spd = Arc::new(Spd::new(&[tunnel], Action::Discard));
 //! let mut sad = SadBuilder::new();
 //! sad.set_outbound(TunnelId(0), Arc::new("the tunnel's SA")).unwrap();
-//! let mut publisher = Publisher::new(Arc::new(Tables::new(spd, sad.build())));
+//! let mut publisher = Publisher::new(Arc::new(Tables::new(spd, sad.build(), vec![])));
 //!
 //! // Each worker gets a reader and, once per poll loop, passes a quiescent
 //! // point; in between it looks up without locks or atomics.
@@ -47,7 +51,7 @@
 //!
 //! // The control plane replaces the snapshot and frees old ones once every
 //! // worker has moved on.
-//! let next = Tables::new(Arc::clone(&publisher.current().spd), SadBuilder::new().build());
+//! let next = Tables::new(Arc::clone(&publisher.current().spd), SadBuilder::new().build(), vec![]);
 //! publisher.publish(Arc::new(next));
 //! assert!(reader.quiescent());
 //! assert_eq!(publisher.reclaim(), 1);
@@ -58,12 +62,11 @@ mod prefix;
 mod rcu;
 mod sad;
 mod shadow;
+mod snapshot;
 mod spd;
 
 #[cfg(test)]
 mod tests;
-
-use std::sync::Arc;
 
 pub use policy::{
     consult_order, linear_first_match, Action, FlowKey, Rule, RuleId, Selector, TunnelId,
@@ -73,18 +76,7 @@ pub use prefix::{Family, IpPrefix, PortRange, PrefixParseError};
 pub use rcu::{Generation, Publisher, Reader};
 pub use sad::{SaIndex, Sad, SadBuilder, SadError, MAX_TUNNEL_ID};
 pub use shadow::{selector_covers, unreachable_rules};
-pub use spd::Spd;
-
-/// One snapshot of everything a worker looks up, published as a whole.
-/// The SPD sits behind its own `Arc` so that an SA change (rekey, add,
-/// delete) republishes without recompiling the policy.
-pub struct Tables<S> {
-    pub spd: Arc<Spd>,
-    pub sad: Sad<S>,
-}
-
-impl<S> Tables<S> {
-    pub fn new(spd: Arc<Spd>, sad: Sad<S>) -> Tables<S> {
-        Tables { spd, sad }
-    }
-}
+pub use snapshot::{
+    inner_mtu, LiveSa, MssLimits, SharedInbound, SharedOutbound, Tables, TunnelEntry,
+};
+pub use spd::{Decision, Spd};

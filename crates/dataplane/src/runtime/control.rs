@@ -18,7 +18,7 @@ use espgw_control::live::{
 use espgw_control::state::{ReservationPolicy, SeqKeeper, StateDir};
 
 use crate::counters::WorkerCounters;
-use crate::tables::{Network, Tables};
+use espgw_control::tables::Tables;
 
 /// What the workers read: a snapshot per change, published by the manager.
 pub type Snapshot = Arc<Tables>;
@@ -49,7 +49,7 @@ impl CountersSource for LiveCounters {
         for (k, w) in self.workers.iter().enumerate() {
             let c = w.lock().map(|c| c.clone()).unwrap_or_default();
             total.merge(&c);
-            workers.push(live::WorkerCounters {
+            workers.push(live::WorkerLoad {
                 worker: k,
                 busy_ratio: if c.polls == 0 {
                     0.0
@@ -65,7 +65,7 @@ impl CountersSource for LiveCounters {
             .enumerate()
             .map(|(i, name)| {
                 let c = total.ports.get(i).copied().unwrap_or_default();
-                live::PortCounters {
+                live::PortTraffic {
                     name: name.clone(),
                     rx_packets: c.rx_packets,
                     tx_packets: c.tx_packets,
@@ -95,17 +95,17 @@ impl Control {
     /// and skipped: the data plane runs without it.
     pub fn start(
         config: &Config,
-        net: Network,
         started: Instant,
         counters: LiveCounters,
         stop: &Arc<AtomicBool>,
     ) -> Result<Control, String> {
         let clock: Clock = Arc::new(move || started.elapsed().as_secs());
+        let mtu = usize::from(config.dataplane.mtu);
         let (state, unavailable) = open_state(config)?;
         let mut manager = SaManager::with_state(
             config,
             clock(),
-            Box::new(move |view| Arc::new(Tables::from_view(&net, view))),
+            Box::new(move |view| Arc::new(Tables::from_view(view, mtu))),
             state.clone(),
         )
         .map_err(|e| e.to_string())?;

@@ -23,7 +23,10 @@ use crate::counters::WorkerCounters;
 use crate::neighbor::SharedNeighbors;
 use crate::stats::{NicCounters, Stats};
 use crate::supervise::{self, Supervisor, WorkerPanic};
-use crate::tables::{Network, Tables, TablesError};
+use espgw_control::live::TablesError;
+use espgw_control::tables::Tables;
+
+use crate::network::Network;
 
 pub use eal_args::{device_arg, eal_args, is_pci, lcore_map, lcores_needed, queues_per_port};
 pub use poller::MbufPool;
@@ -115,7 +118,7 @@ pub fn run(opts: &RunOptions) -> Result<serde_json::Value, RunError> {
     }
     // Every SA is built once before DPDK starts, so a key the cipher
     // refuses stops the run before any port comes up.
-    Tables::from_config(&config, &vec![[0; 6]; config.ports.len()], 0).map_err(RunError::Tables)?;
+    Tables::from_config(&config, 0).map_err(RunError::Tables)?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop))
@@ -154,8 +157,7 @@ fn run_with_eal(
         workers: lives.clone(),
         ports: setup.net.ports.iter().map(|p| p.name.clone()).collect(),
     };
-    let control = match control::Control::start(config, setup.net.clone(), started, counters, stop)
-    {
+    let control = match control::Control::start(config, started, counters, stop) {
         Ok(c) => c,
         Err(e) => return (None, Err(RunError::Setup(e))),
     };
@@ -232,7 +234,7 @@ fn run_with_eal(
         workers: counters,
         nic,
     };
-    let json = stats.to_json(&tables);
+    let json = stats.to_json(&setup.net, &tables);
     let total = stats.total();
     eprintln!(
         "espgw {}: stopped after {:.1}s: rx {} tx {} local {} generated {} dropped {} held {}{}",
@@ -301,7 +303,7 @@ impl LinkWatch {
 struct Setup {
     pool: Mempool,
     ports: Vec<Port>,
-    net: Network,
+    net: Arc<Network>,
     shared: SharedNeighbors,
 }
 
@@ -368,7 +370,7 @@ impl Setup {
             macs.push(port.mac()?);
             ports.push(port);
         }
-        let net = Network::from_config(config, &macs).map_err(RunError::Tables)?;
+        let net = Arc::new(Network::from_config(config, &macs).map_err(RunError::Tables)?);
         Ok(Setup {
             pool,
             ports,
@@ -420,6 +422,7 @@ impl Setup {
     fn worker_setup(&self, config: &Config, run: &Launch, k: usize) -> poller::WorkerSetup {
         poller::WorkerSetup {
             id: k,
+            net: Arc::clone(&self.net),
             reader: run.control.live.reader(),
             pool: MbufPool(self.pool.clone()),
             shared: self.shared.clone(),

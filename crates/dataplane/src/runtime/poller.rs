@@ -22,6 +22,7 @@ use espgw_wire::PacketBuf;
 use super::control::Snapshot;
 use crate::counters::WorkerCounters;
 use crate::neighbor::SharedNeighbors;
+use crate::network::Network;
 use crate::pool::BufPool;
 use crate::tx::TxQueues;
 use crate::worker::{Now, Worker};
@@ -159,6 +160,8 @@ pub(super) trait PacketPath<B: PacketBuf, P: BufPool<B>> {
 /// Everything a worker lcore starts from, whichever mode, moved onto it.
 pub(super) struct WorkerSetup<P = MbufPool> {
     pub id: usize,
+    /// Ports, routes, static neighbors (fixed for the run).
+    pub net: Arc<Network>,
     /// The control plane's snapshots (the first one is where it starts).
     pub reader: Reader<Snapshot>,
     pub pool: P,
@@ -182,9 +185,10 @@ impl<P: Clone> WorkerSetup<P> {
         T: PacketPath<B, P>,
     {
         let tables = Arc::clone(self.reader.get());
-        let ports = tables.ports.len();
+        let ports = self.net.ports.len();
         let mut worker = Worker::new(
             self.id,
+            Arc::clone(&self.net),
             tables,
             self.pool.clone(),
             burst,
@@ -315,6 +319,7 @@ mod tests {
         let live = Arc::new(Mutex::new(WorkerCounters::default()));
         let setup = WorkerSetup {
             id: 0,
+            net: Arc::new(crate::tests::gateway_a_net()),
             reader: tables.reader(),
             pool: VecBufPool,
             shared: SharedNeighbors::default(),

@@ -1,41 +1,70 @@
-//! Egress: route, neighbor, Ethernet header, TX queue.
+//! Stage 5, [`Egress`]: route, neighbor, Ethernet header, TX queue.
 
 use std::net::IpAddr;
 
 use espgw_control::config::Side;
 use espgw_wire::{ethernet, ethertype, MacAddr, PacketBuf};
 
+use super::esp::EspOut;
+use super::icmp::{Icmp, IcmpError};
+use super::link::Link;
+use super::{Core, EgressPolicy, Origin};
 use crate::ip::parse_ip;
 use crate::neighbor::Held;
 use crate::pool::BufPool;
+use crate::ports::PortIdx;
 use crate::reason::DropReason;
-use crate::tables::PortIdx;
+use crate::route::NextHop;
 use crate::tx::TxQueues;
 
-use super::*;
+/// The last next hop resolved: consecutive packets to one destination
+/// (the common case) skip the route and neighbor lookups.
+#[derive(Clone, Copy)]
+struct HopCache {
+    dst: IpAddr,
+    hop: NextHop,
+    mac: MacAddr,
+    /// [`Neighbors::generation`](crate::neighbor::Neighbors::generation)
+    /// when cached.
+    generation: u64,
+}
 
-impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
+/// The egress stage: its cache of the last next hop.
+pub(super) struct Egress {
+    hop_cache: Option<HopCache>,
+}
+
+impl Egress {
+    pub(super) fn new() -> Egress {
+        Egress { hop_cache: None }
+    }
+
     /// Sends the IP packet `pkt` (no L2 header) towards `dst`.
-    pub(super) fn route_out(
+    /// (Too big for the port: an ICMP error from `icmp`, which may go
+    /// back through a tunnel, staged in `esp_out`.)
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn route<B: PacketBuf, P: BufPool<B>>(
         &mut self,
+        core: &mut Core<B, P>,
+        icmp: &mut Icmp,
+        esp_out: &mut EspOut<B>,
+        tx: &mut TxQueues<B>,
         pkt: B,
         dst: IpAddr,
-        egress: Egress,
+        policy: EgressPolicy,
         in_port: Option<PortIdx>,
-        tx: &mut TxQueues<B>,
-        now: Now,
     ) {
-        let generation = self.neighbors.generation();
+        let generation = core.neighbors.generation();
         let cached = self
             .hop_cache
             .filter(|c| c.dst == dst && c.generation == generation);
         let (hop, mac) = match cached {
             Some(c) => (c.hop, Some(c.mac)),
             None => {
-                let Some(hop) = self.tables.routes.lookup(dst) else {
-                    return self.drop_pkt(pkt, DropReason::NoRoute, in_port);
+                let Some(hop) = core.net.routes.lookup(dst) else {
+                    return core.drop_pkt(pkt, DropReason::NoRoute, in_port);
                 };
-                let mac = self.neighbors.lookup(hop.port, hop.addr);
+                let mac = core.neighbors.lookup(hop.port, hop.addr);
                 if let Some(mac) = mac {
                     self.hop_cache = Some(HopCache {
                         dst,
@@ -47,49 +76,54 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
                 (hop, mac)
             }
         };
-        let out = &self.tables.ports[hop.port];
-        if egress == Egress::ProtectedOnly && out.side == Side::Unprotected {
-            return self.drop_pkt(pkt, DropReason::PlaintextBlocked, in_port);
+        let out = &core.net.ports[hop.port];
+        if policy == EgressPolicy::ProtectedOnly && out.side == Side::Unprotected {
+            return core.drop_pkt(pkt, DropReason::PlaintextBlocked, in_port);
         }
         if pkt.len() > out.mtu {
             // Only decrypted or bypassed packets can get here oversize (the
             // peer's path is wider than ours): the sender learns our MTU,
             // through the tunnel when it came through one.
             let (mtu, out_port) = (out.mtu, hop.port);
-            let origin = match (egress, in_port) {
-                (Egress::ProtectedOnly, _) => Origin::Decrypted,
-                (Egress::Bypass, Some(p)) => self.origin_of(p),
+            let origin = match (policy, in_port) {
+                (EgressPolicy::ProtectedOnly, _) => Origin::Decrypted,
+                (EgressPolicy::Bypass, Some(p)) => core.origin_of(p),
                 _ => Origin::Unprotected,
             };
             let mut pkt = pkt;
             return match parse_ip(&mut pkt) {
                 Ok(m) if m.dont_frag => {
-                    let port = in_port.unwrap_or(out_port);
-                    let r = DropReason::MtuExceeded;
-                    self.icmp_error(port, out_port, pkt, m, r, mtu, origin, tx, now)
+                    let e = IcmpError {
+                        port: in_port.unwrap_or(out_port),
+                        src_port: out_port,
+                        reason: DropReason::MtuExceeded,
+                        mtu,
+                        origin,
+                    };
+                    icmp.error(core, esp_out, self, tx, pkt, m, e)
                 }
-                _ => self.drop_pkt(pkt, DropReason::MtuExceeded, in_port),
+                _ => core.drop_pkt(pkt, DropReason::MtuExceeded, in_port),
             };
         }
         if let Some(mac) = mac {
-            return self.send_frame(hop.port, mac, pkt, in_port, tx);
+            return Self::send_frame(core, hop.port, mac, pkt, in_port, tx);
         }
-        match self.neighbors.hold(hop.port, hop.addr, pkt, now.ns) {
+        match core.neighbors.hold(hop.port, hop.addr, pkt, core.now.ns) {
             Held::Queued { request } => {
-                self.counters.held = self.neighbors.held() as u64;
+                core.counters.held = core.neighbors.held() as u64;
                 if request {
-                    self.solicit(hop.port, hop.addr, tx);
+                    Link::solicit(core, hop.port, hop.addr, tx);
                 }
             }
-            Held::Full(pkt) => self.drop_pkt(pkt, DropReason::NeighborQueueFull, in_port),
+            Held::Full(pkt) => core.drop_pkt(pkt, DropReason::NeighborQueueFull, in_port),
         }
     }
 
     /// Prepends the Ethernet header to the IP packet `pkt` and queues it.
     /// (Frames already carrying one, like NA answers built from a
     /// stripped packet, come here stripped too.)
-    pub(super) fn send_frame(
-        &mut self,
+    pub(super) fn send_frame<B: PacketBuf, P: BufPool<B>>(
+        core: &mut Core<B, P>,
         port: PortIdx,
         dst_mac: MacAddr,
         mut pkt: B,
@@ -99,13 +133,13 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         let ethertype = match pkt.data().first().map(|b| b >> 4) {
             Some(4) => ethertype::IPV4,
             Some(6) => ethertype::IPV6,
-            _ => return self.drop_pkt(pkt, DropReason::Malformed, in_port),
+            _ => return core.drop_pkt(pkt, DropReason::Malformed, in_port),
         };
         if pkt.prepend(ethernet::HEADER_LEN).is_err() {
-            return self.drop_pkt(pkt, DropReason::NoRoom, in_port);
+            return core.drop_pkt(pkt, DropReason::NoRoom, in_port);
         }
         // Written in place: every forwarded packet comes through here.
-        let src_mac = self.tables.ports[port].mac;
+        let src_mac = core.net.ports[port].mac;
         if let Some(h) = pkt.data_mut().first_chunk_mut::<{ ethernet::HEADER_LEN }>() {
             h[..6].copy_from_slice(&dst_mac);
             h[6..12].copy_from_slice(&src_mac);

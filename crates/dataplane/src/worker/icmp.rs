@@ -1,90 +1,123 @@
-//! ICMP errors (time exceeded, fragmentation needed, packet too big) and
-//! sending what the gateway itself originates.
+//! Stage 4, [`Icmp`]: ICMP errors (time exceeded, fragmentation needed,
+//! packet too big) and sending what the gateway itself originates.
 
 use espgw_control::config::Side;
+use espgw_control::tables::Action;
 use espgw_wire::{icmpv6, reply, PacketBuf};
 
+use super::egress::Egress;
+use super::esp::EspOut;
+use super::ORIGINATED;
+use super::{overwrite, Core, EgressPolicy, Origin, ICMP_ERRORS_PER_SEC, ICMP_ERROR_BURST};
 use crate::ip::{parse_ip, IpMeta};
 use crate::pool::BufPool;
+use crate::ports::PortIdx;
+use crate::ratelimit::TokenBucket;
 use crate::reason::DropReason;
-use crate::spd::Action;
-use crate::tables::PortIdx;
 use crate::tx::TxQueues;
 
-use super::*;
+/// Why the gateway answers a packet with an ICMP error, and from where.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct IcmpError {
+    /// The port the packet came in on (its drop is counted there).
+    pub port: PortIdx,
+    /// The port whose address is the error's source: the port facing the
+    /// packet's sender, so that an error about decrypted traffic goes
+    /// back through the tunnel from an address inside its selectors.
+    pub src_port: PortIdx,
+    /// `TtlExceeded`, or `MtuExceeded` with `mtu`.
+    pub reason: DropReason,
+    pub mtu: usize,
+    /// Where the packet came from (the error quotes it).
+    pub origin: Origin,
+}
 
-impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
-    pub(super) fn time_exceeded(
+/// The ICMP stage: its rate limit.
+pub(super) struct Icmp {
+    limit: TokenBucket,
+}
+
+impl Icmp {
+    pub(super) fn new() -> Icmp {
+        Icmp {
+            limit: TokenBucket::new(ICMP_ERRORS_PER_SEC, ICMP_ERROR_BURST),
+        }
+    }
+
+    /// Time exceeded for a packet received on `port`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn time_exceeded<B: PacketBuf, P: BufPool<B>>(
         &mut self,
+        core: &mut Core<B, P>,
+        esp_out: &mut EspOut<B>,
+        egress: &mut Egress,
+        tx: &mut TxQueues<B>,
         port: PortIdx,
         pkt: B,
         m: IpMeta,
-        tx: &mut TxQueues<B>,
-        now: Now,
     ) {
-        let origin = self.origin_of(port);
-        self.icmp_error(
+        let e = IcmpError {
             port,
-            port,
-            pkt,
-            m,
-            DropReason::TtlExceeded,
-            0,
-            origin,
-            tx,
-            now,
-        );
+            src_port: port,
+            reason: DropReason::TtlExceeded,
+            mtu: 0,
+            origin: core.origin_of(port),
+        };
+        self.error(core, esp_out, egress, tx, pkt, m, e);
     }
 
-    pub(super) fn too_big(
+    /// Fragmentation needed / packet too big (`mtu`) for a packet received
+    /// on `port`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn too_big<B: PacketBuf, P: BufPool<B>>(
         &mut self,
+        core: &mut Core<B, P>,
+        esp_out: &mut EspOut<B>,
+        egress: &mut Egress,
+        tx: &mut TxQueues<B>,
         port: PortIdx,
         pkt: B,
         m: IpMeta,
         mtu: usize,
-        tx: &mut TxQueues<B>,
-        now: Now,
     ) {
-        let origin = self.origin_of(port);
-        self.icmp_error(
+        let e = IcmpError {
             port,
-            port,
-            pkt,
-            m,
-            DropReason::MtuExceeded,
+            src_port: port,
+            reason: DropReason::MtuExceeded,
             mtu,
-            origin,
-            tx,
-            now,
-        );
+            origin: core.origin_of(port),
+        };
+        self.error(core, esp_out, egress, tx, pkt, m, e);
     }
 
-    /// Drops `pkt` for `reason` and, where RFC 1812 / 4443 allow, sends
-    /// the matching ICMP error back to its source, built in the same buffer.
-    /// The error's source address is that of `src_port`: the port facing
-    /// the packet's sender, so that an error about decrypted traffic goes
-    /// back through the tunnel from an address inside its selectors.
-    /// `origin`: where `pkt` came from (the error quotes it).
+    /// Drops `pkt` (IP header `m`) for `e.reason` and, where RFC 1812 /
+    /// 4443 allow, sends the matching ICMP error back to its source, built
+    /// in the same buffer.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn icmp_error(
+    pub(super) fn error<B: PacketBuf, P: BufPool<B>>(
         &mut self,
-        port: PortIdx,
-        src_port: PortIdx,
+        core: &mut Core<B, P>,
+        esp_out: &mut EspOut<B>,
+        egress: &mut Egress,
+        tx: &mut TxQueues<B>,
         mut pkt: B,
         m: IpMeta,
-        reason: DropReason,
-        mtu: usize,
-        origin: Origin,
-        tx: &mut TxQueues<B>,
-        now: Now,
+        e: IcmpError,
     ) {
-        self.counters.drop(reason, Some(port));
-        if !self.icmp_limit.take(now.ns) {
-            self.counters.icmp_rate_limited += 1;
+        let IcmpError {
+            port,
+            src_port,
+            reason,
+            mtu,
+            origin,
+        } = e;
+        core.counters.drop(reason, Some(port));
+        if !self.limit.take(core.now.ns) {
+            core.counters.icmp_rate_limited += 1;
             return;
         }
-        let p = &self.tables.ports[src_port];
-        let scratch = &mut self.scratch[..];
+        let p = &core.net.ports[src_port];
+        let scratch = &mut core.scratch[..];
         let built = match (m.v6, reason) {
             (false, DropReason::TtlExceeded) => p
                 .first_v4()
@@ -108,11 +141,11 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         let Some(Ok(n)) = built else {
             return;
         };
-        if overwrite(&mut pkt, &self.scratch[..n]).is_err() {
+        if overwrite(&mut pkt, &core.scratch[..n]).is_err() {
             return;
         }
-        self.counters.generated += 1;
-        self.originate(pkt, origin, tx, now);
+        core.counters.generated += 1;
+        self.originate(core, esp_out, egress, tx, pkt, origin);
     }
 
     /// Sends an IP packet the gateway made (echo reply, ICMP error)
@@ -131,36 +164,51 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
     /// What may not leave is dropped as `local_not_protected` (typically a
     /// tunnel whose `local_ts` does not cover the gateway's protected
     /// address, the error's source; `espgw check` warns about it).
-    pub(super) fn originate(&mut self, mut pkt: B, origin: Origin, tx: &mut TxQueues<B>, now: Now) {
+    pub(super) fn originate<B: PacketBuf, P: BufPool<B>>(
+        &mut self,
+        core: &mut Core<B, P>,
+        esp_out: &mut EspOut<B>,
+        egress: &mut Egress,
+        tx: &mut TxQueues<B>,
+        mut pkt: B,
+        origin: Origin,
+    ) {
         let Ok(m) = parse_ip(&mut pkt) else {
-            return self.drop_pkt(pkt, DropReason::Malformed, None);
+            return core.drop_pkt(pkt, DropReason::Malformed, None);
         };
-        let action = self.tables.spd.lookup(&m.outbound_flow()).action;
-        let egress = match (action, origin) {
-            (Action::Protect(t), _) => {
-                let tunnel = &self.tables.tunnels[t];
-                let len = pkt.len();
-                let Some(out) = tunnel.out.as_deref() else {
-                    return self.drop_pkt(pkt, DropReason::SaExpired, None);
+        let tables = &core.tables;
+        let action = match tables.spd.lookup(&m.outbound_flow()) {
+            // A tunnel the snapshot lacks discards, as a rule would.
+            Action::Protect(id) if tables.tunnel(id).is_none() => Action::Discard,
+            a => a,
+        };
+        let policy = match (action, origin) {
+            (Action::Protect(id), _) => {
+                let Some(tunnel) = tables.tunnel(id) else {
+                    return core.drop_pkt(pkt, DropReason::PolicyDiscard, None);
                 };
-                if len + out.overhead(len) > self.tables.ports[tunnel.port].mtu {
-                    return self.drop_pkt(pkt, DropReason::MtuExceeded, None);
+                let len = pkt.len();
+                let Some(out) = tables.outbound_sa(id) else {
+                    return core.drop_pkt(pkt, DropReason::SaExpired, None);
+                };
+                if len + out.overhead(len) > core.net.ports[tunnel.port].mtu {
+                    return core.drop_pkt(pkt, DropReason::MtuExceeded, None);
                 }
-                return self.out_stage[t].push(pkt, ORIGINATED);
+                return esp_out.push(id.0 as usize, pkt, ORIGINATED);
             }
-            (_, Origin::Unprotected) | (Action::Bypass, Origin::Protected) => Egress::Trusted,
+            (_, Origin::Unprotected) | (Action::Bypass, Origin::Protected) => EgressPolicy::Trusted,
             (Action::Bypass | Action::Discard, Origin::Protected | Origin::Decrypted) => {
-                Egress::ProtectedOnly
+                EgressPolicy::ProtectedOnly
             }
         };
-        if egress == Egress::ProtectedOnly {
-            // Its own reason rather than route_out's plaintext_blocked: the
+        if policy == EgressPolicy::ProtectedOnly {
+            // Its own reason rather than the route's plaintext_blocked: the
             // fix is in the config (local_ts), not a routing problem.
-            let hop = self.tables.routes.lookup(m.dst);
-            if hop.is_some_and(|h| self.tables.ports[h.port].side == Side::Unprotected) {
-                return self.drop_pkt(pkt, DropReason::LocalNotProtected, None);
+            let hop = core.net.routes.lookup(m.dst);
+            if hop.is_some_and(|h| core.net.ports[h.port].side == Side::Unprotected) {
+                return core.drop_pkt(pkt, DropReason::LocalNotProtected, None);
             }
         }
-        self.route_out(pkt, m.dst, egress, None, tx, now);
+        egress.route(core, self, esp_out, tx, pkt, m.dst, policy, None);
     }
 }

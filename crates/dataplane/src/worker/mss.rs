@@ -5,35 +5,37 @@
 
 use espgw_wire::{ip_protocol, tcp, PacketBuf, TcpPacket};
 
-use crate::ip::IpMeta;
-use crate::pool::BufPool;
-use crate::tables::MssLimits;
+use espgw_control::tables::MssLimits;
 
-use super::Worker;
+use crate::counters::WorkerCounters;
+use crate::ip::IpMeta;
 
 /// Offset of the flag byte in the TCP header.
 const TCP_FLAGS: usize = 13;
 
-impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
-    /// Lowers the MSS option of a TCP SYN in `pkt` (an IP packet whose
-    /// header `m` describes) to the tunnel's limit for its family, and
-    /// counts it. Anything but a SYN costs one protocol compare and one
-    /// flag byte read.
-    #[inline]
-    pub(super) fn clamp_mss(&mut self, pkt: &mut B, m: &IpMeta, limits: Option<MssLimits>) {
-        let Some(limits) = limits else { return };
-        // `sport` is None for IPv4 fragments after the first: no TCP
-        // header in them.
-        if m.proto != ip_protocol::TCP || m.sport.is_none() {
-            return;
-        }
-        let syn = pkt
-            .data()
-            .get(m.l4_offset + TCP_FLAGS)
-            .is_some_and(|f| f & tcp::flags::SYN != 0);
-        if syn && clamp_syn(pkt, m, limits) {
-            self.counters.mss_clamped += 1;
-        }
+/// Lowers the MSS option of a TCP SYN in `pkt` (an IP packet whose
+/// header `m` describes) to the tunnel's limit for its family, and counts
+/// it. Anything but a SYN costs one protocol compare and one flag byte
+/// read.
+#[inline]
+pub(super) fn clamp_mss<B: PacketBuf>(
+    counters: &mut WorkerCounters,
+    pkt: &mut B,
+    m: &IpMeta,
+    limits: Option<MssLimits>,
+) {
+    let Some(limits) = limits else { return };
+    // `sport` is None for IPv4 fragments after the first: no TCP header in
+    // them.
+    if m.proto != ip_protocol::TCP || m.sport.is_none() {
+        return;
+    }
+    let syn = pkt
+        .data()
+        .get(m.l4_offset + TCP_FLAGS)
+        .is_some_and(|f| f & tcp::flags::SYN != 0);
+    if syn && clamp_syn(pkt, m, limits) {
+        counters.mss_clamped += 1;
     }
 }
 

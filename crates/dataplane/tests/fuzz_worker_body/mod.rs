@@ -28,10 +28,11 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
+use espgw_control::tables::Tables;
 use espgw_control::{Config, HostFacts};
 use espgw_dataplane::neighbor::SharedNeighbors;
-use espgw_dataplane::tables::PortIdx;
-use espgw_dataplane::{Now, Tables, TxQueues, VecBufPool, Worker};
+use espgw_dataplane::ports::{PortIdx, PortInfo};
+use espgw_dataplane::{Network, Now, TxQueues, VecBufPool, Worker};
 use espgw_wire::{MacAddr, PacketBuf, VecBuf};
 
 pub const A_UNPROT_MAC: MacAddr = [2, 0xaa, 0, 0, 0, 2];
@@ -227,10 +228,16 @@ pub fn parsed_config(b_side: bool, selector: u8) -> Config {
     parse(config_text(b_side, Variant::of(selector % CONFIGS)))
 }
 
+/// What a worker reads: its network and the control plane's snapshot.
+pub type Snapshot = (Arc<Network>, Arc<Tables>);
+
 /// Fresh tables (fresh SAs: sequence numbers and replay windows start over,
 /// so every input runs from the same state).
-pub fn tables(config: &Config, macs: [MacAddr; 2]) -> Arc<Tables> {
-    Arc::new(Tables::from_config(config, &macs, 0).expect("fuzz tables"))
+pub fn tables(config: &Config, macs: [MacAddr; 2]) -> Snapshot {
+    (
+        Arc::new(Network::from_config(config, &macs).expect("fuzz network")),
+        Arc::new(Tables::from_config(config, 0).expect("fuzz tables")),
+    )
 }
 
 pub type FuzzWorker = Worker<VecBuf, VecBufPool>;
@@ -243,10 +250,10 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    pub fn new(tables: Arc<Tables>) -> Gateway {
-        let ports = tables.ports.len();
+    pub fn new((net, tables): Snapshot) -> Gateway {
+        let ports = net.ports.len();
         Gateway {
-            w: Worker::new(0, tables, VecBufPool, 32, SharedNeighbors::default()),
+            w: Worker::new(0, net, tables, VecBufPool, 32, SharedNeighbors::default()),
             tx: TxQueues::new(ports, 64),
             now: Now { ns: 1 },
         }
@@ -286,7 +293,7 @@ impl Gateway {
         }
         for (p, frames) in out.iter().enumerate() {
             for f in frames {
-                check_sent(&self.w.tables().ports[p], p, f);
+                check_sent(&self.w.net().ports[p], p, f);
             }
         }
         assert!(self.w.counters().balanced(), "{:?}", self.w.counters());
@@ -295,7 +302,7 @@ impl Gateway {
 }
 
 /// What may leave a port (see the module docs).
-fn check_sent(port: &espgw_dataplane::tables::PortInfo, p: usize, f: &[u8]) {
+fn check_sent(port: &PortInfo, p: usize, f: &[u8]) {
     assert!(f.len() >= 14, "runt frame sent on port {p}");
     assert_eq!(f[6..12], port.mac, "frame sent with a foreign source MAC");
     assert!(

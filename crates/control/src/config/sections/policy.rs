@@ -1,6 +1,6 @@
 //! `[[policy]]`: bypass and discard rules.
 
-use crate::config::model::{Action, Policy};
+use crate::config::model::{Policy, PolicyAction};
 use crate::config::net::{PortRange, Prefix};
 use crate::config::reader::{Ctx, Field, Table};
 use crate::config::sections::tunnel::DEFAULT_PRIORITY;
@@ -9,8 +9,10 @@ pub(crate) const KEYS: &[&str] = &[
     "action", "src", "dst", "proto", "sport", "dport", "priority",
 ];
 
-pub(crate) const ACTIONS: &[(&str, Action)] =
-    &[("bypass", Action::Bypass), ("discard", Action::Discard)];
+pub(crate) const ACTIONS: &[(&str, PolicyAction)] = &[
+    ("bypass", PolicyAction::Bypass),
+    ("discard", PolicyAction::Discard),
+];
 
 /// Protocol names accepted for `proto`, with their IANA numbers.
 const PROTOCOLS: &[(&str, u8)] = &[

@@ -8,8 +8,8 @@ use espgw_esp::Suite;
 use super::Located;
 use crate::config::keys::{self, DirKeys};
 use crate::config::model::{
-    Encap, Lifetime, Limits, MssClamp, Port, PortId, Route, SaKeys, Side, Tunnel, MAX_MSS_CLAMP,
-    MIN_MSS_CLAMP,
+    EncapMode, Lifetime, Limits, MssClamp, Port, PortId, Route, SaKeys, Side, Tunnel,
+    MAX_MSS_CLAMP, MIN_MSS_CLAMP,
 };
 use crate::config::net::Prefix;
 use crate::config::reader::{join, Ctx, Field, Table};
@@ -287,8 +287,8 @@ pub(crate) fn read(ctx: &mut Ctx, t: Table, env: &Env) -> ReadTunnel {
              (RFC 4303 3.4.3); leave it at the default unless a peer cannot keep order",
         );
     }
-    let encap = t.get(ctx, "encap").map_or(Some(Encap::None), |f| {
-        f.choice(ctx, &[("none", Encap::None), ("udp", Encap::Udp)])
+    let encap = t.get(ctx, "encap").map_or(Some(EncapMode::None), |f| {
+        f.choice(ctx, &[("none", EncapMode::None), ("udp", EncapMode::Udp)])
     });
     let lifetime = t
         .get(ctx, "lifetime")

@@ -29,6 +29,15 @@ enum Probed<'a> {
     V6(Candidates<'a, CompiledRule<u128>>),
 }
 
+/// The SPD's answer for a packet and whether a rule (rather than the
+/// default action) gave it: the data plane counts a discard by the default
+/// (`no_policy`) apart from one by a rule (`policy_discard`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decision {
+    pub action: Action,
+    pub by_default: bool,
+}
+
 /// The compiled SPD. See the module documentation.
 #[derive(Debug)]
 pub struct Spd {
@@ -85,6 +94,22 @@ impl Spd {
     pub fn lookup(&self, key: &FlowKey) -> Action {
         self.first_match(key, false)
             .map_or(self.default_action, |(action, _)| action)
+    }
+
+    /// [`Spd::lookup`] and whether the default action gave the answer: the
+    /// worker's lookup (one pass, like `lookup`).
+    #[inline]
+    pub fn decide(&self, key: &FlowKey) -> Decision {
+        match self.first_match(key, false) {
+            Some((action, _)) => Decision {
+                action,
+                by_default: false,
+            },
+            None => Decision {
+                action: self.default_action,
+                by_default: true,
+            },
+        }
     }
 
     /// The rule that decides `key`, `None` when the default action does

@@ -167,7 +167,7 @@ struct StandInSa {
 }
 
 fn tables(spd: &Arc<Spd>, sad: Sad<StandInSa>) -> Arc<Tables<StandInSa>> {
-    Arc::new(Tables::new(Arc::clone(spd), sad))
+    Arc::new(Tables::new(Arc::clone(spd), sad, Vec::new()))
 }
 
 #[test]

@@ -1,102 +1,17 @@
-//! Security policy database lookup: first matching rule wins.
-//!
-//! Rules are in the config's SPD order (priority, then file order). Each
-//! selector is written from the protected side: `local` is the protected
-//! host's address, `remote` the far side's. An outbound packet (protected
-//! port in) matches with `local = src`; a plaintext packet arriving on an
-//! unprotected port is checked the other way round (`local = dst`).
+//! A worker's cache of recent SPD decisions, in front of the control
+//! plane's compiled SPD ([`Spd::decide`]).
 
 use std::net::IpAddr;
-use std::sync::Arc;
 
-use espgw_control::tables;
+use espgw_control::tables::{Action, Decision, FlowKey, Spd};
 
-/// What the SPD says to do with a packet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Action {
-    /// Through the tunnel with this index.
-    Protect(usize),
-    /// Forward in the clear.
-    Bypass,
-    /// Drop.
-    Discard,
-}
-
-/// The fields of a packet the SPD looks at, oriented from the protected side.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Flow {
-    pub local: IpAddr,
-    pub remote: IpAddr,
-    pub proto: u8,
-    /// `None` when the protocol has no ports or they are not in this
-    /// packet (a non-first fragment); looked up as port 0 (see `lookup`).
-    pub local_port: Option<u16>,
-    pub remote_port: Option<u16>,
-}
-
-/// The ordered rules, compiled into the control plane's first-match
-/// lookup ([`espgw_control::tables::Spd`]: prefix-indexed, its cost does
-/// not grow with the number of tunnels). Its `Protect` actions name tunnel
-/// ids; `index_of_id` maps them to this snapshot's tunnel indexes.
-#[derive(Debug)]
-pub struct Spd {
-    compiled: Arc<tables::Spd>,
-    index_of_id: Vec<Option<usize>>,
-}
-
-/// The SPD's decision and whether a rule (rather than the default) made it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Decision {
-    pub action: Action,
-    pub by_default: bool,
-}
-
-impl Spd {
-    /// An SPD the control plane compiled; `index_of_id[id]` is the index of
-    /// tunnel `id` in the snapshot (`None`: no such tunnel: discard).
-    pub fn from_compiled(compiled: Arc<tables::Spd>, index_of_id: Vec<Option<usize>>) -> Spd {
-        Spd {
-            compiled,
-            index_of_id,
-        }
-    }
-
-    /// The first rule matching `flow`, or the default. A packet without
-    /// ports (not TCP/UDP/SCTP, or a non-first fragment) is looked up with
-    /// ports 0, so a rule's port range matches it only if it holds 0.
-    #[inline]
-    pub fn lookup(&self, flow: &Flow) -> Decision {
-        let key = tables::FlowKey {
-            src: flow.local,
-            dst: flow.remote,
-            proto: flow.proto,
-            sport: flow.local_port.unwrap_or(0),
-            dport: flow.remote_port.unwrap_or(0),
-        };
-        let (action, by_default) = match self.compiled.lookup(&key) {
-            tables::Action::Protect(tables::TunnelId(id)) => {
-                match self.index_of_id.get(id as usize).copied().flatten() {
-                    Some(i) => (Action::Protect(i), false),
-                    None => (Action::Discard, false),
-                }
-            }
-            tables::Action::Bypass => (Action::Bypass, false),
-            // Only drops need to know which: a second look, off the fast path.
-            tables::Action::Discard => {
-                (Action::Discard, self.compiled.matching_rule(&key).is_none())
-            }
-        };
-        Decision { action, by_default }
-    }
-}
-
-/// A worker's cache of recent SPD decisions, in front of [`Spd::lookup`].
+/// A worker's cache of recent SPD decisions, in front of [`Spd::decide`].
 ///
 /// Consecutive packets of a flow (a TCP window, a UDP stream) ask the SPD
 /// the same question, and a hit here is cheaper than the compiled lookup
 /// (docs/benchmarks.md: both counts under "Where the cycles go", the
 /// command under "Profiling"). Direct-mapped, keyed by the full 5-tuple, so
-/// a hit returns exactly what `Spd::lookup` would (the property test below
+/// a hit returns exactly what `Spd::decide` would (the property test below
 /// holds it to that); a collision just replaces the slot. A
 /// decision depends only on the flow and the SPD, and a snapshot's SPD
 /// never changes: the worker [`clear`](FlowCache::clear)s the cache when it
@@ -107,14 +22,14 @@ pub struct FlowCache {
     mask: usize,
 }
 
-/// A [`Flow`] packed for a cheap compare. `family` 0 marks an empty slot
+/// A [`FlowKey`] packed for a cheap compare. `family` 0 marks an empty slot
 /// (a real key has 4 or 6), so the two families never collide either.
 #[derive(Clone, Copy, PartialEq, Eq, Default)]
 struct CacheKey {
     local: u128,
     remote: u128,
-    /// Local port << 16 | remote port; port-less packets look up as 0
-    /// (what `Spd::lookup` does with `None`).
+    /// Source port << 16 | destination port (0 for port-less packets,
+    /// as in the key).
     ports: u32,
     proto: u8,
     family: u8,
@@ -122,16 +37,15 @@ struct CacheKey {
 
 impl CacheKey {
     #[inline]
-    fn new(flow: &Flow) -> CacheKey {
-        let (local, remote, family) = match (flow.local, flow.remote) {
+    fn new(flow: &FlowKey) -> CacheKey {
+        let (local, remote, family) = match (flow.src, flow.dst) {
             (IpAddr::V4(l), IpAddr::V4(r)) => (u32::from(l).into(), u32::from(r).into(), 4),
             (l, r) => (v6_bits(l), v6_bits(r), 6),
         };
         CacheKey {
             local,
             remote,
-            ports: u32::from(flow.local_port.unwrap_or(0)) << 16
-                | u32::from(flow.remote_port.unwrap_or(0)),
+            ports: u32::from(flow.sport) << 16 | u32::from(flow.dport),
             proto: flow.proto,
             family,
         }
@@ -182,16 +96,16 @@ impl FlowCache {
             .for_each(|s| s.0 = CacheKey::default());
     }
 
-    /// `spd.lookup(flow)`, from the cache when this flow was looked up last
+    /// `spd.decide(flow)`, from the cache when this flow was looked up last
     /// in its slot.
     #[inline]
-    pub fn lookup(&mut self, spd: &Spd, flow: &Flow) -> Decision {
+    pub fn lookup(&mut self, spd: &Spd, flow: &FlowKey) -> Decision {
         let key = CacheKey::new(flow);
         let slot = &mut self.slots[key.hash() & self.mask];
         if slot.0 == key {
             return slot.1;
         }
-        let d = spd.lookup(flow);
+        let d = spd.decide(flow);
         *slot = (key, d);
         d
     }
@@ -207,13 +121,35 @@ impl std::fmt::Debug for FlowCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tables::{FlowKey, IpPrefix, PortRange, Rule, Selector, TunnelId};
+    use espgw_control::tables::{self, IpPrefix, PortRange, Rule, Selector, TunnelId};
+
+    /// A packet's SPD fields as the worker reads them (`IpMeta`): ports
+    /// are `None` for protocols without them, and look up as port 0.
+    struct Flow {
+        local: IpAddr,
+        remote: IpAddr,
+        proto: u8,
+        local_port: Option<u16>,
+        remote_port: Option<u16>,
+    }
+
+    impl Flow {
+        fn key(&self) -> FlowKey {
+            FlowKey {
+                src: self.local,
+                dst: self.remote,
+                proto: self.proto,
+                sport: self.local_port.unwrap_or(0),
+                dport: self.remote_port.unwrap_or(0),
+            }
+        }
+    }
 
     fn prefix(s: &str) -> IpPrefix {
         IpPrefix::parse(s).unwrap()
     }
 
-    fn flow(local: &str, remote: &str, proto: u8, rport: Option<u16>) -> Flow {
+    fn flow(local: &str, remote: &str, proto: u8, rport: Option<u16>) -> FlowKey {
         Flow {
             local: local.parse().unwrap(),
             remote: remote.parse().unwrap(),
@@ -221,18 +157,15 @@ mod tests {
             local_port: Some(40000),
             remote_port: rport,
         }
+        .key()
     }
 
-    fn compiled(rules: &[Rule], ids: usize) -> Spd {
-        Spd::from_compiled(
-            Arc::new(tables::Spd::new(rules, tables::Action::Discard)),
-            (0..ids).map(Some).collect(),
-        )
+    fn compiled(rules: &[Rule]) -> Spd {
+        Spd::new(rules, Action::Discard)
     }
 
-    /// The wrapper (tunnel id -> index, rule vs default, packets without
-    /// ports looked up as port 0) agrees with the tables' plain first-match
-    /// scan.
+    /// The worker's lookup (rule vs default, packets without ports looked
+    /// up as port 0) agrees with the tables' plain first-match scan.
     #[test]
     fn lookup_agrees_with_a_linear_scan() {
         use proptest::prelude::*;
@@ -264,13 +197,13 @@ mod tests {
                         dport: if ranged { PortRange::new(10, 50).unwrap() } else { PortRange::ANY },
                     },
                     action: [
-                        tables::Action::Bypass,
-                        tables::Action::Discard,
-                        tables::Action::Protect(TunnelId(3)),
+                        Action::Bypass,
+                        Action::Discard,
+                        Action::Protect(TunnelId(3)),
                     ][act],
                 })
                 .collect();
-            let spd = compiled(&rules, 4);
+            let spd = compiled(&rules);
             for (a, b, proto, port) in flows {
                 let f = Flow {
                     local: format!("10.1.0.{}", a * 60).parse().unwrap(),
@@ -286,12 +219,9 @@ mod tests {
                     sport: f.local_port.unwrap_or(0),
                     dport: f.remote_port.unwrap_or(0),
                 };
-                let want = tables::linear_first_match(&rules, &key).map(|id| match rules[id.0 as usize].action {
-                    tables::Action::Protect(TunnelId(t)) => Action::Protect(t as usize),
-                    tables::Action::Bypass => Action::Bypass,
-                    tables::Action::Discard => Action::Discard,
-                });
-                let got = spd.lookup(&f);
+                prop_assert_eq!(f.key(), key);
+                let want = tables::linear_first_match(&rules, &key).map(|id| rules[id.0 as usize].action);
+                let got = spd.decide(&f.key());
                 prop_assert_eq!(got.action, want.unwrap_or(Action::Discard));
                 prop_assert_eq!(got.by_default, want.is_none());
             }
@@ -307,55 +237,44 @@ mod tests {
             sport: PortRange::ANY,
             dport: PortRange::ANY,
         };
-        let spd = compiled(
-            &[
-                Rule {
-                    priority: 0,
-                    selector: Selector {
-                        proto: Some(6),
-                        dport: PortRange::single(22),
-                        ..any.clone()
-                    },
-                    action: tables::Action::Discard,
+        let spd = compiled(&[
+            Rule {
+                priority: 0,
+                selector: Selector {
+                    proto: Some(6),
+                    dport: PortRange::single(22),
+                    ..any.clone()
                 },
-                Rule {
-                    priority: 1,
-                    selector: Selector {
-                        src: vec![prefix("10.1.0.0/24")],
-                        dst: vec![prefix("10.2.0.0/24")],
-                        ..any.clone()
-                    },
-                    action: tables::Action::Protect(TunnelId(0)),
+                action: Action::Discard,
+            },
+            Rule {
+                priority: 1,
+                selector: Selector {
+                    src: vec![prefix("10.1.0.0/24")],
+                    dst: vec![prefix("10.2.0.0/24")],
+                    ..any.clone()
                 },
-            ],
-            1,
-        );
-        let d = spd.lookup(&flow("10.1.0.10", "10.2.0.10", 17, Some(53)));
-        assert_eq!(d.action, Action::Protect(0));
+                action: Action::Protect(TunnelId(0)),
+            },
+        ]);
+        let d = spd.decide(&flow("10.1.0.10", "10.2.0.10", 17, Some(53)));
+        assert_eq!(d.action, Action::Protect(TunnelId(0)));
         assert!(!d.by_default);
-        let d = spd.lookup(&flow("10.1.0.10", "10.2.0.10", 6, Some(22)));
+        let d = spd.decide(&flow("10.1.0.10", "10.2.0.10", 6, Some(22)));
         assert_eq!(d.action, Action::Discard);
         assert!(!d.by_default);
         // A port selector never matches a packet without ports.
-        let d = spd.lookup(&flow("10.1.0.10", "10.2.0.10", 6, None));
-        assert_eq!(d.action, Action::Protect(0));
-        let d = spd.lookup(&flow("10.1.0.10", "10.3.0.10", 17, Some(53)));
+        let d = spd.decide(&flow("10.1.0.10", "10.2.0.10", 6, None));
+        assert_eq!(d.action, Action::Protect(TunnelId(0)));
+        let d = spd.decide(&flow("10.1.0.10", "10.3.0.10", 17, Some(53)));
         assert_eq!(d.action, Action::Discard);
         assert!(d.by_default);
         // Families never cross.
-        let d = spd.lookup(&flow("fd00:1::1", "fd00:2::1", 17, Some(53)));
+        let d = spd.decide(&flow("fd00:1::1", "fd00:2::1", 17, Some(53)));
         assert!(d.by_default);
-        // A tunnel id the snapshot does not hold is discarded, by a rule.
-        let gone = compiled(
-            &[Rule {
-                priority: 0,
-                selector: any,
-                action: tables::Action::Protect(TunnelId(5)),
-            }],
-            1,
-        );
-        let d = gone.lookup(&flow("10.1.0.10", "10.2.0.10", 17, Some(53)));
-        assert_eq!((d.action, d.by_default), (Action::Discard, false));
+        // A tunnel id the snapshot does not hold is discarded, by a rule:
+        // the worker's part (`protected_transit`), tested in
+        // tests.rs (`protect_to_a_tunnel_the_snapshot_lacks_is_a_policy_discard`).
     }
 
     /// The cache answers exactly what the SPD does, for flows that collide
@@ -380,7 +299,7 @@ mod tests {
                     dport: PortRange::new(10, 50).unwrap(),
                     ..wild.clone()
                 },
-                action: tables::Action::Protect(TunnelId(1)),
+                action: Action::Protect(TunnelId(1)),
             },
             Rule {
                 priority: 1,
@@ -389,7 +308,7 @@ mod tests {
                     proto: Some(17),
                     ..wild.clone()
                 },
-                action: tables::Action::Protect(TunnelId(0)),
+                action: Action::Protect(TunnelId(0)),
             },
             Rule {
                 priority: 2,
@@ -397,7 +316,7 @@ mod tests {
                     dst: vec![prefix("10.2.0.0/24")],
                     ..wild.clone()
                 },
-                action: tables::Action::Bypass,
+                action: Action::Bypass,
             },
             Rule {
                 priority: 3,
@@ -405,10 +324,10 @@ mod tests {
                     dst: vec![prefix("10.3.0.0/16")],
                     ..wild
                 },
-                action: tables::Action::Discard,
+                action: Action::Discard,
             },
         ];
-        let spd = compiled(&rules, 2);
+        let spd = compiled(&rules);
         let flow_strategy = (
             any::<bool>(),
             0u8..4,
@@ -434,9 +353,9 @@ mod tests {
                 if i % 50 == 49 {
                     cache.clear();
                 }
-                prop_assert_eq!(cache.lookup(&spd, &f), spd.lookup(&f));
+                prop_assert_eq!(cache.lookup(&spd, &f.key()), spd.decide(&f.key()));
                 // A second ask is a hit and must not differ either.
-                prop_assert_eq!(cache.lookup(&spd, &f), spd.lookup(&f));
+                prop_assert_eq!(cache.lookup(&spd, &f.key()), spd.decide(&f.key()));
             }
         });
     }

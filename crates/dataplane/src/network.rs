@@ -1,0 +1,69 @@
+//! What the workers read besides the control plane's [`Tables`]: the
+//! ports, routes and static neighbors, which come from the config and the
+//! devices and never change during a run.
+//!
+//! A worker holds this [`Network`] (shared by all workers through an `Arc`)
+//! and the current [`Tables`] snapshot, which the control plane's
+//! `SaManager` builds ([`Tables::from_view`]) and publishes on every SA or
+//! tunnel change (runtime/control.rs); each worker swaps it in at a
+//! quiescent point between bursts (runtime/poller.rs).
+//!
+//! [`Tables`]: espgw_control::tables::Tables
+//! [`Tables::from_view`]: espgw_control::tables::Tables::from_view
+
+use std::net::IpAddr;
+
+use espgw_control::config::Config;
+use espgw_control::live::TablesError;
+use espgw_wire::MacAddr;
+
+use crate::route::RouteTable;
+
+pub use crate::ports::{PortIdx, PortInfo};
+
+/// The parts of what the workers read that come from the config and the
+/// devices and never change during a run: ports, routes, static neighbors.
+#[derive(Debug, Clone)]
+pub struct Network {
+    pub gateway: String,
+    pub ports: Vec<PortInfo>,
+    pub routes: RouteTable,
+    pub static_neighbors: Vec<(PortIdx, IpAddr, MacAddr)>,
+}
+
+impl Network {
+    /// From `config`; `macs[i]` is port i's MAC as the device reports it
+    /// (a configured `mac` wins).
+    pub fn from_config(config: &Config, macs: &[MacAddr]) -> Result<Network, TablesError> {
+        if macs.len() != config.ports.len() {
+            return Err(TablesError(format!(
+                "{} MAC addresses for {} ports",
+                macs.len(),
+                config.ports.len()
+            )));
+        }
+        let mtu = usize::from(config.dataplane.mtu);
+        let ports: Vec<PortInfo> = config
+            .ports
+            .iter()
+            .zip(macs)
+            .map(|(p, mac)| crate::ports::port_info(p, p.mac.map_or(*mac, |m| m.0), mtu))
+            .collect();
+        Ok(Network {
+            gateway: config.gateway.name.clone(),
+            routes: RouteTable::build(&ports, &config.routes),
+            static_neighbors: config
+                .neighbors
+                .iter()
+                .map(|n| (n.port.0, n.address, n.mac.0))
+                .collect(),
+            ports,
+        })
+    }
+
+    /// True when `ip` is one of the gateway's own addresses (any port).
+    #[inline]
+    pub fn is_local(&self, ip: IpAddr) -> bool {
+        self.ports.iter().any(|p| p.owns(ip))
+    }
+}

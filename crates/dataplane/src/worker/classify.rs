@@ -1,0 +1,353 @@
+//! Stage 1, per packet as it arrives: what is it, and where does it go
+//! next ([`Link`], [`EspIn`], [`EspOut`], [`Icmp`], [`Egress`], or a
+//! counted drop).
+
+use std::net::IpAddr;
+
+use espgw_control::config::Side;
+use espgw_control::tables::{inner_mtu, Action, SaIndex};
+use espgw_esp::Encap;
+use espgw_wire::{ethernet, ethertype, icmpv6, ip_protocol, reply, MacAddr, PacketBuf};
+
+use super::egress::Egress;
+use super::esp::{EspIn, EspOut};
+use super::icmp::Icmp;
+use super::link::Link;
+use super::mss::clamp_mss;
+use super::{is_group, Core, EgressPolicy};
+use crate::flow_cache::FlowCache;
+use crate::fragment::fragment_v4;
+use crate::ip::{decrement_ttl, parse_v4, parse_v6, IpMeta};
+use crate::pool::BufPool;
+use crate::ports::PortIdx;
+use crate::reason::DropReason;
+use crate::tx::TxQueues;
+
+/// The last inbound SA found: consecutive ESP packets of a burst mostly
+/// share one SPI, and they skip the SAD's hash lookup.
+#[derive(Clone, Copy)]
+struct LastInbound {
+    spi: u32,
+    dst: IpAddr,
+    slot: SaIndex,
+    udp_encap: bool,
+}
+
+/// The classification stage: its caches of SPD and SAD answers, valid for
+/// one snapshot ([`Classify::forget`] when the worker switches).
+pub(super) struct Classify {
+    /// Recent SPD decisions of this snapshot's SPD.
+    spd_cache: FlowCache,
+    last_inbound: Option<LastInbound>,
+}
+
+impl Classify {
+    pub(super) fn new() -> Classify {
+        Classify {
+            spd_cache: FlowCache::new(FlowCache::SLOTS),
+            last_inbound: None,
+        }
+    }
+
+    /// Forgets what it learned of the previous snapshot.
+    pub(super) fn forget(&mut self) {
+        self.spd_cache.clear();
+        self.last_inbound = None;
+    }
+
+    /// A packet received on `port`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn input<B: PacketBuf, P: BufPool<B>>(
+        &mut self,
+        core: &mut Core<B, P>,
+        port: PortIdx,
+        mut pkt: B,
+        esp_in: &mut EspIn<B>,
+        esp_out: &mut EspOut<B>,
+        icmp: &mut Icmp,
+        egress: &mut Egress,
+        tx: &mut TxQueues<B>,
+    ) {
+        core.counters.rx += 1;
+        let pc = &mut core.counters.ports[port];
+        pc.rx_packets += 1;
+        pc.rx_bytes += pkt.len() as u64;
+
+        // The Ethernet header read in place (no header view, no MAC copies
+        // into a Repr): this runs for every packet.
+        let d = pkt.data();
+        if d.len() < ethernet::HEADER_LEN {
+            return core.drop_pkt(pkt, DropReason::Malformed, Some(port));
+        }
+        let ether_type = u16::from_be_bytes([d[12], d[13]]);
+        if ether_type == ethertype::VLAN {
+            let r = if d.len() < ethernet::HEADER_LEN + ethernet::VLAN_TAG_LEN {
+                DropReason::Malformed
+            } else {
+                DropReason::Vlan
+            };
+            return core.drop_pkt(pkt, r, Some(port));
+        }
+        let group = d[0] & 1 != 0;
+        if !group && d[..6] != core.net.ports[port].mac {
+            return core.drop_pkt(pkt, DropReason::NotOurMac, Some(port));
+        }
+        let src_mac: MacAddr = [d[6], d[7], d[8], d[9], d[10], d[11]];
+        // Each parse result goes straight to `ip_input` inside its arm:
+        // carrying it out of the match in a variable (or a struct) copied
+        // the header summary through the stack once more, a measurable
+        // cost on the decrypt path (docs/benchmarks.md, issue 12 entry).
+        match ether_type {
+            ethertype::ARP => Link::arp_input(core, port, pkt, tx),
+            ethertype::IPV4 => {
+                if pkt.adj(ethernet::HEADER_LEN).is_err() {
+                    return core.drop_pkt(pkt, DropReason::Malformed, Some(port));
+                }
+                match parse_v4(&mut pkt) {
+                    Ok(m) => {
+                        self.ip_input(core, port, pkt, m, group, esp_in, esp_out, icmp, egress, tx)
+                    }
+                    Err(r) => core.drop_pkt(pkt, r, Some(port)),
+                }
+            }
+            ethertype::IPV6 => {
+                if pkt.adj(ethernet::HEADER_LEN).is_err() {
+                    return core.drop_pkt(pkt, DropReason::Malformed, Some(port));
+                }
+                match parse_v6(&mut pkt) {
+                    Ok(m) if m.proto == ip_protocol::ICMPV6 && is_nd(&pkt, &m) => {
+                        Link::nd_input(core, port, pkt, m, src_mac, tx)
+                    }
+                    Ok(m) => {
+                        self.ip_input(core, port, pkt, m, group, esp_in, esp_out, icmp, egress, tx)
+                    }
+                    Err(r) => core.drop_pkt(pkt, r, Some(port)),
+                }
+            }
+            _ => core.drop_pkt(pkt, DropReason::UnsupportedEthertype, Some(port)),
+        }
+    }
+
+    /// A parsed IP packet (L2 stripped, header summary `m`) received on
+    /// `port`; `group`: sent to a multicast/broadcast MAC address.
+    #[allow(clippy::too_many_arguments)]
+    fn ip_input<B: PacketBuf, P: BufPool<B>>(
+        &mut self,
+        core: &mut Core<B, P>,
+        port: PortIdx,
+        pkt: B,
+        m: IpMeta,
+        group: bool,
+        esp_in: &mut EspIn<B>,
+        esp_out: &mut EspOut<B>,
+        icmp: &mut Icmp,
+        egress: &mut Egress,
+        tx: &mut TxQueues<B>,
+    ) {
+        if core.net.is_local(m.dst) {
+            return self.local_input(core, port, pkt, m, esp_in, esp_out, icmp, egress, tx);
+        }
+        if group || is_group(m.dst) || is_group(m.src) {
+            return core.drop_pkt(pkt, DropReason::Multicast, Some(port));
+        }
+        if m.ttl <= 1 {
+            return icmp.time_exceeded(core, esp_out, egress, tx, port, pkt, m);
+        }
+        match core.net.ports[port].side {
+            Side::Protected => {
+                self.protected_transit(core, port, pkt, m, esp_out, icmp, egress, tx)
+            }
+            Side::Unprotected => {
+                self.unprotected_transit(core, port, pkt, m, esp_out, icmp, egress, tx)
+            }
+        }
+    }
+
+    /// A packet from a protected host to somewhere else: the SPD decides.
+    #[allow(clippy::too_many_arguments)]
+    fn protected_transit<B: PacketBuf, P: BufPool<B>>(
+        &mut self,
+        core: &mut Core<B, P>,
+        port: PortIdx,
+        mut pkt: B,
+        m: IpMeta,
+        esp_out: &mut EspOut<B>,
+        icmp: &mut Icmp,
+        egress: &mut Egress,
+        tx: &mut TxQueues<B>,
+    ) {
+        let d = self.spd_cache.lookup(&core.tables.spd, &m.outbound_flow());
+        match d.action {
+            Action::Protect(id) => {
+                let tables = &core.tables;
+                let Some(tunnel) = tables.tunnel(id) else {
+                    // An SPD naming a tunnel the snapshot lacks: discarded,
+                    // by a rule.
+                    return core.drop_pkt(pkt, DropReason::PolicyDiscard, Some(port));
+                };
+                let mtu = core.net.ports[tunnel.port].mtu;
+                clamp_mss(&mut core.counters, &mut pkt, &m, tunnel.mss_clamp);
+                let len = pkt.len();
+                let Some(out) = tunnel.out.as_deref() else {
+                    // Hard-expired and not replaced: never in the clear.
+                    return core.drop_pkt(pkt, DropReason::SaExpired, Some(port));
+                };
+                let (t, id) = (id.0 as usize, id.0);
+                if len + out.overhead(len) > mtu {
+                    // Only for packets that do not fit: inner_mtu walks the
+                    // padding steps, which cost every packet when it ran
+                    // for all (docs/benchmarks.md, "inner MTU only when
+                    // needed").
+                    let inner_mtu = inner_mtu(out, mtu);
+                    if m.dont_frag {
+                        core.counters.tunnel(id).out_mtu_exceeded += 1;
+                        return icmp.too_big(core, esp_out, egress, tx, port, pkt, m, inner_mtu);
+                    }
+                    core.counters.tunnel(id).out_fragmented += 1;
+                    // IPv4 without DF: fragment, then encrypt each fragment.
+                    decrement_ttl(&mut pkt, m.v6);
+                    let Some(rest) = fragment_v4(&mut pkt, inner_mtu, &core.pool) else {
+                        return core.drop_pkt(pkt, DropReason::FragmentationNeeded, Some(port));
+                    };
+                    core.counters.generated += rest.len() as u64;
+                    esp_out.push(t, pkt, port);
+                    for frag in rest {
+                        esp_out.push(t, frag, port);
+                    }
+                    return;
+                }
+                decrement_ttl(&mut pkt, m.v6);
+                esp_out.push(t, pkt, port);
+            }
+            Action::Bypass => {
+                decrement_ttl(&mut pkt, m.v6);
+                let policy = EgressPolicy::Bypass;
+                egress.route(core, icmp, esp_out, tx, pkt, m.dst, policy, Some(port));
+            }
+            Action::Discard => {
+                let r = if d.by_default {
+                    DropReason::NoPolicy
+                } else {
+                    DropReason::PolicyDiscard
+                };
+                core.drop_pkt(pkt, r, Some(port));
+            }
+        }
+    }
+
+    /// Plaintext on an unprotected port, not for us: only a bypass policy
+    /// lets it through.
+    #[allow(clippy::too_many_arguments)]
+    fn unprotected_transit<B: PacketBuf, P: BufPool<B>>(
+        &mut self,
+        core: &mut Core<B, P>,
+        port: PortIdx,
+        mut pkt: B,
+        m: IpMeta,
+        esp_out: &mut EspOut<B>,
+        icmp: &mut Icmp,
+        egress: &mut Egress,
+        tx: &mut TxQueues<B>,
+    ) {
+        match self
+            .spd_cache
+            .lookup(&core.tables.spd, &m.inbound_flow())
+            .action
+        {
+            Action::Bypass => {
+                decrement_ttl(&mut pkt, m.v6);
+                let policy = EgressPolicy::Bypass;
+                egress.route(core, icmp, esp_out, tx, pkt, m.dst, policy, Some(port));
+            }
+            Action::Protect(_) | Action::Discard => {
+                core.drop_pkt(pkt, DropReason::UnprotectedPlaintext, Some(port))
+            }
+        }
+    }
+
+    /// A packet to one of our addresses: ESP, ping, or unsupported.
+    #[allow(clippy::too_many_arguments)]
+    fn local_input<B: PacketBuf, P: BufPool<B>>(
+        &mut self,
+        core: &mut Core<B, P>,
+        port: PortIdx,
+        mut pkt: B,
+        m: IpMeta,
+        esp_in: &mut EspIn<B>,
+        esp_out: &mut EspOut<B>,
+        icmp: &mut Icmp,
+        egress: &mut Egress,
+        tx: &mut TxQueues<B>,
+    ) {
+        match m.proto {
+            ip_protocol::ESP => self.esp_input(core, port, pkt, m, Encap::None, esp_in),
+            ip_protocol::UDP if m.dport == Some(Encap::NAT_T_PORT) => {
+                self.esp_input(core, port, pkt, m, Encap::udp_4500(), esp_in)
+            }
+            ip_protocol::ICMP | ip_protocol::ICMPV6 => {
+                let answered = if m.v6 {
+                    reply::icmpv6_echo_reply_in_place(pkt.data_mut()).is_ok()
+                } else {
+                    reply::icmpv4_echo_reply_in_place(pkt.data_mut()).is_ok()
+                };
+                if !answered {
+                    return core.drop_pkt(pkt, DropReason::LocalUnsupported, Some(port));
+                }
+                core.counters.local += 1;
+                core.counters.generated += 1;
+                let origin = core.origin_of(port);
+                icmp.originate(core, esp_out, egress, tx, pkt, origin);
+            }
+            _ => core.drop_pkt(pkt, DropReason::LocalUnsupported, Some(port)),
+        }
+    }
+
+    /// ESP to one of our addresses: staged for its inbound SA, found by SPI
+    /// and the address it was sent to (RFC 4301 4.1).
+    fn esp_input<B: PacketBuf, P: BufPool<B>>(
+        &mut self,
+        core: &mut Core<B, P>,
+        port: PortIdx,
+        pkt: B,
+        m: IpMeta,
+        encap: Encap,
+        esp_in: &mut EspIn<B>,
+    ) {
+        let loc = match espgw_esp::locate_esp(pkt.data(), encap) {
+            Ok(l) => l,
+            Err(r) => return core.drop_pkt(pkt, DropReason::from_esp(r), Some(port)),
+        };
+        let found = match self.last_inbound {
+            Some(l) if l.spi == loc.spi && l.dst == m.dst => Some(l),
+            _ => {
+                let tables = &core.tables;
+                let found = tables.sad.inbound(loc.spi, m.dst).and_then(|slot| {
+                    let (_, tunnel, _) = tables.inbound_sa(slot)?;
+                    Some(LastInbound {
+                        spi: loc.spi,
+                        dst: m.dst,
+                        slot,
+                        udp_encap: tables.tunnel(tunnel)?.udp_encap,
+                    })
+                });
+                self.last_inbound = found.or(self.last_inbound);
+                found
+            }
+        };
+        let Some(found) = found else {
+            return core.drop_pkt(pkt, DropReason::UnknownSpi, Some(port));
+        };
+        if found.udp_encap != matches!(encap, Encap::Udp { .. }) {
+            return core.drop_pkt(pkt, DropReason::NotEsp, Some(port));
+        }
+        esp_in.push(found.slot, pkt, port);
+    }
+}
+
+/// True for an ICMPv6 neighbor solicitation or advertisement.
+fn is_nd<B: PacketBuf>(pkt: &B, m: &IpMeta) -> bool {
+    matches!(
+        pkt.data().get(m.l4_offset),
+        Some(&icmpv6::msg_type::NEIGHBOR_SOLICIT) | Some(&icmpv6::msg_type::NEIGHBOR_ADVERT)
+    )
+}
