@@ -17,8 +17,9 @@ use std::net::IpAddr;
 use espgw_control::config::connection::StartAction;
 use espgw_control::fixtures::GatewayToml;
 use espgw_control::ike::{IkeDriver, IkeTransport, MemoryTransport, RETRY_BASE_MS};
-use espgw_control::live::{Dir, LiveTables, SaManager, SaState};
+use espgw_control::live::{Dir, SaManager, SaState};
 use espgw_control::tables::Action;
+use espgw_control::tables::Tables;
 use espgw_esp::Verdict;
 use espgw_ike::crypto::SystemRandom;
 use espgw_ike::engine::{EngineConfig, Transmit};
@@ -56,7 +57,7 @@ fn engine_config() -> EngineConfig {
 struct Gw {
     me: u8,
     driver: IkeDriver<SystemRandom>,
-    mgr: SaManager<LiveTables>,
+    mgr: SaManager<Tables>,
     wire: MemoryTransport,
 }
 

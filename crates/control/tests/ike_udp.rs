@@ -18,7 +18,8 @@ use espgw_control::ike::{
     monotonic_ms, EngineConfig, IkeControl, IkeDriver, IkeService, SystemRandom, UdpTransport,
 };
 use espgw_control::live::protocol::{IkeCommand, IkeListReply};
-use espgw_control::live::{monotonic_clock, Dir, LiveControl, LiveTables, SaManager};
+use espgw_control::live::{monotonic_clock, Dir, LiveControl, SaManager};
+use espgw_control::tables::Tables;
 use support::*;
 
 fn gateway(me: u8) -> Config {
@@ -58,7 +59,7 @@ fn free_ports() -> (u16, u16) {
 }
 
 struct Gateway {
-    live: Arc<LiveControl<LiveTables>>,
+    live: Arc<LiveControl<Tables>>,
     ike: Arc<IkeService<SystemRandom>>,
 }
 

@@ -18,7 +18,9 @@ use tracing::{info, warn};
 use super::selectors;
 use super::status::{IkeChildInfo, IkeMetrics, IkeSaInfo};
 use crate::config::connection::{Child, Connection, IkeAuth, IkeId, StartAction};
-use crate::config::{Encap, Lifetime, Limits, SaKeys, SecretBytes, Tunnel, DEFAULT_PRIORITY};
+use crate::config::{
+    EncapMode as Encap, Lifetime, Limits, SaKeys, SecretBytes, Tunnel, DEFAULT_PRIORITY,
+};
 use crate::live::SaManager;
 
 /// First wait before re-initiating a failed `start` connection; doubles

@@ -21,7 +21,9 @@ use crate::config::connection::{
     DEFAULT_IKE_REKEY_TIME,
 };
 use crate::config::keys::read_small_regular_file;
-use crate::config::model::{Action, MssClamp, Policy, Tunnel, MAX_MSS_CLAMP, MIN_MSS_CLAMP};
+use crate::config::model::{
+    MssClamp, Policy, PolicyAction as Action, Tunnel, MAX_MSS_CLAMP, MIN_MSS_CLAMP,
+};
 use crate::config::net::Prefix;
 use crate::config::perms;
 use crate::config::reader::{join, Ctx, Field, Table};
