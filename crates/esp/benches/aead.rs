@@ -25,10 +25,11 @@ use std::time::{Duration, Instant};
 
 use espgw_esp::crypto::aead::{AeadPrimitive, EspAead};
 use espgw_esp::crypto::cbc_hmac::{CbcCipher, CbcHmac};
-use espgw_esp::crypto::fast_gcm::FastGcm;
+use espgw_esp::crypto::fast_gcm::{FastGcm, FastGcmIpsecMb};
 use espgw_esp::crypto::integrity::{
     Integrity, RingHmacSha1, RingHmacSha256, RustCryptoHmacSha1, RustCryptoHmacSha256,
 };
+use espgw_esp::crypto::ipsec_mb_aead::IpsecMbAead;
 use espgw_esp::crypto::ring_aead::RingAead;
 use espgw_esp::crypto::rustcrypto_cbc::{Aes128Cbc, Aes256Cbc};
 use espgw_esp::crypto::EspCipher;
@@ -65,6 +66,8 @@ fn backends(suite: Suite) -> Vec<Backend> {
         all.push(aead::<RingAead>("ring", suite));
         if suite != Suite::Chacha20Poly1305 {
             all.push(aead::<FastGcm>("fast-gcm", suite));
+            all.push(aead::<IpsecMbAead>("ipsec-mb", suite));
+            all.push(aead::<FastGcmIpsecMb>("fast-gcm-ipsec-mb", suite));
         }
         #[cfg(feature = "awslc")]
         all.push(aead::<espgw_esp::crypto::awslc::AwsLcAead>(
