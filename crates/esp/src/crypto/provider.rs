@@ -136,6 +136,34 @@ pub fn choose(suite: Suite, cpu: Cpu) -> Backend {
     }
 }
 
+/// What [`super::new_cipher`] runs for `suite` on this machine, in one
+/// line: the backend's name and, for AES-GCM, which code takes which
+/// payload lengths (`espgw bench` and `espgw check` print it).
+pub fn describe(suite: Suite) -> String {
+    use fast_gcm::LongGcm;
+    let ipsec_mb = || match ipsec_mb::Library::get() {
+        Some(lib) if lib.has_vaes_avx512() => "intel-ipsec-mb, AVX-512 VAES".to_string(),
+        Some(lib) => format!("intel-ipsec-mb, {:?}", lib.arch()),
+        None => "intel-ipsec-mb".to_string(),
+    };
+    let backend = choose(suite, Cpu::detected());
+    let detail = match backend {
+        Backend::SplitGcm => format!(
+            "espgw-aesgcm below {} B, ring from there",
+            ring_aead::RingAead::short_max(suite)
+        ),
+        Backend::SplitIpsecMb => format!(
+            "espgw-aesgcm below {} B, {} from there",
+            ipsec_mb_aead::IpsecMbAead::short_max(suite),
+            ipsec_mb()
+        ),
+        Backend::IpsecMb => ipsec_mb(),
+        Backend::Ring => "ring".to_string(),
+        Backend::RustCryptoCbc => "RustCrypto AES-CBC and HMAC".to_string(),
+    };
+    format!("{} ({detail})", backend.name())
+}
+
 /// Why [`new_cipher_with`] built nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BackendError {
@@ -307,6 +335,17 @@ mod tests {
                 let err = new_cipher_on(WITH, backend, suite, &key, &auth).err();
                 assert_eq!(err, Some(BackendError::NotForSuite { backend, suite }));
             }
+        }
+    }
+
+    #[test]
+    fn describe_names_the_chosen_backend() {
+        for suite in SUITES {
+            let text = describe(suite);
+            assert!(
+                text.starts_with(choose(suite, Cpu::detected()).name()),
+                "{text}"
+            );
         }
     }
 
