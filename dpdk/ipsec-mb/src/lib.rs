@@ -227,7 +227,10 @@ impl GcmKey {
                 computed.as_mut_ptr(),
             )
         };
-        if bool::from(computed.ct_eq(tag)) {
+        // One 128-bit comparison rather than subtle's byte-by-byte one
+        // over the array: the same constant-time answer in fewer steps.
+        let (ours, theirs) = (u128::from_ne_bytes(computed), u128::from_ne_bytes(*tag));
+        if bool::from(ours.ct_eq(&theirs)) {
             Ok(())
         } else {
             // Re-encrypting the plaintext under the same nonce gives the
