@@ -12,7 +12,8 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 # Build: DPDK 22.11 headers + shared libraries and PMDs, libclang for bindgen,
-# pkg-config to find DPDK, libpcap for net_pcap, cmake for crypto crates.
+# pkg-config to find DPDK, libpcap for net_pcap, cmake for crypto crates,
+# libipsec-mb-dev (intel-ipsec-mb, DPDK pulls it in too) for dpdk/ipsec-mb.
 # Run/test: iproute2 (netns, veth), iperf3 and tcpdump/tshark for real traffic
 # and wire checks, python3 + scapy as the independent ESP peer.
 # IKE interop (tests/ike/): strongSwan 5.9.8's charon, swanctl and pki; the
@@ -24,7 +25,7 @@ fi
 # `systemd-analyze verify` of the unit (it works offline, without a
 # running systemd).
 PACKAGES=(
-    libdpdk-dev dpdk-dev pkg-config clang libclang-dev cmake
+    libdpdk-dev dpdk-dev pkg-config clang libclang-dev cmake libipsec-mb-dev
     libpcap-dev iproute2 ethtool iperf3 tcpdump tshark iputils-ping
     python3 python3-pip
     dpkg-dev binutils systemd

@@ -6,8 +6,11 @@
 //!
 //! Without `--features bench-backends` only the default backends run.
 //! Environment: ESPGW_BENCH_MS (time per sample, default 20),
-//! ESPGW_BENCH_ROUNDS (samples per cell, default 7) and ESPGW_BENCH_SUITE
-//! (comma-separated suite names to run, default all).
+//! ESPGW_BENCH_ROUNDS (samples per cell, default 7), ESPGW_BENCH_SUITE
+//! (comma-separated suite names to run, default all), ESPGW_BENCH_SIZES
+//! (comma-separated payload sizes, default 64,128,256,512,1024,1420,8192)
+//! and ESPGW_BENCH_BACKENDS (comma-separated backend column names, default
+//! all compiled in).
 //!
 //! Method. The machine is small and shared, so time is the thread's CPU
 //! time (CLOCK_THREAD_CPUTIME_ID: time the core spent on other processes is
@@ -25,10 +28,11 @@ use std::time::{Duration, Instant};
 
 use espgw_esp::crypto::aead::{AeadPrimitive, EspAead};
 use espgw_esp::crypto::cbc_hmac::{CbcCipher, CbcHmac};
-use espgw_esp::crypto::fast_gcm::FastGcm;
+use espgw_esp::crypto::fast_gcm::{FastGcm, FastGcmIpsecMb};
 use espgw_esp::crypto::integrity::{
     Integrity, RingHmacSha1, RingHmacSha256, RustCryptoHmacSha1, RustCryptoHmacSha256,
 };
+use espgw_esp::crypto::ipsec_mb_aead::IpsecMbAead;
 use espgw_esp::crypto::ring_aead::RingAead;
 use espgw_esp::crypto::rustcrypto_cbc::{Aes128Cbc, Aes256Cbc};
 use espgw_esp::crypto::EspCipher;
@@ -65,6 +69,8 @@ fn backends(suite: Suite) -> Vec<Backend> {
         all.push(aead::<RingAead>("ring", suite));
         if suite != Suite::Chacha20Poly1305 {
             all.push(aead::<FastGcm>("fast-gcm", suite));
+            all.push(aead::<IpsecMbAead>("ipsec-mb", suite));
+            all.push(aead::<FastGcmIpsecMb>("fast-gcm-ipsec-mb", suite));
         }
         #[cfg(feature = "awslc")]
         all.push(aead::<espgw_esp::crypto::awslc::AwsLcAead>(
@@ -247,7 +253,15 @@ fn main() {
         {
             continue;
         }
-        let backends = backends(suite);
+        let wanted = std::env::var("ESPGW_BENCH_BACKENDS").ok();
+        let backends: Vec<Backend> = backends(suite)
+            .into_iter()
+            .filter(|b| {
+                wanted
+                    .as_deref()
+                    .is_none_or(|list| list.split(',').any(|n| n == b.name))
+            })
+            .collect();
         println!("\n## {suite}\n");
         print!("| size | op |");
         for b in &backends {
@@ -259,7 +273,11 @@ fn main() {
             print!("---|");
         }
         println!();
-        for size in SIZES {
+        let sizes: Vec<usize> = match std::env::var("ESPGW_BENCH_SIZES") {
+            Ok(list) => list.split(',').filter_map(|n| n.parse().ok()).collect(),
+            Err(_) => SIZES.to_vec(),
+        };
+        for size in sizes {
             let size = size.next_multiple_of(suite.block_align());
             for op in [Op::Seal, Op::Open] {
                 let cells = if smoke {

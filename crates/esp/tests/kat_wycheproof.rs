@@ -13,7 +13,8 @@
 
 use espgw_esp::crypto::aead::{AeadPrimitive, TAG_LEN};
 use espgw_esp::crypto::cbc_hmac::CbcCipher;
-use espgw_esp::crypto::fast_gcm::FastGcm;
+use espgw_esp::crypto::fast_gcm::{FastGcm, FastGcmIpsecMb};
+use espgw_esp::crypto::ipsec_mb_aead::IpsecMbAead;
 use espgw_esp::crypto::ring_aead::RingAead;
 use espgw_esp::crypto::rustcrypto_cbc::{Aes128Cbc, Aes256Cbc};
 use espgw_esp::Suite;
@@ -100,6 +101,21 @@ fn fast_gcm_aead() {
         valid >= 50 && invalid >= 20,
         "AES-GCM: {valid} valid, {invalid} invalid"
     );
+}
+
+/// intel-ipsec-mb alone (AES-GCM only), with whatever code it picks for
+/// this CPU, and split with espgw-aesgcm at its own threshold.
+#[test]
+fn ipsec_mb_aead() {
+    for (valid, invalid) in [
+        run_aead::<IpsecMbAead>(aead::TestName::AesGcm, gcm_suite),
+        run_aead::<FastGcmIpsecMb>(aead::TestName::AesGcm, gcm_suite),
+    ] {
+        assert!(
+            valid >= 50 && invalid >= 20,
+            "AES-GCM: {valid} valid, {invalid} invalid"
+        );
+    }
 }
 
 #[cfg(feature = "awslc")]

@@ -12,6 +12,7 @@ const EXCEPTIONS: &[(&str, &str)] = &[
     // The FFI boundary.
     ("dpdk/dpdk-sys", "allow"),
     ("dpdk/dpdk", "allow"),
+    ("dpdk/ipsec-mb", "allow"),
     // deny, so that its x86_64 module (the #[target_feature] calls) can allow.
     ("crates/aesgcm", "deny"),
     // deny, for the test allocator and two bench clocks (src/lib.rs forbids).

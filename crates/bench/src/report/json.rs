@@ -63,6 +63,9 @@ pub fn render(report: &Report) -> Value {
             "git_commit": m.git_commit,
             "git_dirty": m.git_dirty,
         },
+        "cipher_backends": o.suites.iter()
+            .map(|s| (s.name().to_string(), Value::from(espgw_esp::crypto::provider::describe(*s))))
+            .collect::<serde_json::Map<String, Value>>(),
         "eal_args": report.eal_args,
         "options": {
             "suites": o.suites.iter().map(|s| s.name()).collect::<Vec<_>>(),

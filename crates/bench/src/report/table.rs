@@ -46,6 +46,14 @@ pub fn render(report: &Report) -> String {
         crate::flows::FIRST_PORT,
         crate::flows::DST_PORT,
     );
+    for suite in &report.options.suites {
+        let _ = writeln!(
+            s,
+            "cipher {suite}: {}",
+            espgw_esp::crypto::provider::describe(*suite)
+        );
+    }
+    let _ = writeln!(s);
     if report.options.persist_seq {
         let _ = writeln!(
             s,

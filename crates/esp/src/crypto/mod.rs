@@ -28,6 +28,7 @@ pub mod cbc_hmac;
 pub mod fast_gcm;
 mod hmac_md;
 pub mod integrity;
+pub mod ipsec_mb_aead;
 mod layout;
 pub mod provider;
 pub mod ring_aead;

@@ -11,7 +11,7 @@
 
 use std::sync::OnceLock;
 
-use super::{aead, cbc_hmac, fast_gcm, integrity, ring_aead, rustcrypto_cbc};
+use super::{aead, cbc_hmac, fast_gcm, integrity, ipsec_mb_aead, ring_aead, rustcrypto_cbc};
 use super::{check_key_lengths, EspCipher, KeyError};
 use crate::Suite;
 
@@ -21,6 +21,12 @@ pub struct Cpu {
     /// AES-NI, PCLMULQDQ and AVX: what `espgw-aesgcm` needs
     /// ([`espgw_aesgcm::is_supported`]).
     pub aes_gcm_short: bool,
+    /// intel-ipsec-mb initialised (any x86_64 CPU: it picks SSE, AVX,
+    /// AVX2 or AVX-512 code itself).
+    pub ipsec_mb: bool,
+    /// AVX-512 with VAES and VPCLMULQDQ, and intel-ipsec-mb runs its
+    /// 512-bit VAES GCM kernels: the CPUs on which it beats ring.
+    pub vaes_avx512: bool,
 }
 
 impl Cpu {
@@ -29,6 +35,8 @@ impl Cpu {
         static DETECTED: OnceLock<Cpu> = OnceLock::new();
         *DETECTED.get_or_init(|| Cpu {
             aes_gcm_short: espgw_aesgcm::is_supported(),
+            ipsec_mb: ipsec_mb::Library::get().is_some(),
+            vaes_avx512: ipsec_mb_aead::IpsecMbAead::has_vaes_avx512(),
         })
     }
 }
@@ -43,19 +51,34 @@ pub enum Backend {
     /// ring for every length: ChaCha20-Poly1305 always, AES-GCM on a CPU
     /// without the short-packet instructions.
     Ring,
+    /// AES-GCM split by payload length
+    /// ([`fast_gcm::FastGcmIpsecMb`]): `espgw-aesgcm` below the threshold,
+    /// intel-ipsec-mb from it on. Needs [`Cpu::aes_gcm_short`] and
+    /// [`Cpu::ipsec_mb`]; chosen only with [`Cpu::vaes_avx512`].
+    SplitIpsecMb,
+    /// intel-ipsec-mb's AES-GCM for every length. Needs [`Cpu::ipsec_mb`].
+    IpsecMb,
     /// RustCrypto AES-CBC with RustCrypto HMAC ([`cbc_hmac::CbcHmac`]).
     RustCryptoCbc,
 }
 
 impl Backend {
     /// Every backend, in a fixed order.
-    pub const ALL: [Backend; 3] = [Backend::SplitGcm, Backend::Ring, Backend::RustCryptoCbc];
+    pub const ALL: [Backend; 5] = [
+        Backend::SplitGcm,
+        Backend::Ring,
+        Backend::SplitIpsecMb,
+        Backend::IpsecMb,
+        Backend::RustCryptoCbc,
+    ];
 
     /// Short name for logs and test output.
     pub fn name(self) -> &'static str {
         match self {
             Backend::SplitGcm => "split-gcm",
             Backend::Ring => "ring",
+            Backend::SplitIpsecMb => "split-ipsec-mb",
+            Backend::IpsecMb => "ipsec-mb",
             Backend::RustCryptoCbc => "rustcrypto-cbc",
         }
     }
@@ -63,7 +86,9 @@ impl Backend {
     /// Whether this backend implements `suite` at all.
     pub fn serves(self, suite: Suite) -> bool {
         match self {
-            Backend::SplitGcm => matches!(suite, Suite::Aes128Gcm16 | Suite::Aes256Gcm16),
+            Backend::SplitGcm | Backend::SplitIpsecMb | Backend::IpsecMb => {
+                matches!(suite, Suite::Aes128Gcm16 | Suite::Aes256Gcm16)
+            }
             Backend::Ring => suite.is_aead(),
             Backend::RustCryptoCbc => !suite.is_aead(),
         }
@@ -73,6 +98,8 @@ impl Backend {
     pub fn runs_on(self, cpu: Cpu) -> bool {
         match self {
             Backend::SplitGcm => cpu.aes_gcm_short,
+            Backend::SplitIpsecMb => cpu.aes_gcm_short && cpu.ipsec_mb,
+            Backend::IpsecMb => cpu.ipsec_mb,
             Backend::Ring | Backend::RustCryptoCbc => true,
         }
     }
@@ -90,16 +117,51 @@ pub enum Implementation {
     RustCrypto,
     /// aws-lc-rs (only with the `awslc` feature, for the benchmark).
     AwsLc,
+    /// intel-ipsec-mb's direct GCM API (`dpdk/ipsec-mb`).
+    IpsecMb,
 }
 
 /// The table: the backend [`super::new_cipher`] builds for `suite` on `cpu`.
 /// It picks only a backend that serves the suite and runs on the CPU.
 pub fn choose(suite: Suite, cpu: Cpu) -> Backend {
     match suite {
+        Suite::Aes128Gcm16 | Suite::Aes256Gcm16
+            if cpu.vaes_avx512 && cpu.ipsec_mb && cpu.aes_gcm_short =>
+        {
+            Backend::SplitIpsecMb
+        }
         Suite::Aes128Gcm16 | Suite::Aes256Gcm16 if cpu.aes_gcm_short => Backend::SplitGcm,
         Suite::Aes128Gcm16 | Suite::Aes256Gcm16 | Suite::Chacha20Poly1305 => Backend::Ring,
         Suite::Aes128Sha256 | Suite::Aes256Sha256 | Suite::Aes128Sha1 => Backend::RustCryptoCbc,
     }
+}
+
+/// What [`super::new_cipher`] runs for `suite` on this machine, in one
+/// line: the backend's name and, for AES-GCM, which code takes which
+/// payload lengths (`espgw bench` and `espgw check` print it).
+pub fn describe(suite: Suite) -> String {
+    use fast_gcm::LongGcm;
+    let ipsec_mb = || match ipsec_mb::Library::get() {
+        Some(lib) if lib.has_vaes_avx512() => "intel-ipsec-mb, AVX-512 VAES".to_string(),
+        Some(lib) => format!("intel-ipsec-mb, {:?}", lib.arch()),
+        None => "intel-ipsec-mb".to_string(),
+    };
+    let backend = choose(suite, Cpu::detected());
+    let detail = match backend {
+        Backend::SplitGcm => format!(
+            "espgw-aesgcm below {} B, ring from there",
+            ring_aead::RingAead::short_max(suite)
+        ),
+        Backend::SplitIpsecMb => format!(
+            "espgw-aesgcm below {} B, {} from there",
+            ipsec_mb_aead::IpsecMbAead::short_max(suite),
+            ipsec_mb()
+        ),
+        Backend::IpsecMb => ipsec_mb(),
+        Backend::Ring => "ring".to_string(),
+        Backend::RustCryptoCbc => "RustCrypto AES-CBC and HMAC".to_string(),
+    };
+    format!("{} ({detail})", backend.name())
 }
 
 /// Why [`new_cipher_with`] built nothing.
@@ -162,6 +224,12 @@ pub(crate) fn new_cipher_on(
     let built: Box<dyn EspCipher> = match (backend, suite) {
         (Backend::SplitGcm, _) => Box::new(aead::EspAead::<fast_gcm::FastGcm>::new(suite, key)?),
         (Backend::Ring, _) => Box::new(aead::EspAead::<ring_aead::RingAead>::new(suite, key)?),
+        (Backend::SplitIpsecMb, _) => {
+            Box::new(aead::EspAead::<fast_gcm::FastGcmIpsecMb>::new(suite, key)?)
+        }
+        (Backend::IpsecMb, _) => Box::new(aead::EspAead::<ipsec_mb_aead::IpsecMbAead>::new(
+            suite, key,
+        )?),
         (Backend::RustCryptoCbc, Suite::Aes128Sha256) => {
             Box::new(cbc_hmac::CbcHmac::<
                 rustcrypto_cbc::Aes128Cbc,
@@ -205,9 +273,19 @@ mod tests {
     ];
     const WITH: Cpu = Cpu {
         aes_gcm_short: true,
+        ipsec_mb: true,
+        vaes_avx512: true,
+    };
+    /// AES-NI, PCLMULQDQ, AVX2, no AVX-512 (the Zen 3 machines).
+    const AVX2: Cpu = Cpu {
+        aes_gcm_short: true,
+        ipsec_mb: true,
+        vaes_avx512: false,
     };
     const WITHOUT: Cpu = Cpu {
         aes_gcm_short: false,
+        ipsec_mb: false,
+        vaes_avx512: false,
     };
 
     fn keys(suite: Suite) -> (Vec<u8>, Vec<u8>) {
@@ -216,7 +294,7 @@ mod tests {
 
     #[test]
     fn the_table_picks_only_backends_that_serve_the_suite_and_run_on_the_cpu() {
-        for cpu in [WITH, WITHOUT] {
+        for cpu in [WITH, AVX2, WITHOUT] {
             for suite in SUITES {
                 let backend = choose(suite, cpu);
                 assert!(backend.serves(suite), "{suite} {cpu:?}");
@@ -230,7 +308,10 @@ mod tests {
     #[test]
     fn aes_gcm_takes_the_split_backend_only_with_the_cpu_features() {
         for suite in [Suite::Aes128Gcm16, Suite::Aes256Gcm16] {
-            assert_eq!(choose(suite, WITH), Backend::SplitGcm);
+            assert_eq!(choose(suite, WITH), Backend::SplitIpsecMb);
+            // Without AVX-512 the choice is the one made before
+            // intel-ipsec-mb came in.
+            assert_eq!(choose(suite, AVX2), Backend::SplitGcm);
             assert_eq!(choose(suite, WITHOUT), Backend::Ring);
         }
         assert_eq!(choose(Suite::Chacha20Poly1305, WITH), Backend::Ring);
@@ -240,13 +321,10 @@ mod tests {
     #[test]
     fn a_forced_backend_the_cpu_lacks_is_refused_not_replaced() {
         let (key, auth) = keys(Suite::Aes128Gcm16);
-        let err = new_cipher_on(WITHOUT, Backend::SplitGcm, Suite::Aes128Gcm16, &key, &auth).err();
-        assert_eq!(
-            err,
-            Some(BackendError::CpuLacks {
-                backend: Backend::SplitGcm
-            })
-        );
+        for backend in [Backend::SplitGcm, Backend::SplitIpsecMb, Backend::IpsecMb] {
+            let err = new_cipher_on(WITHOUT, backend, Suite::Aes128Gcm16, &key, &auth).err();
+            assert_eq!(err, Some(BackendError::CpuLacks { backend }));
+        }
     }
 
     #[test]
@@ -257,6 +335,17 @@ mod tests {
                 let err = new_cipher_on(WITH, backend, suite, &key, &auth).err();
                 assert_eq!(err, Some(BackendError::NotForSuite { backend, suite }));
             }
+        }
+    }
+
+    #[test]
+    fn describe_names_the_chosen_backend() {
+        for suite in SUITES {
+            let text = describe(suite);
+            assert!(
+                text.starts_with(choose(suite, Cpu::detected()).name()),
+                "{text}"
+            );
         }
     }
 

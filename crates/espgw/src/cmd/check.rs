@@ -21,6 +21,12 @@ pub fn run(config: &Path) -> ExitCode {
             // Through `write!`, not `print!`: a reader that stops early
             // (`espgw check ... | head`) is not a reason to panic.
             let _ = write!(std::io::stdout(), "{}", Summary(&config));
+            // Which code each suite's ESP runs on this machine.
+            let mut out = std::io::stdout().lock();
+            for suite in espgw_esp::Suite::ALL {
+                let described = espgw_esp::crypto::provider::describe(suite);
+                let _ = writeln!(out, "cipher {suite}: {described}");
+            }
             ExitCode::SUCCESS
         }
         Err(diags) => {

@@ -1,0 +1,278 @@
+//! A safe AES-GCM over intel-ipsec-mb's direct GCM API (the library DPDK's
+//! aesni_gcm PMD and ipsec-secgw use), for ESP: 96-bit nonce, 128-bit tag,
+//! in place.
+//!
+//! The library is Debian's libipsec-mb (1.3). `init_mb_mgr_auto` picks the
+//! code for this CPU (on one with AVX-512, VAES and VPCLMULQDQ, the 512-bit
+//! VAES kernels); the C shim in `shim/shim.c` calls the `IMB_AES*_GCM_*`
+//! macros, which read function pointers from that manager, so Rust never
+//! mirrors the `IMB_MGR` layout. One manager is made per process and only
+//! read afterwards (the direct API keeps its state in the caller's
+//! context, which the shim keeps on its stack), so any number of threads
+//! can seal and open at once.
+//!
+//! Every `unsafe` of this crate is an FFI call in this file, each with its
+//! SAFETY comment; the rest of the workspace forbids `unsafe`.
+
+use core::ffi::{c_int, c_void};
+use core::ptr::NonNull;
+use std::sync::OnceLock;
+
+use subtle::ConstantTimeEq;
+use zeroize::Zeroize;
+
+/// Bytes reserved per expanded key; the shim's `_Static_assert` checks that
+/// `struct gcm_key_data` fits (1008 bytes in 1.3).
+const GCM_KEY_BYTES: usize = 1024;
+/// Bytes of the tag.
+pub const TAG_LEN: usize = 16;
+
+const FEATURE_AVX512F: u64 = 1 << 7;
+const FEATURE_VAES: u64 = 1 << 12;
+const FEATURE_VPCLMULQDQ: u64 = 1 << 13;
+
+extern "C" {
+    fn espgw_imb_gcm_key_bytes() -> usize;
+    fn espgw_imb_new_mgr(arch: *mut c_int, features: *mut u64) -> *mut c_void;
+    fn espgw_imb_gcm_pre(mgr: *mut c_void, aes256: c_int, key: *const u8, kd: *mut KeyData);
+    fn espgw_imb_gcm_enc(
+        mgr: *mut c_void,
+        aes256: c_int,
+        kd: *const KeyData,
+        buf: *mut u8,
+        len: u64,
+        iv: *const u8,
+        aad: *const u8,
+        aad_len: u64,
+        tag: *mut u8,
+    );
+    fn espgw_imb_gcm_dec(
+        mgr: *mut c_void,
+        aes256: c_int,
+        kd: *const KeyData,
+        buf: *mut u8,
+        len: u64,
+        iv: *const u8,
+        aad: *const u8,
+        aad_len: u64,
+        tag: *mut u8,
+    );
+}
+
+/// The code path `init_mb_mgr_auto` chose (`IMB_ARCH`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arch {
+    NoAesni,
+    Sse,
+    Avx,
+    Avx2,
+    Avx512,
+}
+
+/// The library, initialised for this CPU.
+pub struct Library {
+    mgr: NonNull<c_void>,
+    arch: Arch,
+    features: u64,
+}
+
+// SAFETY: after `espgw_imb_new_mgr` returns, the manager is never written
+// again (it is never freed either); the direct GCM calls only read its
+// function pointers, and keep their per-call state in a context on the
+// shim's stack.
+unsafe impl Send for Library {}
+// SAFETY: as for Send: shared use is read-only.
+unsafe impl Sync for Library {}
+
+impl Library {
+    /// The process's library handle: `None` if the manager could not be
+    /// made (no memory, or a CPU the library cannot run on).
+    pub fn get() -> Option<&'static Library> {
+        static LIB: OnceLock<Option<Library>> = OnceLock::new();
+        LIB.get_or_init(|| {
+            let (mut arch, mut features) = (0 as c_int, 0u64);
+            // SAFETY: both out-pointers are valid for one write; the shim
+            // returns NULL or a manager that init_mb_mgr_auto initialised.
+            let mgr = unsafe { espgw_imb_new_mgr(&mut arch, &mut features) };
+            let arch = match arch {
+                1 => Arch::NoAesni,
+                2 => Arch::Sse,
+                3 => Arch::Avx,
+                4 => Arch::Avx2,
+                5 => Arch::Avx512,
+                _ => return None,
+            };
+            Some(Library {
+                mgr: NonNull::new(mgr)?,
+                arch,
+                features,
+            })
+        })
+        .as_ref()
+    }
+
+    /// The code path chosen for this CPU.
+    pub fn arch(&self) -> Arch {
+        self.arch
+    }
+
+    /// Whether GCM runs the 512-bit VAES + VPCLMULQDQ kernels here.
+    pub fn has_vaes_avx512(&self) -> bool {
+        let want = FEATURE_AVX512F | FEATURE_VAES | FEATURE_VPCLMULQDQ;
+        self.arch == Arch::Avx512 && self.features & want == want
+    }
+}
+
+impl core::fmt::Debug for Library {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Library")
+            .field("arch", &self.arch)
+            .field("vaes_avx512", &self.has_vaes_avx512())
+            .finish()
+    }
+}
+
+/// `struct gcm_key_data`: round keys and powers of H. 64-aligned for the
+/// 512-bit loads.
+#[repr(C, align(64))]
+struct KeyData([u8; GCM_KEY_BYTES]);
+
+/// The tag did not verify; the buffer holds the ciphertext again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TagMismatch;
+
+/// An AES-128-GCM or AES-256-GCM key, expanded by the library.
+pub struct GcmKey {
+    lib: &'static Library,
+    aes256: c_int,
+    data: Box<KeyData>,
+}
+
+impl GcmKey {
+    /// Expands a 16- or 32-byte key; `None` for another length or if the
+    /// library is unavailable.
+    pub fn new(key: &[u8]) -> Option<GcmKey> {
+        let aes256 = match key.len() {
+            16 => 0,
+            32 => 1,
+            _ => return None,
+        };
+        let lib = Library::get()?;
+        // SAFETY: a pure function of the library.
+        debug_assert!(unsafe { espgw_imb_gcm_key_bytes() } <= GCM_KEY_BYTES);
+        let mut data = Box::new(KeyData([0; GCM_KEY_BYTES]));
+        // SAFETY: `key` has the length `aes256` announces; `data` is a
+        // writable, 64-aligned block at least as large as gcm_key_data.
+        unsafe { espgw_imb_gcm_pre(lib.mgr.as_ptr(), aes256, key.as_ptr(), &mut *data) };
+        Some(GcmKey { lib, aes256, data })
+    }
+
+    /// Key length in bytes.
+    pub fn key_len(&self) -> usize {
+        if self.aes256 == 1 {
+            32
+        } else {
+            16
+        }
+    }
+
+    /// Encrypts `buf` in place and returns the tag over `aad` and the
+    /// ciphertext.
+    pub fn seal(&self, nonce: &[u8; 12], aad: &[u8], buf: &mut [u8]) -> [u8; TAG_LEN] {
+        let mut tag = [0u8; TAG_LEN];
+        // SAFETY: `buf` is valid for `buf.len()` reads and writes (in
+        // place is supported), `nonce` for 12 reads, `aad` for `aad.len()`
+        // reads and `tag` for 16 writes; the key data was expanded by
+        // gcm_pre for this key size. Empty slices pass a dangling non-null
+        // pointer that the library does not dereference for length 0.
+        unsafe {
+            espgw_imb_gcm_enc(
+                self.lib.mgr.as_ptr(),
+                self.aes256,
+                &*self.data,
+                buf.as_mut_ptr(),
+                buf.len() as u64,
+                nonce.as_ptr(),
+                aad.as_ptr(),
+                aad.len() as u64,
+                tag.as_mut_ptr(),
+            )
+        };
+        tag
+    }
+
+    /// Decrypts `buf` in place if `tag` verifies over `aad` and the
+    /// ciphertext. On a mismatch the buffer is encrypted again (CTR is its
+    /// own inverse), so it holds the ciphertext it came with and no
+    /// plaintext is released.
+    pub fn open(
+        &self,
+        nonce: &[u8; 12],
+        aad: &[u8],
+        buf: &mut [u8],
+        tag: &[u8; TAG_LEN],
+    ) -> Result<(), TagMismatch> {
+        let mut computed = [0u8; TAG_LEN];
+        // SAFETY: as in `seal`.
+        unsafe {
+            espgw_imb_gcm_dec(
+                self.lib.mgr.as_ptr(),
+                self.aes256,
+                &*self.data,
+                buf.as_mut_ptr(),
+                buf.len() as u64,
+                nonce.as_ptr(),
+                aad.as_ptr(),
+                aad.len() as u64,
+                computed.as_mut_ptr(),
+            )
+        };
+        // One 128-bit comparison rather than subtle's byte-by-byte one
+        // over the array: the same constant-time answer in fewer steps.
+        let (ours, theirs) = (u128::from_ne_bytes(computed), u128::from_ne_bytes(*tag));
+        if bool::from(ours.ct_eq(&theirs)) {
+            Ok(())
+        } else {
+            // Re-encrypting the plaintext under the same nonce gives the
+            // ciphertext back; the tag it computes is discarded.
+            let _ = self.seal(nonce, aad, buf);
+            Err(TagMismatch)
+        }
+    }
+}
+
+impl Drop for GcmKey {
+    fn drop(&mut self) {
+        self.data.0.zeroize();
+    }
+}
+
+impl core::fmt::Debug for GcmKey {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("GcmKey")
+            .field("key_len", &self.key_len())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_key_data_fits() {
+        // SAFETY: a pure function of the library.
+        let n = unsafe { espgw_imb_gcm_key_bytes() };
+        assert!(n <= GCM_KEY_BYTES && n > 500, "{n}");
+    }
+
+    #[test]
+    fn wrong_key_lengths_are_refused_and_debug_hides_the_key() {
+        for len in [0, 15, 17, 24, 31, 33] {
+            assert!(GcmKey::new(&vec![1; len]).is_none(), "{len}");
+        }
+        let key = GcmKey::new(&[0xab; 32]).expect("library");
+        let shown = format!("{key:?}");
+        assert_eq!(shown, "GcmKey { key_len: 32 }");
+    }
+}
