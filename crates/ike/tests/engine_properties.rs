@@ -20,6 +20,11 @@ fn fate() -> impl Strategy<Value = Fate> {
     ]
 }
 
+/// How long each run may go on: past every retransmission (64 of at
+/// most 1 s) and linger, short of the first lifetime (CHILD_SA rekey at
+/// 54 to 60 minutes; tests/engine_lifetime.rs tests those).
+const HORIZON: u64 = 600_000;
+
 fn patient_config() -> EngineConfig {
     // More retransmissions than the fates can drop.
     EngineConfig {
@@ -44,7 +49,7 @@ proptest! {
         let cfg = if fragment { EngineConfig { fragment_size: 160, ..patient_config() } } else { patient_config() };
         let mut p = Pair::new(a, b, cfg);
         p.a.initiate(0, 0).unwrap();
-        p.run(&fates, 3_600_000);
+        p.run(&fates, HORIZON);
         let ups = |ev: &[Event]| ev.iter().filter(|e| matches!(e, Event::IkeSaUp { .. })).count();
         prop_assert_eq!(ups(&p.events_a), 1, "{:?}", p.events_a);
         prop_assert_eq!(ups(&p.events_b), 1, "{:?}", p.events_b);
@@ -67,7 +72,7 @@ proptest! {
         let cfg = if fragment { EngineConfig { fragment_size: 160, ..patient_config() } } else { patient_config() };
         let mut p = Pair::new(a, b, cfg);
         let id_a = p.a.initiate(0, 0).unwrap();
-        p.run(&[], 3_600_000);
+        p.run(&[], HORIZON);
         let id_b = p.events_b.iter().find_map(|e| match e { Event::IkeSaUp { ike_sa, .. } => Some(*ike_sa), _ => None }).unwrap();
         let (child_a, child_b) = (children(&p.events_a)[0].inbound_spi, children(&p.events_b)[0].inbound_spi);
         p.events_a.clear();
@@ -80,14 +85,14 @@ proptest! {
             (false, true) => p.a.rekey_child_sa(p.now, id_a, child_a).unwrap(),
             (false, false) => p.b.rekey_child_sa(p.now, id_b, child_b).unwrap(),
         }
-        p.run(&fates, 3_600_000);
+        p.run(&fates, HORIZON);
         let failures = |ev: &[Event]| ev.iter().filter(|e| matches!(e, Event::IkeSaFailed { .. } | Event::ChildSaFailed { .. } | Event::IkeRekeyFailed { .. })).count();
         prop_assert_eq!(failures(&p.events_a) + failures(&p.events_b), 0, "{:?} {:?}", p.events_a, p.events_b);
         if ike_first {
             let new = |ev: &[Event]| ev.iter().filter(|e| matches!(e, Event::IkeSaRekeyed { .. })).count();
             prop_assert_eq!((new(&p.events_a), new(&p.events_b)), (1, 1));
             // Both keep exactly one IKE SA once the old one is gone.
-            p.run(&[], 3_600_000);
+            p.run(&[], HORIZON);
             prop_assert_eq!((p.a.ike_sa_count(), p.b.ike_sa_count()), (1, 1));
         } else {
             let (ca, cb) = (children(&p.events_a), children(&p.events_b));

@@ -29,7 +29,7 @@ use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::net::SocketAddr;
 
-pub use config::{cidr_selector, ConfigError, Connection, EngineConfig};
+pub use config::{cidr_selector, ConfigError, Connection, EngineConfig, Lifetimes};
 pub use nat::NatDetection;
 
 use crate::crypto::{CryptoError, EspKeys, EspSuite, IkeSuite, RandomSource};
@@ -299,6 +299,11 @@ pub struct Stats {
     /// Of those, requests that carried a cookie we did not accept (wrong,
     /// or made with a secret no longer held).
     pub cookies_invalid: u64,
+    /// NAT keepalives (RFC 3948, one 0xFF octet) received on the NAT-T
+    /// port: ignored.
+    pub keepalives_received: u64,
+    /// NAT keepalives we sent (we are behind a NAT and were idle).
+    pub keepalives_sent: u64,
 }
 
 /// Errors of the engine's own calls (not of received datagrams, which
@@ -347,6 +352,11 @@ pub(crate) struct Output {
     pub stats: Stats,
     /// IKE SAs created by a rekey, for the engine to adopt.
     pub new_sas: Vec<IkeSa>,
+    /// IKE SAs whose reauthentication time came: the engine starts a new
+    /// IKE SA for their connection.
+    pub reauth: Vec<IkeSaId>,
+    /// (from, to): CHILD_SAs to move between IKE SAs (RFC 7296 2.8.2).
+    pub child_moves: Vec<(IkeSaId, IkeSaId)>,
 }
 
 /// The IKEv2 engine: every IKE SA of every connection.
@@ -360,6 +370,8 @@ pub struct Engine<R: RandomSource> {
     half_open: HashMap<(SocketAddr, u64), IkeSaId>,
     cookies: CookieSecrets,
     out: Output,
+    /// Reauthentications in progress: new IKE SA -> the one it replaces.
+    reauth: HashMap<IkeSaId, IkeSaId>,
 }
 
 impl<R: RandomSource> Engine<R> {
@@ -377,7 +389,10 @@ impl<R: RandomSource> Engine<R> {
                 events: VecDeque::new(),
                 stats: Stats::default(),
                 new_sas: Vec::new(),
+                reauth: Vec::new(),
+                child_moves: Vec::new(),
             },
+            reauth: HashMap::new(),
         }
     }
 
@@ -441,7 +456,7 @@ impl<R: RandomSource> Engine<R> {
             &mut self.rng,
             &mut self.out,
         );
-        self.adopt_new_sas();
+        self.settle(now);
         r
     }
 
@@ -495,6 +510,130 @@ impl<R: RandomSource> Engine<R> {
             // A random 64-bit SPI colliding is not worth more than a drop.
             self.sas.entry(sa.id()).or_insert(sa);
         }
+        for (from, to) in std::mem::take(&mut self.out.child_moves) {
+            let children = self
+                .sas
+                .get_mut(&from)
+                .map(IkeSa::take_children)
+                .unwrap_or_default();
+            if let Some(sa) = self.sas.get_mut(&to) {
+                sa.add_children(children);
+            }
+        }
+    }
+
+    /// After every input: adopt new SAs, arm the lifetimes of SAs that
+    /// just came up, start and finish reauthentications.
+    fn settle(&mut self, now: Time) {
+        self.adopt_new_sas();
+        for old in std::mem::take(&mut self.out.reauth) {
+            self.start_reauth(now, old);
+        }
+        // A reauthentication whose new SA is up replaces the old SA; one
+        // whose new SA failed is forgotten (the old SA runs to its hard
+        // limit).
+        let mut done = Vec::new();
+        for (&new, &old) in &self.reauth {
+            match self.sas.get(&new) {
+                Some(sa) if sa.is_established() => done.push((new, old, true)),
+                Some(sa) if !sa.is_dead() => {}
+                _ => done.push((new, old, false)),
+            }
+        }
+        for (new, old, up) in done {
+            self.reauth.remove(&new);
+            if let (true, Some(sa)) = (up, self.sas.get_mut(&old)) {
+                let conn = &self.connections[sa.connection()];
+                sa.replace_by_reauth(now, conn, &self.config, &mut self.rng, &mut self.out);
+            }
+        }
+        for sa in self.sas.values_mut() {
+            sa.arm_lifetimes(now, &self.connections[sa.connection()], &mut self.rng);
+        }
+    }
+
+    /// Reauthentication (make-before-break): a new IKE SA for the same
+    /// connection, towards the peer's current address; the old one is
+    /// deleted once the new one is up.
+    fn start_reauth(&mut self, now: Time, old: IkeSaId) {
+        let Some(sa) = self.sas.get(&old) else {
+            return;
+        };
+        let connection = sa.connection();
+        let remote = sa.remote();
+        let Ok(id) = self.fresh_spi() else {
+            return;
+        };
+        let mut conn = self.connections[connection].clone();
+        if conn.remote.ip().is_unspecified() {
+            // A responder-only connection: reach the peer where it is, on
+            // its IKE port.
+            conn.remote = SocketAddr::new(remote.ip(), conn.remote.port().max(500));
+        }
+        if let Ok(sa) = IkeSa::initiate(
+            id,
+            connection,
+            &conn,
+            now,
+            &self.config,
+            &mut self.rng,
+            &mut self.out,
+        ) {
+            self.sas.insert(id, sa);
+            self.reauth.insert(id, old);
+        }
+    }
+
+    /// The data plane's counters for one CHILD_SA (named by our inbound
+    /// SPI): bytes and packets so far, the larger of the two directions.
+    /// Past the connection's `child_rekey_bytes` / `child_rekey_packets`
+    /// (less jitter) the CHILD_SA is rekeyed; past its `child_life_*` it is
+    /// deleted at once ([`Event::ChildSaDeleted`], then a delete to the
+    /// peer).
+    pub fn child_sa_usage(
+        &mut self,
+        now: Time,
+        ike_sa: IkeSaId,
+        inbound_spi: u32,
+        bytes: u64,
+        packets: u64,
+    ) -> Result<(), EngineError> {
+        let sa = self
+            .sas
+            .get_mut(&ike_sa)
+            .ok_or(EngineError::Protocol("no such IKE SA"))?;
+        let conn = &self.connections[sa.connection()];
+        let r = sa.child_usage(
+            now,
+            inbound_spi,
+            bytes,
+            packets,
+            conn,
+            &self.config,
+            &mut self.rng,
+            &mut self.out,
+        );
+        self.settle(now);
+        r
+    }
+
+    /// An IKE SA's soft and hard times (rekey, reauth, expiry), once it
+    /// is established.
+    #[allow(clippy::type_complexity)]
+    pub fn ike_sa_lifetimes(
+        &self,
+        ike_sa: IkeSaId,
+    ) -> Option<(Option<Time>, Option<Time>, Option<Time>)> {
+        self.sas.get(&ike_sa)?.ike_lifetimes()
+    }
+
+    /// A CHILD_SA's rekey and expiry times (by our inbound SPI).
+    pub fn child_sa_lifetimes(
+        &self,
+        ike_sa: IkeSaId,
+        inbound_spi: u32,
+    ) -> Option<(Option<Time>, Option<Time>)> {
+        self.sas.get(&ike_sa)?.child_lifetimes(inbound_spi)
     }
 
     /// A datagram received from `src` at our address `dst` (the UDP
@@ -507,6 +646,12 @@ impl<R: RandomSource> Engine<R> {
         datagram: &[u8],
     ) {
         let nat_t = self.config.nat_t_port;
+        if dst.port() == nat_t && datagram == [0xFF] {
+            // A NAT keepalive (RFC 3948 2.3): keeps the peer's mapping, no
+            // answer.
+            self.out.stats.keepalives_received += 1;
+            return;
+        }
         let ike = if dst.port() == nat_t {
             match message::strip_non_esp_marker(datagram) {
                 Some(m) => m,
@@ -555,7 +700,7 @@ impl<R: RandomSource> Engine<R> {
                     &mut self.rng,
                     &mut self.out,
                 );
-                self.adopt_new_sas();
+                self.settle(now);
             }
             _ => self.out.stats.unknown_sa += 1,
         }
@@ -690,7 +835,10 @@ impl<R: RandomSource> Engine<R> {
 
     /// The earliest time [`Engine::handle_timeout`] has work to do.
     pub fn poll_timeout(&self) -> Option<Time> {
-        self.sas.values().filter_map(IkeSa::next_timeout).min()
+        self.sas
+            .values()
+            .filter_map(|sa| sa.next_timeout(&self.config))
+            .min()
     }
 
     /// Retransmits unanswered requests, gives up on peers that stopped
@@ -700,12 +848,16 @@ impl<R: RandomSource> Engine<R> {
         for (id, sa) in self.sas.iter_mut() {
             if !sa.on_timeout(now, &self.config, &mut self.out) {
                 gone.push(*id);
+                continue;
             }
+            let conn = &self.connections[sa.connection()];
+            sa.on_life_timeout(now, conn, &self.config, &mut self.rng, &mut self.out);
         }
         for id in gone {
             self.sas.remove(&id);
             self.half_open.retain(|_, v| *v != id);
         }
+        self.settle(now);
     }
 
     /// The next datagram to send.

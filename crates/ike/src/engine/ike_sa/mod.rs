@@ -13,11 +13,13 @@ mod create_child;
 mod establish;
 mod fragment;
 mod informational;
+mod lifetime;
 mod rekey_ike;
 mod replay;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use lifetime::{ChildLife, ChildState, IkeLife};
 pub use replay::{replay_fragments, replay_psk_ike_auth, Replay};
 
 use crate::crypto::auth::{maced_id, psk_auth, signed_octets, verify_psk_auth};
@@ -87,14 +89,28 @@ struct IkeRekeyState {
     ke: crypto::KeyExchange,
 }
 
+/// The peer's IKE SA rekey answered while ours was outstanding (RFC 7296
+/// 2.8.2): its nonces and the SA it created, for the lowest-nonce rule
+/// when ours completes.
+struct IkeCollision {
+    ni: Vec<u8>,
+    nr: Vec<u8>,
+    new_sa: IkeSaId,
+}
+
 /// What the IKE SA remembers of each CHILD_SA (the data plane holds the
 /// keys).
 #[derive(Clone, Debug)]
-struct ChildRef {
+pub(crate) struct ChildRef {
     inbound_spi: u32,
     outbound_spi: u32,
     local_ts: Vec<TrafficSelector>,
     remote_ts: Vec<TrafficSelector>,
+    /// Rekeyed, being deleted or expired: a rekey or delete of the peer
+    /// for it is answered as RFC 7296 2.25 says.
+    state: ChildState,
+    /// Its soft and hard limits, armed by the engine when it appears.
+    life: Option<ChildLife>,
 }
 
 impl ChildRef {
@@ -104,6 +120,8 @@ impl ChildRef {
             outbound_spi: c.outbound_spi,
             local_ts: c.local_ts.clone(),
             remote_ts: c.remote_ts.clone(),
+            state: ChildState::Installed,
+            life: None,
         }
     }
 }
@@ -182,6 +200,22 @@ pub(crate) struct IkeSa {
     collisions: Vec<Collision>,
     /// When a half-open or dead SA is forgotten.
     expires: Option<Time>,
+    /// Soft and hard limits of this IKE SA, armed by the engine once it is
+    /// established.
+    life: Option<IkeLife>,
+    /// NAT detection said a NAT is in front of us: we send keepalives.
+    local_nat: bool,
+    /// When we last sent anything on this SA (for keepalives).
+    last_sent: Time,
+    /// This SA has been replaced (rekeyed or reauthenticated) and waits
+    /// for its delete: a rekey of the peer is answered TEMPORARY_FAILURE.
+    replaced: bool,
+    /// RFC 7296 2.8.2: the peer's rekey of this SA while ours was
+    /// outstanding.
+    ike_collision: Option<IkeCollision>,
+    /// The group the peer asked for in INVALID_KE_PAYLOAD to our last
+    /// rekey (CHILD or IKE): the retry uses it.
+    rekey_group: Option<KeGroup>,
     /// Our INFORMATIONAL requests waiting for the window.
     pending: std::collections::VecDeque<OwnRequest>,
     /// The INFORMATIONAL request outstanding, if that is what is.
@@ -286,6 +320,12 @@ impl IkeSa {
             rekey: None,
             ike_rekey: None,
             collisions: Vec::new(),
+            life: None,
+            local_nat: false,
+            last_sent: 0,
+            replaced: false,
+            ike_collision: None,
+            rekey_group: None,
             expires: None,
             pending: std::collections::VecDeque::new(),
             in_flight: None,
@@ -359,6 +399,7 @@ impl IkeSa {
         for m in &message {
             Self::transmit(cfg, out, self.local, self.remote, m);
         }
+        self.last_sent = now;
         self.outstanding = Some(Outstanding {
             message_id,
             message,
@@ -644,6 +685,7 @@ impl IkeSa {
         for b in &bytes {
             Self::transmit(cfg, out, dst, src, b);
         }
+        self.last_sent = now;
         self.last_response = Some((header.message_id, bytes));
         self.last_request = datagram.to_vec();
         self.expected_request_id = header.message_id.wrapping_add(1);
@@ -651,11 +693,15 @@ impl IkeSa {
     }
 
     /// When this SA next needs [`IkeSa::on_timeout`].
-    pub fn next_timeout(&self) -> Option<Time> {
-        match (self.outstanding.as_ref().map(|o| o.next_at), self.expires) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+    pub fn next_timeout(&self, cfg: &EngineConfig) -> Option<Time> {
+        [
+            self.outstanding.as_ref().map(|o| o.next_at),
+            self.expires,
+            self.next_life_timeout(cfg),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Retransmits or gives up; false when the SA should be forgotten.
@@ -695,6 +741,7 @@ impl IkeSa {
         for m in &message {
             Self::transmit(cfg, out, self.local, self.remote, m);
         }
+        self.last_sent = now;
         out.stats.retransmitted_requests += 1;
         true
     }

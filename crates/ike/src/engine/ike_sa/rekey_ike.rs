@@ -57,6 +57,7 @@ impl IkeSa {
         sa.spi_i = spi_i;
         sa.spi_r = spi_r;
         sa.udp_encap = self.udp_encap;
+        sa.local_nat = self.local_nat;
         // Fragmentation carries over to the rekeyed SA (RFC 7383 2.3).
         sa.fragmentation = self.fragmentation;
         sa.suite = Some(suite);
@@ -81,7 +82,9 @@ impl IkeSa {
         let suite = self.suite.ok_or(EngineError::Protocol("no suite"))?;
         let new_spi_i = random_ike_spi(rng)?;
         let ni = random_bytes(rng, NONCE_LEN)?;
-        let ke = crypto::KeyExchange::generate(suite.ke, rng)?;
+        // The group the peer asked for in INVALID_KE_PAYLOAD, else ours.
+        let group = self.rekey_group.take().unwrap_or(suite.ke);
+        let ke = crypto::KeyExchange::generate(group, rng)?;
         let offer = wire::offer(
             ProtocolId::IKE,
             &new_spi_i.to_be_bytes(),
@@ -126,7 +129,19 @@ impl IkeSa {
             ike_sa: self.id,
             notify,
         };
+        if let Some(g) = super::create_child::requested_group(&inner) {
+            // INVALID_KE_PAYLOAD for a group of our proposals other than
+            // the one we sent: the same rekey again with it.
+            if g != st.ke.group() && conn.proposals.iter().any(|p| p.ke.contains(&g)) {
+                self.rekey_group = Some(g);
+                self.ike_collision = None;
+                self.pending.push_front(OwnRequest::RekeyIke);
+                return self.pump(now, conn, cfg, rng, out);
+            }
+        }
         if let Some(n) = inner.error_notify() {
+            // The peer's rekey that collided with ours, if any, stands.
+            self.ike_collision = None;
             out.events.push_back(refused(n));
             return self.pump(now, conn, cfg, rng, out);
         }
@@ -149,15 +164,18 @@ impl IkeSa {
             _ => None,
         };
         let Some((suite, spi_r, their_ke, nr)) = accepted else {
+            self.ike_collision = None;
             out.events
                 .push_back(refused(NotifyType::NO_PROPOSAL_CHOSEN));
             return self.pump(now, conn, cfg, rng, out);
         };
         let Ok(shared) = st.ke.shared_secret(&their_ke) else {
+            self.ike_collision = None;
             out.events.push_back(refused(NotifyType::INVALID_SYNTAX));
             return self.pump(now, conn, cfg, rng, out);
         };
-        let new = self.rekeyed_ike_sa(
+        let ours_lowest = st.ni.as_slice().min(nr.as_slice()).to_vec();
+        let mut new = self.rekeyed_ike_sa(
             Role::Initiator,
             (st.new_spi_i, spi_r),
             suite,
@@ -165,11 +183,34 @@ impl IkeSa {
             nr,
             &shared,
         )?;
-        out.events.push_back(Event::IkeSaRekeyed {
-            old: self.id,
-            new: new.id,
-        });
+        match self.ike_collision.take() {
+            None => out.events.push_back(Event::IkeSaRekeyed {
+                old: self.id,
+                new: new.id,
+            }),
+            // RFC 7296 2.8.2: both sides rekeyed this SA at once. The new
+            // SA whose exchange holds the lowest of the four nonces is
+            // deleted by the side that started that exchange; the CHILD_SAs
+            // (moved to the peer's new SA when we answered its rekey) end
+            // on the other one.
+            Some(c) => {
+                let theirs_lowest = c.ni.as_slice().min(c.nr.as_slice()).to_vec();
+                if ours_lowest < theirs_lowest {
+                    new.replaced = true;
+                    new.pending.push_back(OwnRequest::DeleteIke);
+                    new.pump(now, conn, cfg, rng, out)?;
+                } else {
+                    out.child_moves.push((c.new_sa, new.id));
+                    out.events.push_back(Event::IkeSaRekeyed {
+                        old: c.new_sa,
+                        new: new.id,
+                    });
+                }
+            }
+        }
         out.new_sas.push(new);
+        self.replaced = true;
+        self.pending.retain(|r| *r != OwnRequest::RekeyIke);
         self.pending.push_front(OwnRequest::DeleteIke);
         self.pump(now, conn, cfg, rng, out)
     }
@@ -185,6 +226,11 @@ impl IkeSa {
         out: &mut Output,
     ) -> (Vec<Payload>, Vec<Event>) {
         let refuse = |n: Notify| (vec![Payload::Notify(n)], Vec::new());
+        if self.replaced {
+            // RFC 7296 2.25: this SA is already replaced (our rekey or
+            // reauthentication completed) and our delete of it follows.
+            return refuse(Notify::ike(NotifyType::TEMPORARY_FAILURE, Vec::new()));
+        }
         let offered = match inner.find(PayloadType::SA) {
             Some(Payload::Sa(sa)) => wire::offered(sa, ProtocolId::IKE),
             _ => Vec::new(),
@@ -218,6 +264,7 @@ impl IkeSa {
         let Ok((ours, shared, nr, spi_r)) = built else {
             return refuse(Notify::ike(NotifyType::INVALID_SYNTAX, Vec::new()));
         };
+        let collision = self.ike_rekey.is_some().then(|| (ni.clone(), nr.clone()));
         let Ok(new) = self.rekeyed_ike_sa(
             Role::Responder,
             (peer_spi, spi_r),
@@ -232,6 +279,16 @@ impl IkeSa {
             old: self.id,
             new: new.id,
         };
+        // Our own rekey of this SA is outstanding: RFC 7296 2.8.2 decides
+        // when its answer comes. Either way the peer deletes this SA.
+        if let Some((ni, nr)) = collision {
+            self.ike_collision = Some(IkeCollision {
+                ni,
+                nr,
+                new_sa: new.id,
+            });
+        }
+        self.replaced = true;
         out.new_sas.push(new);
         (
             vec![
