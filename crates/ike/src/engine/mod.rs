@@ -402,6 +402,26 @@ impl<R: RandomSource> Engine<R> {
         self.connections.len() - 1
     }
 
+    /// A connection, to change what later exchanges use (proposals for
+    /// the next rekey, lifetimes of SAs armed from now on), as a reload
+    /// of swanctl.conf does. SAs already up keep their negotiated suites.
+    pub fn connection_mut(&mut self, connection: ConnectionId) -> Option<&mut Connection> {
+        self.connections.get_mut(connection)
+    }
+
+    /// The IKE SAs held, by our SPI.
+    pub fn ike_sa_ids(&self) -> Vec<IkeSaId> {
+        self.sas.keys().copied().collect()
+    }
+
+    /// The nonces (Ni, Nr) of the exchange that created an IKE SA (its
+    /// IKE_SA_INIT, or the CREATE_CHILD_SA that rekeyed it): for tests of
+    /// RFC 7296 2.8.2. Nonces are not secret.
+    #[doc(hidden)]
+    pub fn ike_sa_nonces(&self, ike_sa: IkeSaId) -> Option<(Vec<u8>, Vec<u8>)> {
+        self.sas.get(&ike_sa).map(IkeSa::nonces)
+    }
+
     /// The counters of datagrams not acted on.
     pub fn stats(&self) -> &Stats {
         &self.out.stats

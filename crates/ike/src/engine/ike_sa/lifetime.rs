@@ -383,6 +383,11 @@ impl IkeSa {
         let _ = self.pump(now, conn, cfg, rng, out);
     }
 
+    /// (Ni, Nr) of the exchange that created this SA.
+    pub fn nonces(&self) -> (Vec<u8>, Vec<u8>) {
+        (self.ni.clone(), self.nr.clone())
+    }
+
     /// Established (not dead, not half-open).
     pub fn is_established(&self) -> bool {
         self.state == State::Established
