@@ -441,18 +441,21 @@ fn simultaneous_ike_sa_rekeys_delete_the_lowest_nonce_sa() {
             low(gone) < low(&survivor),
             "round {round}: the SA with the lowest nonce must go"
         );
-        // Which side's exchange lost (a's own new SA, or the one a made
-        // answering b): both must occur over the rounds.
-        let answered_b = p
-            .events_a
+        // Which side's exchange lost, by who deleted its SA (the side
+        // that created it): both must occur over the rounds.
+        let gone_id = new_a.iter().find(|(id, _)| *id != sa).unwrap().0;
+        let deleter = p
+            .sent
             .iter()
-            .find_map(|e| match e {
-                Event::IkeSaRekeyed { old, new } if *old == id_a => Some(*new),
-                _ => None,
+            .find_map(|t| {
+                let h = Message::parse_raw(&t.payload).ok()?.0;
+                (h.exchange == ExchangeType::INFORMATIONAL
+                    && !h.response
+                    && (h.spi_i == gone_id || h.spi_r == gone_id))
+                    .then_some(t.src)
             })
             .unwrap();
-        let gone_id = new_a.iter().find(|(id, _)| *id != sa).unwrap().0;
-        outcomes[usize::from(gone_id == answered_b)] += 1;
+        outcomes[usize::from(deleter == addr(A))] += 1;
         // The CHILD_SA lives on the survivor on both sides.
         assert!(p.a.child_sa_lifetimes(sa, ca.inbound_spi).is_some());
         assert!(p.b.child_sa_lifetimes(sb, cb.inbound_spi).is_some());

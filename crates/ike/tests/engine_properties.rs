@@ -102,6 +102,41 @@ proptest! {
     }
 
     #[test]
+    fn simultaneous_ike_sa_rekeys_under_a_lossy_network_end_with_one_ike_sa(
+        fates in proptest::collection::vec(fate(), 0..40),
+        liveness in 0usize..4,
+    ) {
+        // RFC 7296 2.8.2 with loss, duplication and reordering: both sides
+        // rekey the IKE SA at once (or nearly: one of them may complete
+        // first and refuse the other's with TEMPORARY_FAILURE). Each ends
+        // with one IKE SA, the same one, holding the CHILD_SA.
+        let ike = "aes128gcm16-prfsha256-x25519";
+        let (a, b) = connections(PSK, PSK, ike, ike, "aes128gcm16", "aes128gcm16");
+        let mut p = Pair::new(a, b, patient_config());
+        let id_a = p.a.initiate(0, 0).unwrap();
+        p.run(&[], HORIZON);
+        let id_b = p.events_b.iter().find_map(|e| match e { Event::IkeSaUp { ike_sa, .. } => Some(*ike_sa), _ => None }).unwrap();
+        let (child_a, child_b) = (children(&p.events_a)[0].inbound_spi, children(&p.events_b)[0].inbound_spi);
+        for _ in 0..liveness {
+            p.a.check_liveness(p.now, id_a).unwrap();
+            p.run(&[], HORIZON);
+        }
+        p.events_a.clear();
+        p.events_b.clear();
+        p.a.rekey_ike_sa(p.now, id_a).unwrap();
+        p.b.rekey_ike_sa(p.now, id_b).unwrap();
+        p.run(&fates, HORIZON);
+        p.run(&[], HORIZON);
+        let failed = |ev: &[Event]| ev.iter().filter(|e| matches!(e, Event::IkeSaFailed { .. } | Event::ChildSaFailed { .. })).count();
+        prop_assert_eq!(failed(&p.events_a) + failed(&p.events_b), 0, "{:?} {:?}", p.events_a, p.events_b);
+        prop_assert_eq!((p.a.ike_sa_count(), p.b.ike_sa_count()), (1, 1), "{:?} {:?}", p.events_a, p.events_b);
+        let (sa, sb) = (p.a.ike_sa_ids()[0], p.b.ike_sa_ids()[0]);
+        prop_assert_eq!(p.a.ike_sa_nonces(sa), p.b.ike_sa_nonces(sb));
+        prop_assert!(p.a.child_sa_lifetimes(sa, child_a).is_some(), "{:?}", p.events_a);
+        prop_assert!(p.b.child_sa_lifetimes(sb, child_b).is_some(), "{:?}", p.events_b);
+    }
+
+    #[test]
     fn garbage_is_counted_never_a_panic(
         bytes in proptest::collection::vec(any::<u8>(), 0..600),
         port in prop_oneof![Just(500u16), Just(4500u16)],

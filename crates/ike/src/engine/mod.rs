@@ -530,22 +530,27 @@ impl<R: RandomSource> Engine<R> {
             // A random 64-bit SPI colliding is not worth more than a drop.
             self.sas.entry(sa.id()).or_insert(sa);
         }
-        for (from, to) in std::mem::take(&mut self.out.child_moves) {
-            let children = self
-                .sas
-                .get_mut(&from)
-                .map(IkeSa::take_children)
-                .unwrap_or_default();
-            if let Some(sa) = self.sas.get_mut(&to) {
-                sa.add_children(children);
-            }
-        }
     }
 
     /// After every input: adopt new SAs, arm the lifetimes of SAs that
     /// just came up, start and finish reauthentications.
     fn settle(&mut self, now: Time) {
         self.adopt_new_sas();
+        // RFC 7296 2.8.2: the CHILD_SAs leave the SA that lost the
+        // collision; its creator deletes it (and we do, after a linger,
+        // if that delete never comes).
+        for (from, to) in std::mem::take(&mut self.out.child_moves) {
+            let children = match self.sas.get_mut(&from) {
+                Some(sa) => {
+                    sa.mark_redundant(now + self.config.linger_ms);
+                    sa.take_children()
+                }
+                None => Vec::new(),
+            };
+            if let Some(sa) = self.sas.get_mut(&to) {
+                sa.add_children(children);
+            }
+        }
         for old in std::mem::take(&mut self.out.reauth) {
             self.start_reauth(now, old);
         }

@@ -17,6 +17,10 @@ impl IkeSa {
         for p in &inner.payloads {
             match p {
                 Payload::Delete(Delete::Ike) => {
+                    // RFC 7296 2.25.2: our own rekey of it is forgotten; if
+                    // we answered the peer's rekey meanwhile, the CHILD_SAs
+                    // go to that new SA.
+                    self.yield_to_peer_rekey(out);
                     out.events
                         .push_back(Event::IkeSaDeleted { ike_sa: self.id });
                     self.die(now, cfg);

@@ -167,6 +167,7 @@ impl IkeSa {
         if self.state != State::Established {
             return None;
         }
+        let redundant = self.redundant_at;
         let ike = self.life.iter().flat_map(|l| {
             let soft = if self.replaced {
                 [None, None]
@@ -185,7 +186,10 @@ impl IkeSa {
                 .flatten();
             [soft, hard].into_iter().flatten()
         });
-        ike.chain(children).chain(self.keepalive_at(cfg)).min()
+        ike.chain(children)
+            .chain(self.keepalive_at(cfg))
+            .chain(redundant)
+            .min()
     }
 
     /// Lifetimes and keepalives due at `now`. A reauthentication to start
@@ -200,6 +204,12 @@ impl IkeSa {
     ) {
         if self.state != State::Established {
             return;
+        }
+        if at(self.redundant_at, now) {
+            self.redundant_at = None;
+            if !self.pending.contains(&OwnRequest::DeleteIke) {
+                self.pending.push_back(OwnRequest::DeleteIke);
+            }
         }
         if let Some(life) = self.life.as_mut() {
             if at(life.expire_at, now) {
@@ -356,6 +366,13 @@ impl IkeSa {
     /// surviving IKE SA).
     pub fn take_children(&mut self) -> Vec<ChildRef> {
         std::mem::take(&mut self.children)
+    }
+
+    /// This SA lost an RFC 7296 2.8.2 collision: the peer deletes it; if
+    /// it has not by `at`, we do.
+    pub fn mark_redundant(&mut self, at: Time) {
+        self.replaced = true;
+        self.redundant_at = Some(at);
     }
 
     /// CHILD_SAs moved here from another IKE SA.

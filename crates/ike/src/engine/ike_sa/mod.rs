@@ -213,6 +213,10 @@ pub(crate) struct IkeSa {
     /// RFC 7296 2.8.2: the peer's rekey of this SA while ours was
     /// outstanding.
     ike_collision: Option<IkeCollision>,
+    /// RFC 7296 2.8.2: this SA lost a rekey collision and its creator (the
+    /// peer) should delete it; if it is still here then (the peer never
+    /// learnt the outcome: its old SA went first), we delete it.
+    redundant_at: Option<Time>,
     /// The group the peer asked for in INVALID_KE_PAYLOAD to our last
     /// rekey (CHILD or IKE): the retry uses it.
     rekey_group: Option<KeGroup>,
@@ -325,6 +329,7 @@ impl IkeSa {
             last_sent: 0,
             replaced: false,
             ike_collision: None,
+            redundant_at: None,
             rekey_group: None,
             expires: None,
             pending: std::collections::VecDeque::new(),

@@ -14,10 +14,26 @@ fn random_ike_spi(rng: &mut dyn RandomSource) -> Result<u64, EngineError> {
 }
 
 impl IkeSa {
+    /// Our rekey of this SA failed or was overtaken while the peer's rekey
+    /// of it had been answered (RFC 7296 2.8.2, 2.25.2): the peer's new SA
+    /// stands and takes the CHILD_SAs; the peer deletes this one (if it
+    /// does not within the linger, we do).
+    pub(super) fn yield_to_peer_rekey(&mut self, out: &mut Output) {
+        let Some(c) = self.ike_collision.take() else {
+            return;
+        };
+        out.child_moves.push((self.id, c.new_sa));
+        out.events.push_back(Event::IkeSaRekeyed {
+            old: self.id,
+            new: c.new_sa,
+        });
+    }
+
     /// The IKE SA that replaces this one: SKEYSEED = prf(SK_d (old),
     /// g^ir (new) | Ni | Nr) with the old PRF (RFC 7296 2.18, as strongSwan
     /// does), keys with the new suite and SPIs, message IDs from 0, the
-    /// CHILD_SAs moved over. `role` is ours in the rekey exchange.
+    /// CHILD_SAs are moved by the caller. `role` is ours in the rekey
+    /// exchange.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn rekeyed_ike_sa(
         &mut self,
@@ -67,7 +83,6 @@ impl IkeSa {
         sa.sk_out = Some(o);
         sa.sk_in = Some(i);
         sa.state = State::Established;
-        sa.children = std::mem::take(&mut self.children);
         Ok(sa)
     }
 
@@ -125,23 +140,22 @@ impl IkeSa {
         let Some(st) = self.ike_rekey.take() else {
             return Ok(());
         };
-        let refused = |notify| Event::IkeRekeyFailed {
-            ike_sa: self.id,
-            notify,
-        };
+        let id = self.id;
+        let refused = |notify| Event::IkeRekeyFailed { ike_sa: id, notify };
         if let Some(g) = super::create_child::requested_group(&inner) {
             // INVALID_KE_PAYLOAD for a group of our proposals other than
             // the one we sent: the same rekey again with it.
             if g != st.ke.group() && conn.proposals.iter().any(|p| p.ke.contains(&g)) {
+                // A collision with the peer's rekey stays pending: the
+                // retry's nonces decide it.
                 self.rekey_group = Some(g);
-                self.ike_collision = None;
                 self.pending.push_front(OwnRequest::RekeyIke);
                 return self.pump(now, conn, cfg, rng, out);
             }
         }
         if let Some(n) = inner.error_notify() {
             // The peer's rekey that collided with ours, if any, stands.
-            self.ike_collision = None;
+            self.yield_to_peer_rekey(out);
             out.events.push_back(refused(n));
             return self.pump(now, conn, cfg, rng, out);
         }
@@ -164,13 +178,13 @@ impl IkeSa {
             _ => None,
         };
         let Some((suite, spi_r, their_ke, nr)) = accepted else {
-            self.ike_collision = None;
+            self.yield_to_peer_rekey(out);
             out.events
                 .push_back(refused(NotifyType::NO_PROPOSAL_CHOSEN));
             return self.pump(now, conn, cfg, rng, out);
         };
         let Ok(shared) = st.ke.shared_secret(&their_ke) else {
-            self.ike_collision = None;
+            self.yield_to_peer_rekey(out);
             out.events.push_back(refused(NotifyType::INVALID_SYNTAX));
             return self.pump(now, conn, cfg, rng, out);
         };
@@ -183,34 +197,42 @@ impl IkeSa {
             nr,
             &shared,
         )?;
-        match self.ike_collision.take() {
-            None => out.events.push_back(Event::IkeSaRekeyed {
-                old: self.id,
-                new: new.id,
-            }),
-            // RFC 7296 2.8.2: both sides rekeyed this SA at once. The new
-            // SA whose exchange holds the lowest of the four nonces is
-            // deleted by the side that started that exchange; the CHILD_SAs
-            // (moved to the peer's new SA when we answered its rekey) end
-            // on the other one.
-            Some(c) => {
-                let theirs_lowest = c.ni.as_slice().min(c.nr.as_slice()).to_vec();
-                if ours_lowest < theirs_lowest {
-                    new.replaced = true;
-                    new.pending.push_back(OwnRequest::DeleteIke);
-                    new.pump(now, conn, cfg, rng, out)?;
-                } else {
-                    out.child_moves.push((c.new_sa, new.id));
-                    out.events.push_back(Event::IkeSaRekeyed {
-                        old: c.new_sa,
-                        new: new.id,
-                    });
-                }
-            }
-        }
-        out.new_sas.push(new);
         self.replaced = true;
         self.pending.retain(|r| *r != OwnRequest::RekeyIke);
+        // RFC 7296 2.8.2: both sides rekeyed this SA at once. The new SA
+        // whose exchange holds the lowest of the four nonces is deleted by
+        // the side that started that exchange; the CHILD_SAs (kept here
+        // until now) go to the other one. As strongSwan does, only the
+        // winner deletes the old SA: the loser's answer to the winner's
+        // rekey stays retransmittable on it until the winner has it.
+        let collision = self.ike_collision.take();
+        let lost = collision.as_ref().is_some_and(|c| {
+            let theirs_lowest = c.ni.as_slice().min(c.nr.as_slice()).to_vec();
+            ours_lowest < theirs_lowest
+        });
+        if let (true, Some(c)) = (lost, &collision) {
+            new.replaced = true;
+            new.pending.push_back(OwnRequest::DeleteIke);
+            new.pump(now, conn, cfg, rng, out)?;
+            out.new_sas.push(new);
+            out.child_moves.push((self.id, c.new_sa));
+            out.events.push_back(Event::IkeSaRekeyed {
+                old: self.id,
+                new: c.new_sa,
+            });
+            return Ok(());
+        }
+        // We won (or there was no collision): the peer's new SA, if any,
+        // is redundant and deleted by the peer.
+        if let Some(c) = collision {
+            out.child_moves.push((c.new_sa, new.id));
+        }
+        new.children = std::mem::take(&mut self.children);
+        out.events.push_back(Event::IkeSaRekeyed {
+            old: self.id,
+            new: new.id,
+        });
+        out.new_sas.push(new);
         self.pending.push_front(OwnRequest::DeleteIke);
         self.pump(now, conn, cfg, rng, out)
     }
@@ -265,7 +287,7 @@ impl IkeSa {
             return refuse(Notify::ike(NotifyType::INVALID_SYNTAX, Vec::new()));
         };
         let collision = self.ike_rekey.is_some().then(|| (ni.clone(), nr.clone()));
-        let Ok(new) = self.rekeyed_ike_sa(
+        let Ok(mut new) = self.rekeyed_ike_sa(
             Role::Responder,
             (peer_spi, spi_r),
             suite,
@@ -275,17 +297,21 @@ impl IkeSa {
         ) else {
             return refuse(Notify::ike(NotifyType::TEMPORARY_FAILURE, Vec::new()));
         };
-        let event = Event::IkeSaRekeyed {
-            old: self.id,
-            new: new.id,
-        };
         // Our own rekey of this SA is outstanding: RFC 7296 2.8.2 decides
-        // when its answer comes. Either way the peer deletes this SA.
+        // when its answer comes, and the CHILD_SAs stay here until then.
+        // Otherwise they move now and the peer deletes this SA.
+        let mut events = Vec::new();
         if let Some((ni, nr)) = collision {
             self.ike_collision = Some(IkeCollision {
                 ni,
                 nr,
                 new_sa: new.id,
+            });
+        } else {
+            new.children = std::mem::take(&mut self.children);
+            events.push(Event::IkeSaRekeyed {
+                old: self.id,
+                new: new.id,
             });
         }
         self.replaced = true;
@@ -304,7 +330,7 @@ impl IkeSa {
                     data: ours.public_value().to_vec(),
                 }),
             ],
-            vec![event],
+            events,
         )
     }
 }
