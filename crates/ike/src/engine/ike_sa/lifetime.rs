@@ -162,10 +162,20 @@ impl IkeSa {
             .then(|| self.last_sent.saturating_add(cfg.keepalive_ms))
     }
 
+    /// Our delete of this IKE SA is queued or outstanding: its own and its
+    /// CHILD_SAs' limits no longer matter.
+    fn closing(&self) -> bool {
+        self.in_flight == Some(OwnRequest::DeleteIke)
+            || self.pending.contains(&OwnRequest::DeleteIke)
+    }
+
     /// The earliest lifetime or keepalive deadline.
     pub(super) fn next_life_timeout(&self, cfg: &EngineConfig) -> Option<Time> {
         if self.state != State::Established {
             return None;
+        }
+        if self.closing() {
+            return self.keepalive_at(cfg);
         }
         let redundant = self.redundant_at;
         let ike = self.life.iter().flat_map(|l| {
@@ -205,6 +215,10 @@ impl IkeSa {
         if self.state != State::Established {
             return;
         }
+        if self.closing() {
+            self.keepalive(now, cfg, out);
+            return;
+        }
         if at(self.redundant_at, now) {
             self.redundant_at = None;
             if !self.pending.contains(&OwnRequest::DeleteIke) {
@@ -236,6 +250,11 @@ impl IkeSa {
                 self.soft_child(i);
             }
         }
+        self.keepalive(now, cfg, out);
+        let _ = self.pump(now, conn, cfg, rng, out);
+    }
+
+    fn keepalive(&mut self, now: Time, cfg: &EngineConfig, out: &mut Output) {
         if self.keepalive_at(cfg).is_some_and(|t| now >= t) {
             // RFC 3948 2.3: one 0xFF octet, no marker, to the peer's
             // NAT-T port, so the NAT keeps its mapping.
@@ -247,7 +266,6 @@ impl IkeSa {
             out.stats.keepalives_sent += 1;
             self.last_sent = now;
         }
-        let _ = self.pump(now, conn, cfg, rng, out);
     }
 
     /// The hard limit of the IKE SA: deleted. The peer is told when the
