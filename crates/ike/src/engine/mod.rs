@@ -14,9 +14,11 @@
 //! with a window of one, retransmission with exponential backoff,
 //! duplicate requests answered from the stored response, INFORMATIONAL
 //! both ways (liveness, deletes), CHILD_SA rekey (with PFS) and IKE SA
-//! rekey both ways, simultaneous CHILD_SA rekeys, a half-open bound,
-//! cookies as responder, IKE fragmentation (RFC 7383) both ways. Not yet:
-//! certificates, lifetimes.
+//! rekey both ways, simultaneous CHILD_SA and IKE SA rekeys (RFC 7296
+//! 2.8.1, 2.8.2, 2.25), a half-open bound, cookies as responder, IKE
+//! fragmentation (RFC 7383) both ways, lifetimes (rekey, reauth, expiry by
+//! time, bytes and packets, with jitter) and NAT keepalives. Not yet:
+//! certificates.
 
 mod config;
 mod cookie;

@@ -4,7 +4,8 @@
 //! [`establish`] (IKE_SA_INIT and IKE_AUTH with PSK, both roles, the first
 //! CHILD_SA), [`informational`] (liveness, deletes, our request queue),
 //! [`create_child`] (CHILD_SA rekey and new CHILD_SAs, simultaneous
-//! rekeys), [`rekey_ike`] (IKE SA rekey), [`fragment`] (RFC 7383
+//! rekeys), [`rekey_ike`] (IKE SA rekey, simultaneous IKE SA rekeys),
+//! [`lifetime`] (soft and hard limits, keepalives), [`fragment`] (RFC 7383
 //! reassembly and fragmenting our messages) and [`replay`] (recorded exchanges
 //! for known-answer tests).
 use std::net::SocketAddr;
