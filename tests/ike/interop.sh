@@ -196,4 +196,34 @@ for fam in "aes256-sha256-prfsha256-modp2048|aes256-sha256" "aes256gcm16-prfsha3
     check_keys initiate "$SSW_WORK/$PROPOSALS.out"
     terminate
 done
-echo "PASS: engine <-> charon, initiator and responder; CHILD_SA, IKE SA, CHILD_SA rekeys each way; wrong PSK each way; 5 proposal families"
+# 5. Timed rekeys (lifetimes): charon's own rekey_time (CHILD_SA 6 s, IKE SA
+# 9 s, with its jitter) against the engine as responder; then the engine's
+# lifetimes (the same times, its jitter) against charon with rekey_time = 0.
+# Each run waits for three CHILD_SAs and an IKE SA rekey and checks the third
+# CHILD_SA as above (the engine's is keyed from the rekeyed IKE SA's SK_d;
+# charon's timers may rekey the CHILD_SA twice before the IKE SA).
+PROPOSALS=aes128gcm16-prfsha256-x25519 ESP=aes128gcm16-x25519
+b_conf
+# charon's own derived hard limits (10 %) round to whole seconds: explicit
+# ones, or it deletes the SAs as it rekeys them.
+sed -i -e 's/^        rekey_time = 0$/        rekey_time = 9s\n        over_time = 30s\n        rand_time = 1s/' \
+    -e 's/^                rekey_time = 0$/                rekey_time = 6s\n                life_time = 30s\n                rand_time = 1s/' \
+    "$SSW_WORK/b/swanctl/swanctl.conf"
+ssw_ctl b --load-all >/dev/null
+ip netns exec "$SSW_NS_A" "$DRIVER" respond 192.0.2.1 192.0.2.2 "$SSW_WORK/timed-r.out" rekey \
+    >"$SSW_WORK/timed-r.log" 2>&1 &
+DRIVER_PID=$!
+sleep 0.3
+ssw_ctl b --initiate --child net --timeout 10 >/dev/null || ssw_fail "timed: charon could not initiate"
+wait "$DRIVER_PID" || ssw_fail "timed: charon's timed rekeys not all answered: $(cat "$SSW_WORK/timed-r.log")"
+wait_child_spi "$(ours "$SSW_WORK/timed-r.out.rekey2" outbound_spi)"
+check respond "$SSW_WORK/timed-r.out.rekey2"
+terminate
+b_conf
+IKE_INTEROP_CHILD_REKEY_MS=6000 IKE_INTEROP_IKE_REKEY_MS=9000 ip netns exec "$SSW_NS_A" "$DRIVER" initiate \
+    192.0.2.1 192.0.2.2 "$SSW_WORK/timed-i.out" timed >"$SSW_WORK/timed-i.log" 2>&1 ||
+    ssw_fail "timed: the engine's timed rekeys did not complete: $(cat "$SSW_WORK/timed-i.log")"
+wait_child_spi "$(ours "$SSW_WORK/timed-i.out.rekey2" outbound_spi)"
+check initiate "$SSW_WORK/timed-i.out.rekey2"
+terminate
+echo "PASS: engine <-> charon, initiator and responder; CHILD_SA, IKE SA, CHILD_SA rekeys each way; wrong PSK each way; 5 proposal families; timed rekeys each way"

@@ -10,6 +10,11 @@
 //! the peer when responding), writing the second and third CHILD_SA to
 //! OUT_FILE.rekey and OUT_FILE.rekey2.
 //!
+//! With `timed` instead of `rekey` it waits for the same three CHILD_SAs
+//! and IKE SA rekey, started by the engine's own lifetimes (no explicit
+//! calls): IKE_INTEROP_CHILD_REKEY_MS and IKE_INTEROP_IKE_REKEY_MS set the
+//! connection's `child_rekey_time_ms` and `ike_rekey_time_ms`.
+//!
 //! IKE_INTEROP_PSK, IKE_INTEROP_PROPOSALS and IKE_INTEROP_ESP override the
 //! PSK and proposals below. Otherwise fixed to the interop test's setup:
 //! PSK authentication as a.example
@@ -61,11 +66,13 @@ fn send_all(engine: &mut Engine<SystemRandom>, sockets: &[(SocketAddr, UdpSocket
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let rekey = args.get(5).map(String::as_str) == Some("rekey");
+    // Lifetimes (issue 11): `timed` is `rekey` driven by the engine's timers.
+    let timed = args.get(5).map(String::as_str) == Some("timed");
+    let rekey = args.get(5).map(String::as_str) == Some("rekey") || timed;
     if !(args.len() == 5 || rekey && args.len() == 6)
         || !(args[1] == "initiate" || args[1] == "respond")
     {
-        eprintln!("usage: ike_interop initiate|respond LOCAL_IP REMOTE_IP OUT_FILE [rekey]");
+        eprintln!("usage: ike_interop initiate|respond LOCAL_IP REMOTE_IP OUT_FILE [rekey|timed]");
         std::process::exit(2);
     }
     let initiate = args[1] == "initiate";
@@ -88,7 +95,7 @@ fn main() {
     let psk = env("IKE_INTEROP_PSK", std::str::from_utf8(PSK).unwrap());
     let proposals = env("IKE_INTEROP_PROPOSALS", "aes128gcm16-prfsha256-x25519");
     let esp_proposals = env("IKE_INTEROP_ESP", "aes128gcm16-x25519");
-    let conn = Connection::new(
+    let mut conn = Connection::new(
         "interop",
         SocketAddr::new(local_ip, 500),
         SocketAddr::new(remote_ip, 500),
@@ -102,6 +109,20 @@ fn main() {
         &["10.2.0.0/24"],
     )
     .expect("connection");
+    for (k, field) in [
+        (
+            "IKE_INTEROP_CHILD_REKEY_MS",
+            &mut conn.lifetimes.child_rekey_time_ms,
+        ),
+        (
+            "IKE_INTEROP_IKE_REKEY_MS",
+            &mut conn.lifetimes.ike_rekey_time_ms,
+        ),
+    ] {
+        if let Ok(v) = std::env::var(k) {
+            *field = v.parse().expect("milliseconds");
+        }
+    }
     let mut engine = Engine::new(config, SystemRandom::new());
     let id = engine.add_connection(conn);
     let start = Instant::now();
@@ -130,7 +151,7 @@ fn main() {
                         _ => format!("{out_file}.rekey2"),
                     };
                     std::fs::write(&file, report(&c)).expect("write OUT_FILE");
-                    if rekey && initiate && installed == 1 {
+                    if rekey && !timed && initiate && installed == 1 {
                         engine
                             .rekey_child_sa(now(), c.ike_sa, c.inbound_spi)
                             .expect("rekey");
@@ -138,7 +159,7 @@ fn main() {
                 }
                 Event::ChildSaDeleted { .. } => {
                     deleted += 1;
-                    if rekey && initiate && deleted == 1 {
+                    if rekey && !timed && initiate && deleted == 1 {
                         engine.rekey_ike_sa(now(), ike_sa).expect("IKE rekey");
                     }
                 }
@@ -148,7 +169,7 @@ fn main() {
                 }
                 Event::IkeSaDeleted { ike_sa: gone } if gone != ike_sa => {
                     old_ike_deleted = true;
-                    if rekey && initiate {
+                    if rekey && !timed && initiate {
                         engine
                             .rekey_child_sa(now(), ike_sa, child_spi)
                             .expect("CHILD_SA rekey on the new IKE SA");
