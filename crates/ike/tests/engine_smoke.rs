@@ -36,6 +36,23 @@ fn seeds_run_clean() {
     }
 }
 
+/// The checked-in corpus: the seeds and the inputs campaigns found
+/// (`regression-*`), each run several times because the engine's SA map
+/// iterates in a different order each run.
+#[test]
+fn corpus_runs_clean() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/fuzz/corpus/engine");
+    let mut n = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let input = std::fs::read(entry.unwrap().path()).unwrap();
+        for _ in 0..10 {
+            engine_body::run(&input);
+        }
+        n += 1;
+    }
+    assert!(n >= engine_body::seeds().len());
+}
+
 #[test]
 fn random_mutations_and_random_inputs() {
     let seeds = engine_body::seeds();

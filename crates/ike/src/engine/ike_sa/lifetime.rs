@@ -217,6 +217,7 @@ impl IkeSa {
         }
         if self.closing() {
             self.keepalive(now, cfg, out);
+            let _ = self.pump(now, conn, cfg, rng, out);
             return;
         }
         if at(self.redundant_at, now) {

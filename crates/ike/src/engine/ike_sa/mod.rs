@@ -589,6 +589,12 @@ impl IkeSa {
                 // forged); the retransmission timer keeps running.
             }
         }
+        // Whatever the answer did, a free window sends our next queued
+        // request (a path that ended early must not leave the queue
+        // stuck: found by the engine fuzz target).
+        if self.outstanding.is_none() && self.state == State::Established {
+            let _ = self.pump(now, conn, cfg, rng, out);
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
