@@ -547,7 +547,7 @@ impl<R: RandomSource> Engine<R> {
                     sa.mark_redundant(now + self.config.linger_ms);
                     sa.take_children()
                 }
-                None => Vec::new(),
+                None => Default::default(),
             };
             if let Some(sa) = self.sas.get_mut(&to) {
                 sa.add_children(children);
@@ -575,7 +575,9 @@ impl<R: RandomSource> Engine<R> {
             }
         }
         for sa in self.sas.values_mut() {
-            sa.arm_lifetimes(now, &self.connections[sa.connection()], &mut self.rng);
+            let conn = &self.connections[sa.connection()];
+            sa.arm_lifetimes(now, conn, &mut self.rng);
+            sa.kick(now, conn, &self.config, &mut self.rng, &mut self.out);
         }
     }
 

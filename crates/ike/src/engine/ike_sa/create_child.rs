@@ -329,6 +329,19 @@ impl IkeSa {
         let rekeyed = inner
             .notify(NotifyType::REKEY_SA)
             .and_then(|n| n.child_spi());
+        // The old SA is the peer's to delete now: our own timers leave it
+        // alone (a rekey of ours started later would make a second
+        // replacement that neither side's 2.8.1 check sees; found by the
+        // timed-rekey property test).
+        if let Some(spi) = rekeyed {
+            if let Some(old) = self
+                .children
+                .iter_mut()
+                .find(|c| c.outbound_spi == spi && c.state == ChildState::Installed)
+            {
+                old.state = ChildState::Rekeyed;
+            }
+        }
         if let (Some(spi), Some(ours)) = (rekeyed, &self.rekey) {
             if self
                 .children

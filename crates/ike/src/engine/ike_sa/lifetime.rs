@@ -381,10 +381,46 @@ impl IkeSa {
         }
     }
 
-    /// The CHILD_SAs, taken away (RFC 7296 2.8.2: they move to the
-    /// surviving IKE SA).
-    pub fn take_children(&mut self) -> Vec<ChildRef> {
-        std::mem::take(&mut self.children)
+    /// Our IKE SA rekey was refused with TEMPORARY_FAILURE: try again
+    /// later (unless the SA is being replaced anyway).
+    pub(super) fn retry_ike_rekey_later(&mut self, now: Time) {
+        if self.replaced {
+            return;
+        }
+        let l = self.life.get_or_insert_with(IkeLife::default);
+        l.rekey_at = Some(now + REKEY_RETRY_MS);
+    }
+
+    /// The CHILD_SAs and our queued requests about them, taken away: they
+    /// move to the IKE SA that replaces this one (rekey, RFC 7296 2.8.2).
+    /// A queued delete of a redundant CHILD_SA must go with it.
+    pub fn take_children(&mut self) -> (Vec<ChildRef>, Vec<OwnRequest>) {
+        let (requests, rest): (Vec<_>, Vec<_>) = self.pending.drain(..).partition(|r| {
+            matches!(
+                r,
+                OwnRequest::RekeyChild { .. } | OwnRequest::DeleteChild { .. }
+            )
+        });
+        self.pending = rest.into();
+        (std::mem::take(&mut self.children), requests)
+    }
+
+    /// Sends the next queued request if the window is free (after
+    /// requests were moved here, or any path that queued without sending).
+    pub fn kick(
+        &mut self,
+        now: Time,
+        conn: &Connection,
+        cfg: &EngineConfig,
+        rng: &mut dyn RandomSource,
+        out: &mut Output,
+    ) {
+        if self.state == State::Established
+            && self.outstanding.is_none()
+            && !self.pending.is_empty()
+        {
+            let _ = self.pump(now, conn, cfg, rng, out);
+        }
     }
 
     /// This SA lost an RFC 7296 2.8.2 collision: the peer deletes it; if
@@ -394,9 +430,10 @@ impl IkeSa {
         self.redundant_at = Some(at);
     }
 
-    /// CHILD_SAs moved here from another IKE SA.
-    pub fn add_children(&mut self, children: Vec<ChildRef>) {
+    /// CHILD_SAs (and requests about them) moved here from another IKE SA.
+    pub fn add_children(&mut self, (children, requests): (Vec<ChildRef>, Vec<OwnRequest>)) {
         self.children.extend(children);
+        self.pending.extend(requests);
     }
 
     /// Reauthentication: the new IKE SA is up, this one is replaced and

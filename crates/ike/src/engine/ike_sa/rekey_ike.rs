@@ -154,6 +154,9 @@ impl IkeSa {
             }
         }
         if let Some(n) = inner.error_notify() {
+            if n == NotifyType::TEMPORARY_FAILURE && self.ike_collision.is_none() {
+                self.retry_ike_rekey_later(now);
+            }
             // The peer's rekey that collided with ours, if any, stands.
             self.yield_to_peer_rekey(out);
             out.events.push_back(refused(n));
@@ -227,7 +230,7 @@ impl IkeSa {
         if let Some(c) = collision {
             out.child_moves.push((c.new_sa, new.id));
         }
-        new.children = std::mem::take(&mut self.children);
+        new.add_children(self.take_children());
         out.events.push_back(Event::IkeSaRekeyed {
             old: self.id,
             new: new.id,
@@ -248,9 +251,15 @@ impl IkeSa {
         out: &mut Output,
     ) -> (Vec<Payload>, Vec<Event>) {
         let refuse = |n: Notify| (vec![Payload::Notify(n)], Vec::new());
-        if self.replaced {
+        let child_exchange =
+            self.rekey.is_some() || matches!(self.in_flight, Some(OwnRequest::DeleteChild { .. }));
+        if self.replaced || child_exchange {
             // RFC 7296 2.25: this SA is already replaced (our rekey or
             // reauthentication completed) and our delete of it follows.
+            // And as strongSwan: not while our own CHILD_SA exchange on it
+            // is outstanding (moving the CHILD_SAs now would strand the
+            // one it creates or deletes; found by the timed-rekey property
+            // test). The peer tries again later.
             return refuse(Notify::ike(NotifyType::TEMPORARY_FAILURE, Vec::new()));
         }
         let offered = match inner.find(PayloadType::SA) {
@@ -308,7 +317,7 @@ impl IkeSa {
                 new_sa: new.id,
             });
         } else {
-            new.children = std::mem::take(&mut self.children);
+            new.add_children(self.take_children());
             events.push(Event::IkeSaRekeyed {
                 old: self.id,
                 new: new.id,
