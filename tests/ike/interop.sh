@@ -213,7 +213,8 @@ for fam in "aes256-sha256-prfsha256-modp2048|aes256-sha256" "aes256gcm16-prfsha3
 done
 # 5. Certificates (RFC 7427 signatures, CERT/CERTREQ, IKE fragmentation of
 # the RSA IKE_AUTH), ECDSA P-256 and RSA 2048: the engine initiates, then
-# charon does. The certificates are the recorded runs' (pki-made, valid
+# charon does; as initiator the engine also rekeys the CHILD_SA, the IKE SA
+# and the CHILD_SA again over the certificate-authenticated SA. The certificates are the recorded runs' (pki-made, valid
 # from 2026-12-02 for 20 years; the engine checks them at the wall clock).
 PROPOSALS=aes128gcm16-prfsha256-x25519 ESP=aes128gcm16-x25519
 for kind in ecdsa-aes128gcm16-prfsha256-ecp256 rsa-chacha20poly1305-prfsha512-x25519; do
@@ -222,9 +223,12 @@ for kind in ecdsa-aes128gcm16-prfsha256-ecp256 rsa-chacha20poly1305-prfsha512-x2
     ssw_ctl b --load-all >/dev/null 2>&1 || ssw_fail "${kind%%-*}: charon did not load the certificates"
     certenv=(IKE_INTEROP_CERT="$CERTS/a.crt" IKE_INTEROP_KEY="$CERTS/a.key" IKE_INTEROP_CACERT="$CERTS/ca.crt")
     env "${certenv[@]}" ip netns exec "$SSW_NS_A" "$DRIVER" initiate 192.0.2.1 192.0.2.2 "$SSW_WORK/cert-i.out" \
-        >"$SSW_WORK/cert-i.log" 2>&1 || ssw_fail "${kind%%-*} certificates, engine as initiator: $(cat "$SSW_WORK/cert-i.log")"
+        rekey >"$SSW_WORK/cert-i.log" 2>&1 || ssw_fail "${kind%%-*} certificates, engine as initiator: $(cat "$SSW_WORK/cert-i.log")"
     echo -n "${kind%%-*} certificates, "
     check initiate "$SSW_WORK/cert-i.out"
+    wait_child_spi "$(ours "$SSW_WORK/cert-i.out.rekey2" outbound_spi)"
+    echo -n "${kind%%-*} certificates, after CHILD_SA, IKE SA and CHILD_SA rekeys: "
+    check initiate "$SSW_WORK/cert-i.out.rekey2"
     terminate
     env "${certenv[@]}" ip netns exec "$SSW_NS_A" "$DRIVER" respond 192.0.2.1 192.0.2.2 "$SSW_WORK/cert-r.out" \
         >"$SSW_WORK/cert-r.log" 2>&1 &
@@ -254,4 +258,34 @@ IKE_INTEROP_CERT=$OTHER/a.crt IKE_INTEROP_KEY=$OTHER/a.key IKE_INTEROP_CACERT=$O
 grep -q "authentication of peer 192.0.2.2:4500 (id b.example) failed: Certificate(UntrustedIssuer)" "$SSW_WORK/cert-bad.log" ||
     ssw_fail "untrusted certificate: $(cat "$SSW_WORK/cert-bad.log")"
 terminate
-echo "PASS: engine <-> charon, initiator and responder; CHILD_SA, IKE SA, CHILD_SA rekeys each way; wrong PSK each way; 5 proposal families; ECDSA and RSA certificates each way; an untrusted certificate refused"
+# 6. Timed rekeys (lifetimes): charon's own rekey_time (CHILD_SA 6 s, IKE SA
+# 9 s, with its jitter) against the engine as responder; then the engine's
+# lifetimes (the same times, its jitter) against charon with rekey_time = 0.
+# Each run waits for three CHILD_SAs and an IKE SA rekey and checks the third
+# CHILD_SA as above (the engine's is keyed from the rekeyed IKE SA's SK_d;
+# charon's timers may rekey the CHILD_SA twice before the IKE SA).
+PROPOSALS=aes128gcm16-prfsha256-x25519 ESP=aes128gcm16-x25519
+b_conf
+# charon's own derived hard limits (10 %) round to whole seconds: explicit
+# ones, or it deletes the SAs as it rekeys them.
+sed -i -e 's/^        rekey_time = 0$/        rekey_time = 9s\n        over_time = 30s\n        rand_time = 1s/' \
+    -e 's/^                rekey_time = 0$/                rekey_time = 6s\n                life_time = 30s\n                rand_time = 1s/' \
+    "$SSW_WORK/b/swanctl/swanctl.conf"
+ssw_ctl b --load-all >/dev/null
+ip netns exec "$SSW_NS_A" "$DRIVER" respond 192.0.2.1 192.0.2.2 "$SSW_WORK/timed-r.out" rekey \
+    >"$SSW_WORK/timed-r.log" 2>&1 &
+DRIVER_PID=$!
+sleep 0.3
+ssw_ctl b --initiate --child net --timeout 10 >/dev/null || ssw_fail "timed: charon could not initiate"
+wait "$DRIVER_PID" || ssw_fail "timed: charon's timed rekeys not all answered: $(cat "$SSW_WORK/timed-r.log")"
+wait_child_spi "$(ours "$SSW_WORK/timed-r.out.rekey2" outbound_spi)"
+check respond "$SSW_WORK/timed-r.out.rekey2"
+terminate
+b_conf
+IKE_INTEROP_CHILD_REKEY_MS=6000 IKE_INTEROP_IKE_REKEY_MS=9000 ip netns exec "$SSW_NS_A" "$DRIVER" initiate \
+    192.0.2.1 192.0.2.2 "$SSW_WORK/timed-i.out" timed >"$SSW_WORK/timed-i.log" 2>&1 ||
+    ssw_fail "timed: the engine's timed rekeys did not complete: $(cat "$SSW_WORK/timed-i.log")"
+wait_child_spi "$(ours "$SSW_WORK/timed-i.out.rekey2" outbound_spi)"
+check initiate "$SSW_WORK/timed-i.out.rekey2"
+terminate
+echo "PASS: engine <-> charon, initiator and responder; CHILD_SA, IKE SA, CHILD_SA rekeys each way; DPD answered by charon; wrong PSK each way; 5 proposal families; ECDSA and RSA certificates each way (rekeys as initiator); an untrusted certificate refused; timed rekeys each way"

@@ -10,6 +10,11 @@
 //! the peer when responding), writing the second and third CHILD_SA to
 //! OUT_FILE.rekey and OUT_FILE.rekey2.
 //!
+//! With `timed` instead of `rekey` it waits for the same three CHILD_SAs
+//! and IKE SA rekey, started by the engine's own lifetimes (no explicit
+//! calls): IKE_INTEROP_CHILD_REKEY_MS and IKE_INTEROP_IKE_REKEY_MS set the
+//! connection's `child_rekey_time_ms` and `ike_rekey_time_ms`.
+//!
 //! IKE_INTEROP_PSK, IKE_INTEROP_PROPOSALS and IKE_INTEROP_ESP override the
 //! PSK and proposals below. IKE_INTEROP_CERT, IKE_INTEROP_KEY and
 //! IKE_INTEROP_CACERT (PEM files) switch to certificate authentication
@@ -63,11 +68,13 @@ fn send_all(engine: &mut Engine<SystemRandom>, sockets: &[(SocketAddr, UdpSocket
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let rekey = args.get(5).map(String::as_str) == Some("rekey");
+    // Lifetimes (issue 11): `timed` is `rekey` driven by the engine's timers.
+    let timed = args.get(5).map(String::as_str) == Some("timed");
+    let rekey = args.get(5).map(String::as_str) == Some("rekey") || timed;
     if !(args.len() == 5 || rekey && args.len() == 6)
         || !(args[1] == "initiate" || args[1] == "respond")
     {
-        eprintln!("usage: ike_interop initiate|respond LOCAL_IP REMOTE_IP OUT_FILE [rekey]");
+        eprintln!("usage: ike_interop initiate|respond LOCAL_IP REMOTE_IP OUT_FILE [rekey|timed]");
         std::process::exit(2);
     }
     let initiate = args[1] == "initiate";
@@ -104,7 +111,7 @@ fn main() {
         &["10.2.0.0/24"],
     )
     .expect("connection");
-    let conn = match std::env::var("IKE_INTEROP_CERT") {
+    let mut conn = match std::env::var("IKE_INTEROP_CERT") {
         Ok(cert) => {
             let read = |p: &str| std::fs::read(p).unwrap_or_else(|e| panic!("{p}: {e}"));
             let key = read(&std::env::var("IKE_INTEROP_KEY").expect("IKE_INTEROP_KEY"));
@@ -114,6 +121,20 @@ fn main() {
         }
         Err(_) => conn,
     };
+    for (k, field) in [
+        (
+            "IKE_INTEROP_CHILD_REKEY_MS",
+            &mut conn.lifetimes.child_rekey_time_ms,
+        ),
+        (
+            "IKE_INTEROP_IKE_REKEY_MS",
+            &mut conn.lifetimes.ike_rekey_time_ms,
+        ),
+    ] {
+        if let Ok(v) = std::env::var(k) {
+            *field = v.parse().expect("milliseconds");
+        }
+    }
     let mut engine = Engine::new(config, SystemRandom::new());
     let id = engine.add_connection(conn);
     let start = Instant::now();
@@ -131,6 +152,9 @@ fn main() {
     let (mut installed, mut deleted) = (0, 0);
     let (mut ike_sa, mut child_spi) = (0u64, 0u32);
     let (mut ike_rekeyed, mut old_ike_deleted) = (false, false);
+    // Dead peer detection: as initiator with `rekey`, once the rekeys are
+    // done, one liveness check on the rekeyed IKE SA must be answered.
+    let (mut dpd_sent, mut peer_alive) = (false, false);
     let mut done_at: Option<Instant> = None;
     loop {
         send_all(&mut engine, &sockets);
@@ -147,7 +171,7 @@ fn main() {
                         _ => format!("{out_file}.rekey2"),
                     };
                     std::fs::write(&file, report(&c)).expect("write OUT_FILE");
-                    if rekey && initiate && installed == 1 {
+                    if rekey && !timed && initiate && installed == 1 {
                         engine
                             .rekey_child_sa(now(), c.ike_sa, c.inbound_spi)
                             .expect("rekey");
@@ -155,7 +179,7 @@ fn main() {
                 }
                 Event::ChildSaDeleted { .. } => {
                     deleted += 1;
-                    if rekey && initiate && deleted == 1 {
+                    if rekey && !timed && initiate && deleted == 1 {
                         engine.rekey_ike_sa(now(), ike_sa).expect("IKE rekey");
                     }
                 }
@@ -165,12 +189,13 @@ fn main() {
                 }
                 Event::IkeSaDeleted { ike_sa: gone } if gone != ike_sa => {
                     old_ike_deleted = true;
-                    if rekey && initiate {
+                    if rekey && !timed && initiate {
                         engine
                             .rekey_child_sa(now(), ike_sa, child_spi)
                             .expect("CHILD_SA rekey on the new IKE SA");
                     }
                 }
+                Event::PeerAlive { ike_sa: alive } if alive == ike_sa => peer_alive = true,
                 Event::AuthFailed { .. }
                 | Event::IkeSaFailed { .. }
                 | Event::ChildSaFailed { .. }
@@ -179,8 +204,16 @@ fn main() {
                 _ => {}
             }
         }
+        let rekeyed = installed >= 3 && deleted >= 2 && ike_rekeyed && old_ike_deleted;
+        let dpd = rekey && !timed && initiate;
+        if dpd && rekeyed && !dpd_sent {
+            engine
+                .check_liveness(now(), ike_sa)
+                .expect("liveness check");
+            dpd_sent = true;
+        }
         let finished = if rekey {
-            installed >= 3 && deleted >= 2 && ike_rekeyed && old_ike_deleted
+            rekeyed && (!dpd || peer_alive)
         } else {
             installed >= 1
         };

@@ -20,6 +20,11 @@ fn fate() -> impl Strategy<Value = Fate> {
     ]
 }
 
+/// How long each run may go on: past every retransmission (64 of at
+/// most 1 s) and linger, short of the first lifetime (CHILD_SA rekey at
+/// 54 to 60 minutes; tests/engine_lifetime.rs tests those).
+const HORIZON: u64 = 600_000;
+
 fn patient_config() -> EngineConfig {
     // More retransmissions than the fates can drop.
     EngineConfig {
@@ -44,7 +49,7 @@ proptest! {
         let cfg = if fragment { EngineConfig { fragment_size: 160, ..patient_config() } } else { patient_config() };
         let mut p = Pair::new(a, b, cfg);
         p.a.initiate(0, 0).unwrap();
-        p.run(&fates, 3_600_000);
+        p.run(&fates, HORIZON);
         let ups = |ev: &[Event]| ev.iter().filter(|e| matches!(e, Event::IkeSaUp { .. })).count();
         prop_assert_eq!(ups(&p.events_a), 1, "{:?}", p.events_a);
         prop_assert_eq!(ups(&p.events_b), 1, "{:?}", p.events_b);
@@ -67,7 +72,7 @@ proptest! {
         let cfg = if fragment { EngineConfig { fragment_size: 160, ..patient_config() } } else { patient_config() };
         let mut p = Pair::new(a, b, cfg);
         let id_a = p.a.initiate(0, 0).unwrap();
-        p.run(&[], 3_600_000);
+        p.run(&[], HORIZON);
         let id_b = p.events_b.iter().find_map(|e| match e { Event::IkeSaUp { ike_sa, .. } => Some(*ike_sa), _ => None }).unwrap();
         let (child_a, child_b) = (children(&p.events_a)[0].inbound_spi, children(&p.events_b)[0].inbound_spi);
         p.events_a.clear();
@@ -80,20 +85,113 @@ proptest! {
             (false, true) => p.a.rekey_child_sa(p.now, id_a, child_a).unwrap(),
             (false, false) => p.b.rekey_child_sa(p.now, id_b, child_b).unwrap(),
         }
-        p.run(&fates, 3_600_000);
+        p.run(&fates, HORIZON);
         let failures = |ev: &[Event]| ev.iter().filter(|e| matches!(e, Event::IkeSaFailed { .. } | Event::ChildSaFailed { .. } | Event::IkeRekeyFailed { .. })).count();
         prop_assert_eq!(failures(&p.events_a) + failures(&p.events_b), 0, "{:?} {:?}", p.events_a, p.events_b);
         if ike_first {
             let new = |ev: &[Event]| ev.iter().filter(|e| matches!(e, Event::IkeSaRekeyed { .. })).count();
             prop_assert_eq!((new(&p.events_a), new(&p.events_b)), (1, 1));
             // Both keep exactly one IKE SA once the old one is gone.
-            p.run(&[], 3_600_000);
+            p.run(&[], HORIZON);
             prop_assert_eq!((p.a.ike_sa_count(), p.b.ike_sa_count()), (1, 1));
         } else {
             let (ca, cb) = (children(&p.events_a), children(&p.events_b));
             prop_assert_eq!((ca.len(), cb.len()), (1, 1), "{:?} {:?}", p.events_a, p.events_b);
             assert_same_child(ca[0], cb[0]);
         }
+    }
+
+    #[test]
+    fn simultaneous_ike_sa_rekeys_under_a_lossy_network_end_with_one_ike_sa(
+        fates in proptest::collection::vec(fate(), 0..40),
+        liveness in 0usize..4,
+    ) {
+        // RFC 7296 2.8.2 with loss, duplication and reordering: both sides
+        // rekey the IKE SA at once (or nearly: one of them may complete
+        // first and refuse the other's with TEMPORARY_FAILURE). Each ends
+        // with one IKE SA, the same one, holding the CHILD_SA.
+        let ike = "aes128gcm16-prfsha256-x25519";
+        let (a, b) = connections(PSK, PSK, ike, ike, "aes128gcm16", "aes128gcm16");
+        let mut p = Pair::new(a, b, patient_config());
+        let id_a = p.a.initiate(0, 0).unwrap();
+        p.run(&[], HORIZON);
+        let id_b = p.events_b.iter().find_map(|e| match e { Event::IkeSaUp { ike_sa, .. } => Some(*ike_sa), _ => None }).unwrap();
+        let (child_a, child_b) = (children(&p.events_a)[0].inbound_spi, children(&p.events_b)[0].inbound_spi);
+        for _ in 0..liveness {
+            p.a.check_liveness(p.now, id_a).unwrap();
+            p.run(&[], HORIZON);
+        }
+        p.events_a.clear();
+        p.events_b.clear();
+        p.a.rekey_ike_sa(p.now, id_a).unwrap();
+        p.b.rekey_ike_sa(p.now, id_b).unwrap();
+        p.run(&fates, HORIZON);
+        p.run(&[], HORIZON);
+        let failed = |ev: &[Event]| ev.iter().filter(|e| matches!(e, Event::IkeSaFailed { .. } | Event::ChildSaFailed { .. })).count();
+        prop_assert_eq!(failed(&p.events_a) + failed(&p.events_b), 0, "{:?} {:?}", p.events_a, p.events_b);
+        prop_assert_eq!((p.a.ike_sa_count(), p.b.ike_sa_count()), (1, 1), "{:?} {:?}", p.events_a, p.events_b);
+        let (sa, sb) = (p.a.ike_sa_ids()[0], p.b.ike_sa_ids()[0]);
+        prop_assert_eq!(p.a.ike_sa_nonces(sa), p.b.ike_sa_nonces(sb));
+        prop_assert!(p.a.child_sa_lifetimes(sa, child_a).is_some(), "{:?}", p.events_a);
+        prop_assert!(p.b.child_sa_lifetimes(sb, child_b).is_some(), "{:?}", p.events_b);
+    }
+
+    #[test]
+    fn timed_rekeys_of_both_sides_under_a_lossy_network_keep_one_child_sa(
+        fates in proptest::collection::vec(fate(), 0..60),
+        child_rand in 1u64..2_000,
+        ike_rekey in prop_oneof![Just(0u64), 7_000u64..20_000],
+    ) {
+        // Both sides' lifetimes (CHILD_SA every 5 s less up to
+        // `child_rand`, the IKE SA every `ike_rekey` or never) race each
+        // other for a minute while the first datagrams meet the faults:
+        // CHILD_SA and IKE SA rekeys collide (2.8.1, 2.8.2, 2.25) and the
+        // two sides must still end with the same single CHILD_SA.
+        let l = espgw_ike::engine::Lifetimes {
+            ike_rekey_time_ms: ike_rekey,
+            ike_rand_time_ms: Some(1_000),
+            // The hard limits are out of reach too.
+            ike_over_time_ms: Some(120_000),
+            child_rekey_time_ms: 5_000,
+            // Far enough for any rekey to get through the faults (a
+            // CHILD_SA whose rekey has not completed by its hard limit is
+            // rightly gone: tests/engine_lifetime.rs).
+            child_life_time_ms: Some(120_000),
+            child_rand_time_ms: Some(child_rand),
+            ..espgw_ike::engine::Lifetimes::default()
+        };
+        let ike = "aes128gcm16-prfsha256-x25519";
+        let (mut a, mut b) = connections(PSK, PSK, ike, ike, "aes128gcm16-x25519", "aes128gcm16-x25519");
+        a.lifetimes = l.clone();
+        b.lifetimes = l;
+        let mut p = Pair::new(a, b, patient_config());
+        p.a.initiate(0, 0).unwrap();
+        p.run(&[], 1_000);
+        p.run(&fates, 60_000);
+        // Each CHILD_SA is announced once and removed at most once, and
+        // only after it was announced.
+        let alive = |ev: &[Event]| -> Result<Vec<(u32, u32)>, TestCaseError> {
+            let mut alive: Vec<(u32, u32)> = Vec::new();
+            for e in ev {
+                match e {
+                    Event::ChildSaInstalled(c) => {
+                        prop_assert!(!alive.iter().any(|(i, _)| *i == c.inbound_spi));
+                        alive.push((c.inbound_spi, c.outbound_spi));
+                    }
+                    Event::ChildSaDeleted { inbound_spi, .. } => {
+                        prop_assert!(alive.iter().any(|(i, _)| i == inbound_spi), "{} deleted twice or unknown", inbound_spi);
+                        alive.retain(|(i, _)| i != inbound_spi);
+                    }
+                    _ => {}
+                }
+            }
+            Ok(alive)
+        };
+        let failed = |ev: &[Event]| ev.iter().filter(|e| matches!(e, Event::IkeSaFailed { .. } | Event::AuthFailed { .. })).count();
+        prop_assert_eq!(failed(&p.events_a) + failed(&p.events_b), 0, "{:?} {:?}", p.events_a, p.events_b);
+        let (la, lb) = (alive(&p.events_a)?, alive(&p.events_b)?);
+        prop_assert_eq!((la.len(), lb.len()), (1, 1), "{:?} {:?}", p.events_a, p.events_b);
+        prop_assert_eq!(la[0], (lb[0].1, lb[0].0));
     }
 
     #[test]

@@ -36,6 +36,9 @@ pub struct Connection {
     pub local_ts: Vec<TrafficSelector>,
     /// The peer side's selectors.
     pub remote_ts: Vec<TrafficSelector>,
+    /// Rekey, reauthentication and expiry of this connection's SAs
+    /// (swanctl.conf's `rekey_time`, `life_time`, ... with its defaults).
+    pub lifetimes: Lifetimes,
 
     // ---- certificate authentication (docs/ike.md, "Certificates") ----
     /// How both sides authenticate: with `psk`, or with certificates and
@@ -100,6 +103,7 @@ impl Connection {
             cert: Vec::new(),
             key: None,
             cacerts: Vec::new(),
+            lifetimes: Lifetimes::default(),
         })
     }
 
@@ -158,6 +162,96 @@ impl Connection {
         Ok(self)
     }
 }
+
+// ---- lifetimes (issue 11: timers) ----
+
+/// When a connection's SAs are rekeyed, reauthenticated and expire, with
+/// strongSwan's semantics and defaults (swanctl.conf). Times in
+/// milliseconds, 0 = off. A soft limit (rekey, reauth) is reached at the
+/// configured value minus a random jitter in `[0, rand)` drawn per SA from
+/// the engine's random source, so the two ends (and many SAs) do not all
+/// rekey at once.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lifetimes {
+    /// IKE SA rekey (`rekey_time`, default 4 h).
+    pub ike_rekey_time_ms: u64,
+    /// IKE SA reauthentication (`reauth_time`, default 0 = off): a new
+    /// IKE SA with IKE_SA_INIT and IKE_AUTH, then the old one deleted.
+    pub ike_reauth_time_ms: u64,
+    /// The IKE SA is deleted this long after its (jittered) rekey or
+    /// reauth time if that has not replaced it (`over_time`; None = 10 %
+    /// of the larger of the two).
+    pub ike_over_time_ms: Option<u64>,
+    /// Jitter range of the IKE SA's soft limit (`rand_time`; None =
+    /// `over_time`).
+    pub ike_rand_time_ms: Option<u64>,
+    /// CHILD_SA rekey (`rekey_time`, default 1 h).
+    pub child_rekey_time_ms: u64,
+    /// CHILD_SA hard expiry: deleted (`life_time`; None = rekey_time
+    /// + 10 %).
+    pub child_life_time_ms: Option<u64>,
+    /// Jitter range of the CHILD_SA rekey (`rand_time`; None = life_time -
+    /// rekey_time).
+    pub child_rand_time_ms: Option<u64>,
+    /// CHILD_SA rekey after this many bytes (`rekey_bytes`, 0 = off).
+    pub child_rekey_bytes: u64,
+    /// CHILD_SA deleted after this many bytes (`life_bytes`; None =
+    /// rekey_bytes + 10 %).
+    pub child_life_bytes: Option<u64>,
+    /// Jitter of the byte rekey (`rand_bytes`; None = life - rekey).
+    pub child_rand_bytes: Option<u64>,
+    /// CHILD_SA rekey after this many packets (`rekey_packets`, 0 = off).
+    pub child_rekey_packets: u64,
+    /// CHILD_SA deleted after this many packets (`life_packets`; None =
+    /// rekey_packets + 10 %).
+    pub child_life_packets: Option<u64>,
+    /// Jitter of the packet rekey (`rand_packets`; None = life - rekey).
+    pub child_rand_packets: Option<u64>,
+}
+
+impl Default for Lifetimes {
+    fn default() -> Self {
+        Lifetimes {
+            ike_rekey_time_ms: 4 * 3_600_000,
+            ike_reauth_time_ms: 0,
+            ike_over_time_ms: None,
+            ike_rand_time_ms: None,
+            child_rekey_time_ms: 3_600_000,
+            child_life_time_ms: None,
+            child_rand_time_ms: None,
+            child_rekey_bytes: 0,
+            child_life_bytes: None,
+            child_rand_bytes: None,
+            child_rekey_packets: 0,
+            child_life_packets: None,
+            child_rand_packets: None,
+        }
+    }
+}
+
+/// A soft limit, the hard limit and the jitter range of one quantity, with
+/// strongSwan's derivation of the unset ones: hard = soft + 10 %, jitter =
+/// hard - soft (never beyond soft). All 0 when off.
+pub(crate) fn limits(soft: u64, hard: Option<u64>, rand: Option<u64>) -> (u64, u64, u64) {
+    let hard = hard.unwrap_or_else(|| soft.saturating_add(soft / 10));
+    if soft == 0 {
+        return (0, hard, 0);
+    }
+    let rand = rand.unwrap_or(hard.saturating_sub(soft)).min(soft);
+    (soft, hard, rand)
+}
+
+impl Lifetimes {
+    /// The IKE SA's (rekey, reauth, over, rand) times.
+    pub(crate) fn ike(&self) -> (u64, u64, u64, u64) {
+        let longest = self.ike_rekey_time_ms.max(self.ike_reauth_time_ms);
+        let over = self.ike_over_time_ms.unwrap_or(longest / 10);
+        let rand = self.ike_rand_time_ms.unwrap_or(over);
+        (self.ike_rekey_time_ms, self.ike_reauth_time_ms, over, rand)
+    }
+}
+
+// ---- end lifetimes ----
 
 /// A connection that cannot be used.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -268,6 +362,11 @@ pub struct EngineConfig {
     /// The NAT-T port (RFC 3948): IKE moves there when a NAT is detected,
     /// with the non-ESP marker in front of each message.
     pub nat_t_port: u16,
+    // ---- lifetimes and keepalives (issue 11: timers) ----
+    /// NAT keepalives (RFC 3948 4): while we are behind a NAT, a 1-byte
+    /// 0xFF datagram to the peer's NAT-T port when the engine sent
+    /// nothing on the IKE SA for this long. 0 = off.
+    pub keepalive_ms: u64,
 
     // ---- certificate validation time ----
     /// The UNIX time, in milliseconds, at the engine's `now` = 0: the
@@ -304,6 +403,7 @@ impl Default for EngineConfig {
             fragment_size: 1232,
             nat_t_port: 4500,
             unix_time_at_zero_ms: None,
+            keepalive_ms: 20_000,
         }
     }
 }

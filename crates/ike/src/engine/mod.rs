@@ -14,10 +14,12 @@
 //! with a window of one, retransmission with exponential backoff,
 //! duplicate requests answered from the stored response, INFORMATIONAL
 //! both ways (liveness, deletes), CHILD_SA rekey (with PFS) and IKE SA
-//! rekey both ways, simultaneous CHILD_SA rekeys, a half-open bound,
-//! cookies as responder, IKE fragmentation (RFC 7383) both ways, X.509
-//! certificates with RFC 7427 signatures and the responder's choice of
-//! connection by identity. Not yet: lifetimes.
+//! rekey both ways, simultaneous CHILD_SA and IKE SA rekeys (RFC 7296
+//! 2.8.1, 2.8.2, 2.25), a half-open bound, cookies as responder, IKE
+//! fragmentation (RFC 7383) both ways, X.509 certificates with RFC 7427
+//! signatures and the responder's choice of connection by identity,
+//! lifetimes (rekey, reauth, expiry by time, bytes and packets, with
+//! jitter) and NAT keepalives.
 
 mod config;
 mod cookie;
@@ -30,7 +32,7 @@ use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::net::SocketAddr;
 
-pub use config::{cidr_selector, AuthKind, ConfigError, Connection, EngineConfig};
+pub use config::{cidr_selector, AuthKind, ConfigError, Connection, EngineConfig, Lifetimes};
 pub use nat::NatDetection;
 
 use crate::crypto::{CryptoError, EspKeys, EspSuite, IkeSuite, RandomSource};
@@ -303,6 +305,11 @@ pub struct Stats {
     /// Of those, requests that carried a cookie we did not accept (wrong,
     /// or made with a secret no longer held).
     pub cookies_invalid: u64,
+    /// NAT keepalives (RFC 3948, one 0xFF octet) received on the NAT-T
+    /// port: ignored.
+    pub keepalives_received: u64,
+    /// NAT keepalives we sent (we are behind a NAT and were idle).
+    pub keepalives_sent: u64,
 }
 
 /// Errors of the engine's own calls (not of received datagrams, which
@@ -351,6 +358,11 @@ pub(crate) struct Output {
     pub stats: Stats,
     /// IKE SAs created by a rekey, for the engine to adopt.
     pub new_sas: Vec<IkeSa>,
+    /// IKE SAs whose reauthentication time came: the engine starts a new
+    /// IKE SA for their connection.
+    pub reauth: Vec<IkeSaId>,
+    /// (from, to): CHILD_SAs to move between IKE SAs (RFC 7296 2.8.2).
+    pub child_moves: Vec<(IkeSaId, IkeSaId)>,
 }
 
 /// The IKEv2 engine: every IKE SA of every connection.
@@ -364,6 +376,8 @@ pub struct Engine<R: RandomSource> {
     half_open: HashMap<(SocketAddr, u64), IkeSaId>,
     cookies: CookieSecrets,
     out: Output,
+    /// Reauthentications in progress: new IKE SA -> the one it replaces.
+    reauth: HashMap<IkeSaId, IkeSaId>,
 }
 
 impl<R: RandomSource> Engine<R> {
@@ -381,7 +395,10 @@ impl<R: RandomSource> Engine<R> {
                 events: VecDeque::new(),
                 stats: Stats::default(),
                 new_sas: Vec::new(),
+                reauth: Vec::new(),
+                child_moves: Vec::new(),
             },
+            reauth: HashMap::new(),
         }
     }
 
@@ -396,6 +413,26 @@ impl<R: RandomSource> Engine<R> {
     /// ([`EngineConfig::unix_time_at_zero_ms`]).
     pub fn set_unix_time(&mut self, now: Time, unix_time_ms: u64) {
         self.config.unix_time_at_zero_ms = Some(unix_time_ms.saturating_sub(now));
+    }
+
+    /// A connection, to change what later exchanges use (proposals for
+    /// the next rekey, lifetimes of SAs armed from now on), as a reload
+    /// of swanctl.conf does. SAs already up keep their negotiated suites.
+    pub fn connection_mut(&mut self, connection: ConnectionId) -> Option<&mut Connection> {
+        self.connections.get_mut(connection)
+    }
+
+    /// The IKE SAs held, by our SPI.
+    pub fn ike_sa_ids(&self) -> Vec<IkeSaId> {
+        self.sas.keys().copied().collect()
+    }
+
+    /// The nonces (Ni, Nr) of the exchange that created an IKE SA (its
+    /// IKE_SA_INIT, or the CREATE_CHILD_SA that rekeyed it): for tests of
+    /// RFC 7296 2.8.2. Nonces are not secret.
+    #[doc(hidden)]
+    pub fn ike_sa_nonces(&self, ike_sa: IkeSaId) -> Option<(Vec<u8>, Vec<u8>)> {
+        self.sas.get(&ike_sa).map(IkeSa::nonces)
     }
 
     /// The counters of datagrams not acted on.
@@ -452,7 +489,7 @@ impl<R: RandomSource> Engine<R> {
             &mut self.rng,
             &mut self.out,
         );
-        self.adopt_new_sas();
+        self.settle(now);
         r
     }
 
@@ -508,6 +545,137 @@ impl<R: RandomSource> Engine<R> {
         }
     }
 
+    /// After every input: adopt new SAs, arm the lifetimes of SAs that
+    /// just came up, start and finish reauthentications.
+    fn settle(&mut self, now: Time) {
+        self.adopt_new_sas();
+        // RFC 7296 2.8.2: the CHILD_SAs leave the SA that lost the
+        // collision; its creator deletes it (and we do, after a linger,
+        // if that delete never comes).
+        for (from, to) in std::mem::take(&mut self.out.child_moves) {
+            let children = match self.sas.get_mut(&from) {
+                Some(sa) => {
+                    sa.mark_redundant(now + self.config.linger_ms);
+                    sa.take_children()
+                }
+                None => Default::default(),
+            };
+            if let Some(sa) = self.sas.get_mut(&to) {
+                sa.add_children(children);
+            }
+        }
+        for old in std::mem::take(&mut self.out.reauth) {
+            self.start_reauth(now, old);
+        }
+        // A reauthentication whose new SA is up replaces the old SA; one
+        // whose new SA failed is forgotten (the old SA runs to its hard
+        // limit).
+        let mut done = Vec::new();
+        for (&new, &old) in &self.reauth {
+            match self.sas.get(&new) {
+                Some(sa) if sa.is_established() => done.push((new, old, true)),
+                Some(sa) if !sa.is_dead() => {}
+                _ => done.push((new, old, false)),
+            }
+        }
+        for (new, old, up) in done {
+            self.reauth.remove(&new);
+            if let (true, Some(sa)) = (up, self.sas.get_mut(&old)) {
+                let conn = &self.connections[sa.connection()];
+                sa.replace_by_reauth(now, conn, &self.config, &mut self.rng, &mut self.out);
+            }
+        }
+        for sa in self.sas.values_mut() {
+            let conn = &self.connections[sa.connection()];
+            sa.arm_lifetimes(now, conn, &mut self.rng);
+            sa.kick(now, conn, &self.config, &mut self.rng, &mut self.out);
+        }
+    }
+
+    /// Reauthentication (make-before-break): a new IKE SA for the same
+    /// connection, towards the peer's current address; the old one is
+    /// deleted once the new one is up.
+    fn start_reauth(&mut self, now: Time, old: IkeSaId) {
+        let Some(sa) = self.sas.get(&old) else {
+            return;
+        };
+        let connection = sa.connection();
+        let remote = sa.remote();
+        let Ok(id) = self.fresh_spi() else {
+            return;
+        };
+        let mut conn = self.connections[connection].clone();
+        if conn.remote.ip().is_unspecified() {
+            // A responder-only connection: reach the peer where it is, on
+            // its IKE port.
+            conn.remote = SocketAddr::new(remote.ip(), conn.remote.port().max(500));
+        }
+        if let Ok(sa) = IkeSa::initiate(
+            id,
+            connection,
+            &conn,
+            now,
+            &self.config,
+            &mut self.rng,
+            &mut self.out,
+        ) {
+            self.sas.insert(id, sa);
+            self.reauth.insert(id, old);
+        }
+    }
+
+    /// The data plane's counters for one CHILD_SA (named by our inbound
+    /// SPI): bytes and packets so far, the larger of the two directions.
+    /// Past the connection's `child_rekey_bytes` / `child_rekey_packets`
+    /// (less jitter) the CHILD_SA is rekeyed; past its `child_life_*` it is
+    /// deleted at once ([`Event::ChildSaDeleted`], then a delete to the
+    /// peer).
+    pub fn child_sa_usage(
+        &mut self,
+        now: Time,
+        ike_sa: IkeSaId,
+        inbound_spi: u32,
+        bytes: u64,
+        packets: u64,
+    ) -> Result<(), EngineError> {
+        let sa = self
+            .sas
+            .get_mut(&ike_sa)
+            .ok_or(EngineError::Protocol("no such IKE SA"))?;
+        let conn = &self.connections[sa.connection()];
+        let r = sa.child_usage(
+            now,
+            inbound_spi,
+            bytes,
+            packets,
+            conn,
+            &self.config,
+            &mut self.rng,
+            &mut self.out,
+        );
+        self.settle(now);
+        r
+    }
+
+    /// An IKE SA's soft and hard times (rekey, reauth, expiry), once it
+    /// is established.
+    #[allow(clippy::type_complexity)]
+    pub fn ike_sa_lifetimes(
+        &self,
+        ike_sa: IkeSaId,
+    ) -> Option<(Option<Time>, Option<Time>, Option<Time>)> {
+        self.sas.get(&ike_sa)?.ike_lifetimes()
+    }
+
+    /// A CHILD_SA's rekey and expiry times (by our inbound SPI).
+    pub fn child_sa_lifetimes(
+        &self,
+        ike_sa: IkeSaId,
+        inbound_spi: u32,
+    ) -> Option<(Option<Time>, Option<Time>)> {
+        self.sas.get(&ike_sa)?.child_lifetimes(inbound_spi)
+    }
+
     /// A datagram received from `src` at our address `dst` (the UDP
     /// payload, with the non-ESP marker when on the NAT-T port).
     pub fn handle_datagram(
@@ -518,6 +686,12 @@ impl<R: RandomSource> Engine<R> {
         datagram: &[u8],
     ) {
         let nat_t = self.config.nat_t_port;
+        if dst.port() == nat_t && datagram == [0xFF] {
+            // A NAT keepalive (RFC 3948 2.3): keeps the peer's mapping, no
+            // answer.
+            self.out.stats.keepalives_received += 1;
+            return;
+        }
         let ike = if dst.port() == nat_t {
             match message::strip_non_esp_marker(datagram) {
                 Some(m) => m,
@@ -567,7 +741,7 @@ impl<R: RandomSource> Engine<R> {
                     &mut self.rng,
                     &mut self.out,
                 );
-                self.adopt_new_sas();
+                self.settle(now);
             }
             _ => self.out.stats.unknown_sa += 1,
         }
@@ -701,7 +875,10 @@ impl<R: RandomSource> Engine<R> {
 
     /// The earliest time [`Engine::handle_timeout`] has work to do.
     pub fn poll_timeout(&self) -> Option<Time> {
-        self.sas.values().filter_map(IkeSa::next_timeout).min()
+        self.sas
+            .values()
+            .filter_map(|sa| sa.next_timeout(&self.config))
+            .min()
     }
 
     /// Retransmits unanswered requests, gives up on peers that stopped
@@ -711,12 +888,16 @@ impl<R: RandomSource> Engine<R> {
         for (id, sa) in self.sas.iter_mut() {
             if !sa.on_timeout(now, &self.config, &mut self.out) {
                 gone.push(*id);
+                continue;
             }
+            let conn = &self.connections[sa.connection()];
+            sa.on_life_timeout(now, conn, &self.config, &mut self.rng, &mut self.out);
         }
         for id in gone {
             self.sas.remove(&id);
             self.half_open.retain(|_, v| *v != id);
         }
+        self.settle(now);
     }
 
     /// The next datagram to send.

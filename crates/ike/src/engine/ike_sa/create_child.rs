@@ -3,6 +3,14 @@
 
 use super::*;
 
+/// The group an INVALID_KE_PAYLOAD notify of `inner` asks for.
+pub(super) fn requested_group(inner: &Inner) -> Option<KeGroup> {
+    inner.payloads.iter().find_map(|p| match p {
+        Payload::Notify(n) => n.requested_group().and_then(KeGroup::from_id),
+        _ => None,
+    })
+}
+
 impl IkeSa {
     /// Sends CREATE_CHILD_SA with REKEY_SA for our CHILD_SA `old_inbound`:
     /// the connection's ESP proposals (with their PFS group: then a KE
@@ -25,8 +33,15 @@ impl IkeSa {
             .ok_or(EngineError::Protocol("no such CHILD_SA"))?;
         let new_inbound = random_child_spi(rng)?;
         let ni = random_bytes(rng, NONCE_LEN)?;
-        let ke = match conn.esp_proposals.first().and_then(|p| p.ke.first()) {
-            Some(g) => Some(crypto::KeyExchange::generate(*g, rng)?),
+        // The group the peer asked for in INVALID_KE_PAYLOAD, else the
+        // first proposal's.
+        let group = self.rekey_group.take().or_else(|| {
+            conn.esp_proposals
+                .first()
+                .and_then(|p| p.ke.first().copied())
+        });
+        let ke = match group {
+            Some(g) => Some(crypto::KeyExchange::generate(g, rng)?),
             None => None,
         };
         let offer = wire::offer(
@@ -95,9 +110,26 @@ impl IkeSa {
             .iter()
             .position(|c| c.old_inbound == rekey.old_inbound)
             .map(|i| self.collisions.remove(i));
+        // INVALID_KE_PAYLOAD naming a group of our ESP proposals other
+        // than the one we sent: the same rekey again with that group.
+        if let Some(g) = requested_group(&inner) {
+            let ours = rekey.ke.as_ref().map(|k| k.group());
+            if Some(g) != ours && conn.esp_proposals.iter().any(|p| p.ke.contains(&g)) {
+                self.rekey_group = Some(g);
+                self.pending.push_front(OwnRequest::RekeyChild {
+                    inbound_spi: rekey.old_inbound,
+                });
+                return self.pump(now, conn, cfg, rng, out);
+            }
+        }
         match self.rekeyed_child(&rekey, &inner, conn) {
             Ok((child, nr)) => {
                 let ours = child.inbound_spi;
+                if let Some(old) = self.children.iter_mut().find(|c| {
+                    c.inbound_spi == rekey.old_inbound && c.state == ChildState::Installed
+                }) {
+                    old.state = ChildState::Rekeyed;
+                }
                 self.children.push(ChildRef::of(&child));
                 out.events
                     .push_back(Event::ChildSaInstalled(Box::new(child)));
@@ -115,10 +147,15 @@ impl IkeSa {
                     }
                 }
             }
-            Err(notify) => out.events.push_back(Event::ChildSaFailed {
-                ike_sa: self.id,
-                notify,
-            }),
+            Err(notify) => {
+                if notify == NotifyType::TEMPORARY_FAILURE {
+                    self.retry_rekey_later(now, rekey.old_inbound);
+                }
+                out.events.push_back(Event::ChildSaFailed {
+                    ike_sa: self.id,
+                    notify,
+                })
+            }
         }
         self.pump(now, conn, cfg, rng, out)
     }
@@ -188,13 +225,27 @@ impl IkeSa {
         if let Some(n) = inner.notify(NotifyType::REKEY_SA) {
             let known = n
                 .child_spi()
-                .is_some_and(|spi| self.children.iter().any(|c| c.outbound_spi == spi));
-            if !known {
-                return refuse(Notify {
-                    notify_type: NotifyType::CHILD_SA_NOT_FOUND,
-                    data: Vec::new(),
-                    ..n.clone()
-                });
+                .and_then(|spi| self.children.iter().find(|c| c.outbound_spi == spi));
+            // RFC 7296 2.25: an SA we no longer have is CHILD_SA_NOT_FOUND;
+            // one we already rekeyed or are deleting is TEMPORARY_FAILURE
+            // (our delete of it is on its way).
+            let answer = match known.map(|c| c.state) {
+                None => Some(NotifyType::CHILD_SA_NOT_FOUND),
+                Some(ChildState::Installed) => None,
+                Some(_) => Some(NotifyType::TEMPORARY_FAILURE),
+            };
+            match answer {
+                Some(NotifyType::TEMPORARY_FAILURE) => {
+                    return refuse(Notify::ike(NotifyType::TEMPORARY_FAILURE, Vec::new()))
+                }
+                Some(notify_type) => {
+                    return refuse(Notify {
+                        notify_type,
+                        data: Vec::new(),
+                        ..n.clone()
+                    })
+                }
+                None => {}
             }
         }
         let (Some(Payload::Sa(sa)), Some(ni), Some(Payload::TsI(tsi)), Some(Payload::TsR(tsr))) = (
@@ -278,6 +329,19 @@ impl IkeSa {
         let rekeyed = inner
             .notify(NotifyType::REKEY_SA)
             .and_then(|n| n.child_spi());
+        // The old SA is the peer's to delete now: our own timers leave it
+        // alone (a rekey of ours started later would make a second
+        // replacement that neither side's 2.8.1 check sees; found by the
+        // timed-rekey property test).
+        if let Some(spi) = rekeyed {
+            if let Some(old) = self
+                .children
+                .iter_mut()
+                .find(|c| c.outbound_spi == spi && c.state == ChildState::Installed)
+            {
+                old.state = ChildState::Rekeyed;
+            }
+        }
         if let (Some(spi), Some(ours)) = (rekeyed, &self.rekey) {
             if self
                 .children

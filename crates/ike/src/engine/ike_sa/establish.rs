@@ -198,6 +198,7 @@ impl IkeSa {
                 .next()
                 .is_some();
         if let Some(nat) = nat::detect(&msg, self.spi_i, self.spi_r, src, dst) {
+            self.local_nat = nat.local_behind_nat;
             if nat.any() {
                 // RFC 7296 2.23: the initiator moves to port 4500 for
                 // IKE_AUTH on; the responder follows it there.
@@ -571,6 +572,7 @@ impl IkeSa {
         };
         if let Some(nat) = nat::detect(msg, sa.spi_i, 0, src, dst) {
             sa.udp_encap = nat.any();
+            sa.local_nat = nat.local_behind_nat;
         }
         Self::transmit(cfg, out, dst, src, &bytes);
         sa.last_response = Some((0, vec![bytes]));

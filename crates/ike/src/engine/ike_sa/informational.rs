@@ -17,6 +17,10 @@ impl IkeSa {
         for p in &inner.payloads {
             match p {
                 Payload::Delete(Delete::Ike) => {
+                    // RFC 7296 2.25.2: our own rekey of it is forgotten; if
+                    // we answered the peer's rekey meanwhile, the CHILD_SAs
+                    // go to that new SA.
+                    self.yield_to_peer_rekey(out);
                     out.events
                         .push_back(Event::IkeSaDeleted { ike_sa: self.id });
                     self.die(now, cfg);
@@ -32,14 +36,18 @@ impl IkeSa {
                             let ChildRef {
                                 inbound_spi,
                                 outbound_spi,
+                                state,
                                 ..
                             } = self.children.remove(pos);
                             ours.push(inbound_spi);
-                            out.events.push_back(Event::ChildSaDeleted {
-                                ike_sa: self.id,
-                                inbound_spi,
-                                outbound_spi,
-                            });
+                            // An expired one was announced already.
+                            if state != ChildState::Expired {
+                                out.events.push_back(Event::ChildSaDeleted {
+                                    ike_sa: self.id,
+                                    inbound_spi,
+                                    outbound_spi,
+                                });
+                            }
                         }
                     }
                     if !ours.is_empty() {
@@ -92,8 +100,24 @@ impl IkeSa {
         if self.outstanding.is_some() || self.state != State::Established {
             return Ok(());
         }
-        let Some(request) = self.pending.pop_front() else {
-            return Ok(());
+        // Requests queued earlier may have become moot (a CHILD_SA rekeyed
+        // or deleted meanwhile, an IKE SA already replaced): skipped.
+        let request = loop {
+            let Some(request) = self.pending.pop_front() else {
+                return Ok(());
+            };
+            let child = |spi: u32| self.children.iter().find(|c| c.inbound_spi == spi);
+            let live = match request {
+                OwnRequest::RekeyChild { inbound_spi } => {
+                    child(inbound_spi).is_some_and(|c| c.state == ChildState::Installed)
+                }
+                OwnRequest::DeleteChild { inbound_spi } => child(inbound_spi).is_some(),
+                OwnRequest::RekeyIke => !self.replaced,
+                OwnRequest::Liveness | OwnRequest::DeleteIke => true,
+            };
+            if live {
+                break request;
+            }
         };
         let inner = match request {
             OwnRequest::RekeyChild { inbound_spi } => {
@@ -102,10 +126,21 @@ impl IkeSa {
             OwnRequest::RekeyIke => return self.send_rekey_ike(now, conn, cfg, rng, out),
             OwnRequest::Liveness => Vec::new(),
             OwnRequest::DeleteIke => vec![Payload::Delete(Delete::Ike)],
-            OwnRequest::DeleteChild { inbound_spi } => vec![Payload::Delete(Delete::Child {
-                protocol: ProtocolId::ESP,
-                spis: vec![inbound_spi],
-            })],
+            OwnRequest::DeleteChild { inbound_spi } => {
+                // RFC 7296 2.25: a rekey of the peer for it is now
+                // answered TEMPORARY_FAILURE.
+                if let Some(c) = self
+                    .children
+                    .iter_mut()
+                    .find(|c| c.inbound_spi == inbound_spi && c.state != ChildState::Expired)
+                {
+                    c.state = ChildState::Deleting;
+                }
+                vec![Payload::Delete(Delete::Child {
+                    protocol: ProtocolId::ESP,
+                    spis: vec![inbound_spi],
+                })]
+            }
         };
         self.send_request(
             now,
@@ -144,13 +179,16 @@ impl IkeSa {
                     let ChildRef {
                         inbound_spi,
                         outbound_spi,
+                        state,
                         ..
                     } = self.children.remove(pos);
-                    out.events.push_back(Event::ChildSaDeleted {
-                        ike_sa: self.id,
-                        inbound_spi,
-                        outbound_spi,
-                    });
+                    if state != ChildState::Expired {
+                        out.events.push_back(Event::ChildSaDeleted {
+                            ike_sa: self.id,
+                            inbound_spi,
+                            outbound_spi,
+                        });
+                    }
                 }
             }
             Some(OwnRequest::RekeyChild { .. } | OwnRequest::RekeyIke) => {}

@@ -4,7 +4,8 @@
 //! [`establish`] (IKE_SA_INIT and IKE_AUTH with PSK, both roles, the first
 //! CHILD_SA), [`informational`] (liveness, deletes, our request queue),
 //! [`create_child`] (CHILD_SA rekey and new CHILD_SAs, simultaneous
-//! rekeys), [`rekey_ike`] (IKE SA rekey), [`intermediate`] (RFC 9370
+//! rekeys), [`rekey_ike`] (IKE SA rekey, simultaneous IKE SA rekeys),
+//! [`lifetime`] (soft and hard limits, keepalives), [`intermediate`] (RFC 9370
 //! additional key exchanges in IKE_INTERMEDIATE), [`fragment`] (RFC 7383
 //! reassembly and fragmenting our messages) and [`replay`] (recorded exchanges
 //! for known-answer tests).
@@ -15,12 +16,14 @@ mod establish;
 mod fragment;
 mod informational;
 mod intermediate;
+mod lifetime;
 mod pubkey;
 mod rekey_ike;
 mod replay;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use lifetime::{ChildLife, ChildState, IkeLife};
 pub use pubkey::{replay_cert_ike_auth, CertReplay};
 pub use replay::{replay_fragments, replay_psk_ike_auth, Replay};
 
@@ -95,14 +98,28 @@ struct IkeRekeyState {
     ke: crypto::KeyExchange,
 }
 
+/// The peer's IKE SA rekey answered while ours was outstanding (RFC 7296
+/// 2.8.2): its nonces and the SA it created, for the lowest-nonce rule
+/// when ours completes.
+struct IkeCollision {
+    ni: Vec<u8>,
+    nr: Vec<u8>,
+    new_sa: IkeSaId,
+}
+
 /// What the IKE SA remembers of each CHILD_SA (the data plane holds the
 /// keys).
 #[derive(Clone, Debug)]
-struct ChildRef {
+pub(crate) struct ChildRef {
     inbound_spi: u32,
     outbound_spi: u32,
     local_ts: Vec<TrafficSelector>,
     remote_ts: Vec<TrafficSelector>,
+    /// Rekeyed, being deleted or expired: a rekey or delete of the peer
+    /// for it is answered as RFC 7296 2.25 says.
+    state: ChildState,
+    /// Its soft and hard limits, armed by the engine when it appears.
+    life: Option<ChildLife>,
 }
 
 impl ChildRef {
@@ -112,6 +129,8 @@ impl ChildRef {
             outbound_spi: c.outbound_spi,
             local_ts: c.local_ts.clone(),
             remote_ts: c.remote_ts.clone(),
+            state: ChildState::Installed,
+            life: None,
         }
     }
 }
@@ -190,6 +209,26 @@ pub(crate) struct IkeSa {
     collisions: Vec<Collision>,
     /// When a half-open or dead SA is forgotten.
     expires: Option<Time>,
+    /// Soft and hard limits of this IKE SA, armed by the engine once it is
+    /// established.
+    life: Option<IkeLife>,
+    /// NAT detection said a NAT is in front of us: we send keepalives.
+    local_nat: bool,
+    /// When we last sent anything on this SA (for keepalives).
+    last_sent: Time,
+    /// This SA has been replaced (rekeyed or reauthenticated) and waits
+    /// for its delete: a rekey of the peer is answered TEMPORARY_FAILURE.
+    replaced: bool,
+    /// RFC 7296 2.8.2: the peer's rekey of this SA while ours was
+    /// outstanding.
+    ike_collision: Option<IkeCollision>,
+    /// RFC 7296 2.8.2: this SA lost a rekey collision and its creator (the
+    /// peer) should delete it; if it is still here then (the peer never
+    /// learnt the outcome: its old SA went first), we delete it.
+    redundant_at: Option<Time>,
+    /// The group the peer asked for in INVALID_KE_PAYLOAD to our last
+    /// rekey (CHILD or IKE): the retry uses it.
+    rekey_group: Option<KeGroup>,
     /// Our INFORMATIONAL requests waiting for the window.
     pending: std::collections::VecDeque<OwnRequest>,
     /// RFC 9370 additional key exchanges (IKE_INTERMEDIATE).
@@ -296,6 +335,13 @@ impl IkeSa {
             rekey: None,
             ike_rekey: None,
             collisions: Vec::new(),
+            life: None,
+            local_nat: false,
+            last_sent: 0,
+            replaced: false,
+            ike_collision: None,
+            redundant_at: None,
+            rekey_group: None,
             expires: None,
             pending: std::collections::VecDeque::new(),
             in_flight: None,
@@ -370,6 +416,7 @@ impl IkeSa {
         for m in &message {
             Self::transmit(cfg, out, self.local, self.remote, m);
         }
+        self.last_sent = now;
         self.outstanding = Some(Outstanding {
             message_id,
             message,
@@ -561,6 +608,12 @@ impl IkeSa {
                 // forged); the retransmission timer keeps running.
             }
         }
+        // Whatever the answer did, a free window sends our next queued
+        // request (a path that ended early must not leave the queue
+        // stuck: found by the engine fuzz target).
+        if self.outstanding.is_none() && self.state == State::Established {
+            let _ = self.pump(now, conn, cfg, rng, out);
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -677,6 +730,7 @@ impl IkeSa {
         for b in &bytes {
             Self::transmit(cfg, out, dst, src, b);
         }
+        self.last_sent = now;
         self.last_response = Some((header.message_id, bytes));
         self.last_request = datagram.to_vec();
         self.expected_request_id = header.message_id.wrapping_add(1);
@@ -685,11 +739,15 @@ impl IkeSa {
     }
 
     /// When this SA next needs [`IkeSa::on_timeout`].
-    pub fn next_timeout(&self) -> Option<Time> {
-        match (self.outstanding.as_ref().map(|o| o.next_at), self.expires) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+    pub fn next_timeout(&self, cfg: &EngineConfig) -> Option<Time> {
+        [
+            self.outstanding.as_ref().map(|o| o.next_at),
+            self.expires,
+            self.next_life_timeout(cfg),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Retransmits or gives up; false when the SA should be forgotten.
@@ -729,6 +787,7 @@ impl IkeSa {
         for m in &message {
             Self::transmit(cfg, out, self.local, self.remote, m);
         }
+        self.last_sent = now;
         out.stats.retransmitted_requests += 1;
         true
     }

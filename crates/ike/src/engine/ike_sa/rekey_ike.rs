@@ -14,10 +14,26 @@ fn random_ike_spi(rng: &mut dyn RandomSource) -> Result<u64, EngineError> {
 }
 
 impl IkeSa {
+    /// Our rekey of this SA failed or was overtaken while the peer's rekey
+    /// of it had been answered (RFC 7296 2.8.2, 2.25.2): the peer's new SA
+    /// stands and takes the CHILD_SAs; the peer deletes this one (if it
+    /// does not within the linger, we do).
+    pub(super) fn yield_to_peer_rekey(&mut self, out: &mut Output) {
+        let Some(c) = self.ike_collision.take() else {
+            return;
+        };
+        out.child_moves.push((self.id, c.new_sa));
+        out.events.push_back(Event::IkeSaRekeyed {
+            old: self.id,
+            new: c.new_sa,
+        });
+    }
+
     /// The IKE SA that replaces this one: SKEYSEED = prf(SK_d (old),
     /// g^ir (new) | Ni | Nr) with the old PRF (RFC 7296 2.18, as strongSwan
     /// does), keys with the new suite and SPIs, message IDs from 0, the
-    /// CHILD_SAs moved over. `role` is ours in the rekey exchange.
+    /// CHILD_SAs are moved by the caller. `role` is ours in the rekey
+    /// exchange.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn rekeyed_ike_sa(
         &mut self,
@@ -57,6 +73,7 @@ impl IkeSa {
         sa.spi_i = spi_i;
         sa.spi_r = spi_r;
         sa.udp_encap = self.udp_encap;
+        sa.local_nat = self.local_nat;
         // Fragmentation carries over to the rekeyed SA (RFC 7383 2.3).
         sa.fragmentation = self.fragmentation;
         sa.suite = Some(suite);
@@ -66,7 +83,6 @@ impl IkeSa {
         sa.sk_out = Some(o);
         sa.sk_in = Some(i);
         sa.state = State::Established;
-        sa.children = std::mem::take(&mut self.children);
         Ok(sa)
     }
 
@@ -91,7 +107,9 @@ impl IkeSa {
         }
         let new_spi_i = random_ike_spi(rng)?;
         let ni = random_bytes(rng, NONCE_LEN)?;
-        let ke = crypto::KeyExchange::generate(suite.ke, rng)?;
+        // The group the peer asked for in INVALID_KE_PAYLOAD, else ours.
+        let group = self.rekey_group.take().unwrap_or(suite.ke);
+        let ke = crypto::KeyExchange::generate(group, rng)?;
         let offer = wire::offer(
             ProtocolId::IKE,
             &new_spi_i.to_be_bytes(),
@@ -132,11 +150,25 @@ impl IkeSa {
         let Some(st) = self.ike_rekey.take() else {
             return Ok(());
         };
-        let refused = |notify| Event::IkeRekeyFailed {
-            ike_sa: self.id,
-            notify,
-        };
+        let id = self.id;
+        let refused = |notify| Event::IkeRekeyFailed { ike_sa: id, notify };
+        if let Some(g) = super::create_child::requested_group(&inner) {
+            // INVALID_KE_PAYLOAD for a group of our proposals other than
+            // the one we sent: the same rekey again with it.
+            if g != st.ke.group() && conn.proposals.iter().any(|p| p.ke.contains(&g)) {
+                // A collision with the peer's rekey stays pending: the
+                // retry's nonces decide it.
+                self.rekey_group = Some(g);
+                self.pending.push_front(OwnRequest::RekeyIke);
+                return self.pump(now, conn, cfg, rng, out);
+            }
+        }
         if let Some(n) = inner.error_notify() {
+            if n == NotifyType::TEMPORARY_FAILURE && self.ike_collision.is_none() {
+                self.retry_ike_rekey_later(now);
+            }
+            // The peer's rekey that collided with ours, if any, stands.
+            self.yield_to_peer_rekey(out);
             out.events.push_back(refused(n));
             return self.pump(now, conn, cfg, rng, out);
         }
@@ -160,15 +192,18 @@ impl IkeSa {
             _ => None,
         };
         let Some((suite, spi_r, their_ke, nr)) = accepted else {
+            self.yield_to_peer_rekey(out);
             out.events
                 .push_back(refused(NotifyType::NO_PROPOSAL_CHOSEN));
             return self.pump(now, conn, cfg, rng, out);
         };
         let Ok(shared) = st.ke.shared_secret(&their_ke) else {
+            self.yield_to_peer_rekey(out);
             out.events.push_back(refused(NotifyType::INVALID_SYNTAX));
             return self.pump(now, conn, cfg, rng, out);
         };
-        let new = self.rekeyed_ike_sa(
+        let ours_lowest = st.ni.as_slice().min(nr.as_slice()).to_vec();
+        let mut new = self.rekeyed_ike_sa(
             Role::Initiator,
             (st.new_spi_i, spi_r),
             suite,
@@ -176,6 +211,37 @@ impl IkeSa {
             nr,
             &shared,
         )?;
+        self.replaced = true;
+        self.pending.retain(|r| *r != OwnRequest::RekeyIke);
+        // RFC 7296 2.8.2: both sides rekeyed this SA at once. The new SA
+        // whose exchange holds the lowest of the four nonces is deleted by
+        // the side that started that exchange; the CHILD_SAs (kept here
+        // until now) go to the other one. As strongSwan does, only the
+        // winner deletes the old SA: the loser's answer to the winner's
+        // rekey stays retransmittable on it until the winner has it.
+        let collision = self.ike_collision.take();
+        let lost = collision.as_ref().is_some_and(|c| {
+            let theirs_lowest = c.ni.as_slice().min(c.nr.as_slice()).to_vec();
+            ours_lowest < theirs_lowest
+        });
+        if let (true, Some(c)) = (lost, &collision) {
+            new.replaced = true;
+            new.pending.push_back(OwnRequest::DeleteIke);
+            new.pump(now, conn, cfg, rng, out)?;
+            out.new_sas.push(new);
+            out.child_moves.push((self.id, c.new_sa));
+            out.events.push_back(Event::IkeSaRekeyed {
+                old: self.id,
+                new: c.new_sa,
+            });
+            return Ok(());
+        }
+        // We won (or there was no collision): the peer's new SA, if any,
+        // is redundant and deleted by the peer.
+        if let Some(c) = collision {
+            out.child_moves.push((c.new_sa, new.id));
+        }
+        new.add_children(self.take_children());
         out.events.push_back(Event::IkeSaRekeyed {
             old: self.id,
             new: new.id,
@@ -196,6 +262,17 @@ impl IkeSa {
         out: &mut Output,
     ) -> (Vec<Payload>, Vec<Event>) {
         let refuse = |n: Notify| (vec![Payload::Notify(n)], Vec::new());
+        let child_exchange =
+            self.rekey.is_some() || matches!(self.in_flight, Some(OwnRequest::DeleteChild { .. }));
+        if self.replaced || child_exchange {
+            // RFC 7296 2.25: this SA is already replaced (our rekey or
+            // reauthentication completed) and our delete of it follows.
+            // And as strongSwan: not while our own CHILD_SA exchange on it
+            // is outstanding (moving the CHILD_SAs now would strand the
+            // one it creates or deletes; found by the timed-rekey property
+            // test). The peer tries again later.
+            return refuse(Notify::ike(NotifyType::TEMPORARY_FAILURE, Vec::new()));
+        }
         let offered = match inner.find(PayloadType::SA) {
             Some(Payload::Sa(sa)) => wire::offered(sa, ProtocolId::IKE),
             _ => Vec::new(),
@@ -229,7 +306,8 @@ impl IkeSa {
         let Ok((ours, shared, nr, spi_r)) = built else {
             return refuse(Notify::ike(NotifyType::INVALID_SYNTAX, Vec::new()));
         };
-        let Ok(new) = self.rekeyed_ike_sa(
+        let collision = self.ike_rekey.is_some().then(|| (ni.clone(), nr.clone()));
+        let Ok(mut new) = self.rekeyed_ike_sa(
             Role::Responder,
             (peer_spi, spi_r),
             suite,
@@ -239,10 +317,24 @@ impl IkeSa {
         ) else {
             return refuse(Notify::ike(NotifyType::TEMPORARY_FAILURE, Vec::new()));
         };
-        let event = Event::IkeSaRekeyed {
-            old: self.id,
-            new: new.id,
-        };
+        // Our own rekey of this SA is outstanding: RFC 7296 2.8.2 decides
+        // when its answer comes, and the CHILD_SAs stay here until then.
+        // Otherwise they move now and the peer deletes this SA.
+        let mut events = Vec::new();
+        if let Some((ni, nr)) = collision {
+            self.ike_collision = Some(IkeCollision {
+                ni,
+                nr,
+                new_sa: new.id,
+            });
+        } else {
+            new.add_children(self.take_children());
+            events.push(Event::IkeSaRekeyed {
+                old: self.id,
+                new: new.id,
+            });
+        }
+        self.replaced = true;
         out.new_sas.push(new);
         (
             vec![
@@ -258,7 +350,7 @@ impl IkeSa {
                     data: ours.public_value().to_vec(),
                 }),
             ],
-            vec![event],
+            events,
         )
     }
 }
