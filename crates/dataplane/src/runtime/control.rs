@@ -63,7 +63,11 @@ impl Ike {
     fn start(config: &Config, live: &Arc<LiveControl<Snapshot>>) -> Result<Ike, String> {
         let driver = IkeDriver::new(
             &config.connections,
-            EngineConfig::default(),
+            EngineConfig {
+                retransmit_base_ms: config.gateway.ike_retransmit_ms,
+                max_retransmits: config.gateway.ike_retransmit_tries,
+                ..EngineConfig::default()
+            },
             SystemRandom::new(),
         )
         .map_err(|e| format!("IKE: {e}"))?;
