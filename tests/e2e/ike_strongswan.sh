@@ -16,7 +16,9 @@
 #  4. charon killed (no Delete): espgw's DPD removes the SAs; pings then
 #     are dropped and counted, and nothing leaves in clear; charon started
 #     again: espgw ("start") re-initiates and the tunnel comes back.
-# Then SIGTERM: espgw deletes its IKE SA (charon has none left) and exits 0.
+#  5. SIGTERM: espgw deletes its IKE SA (charon has none left) and exits 0.
+#  6. espgw again with the connection over IPv6 (outer and inner): up,
+#     pings both ways, SPIs.
 #
 # Needs root, strongSwan (scripts/setup.sh). ESPGW overrides the binary.
 P=iks
@@ -80,6 +82,11 @@ scripts/netns.sh up "$P"
 ip -n "$GB" addr add 192.0.2.2/24 dev gwb-unprot
 ip -n "$GB" addr add 10.2.0.1/24 dev gwb-prot
 ip netns exec "$GB" sysctl -qw net.ipv4.ip_forward=1
+# IPv6 for phase 6 (scripts/netns.sh turns it off in the gateways).
+ip netns exec "$GB" sysctl -qw net.ipv6.conf.all.disable_ipv6=0 net.ipv6.conf.default.disable_ipv6=0 \
+    net.ipv6.conf.gwb-unprot.disable_ipv6=0 net.ipv6.conf.gwb-prot.disable_ipv6=0 net.ipv6.conf.all.forwarding=1
+ip -n "$GB" addr add 2001:db8::2/64 dev gwb-unprot nodad
+ip -n "$GB" addr add fd00:2::1/64 dev gwb-prot nodad
 
 # espgw: gateway.toml with a [[connection]] instead of its manual tunnel.
 sed '/^\[\[tunnel\]\]/,$d' gateway.toml >"$WORK/a.toml"
@@ -141,11 +148,12 @@ ping_all() {
     pings_answered "$log" "$count" || fail "$what: not every ping answered: $(tail -2 "$log")"
 }
 
-# spis WHAT: espgw's SPIs (ike list, sa list) equal charon's.
+# spis WHAT [CHARON-CONNECTION]: espgw's SPIs (ike list, sa list) equal
+# charon's (of its connection "espgw", or the one named).
 spis() {
     ctl ike list --json >"$WORK/ike-$1.json" || fail "ctl ike list"
     ctl sa list --json >"$WORK/sa-$1.json" || fail "ctl sa list"
-    sw --list-sas >"$WORK/ssw-$1.txt" || fail "swanctl --list-sas"
+    sw --list-sas --ike "${2:-espgw}" >"$WORK/ssw-$1.txt" || fail "swanctl --list-sas"
     python3 tests/e2e/ike_spis.py "$WORK/ike-$1.json" "$WORK/sa-$1.json" "$WORK/ssw-$1.txt" >"$WORK/spis-$1.log" 2>&1 ||
         fail "$1: SPIs differ: $(cat "$WORK/spis-$1.log")"
     echo "$1: $(cat "$WORK/spis-$1.log")"
@@ -259,4 +267,28 @@ for r in ("punt_full", "punt_too_big"):
     assert s["drops"].get(r, 0) == 0, (r, s["drops"])
 print("espgw: ike_punted", t["ike_punted"], "ike_sent", t["ike_sent"], "drops", {k: v for k, v in s["drops"].items() if v})
 PY
-echo "PASS: IKEv2 with strongSwan: both initiators, rekeys both ways, DPD and recovery, Delete on SIGTERM"
+echo "step 5 ok: Delete on SIGTERM, counters"
+
+# 6. IPv6 outer (and inner): espgw again, with a connection over IPv6.
+sed -e 's#^address = "192.0.2.1/24"#address = "2001:db8::1/64"#' \
+    -e 's#^address = "10.1.0.1/24"#address = ["10.1.0.1/24", "fd00:1::1/64"]#' \
+    -e 's#^local = "192.0.2.1"#local = "2001:db8::1"#' -e 's#^remote = "192.0.2.2"#remote = "2001:db8::2"#' \
+    -e 's#^local_ts = \["10.1.0.0/24"\]#local_ts = ["fd00:1::/64"]#' -e 's#^remote_ts = \["10.2.0.0/24"\]#remote_ts = ["fd00:2::/64"]#' \
+    -e 's#^name = "net"#name = "net6"#' -e "s#state-a#state-a6#" "$WORK/a.toml" >"$WORK/a6.toml"
+chmod 600 "$WORK/a6.toml"
+grep -q '2001:db8::1/64' "$WORK/a6.toml" && grep -q 'fd00:2::/64' "$WORK/a6.toml" || fail "IPv6 config not derived: $(cat "$WORK/a6.toml")"
+"$ESPGW" check --config "$WORK/a6.toml" >"$WORK/check6.log" 2>&1 || fail "espgw check (IPv6): $(cat "$WORK/check6.log")"
+ip netns exec "$P-gwa" "$ESPGW" run --config "$WORK/a6.toml" --stats-json "$WORK/a6.json" >"$WORK/a6.log" 2>&1 &
+GW_PIDS+=($!)
+GW=${GW_PIDS[0]}
+wait_up "IPv6"
+for _ in $(seq 1 20); do in_a ping -6 -c1 -W1 fd00:2::10 >/dev/null 2>&1 && break; done
+ping_all a-to-b-6 5 in_a ping -6 fd00:2::10
+ping_all b-to-a-6 5 in_b ping -6 fd00:1::10
+spis ipv6 espgw6
+grep -q 'udp_encap=True' "$WORK/spis-ipv6.log" || fail "IPv6: the CHILD_SA is not in UDP (kernel-libipsec needs it)"
+kill -TERM "$GW"
+wait "$GW" || fail "espgw (IPv6) did not exit with status 0 on SIGTERM"
+GW_PIDS=()
+echo "step 6 ok: IPv6 outer, pings both ways, SPIs agree"
+echo "PASS: IKEv2 with strongSwan: both initiators, rekeys both ways, DPD and recovery, Delete on SIGTERM, IPv6 outer"
