@@ -1588,3 +1588,48 @@ mod punt {
         );
     }
 }
+
+mod punt_neighbor {
+    use super::*;
+    use espgw_control::ike::{PuntRings, Transmit};
+
+    /// An IKE datagram to a peer whose MAC is unknown waits for ARP like
+    /// any packet the gateway sends, and leaves once the peer answers.
+    #[test]
+    fn a_transmit_to_an_unresolved_peer_waits_for_arp() {
+        let mut a = Gw::a();
+        let rings = PuntRings::new(4);
+        a.w.set_punt(Arc::clone(&rings));
+        rings.send(&Transmit {
+            src: "192.0.2.1:500".parse().unwrap(),
+            dst: "192.0.2.2:500".parse().unwrap(),
+            payload: vec![7; 40],
+        });
+        a.w.tick(&mut a.tx, a.now);
+        let out = a.take();
+        assert_eq!(out[UNPROT].len(), 1);
+        let (e, _) = l3(&out[UNPROT][0]);
+        assert_eq!(
+            e.ethertype,
+            ethertype::ARP,
+            "an ARP request, not the datagram"
+        );
+        assert_eq!(a.w.counters().held, 1);
+        // B's ARP request for A teaches A B's MAC: the datagram leaves.
+        let out = a.rx(
+            UNPROT,
+            &[arp_request(B_UNPROT_MAC, v4("192.0.2.2"), v4("192.0.2.1"))],
+        );
+        let ip: Vec<Vec<u8>> = out[UNPROT]
+            .iter()
+            .filter(|f| l3(f).0.ethertype == ethertype::IPV4)
+            .cloned()
+            .collect();
+        assert_eq!(ip.len(), 1, "{out:?}");
+        let (e, ip) = l3(&ip[0]);
+        assert_eq!(e.dst_addr, B_UNPROT_MAC);
+        let ip = Ipv4Packet::new_checked(&ip[..]).unwrap();
+        let udp = espgw_wire::UdpPacket::new_checked(ip.payload()).unwrap();
+        assert_eq!((udp.dst_port(), udp.payload()), (500, &[7u8; 40][..]));
+    }
+}
