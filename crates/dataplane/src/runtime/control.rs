@@ -271,7 +271,14 @@ impl Control {
         }
         // The worker that took the last one sends it in the same poll.
         std::thread::sleep(Duration::from_millis(20));
-        tracing::info!(ike_sas = n, "IKE: Delete sent for every IKE SA");
+        let p = ike.rings.stats();
+        tracing::info!(
+            ike_sas = n,
+            punted = p.received,
+            sent = p.transmitted,
+            transmit_dropped = p.transmit_dropped,
+            "IKE: Delete sent for every IKE SA"
+        );
         ike.done.store(true, Ordering::Relaxed);
         if let Some(t) = ike.thread.take() {
             let _ = t.join();
