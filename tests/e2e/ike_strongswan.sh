@@ -17,8 +17,8 @@
 #     are dropped and counted, and nothing leaves in clear; charon started
 #     again: espgw ("start") re-initiates and the tunnel comes back.
 #  5. SIGTERM: espgw deletes its IKE SA (charon has none left) and exits 0.
-#  6. espgw again with the connection over IPv6 (outer and inner): up,
-#     pings both ways, SPIs.
+#  6. espgw again with the connection over IPv6 (outer and inner), in
+#     pipeline mode with two workers: up, pings both ways, SPIs.
 #
 # Needs root, strongSwan (scripts/setup.sh). ESPGW overrides the binary.
 P=iks
@@ -269,14 +269,16 @@ print("espgw: ike_punted", t["ike_punted"], "ike_sent", t["ike_sent"], "drops", 
 PY
 echo "step 5 ok: Delete on SIGTERM, counters"
 
-# 6. IPv6 outer (and inner): espgw again, with a connection over IPv6.
+# 6. IPv6 outer (and inner): espgw again, with a connection over IPv6, in
+# pipeline mode (an I/O lcore steering to two workers, which punt and send).
 sed -e 's#^address = "192.0.2.1/24"#address = "2001:db8::1/64"#' \
     -e 's#^address = "10.1.0.1/24"#address = ["10.1.0.1/24", "fd00:1::1/64"]#' \
     -e 's#^local = "192.0.2.1"#local = "2001:db8::1"#' -e 's#^remote = "192.0.2.2"#remote = "2001:db8::2"#' \
     -e 's#^local_ts = \["10.1.0.0/24"\]#local_ts = ["fd00:1::/64"]#' -e 's#^remote_ts = \["10.2.0.0/24"\]#remote_ts = ["fd00:2::/64"]#' \
-    -e 's#^name = "net"#name = "net6"#' -e "s#state-a#state-a6#" "$WORK/a.toml" >"$WORK/a6.toml"
+    -e 's#^name = "net"#name = "net6"#' -e "s#state-a#state-a6#" \
+    -e 's#^workers = 1 .*#workers = 2#' -e 's#^mode = "run-to-completion"#mode = "pipeline"#' "$WORK/a.toml" >"$WORK/a6.toml"
 chmod 600 "$WORK/a6.toml"
-grep -q '2001:db8::1/64' "$WORK/a6.toml" && grep -q 'fd00:2::/64' "$WORK/a6.toml" || fail "IPv6 config not derived: $(cat "$WORK/a6.toml")"
+grep -q '2001:db8::1/64' "$WORK/a6.toml" && grep -q 'fd00:2::/64' "$WORK/a6.toml" && grep -q '^mode = "pipeline"' "$WORK/a6.toml" || fail "IPv6 config not derived: $(cat "$WORK/a6.toml")"
 "$ESPGW" check --config "$WORK/a6.toml" >"$WORK/check6.log" 2>&1 || fail "espgw check (IPv6): $(cat "$WORK/check6.log")"
 ip netns exec "$P-gwa" "$ESPGW" run --config "$WORK/a6.toml" --stats-json "$WORK/a6.json" >"$WORK/a6.log" 2>&1 &
 GW_PIDS+=($!)
@@ -290,5 +292,13 @@ grep -q 'udp_encap=True' "$WORK/spis-ipv6.log" || fail "IPv6: the CHILD_SA is no
 kill -TERM "$GW"
 wait "$GW" || fail "espgw (IPv6) did not exit with status 0 on SIGTERM"
 GW_PIDS=()
-echo "step 6 ok: IPv6 outer, pings both ways, SPIs agree"
+python3 - "$WORK/a6.json" <<'PY' || fail "stats JSON (IPv6, pipeline)"
+import json, sys
+s = json.load(open(sys.argv[1]))
+t = s["totals"]
+assert t["balanced"] and t["ike_punted"] > 0 and t["ike_sent"] > 0, t
+assert len(s["workers"]) >= 3, ("pipeline: two workers and the I/O lcore", len(s["workers"]))
+print("espgw (IPv6, pipeline):", len(s["workers"]), "lcores, ike_punted", t["ike_punted"], "ike_sent", t["ike_sent"])
+PY
+echo "step 6 ok: IPv6 outer, pipeline mode, pings both ways, SPIs agree"
 echo "PASS: IKEv2 with strongSwan: both initiators, rekeys both ways, DPD and recovery, Delete on SIGTERM, IPv6 outer"
