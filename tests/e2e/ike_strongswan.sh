@@ -9,7 +9,8 @@
 # gateway B of scripts/netns.sh. PSK. In order, each step failing the test:
 #  1. espgw initiates (start_action "start"): IKE SA and CHILD_SA up, pings
 #     both ways all answered (by icmp_seq), and the SPIs of `swanctl
-#     --list-sas` equal those of `espgw ctl ike list` and `sa list`;
+#     --list-sas` equal those of `espgw ctl ike list` and `sa list`; a
+#     manual [[tunnel]] in the same config encrypts beside it;
 #  2. a CHILD_SA rekey started by espgw, then one started by charon, each
 #     with a ping running across it, every echo answered, SPIs compared;
 #  3. `ike terminate`, then charon initiates: up again, pings, SPIs;
@@ -80,6 +81,9 @@ on_fail() {
 # The topology; gateway B's namespace is charon's: kernel addresses there.
 scripts/netns.sh up "$P"
 ip -n "$GB" addr add 192.0.2.2/24 dev gwb-unprot
+ip -n "$GB" addr add 192.0.2.3/24 dev gwb-unprot
+in_a ip addr add 10.1.5.10/32 dev ha0
+in_a ip route add 10.3.0.0/24 via 10.1.0.1
 ip -n "$GB" addr add 10.2.0.1/24 dev gwb-prot
 ip netns exec "$GB" sysctl -qw net.ipv4.ip_forward=1
 # IPv6 for phase 6 (scripts/netns.sh turns it off in the gateways).
@@ -112,6 +116,22 @@ sed -i "/^\[gateway\]/a ike_retransmit_ms = 500\nike_retransmit_tries = 2" "$WOR
     echo 'local_ts = ["10.1.0.0/24"]'
     echo 'remote_ts = ["10.2.0.0/24"]'
     echo 'esp_proposals = ["aes128gcm16-x25519"]'
+} >>"$WORK/a.toml"
+# The IPv6 phase's config starts from this one, without the manual tunnel.
+cp "$WORK/a.toml" "$WORK/a-conn.toml"
+# A manual tunnel beside the connection, to 192.0.2.3 (an address of
+# charon's namespace, whose kernel only answers ARP for it and drops the ESP).
+{
+    echo
+    echo '[[tunnel]]'
+    echo 'name = "manual"'
+    echo 'local = "192.0.2.1"'
+    echo 'remote = "192.0.2.3"'
+    echo 'local_ts = ["10.1.5.0/24"]'
+    echo 'remote_ts = ["10.3.0.0/24"]'
+    echo 'esp = "aes128gcm16"'
+    echo 'out = { spi = 0x00005001, key = "0xbef3215147135cd554e9156cae70f5a899331a52" }'
+    echo 'in = { spi = 0x00005002, key = "0x9b890a06962125b8925af8d8f76eac664799f983" }'
 } >>"$WORK/a.toml"
 chmod 600 "$WORK/a.toml"
 "$ESPGW" check --config "$WORK/a.toml" >"$WORK/check.log" 2>&1 || fail "espgw check: $(cat "$WORK/check.log")"
@@ -174,6 +194,16 @@ ping_all a-to-b 5 in_a ping 10.2.0.10
 ping_all b-to-a 5 in_b ping 10.1.0.10
 spis initiator
 echo "step 1 ok: espgw initiated, pings both ways, SPIs agree"
+
+# The manual tunnel works beside the connection: host A's packets to
+# 10.3.0.0/24 leave as ESP with its SPI to 192.0.2.3.
+capture_start "$P-gwa" gwa-unprot "$WORK/manual.pcap" host 192.0.2.3 and esp
+in_a ping -c 3 -i 0.2 -W 1 -I 10.1.5.10 10.3.0.10 >/dev/null 2>&1 || true
+sleep 0.3
+captures_stop
+manual=$(tcpdump -r "$WORK/manual.pcap" -nn 2>/dev/null | grep -c 'ESP(spi=0x00005001' || true)
+[ "$manual" -ge 3 ] || fail "manual tunnel: $manual ESP packets with SPI 0x5001 to 192.0.2.3, want 3"
+echo "step 1b ok: the manual tunnel encrypts beside the IKE one ($manual ESP packets)"
 
 # 2. CHILD_SA rekeys, from each side, with pings running across them.
 rekey() {  # WHAT COMMAND...
@@ -263,6 +293,8 @@ s = json.load(open(sys.argv[1]))
 t = s["totals"]
 assert t["balanced"], t
 assert t["ike_punted"] > 0 and t["ike_sent"] > 0, t
+sas = {(x["tunnel"], x["dir"]): x for x in s["sas"]}
+assert sas[("manual", "out")]["spi"] == 0x5001 and sas[("manual", "out")]["packets"] >= 3, sas
 for r in ("punt_full", "punt_too_big"):
     assert s["drops"].get(r, 0) == 0, (r, s["drops"])
 print("espgw: ike_punted", t["ike_punted"], "ike_sent", t["ike_sent"], "drops", {k: v for k, v in s["drops"].items() if v})
@@ -276,7 +308,7 @@ sed -e 's#^address = "192.0.2.1/24"#address = "2001:db8::1/64"#' \
     -e 's#^local = "192.0.2.1"#local = "2001:db8::1"#' -e 's#^remote = "192.0.2.2"#remote = "2001:db8::2"#' \
     -e 's#^local_ts = \["10.1.0.0/24"\]#local_ts = ["fd00:1::/64"]#' -e 's#^remote_ts = \["10.2.0.0/24"\]#remote_ts = ["fd00:2::/64"]#' \
     -e 's#^name = "net"#name = "net6"#' -e "s#state-a#state-a6#" \
-    -e 's#^workers = 1 .*#workers = 2#' -e 's#^mode = "run-to-completion"#mode = "pipeline"#' "$WORK/a.toml" >"$WORK/a6.toml"
+    -e 's#^workers = 1 .*#workers = 2#' -e 's#^mode = "run-to-completion"#mode = "pipeline"#' "$WORK/a-conn.toml" >"$WORK/a6.toml"
 chmod 600 "$WORK/a6.toml"
 grep -q '2001:db8::1/64' "$WORK/a6.toml" && grep -q 'fd00:2::/64' "$WORK/a6.toml" && grep -q '^mode = "pipeline"' "$WORK/a6.toml" || fail "IPv6 config not derived: $(cat "$WORK/a6.toml")"
 "$ESPGW" check --config "$WORK/a6.toml" >"$WORK/check6.log" 2>&1 || fail "espgw check (IPv6): $(cat "$WORK/check6.log")"
