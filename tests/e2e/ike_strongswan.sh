@@ -13,6 +13,7 @@
 #     manual [[tunnel]] in the same config encrypts beside it;
 #  2. a CHILD_SA rekey started by espgw, then one started by charon, each
 #     with a ping running across it, every echo answered, SPIs compared;
+#     then an IKE SA rekey started by espgw (new IKE SPIs agree, pings);
 #  3. `ike terminate`, then charon initiates: up again, pings, SPIs;
 #  4. charon killed (no Delete): espgw's DPD removes the SAs; pings then
 #     are dropped and counted, and nothing leaves in clear; charon started
@@ -230,6 +231,22 @@ rekey() {  # WHAT COMMAND...
 rekey espgw ctl ike rekey ssw --child net
 rekey charon sw --rekey --child net
 echo "step 2 ok: CHILD_SA rekeyed by each side, no ping lost"
+
+# 2b. IKE SA rekey started by espgw: a new IKE SPI on both sides, the
+# CHILD_SA moved over to it, traffic unaffected.
+ike_spi() { ctl ike list --json | python3 -c 'import json,sys; print(" ".join(s["ike_sa"] for s in json.load(sys.stdin)["sas"]))'; }
+before=$(ike_spi)
+ctl ike rekey ssw >"$WORK/rekey-ike.log" 2>&1 || fail "ike rekey: $(cat "$WORK/rekey-ike.log")"
+for _ in $(seq 1 50); do
+    now=$(ike_spi)
+    if [ -n "$now" ] && [ "$now" != "$before" ] && [ "$(echo "$now" | wc -w)" = 1 ] &&
+        [ "$(sw --list-sas | grep -c ESTABLISHED)" = 1 ]; then break; fi
+    sleep 0.1
+done
+[ "$now" != "$before" ] || fail "IKE SA rekey: espgw kept IKE SA $before"
+ping_all a-to-b-ike-rekey 5 in_a ping 10.2.0.10
+spis ike-rekey
+echo "step 2b ok: IKE SA rekeyed ($before -> $now), CHILD_SA kept, pings"
 
 # 3. charon initiates.
 ctl ike terminate ssw >"$WORK/terminate.log" 2>&1 || fail "ike terminate: $(cat "$WORK/terminate.log")"
