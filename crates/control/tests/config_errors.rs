@@ -622,3 +622,42 @@ fn control_group_is_a_name_or_a_gid() {
     );
     assert_eq!(parse(&base()).unwrap().0.gateway.control_group, None);
 }
+
+#[test]
+fn ike_retransmission_keys_default_and_are_range_checked() {
+    let (config, _) = parse(&base()).unwrap_or_else(|d| panic!("{}", render(&d)));
+    assert_eq!(
+        (
+            config.gateway.ike_retransmit_ms,
+            config.gateway.ike_retransmit_tries
+        ),
+        (4000, 5)
+    );
+    let text = with(
+        &base(),
+        "[gateway]",
+        "[gateway]\nike_retransmit_ms = 500\nike_retransmit_tries = 2",
+    );
+    let (config, _) = parse(&text).unwrap_or_else(|d| panic!("{}", render(&d)));
+    assert_eq!(
+        (
+            config.gateway.ike_retransmit_ms,
+            config.gateway.ike_retransmit_tries
+        ),
+        (500, 2)
+    );
+    let text = with(&base(), "[gateway]", "[gateway]\nike_retransmit_ms = 99");
+    assert_error(
+        &errors(&text),
+        line_of(&text, "ike_retransmit_ms"),
+        "gateway.ike_retransmit_ms",
+        "",
+    );
+    let text = with(&base(), "[gateway]", "[gateway]\nike_retransmit_tries = 21");
+    assert_error(
+        &errors(&text),
+        line_of(&text, "ike_retransmit_tries"),
+        "gateway.ike_retransmit_tries",
+        "",
+    );
+}

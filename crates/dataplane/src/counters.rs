@@ -76,6 +76,10 @@ pub struct WorkerCounters {
     /// TCP SYNs / SYN-ACKs whose MSS option a tunnel's `mss_clamp` lowered
     /// (forwarded as usual: not a drop, not a new packet).
     pub mss_clamped: u64,
+    /// IKE datagrams handed to the control thread (also counted `local`),
+    /// and those it queued that this worker sent (also `generated`).
+    pub ike_punted: u64,
+    pub ike_sent: u64,
     /// 1 when the worker's loop panicked (the runtime then stops the
     /// gateway; the counters are the last copy the worker published).
     pub panics: u64,
@@ -133,6 +137,8 @@ impl WorkerCounters {
         self.polls += o.polls;
         self.busy_polls += o.busy_polls;
         self.mss_clamped += o.mss_clamped;
+        self.ike_punted += o.ike_punted;
+        self.ike_sent += o.ike_sent;
         if self.ports.len() < o.ports.len() {
             self.ports.resize(o.ports.len(), PortCounters::default());
         }

@@ -112,6 +112,14 @@ espgw_esp::foreach_esp_drop_reason!(drop_reason_enum {
             "Pipeline mode: the ring to a worker (or back) was full";
         Shutdown => "shutdown",
             "Still waiting for its next hop when the gateway stopped";
+        /// An IKE_SA_INIT flood ends here: the workers never wait for
+        /// the control thread.
+        PuntFull => "punt_full",
+            "IKE for the gateway (UDP 500, UDP 4500 with the non-ESP marker) while the punt ring to the control thread was full";
+        PuntTooBig => "punt_too_big",
+            "IKE datagram larger than a punt ring slot (2048 bytes of UDP payload)";
+        NatKeepalive => "nat_keepalive",
+            "NAT-T keepalive (one 0xff byte on UDP 4500, RFC 3948 2.2): counted and ignored, as the RFC says";
     }
 });
 

@@ -10,7 +10,7 @@
 //!                "alloc_failures","icmp_rate_limited","mss_clamped","panics"}],
 //!   "sas":     [{"tunnel","dir":"out"|"in","spi","packets","bytes","drops":{reason:n}}],
 //!   "drops":   {reason: n},            # every reason, zeros included
-//!   "totals":  {"rx","tx","generated","local","held","dropped","balanced","mss_clamped",
+//!   "totals":  {"rx","tx","generated","local","held","dropped","balanced","mss_clamped","ike_punted","ike_sent",
 //!               "worker_panics"} }
 //! ```
 //! `balanced` is the accounting identity `rx + generated == tx + dropped +
@@ -175,6 +175,8 @@ impl Stats {
                 "dropped": total.drops.total(),
                 "balanced": total.balanced(),
                 "mss_clamped": total.mss_clamped,
+                "ike_punted": total.ike_punted,
+                "ike_sent": total.ike_sent,
                 "worker_panics": total.panics,
             },
         })

@@ -1415,3 +1415,221 @@ fn protect_to_a_tunnel_the_snapshot_lacks_is_a_policy_discard() {
     assert_eq!(a.drops(DropReason::PolicyDiscard), 1);
     assert_eq!(a.drops(DropReason::NoPolicy), 0);
 }
+
+/// The punt stage (worker/punt.rs): IKE for our addresses to the control
+/// thread's ring, NAT-T keepalives dropped, ESP in UDP unchanged, and
+/// what the control thread queues sent as IP/UDP to the peer.
+mod punt {
+    use super::*;
+    use espgw_control::ike::{PuntRings, Transmit};
+    use espgw_wire::UdpPacket;
+    use std::net::SocketAddr;
+
+    fn udp_frame(
+        dst_mac: MacAddr,
+        src: &str,
+        dst: &str,
+        ports: (u16, u16),
+        data: &[u8],
+    ) -> Vec<u8> {
+        let mut u = vec![0u8; 8 + data.len()];
+        UdpRepr {
+            src_port: ports.0,
+            dst_port: ports.1,
+            payload_len: data.len() as u16,
+        }
+        .emit(&mut u)
+        .unwrap();
+        u[8..].copy_from_slice(data);
+        eth(
+            dst_mac,
+            B_UNPROT_MAC,
+            ethertype::IPV4,
+            &ipv4_packet(src, dst, 64, false, ip_protocol::UDP, &u),
+        )
+    }
+
+    fn sock(s: &str) -> SocketAddr {
+        s.parse().unwrap()
+    }
+
+    fn ike(ports: (u16, u16), data: &[u8]) -> Vec<u8> {
+        udp_frame(A_UNPROT_MAC, "192.0.2.2", "192.0.2.1", ports, data)
+    }
+
+    #[test]
+    fn ike_on_500_and_4500_is_punted_keepalives_dropped_a_full_ring_counted() {
+        let mut a = ready_a();
+        let rings = PuntRings::new(2);
+        a.w.set_punt(Arc::clone(&rings));
+        let init = b"IKE_SA_INIT, as far as the worker cares";
+        let mut marked = vec![0u8; 4];
+        marked.extend_from_slice(b"IKE_AUTH");
+        let out = a.rx(UNPROT, &[ike((500, 500), init), ike((4500, 4500), &marked)]);
+        assert!(out.iter().all(|o| o.is_empty()), "IKE is not forwarded");
+        let d = rings.receive().unwrap();
+        assert_eq!(
+            (d.src, d.dst, d.payload()),
+            (sock("192.0.2.2:500"), sock("192.0.2.1:500"), &init[..])
+        );
+        let d = rings.receive().unwrap();
+        assert_eq!(
+            (d.src, d.dst, d.payload()),
+            (sock("192.0.2.2:4500"), sock("192.0.2.1:4500"), &marked[..])
+        );
+        assert!(rings.receive().is_none());
+        assert_eq!(a.w.counters().ike_punted, 2);
+        // RFC 3948 2.2: a keepalive is ignored (counted).
+        a.rx(UNPROT, &[ike((4500, 4500), &[0xff])]);
+        assert_eq!(a.drops(DropReason::NatKeepalive), 1);
+        assert!(rings.receive().is_none());
+        // A flood: the ring takes two, the rest is dropped and counted.
+        let flood: Vec<Vec<u8>> = (0..5).map(|_| ike((500, 500), init)).collect();
+        a.rx(UNPROT, &flood);
+        assert_eq!(a.drops(DropReason::PuntFull), 3);
+        // IKE on the protected port is not the control plane's business.
+        let from_host = udp_frame(A_PROT_MAC, "10.1.0.10", "10.1.0.1", (500, 500), init);
+        let unsupported = a.drops(DropReason::LocalUnsupported);
+        a.rx(PROT, &[from_host]);
+        assert_eq!(a.drops(DropReason::LocalUnsupported), unsupported + 1);
+        // A truncated UDP header length: malformed, not punted.
+        while rings.receive().is_some() {}
+        let mut bad = ike((500, 500), init);
+        bad[14 + 20 + 4..14 + 20 + 6].copy_from_slice(&4u16.to_be_bytes());
+        let malformed = a.drops(DropReason::Malformed);
+        a.rx(UNPROT, &[bad]);
+        assert_eq!(a.drops(DropReason::Malformed), malformed + 1);
+        assert!(rings.receive().is_none());
+    }
+
+    #[test]
+    fn without_an_ike_driver_ike_is_local_unsupported() {
+        let mut a = ready_a();
+        a.rx(UNPROT, &[ike((500, 500), b"x")]);
+        assert_eq!(a.drops(DropReason::LocalUnsupported), 1);
+        assert_eq!(a.w.counters().ike_punted, 0);
+    }
+
+    #[test]
+    fn queued_transmits_leave_the_unprotected_port_as_udp_v4() {
+        let mut a = ready_a();
+        let rings = PuntRings::new(4);
+        a.w.set_punt(Arc::clone(&rings));
+        let payload = [0u8, 0, 0, 0, 1, 2, 3, 4, 5];
+        assert!(rings.send(&Transmit {
+            src: sock("192.0.2.1:4500"),
+            dst: sock("192.0.2.2:4500"),
+            payload: payload.to_vec(),
+        }));
+        a.now = Now { ns: 2 };
+        a.w.tick(&mut a.tx, a.now);
+        let out = a.take();
+        assert_eq!(out[UNPROT].len(), 1);
+        let (e, ip) = l3(&out[UNPROT][0]);
+        assert_eq!(
+            (e.src_addr, e.dst_addr, e.ethertype),
+            (A_UNPROT_MAC, B_UNPROT_MAC, ethertype::IPV4)
+        );
+        let ip = Ipv4Packet::new_checked(&ip[..]).unwrap();
+        assert!(ip.verify_checksum());
+        assert_eq!(
+            (ip.src_addr(), ip.dst_addr(), ip.protocol()),
+            (v4("192.0.2.1"), v4("192.0.2.2"), ip_protocol::UDP)
+        );
+        let udp = UdpPacket::new_checked(ip.payload()).unwrap();
+        assert!(udp.verify_checksum_v4(ip.src_addr(), ip.dst_addr()));
+        assert_eq!((udp.src_port(), udp.dst_port()), (4500, 4500));
+        assert_eq!(udp.payload(), &payload);
+        assert_eq!(a.w.counters().ike_sent, 1);
+        assert_eq!(rings.transmit_pending(), 0);
+    }
+
+    #[test]
+    fn v6_transmit_and_esp_in_udp_still_on_the_fast_path_with_punt_on() {
+        let mut a = Gw::new(tables_from(
+            v6_udp_config(false),
+            [A_PROT_MAC, A_UNPROT_MAC],
+        ));
+        let mut b = Gw::new(tables_from(v6_udp_config(true), [B_PROT_MAC, B_UNPROT_MAC]));
+        let (ra, rb) = (PuntRings::new(4), PuntRings::new(4));
+        a.w.set_punt(Arc::clone(&ra));
+        b.w.set_punt(Arc::clone(&rb));
+        a.learn_by_arp(PROT, "10.1.0.10", HOST_A_MAC, "10.1.0.1");
+        b.learn_by_arp(PROT, "10.2.0.10", HOST_B_MAC, "10.2.0.1");
+        // ESP in UDP 4500 over IPv6: decrypted by B, nothing punted.
+        let inner = udp4("10.1.0.10", "10.2.0.10", 64, true, 200);
+        let out = a.rx(PROT, &[from_host_a(&inner)]);
+        let out = b.rx(UNPROT, &out[UNPROT]);
+        assert_eq!(out[PROT].len(), 1);
+        assert!(rb.receive().is_none());
+        // A's IKE message to B, over A's transmit ring and B's punt ring.
+        let msg = [0u8, 0, 0, 0, 0x21, 0x20];
+        ra.send(&Transmit {
+            src: sock("[2001:db8::1]:4500"),
+            dst: sock("[2001:db8::2]:4500"),
+            payload: msg.to_vec(),
+        });
+        a.w.tick(&mut a.tx, a.now);
+        let out = a.take();
+        let (e, ip) = l3(&out[UNPROT][0]);
+        assert_eq!(e.ethertype, ethertype::IPV6);
+        let ip6 = Ipv6Packet::new_checked(&ip[..]).unwrap();
+        let udp = UdpPacket::new_checked(ip6.payload()).unwrap();
+        assert!(udp.verify_checksum_v6(ip6.src_addr(), ip6.dst_addr()));
+        b.rx(UNPROT, &out[UNPROT]);
+        let d = rb.receive().unwrap();
+        assert_eq!(
+            (d.src, d.dst, d.payload()),
+            (
+                sock("[2001:db8::1]:4500"),
+                sock("[2001:db8::2]:4500"),
+                &msg[..]
+            )
+        );
+    }
+}
+
+mod punt_neighbor {
+    use super::*;
+    use espgw_control::ike::{PuntRings, Transmit};
+
+    /// An IKE datagram to a peer whose MAC is unknown waits for ARP like
+    /// any packet the gateway sends, and leaves once the peer answers.
+    #[test]
+    fn a_transmit_to_an_unresolved_peer_waits_for_arp() {
+        let mut a = Gw::a();
+        let rings = PuntRings::new(4);
+        a.w.set_punt(Arc::clone(&rings));
+        rings.send(&Transmit {
+            src: "192.0.2.1:500".parse().unwrap(),
+            dst: "192.0.2.2:500".parse().unwrap(),
+            payload: vec![7; 40],
+        });
+        a.w.tick(&mut a.tx, a.now);
+        let out = a.take();
+        assert_eq!(out[UNPROT].len(), 1);
+        let (e, _) = l3(&out[UNPROT][0]);
+        assert_eq!(
+            e.ethertype,
+            ethertype::ARP,
+            "an ARP request, not the datagram"
+        );
+        assert_eq!(a.w.counters().held, 1);
+        // B's ARP request for A teaches A B's MAC: the datagram leaves.
+        let out = a.rx(
+            UNPROT,
+            &[arp_request(B_UNPROT_MAC, v4("192.0.2.2"), v4("192.0.2.1"))],
+        );
+        let ip: Vec<Vec<u8>> = out[UNPROT]
+            .iter()
+            .filter(|f| l3(f).0.ethertype == ethertype::IPV4)
+            .cloned()
+            .collect();
+        assert_eq!(ip.len(), 1, "{out:?}");
+        let (e, ip) = l3(&ip[0]);
+        assert_eq!(e.dst_addr, B_UNPROT_MAC);
+        let ip = Ipv4Packet::new_checked(&ip[..]).unwrap();
+        let udp = espgw_wire::UdpPacket::new_checked(ip.payload()).unwrap();
+        assert_eq!((udp.dst_port(), udp.payload()), (500, &[7u8; 40][..]));
+    }
+}

@@ -49,6 +49,13 @@ pub struct Gateway {
     /// The group (gid) whose members may also use the control socket
     /// (besides root and the gateway's uid); `None`: nobody else.
     pub control_group: Option<u32>,
+    /// IKE: the first retransmission of an unanswered request after this
+    /// many milliseconds, each next one after twice as long
+    /// (`ike_retransmit_ms`, strongSwan's `retransmit_timeout`).
+    pub ike_retransmit_ms: u64,
+    /// IKE: retransmissions before a peer is given up (DPD failure)
+    /// (`ike_retransmit_tries`, strongSwan's `retransmit_tries`).
+    pub ike_retransmit_tries: u32,
 }
 
 /// Where `[gateway].state_dir` points when the config does not say.

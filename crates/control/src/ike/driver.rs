@@ -1052,6 +1052,12 @@ impl<R: RandomSource> IkeDriver<R> {
                         if let Err(e) = self.engine.delete_ike_sa(now, ike_sa) {
                             warn!(error = %e, "IKE: delete refused");
                         }
+                    } else {
+                        // Up again (the peer initiated after `ike
+                        // terminate`): the operator's stop is over, and a
+                        // dead peer is re-initiated as for any `start`
+                        // connection.
+                        self.conns[connection].stopped = false;
                     }
                     s.suite = Some(suite_name(&suite));
                     s.local = Some(local);

@@ -2,9 +2,10 @@
 //! transport sends what [`super::IkeDriver::poll_transmit`] returns, and
 //! whoever receives datagrams calls [`super::IkeDriver::handle_datagram`].
 //!
-//! - Production (not built yet): the data plane's punt ring. Workers hand
-//!   UDP 500 and non-ESP UDP 4500 for our addresses to the control thread
-//!   and send what it queues (docs/ike.md "Gateway integration").
+//! - Production: the data plane's punt rings ([`super::PuntTransport`],
+//!   punt.rs). Workers hand UDP 500 and non-ESP UDP 4500 for our addresses
+//!   to the control thread and send what it queues (docs/ike.md "Gateway
+//!   integration").
 //! - [`UdpTransport`]: kernel UDP sockets on local:500 and local:4500, for
 //!   development and tests without the punt path. ESP in UDP 4500 is NOT
 //!   handled here: the socket would receive it as a datagram without the

@@ -4,12 +4,16 @@
 //! crates/control; and the data plane's side of their stats.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use espgw_control::config::Config;
+use espgw_control::ike::{
+    monotonic_ms, EngineConfig, IkeControl, IkeDriver, IkeService, PuntRings, PuntTransport,
+    SystemRandom, PUNT_RING_SLOTS,
+};
 use espgw_control::live::{
     self, Clock, ControlBackend, ControlServer, CountersSource, DataplaneCounters, LiveControl,
     MetricsServer, SaManager, StatsSource,
@@ -33,6 +37,100 @@ pub(super) struct Control {
     /// flushes them once more when the run stops.
     keeper: Option<JoinHandle<()>>,
     state: Option<Arc<SeqKeeper>>,
+    /// The IKE driver on the punt rings, when the config has connections.
+    ike: Option<Ike>,
+}
+
+/// IKEv2 in the gateway: the driver behind its service, the punt rings
+/// the workers fill and drain, and the thread that moves datagrams and
+/// runs the timers.
+struct Ike {
+    service: Arc<IkeService<SystemRandom>>,
+    rings: Arc<PuntRings>,
+    thread: Option<JoinHandle<()>>,
+    /// Stops the IKE thread (after the shutdown Deletes were sent, which
+    /// the workers must still be running for).
+    done: Arc<AtomicBool>,
+}
+
+/// How long the IKE thread sleeps when there was nothing to do: an IKE
+/// round trip waits at most this long in the punt ring.
+const IKE_IDLE: Duration = Duration::from_millis(2);
+/// How long a SIGTERM waits for the workers to send the Deletes.
+const DELETE_FLUSH: Duration = Duration::from_secs(1);
+
+impl Ike {
+    fn start(config: &Config, live: &Arc<LiveControl<Snapshot>>) -> Result<Ike, String> {
+        let driver = IkeDriver::new(
+            &config.connections,
+            EngineConfig {
+                retransmit_base_ms: config.gateway.ike_retransmit_ms,
+                max_retransmits: config.gateway.ike_retransmit_tries,
+                ..EngineConfig::default()
+            },
+            SystemRandom::new(),
+        )
+        .map_err(|e| format!("IKE: {e}"))?;
+        let rings = PuntRings::new(PUNT_RING_SLOTS);
+        let service = Arc::new(IkeService::new(
+            driver,
+            Box::new(PuntTransport(Arc::clone(&rings))),
+            monotonic_ms(),
+        ));
+        let control: Arc<dyn IkeControl<Snapshot>> = Arc::clone(&service) as _;
+        live.set_ike(control);
+        let done = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (service, rings, live, done) = (
+                Arc::clone(&service),
+                Arc::clone(&rings),
+                Arc::clone(live),
+                Arc::clone(&done),
+            );
+            std::thread::Builder::new()
+                .name("espgw-ike".into())
+                .spawn(move || ike_loop(&service, &rings, &live, &done))
+                .map_err(|e| format!("IKE thread: {e}"))?
+        };
+        tracing::info!(
+            connections = config.connections.len(),
+            "IKE: running on the unprotected port(s), UDP 500 and 4500"
+        );
+        Ok(Ike {
+            service,
+            rings,
+            thread: Some(thread),
+            done,
+        })
+    }
+}
+
+/// The IKE thread: `start` connections initiated, then every punted
+/// datagram into the driver, and its timers when due and at least once a
+/// second (after the manager's own tick: CHILD_SA soft expiry).
+fn ike_loop(
+    service: &IkeService<SystemRandom>,
+    rings: &PuntRings,
+    live: &LiveControl<Snapshot>,
+    done: &AtomicBool,
+) {
+    service.start(&mut live.manager());
+    let mut next_tick = 0;
+    while !done.load(Ordering::Relaxed) {
+        let mut busy = false;
+        while let Some(d) = rings.receive() {
+            busy = true;
+            service.datagram(&mut live.manager(), d.src, d.dst, d.payload());
+        }
+        let now = service.now();
+        if now >= next_tick || service.poll_timeout().is_some_and(|t| t <= now) {
+            service.tick(&mut live.manager());
+            next_tick = now + 1_000;
+        }
+        if !busy {
+            std::thread::sleep(IKE_IDLE);
+        }
+    }
 }
 
 /// The workers' counter copies (published every 100 ms) as the control
@@ -134,6 +232,11 @@ impl Control {
                 .map_err(|e| eprintln!("espgw: metrics {addr}: {e}"))
                 .ok()
         });
+        let ike = if config.connections.is_empty() {
+            None
+        } else {
+            Some(Ike::start(config, &live)?)
+        };
         let ticker = live
             .spawn_ticker(Duration::from_secs(1), Arc::clone(stop))
             .map_err(|e| eprintln!("espgw: lifetime ticker: {e}"))
@@ -145,7 +248,41 @@ impl Control {
             ticker,
             keeper,
             state,
+            ike,
         })
+    }
+
+    /// The punt rings the workers use, when IKE runs.
+    pub fn punt(&self) -> Option<Arc<PuntRings>> {
+        self.ike.as_ref().map(|i| Arc::clone(&i.rings))
+    }
+
+    /// SIGTERM, while the workers still run: Delete for every IKE SA, sent
+    /// by the workers (waits until they took them from the ring, at most
+    /// [`DELETE_FLUSH`]); then the IKE thread stops.
+    pub fn stop_ike(&mut self) {
+        let Some(ike) = self.ike.as_mut() else {
+            return;
+        };
+        let n = ike.service.shutdown(&mut self.live.manager());
+        let deadline = Instant::now() + DELETE_FLUSH;
+        while ike.rings.transmit_pending() > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // The worker that took the last one sends it in the same poll.
+        std::thread::sleep(Duration::from_millis(20));
+        let p = ike.rings.stats();
+        tracing::info!(
+            ike_sas = n,
+            punted = p.received,
+            sent = p.transmitted,
+            transmit_dropped = p.transmit_dropped,
+            "IKE: Delete sent for every IKE SA"
+        );
+        ike.done.store(true, Ordering::Relaxed);
+        if let Some(t) = ike.thread.take() {
+            let _ = t.join();
+        }
     }
 
     /// The snapshot published last.
@@ -157,6 +294,12 @@ impl Control {
     /// and after the workers stopped) and writes the SA state a last time;
     /// the socket and metrics stop when `self` drops.
     pub fn shutdown(mut self) {
+        if let Some(ike) = self.ike.as_mut() {
+            ike.done.store(true, Ordering::Relaxed);
+            if let Some(t) = ike.thread.take() {
+                let _ = t.join();
+            }
+        }
         if let Some(t) = self.ticker.take() {
             let _ = t.join();
         }

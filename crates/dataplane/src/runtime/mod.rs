@@ -120,15 +120,18 @@ pub fn run(opts: &RunOptions) -> Result<serde_json::Value, RunError> {
     // refuses stops the run before any port comes up.
     Tables::from_config(&config, 0).map_err(RunError::Tables)?;
     let stop = Arc::new(AtomicBool::new(false));
+    // A signal ends the main loop, which then stops the workers, after IKE
+    // sent its Deletes through them (`stop` stops the workers at once).
+    let signalled = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, Arc::clone(&stop))
+        signal_hook::flag::register(sig, Arc::clone(&signalled))
             .map_err(|e| RunError::Setup(format!("signal handler: {e}")))?;
     }
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let args = eal_args(&config.dataplane, &config.ports, &config.gateway.name, cpus);
     eprintln!("espgw {}: EAL {}", config.gateway.name, args.join(" "));
     let _eal = Eal::init(&args)?;
-    let (json, result) = run_with_eal(&config, opts, &stop);
+    let (json, result) = run_with_eal(&config, opts, &stop, &signalled);
     if let (Some(path), Some(json)) = (&opts.stats_json, &json) {
         let text = serde_json::to_string_pretty(json).unwrap_or_default();
         std::fs::write(path, text + "\n").map_err(|e| RunError::Io(path.clone(), e))?;
@@ -143,6 +146,7 @@ fn run_with_eal(
     config: &Config,
     opts: &RunOptions,
     stop: &Arc<AtomicBool>,
+    signalled: &AtomicBool,
 ) -> (Option<serde_json::Value>, Result<(), RunError>) {
     let setup = match Setup::new(config) {
         Ok(s) => s,
@@ -157,7 +161,7 @@ fn run_with_eal(
         workers: lives.clone(),
         ports: setup.net.ports.iter().map(|p| p.name.clone()).collect(),
     };
-    let control = match control::Control::start(config, started, counters, stop) {
+    let mut control = match control::Control::start(config, started, counters, stop) {
         Ok(c) => c,
         Err(e) => return (None, Err(RunError::Setup(e))),
     };
@@ -196,12 +200,17 @@ fn run_with_eal(
             .join(", ")
     );
     let mut links = LinkWatch::new(&setup.ports, &setup.net);
-    while !stop.load(Ordering::Relaxed) {
+    while !stop.load(Ordering::Relaxed) && !signalled.load(Ordering::Relaxed) {
         if opts.duration.is_some_and(|d| started.elapsed() >= d) {
             break;
         }
         links.poll(&setup.ports, &setup.net);
         std::thread::sleep(Duration::from_millis(20));
+    }
+    // Workers still running (not stopped by a panic): IKE says goodbye
+    // through them first.
+    if !stop.load(Ordering::Relaxed) {
+        control.stop_ike();
     }
     stop.store(true, Ordering::Relaxed);
     let joined = workers
@@ -430,6 +439,7 @@ impl Setup {
             idle_sleep: Duration::from_micros(u64::from(config.dataplane.idle_sleep_us)),
             started: run.started,
             live: Arc::clone(&run.lives[k]),
+            punt: run.control.punt(),
         }
     }
 

@@ -172,6 +172,8 @@ pub(super) struct WorkerSetup<P = MbufPool> {
     pub started: Instant,
     /// Where its counters are copied for the control thread.
     pub live: Arc<Mutex<WorkerCounters>>,
+    /// The IKE punt rings, when IKE runs (every worker punts and sends).
+    pub punt: Option<Arc<espgw_control::ike::PuntRings>>,
 }
 
 impl<P: Clone> WorkerSetup<P> {
@@ -194,6 +196,9 @@ impl<P: Clone> WorkerSetup<P> {
             burst,
             self.shared.clone(),
         );
+        if let Some(rings) = &self.punt {
+            worker.set_punt(Arc::clone(rings));
+        }
         #[cfg(debug_assertions)]
         if let Some(n) = crate::supervise::injected_panic(self.id) {
             worker.inject_panic_after(n);
@@ -327,6 +332,7 @@ mod tests {
             idle_sleep: Duration::from_micros(100),
             started: Instant::now(),
             live: Arc::clone(&live),
+            punt: None,
         };
         Harness {
             setup,

@@ -5,6 +5,7 @@
 use std::net::IpAddr;
 
 use espgw_control::config::Side;
+use espgw_control::ike::IKE_PORT;
 use espgw_control::tables::{inner_mtu, Action, SaIndex};
 use espgw_esp::Encap;
 use espgw_wire::{ethernet, ethertype, icmpv6, ip_protocol, reply, MacAddr, PacketBuf};
@@ -14,6 +15,7 @@ use super::esp::{EspIn, EspOut};
 use super::icmp::Icmp;
 use super::link::Link;
 use super::mss::clamp_mss;
+use super::punt::{NatT, Punt};
 use super::{is_group, Core, EgressPolicy};
 use crate::flow_cache::FlowCache;
 use crate::fragment::fragment_v4;
@@ -265,7 +267,8 @@ impl Classify {
         }
     }
 
-    /// A packet to one of our addresses: ESP, ping, or unsupported.
+    /// A packet to one of our addresses: ESP, IKE (to the control thread),
+    /// ping, or unsupported.
     #[allow(clippy::too_many_arguments)]
     fn local_input<B: PacketBuf, P: BufPool<B>>(
         &mut self,
@@ -282,7 +285,14 @@ impl Classify {
         match m.proto {
             ip_protocol::ESP => self.esp_input(core, port, pkt, m, Encap::None, esp_in),
             ip_protocol::UDP if m.dport == Some(Encap::NAT_T_PORT) => {
-                self.esp_input(core, port, pkt, m, Encap::udp_4500(), esp_in)
+                match Punt::nat_t(core, port, &pkt, &m) {
+                    NatT::Esp => self.esp_input(core, port, pkt, m, Encap::udp_4500(), esp_in),
+                    NatT::Ike => Punt::ike_input(core, port, pkt, m),
+                    NatT::Keepalive => core.drop_pkt(pkt, DropReason::NatKeepalive, Some(port)),
+                }
+            }
+            ip_protocol::UDP if m.dport == Some(IKE_PORT) && Punt::takes(core, port) => {
+                Punt::ike_input(core, port, pkt, m)
             }
             ip_protocol::ICMP | ip_protocol::ICMPV6 => {
                 let answered = if m.v6 {

@@ -21,6 +21,10 @@
 //! 4. [`Icmp`] (icmp.rs): ICMP errors (time exceeded, too big) and what
 //!    the gateway originates (echo replies), sent through the SPD.
 //! 5. [`Egress`] (egress.rs): route, neighbor, Ethernet header, TX queue.
+//! 6. [`Punt`] (punt.rs): IKE (UDP 500, non-ESP UDP 4500) for our
+//!    addresses on an unprotected port copied to the control thread's punt
+//!    ring; what the control thread queues built into IP/UDP and routed
+//!    (once per poll, from [`Worker::tick`]).
 //!
 //! What every stage reads and counts (the network, the control plane's
 //! snapshot, the neighbor cache, the counters) is the worker's [`Core`].
@@ -31,6 +35,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use espgw_control::config::Side;
+use espgw_control::ike::PuntRings;
 use espgw_control::tables::Tables;
 use espgw_wire::{icmpv6, PacketBuf};
 
@@ -48,12 +53,14 @@ mod esp;
 mod icmp;
 mod link;
 mod mss;
+mod punt;
 
 use classify::Classify;
 use egress::Egress;
 use esp::{EspIn, EspOut};
 use icmp::Icmp;
 use link::Link;
+use punt::Punt;
 
 /// Time of the run's monotonic clock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
@@ -137,6 +144,8 @@ struct Core<B: PacketBuf, P: BufPool<B>> {
     scratch: Box<[u8]>,
     /// The time of the burst (or tick) being processed.
     now: Now,
+    /// The IKE punt rings, when an IKE driver runs ([`Punt`]).
+    punt: Option<Arc<PuntRings>>,
 }
 
 impl<B: PacketBuf, P: BufPool<B>> Core<B, P> {
@@ -196,6 +205,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
                 counters: WorkerCounters::new(net.ports.len(), tables.tunnel_ids()),
                 scratch: vec![0u8; icmpv6::MIN_MTU].into_boxed_slice(),
                 now: Now::default(),
+                punt: None,
                 net,
                 tables,
                 pool,
@@ -214,6 +224,14 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         self.esp_in.resize(&tables);
         self.classify.forget();
         self.core.tables = tables;
+    }
+
+    /// Hands IKE for our addresses on unprotected ports to the control
+    /// thread through `rings`, and sends what it queues there (the punt
+    /// stage, worker/punt.rs). Without it, UDP 500 is `local_unsupported`
+    /// and all of UDP 4500 goes to the ESP path.
+    pub fn set_punt(&mut self, rings: Arc<PuntRings>) {
+        self.core.punt = Some(rings);
     }
 
     /// Test hook of test and debug builds (absent from release builds,
@@ -302,6 +320,16 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
 
     /// Periodic work (call once per loop): neighbor retries and expiries.
     pub fn tick(&mut self, tx: &mut TxQueues<B>, now: Now) {
+        if self.core.punt.is_some() {
+            self.core.now = now;
+            Punt::transmit(
+                &mut self.core,
+                &mut self.icmp,
+                &mut self.esp_out,
+                &mut self.egress,
+                tx,
+            );
+        }
         if now.ns.saturating_sub(self.last_tick_ns) < TICK_NS {
             return;
         }

@@ -1,5 +1,5 @@
 //! `[gateway]`: name, control socket (and who may use it), metrics
-//! endpoint.
+//! endpoint, SA state directory, IKE retransmissions.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -13,7 +13,14 @@ pub(crate) const KEYS: &[&str] = &[
     "control_group",
     "metrics",
     "state_dir",
+    "ike_retransmit_ms",
+    "ike_retransmit_tries",
 ];
+
+/// The IKE engine's retransmission defaults (strongSwan's, rounded: 4 s,
+/// doubling, 5 retransmissions).
+pub(crate) const IKE_RETRANSMIT_MS: u64 = 4_000;
+pub(crate) const IKE_RETRANSMIT_TRIES: u32 = 5;
 
 /// Where group names are looked up (no NSS: a gateway appliance's groups
 /// are local).
@@ -26,6 +33,8 @@ pub(crate) fn read(ctx: &mut Ctx, table: Option<Table>) -> Gateway {
         metrics: None,
         state_dir: default_state_dir("espgw"),
         control_group: None,
+        ike_retransmit_ms: IKE_RETRANSMIT_MS,
+        ike_retransmit_tries: IKE_RETRANSMIT_TRIES,
     };
     let Some(t) = table else { return gw };
     if let Some(f) = t.get(ctx, "name") {
@@ -106,6 +115,16 @@ pub(crate) fn read(ctx: &mut Ctx, table: Option<Table>) -> Gateway {
             } else {
                 gw.state_dir = PathBuf::from(path);
             }
+        }
+    }
+    if let Some(f) = t.get(ctx, "ike_retransmit_ms") {
+        if let Some(ms) = f.int(ctx, 100, 60_000) {
+            gw.ike_retransmit_ms = ms as u64;
+        }
+    }
+    if let Some(f) = t.get(ctx, "ike_retransmit_tries") {
+        if let Some(n) = f.int(ctx, 0, 20) {
+            gw.ike_retransmit_tries = n as u32;
         }
     }
     t.finish(ctx);

@@ -1,0 +1,353 @@
+#!/usr/bin/env bash
+# End to end: IKEv2 between espgw and strongSwan 5.9.8 (issue 13).
+#
+#   [iks-hosta] -- espgw (net_af_packet on veths) -- link -- [iks-gwb] charon -- [iks-hostb]
+#   10.1.0.10        10.1.0.1 | 192.0.2.1         192.0.2.2 | 10.2.0.1       10.2.0.10
+#
+# charon (kernel-libipsec: user-space ESP, always in UDP 4500; run as in
+# tests/ike/strongswan.bash, in the namespace with a private /run) replaces
+# gateway B of scripts/netns.sh. PSK. In order, each step failing the test:
+#  1. espgw initiates (start_action "start"): IKE SA and CHILD_SA up, pings
+#     both ways all answered (by icmp_seq), and the SPIs of `swanctl
+#     --list-sas` equal those of `espgw ctl ike list` and `sa list`; a
+#     manual [[tunnel]] in the same config encrypts beside it;
+#  2. a CHILD_SA rekey started by espgw, then one started by charon, each
+#     with a ping running across it, every echo answered, SPIs compared;
+#     then an IKE SA rekey started by espgw (new IKE SPIs agree, pings);
+#  3. `ike terminate`, then charon initiates: up again, pings, SPIs;
+#  4. charon killed (no Delete): espgw's DPD removes the SAs; pings then
+#     are dropped and counted, and nothing leaves in clear; charon started
+#     again: espgw ("start") re-initiates and the tunnel comes back.
+#  5. SIGTERM: espgw deletes its IKE SA (charon has none left) and exits 0.
+#  6. espgw again with the connection over IPv6 (outer and inner), in
+#     pipeline mode with two workers: up, pings both ways, SPIs.
+#
+# Needs root, strongSwan (scripts/setup.sh). ESPGW overrides the binary.
+P=iks
+LOG_TAIL=60
+. "$(dirname "$0")/common.bash"
+
+CHARON=${SSW_CHARON:-/usr/lib/ipsec/charon}
+[ -x "$CHARON" ] || skip "no strongSwan charon at $CHARON (scripts/setup.sh installs it)"
+command -v swanctl >/dev/null || skip "no swanctl (scripts/setup.sh installs strongswan-swanctl)"
+for p in kernel-libipsec openssl gcm curve25519 vici; do
+    [ -f "/usr/lib/ipsec/plugins/libstrongswan-$p.so" ] || skip "strongSwan plugin $p missing"
+done
+[ -c /dev/net/tun ] || skip "no /dev/net/tun (kernel-libipsec needs a TUN device)"
+
+PSK="espgw-strongswan-e2e-psk-0123456789"
+GB=$P-gwb
+SSW=$WORK/ssw
+CHARON_PID=""
+ctl() { "$ESPGW" ctl --socket "$WORK/a.sock" "$@"; }
+sw() {
+    local cmd=$1
+    shift
+    SWANCTL_DIR=$SSW/swanctl STRONGSWAN_CONF=$SSW/strongswan.conf swanctl "$cmd" --uri "unix://$SSW/charon.vici" "$@"
+}
+
+charon_start() {
+    rm -f "$SSW/charon.vici"
+    ip netns exec "$GB" unshare -m sh -c \
+        "mount -t tmpfs -o mode=0755 iks-run /run && STRONGSWAN_CONF='$SSW/strongswan.conf' exec '$CHARON'" \
+        >>"$SSW/charon.out" 2>&1 &
+    CHARON_PID=$!
+    BG+=("$CHARON_PID")
+    for _ in $(seq 1 100); do
+        if [ -S "$SSW/charon.vici" ] && sw --stats >/dev/null 2>&1; then
+            sw --load-all >"$WORK/load.log" 2>&1 || fail "swanctl --load-all: $(cat "$WORK/load.log")"
+            return 0
+        fi
+        kill -0 "$CHARON_PID" 2>/dev/null || fail "charon exited at start: $(cat "$SSW/charon.out")"
+        sleep 0.1
+    done
+    fail "charon did not open its vici socket"
+}
+charon_stop() {  # SIGNAL
+    [ -n "$CHARON_PID" ] || return 0
+    kill "-$1" "$CHARON_PID" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 "$CHARON_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$CHARON_PID" 2>/dev/null || true
+    wait "$CHARON_PID" 2>/dev/null || true
+    CHARON_PID=""
+}
+on_cleanup() { charon_stop TERM; }
+on_fail() {
+    echo "--- charon.log (last 60 lines)"
+    tail -n 60 "$SSW/charon.log" 2>/dev/null
+    echo "--- ctl ike list"
+    ctl ike list 2>&1 || true
+}
+
+# The topology; gateway B's namespace is charon's: kernel addresses there.
+scripts/netns.sh up "$P"
+ip -n "$GB" addr add 192.0.2.2/24 dev gwb-unprot
+ip -n "$GB" addr add 192.0.2.3/24 dev gwb-unprot
+in_a ip addr add 10.1.5.10/32 dev ha0
+in_a ip route add 10.3.0.0/24 via 10.1.0.1
+ip -n "$GB" addr add 10.2.0.1/24 dev gwb-prot
+ip netns exec "$GB" sysctl -qw net.ipv4.ip_forward=1
+# IPv6 for phase 6 (scripts/netns.sh turns it off in the gateways).
+ip netns exec "$GB" sysctl -qw net.ipv6.conf.all.disable_ipv6=0 net.ipv6.conf.default.disable_ipv6=0 \
+    net.ipv6.conf.gwb-unprot.disable_ipv6=0 net.ipv6.conf.gwb-prot.disable_ipv6=0 net.ipv6.conf.all.forwarding=1
+ip -n "$GB" addr add 2001:db8::2/64 dev gwb-unprot nodad
+ip -n "$GB" addr add fd00:2::1/64 dev gwb-prot nodad
+
+# espgw: gateway.toml with a [[connection]] instead of its manual tunnel.
+sed '/^\[\[tunnel\]\]/,$d' gateway.toml >"$WORK/a.toml"
+sed -i "s#^control_socket = .*#control_socket = \"$WORK/a.sock\"#; /^metrics = /d" "$WORK/a.toml"
+sed -i "/^\[gateway\]/a state_dir = \"$WORK/state-a\"" "$WORK/a.toml"
+# DPD gives up after 0.5 + 1 + 2 s without an answer (the default, 4 s
+# doubling 5 times, would take minutes).
+sed -i "/^\[gateway\]/a ike_retransmit_ms = 500\nike_retransmit_tries = 2" "$WORK/a.toml"
+{
+    echo '[[connection]]'
+    echo 'name = "ssw"'
+    echo 'local = "192.0.2.1"'
+    echo 'remote = "192.0.2.2"'
+    echo 'local_id = "gw-a.example"'
+    echo 'remote_id = "gw-b.example"'
+    echo "psk = \"$PSK\""
+    echo 'proposals = ["aes128gcm16-prfsha256-x25519"]'
+    echo 'dpd_delay = 1'
+    echo 'start_action = "start"'
+    echo
+    echo '[[connection.child]]'
+    echo 'name = "net"'
+    echo 'local_ts = ["10.1.0.0/24"]'
+    echo 'remote_ts = ["10.2.0.0/24"]'
+    echo 'esp_proposals = ["aes128gcm16-x25519"]'
+} >>"$WORK/a.toml"
+# The IPv6 phase's config starts from this one, without the manual tunnel.
+cp "$WORK/a.toml" "$WORK/a-conn.toml"
+# A manual tunnel beside the connection, to 192.0.2.3 (an address of
+# charon's namespace, whose kernel only answers ARP for it and drops the ESP).
+{
+    echo
+    echo '[[tunnel]]'
+    echo 'name = "manual"'
+    echo 'local = "192.0.2.1"'
+    echo 'remote = "192.0.2.3"'
+    echo 'local_ts = ["10.1.5.0/24"]'
+    echo 'remote_ts = ["10.3.0.0/24"]'
+    echo 'esp = "aes128gcm16"'
+    echo 'out = { spi = 0x00005001, key = "0xbef3215147135cd554e9156cae70f5a899331a52" }'
+    echo 'in = { spi = 0x00005002, key = "0x9b890a06962125b8925af8d8f76eac664799f983" }'
+} >>"$WORK/a.toml"
+chmod 600 "$WORK/a.toml"
+"$ESPGW" check --config "$WORK/a.toml" >"$WORK/check.log" 2>&1 || fail "espgw check: $(cat "$WORK/check.log")"
+
+mkdir -p "$SSW"/swanctl/conf.d
+cp tests/e2e/ike_strongswan.conf "$SSW/strongswan.conf"
+sed -i "s#@SSW@#$SSW#g" "$SSW/strongswan.conf"
+sed "s#@PSK@#$PSK#" tests/e2e/ike_strongswan.swanctl.conf >"$SSW/swanctl/swanctl.conf"
+chmod 600 "$SSW/swanctl/swanctl.conf"
+charon_start
+
+gateway_start a "$WORK/a.toml"
+GW=${GW_PIDS[0]}
+
+# wait_up WHAT: an established IKE SA with its CHILD_SA in espgw and an
+# INSTALLED CHILD_SA in charon, within 20 s.
+wait_up() {
+    for _ in $(seq 1 100); do
+        if ctl ike list --json 2>/dev/null | grep -q '"in_spi"' &&
+            sw --list-sas 2>/dev/null | grep -q INSTALLED; then
+            return 0
+        fi
+        kill -0 "$GW" 2>/dev/null || fail "espgw exited"
+        sleep 0.2
+    done
+    fail "$1: the tunnel did not come up"
+}
+
+# ping_all WHAT COUNT PING-COMMAND...: every echo request answered.
+ping_all() {
+    local what=$1 count=$2 log="$WORK/ping-$1.log"
+    shift 2
+    "$@" -c "$count" -i 0.2 -W 1 >"$log" 2>&1 || true
+    pings_answered "$log" "$count" || fail "$what: not every ping answered: $(tail -2 "$log")"
+}
+
+# spis WHAT [CHARON-CONNECTION]: espgw's SPIs (ike list, sa list) equal
+# charon's (of its connection "espgw", or the one named).
+spis() {
+    ctl ike list --json >"$WORK/ike-$1.json" || fail "ctl ike list"
+    ctl sa list --json >"$WORK/sa-$1.json" || fail "ctl sa list"
+    sw --list-sas --ike "${2:-espgw}" >"$WORK/ssw-$1.txt" || fail "swanctl --list-sas"
+    python3 tests/e2e/ike_spis.py "$WORK/ike-$1.json" "$WORK/sa-$1.json" "$WORK/ssw-$1.txt" >"$WORK/spis-$1.log" 2>&1 ||
+        fail "$1: SPIs differ: $(cat "$WORK/spis-$1.log")"
+    echo "$1: $(cat "$WORK/spis-$1.log")"
+}
+
+child_in_spi() { ctl ike list --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["sas"][0]["children"][0]["in_spi"])'; }
+
+# The first ping may be lost to ARP: retried until one answers.
+wait_ping() {
+    for _ in $(seq 1 20); do in_a ping -c1 -W1 10.2.0.10 >/dev/null 2>&1 && return 0; done
+    fail "$1: no ping through the tunnel"
+}
+
+# 1. espgw initiates.
+wait_up "espgw initiates"
+wait_ping "espgw initiates"
+ping_all a-to-b 5 in_a ping 10.2.0.10
+ping_all b-to-a 5 in_b ping 10.1.0.10
+spis initiator
+echo "step 1 ok: espgw initiated, pings both ways, SPIs agree"
+
+# The manual tunnel works beside the connection: host A's packets to
+# 10.3.0.0/24 leave as ESP with its SPI to 192.0.2.3.
+capture_start "$P-gwa" gwa-unprot "$WORK/manual.pcap" host 192.0.2.3 and esp
+in_a ping -c 3 -i 0.2 -W 1 -I 10.1.5.10 10.3.0.10 >/dev/null 2>&1 || true
+sleep 0.3
+captures_stop
+manual=$(tcpdump -r "$WORK/manual.pcap" -nn 2>/dev/null | grep -c 'ESP(spi=0x00005001' || true)
+[ "$manual" -ge 3 ] || fail "manual tunnel: $manual ESP packets with SPI 0x5001 to 192.0.2.3, want 3"
+echo "step 1b ok: the manual tunnel encrypts beside the IKE one ($manual ESP packets)"
+
+# 2. CHILD_SA rekeys, from each side, with pings running across them.
+rekey() {  # WHAT COMMAND...
+    local what=$1 before after pinger
+    shift
+    before=$(child_in_spi)
+    in_a ping -c 25 -i 0.1 -W 1 10.2.0.10 >"$WORK/ping-rekey-$what.log" 2>&1 &
+    pinger=$!
+    sleep 0.5
+    "$@" >"$WORK/rekey-$what.log" 2>&1 || fail "rekey by $what: $(cat "$WORK/rekey-$what.log")"
+    after=$before
+    for _ in $(seq 1 50); do
+        after=$(child_in_spi 2>/dev/null || echo "$before")
+        [ "$after" != "$before" ] && break
+        sleep 0.1
+    done
+    [ "$after" != "$before" ] || fail "rekey by $what: the CHILD_SA kept SPI $before"
+    wait "$pinger" || true
+    pings_answered "$WORK/ping-rekey-$what.log" 25 || fail "rekey by $what: pings lost: $(tail -2 "$WORK/ping-rekey-$what.log")"
+    # charon removes its old CHILD_SA when the rekey completes.
+    for _ in $(seq 1 30); do [ "$(sw --list-sas | grep -c INSTALLED)" = 1 ] && break; sleep 0.1; done
+    spis "rekey-$what"
+}
+rekey espgw ctl ike rekey ssw --child net
+rekey charon sw --rekey --child net
+echo "step 2 ok: CHILD_SA rekeyed by each side, no ping lost"
+
+# 2b. IKE SA rekey started by espgw: a new IKE SPI on both sides, the
+# CHILD_SA moved over to it, traffic unaffected.
+ike_spi() { ctl ike list --json | python3 -c 'import json,sys; print(" ".join(s["ike_sa"] for s in json.load(sys.stdin)["sas"]))'; }
+before=$(ike_spi)
+ctl ike rekey ssw >"$WORK/rekey-ike.log" 2>&1 || fail "ike rekey: $(cat "$WORK/rekey-ike.log")"
+for _ in $(seq 1 50); do
+    now=$(ike_spi)
+    if [ -n "$now" ] && [ "$now" != "$before" ] && [ "$(echo "$now" | wc -w)" = 1 ] &&
+        [ "$(sw --list-sas | grep -c ESTABLISHED)" = 1 ]; then break; fi
+    sleep 0.1
+done
+[ "$now" != "$before" ] || fail "IKE SA rekey: espgw kept IKE SA $before"
+ping_all a-to-b-ike-rekey 5 in_a ping 10.2.0.10
+spis ike-rekey
+echo "step 2b ok: IKE SA rekeyed ($before -> $now), CHILD_SA kept, pings"
+
+# 3. charon initiates.
+ctl ike terminate ssw >"$WORK/terminate.log" 2>&1 || fail "ike terminate: $(cat "$WORK/terminate.log")"
+for _ in $(seq 1 50); do sw --list-sas | grep -q ESTABLISHED || break; sleep 0.1; done
+sw --list-sas | grep -q ESTABLISHED && fail "charon still has the IKE SA after espgw's terminate"
+sw --initiate --child net >"$WORK/initiate.log" 2>&1 || fail "swanctl --initiate: $(tail -5 "$WORK/initiate.log")"
+wait_up "charon initiates"
+wait_ping "charon initiates"
+ping_all a-to-b-2 5 in_a ping 10.2.0.10
+ping_all b-to-a-2 5 in_b ping 10.1.0.10
+spis responder
+echo "step 3 ok: charon initiated, pings both ways, SPIs agree"
+
+# 4. Dead peer: charon killed (no Delete); espgw's DPD removes the SAs.
+charon_stop KILL
+for _ in $(seq 1 150); do
+    ctl ike list --json | grep -q '"in_spi"' || break
+    sleep 0.2
+done
+ctl ike list --json | grep -q '"in_spi"' && fail "DPD: espgw still has the CHILD_SA 30 s after charon died"
+ctl sa list --json >"$WORK/sa-dead.json"
+python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["sas"]; sys.exit(1 if any(x["tunnel"].startswith("ssw/") and x["dir"]=="out" for x in s) else 0)' "$WORK/sa-dead.json" ||
+    fail "DPD: an outbound SA is left: $(cat "$WORK/sa-dead.json")"
+ctl stats --json >"$WORK/stats-dead0.json"
+# Anything with the hosts' addresses in clear on the middle link (charon's
+# kernel answers espgw's DPD checks with ICMP port unreachable: not ours).
+capture_start "$P-gwa" gwa-unprot "$WORK/dead.pcap" net 10.0.0.0/8
+in_a ping -c 3 -i 0.2 -W 1 10.2.0.10 >"$WORK/ping-dead.log" 2>&1 && fail "DPD: a ping got through with no SA"
+sleep 0.3
+captures_stop
+leaked=$(tcpdump -r "$WORK/dead.pcap" -nn 2>/dev/null | wc -l)
+[ "$leaked" -eq 0 ] || fail "DPD: $leaked packets of the hosts left espgw in clear with the SAs gone"
+ctl stats --json >"$WORK/stats-dead1.json"
+python3 - "$WORK/stats-dead0.json" "$WORK/stats-dead1.json" <<'PY' || fail "DPD: the dropped pings are not counted"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+def drops(s):
+    d = s.get("drops") or s.get("dataplane", {}).get("drops", {})
+    return sum(v for k, v in d.items() if k in ("no_policy", "sa_expired", "policy_discard"))
+n = drops(b) - drops(a)
+assert n >= 3, (drops(a), drops(b), b)
+print("dropped with the SAs gone:", n)
+PY
+echo "step 4a ok: DPD removed the SAs, traffic dropped and counted, none in clear"
+charon_start
+wait_up "after charon's restart"
+wait_ping "after charon's restart"
+ping_all a-to-b-3 5 in_a ping 10.2.0.10
+spis restarted
+echo "step 4b ok: the tunnel came back by itself"
+
+# SIGTERM: espgw deletes its IKE SA before it exits.
+kill -TERM "$GW"
+wait "$GW" || fail "espgw did not exit with status 0 on SIGTERM"
+GW_PIDS=()
+for _ in $(seq 1 30); do sw --list-sas | grep -q ESTABLISHED || break; sleep 0.1; done
+sw --list-sas | grep -q ESTABLISHED && fail "SIGTERM: charon still has the IKE SA (no Delete from espgw)"
+python3 - "$WORK/a.json" <<'PY' || fail "stats JSON"
+import json, sys
+s = json.load(open(sys.argv[1]))
+t = s["totals"]
+assert t["balanced"], t
+assert t["ike_punted"] > 0 and t["ike_sent"] > 0, t
+sas = {(x["tunnel"], x["dir"]): x for x in s["sas"]}
+assert sas[("manual", "out")]["spi"] == 0x5001 and sas[("manual", "out")]["packets"] >= 3, sas
+for r in ("punt_full", "punt_too_big"):
+    assert s["drops"].get(r, 0) == 0, (r, s["drops"])
+print("espgw: ike_punted", t["ike_punted"], "ike_sent", t["ike_sent"], "drops", {k: v for k, v in s["drops"].items() if v})
+PY
+echo "step 5 ok: Delete on SIGTERM, counters"
+
+# 6. IPv6 outer (and inner): espgw again, with a connection over IPv6, in
+# pipeline mode (an I/O lcore steering to two workers, which punt and send).
+sed -e 's#^address = "192.0.2.1/24"#address = "2001:db8::1/64"#' \
+    -e 's#^address = "10.1.0.1/24"#address = ["10.1.0.1/24", "fd00:1::1/64"]#' \
+    -e 's#^local = "192.0.2.1"#local = "2001:db8::1"#' -e 's#^remote = "192.0.2.2"#remote = "2001:db8::2"#' \
+    -e 's#^local_ts = \["10.1.0.0/24"\]#local_ts = ["fd00:1::/64"]#' -e 's#^remote_ts = \["10.2.0.0/24"\]#remote_ts = ["fd00:2::/64"]#' \
+    -e 's#^name = "net"#name = "net6"#' -e "s#state-a#state-a6#" \
+    -e 's#^workers = 1 .*#workers = 2#' -e 's#^mode = "run-to-completion"#mode = "pipeline"#' "$WORK/a-conn.toml" >"$WORK/a6.toml"
+chmod 600 "$WORK/a6.toml"
+grep -q '2001:db8::1/64' "$WORK/a6.toml" && grep -q 'fd00:2::/64' "$WORK/a6.toml" && grep -q '^mode = "pipeline"' "$WORK/a6.toml" || fail "IPv6 config not derived: $(cat "$WORK/a6.toml")"
+"$ESPGW" check --config "$WORK/a6.toml" >"$WORK/check6.log" 2>&1 || fail "espgw check (IPv6): $(cat "$WORK/check6.log")"
+ip netns exec "$P-gwa" "$ESPGW" run --config "$WORK/a6.toml" --stats-json "$WORK/a6.json" >"$WORK/a6.log" 2>&1 &
+GW_PIDS+=($!)
+GW=${GW_PIDS[0]}
+wait_up "IPv6"
+for _ in $(seq 1 20); do in_a ping -6 -c1 -W1 fd00:2::10 >/dev/null 2>&1 && break; done
+ping_all a-to-b-6 5 in_a ping -6 fd00:2::10
+ping_all b-to-a-6 5 in_b ping -6 fd00:1::10
+spis ipv6 espgw6
+grep -q 'udp_encap=True' "$WORK/spis-ipv6.log" || fail "IPv6: the CHILD_SA is not in UDP (kernel-libipsec needs it)"
+kill -TERM "$GW"
+wait "$GW" || fail "espgw (IPv6) did not exit with status 0 on SIGTERM"
+GW_PIDS=()
+python3 - "$WORK/a6.json" <<'PY' || fail "stats JSON (IPv6, pipeline)"
+import json, sys
+s = json.load(open(sys.argv[1]))
+t = s["totals"]
+assert t["balanced"] and t["ike_punted"] > 0 and t["ike_sent"] > 0, t
+assert len(s["workers"]) >= 3, ("pipeline: two workers and the I/O lcore", len(s["workers"]))
+print("espgw (IPv6, pipeline):", len(s["workers"]), "lcores, ike_punted", t["ike_punted"], "ike_sent", t["ike_sent"])
+PY
+echo "step 6 ok: IPv6 outer, pipeline mode, pings both ways, SPIs agree"
+echo "PASS: IKEv2 with strongSwan: both initiators, rekeys both ways, DPD and recovery, Delete on SIGTERM, IPv6 outer"
