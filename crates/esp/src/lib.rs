@@ -40,6 +40,7 @@ pub mod outer;
 pub mod replay;
 #[cfg(test)]
 mod seq_tests;
+pub mod shared_replay;
 pub mod suite;
 #[cfg(test)]
 mod test_cipher;
@@ -54,5 +55,6 @@ pub use lifetime::Expiry;
 pub use outbound::OutboundSa;
 pub use outer::{locate_esp, EspLocation};
 pub use replay::{ReplayWindow, MAX_REPLAY_WINDOW};
+pub use shared_replay::SharedReplayWindow;
 pub use suite::Suite;
 pub use verdict::{DropCounts, DropReason, Reasons, SaStats, Verdict};
