@@ -97,7 +97,9 @@ run() {
 }
 
 # The summary of one `--tunnels 1` JSON: per layer, size and direction,
-# the loop Mpps of 1 and of N workers and the efficiency.
+# the loop Mpps of 1 and of N workers and the efficiency, and the median
+# stage cycles per packet of 1 and of N workers (what sharing the SA costs
+# each packet, less disturbed by preemption than the wall-clock rates).
 summary() {
     python3 - "$1" <<'PY'
 import json, sys
@@ -111,7 +113,9 @@ for row in rows:
     eff = row["efficiency"]
     print(f'{row["layer"]:7} {row["size"]:>5} {row["direction"]:8} tunnels {row["tunnels"]}'
           f' x1 {one["loop_mpps"]:7.3f} Mpps  x{row["workers"]} {row["loop_mpps"]:7.3f} Mpps'
-          f'  efficiency {eff if eff is None else f"{eff:.2f}"}  invalid {row["invalid"]}')
+          f'  efficiency {eff if eff is None else f"{eff:.2f}"}'
+          f'  cyc/pkt p50 x1 {one["cycles_per_packet_p50"]:.0f} x{row["workers"]} {row["cycles_per_packet_p50"]:.0f}'
+          f'  invalid {row["invalid"]}')
 PY
 }
 
