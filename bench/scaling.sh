@@ -8,6 +8,16 @@
 #       it loads (ldd, the dynamic loader included) and DPDK's mempool
 #       driver into DIR (about 10 MB; DIR should be git-ignored, e.g.
 #       target/scaling-pack, and named in the device tool's `carry`).
+#   bench/scaling.sh one-tunnel OUT [WORKERS...]
+#       here (or anywhere with ESPGW=path/to/espgw): one tunnel carried by
+#       all workers (`espgw bench --tunnels 1`, docs/multicore.md):
+#       aes128gcm16 at 64 and 1420 bytes, both directions, one run per N
+#       (default: 2 and every power of two up to the CPUs, 16 at most;
+#       each run also measures 1 worker, the efficiency's reference).
+#       Writes OUT/one-tunnel-N.json and .txt and prints per N the
+#       aggregate loop Mpps and the efficiency (N workers / N x 1 worker)
+#       of the engine and worker layers. With TUNNELS=1, `run` below does
+#       the same on the device machine.
 #   bench/scaling.sh run DIR OUT [WORKERS...]
 #       there: one `espgw bench --workers N` per N (default: 2 4 8 and all
 #       CPUs), aes128gcm16 at 64, 1420 and imix, both directions; writes
@@ -72,6 +82,11 @@ run() {
     local espgw=("$loader" --library-path "$dir/lib" "$dir/espgw")
     echo "machine: $cpus CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), commit $(cat "$dir/COMMIT")" |
         tee "$out/scaling.txt"
+    if [ -n "${TUNNELS:-}" ]; then
+        ESPGW_CMD=("${espgw[@]}")
+        one_tunnel_runs "$out" "${workers[@]}"
+        return
+    fi
     for n in "${workers[@]}"; do
         echo "== --workers $n" | tee -a "$out/scaling.txt"
         "${espgw[@]}" bench --suite aes128gcm16 --sizes 64,1420,imix --direction both \
@@ -81,8 +96,73 @@ run() {
     done
 }
 
+# The summary of one `--tunnels 1` JSON: per layer, size and direction,
+# the loop Mpps of 1 and of N workers and the efficiency, and the median
+# stage cycles per packet of 1 and of N workers (what sharing the SA costs
+# each packet, less disturbed by preemption than the wall-clock rates).
+summary() {
+    python3 - "$1" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+rows = r["results"]
+for row in rows:
+    if row["workers"] == 1 or row["layer"] not in ("engine", "worker"):
+        continue
+    one = next(x for x in rows if x["workers"] == 1 and all(
+        x[k] == row[k] for k in ("suite", "size", "direction", "layer")))
+    eff = row["efficiency"]
+    print(f'{row["layer"]:7} {row["size"]:>5} {row["direction"]:8} tunnels {row["tunnels"]}'
+          f' x1 {one["loop_mpps"]:7.3f} Mpps  x{row["workers"]} {row["loop_mpps"]:7.3f} Mpps'
+          f'  efficiency {eff if eff is None else f"{eff:.2f}"}'
+          f'  cyc/pkt p50 x1 {one["cycles_per_packet_p50"]:.0f} x{row["workers"]} {row["cycles_per_packet_p50"]:.0f}'
+          f'  invalid {row["invalid"]}')
+PY
+}
+
+one_tunnel_runs() {
+    local out=$1
+    shift
+    mkdir -p "$out"
+    local cpus
+    cpus=$(nproc)
+    local workers=("$@")
+    if [ ${#workers[@]} -eq 0 ]; then
+        for n in 2 4 8 16; do [ "$n" -le "$cpus" ] && workers+=("$n"); done
+        [ ${#workers[@]} -eq 0 ] && workers=(2)
+    fi
+    local seconds=${SECONDS_PER_LAYER:-0.5}
+    {
+        echo "machine: $cpus CPUs,$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
+        echo "flags: $(grep -m1 '^flags' /proc/cpuinfo | cut -d: -f2- | tr ' ' '\n' |
+            grep -E '^(avx2|avx512f|avx512vl|vaes|vpclmulqdq|aes|pclmulqdq|sha_ni|hypervisor)$' | tr '\n' ' ')"
+        echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+    } | tee -a "$out/one-tunnel.txt"
+    for n in "${workers[@]}"; do
+        local cmd=("${ESPGW_CMD[@]}" bench --suite aes128gcm16 --sizes 64,1420 --direction both
+            --workers "$n" --tunnels 1 --seconds "$seconds" --json "$out/one-tunnel-$n.json")
+        echo "== ${cmd[*]}" | tee -a "$out/one-tunnel.txt"
+        "${cmd[@]}" >"$out/one-tunnel-$n.txt" 2>&1 || { tail -5 "$out/one-tunnel-$n.txt"; exit 1; }
+        summary "$out/one-tunnel-$n.json" | tee -a "$out/one-tunnel.txt"
+    done
+    echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/one-tunnel.txt"
+}
+
+one_tunnel() {
+    local out=$1
+    shift
+    local bin=${ESPGW:-}
+    if [ -z "$bin" ]; then
+        cargo build --release --locked -q -p espgw
+        bin=$(cargo metadata --format-version 1 --no-deps |
+            python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/release/espgw
+    fi
+    ESPGW_CMD=("$bin")
+    one_tunnel_runs "$out" "$@"
+}
+
 case "${1:-}" in
 pack) [ $# -eq 2 ] || { echo "usage: $0 pack DIR" >&2; exit 2; }; pack "$2" ;;
+one-tunnel) [ $# -ge 2 ] || { echo "usage: $0 one-tunnel OUT [WORKERS...]" >&2; exit 2; }; shift; one_tunnel "$@" ;;
 run) [ $# -ge 3 ] || { echo "usage: $0 run DIR OUT [WORKERS...]" >&2; exit 2; }; shift; run "$@" ;;
-*) sed -n '2,20p' "$0" >&2; exit 2 ;;
+*) sed -n '2,30p' "$0" >&2; exit 2 ;;
 esac

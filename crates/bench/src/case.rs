@@ -28,6 +28,10 @@ pub struct CaseData {
     pub suite: Suite,
     pub direction: Direction,
     pub worker: usize,
+    /// The tunnel this worker carries (`worker % tunnels`).
+    pub tunnel: usize,
+    /// Whether other workers carry it too (one SA pair shared).
+    pub shared: bool,
     /// Distinct flows the packets cycle over.
     pub flows: usize,
     /// Inner IP packets (no Ethernet) our host sends (encrypt cases only):
@@ -92,12 +96,16 @@ impl CaseData {
         size: Size,
         direction: Direction,
         w: usize,
+        tunnels: usize,
         flows: usize,
     ) -> Result<Self, String> {
         let pattern = size.pattern();
-        let our_out = OutboundSa::new(&gw.outbound(w), 0).map_err(|e| e.to_string())?;
-        let far = gateway::far_frame(w);
-        let near = gateway::protected_frame(w);
+        let tunnels = tunnels.max(1);
+        // Worker w's packets are tunnel t's: its addresses and SAs.
+        let t = w % tunnels;
+        let our_out = OutboundSa::new(&gw.outbound(t), 0).map_err(|e| e.to_string())?;
+        let far = gateway::far_frame(t);
+        let near = gateway::protected_frame(t);
         // Each side's flows come from its own network, which the tunnel's
         // traffic selectors cover.
         let near_flows = Flows::new(flows, near.src_ip)?;
@@ -124,7 +132,7 @@ impl CaseData {
         // Decrypt: what the far host sends, encrypted by the peer gateway.
         let mut esp = Vec::new();
         if direction == Direction::Decrypt {
-            let peer = OutboundSa::new(&gw.peer_outbound(w), 0).map_err(|e| e.to_string())?;
+            let peer = OutboundSa::new(&gw.peer_outbound(t), 0).map_err(|e| e.to_string())?;
             // Whole bursts: a pass ends where a burst does.
             let count = pass_len(flows.max(DECRYPT_PASS), lcm(BURST, pattern.len()));
             check_memory(count, size.mean(), flows)?;
@@ -177,11 +185,13 @@ impl CaseData {
             suite,
             direction,
             worker: w,
+            tunnel: t,
+            shared: false,
             flows,
             inner,
             esp,
             esp_expect: EspExpect {
-                spi: gateway::out_spi(w),
+                spi: gateway::out_spi(t),
                 src: local,
                 dst: remote,
                 outer_lens: pattern.iter().map(|&n| n + our_out.overhead(n)).collect(),
@@ -208,7 +218,7 @@ impl CaseData {
     pub fn frames(&self) -> Vec<Template> {
         match self.direction {
             Direction::Encrypt => {
-                let a = gateway::protected_frame(self.worker);
+                let a = gateway::protected_frame(self.tunnel);
                 self.inner
                     .iter()
                     .map(|t| Template {
@@ -218,7 +228,7 @@ impl CaseData {
                     .collect()
             }
             Direction::Decrypt => {
-                let a = gateway::far_frame(self.worker);
+                let a = gateway::far_frame(self.tunnel);
                 self.esp
                     .iter()
                     .map(|t| Template {
@@ -251,7 +261,7 @@ mod tests {
     fn our_esp_passes_the_sink_and_the_peer_and_a_flipped_bit_does_not() {
         for suite in Suite::ALL {
             let gw = Gateway::new(suite, 2).unwrap();
-            let case = CaseData::new(&gw, suite, Size::Imix, Direction::Encrypt, 1, 64).unwrap();
+            let case = CaseData::new(&gw, suite, Size::Imix, Direction::Encrypt, 1, 8, 64).unwrap();
             let esp = encap(&gw, 1, &case.inner[7].bytes);
             assert_eq!(
                 check_esp(&esp, &case.esp_expect),
@@ -286,6 +296,7 @@ mod tests {
             Size::Fixed(100),
             Direction::Decrypt,
             0,
+            8,
             64,
         )
         .unwrap();
@@ -321,6 +332,7 @@ mod tests {
                 Size::Imix,
                 Direction::Encrypt,
                 0,
+                8,
                 flows,
             )
             .unwrap();
@@ -352,6 +364,7 @@ mod tests {
             Size::Fixed(64),
             Direction::Decrypt,
             0,
+            8,
             3000,
         )
         .unwrap();
@@ -379,6 +392,7 @@ mod tests {
             Size::Fixed(64),
             Direction::Encrypt,
             0,
+            8,
             50_002,
         )
         .unwrap();
@@ -402,6 +416,7 @@ mod tests {
             Size::Fixed(1420),
             Direction::Encrypt,
             0,
+            8,
             1_000_000,
         )
         .err()

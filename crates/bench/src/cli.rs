@@ -15,6 +15,8 @@ pub struct Args {
     /// "encrypt", "decrypt" or "both" (default).
     pub direction: Option<String>,
     pub workers: Option<usize>,
+    /// Tunnels the workers carry (default: one per worker).
+    pub tunnels: Option<usize>,
     pub seconds: Option<f64>,
     /// Distinct flows per worker (default 64).
     pub flows: Option<usize>,
@@ -42,6 +44,9 @@ impl Args {
         }
         if let Some(n) = self.workers {
             o.workers = options::check_workers(n)?;
+        }
+        if let Some(n) = self.tunnels {
+            o.tunnels = Some(options::check_tunnels(n)?);
         }
         if let Some(s) = self.seconds {
             o.seconds = options::check_seconds(s)?;

@@ -75,10 +75,14 @@ fn sa_keys(suite: Suite, spi: u32) -> String {
     }
 }
 
-/// The config text of the bench gateway for `suite` and `workers` tunnels.
+/// The anti-replay window of the bench tunnels.
+pub const REPLAY_WINDOW: u32 = 1024;
+
+/// The config text of the bench gateway for `suite` and `workers` tunnels
+/// with the given anti-replay window.
 /// MTU 9000: a 1500-byte inner packet is encapsulated, not answered with
 /// "fragmentation needed" (the case measures ESP, not PMTU handling).
-pub fn config_text(suite: Suite, workers: usize) -> String {
+pub fn config_text(suite: Suite, workers: usize, replay_window: u32) -> String {
     let mut t = format!(
         r#"default_action = "discard"
 [gateway]
@@ -118,7 +122,7 @@ remote = "{PEER_IP}"
 local_ts = ["10.1.0.0/24"]
 remote_ts = ["{}.{}.{}.0/24"]
 esp = "{}"
-replay_window = 1024
+replay_window = {}
 out = {}
 in = {}
 "#,
@@ -126,6 +130,7 @@ in = {}
             far[1],
             far[2],
             suite.name(),
+            replay_window,
             sa_keys(suite, out_spi(w)),
             sa_keys(suite, in_spi(w)),
         ));
@@ -180,17 +185,32 @@ impl Gateway {
         Self::build(suite, workers, false)
     }
 
+    /// Like [`Gateway::build`] with `tunnels` tunnels and anti-replay
+    /// window `replay_window` (0: off).
+    pub fn build_with(
+        suite: Suite,
+        tunnels: usize,
+        replay_window: u32,
+        persist_seq: bool,
+    ) -> Result<Gateway, String> {
+        let host = HostFacts {
+            cpus: tunnels.max(1),
+            check_permissions: false,
+        };
+        let text = config_text(suite, tunnels, replay_window);
+        let (config, _warnings) = espgw_control::parse_str(Path::new("bench.toml"), text, &host)
+            .map_err(|d| format!("bench gateway config rejected: {d:?}"))?;
+        Self::from_config(config, persist_seq)
+    }
+
     /// Like [`Gateway::new`]; with `persist_seq` the SAs are admitted
     /// through a fresh state directory and a running sequence keeper, as
     /// `espgw run` does, so the measurement includes their cost.
     pub fn build(suite: Suite, workers: usize, persist_seq: bool) -> Result<Gateway, String> {
-        let host = HostFacts {
-            cpus: workers.max(1),
-            check_permissions: false,
-        };
-        let (config, _warnings) =
-            espgw_control::parse_str(Path::new("bench.toml"), config_text(suite, workers), &host)
-                .map_err(|d| format!("bench gateway config rejected: {d:?}"))?;
+        Self::build_with(suite, workers, REPLAY_WINDOW, persist_seq)
+    }
+
+    fn from_config(config: Config, persist_seq: bool) -> Result<Gateway, String> {
         if persist_seq {
             return Self::persisted(config);
         }

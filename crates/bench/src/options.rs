@@ -79,6 +79,10 @@ pub struct Options {
     pub directions: Vec<Direction>,
     /// Workers of the scaled run; 1 means no scaling run.
     pub workers: usize,
+    /// Tunnels the workers carry: `None`, one per worker (each worker its
+    /// own SA pair); `Some(k)`, worker `w` carries tunnel `w % k`, so with
+    /// `Some(1)` every worker shares one SA pair (docs/multicore.md).
+    pub tunnels: Option<usize>,
     /// Measuring time per layer of each case.
     pub seconds: f64,
     /// Distinct flows (UDP 5-tuples) each worker's packets cycle over.
@@ -105,6 +109,7 @@ impl Default for Options {
                 .collect(),
             directions: vec![Direction::Encrypt, Direction::Decrypt],
             workers: 1,
+            tunnels: None,
             seconds: 0.5,
             flows: DEFAULT_FLOWS,
             persist_seq: false,
@@ -211,6 +216,21 @@ pub fn check_flows(n: usize) -> Result<usize, OptionError> {
     }
 }
 
+/// `--tunnels`: at least one.
+pub fn check_tunnels(n: usize) -> Result<usize, OptionError> {
+    if n >= 1 {
+        Ok(n)
+    } else {
+        Err(OptionError("--tunnels: at least 1".into()))
+    }
+}
+
+/// Tunnels a case with `workers` workers carries: one per worker unless
+/// `--tunnels` says fewer.
+pub fn tunnels_for(tunnels: Option<usize>, workers: usize) -> usize {
+    tunnels.map_or(workers, |t| t.min(workers)).max(1)
+}
+
 /// `--workers`: at least one.
 pub fn check_workers(n: usize) -> Result<usize, OptionError> {
     if n >= 1 {
@@ -260,6 +280,15 @@ mod tests {
         assert!(check_seconds(f64::NAN).is_err());
         assert_eq!(check_seconds(0.5).unwrap(), 0.5);
         assert!(check_workers(0).is_err());
+        assert!(check_tunnels(0).is_err());
+        assert_eq!(
+            [
+                tunnels_for(None, 4),
+                tunnels_for(Some(1), 4),
+                tunnels_for(Some(9), 2)
+            ],
+            [4, 1, 2]
+        );
         assert!(check_flows(0).is_err());
         assert!(check_flows(MAX_FLOWS + 1).is_err());
         assert_eq!(check_flows(1), Ok(1));

@@ -9,10 +9,10 @@ use dpdk::{lcore, Eal, Mempool, MBUF_HEADROOM, SOCKET_ANY};
 use espgw_esp::Suite;
 
 use crate::case::CaseData;
-use crate::gateway::Gateway;
+use crate::gateway::{self, Gateway};
 use crate::layers::{self, Ctx, Layer};
 use crate::machine::Machine;
-use crate::options::{Direction, Options, Size};
+use crate::options::{self, Direction, Options, Size};
 use crate::stats::{aggregate_rates, efficiency, merge, ratio_to_ceiling, Measured, Rates};
 
 /// Mbufs per worker pool: a burst in flight plus the mempool cache.
@@ -28,6 +28,10 @@ pub struct Row {
     pub size: Size,
     pub direction: Direction,
     pub workers: usize,
+    /// Tunnels the workers carried (worker w: tunnel w % tunnels).
+    pub tunnels: usize,
+    /// Anti-replay window of the tunnels (0: off; see [`replay_window`]).
+    pub replay_window: u32,
     /// Distinct flows per worker.
     pub flows: usize,
     pub layer: Layer,
@@ -132,6 +136,7 @@ pub fn run(opts: &Options) -> Result<Report, String> {
     } else {
         vec![1]
     };
+    let replay_window = replay_window(opts);
     let total = opts.suites.len() * opts.sizes.len() * opts.directions.len() * counts.len();
     let mut rows: Vec<Row> = Vec::new();
     let mut done = 0;
@@ -148,6 +153,8 @@ pub fn run(opts: &Options) -> Result<Report, String> {
                         size,
                         direction,
                         workers: n,
+                        tunnels: options::tunnels_for(opts.tunnels, n),
+                        replay_window,
                         seconds: opts.seconds,
                         flows: opts.flows,
                         persist_seq: opts.persist_seq,
@@ -196,6 +203,20 @@ fn progress(done: usize, total: usize, suite: Suite, size: Size, dir: Direction,
     let _ = std::io::stderr().flush();
 }
 
+/// The bench tunnels' anti-replay window: off when workers share a tunnel.
+/// Each worker replays its own pre-encrypted packets, pass after pass, and
+/// starts a fresh window at each pass; workers sharing one inbound SA
+/// cannot (one worker's reset would refuse the other's numbers), so the
+/// shared-tunnel cases run without the window, the one-worker rows of
+/// the same run too so that the efficiency compares like with like.
+pub fn replay_window(opts: &Options) -> u32 {
+    if options::tunnels_for(opts.tunnels, opts.workers) < opts.workers {
+        0
+    } else {
+        gateway::REPLAY_WINDOW
+    }
+}
+
 /// One case and how to measure it.
 #[derive(Debug, Clone, Copy)]
 struct CaseSpec {
@@ -203,6 +224,8 @@ struct CaseSpec {
     size: Size,
     direction: Direction,
     workers: usize,
+    tunnels: usize,
+    replay_window: u32,
     /// Measuring time per layer.
     seconds: f64,
     flows: usize,
@@ -227,7 +250,12 @@ fn run_case(
     cores: &[core_affinity::CoreId],
 ) -> Result<Vec<(Layer, Vec<Measured>)>, String> {
     let n = spec.workers;
-    let gw = Gateway::build(spec.suite, n, spec.persist_seq)?;
+    let gw = Gateway::build_with(
+        spec.suite,
+        spec.tunnels,
+        spec.replay_window,
+        spec.persist_seq,
+    )?;
     let barrier = Barrier::new(n);
     let results: Vec<Result<Vec<Measured>, String>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..n)
@@ -284,7 +312,19 @@ fn worker_thread(
 /// each slice started together with the other workers.
 fn measure_layers(spec: CaseSpec, env: &WorkerEnv<'_>) -> Result<Vec<Measured>, String> {
     let gw = env.gateway;
-    let case = CaseData::new(gw, spec.suite, spec.size, spec.direction, env.w, spec.flows);
+    let case = CaseData::new(
+        gw,
+        spec.suite,
+        spec.size,
+        spec.direction,
+        env.w,
+        spec.tunnels,
+        spec.flows,
+    )
+    .map(|mut case| {
+        case.shared = spec.tunnels < spec.workers;
+        case
+    });
     let slices = layers::slices(spec.seconds);
     let slice = spec.seconds / slices as f64;
     let mut measured: Vec<Measured> = Layer::ALL.iter().map(|_| Measured::new()).collect();
@@ -353,6 +393,8 @@ fn rows_of_case(
                 size,
                 direction,
                 workers: n,
+                tunnels: spec.tunnels,
+                replay_window: spec.replay_window,
                 flows: spec.flows,
                 layer,
                 rates,

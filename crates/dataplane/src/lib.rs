@@ -17,6 +17,7 @@ pub mod pool;
 pub mod ports;
 pub mod ratelimit;
 pub mod reason;
+pub mod reorder;
 pub mod route;
 pub mod stats;
 pub mod steer;

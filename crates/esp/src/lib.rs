@@ -17,6 +17,9 @@
 //! * [`InboundSa::decap_burst`]`(&mut self, pkts, verdicts, now)`: the
 //!   replay window is per-SA mutable state; own it from one core or lock it
 //!   per burst. [`locate_esp`] gives the SPI for the SA lookup first.
+//! * [`SharedReplayWindow`]: the anti-replay window several workers check
+//!   and update at once without a lock (one tunnel decrypted on several
+//!   cores, docs/multicore.md); not used by `InboundSa` yet.
 //! * Each packet gets a [`Verdict`]: `Forward` or `Drop(`[`DropReason`]`)`,
 //!   whose `name()` is the stable metrics key. Per-SA totals: `stats()`.
 //! * Lifetimes: the control plane polls `expiry(now)` ([`Expiry`]: soft =
@@ -40,6 +43,7 @@ pub mod outer;
 pub mod replay;
 #[cfg(test)]
 mod seq_tests;
+pub mod shared_replay;
 pub mod suite;
 #[cfg(test)]
 mod test_cipher;
@@ -54,5 +58,6 @@ pub use lifetime::Expiry;
 pub use outbound::OutboundSa;
 pub use outer::{locate_esp, EspLocation};
 pub use replay::{ReplayWindow, MAX_REPLAY_WINDOW};
+pub use shared_replay::SharedReplayWindow;
 pub use suite::Suite;
 pub use verdict::{DropCounts, DropReason, Reasons, SaStats, Verdict};

@@ -91,34 +91,7 @@ impl ReplayWindow {
     /// Appendix A. `None` when the guess would fall before sequence number 0
     /// or past 2^64 - 1 (such a packet can only be a replay or a forgery).
     pub fn infer_esn(&self, seq_lo: u32) -> Option<u64> {
-        let w = if self.size == 0 {
-            INFERENCE_WINDOW_WHEN_OFF
-        } else {
-            self.size
-        };
-        let tl = self.top & 0xFFFF_FFFF;
-        let th = self.top >> 32;
-        let s = u64::from(seq_lo);
-        let hi = if tl >= w - 1 {
-            // Case A: the window lies within one 2^32 subspace.
-            if s >= tl - (w - 1) {
-                th
-            } else {
-                th.checked_add(1)?
-            }
-        } else {
-            // Case B: the window spans the boundary below Tl.
-            let bottom = tl.wrapping_sub(w - 1) & 0xFFFF_FFFF;
-            if s >= bottom {
-                th.checked_sub(1)?
-            } else {
-                th
-            }
-        };
-        if hi > 0xFFFF_FFFF {
-            return None;
-        }
-        Some((hi << 32) | s)
+        infer_esn(self.size, self.top, seq_lo)
     }
 
     /// Before decryption: could `seq` be new? Never changes state.
@@ -176,6 +149,39 @@ impl ReplayWindow {
             self.words[((old_word + i) & (len - 1)) as usize] = 0;
         }
     }
+}
+
+/// RFC 4303 Appendix A for a window of `size` packets (0: anti-replay
+/// off) whose highest authenticated number is `top`.
+pub(crate) fn infer_esn(size: u64, top: u64, seq_lo: u32) -> Option<u64> {
+    let w = if size == 0 {
+        INFERENCE_WINDOW_WHEN_OFF
+    } else {
+        size
+    };
+    let tl = top & 0xFFFF_FFFF;
+    let th = top >> 32;
+    let s = u64::from(seq_lo);
+    let hi = if tl >= w - 1 {
+        // Case A: the window lies within one 2^32 subspace.
+        if s >= tl - (w - 1) {
+            th
+        } else {
+            th.checked_add(1)?
+        }
+    } else {
+        // Case B: the window spans the boundary below Tl.
+        let bottom = tl.wrapping_sub(w - 1) & 0xFFFF_FFFF;
+        if s >= bottom {
+            th.checked_sub(1)?
+        } else {
+            th
+        }
+    };
+    if hi > 0xFFFF_FFFF {
+        return None;
+    }
+    Some((hi << 32) | s)
 }
 
 #[cfg(test)]

@@ -51,6 +51,10 @@ pub enum Command {
         /// the N rows show the scaling efficiency (default 1).
         #[arg(long, value_name = "N")]
         workers: Option<usize>,
+        /// Tunnels the workers carry: worker w carries tunnel w % N; with 1,
+        /// all workers share one SA pair (default: one tunnel per worker).
+        #[arg(long, value_name = "N")]
+        tunnels: Option<usize>,
         /// Measuring time per layer of each case (default 0.5).
         #[arg(long, value_name = "S")]
         seconds: Option<f64>,

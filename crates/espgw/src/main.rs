@@ -27,6 +27,7 @@ fn main() -> ExitCode {
             sizes,
             direction,
             workers,
+            tunnels,
             seconds,
             flows,
             persist_seq,
@@ -38,6 +39,7 @@ fn main() -> ExitCode {
             direction: clap::ValueEnum::to_possible_value(&direction)
                 .map(|v| v.get_name().to_string()),
             workers,
+            tunnels,
             seconds,
             flows,
             persist_seq,

@@ -41,8 +41,8 @@ pub fn esp_plaintext(suite: Suite, spi: u32, inner: &[u8]) -> Vec<u8> {
 /// The cipher stage of `ctx`'s case.
 pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
     let case = ctx.case;
-    let gw_cfg_out = ctx.gateway.outbound(case.worker);
-    let gw_cfg_in = ctx.gateway.inbound(case.worker);
+    let gw_cfg_out = ctx.gateway.outbound(case.tunnel);
+    let gw_cfg_in = ctx.gateway.inbound(case.tunnel);
     let suite = case.suite;
     let payload_at = 8 + suite.iv_len();
     let (templates, c): (Vec<Template>, Box<dyn EspCipher>) = match case.direction {

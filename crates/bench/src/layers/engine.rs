@@ -1,12 +1,17 @@
 //! The ESP engine alone: `OutboundSa::encap_burst` on inner IP packets, or
 //! `InboundSa::decap_burst` on outer ESP packets, in mbufs, one burst per
-//! call, with the SA the gateway config gives this worker's tunnel.
+//! call, with the SA the gateway config gives this worker's tunnel: its
+//! own copy when the worker alone carries the tunnel, the gateway's (the
+//! one `espgw run`'s workers would share) when several workers do.
+
+use std::sync::{Arc, Mutex};
 
 use dpdk::{Burst, Mbuf};
 use espgw_esp::{InboundSa, OutboundSa, Verdict};
 use espgw_wire::PacketBuf;
 
 use super::{free_bulk, record_burst, tsc, BurstCycles, Ctx, Step, PEER_CHECK_EVERY};
+use crate::gateway;
 use crate::generator::{Generator, BURST};
 use crate::options::Direction;
 use crate::sink::{check_esp, check_inner, Invalid, PeerDecrypt};
@@ -15,16 +20,26 @@ use crate::stats::Measured;
 /// The engine stage of `ctx`'s case.
 pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
     let case = ctx.case;
-    let w = case.worker;
+    let t = case.tunnel;
     let mut pkts: Vec<Mbuf> = Vec::with_capacity(BURST);
     let mut staging: Burst<BURST> = Burst::new();
     let mut verdicts = [Verdict::default(); BURST];
     match case.direction {
         Direction::Encrypt => {
-            let sa = OutboundSa::new(&ctx.gateway.outbound(w), 0).map_err(|e| e.to_string())?;
+            let sa: Arc<OutboundSa> = if case.shared {
+                let tables = &ctx.gateway.tables;
+                tables
+                    .tunnels()
+                    .filter_map(|e| e.out.as_ref())
+                    .find(|sa| sa.spi() == gateway::out_spi(t))
+                    .cloned()
+                    .ok_or("bench gateway: no outbound SA for the shared tunnel")?
+            } else {
+                Arc::new(OutboundSa::new(&ctx.gateway.outbound(t), 0).map_err(|e| e.to_string())?)
+            };
             let mut gen = Generator::new(case.inner.clone());
             let mut peer = PeerDecrypt::new(
-                &ctx.gateway.peer_inbound(w),
+                &ctx.gateway.peer_inbound(t),
                 case.sent_expect.clone(),
                 PEER_CHECK_EVERY,
             )?;
@@ -63,20 +78,38 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
             }))
         }
         Direction::Decrypt => {
-            let cfg = ctx.gateway.inbound(w);
-            let mut sa = InboundSa::new(&cfg, 0).map_err(|e| e.to_string())?;
+            let cfg = ctx.gateway.inbound(t);
+            let sa: Arc<Mutex<InboundSa>> = if case.shared {
+                // As the data plane shares it today: locked per burst. The
+                // shared cases run with the window off (runner::replay_window),
+                // so nothing is reset when the packets start over.
+                let tables = &ctx.gateway.tables;
+                let (_, _, sa) = tables
+                    .sad
+                    .inbound(gateway::in_spi(t), gateway::GW_UNPROT_IP.into())
+                    .and_then(|i| tables.inbound_sa(i))
+                    .ok_or("bench gateway: no inbound SA for the shared tunnel")?;
+                Arc::clone(sa)
+            } else {
+                Arc::new(Mutex::new(
+                    InboundSa::new(&cfg, 0).map_err(|e| e.to_string())?,
+                ))
+            };
             let mut gen = Generator::new(case.esp.clone());
             Ok(Box::new(move |m: &mut Measured, record: bool| {
                 let f0 = tsc();
                 let wrapped = gen.fill(ctx.pool, &mut pkts)?;
                 let filled = tsc() - f0;
-                if wrapped {
+                if wrapped && !case.shared {
                     // The same sequence numbers again: a fresh window (not
                     // timed: a real peer's sequence numbers just go on).
-                    sa = InboundSa::new(&cfg, 0).map_err(|e| e.to_string())?;
+                    let fresh = InboundSa::new(&cfg, 0).map_err(|e| e.to_string())?;
+                    *sa.lock().map_err(|_| "inbound SA lock poisoned")? = fresh;
                 }
                 let t0 = tsc();
-                sa.decap_burst(&mut pkts, &mut verdicts, 0);
+                sa.lock()
+                    .map_err(|_| "inbound SA lock poisoned")?
+                    .decap_burst(&mut pkts, &mut verdicts, 0);
                 let t1 = tsc();
                 if record {
                     for (p, v) in pkts.iter().zip(&verdicts) {

@@ -37,6 +37,7 @@ impl BufPool<Mbuf> for PoolSource {
 pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
     let case = ctx.case;
     let w = case.worker;
+    let t = case.tunnel;
     let tables = std::sync::Arc::clone(&ctx.gateway.tables);
     let ports = ctx.gateway.net.ports.len();
     let mut worker = Worker::new(
@@ -53,11 +54,11 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
     let mut sent: Vec<(usize, Mbuf)> = Vec::with_capacity(4 * BURST);
     let mut staging: Burst<BURST> = Burst::new();
     let mut gen = Generator::new(case.frames());
-    let in_cfg = ctx.gateway.inbound(w);
+    let in_cfg = ctx.gateway.inbound(t);
     let tables = &ctx.gateway.tables;
     let (_, _, inbound) = tables
         .sad
-        .inbound(gateway::in_spi(w), gateway::GW_UNPROT_IP.into())
+        .inbound(gateway::in_spi(t), gateway::GW_UNPROT_IP.into())
         .and_then(|i| tables.inbound_sa(i))
         .ok_or("bench gateway: no inbound SA for the worker's SPI")?;
     let inbound = std::sync::Arc::clone(inbound);
@@ -66,7 +67,7 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
         Direction::Decrypt => (UNPROTECTED, PROTECTED),
     };
     let mut peer = PeerDecrypt::new(
-        &ctx.gateway.peer_inbound(w),
+        &ctx.gateway.peer_inbound(t),
         case.sent_forwarded_expect.clone(),
         PEER_CHECK_EVERY,
     )?;
@@ -75,10 +76,11 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
         let f0 = tsc();
         let wrapped = gen.fill(ctx.pool, &mut pkts)?;
         let filled = tsc() - f0;
-        if wrapped && case.direction == Direction::Decrypt {
+        if wrapped && case.direction == Direction::Decrypt && !case.shared {
             // The same sequence numbers again: a fresh window for this
             // worker's own tunnel (no other worker uses it). Not timed: a
-            // real peer's sequence numbers just go on.
+            // real peer's sequence numbers just go on. A shared tunnel runs
+            // with the window off instead (runner::replay_window).
             let fresh = InboundSa::new(&in_cfg, 0).map_err(|e| e.to_string())?;
             *inbound.lock().map_err(|_| "inbound SA lock poisoned")? = fresh;
         }

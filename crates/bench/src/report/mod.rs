@@ -32,6 +32,8 @@ mod tests {
             size: Size::Fixed(64),
             direction: Direction::Encrypt,
             workers: 1,
+            tunnels: 1,
+            replay_window: 1024,
             flows: 64,
             layer,
             rates,

@@ -46,6 +46,17 @@ pub fn render(report: &Report) -> String {
         crate::flows::FIRST_PORT,
         crate::flows::DST_PORT,
     );
+    if let Some(t) = report.options.tunnels {
+        let _ = writeln!(
+            s,
+            "{t} tunnel{} shared by the workers (worker w carries tunnel w % {t}); anti-replay window {}\n",
+            if t == 1 { "" } else { "s" },
+            match crate::runner::replay_window(&report.options) {
+                0 => "off (shared inbound SAs; see docs/multicore.md)".to_string(),
+                n => n.to_string(),
+            },
+        );
+    }
     for suite in &report.options.suites {
         let _ = writeln!(
             s,
