@@ -580,3 +580,129 @@ fn acquire_initiates_once_and_is_rate_limited() {
     assert_eq!(a.driver.metrics().initiated, 1);
     assert_eq!(a.driver.metrics().acquires_ignored, 2);
 }
+
+/// The engine's test certificates (crates/ike/testdata/certs, made by
+/// strongSwan's pki with make.sh there): valid 2020 to 2070, so the
+/// drivers' system clock (the default) accepts them.
+fn cert_file(name: &str) -> String {
+    format!(
+        "{}/../ike/testdata/certs/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+/// Gateway `me` with certificates: gw1 is a.example (its identity the
+/// default, the certificate's subject DN), gw2 b.example (local_id its
+/// dNSName); each names the other's identity and trusts `ca`.
+fn cert_gw(me: u8, ca: &str, extra: &str) -> Gw {
+    if me == 1 {
+        cert_gw_with(1, "a", &[ca], "b.example", "", extra)
+    } else {
+        cert_gw_with(
+            2,
+            "b",
+            &[ca],
+            "C=CH, O=espgw test, CN=a.example",
+            "local_id = \"b.example\"\n",
+            extra,
+        )
+    }
+}
+
+fn cert_gw_with(
+    me: u8,
+    name: &str,
+    cas: &[&str],
+    peer_id: &str,
+    local_id: &str,
+    extra: &str,
+) -> Gw {
+    let cas: Vec<String> = cas
+        .iter()
+        .map(|c| format!("\"{}\"", cert_file(c)))
+        .collect();
+    let peer = 3 - me;
+    let conn = format!(
+        "\n[[connection]]\nname = \"c\"\nlocal = \"192.0.2.{me}\"\nremote = \"192.0.2.{peer}\"\n\
+         {local_id}remote_id = \"{peer_id}\"\nauth = \"pubkey\"\ncert = \"{}\"\nkey = \"{}\"\n\
+         cacerts = [{}]\nproposals = [\"aes128gcm16-prfsha256-x25519\"]\n{extra}\n\
+         [[connection.child]]\nname = \"net\"\nlocal_ts = [\"10.{me}.0.0/24\"]\n\
+         remote_ts = [\"10.{peer}.0.0/24\"]\nesp_proposals = [\"aes128gcm16-x25519\"]\n",
+        cert_file(&format!("{name}.crt")),
+        cert_file(&format!("{name}.key")),
+        cas.join(", "),
+    );
+    let mut g = GatewayToml::demo(me).default_action("discard");
+    g.tunnels.clear();
+    let cfg = config(g.extra(&conn).render());
+    Gw {
+        me,
+        driver: IkeDriver::new(&cfg.connections, engine_config(), SystemRandom::new()).unwrap(),
+        mgr: SaManager::with_control_tables(&cfg, 0).unwrap(),
+        wire: MemoryTransport::default(),
+    }
+}
+
+#[test]
+fn certificates_authenticate_both_ways_with_the_system_clock() {
+    let _ = logs();
+    let mut a = cert_gw(1, "ca.crt", "start_action = \"start\"");
+    let mut b = cert_gw(2, "ca.crt", "");
+    let now = 1_000;
+    a.driver.start(now, &mut a.mgr);
+    pump(&mut a, &mut b, now, None);
+    assert!(a.has_tunnel() && b.has_tunnel());
+    assert!(packet_passes(&a, &b, now) && packet_passes(&b, &a, now));
+    for g in [&a, &b] {
+        let m = g.driver.metrics();
+        assert_eq!((m.handshakes, m.auth_failures), (1, 0), "gw{}: {m:?}", g.me);
+    }
+    let logs = logs().lock().unwrap().join("\n");
+    assert!(!logs.contains("PRIVATE KEY"));
+}
+
+#[test]
+fn a_certificate_from_an_untrusted_ca_is_an_authentication_failure() {
+    // gw1's certificate is from a CA gw2 does not trust (the config
+    // checks our own certificate against cacerts, so gw1 trusts both).
+    let mut a = cert_gw_with(
+        1,
+        "stranger",
+        &["other-ca.crt", "ca.crt"],
+        "b.example",
+        "",
+        "start_action = \"start\"",
+    );
+    let mut b = cert_gw_with(2, "b", &["ca.crt"], "stranger.example", "", "");
+    let now = 1_000;
+    a.driver.start(now, &mut a.mgr);
+    pump(&mut a, &mut b, now, None);
+    assert!(!a.has_tunnel() && !b.has_tunnel());
+    let (ma, mb) = (a.driver.metrics(), b.driver.metrics());
+    assert_eq!(mb.auth_failures, 1, "gw2 refused gw1's certificate: {mb:?}");
+    assert_eq!(ma.auth_failures, 1, "{ma:?}");
+    assert_eq!(ma.auth_rejected_by_peer, 1, "gw1 was told: {ma:?}");
+    assert_eq!(mb.handshakes + ma.handshakes, 0);
+    let mut prom = String::new();
+    b.driver.metrics().prometheus("gw-2", &mut prom);
+    assert!(
+        prom.lines()
+            .any(|l| l == "espgw_ike_auth_failures_total{gateway=\"gw-2\"} 1"),
+        "{prom}"
+    );
+    assert!(a.driver.list(now).is_empty() && b.driver.list(now).is_empty());
+}
+
+#[test]
+fn certificate_validity_follows_the_unix_time_the_driver_is_given() {
+    // In 2071 both certificates have expired: gw2 refuses gw1's.
+    let mut a = cert_gw(1, "ca.crt", "start_action = \"start\"");
+    let mut b = cert_gw(2, "ca.crt", "");
+    let now = 1_000;
+    let year_2071_ms = 3_187_296_000_000;
+    b.driver.set_unix_time(now, year_2071_ms);
+    a.driver.start(now, &mut a.mgr);
+    pump(&mut a, &mut b, now, None);
+    assert!(!a.has_tunnel() && !b.has_tunnel());
+    assert_eq!(b.driver.metrics().auth_failures, 1);
+}

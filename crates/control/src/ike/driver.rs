@@ -12,7 +12,6 @@ use espgw_ike::engine::{
     AuthFailure, ChildSa, Connection as EngineConnection, ConnectionId, Engine, EngineConfig,
     Event, FailReason, IkeSaId, Time, Transmit,
 };
-use espgw_ike::message::Identification;
 use tracing::{info, warn};
 
 use super::selectors;
@@ -131,6 +130,11 @@ pub struct IkeDriver<R: RandomSource> {
     /// The datagram being handled is a response: a CHILD_SA installed now
     /// comes from an exchange we started.
     in_response: bool,
+    /// The engine's UNIX time follows the system clock (no
+    /// `unix_time_at_zero_ms` was configured, no [`IkeDriver::set_unix_time`]
+    /// was called): set again with each datagram, so a stepped clock is
+    /// followed too.
+    system_clock: bool,
 }
 
 /// Whether an IKE datagram is a response (the R flag of the IKE header,
@@ -138,14 +142,6 @@ pub struct IkeDriver<R: RandomSource> {
 fn is_response(payload: &[u8], nat_t: bool) -> bool {
     let off = if nat_t { 4 } else { 0 };
     payload.get(off + 19).is_some_and(|flags| flags & 0x20 != 0)
-}
-
-fn ike_id(id: &IkeId) -> Identification {
-    match id {
-        IkeId::Ip(a) => Identification::ip(*a),
-        IkeId::Fqdn(s) => Identification::fqdn(s),
-        IkeId::Email(s) => Identification::email(s),
-    }
 }
 
 fn unspecified(like: IpAddr) -> IpAddr {
@@ -161,7 +157,10 @@ fn engine_connection(
     child: &Child,
     ike_port: u16,
 ) -> Result<EngineConnection, IkeError> {
-    let IkeAuth::Psk(psk) = &c.auth;
+    let psk: &[u8] = match &c.auth {
+        IkeAuth::Psk(psk) => psk.expose(),
+        IkeAuth::PubKey(_) => &[],
+    };
     let ts = |v: &[crate::config::net::Prefix]| -> Vec<String> {
         v.iter().map(|p| p.to_string()).collect()
     };
@@ -172,15 +171,27 @@ fn engine_connection(
         &c.name,
         SocketAddr::new(c.local, ike_port),
         SocketAddr::new(c.remote.unwrap_or_else(|| unspecified(c.local)), ike_port),
-        ike_id(&c.local_id),
-        c.remote_id.as_ref().map(ike_id),
-        psk.expose(),
+        c.local_id.identification(),
+        c.remote_id.as_ref().map(IkeId::identification),
+        psk,
         &c.proposals_string(),
         &child.esp_proposals_string(),
         &l,
         &r,
     )
+    .and_then(|e| match &c.auth {
+        IkeAuth::Psk(_) => Ok(e),
+        IkeAuth::PubKey(p) => e.with_certificates(p.cert.clone(), p.key.clone(), p.cacerts.clone()),
+    })
     .map_err(|e| IkeError(format!("connection {:?}: {e}", c.name)))
+}
+
+/// The UNIX time in milliseconds from the system clock: the engine reads
+/// no clock, certificates' validity is checked against this.
+fn system_unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// An IKE suite as strongSwan's `swanctl --list-sas` prints it
@@ -259,6 +270,7 @@ impl<R: RandomSource> IkeDriver<R> {
             engine_config.fragmentation = c.fragmentation;
         }
         let nat_t_port = engine_config.nat_t_port;
+        let system_clock = engine_config.unix_time_at_zero_ms.is_none();
         let mut engine = Engine::new(engine_config, rng);
         let mut conns = Vec::new();
         for c in connections {
@@ -289,7 +301,21 @@ impl<R: RandomSource> IkeDriver<R> {
             metrics: IkeMetrics::default(),
             nat_t_port,
             in_response: false,
+            system_clock,
         })
+    }
+
+    /// Fixes the UNIX time certificates are checked against: at `now` it is
+    /// `unix_time_ms` (tests; a runtime leaves the system clock in charge).
+    pub fn set_unix_time(&mut self, now: Time, unix_time_ms: u64) {
+        self.system_clock = false;
+        self.engine.set_unix_time(now, unix_time_ms);
+    }
+
+    fn sync_clock(&mut self, now: Time) {
+        if self.system_clock {
+            self.engine.set_unix_time(now, system_unix_ms());
+        }
     }
 
     /// The engine's counters of datagrams not acted on.
@@ -338,6 +364,7 @@ impl<R: RandomSource> IkeDriver<R> {
     }
 
     fn initiate_id(&mut self, now: Time, id: ConnectionId) {
+        self.sync_clock(now);
         self.conns[id].retry_at = None;
         match self.engine.initiate(now, id) {
             Ok(sa) => {
@@ -519,6 +546,7 @@ impl<R: RandomSource> IkeDriver<R> {
         manager: &mut SaManager<T>,
     ) {
         self.metrics.received += 1;
+        self.sync_clock(now);
         self.engine.handle_datagram(now, src, dst, payload);
         self.in_response = is_response(payload, dst.port() == self.nat_t_port);
         self.process_events(now, manager);
@@ -555,6 +583,7 @@ impl<R: RandomSource> IkeDriver<R> {
         now: Time,
         manager: &mut SaManager<T>,
     ) {
+        self.sync_clock(now);
         self.engine.handle_timeout(now);
         for id in 0..self.conns.len() {
             if self.conns[id].retry_at.is_some_and(|t| t <= now) && !self.conns[id].stopped {
