@@ -263,6 +263,16 @@ fn child_sa_comes_up_on_both_sides_with_crosswise_spis_and_keys() {
     }
     assert!(a.driver.list(now)[0].initiator);
     assert!(!b.driver.list(now)[0].initiator);
+    // Both list the same two SPIs; each one's own is its ike_sa.
+    let (la, lb) = (&a.driver.list(now)[0], &b.driver.list(now)[0]);
+    assert_eq!((&la.spi_i, &la.spi_r), (&lb.spi_i, &lb.spi_r));
+    assert_eq!((&la.ike_sa, &lb.ike_sa), (&la.spi_i, &lb.spi_r));
+    assert_ne!(la.spi_r, "0000000000000000");
+    let text = espgw_control::live::client::render_ike(&a.driver.list(now));
+    assert!(
+        text.contains(&format!(", SPIs {}_i {}_r", la.spi_i, la.spi_r)),
+        "{text}"
+    );
     // Neither the PSK nor anything looking like it is in the logs.
     let logs = logs().lock().unwrap().join("\n");
     assert!(!logs.contains(PSK) && !logs.contains("correct-horse"));

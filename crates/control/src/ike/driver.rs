@@ -126,22 +126,11 @@ pub struct IkeDriver<R: RandomSource> {
     conns: Vec<ConnState>,
     sas: BTreeMap<IkeSaId, IkeSaState>,
     metrics: IkeMetrics,
-    nat_t_port: u16,
-    /// The datagram being handled is a response: a CHILD_SA installed now
-    /// comes from an exchange we started.
-    in_response: bool,
     /// The engine's UNIX time follows the system clock (no
     /// `unix_time_at_zero_ms` was configured, no [`IkeDriver::set_unix_time`]
     /// was called): set again with each datagram, so a stepped clock is
     /// followed too.
     system_clock: bool,
-}
-
-/// Whether an IKE datagram is a response (the R flag of the IKE header,
-/// after the non-ESP marker on the NAT-T port).
-fn is_response(payload: &[u8], nat_t: bool) -> bool {
-    let off = if nat_t { 4 } else { 0 };
-    payload.get(off + 19).is_some_and(|flags| flags & 0x20 != 0)
 }
 
 fn unspecified(like: IpAddr) -> IpAddr {
@@ -269,7 +258,6 @@ impl<R: RandomSource> IkeDriver<R> {
         if let Some(c) = connections.first() {
             engine_config.fragmentation = c.fragmentation;
         }
-        let nat_t_port = engine_config.nat_t_port;
         let system_clock = engine_config.unix_time_at_zero_ms.is_none();
         let mut engine = Engine::new(engine_config, rng);
         let mut conns = Vec::new();
@@ -299,8 +287,6 @@ impl<R: RandomSource> IkeDriver<R> {
             conns,
             sas: BTreeMap::new(),
             metrics: IkeMetrics::default(),
-            nat_t_port,
-            in_response: false,
             system_clock,
         })
     }
@@ -548,9 +534,7 @@ impl<R: RandomSource> IkeDriver<R> {
         self.metrics.received += 1;
         self.sync_clock(now);
         self.engine.handle_datagram(now, src, dst, payload);
-        self.in_response = is_response(payload, dst.port() == self.nat_t_port);
         self.process_events(now, manager);
-        self.in_response = false;
     }
 
     /// The next time [`Self::handle_timeout`] has something to do.
@@ -685,9 +669,12 @@ impl<R: RandomSource> IkeDriver<R> {
                     }],
                     _ => Vec::new(),
                 };
+                let (_, spi_i, spi_r) = self.engine.ike_sa_spis(*id).unwrap_or((false, 0, 0));
                 IkeSaInfo {
                     connection: c.config.name.clone(),
                     ike_sa: format!("{id:016x}"),
+                    spi_i: format!("{spi_i:016x}"),
+                    spi_r: format!("{spi_r:016x}"),
                     state: match s.phase {
                         SaPhase::Connecting => "connecting".into(),
                         SaPhase::Established => "established".into(),
@@ -890,9 +877,9 @@ impl<R: RandomSource> IkeDriver<R> {
             && manager.tunnel(&name).is_some_and(|t| {
                 t.local == tunnel.local && t.remote == tunnel.remote && t.encap == tunnel.encap
             });
-        // Installed while handling a response: our exchange, which the
-        // peer (its responder) installed both ways before answering.
-        let ours = self.in_response;
+        // Our exchange: the peer (its responder) installed it both ways
+        // before answering.
+        let ours = c.initiated_by_us;
         if ours {
             self.conns[id].child_rekeying = false;
         }
@@ -1057,6 +1044,8 @@ impl<R: RandomSource> IkeDriver<R> {
                     suite,
                     local,
                     remote,
+                    initiator,
+                    ..
                 } => {
                     let c = &mut self.conns[connection];
                     c.backoff_ms = RETRY_BASE_MS;
@@ -1076,6 +1065,7 @@ impl<R: RandomSource> IkeDriver<R> {
                         doomed: false,
                     });
                     s.phase = SaPhase::Established;
+                    s.initiator = initiator;
                     if s.doomed {
                         info!(ike_sa = %format!("{ike_sa:016x}"), "IKE: terminated while being set up; deleting it");
                         if let Err(e) = self.engine.delete_ike_sa(now, ike_sa) {

@@ -169,6 +169,10 @@ pub fn render_ike(sas: &[IkeSaInfo]) -> String {
             opt(&s.remote),
             opt(&s.proposal),
         ));
+        // Both SPIs, as swanctl --list-sas writes them.
+        if !s.spi_i.is_empty() {
+            out.push_str(&format!(", SPIs {}_i {}_r", s.spi_i, s.spi_r));
+        }
         if let Some(e) = s.established_seconds {
             out.push_str(&format!(", up {e} s"));
         }

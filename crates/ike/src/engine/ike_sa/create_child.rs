@@ -96,7 +96,8 @@ impl IkeSa {
             .position(|c| c.old_inbound == rekey.old_inbound)
             .map(|i| self.collisions.remove(i));
         match self.rekeyed_child(&rekey, &inner, conn) {
-            Ok((child, nr)) => {
+            Ok((mut child, nr)) => {
+                child.rekeys = Some(rekey.old_inbound);
                 let ours = child.inbound_spi;
                 self.children.push(ChildRef::of(&child));
                 out.events
@@ -291,6 +292,13 @@ impl IkeSa {
                 });
             }
         }
+        let mut child = child;
+        child.rekeys = rekeyed.and_then(|spi| {
+            self.children
+                .iter()
+                .find(|c| c.outbound_spi == spi)
+                .map(|c| c.inbound_spi)
+        });
         self.children.push(ChildRef::of(&child));
         (reply, vec![Event::ChildSaInstalled(Box::new(child))])
     }

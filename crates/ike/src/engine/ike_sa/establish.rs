@@ -297,6 +297,9 @@ impl IkeSa {
             suite: self.suite.ok_or(EngineError::Protocol("no suite"))?,
             local: self.local,
             remote: self.remote,
+            initiator: self.role == Role::Initiator,
+            spi_i: self.spi_i,
+            spi_r: self.spi_r,
         });
         match self.initiator_child(conn, &inner) {
             Ok(child) => {
@@ -405,6 +408,8 @@ impl IkeSa {
             local: self.local,
             remote: self.remote,
             udp_encap: self.udp_encap,
+            initiated_by_us: we_initiated,
+            rekeys: None,
         })
     }
 
@@ -650,6 +655,9 @@ impl IkeSa {
             suite: self.suite.ok_or(EngineError::Protocol("no suite"))?,
             local: self.local,
             remote: self.remote,
+            initiator: self.role == Role::Initiator,
+            spi_i: self.spi_i,
+            spi_r: self.spi_r,
         }];
         match self.responder_child(conn, &inner, rng) {
             Ok((child, number, transforms)) => {
