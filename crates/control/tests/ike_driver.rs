@@ -716,3 +716,200 @@ fn certificate_validity_follows_the_unix_time_the_driver_is_given() {
     assert!(!a.has_tunnel() && !b.has_tunnel());
     assert_eq!(b.driver.metrics().auth_failures, 1);
 }
+
+/// A pcap (LINKTYPE_RAW, IPv4/UDP) of datagrams, for tshark.
+fn pcap(datagrams: &[Transmit]) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
+    out.extend_from_slice(&2u16.to_le_bytes());
+    out.extend_from_slice(&4u16.to_le_bytes());
+    out.extend_from_slice(&[0; 8]);
+    out.extend_from_slice(&65535u32.to_le_bytes());
+    out.extend_from_slice(&101u32.to_le_bytes());
+    for (i, t) in datagrams.iter().enumerate() {
+        let (IpAddr::V4(s), IpAddr::V4(d)) = (t.src.ip(), t.dst.ip()) else {
+            panic!("IPv4 only")
+        };
+        let udp_len = 8 + t.payload.len();
+        let total = 20 + udp_len;
+        let mut ip = vec![0x45, 0];
+        ip.extend_from_slice(&(total as u16).to_be_bytes());
+        ip.extend_from_slice(&[0, 0, 0x40, 0, 64, 17, 0, 0]);
+        ip.extend_from_slice(&s.octets());
+        ip.extend_from_slice(&d.octets());
+        let sum: u32 = ip
+            .chunks(2)
+            .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
+            .sum();
+        let sum = (sum & 0xffff) + (sum >> 16);
+        let sum = !(((sum & 0xffff) + (sum >> 16)) as u16);
+        ip[10..12].copy_from_slice(&sum.to_be_bytes());
+        ip.extend_from_slice(&t.src.port().to_be_bytes());
+        ip.extend_from_slice(&t.dst.port().to_be_bytes());
+        ip.extend_from_slice(&(udp_len as u16).to_be_bytes());
+        ip.extend_from_slice(&[0, 0]);
+        ip.extend_from_slice(&t.payload);
+        out.extend_from_slice(&(i as u32 + 1).to_le_bytes());
+        out.extend_from_slice(&0u32.to_le_bytes());
+        out.extend_from_slice(&(ip.len() as u32).to_le_bytes());
+        out.extend_from_slice(&(ip.len() as u32).to_le_bytes());
+        out.extend_from_slice(&ip);
+    }
+    out
+}
+
+/// Both engines' secrets of one IKE SA, and every datagram of the
+/// handshake and a CHILD_SA rekey.
+fn handshake_with_capture(
+    proposal: &str,
+) -> (
+    Vec<espgw_ike::engine::IkeSaSecrets>,
+    Vec<espgw_ike::engine::IkeSaSecrets>,
+    Vec<Transmit>,
+) {
+    // The connection text has a proposals line already: replace it.
+    let cfg = |me: u8, extra: &str| {
+        let mut g = GatewayToml::demo(me).default_action("discard");
+        g.tunnels.clear();
+        config(
+            g.extra(&connection(me, extra, "").replace(
+                "proposals = [\"aes128gcm16-prfsha256-x25519\"]",
+                &format!("proposals = [\"{proposal}\"]"),
+            ))
+            .render(),
+        )
+    };
+    let gw = |me: u8, extra: &str| {
+        let c = cfg(me, extra);
+        Gw {
+            me,
+            driver: IkeDriver::new(&c.connections, engine_config(), SystemRandom::new()).unwrap(),
+            mgr: SaManager::with_control_tables(&c, 0).unwrap(),
+            wire: MemoryTransport::default(),
+        }
+    };
+    let (mut a, mut b) = (gw(1, "start_action = \"start\""), gw(2, ""));
+    let mut now = 1_000;
+    let mut seen = Vec::new();
+    a.driver.start(now, &mut a.mgr);
+    for round in 0..2 {
+        if round == 1 {
+            now += 1_000;
+            a.driver.rekey(now, "c", Some("net"), &mut a.mgr).unwrap();
+        }
+        loop {
+            a.flush();
+            b.flush();
+            let next = a
+                .wire
+                .sent
+                .pop_front()
+                .map(|t| (true, t))
+                .or_else(|| b.wire.sent.pop_front().map(|t| (false, t)));
+            let Some((from_a, t)) = next else { break };
+            let to = if from_a { &mut b } else { &mut a };
+            to.driver
+                .handle_datagram(now, t.src, t.dst, &t.payload, &mut to.mgr);
+            seen.push(t);
+        }
+    }
+    assert!(a.has_tunnel() && b.has_tunnel());
+    (a.driver.ike_sa_secrets(), b.driver.ike_sa_secrets(), seen)
+}
+
+#[test]
+fn wireshark_ikev2_lines_hold_the_keys_both_engines_derived() {
+    use espgw_control::wireshark::ikev2_line;
+    for (proposal, enc, integ) in [
+        (
+            "aes128gcm16-prfsha256-x25519",
+            "AES-GCM-128 with 16 octet ICV [RFC5282]",
+            "NONE [RFC4306]",
+        ),
+        (
+            "aes256-sha384-prfsha384-ecp256",
+            "AES-CBC-256 [RFC3602]",
+            "HMAC_SHA2_384_192 [RFC4868]",
+        ),
+    ] {
+        let (sa, sb, _) = handshake_with_capture(proposal);
+        assert_eq!((sa.len(), sb.len()), (1, 1));
+        let (la, lb) = (ikev2_line(&sa[0]).unwrap(), ikev2_line(&sb[0]).unwrap());
+        // Either end writes the same record: SPIs and keys agree.
+        assert_eq!(la.as_str(), lb.as_str());
+        let f: Vec<&str> = la.split(',').collect();
+        assert_eq!(f.len(), 8, "{proposal}");
+        assert_eq!(u64::from_str_radix(f[0], 16).unwrap(), sa[0].spi_i);
+        assert_eq!(u64::from_str_radix(f[1], 16).unwrap(), sa[0].spi_r);
+        let unhex = |s: &str| -> Vec<u8> {
+            (0..s.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+                .collect()
+        };
+        assert_eq!(unhex(f[2]), sa[0].sk_ei.expose());
+        assert_eq!(unhex(f[3]), sa[0].sk_er.expose());
+        assert_eq!(unhex(f[5]), sa[0].sk_ai.expose());
+        assert_eq!(unhex(f[6]), sa[0].sk_ar.expose());
+        assert_eq!(
+            (f[4], f[7]),
+            (&*format!("\"{enc}\""), &*format!("\"{integ}\""))
+        );
+        // Debug never shows a key.
+        let dbg = format!("{:?}", sa[0]);
+        assert!(!dbg.contains(f[2]) && dbg.contains(f[0]), "{dbg}");
+    }
+}
+
+/// The independent check: tshark decrypts the captured IKE_AUTH and
+/// CREATE_CHILD_SA with the record, and finds the identities inside
+/// (which it cannot without it). Skipped where tshark is not installed.
+#[test]
+fn tshark_decrypts_a_capture_with_the_ikev2_record() {
+    let Ok(out) = std::process::Command::new("tshark")
+        .arg("--version")
+        .output()
+    else {
+        eprintln!("tshark not installed: skipped");
+        return;
+    };
+    assert!(out.status.success());
+    for proposal in [
+        "aes128gcm16-prfsha256-x25519",
+        "aes256-sha384-prfsha384-ecp256",
+    ] {
+        let (sa, _, seen) = handshake_with_capture(proposal);
+        let dir = std::env::temp_dir().join(format!("espgw-ike-tshark-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("ike.pcap");
+        std::fs::write(&file, pcap(&seen)).unwrap();
+        let line = espgw_control::wireshark::ikev2_line(&sa[0]).unwrap();
+        let run = |uat: Option<&str>| -> String {
+            let mut cmd = std::process::Command::new("tshark");
+            cmd.arg("-n").arg("-r").arg(&file).arg("-V");
+            if let Some(u) = uat {
+                cmd.arg("-o").arg(format!("uat:ikev2_decryption_table:{u}"));
+            }
+            let o = cmd.output().unwrap();
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            String::from_utf8_lossy(&o.stdout).into_owned()
+        };
+        let plain = run(None);
+        assert!(
+            plain.contains("Encrypted and Authenticated"),
+            "{proposal}: no SK payload seen"
+        );
+        assert!(
+            !plain.contains("gw1.example"),
+            "{proposal}: identities visible without keys"
+        );
+        let decrypted = run(Some(line.as_str()));
+        for needle in ["gw1.example", "gw2.example", "Traffic Selector - Initiator"] {
+            assert!(
+                decrypted.contains(needle),
+                "{proposal}: {needle} not in tshark's decryption"
+            );
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -304,6 +304,13 @@ impl<R: RandomSource> IkeDriver<R> {
         }
     }
 
+    /// The SPIs and SK_e/SK_a keys of every IKE SA past IKE_SA_INIT, for
+    /// `espgw keys wireshark` (`crate::wireshark::ikev2_line`). Secrets:
+    /// only for a caller that may see keys.
+    pub fn ike_sa_secrets(&self) -> Vec<espgw_ike::engine::IkeSaSecrets> {
+        self.engine.ike_sa_secrets()
+    }
+
     /// The engine's counters of datagrams not acted on.
     pub fn engine_stats(&self) -> &espgw_ike::engine::Stats {
         self.engine.stats()
