@@ -45,6 +45,15 @@ fn line(
     ))
 }
 
+/// A tunnel's two `esp_sa` records: outbound, then inbound (the newest
+/// inbound SA; one draining after a rekey is not in the tunnel).
+pub fn tunnel_esp_sa_lines(t: &crate::config::Tunnel) -> [Zeroizing<String>; 2] {
+    [
+        line(t.local, t.remote, t.suite, &t.outbound),
+        line(t.remote, t.local, t.suite, &t.inbound),
+    ]
+}
+
 /// One `esp_sa` record per SA: for each tunnel, outbound then inbound.
 /// The lines hold keys; they are zeroized when dropped.
 pub fn esp_sa_lines(config: &Config) -> Vec<Zeroizing<String>> {
