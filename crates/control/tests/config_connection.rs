@@ -707,3 +707,16 @@ fn the_private_key_file_gets_the_mode_warning() {
         render(&warnings)
     );
 }
+
+#[test]
+fn fragmentation_is_per_connection() {
+    let text = format!(
+        "{}\n[[connection]]\nname = \"d\"\nlocal = \"192.0.2.1\"\nremote = \"192.0.2.3\"\n\
+         psk = \"{PSK}\"\nfragmentation = false\n\n[[connection.child]]\nname = \"net\"\n\
+         local_ts = [\"10.1.1.0/24\"]\nremote_ts = [\"10.3.0.0/24\"]\n",
+        with_connection("", "")
+    );
+    let (config, _) = parse(&text).unwrap_or_else(|d| panic!("{}", render(&d)));
+    let f: Vec<bool> = config.connections.iter().map(|c| c.fragmentation).collect();
+    assert_eq!(f, vec![true, false]);
+}

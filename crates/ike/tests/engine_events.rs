@@ -74,3 +74,46 @@ fn ike_sa_up_names_the_role_and_both_spis_and_children_their_origin() {
     assert_eq!(na[0].rekeys, Some(ca.inbound_spi));
     assert_eq!(nb[0].rekeys, Some(cb.inbound_spi));
 }
+
+/// Whether the first IKE_SA_INIT request announces fragmentation.
+fn init_announces_fragmentation(a_frag: Option<bool>, engine_frag: bool) -> (bool, bool) {
+    use espgw_ike::message::{NotifyType, Payload};
+    let ike = "aes128gcm16-prfsha256-x25519";
+    let (mut a, b) = connections(PSK, PSK, ike, ike, "aes128gcm16", "aes128gcm16");
+    a.fragmentation = a_frag;
+    let mut cfg = test_config();
+    cfg.fragmentation = engine_frag;
+    let mut p = Pair::new(a, b, cfg);
+    p.a.initiate(0, 0).unwrap();
+    p.run(&[], 60_000);
+    let announces = |response: bool| {
+        p.sent.iter().any(|t| {
+            let Ok(m) = Message::parse(&t.payload) else {
+                return false;
+            };
+            m.header.exchange == ExchangeType::IKE_SA_INIT
+                && m.header.response == response
+                && m.payloads.iter().any(|pl| {
+                    matches!(pl, Payload::Notify(n) if n.notify_type == NotifyType::IKEV2_FRAGMENTATION_SUPPORTED)
+                })
+        })
+    };
+    (announces(false), announces(true))
+}
+
+#[test]
+fn a_connection_overrides_the_engine_fragmentation_setting() {
+    // Engine default on: a connection with it off announces nothing, and
+    // the responder (default, on) answers only an announcement.
+    assert_eq!(init_announces_fragmentation(None, true), (true, true));
+    assert_eq!(
+        init_announces_fragmentation(Some(false), true),
+        (false, false)
+    );
+    // Engine default off: the initiator's connection turns it on; the
+    // responder's (engine default) does not answer it.
+    assert_eq!(
+        init_announces_fragmentation(Some(true), false),
+        (true, false)
+    );
+}

@@ -168,6 +168,10 @@ fn engine_connection(
         &l,
         &r,
     )
+    .map(|mut e| {
+        e.fragmentation = Some(c.fragmentation);
+        e
+    })
     .and_then(|e| match &c.auth {
         IkeAuth::Psk(_) => Ok(e),
         IkeAuth::PubKey(p) => e.with_certificates(p.cert.clone(), p.key.clone(), p.cacerts.clone()),
@@ -236,8 +240,8 @@ fn esp_secret(s: &espgw_ike::crypto::SecretBytes) -> SecretBytes {
 }
 
 impl<R: RandomSource> IkeDriver<R> {
-    /// A driver for `connections` (the validated config's). The engine's
-    /// fragmentation is the connections' (the config allows one setting).
+    /// A driver for `connections` (the validated config's), each with its
+    /// own `fragmentation`.
     pub fn new(
         connections: &[Connection],
         engine_config: EngineConfig,
@@ -251,13 +255,10 @@ impl<R: RandomSource> IkeDriver<R> {
     /// config's).
     pub fn with_ike_port(
         connections: &[Connection],
-        mut engine_config: EngineConfig,
+        engine_config: EngineConfig,
         rng: R,
         ike_port: u16,
     ) -> Result<Self, IkeError> {
-        if let Some(c) = connections.first() {
-            engine_config.fragmentation = c.fragmentation;
-        }
         let system_clock = engine_config.unix_time_at_zero_ms.is_none();
         let mut engine = Engine::new(engine_config, rng);
         let mut conns = Vec::new();

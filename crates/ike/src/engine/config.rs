@@ -49,6 +49,10 @@ pub struct Connection {
     /// The CA certificates (DER) we trust for the peer's certificate: each
     /// is a trust anchor, and each is named in our CERTREQ.
     pub cacerts: Vec<Vec<u8>>,
+    /// IKE fragmentation (RFC 7383) for this connection; None: the
+    /// engine's [`EngineConfig::fragmentation`]. As responder it applies
+    /// from the connection chosen at IKE_SA_INIT (by the peer's address).
+    pub fragmentation: Option<bool>,
 }
 
 /// How a connection authenticates (both directions the same).
@@ -100,6 +104,7 @@ impl Connection {
             cert: Vec::new(),
             key: None,
             cacerts: Vec::new(),
+            fragmentation: None,
         })
     }
 

@@ -820,8 +820,8 @@ fn child_pairs(c: &Child) -> Vec<(Prefix, Prefix)> {
 }
 
 /// Cross-checks: unique names (among connections, and against `[[tunnel]]`
-/// names the children's tunnels would take), one engine-wide
-/// fragmentation setting, and the children's selectors against the SPD.
+/// names the children's tunnels would take), and the children's selectors
+/// against the SPD.
 ///
 /// A child's tunnel joins the SPD at run time, after every configured
 /// entry of its priority (1000), and leaves it when its IKE SA fails.
@@ -848,19 +848,6 @@ pub(crate) fn check_connections(
                     c.item.name
                 ),
                 Some("a unique name"),
-            );
-        }
-        if let Some(first) = earlier
-            .iter()
-            .find(|u| u.item.fragmentation != c.item.fragmentation)
-        {
-            not_supported(
-                ctx,
-                &format!("{}.fragmentation", c.path),
-                &format!(
-                    "a fragmentation setting other than connection {:?}'s (the engine has one for all connections)",
-                    first.item.name
-                ),
             );
         }
         for (ci, child) in c.item.children.iter().enumerate() {

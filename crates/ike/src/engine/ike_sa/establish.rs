@@ -63,7 +63,7 @@ impl IkeSa {
             NotifyType::NAT_DETECTION_DESTINATION_IP,
             nat::hash(self.spi_i, 0, self.remote),
         )));
-        if cfg.fragmentation {
+        if conn.fragmentation.unwrap_or(cfg.fragmentation) {
             payloads.push(Payload::Notify(Notify::ike(
                 NotifyType::IKEV2_FRAGMENTATION_SUPPORTED,
                 Vec::new(),
@@ -192,7 +192,7 @@ impl IkeSa {
         self.suite = Some(suite);
         self.init_response = datagram.to_vec();
         self.derive_ike_keys(&shared)?;
-        self.fragmentation = cfg.fragmentation
+        self.fragmentation = conn.fragmentation.unwrap_or(cfg.fragmentation)
             && msg
                 .notifies(NotifyType::IKEV2_FRAGMENTATION_SUPPORTED)
                 .next()
@@ -524,7 +524,7 @@ impl IkeSa {
                 )),
             ];
             // RFC 7383 2.3: announced only in answer to the peer's.
-            sa.fragmentation = cfg.fragmentation
+            sa.fragmentation = conn.fragmentation.unwrap_or(cfg.fragmentation)
                 && msg
                     .notifies(NotifyType::IKEV2_FRAGMENTATION_SUPPORTED)
                     .next()
