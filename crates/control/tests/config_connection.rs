@@ -130,7 +130,6 @@ fn unsupported_features_are_refused_at_their_key() {
             "connection[0].reauth_time",
             "reauth_time (reauthentication",
         ),
-        ("encap = \"udp\"", "connection[0].encap", "encap = \"udp\""),
         (
             "start_action = \"trap\"",
             "connection[0].start_action",
@@ -719,4 +718,13 @@ fn fragmentation_is_per_connection() {
     let (config, _) = parse(&text).unwrap_or_else(|d| panic!("{}", render(&d)));
     let f: Vec<bool> = config.connections.iter().map(|c| c.fragmentation).collect();
     assert_eq!(f, vec![true, false]);
+}
+
+#[test]
+fn encap_udp_forces_udp_encapsulation() {
+    let (config, _) =
+        parse(&with_connection("encap = \"udp\"", "")).unwrap_or_else(|d| panic!("{}", render(&d)));
+    assert!(config.connections[0].force_encap);
+    let (config, _) = parse(&with_connection("", "")).unwrap();
+    assert!(!config.connections[0].force_encap);
 }

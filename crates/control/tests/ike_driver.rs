@@ -913,3 +913,35 @@ fn tshark_decrypts_a_capture_with_the_ikev2_record() {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+#[test]
+fn encap_udp_moves_ike_to_4500_and_encapsulates_without_a_nat() {
+    for (a_extra, b_extra) in [("encap = \"udp\"", ""), ("", "encap = \"udp\"")] {
+        let mut a = Gw::new(1, &format!("start_action = \"start\"\n{a_extra}"), "");
+        let mut b = Gw::new(2, b_extra, "");
+        let now = 1_000;
+        a.driver.start(now, &mut a.mgr);
+        assert_eq!(pump(&mut a, &mut b, now, None), 4);
+        for g in [&a, &b] {
+            let l = g.driver.list(now);
+            assert_eq!(l.len(), 1, "gw{}", g.me);
+            assert!(
+                l[0].local.as_deref().is_some_and(|s| s.ends_with(":4500")),
+                "gw{} ({a_extra:?}/{b_extra:?}): {:?}",
+                g.me,
+                l[0].local
+            );
+            assert!(l[0].children[0].udp_encap, "gw{}", g.me);
+        }
+        // The SA manager's tunnels are ESP in UDP 4500 both ways.
+        for g in [&a, &b] {
+            let t = g.mgr.tunnel("c/net").unwrap();
+            assert_eq!(t.encap, espgw_control::config::EncapMode::Udp, "gw{}", g.me);
+        }
+    }
+    // Without it, on the same addresses: no encapsulation.
+    let (a, b, now) = up();
+    for g in [&a, &b] {
+        assert!(!g.driver.list(now)[0].children[0].udp_encap);
+    }
+}

@@ -155,6 +155,9 @@ pub struct Connection {
     pub rekey_time: u64,
     /// IKE fragmentation (RFC 7383).
     pub fragmentation: bool,
+    /// `encap = "udp"`: ESP in UDP (and IKE on the NAT-T port) even
+    /// without a NAT, as strongSwan's `encap = yes`.
+    pub force_encap: bool,
     pub children: Vec<Child>,
 }
 

@@ -170,6 +170,7 @@ fn engine_connection(
     )
     .map(|mut e| {
         e.fragmentation = Some(c.fragmentation);
+        e.force_encap = c.force_encap;
         e
     })
     .and_then(|e| match &c.auth {

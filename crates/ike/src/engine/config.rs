@@ -53,6 +53,11 @@ pub struct Connection {
     /// engine's [`EngineConfig::fragmentation`]. As responder it applies
     /// from the connection chosen at IKE_SA_INIT (by the peer's address).
     pub fragmentation: Option<bool>,
+    /// Forced UDP encapsulation (strongSwan's `encap = yes`): our
+    /// NAT_DETECTION_SOURCE_IP hash is faked so the peer sees a NAT in
+    /// front of us; IKE moves to the NAT-T port from IKE_AUTH and the
+    /// CHILD_SAs are `udp_encap` even without a NAT.
+    pub force_encap: bool,
 }
 
 /// How a connection authenticates (both directions the same).
@@ -105,6 +110,7 @@ impl Connection {
             key: None,
             cacerts: Vec::new(),
             fragmentation: None,
+            force_encap: false,
         })
     }
 

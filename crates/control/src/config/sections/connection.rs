@@ -2,8 +2,8 @@
 //! swanctl.conf names). Model: `config/connection.rs`; reference:
 //! docs/config.md.
 //!
-//! Keys the IKE engine cannot act on yet (`reauth_time`, `encap = "udp"`,
-//! `start_action = "trap"`, a second child) are read and checked like the
+//! Keys the IKE engine cannot act on yet (`reauth_time`, `start_action =
+//! "trap"`, a second child) are read and checked like the
 //! others, then refused with "not supported yet" at their key: never
 //! silently ignored.
 //!
@@ -668,13 +668,6 @@ pub(crate) fn read(ctx: &mut Ctx, t: Table, env: &Env) -> ReadConnection {
     let encap_auto = t.get(ctx, "encap").map_or(Some(true), |f| {
         f.choice(ctx, &[("auto", true), ("udp", false)])
     });
-    if encap_auto == Some(false) {
-        not_supported(
-            ctx,
-            &join(&path, "encap"),
-            "encap = \"udp\" (forced UDP encapsulation; \"auto\" encapsulates when a NAT is detected)",
-        );
-    }
     let dpd_delay = seconds(ctx, &t, "dpd_delay", 0);
     let rekey_time = seconds(ctx, &t, "rekey_time", DEFAULT_IKE_REKEY_TIME);
     let reauth_time = seconds(ctx, &t, "reauth_time", 0);
@@ -755,7 +748,7 @@ pub(crate) fn read(ctx: &mut Ctx, t: Table, env: &Env) -> ReadConnection {
             Some(remote_id),
             Some(auth),
             Some(proposals),
-            Some(true),
+            Some(encap_auto),
             Some(dpd_delay),
             Some(rekey_time),
             Some(0),
@@ -790,6 +783,7 @@ pub(crate) fn read(ctx: &mut Ctx, t: Table, env: &Env) -> ReadConnection {
                 dpd_delay,
                 rekey_time,
                 fragmentation,
+                force_encap: !encap_auto,
                 children,
             });
         }

@@ -57,7 +57,7 @@ impl IkeSa {
         payloads.push(Payload::Nonce(Nonce(self.ni.clone())));
         payloads.push(Payload::Notify(Notify::ike(
             NotifyType::NAT_DETECTION_SOURCE_IP,
-            nat::hash(self.spi_i, 0, self.local),
+            nat::source_hash(conn.force_encap, self.spi_i, 0, self.local),
         )));
         payloads.push(Payload::Notify(Notify::ike(
             NotifyType::NAT_DETECTION_DESTINATION_IP,
@@ -198,7 +198,7 @@ impl IkeSa {
                 .next()
                 .is_some();
         if let Some(nat) = nat::detect(&msg, self.spi_i, self.spi_r, src, dst) {
-            if nat.any() {
+            if nat.any() || conn.force_encap {
                 // RFC 7296 2.23: the initiator moves to port 4500 for
                 // IKE_AUTH on; the responder follows it there.
                 self.udp_encap = true;
@@ -516,7 +516,7 @@ impl IkeSa {
                 Payload::Nonce(Nonce(sa.nr.clone())),
                 Payload::Notify(Notify::ike(
                     NotifyType::NAT_DETECTION_SOURCE_IP,
-                    nat::hash(sa.spi_i, sa.spi_r, dst),
+                    nat::source_hash(conn.force_encap, sa.spi_i, sa.spi_r, dst),
                 )),
                 Payload::Notify(Notify::ike(
                     NotifyType::NAT_DETECTION_DESTINATION_IP,
@@ -575,7 +575,7 @@ impl IkeSa {
             return None;
         };
         if let Some(nat) = nat::detect(msg, sa.spi_i, 0, src, dst) {
-            sa.udp_encap = nat.any();
+            sa.udp_encap = nat.any() || conn.force_encap;
         }
         Self::transmit(cfg, out, dst, src, &bytes);
         sa.last_response = Some((0, vec![bytes]));
