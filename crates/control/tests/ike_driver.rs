@@ -547,13 +547,43 @@ fn shutdown_deletes_every_sa_at_the_peer() {
 
 #[test]
 fn terminate_while_connecting_never_installs() {
+    // Before IKE_AUTH: the engine forgets the IKE SA (abort_ike_sa), the
+    // peer's answer finds no SA, nothing comes up anywhere.
     let mut a = Gw::new(1, "start_action = \"start\"", "");
     let mut b = Gw::new(2, "", "");
     let now = 1_000;
     a.driver.start(now, &mut a.mgr);
-    // Terminated before the peer's answer: the IKE SA comes up, is
-    // deleted at once, and its CHILD_SA is never installed here.
     assert_eq!(a.driver.terminate(now, "c", &mut a.mgr).unwrap(), 1);
+    assert!(a.driver.list(now).is_empty(), "aborted at once");
+    pump(&mut a, &mut b, now, None);
+    assert!(!a.has_tunnel() && !b.has_tunnel());
+    assert_eq!(
+        a.driver.engine_stats().unknown_sa,
+        1,
+        "the IKE_SA_INIT response"
+    );
+    assert_eq!(
+        a.driver.metrics().handshakes + b.driver.metrics().handshakes,
+        0
+    );
+
+    // IKE_AUTH sent: the responder may have it up, so the IKE SA comes up
+    // here, is deleted at once, and its CHILD_SA is never installed here.
+    let mut a = Gw::new(1, "start_action = \"start\"", "");
+    let mut b = Gw::new(2, "", "");
+    a.driver.start(now, &mut a.mgr);
+    for _ in 0..2 {
+        a.flush();
+        b.flush();
+        let (to, t) = match a.wire.sent.pop_front() {
+            Some(t) => (&mut b, t),
+            None => (&mut a, b.wire.sent.pop_front().unwrap()),
+        };
+        to.driver
+            .handle_datagram(now, t.src, t.dst, &t.payload, &mut to.mgr);
+    }
+    assert_eq!(a.driver.terminate(now, "c", &mut a.mgr).unwrap(), 1);
+    assert_eq!(a.driver.list(now).len(), 1, "kept until it is up");
     pump(&mut a, &mut b, now, None);
     assert!(!a.has_tunnel());
     assert!(

@@ -60,6 +60,9 @@ fn ike_sa_up_names_the_role_and_both_spis_and_children_their_origin() {
         children(&p.events_b)[0].clone(),
     );
     assert!(ca.initiated_by_us && !cb.initiated_by_us);
+    // Established: not abortable (delete_ike_sa tells the peer).
+    assert!(p.a.abort_ike_sa(sa_a).is_err() && p.b.abort_ike_sa(sa_b).is_err());
+    assert!(p.a.abort_ike_sa(12345).is_err());
     assert_eq!((ca.rekeys, cb.rekeys), (None, None));
 
     // A rekey by the responder of the IKE SA (b): b's new CHILD_SA is its

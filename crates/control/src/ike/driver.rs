@@ -462,9 +462,14 @@ impl<R: RandomSource> IkeDriver<R> {
                 if let Err(e) = self.engine.delete_ike_sa(now, *sa) {
                     warn!(ike_sa = %format!("{sa:016x}"), error = %e, "IKE: delete refused");
                 }
+            } else if self.engine.abort_ike_sa(*sa).is_ok() {
+                // Before IKE_AUTH: forgotten, the peer's half-open SA
+                // times out.
+                self.sas.remove(sa);
             } else {
-                // Still being set up: the engine cannot abort it, so it is
-                // deleted once it is up (or fails by itself).
+                // IKE_AUTH is out: the peer may have it up with its
+                // CHILD_SA, so it is deleted once it is up here too (or
+                // fails by itself).
                 s.doomed = true;
             }
         }

@@ -455,6 +455,28 @@ impl<R: RandomSource> Engine<R> {
         self.sas.len()
     }
 
+    /// Forgets an IKE SA still being set up, sending nothing and raising
+    /// no event: while our IKE_SA_INIT or IKE_INTERMEDIATE is unanswered,
+    /// or as responder before IKE_AUTH came (the peer holds at most a
+    /// half-open SA, which it times out). Refused once IKE_AUTH was sent
+    /// (the responder may have established it and installed its
+    /// CHILD_SA: let it come up, then [`Engine::delete_ike_sa`]) and for
+    /// an established SA.
+    pub fn abort_ike_sa(&mut self, ike_sa: IkeSaId) -> Result<(), EngineError> {
+        let sa = self
+            .sas
+            .get(&ike_sa)
+            .ok_or(EngineError::Protocol("no such IKE SA"))?;
+        if !sa.abortable() {
+            return Err(EngineError::Protocol(
+                "IKE_AUTH sent or done: delete it once it is up",
+            ));
+        }
+        self.sas.remove(&ike_sa);
+        self.half_open.retain(|_, v| *v != ike_sa);
+        Ok(())
+    }
+
     /// Whether we initiated an IKE SA, and its SPIi and SPIr (SPIr is 0
     /// while our IKE_SA_INIT is unanswered).
     pub fn ike_sa_spis(&self, ike_sa: IkeSaId) -> Option<(bool, u64, u64)> {

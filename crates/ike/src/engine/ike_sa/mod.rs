@@ -263,6 +263,16 @@ impl IkeSa {
         (self.role == Role::Initiator, self.spi_i, self.spi_r)
     }
 
+    /// Whether it can be forgotten without telling the peer: before
+    /// IKE_AUTH was sent (the peer holds at most a half-open SA, which it
+    /// times out), or as responder before IKE_AUTH arrived.
+    pub(crate) fn abortable(&self) -> bool {
+        matches!(
+            self.state,
+            State::InitSent | State::IntermediateSent | State::InitDone
+        )
+    }
+
     /// The suite and SK_* keys once IKE_SA_INIT is done.
     pub(crate) fn suite_and_keys(&self) -> Option<(IkeSuite, &IkeSaKeys)> {
         self.suite.zip(self.keys.as_ref())
