@@ -33,7 +33,9 @@ fn a_minimal_connection_takes_strongswan_defaults() {
     assert_eq!(c.name, "c");
     assert_eq!(c.local_id, IkeId::Ip("192.0.2.1".parse().unwrap()));
     assert_eq!(c.remote_id, None);
-    let IkeAuth::Psk(k) = &c.auth;
+    let IkeAuth::Psk(k) = &c.auth else {
+        panic!("psk")
+    };
     assert_eq!(k.expose(), PSK.as_bytes());
     assert_eq!(c.rekey_time, 4 * 3600);
     assert_eq!(c.dpd_delay, 0);
@@ -128,7 +130,6 @@ fn unsupported_features_are_refused_at_their_key() {
             "connection[0].reauth_time",
             "reauth_time (reauthentication",
         ),
-        ("encap = \"udp\"", "connection[0].encap", "encap = \"udp\""),
         (
             "start_action = \"trap\"",
             "connection[0].start_action",
@@ -145,21 +146,6 @@ fn unsupported_features_are_refused_at_their_key() {
         line_of(&text, "start_action"),
         "connection[0].child[0].start_action",
         "not supported yet",
-    );
-    // pubkey: cert and key are checked, then the method is refused.
-    let text = with(
-        &with_connection(
-            "auth = \"pubkey\"\ncert = \"gw1.pem\"\nkey = \"gw1.key\"\ncacerts = [\"ca.pem\"]",
-            "",
-        ),
-        &format!("psk = \"{PSK}\"\n"),
-        "",
-    );
-    assert_error(
-        &errors(&text),
-        line_of(&text, "auth = "),
-        "connection[0].auth",
-        "auth = \"pubkey\" (certificates are being added to the IKE engine) is not supported yet",
     );
     // A second child.
     let text = format!(
@@ -229,7 +215,9 @@ fn psk_file_follows_the_key_file_rules() {
     std::fs::set_permissions(&psk_path, std::fs::Permissions::from_mode(0o644)).unwrap();
     let (config, warnings) = espgw_control::config::parse_str(&config_path, text.clone(), &host)
         .unwrap_or_else(|d| panic!("{}", render(&d)));
-    let IkeAuth::Psk(k) = &config.connections[0].auth;
+    let IkeAuth::Psk(k) = &config.connections[0].auth else {
+        panic!("psk")
+    };
     assert_eq!(
         k.expose(),
         PSK.as_bytes(),
@@ -297,11 +285,21 @@ fn addresses_and_identities() {
     let (config, _) = parse(&t).unwrap_or_else(|d| panic!("{}", render(&d)));
     assert_eq!(config.connections[0].remote, None);
     let t = with_connection("remote_id = \"CN=gw2, O=example\"", "");
+    let (config, _) = parse(&t).unwrap_or_else(|d| panic!("{}", render(&d)));
+    let Some(IkeId::Dn { der, text: written }) = &config.connections[0].remote_id else {
+        panic!("a DN")
+    };
+    assert_eq!(written, "CN=gw2, O=example");
+    assert_eq!(
+        espgw_control::config::dn::dn_text(der).as_deref(),
+        Some("CN=gw2, O=example")
+    );
+    let t = with_connection("remote_id = \"CN=gw2, XX=example\"", "");
     assert_error(
         &errors(&t),
         line_of(&t, "remote_id"),
         "connection[0].remote_id",
-        "distinguished name: not supported yet",
+        "unknown attribute \"XX\"",
     );
     let t = with(&text, "name = \"c\"", "name = \"a/b\"");
     assert_error(
@@ -464,4 +462,269 @@ fn children_must_fit_the_security_policy() {
         "{}",
         render(&w)
     );
+}
+
+/// The engine's test certificates (crates/ike/testdata/certs, made by
+/// strongSwan's pki with make.sh there).
+fn cert_file(name: &str) -> String {
+    format!(
+        "{}/../ike/testdata/certs/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+fn pubkey_connection(cert: &str, key: &str, cas: &[&str], extra: &str) -> String {
+    let cas: Vec<String> = cas
+        .iter()
+        .map(|c| format!("\"{}\"", cert_file(c)))
+        .collect();
+    with(
+        &with_connection(
+            &format!(
+                "auth = \"pubkey\"\ncert = \"{}\"\nkey = \"{}\"\ncacerts = [{}]\n{extra}",
+                cert_file(cert),
+                cert_file(key),
+                cas.join(", ")
+            ),
+            "",
+        ),
+        &format!("psk = \"{PSK}\"\n"),
+        "",
+    )
+}
+
+#[test]
+fn pubkey_loads_the_certificate_key_and_cas() {
+    let text = pubkey_connection("a.crt", "a.key", &["ca.crt"], "");
+    let (config, _) = parse(&text).unwrap_or_else(|d| panic!("{}", render(&d)));
+    let c = &config.connections[0];
+    let IkeAuth::PubKey(p) = &c.auth else {
+        panic!("pubkey")
+    };
+    assert_eq!((p.cert.len(), p.cacerts.len()), (1, 1));
+    // The key never shows in Debug.
+    assert!(!format!("{:?}", c.auth).contains("PRIVATE"));
+    // strongSwan's default identity: the certificate's subject DN, the
+    // same DER bytes as the certificate (so the peer's check matches).
+    let IkeId::Dn { der, text: dn } = &c.local_id else {
+        panic!("{:?}", c.local_id)
+    };
+    assert_eq!(dn, "C=CH, O=espgw test, CN=a.example");
+    let pem = std::fs::read(cert_file("a.crt")).unwrap();
+    let cert = &espgw_ike::crypto::cert::certs_from_pem(&pem).unwrap()[0];
+    assert_eq!(der, &espgw_ike::crypto::cert::subject(cert).unwrap());
+    // Our DN encoder writes what pki wrote.
+    assert_eq!(
+        &espgw_control::config::dn::dn_to_der("C=CH, O=espgw test, CN=a.example").unwrap(),
+        der
+    );
+    // A local_id from the certificate: a subjectAltName, or the DN.
+    for id in [
+        "a.example",
+        "a@example.com",
+        "192.0.2.1",
+        "C=CH, O=espgw test, CN=a.example",
+    ] {
+        let t = pubkey_connection(
+            "a.crt",
+            "a.key",
+            &["ca.crt"],
+            &format!("local_id = \"{id}\""),
+        );
+        parse(&t).unwrap_or_else(|d| panic!("{id}: {}", render(&d)));
+    }
+    // An intermediate after the certificate chains to the root.
+    let dir = temp_dir("pubkey-chain");
+    let chain = dir.join("chain.pem");
+    let both = [
+        std::fs::read_to_string(cert_file("chained.crt")).unwrap(),
+        std::fs::read_to_string(cert_file("int.crt")).unwrap(),
+    ]
+    .concat();
+    std::fs::write(&chain, both).unwrap();
+    let t = with(
+        &pubkey_connection("chained.crt", "chained.key", &["ca.crt"], ""),
+        &cert_file("chained.crt"),
+        chain.to_str().unwrap(),
+    );
+    let (config, _) = parse(&t).unwrap_or_else(|d| panic!("{}", render(&d)));
+    let IkeAuth::PubKey(p) = &config.connections[0].auth else {
+        panic!("pubkey")
+    };
+    assert_eq!(p.cert.len(), 2);
+    // Without it, no chain.
+    let t = pubkey_connection("chained.crt", "chained.key", &["ca.crt"], "");
+    assert_error(
+        &errors(&t),
+        line_of(&t, "cert = \"/"),
+        "connection[0].cert",
+        "not issued by a trusted CA",
+    );
+}
+
+#[test]
+fn pubkey_errors_are_at_their_key() {
+    for (cert, key, cas, extra, needle, at, words) in [
+        // Another certificate's key.
+        (
+            "a.crt",
+            "b.key",
+            &["ca.crt"][..],
+            "",
+            "key = \"/",
+            "connection[0].key",
+            "is not the private key of the certificate",
+        ),
+        // Not issued by the CA we trust.
+        (
+            "stranger.crt",
+            "stranger.key",
+            &["ca.crt"][..],
+            "",
+            "cert = \"/",
+            "connection[0].cert",
+            "not issued by a trusted CA",
+        ),
+        (
+            "expired.crt",
+            "expired.key",
+            &["ca.crt"][..],
+            "",
+            "cert = \"/",
+            "connection[0].cert",
+            "certificate expired",
+        ),
+        (
+            "notyet.crt",
+            "notyet.key",
+            &["ca.crt"][..],
+            "",
+            "cert = \"/",
+            "connection[0].cert",
+            "not yet valid",
+        ),
+        // A key file that holds a certificate.
+        (
+            "a.crt",
+            "a.crt",
+            &["ca.crt"][..],
+            "",
+            "key = \"/",
+            "connection[0].key",
+            "no usable private key",
+        ),
+        // A cacerts file that holds a key.
+        (
+            "a.crt",
+            "a.key",
+            &["a.key"][..],
+            "",
+            "cacerts = [",
+            "connection[0].cacerts[0]",
+            "cacerts file",
+        ),
+        (
+            "a.crt",
+            "a.key",
+            &[][..],
+            "",
+            "cacerts = [",
+            "connection[0].cacerts",
+            "empty list",
+        ),
+        // An identity the certificate does not hold.
+        (
+            "a.crt",
+            "a.key",
+            &["ca.crt"][..],
+            "local_id = \"b.example\"",
+            "local_id",
+            "connection[0].local_id",
+            "not in our certificate",
+        ),
+    ] {
+        let t = pubkey_connection(cert, key, cas, extra);
+        assert_error(&errors(&t), line_of(&t, needle), at, words);
+        // The key file's contents never show.
+        assert!(!render(&errors(&t)).contains("PRIVATE KEY"));
+    }
+    let t = pubkey_connection("a.crt", "/nonexistent.key", &["ca.crt"], "");
+    let t = with(&t, &cert_file("/nonexistent.key"), "/nonexistent.key");
+    assert_error(
+        &errors(&t),
+        line_of(&t, "key = \"/"),
+        "connection[0].key",
+        "cannot read key file",
+    );
+    let t = with(
+        &pubkey_connection("a.crt", "a.key", &["ca.crt"], ""),
+        &format!("cacerts = [\"{}\"]\n", cert_file("ca.crt")),
+        "",
+    );
+    assert_error(
+        &errors(&t),
+        line_of(&t, "[[connection]]"),
+        "connection[0].cacerts",
+        "needs the CAs",
+    );
+    let t = with(
+        &pubkey_connection("a.crt", "a.key", &["ca.crt"], ""),
+        "auth",
+        &format!("psk = \"{PSK}\"\nauth"),
+    );
+    assert_error(
+        &errors(&t),
+        line_of(&t, "psk ="),
+        "connection[0].psk",
+        "only for auth = \"psk\"",
+    );
+}
+
+#[test]
+fn the_private_key_file_gets_the_mode_warning() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = temp_dir("pubkey-mode");
+    let key = dir.join("a.key");
+    std::fs::copy(cert_file("a.key"), &key).unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let text = with(
+        &pubkey_connection("a.crt", "a.key", &["ca.crt"], ""),
+        &cert_file("a.key"),
+        "a.key",
+    );
+    let host = espgw_control::config::HostFacts {
+        cpus: 4,
+        check_permissions: true,
+    };
+    let (_, warnings) = espgw_control::config::parse_str(&dir.join("gw.toml"), text, &host)
+        .unwrap_or_else(|d| panic!("{}", render(&d)));
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.file == key && w.message.contains("holds keys and is readable")),
+        "{}",
+        render(&warnings)
+    );
+}
+
+#[test]
+fn fragmentation_is_per_connection() {
+    let text = format!(
+        "{}\n[[connection]]\nname = \"d\"\nlocal = \"192.0.2.1\"\nremote = \"192.0.2.3\"\n\
+         psk = \"{PSK}\"\nfragmentation = false\n\n[[connection.child]]\nname = \"net\"\n\
+         local_ts = [\"10.1.1.0/24\"]\nremote_ts = [\"10.3.0.0/24\"]\n",
+        with_connection("", "")
+    );
+    let (config, _) = parse(&text).unwrap_or_else(|d| panic!("{}", render(&d)));
+    let f: Vec<bool> = config.connections.iter().map(|c| c.fragmentation).collect();
+    assert_eq!(f, vec![true, false]);
+}
+
+#[test]
+fn encap_udp_forces_udp_encapsulation() {
+    let (config, _) =
+        parse(&with_connection("encap = \"udp\"", "")).unwrap_or_else(|d| panic!("{}", render(&d)));
+    assert!(config.connections[0].force_encap);
+    let (config, _) = parse(&with_connection("", "")).unwrap();
+    assert!(!config.connections[0].force_encap);
 }

@@ -138,10 +138,34 @@ pub enum Generate {
 
 #[derive(Subcommand, Debug)]
 pub enum Keys {
-    /// Print Wireshark esp_sa lines for every SA of a config.
+    /// Print Wireshark esp_sa lines for every SA of a config, or
+    /// ikev2_decryption_table and esp_sa lines of a running gateway's IKE
+    /// SAs and SAs (CHILD_SAs included).
+    ///
+    /// With --socket, the esp_sa lines go to stdout (or --esp-sa FILE) and
+    /// the ikev2_decryption_table lines to --ikev2 FILE (default: after the
+    /// esp_sa lines on stdout, under a comment). Only root and the
+    /// gateway's own user may read keys from the socket.
     Wireshark {
-        #[arg(long, value_name = "FILE")]
-        config: PathBuf,
+        /// A config file: its [[tunnel]] SAs.
+        #[arg(
+            long,
+            value_name = "FILE",
+            required_unless_present = "socket",
+            conflicts_with = "socket"
+        )]
+        config: Option<PathBuf>,
+        /// A running gateway's control socket.
+        #[arg(long, value_name = "PATH")]
+        socket: Option<PathBuf>,
+        /// With --socket: write the ikev2_decryption_table records here
+        /// (mode 0600; Wireshark's file is ~/.config/wireshark/ikev2_decryption_table).
+        #[arg(long, value_name = "FILE", requires = "socket")]
+        ikev2: Option<PathBuf>,
+        /// With --socket: write the esp_sa records here (mode 0600)
+        /// instead of stdout.
+        #[arg(long, value_name = "FILE", requires = "socket")]
+        esp_sa: Option<PathBuf>,
     },
 }
 
@@ -171,6 +195,8 @@ mod tests {
             "espgw ctl --socket /run/espgw.sock sa list",
             "espgw ctl --socket /run/espgw.sock sa del --spi 0x1001",
             "espgw keys wireshark --config gw.toml",
+            "espgw keys wireshark --socket /run/espgw.sock",
+            "espgw keys wireshark --socket /run/espgw.sock --ikev2 ike.txt --esp-sa esp.txt",
             "espgw setup --config gw.toml --dry-run --hugepages 1024",
             "espgw generate man --out-dir man",
             "espgw generate completions bash",

@@ -15,8 +15,21 @@ fn main() -> ExitCode {
     match cli.command {
         cli::Command::Check { config } => cmd::check::run(&config),
         cli::Command::Keys {
-            what: cli::Keys::Wireshark { config },
-        } => cmd::keys::wireshark(&config),
+            what:
+                cli::Keys::Wireshark {
+                    config,
+                    socket,
+                    ikev2,
+                    esp_sa,
+                },
+        } => match (config, socket) {
+            (Some(config), _) => cmd::keys::wireshark(&config),
+            (None, Some(socket)) => {
+                cmd::keys::wireshark_socket(&socket, ikev2.as_deref(), esp_sa.as_deref())
+            }
+            // clap requires one of the two.
+            (None, None) => ExitCode::from(2),
+        },
         cli::Command::Run {
             config,
             duration,

@@ -34,12 +34,35 @@ pub const DEFAULT_ESP_PROPOSALS: &[&str] = &[
 pub enum IkeAuth {
     /// A pre-shared key (`psk` or `psk_file`), zeroized on drop.
     Psk(SecretBytes),
+    /// X.509 certificates and RFC 7427 signatures (`auth = "pubkey"`).
+    PubKey(Box<PubKeyAuth>),
+}
+
+/// `cert`, `key` and `cacerts` as loaded and checked by `espgw check`:
+/// the key signs what the certificate verifies, and the certificate chains
+/// (through the intermediates after it in `cert`) to one of `cacerts` at
+/// the time the config was read.
+#[derive(Clone)]
+pub struct PubKeyAuth {
+    /// Our certificate (DER), then the intermediates sent with it.
+    pub cert: Vec<Vec<u8>>,
+    /// Its private key (wiped on drop; `Debug` prints the kind only).
+    pub key: espgw_ike::crypto::PrivateKey,
+    /// The CAs trusted for the peer's certificate (DER).
+    pub cacerts: Vec<Vec<u8>>,
 }
 
 impl std::fmt::Debug for IkeAuth {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             IkeAuth::Psk(k) => write!(f, "Psk({} bytes)", k.len()),
+            IkeAuth::PubKey(p) => write!(
+                f,
+                "PubKey({} certificate(s), {:?}, {} CA(s))",
+                p.cert.len(),
+                p.key,
+                p.cacerts.len()
+            ),
         }
     }
 }
@@ -76,13 +99,33 @@ pub enum IkeId {
     Fqdn(String),
     /// `user@example.org`.
     Email(String),
+    /// A distinguished name (`C=CH, O=strongSwan, CN=moon`): `der` is the
+    /// Name as a certificate's subject holds it, `text` as written (or as
+    /// strongSwan prints a certificate's subject).
+    Dn { der: Vec<u8>, text: String },
+}
+
+impl IkeId {
+    /// The IKE identity (ID payload) this is.
+    pub fn identification(&self) -> espgw_ike::message::Identification {
+        use espgw_ike::message::{IdType, Identification};
+        match self {
+            IkeId::Ip(a) => Identification::ip(*a),
+            IkeId::Fqdn(s) => Identification::fqdn(s),
+            IkeId::Email(s) => Identification::email(s),
+            IkeId::Dn { der, .. } => Identification {
+                id_type: IdType::DER_ASN1_DN,
+                data: der.clone(),
+            },
+        }
+    }
 }
 
 impl std::fmt::Display for IkeId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             IkeId::Ip(a) => write!(f, "{a}"),
-            IkeId::Fqdn(s) | IkeId::Email(s) => f.write_str(s),
+            IkeId::Fqdn(s) | IkeId::Email(s) | IkeId::Dn { text: s, .. } => f.write_str(s),
         }
     }
 }
@@ -97,7 +140,8 @@ pub struct Connection {
     pub remote: Option<IpAddr>,
     /// The unprotected port `local` is on.
     pub port: PortId,
-    /// Our identity; default: `local`.
+    /// Our identity; default: `local` with a PSK, the certificate's
+    /// subject DN with `auth = "pubkey"` (strongSwan's defaults).
     pub local_id: IkeId,
     /// The identity the peer must show; `None` (`"%any"`, the default):
     /// any.
@@ -111,6 +155,9 @@ pub struct Connection {
     pub rekey_time: u64,
     /// IKE fragmentation (RFC 7383).
     pub fragmentation: bool,
+    /// `encap = "udp"`: ESP in UDP (and IKE on the NAT-T port) even
+    /// without a NAT, as strongSwan's `encap = yes`.
+    pub force_encap: bool,
     pub children: Vec<Child>,
 }
 

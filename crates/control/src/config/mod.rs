@@ -6,6 +6,7 @@
 
 pub mod connection;
 mod diag;
+pub mod dn;
 mod keys;
 mod lints;
 mod model;

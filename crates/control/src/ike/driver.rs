@@ -12,7 +12,6 @@ use espgw_ike::engine::{
     AuthFailure, ChildSa, Connection as EngineConnection, ConnectionId, Engine, EngineConfig,
     Event, FailReason, IkeSaId, Time, Transmit,
 };
-use espgw_ike::message::Identification;
 use tracing::{info, warn};
 
 use super::selectors;
@@ -127,25 +126,11 @@ pub struct IkeDriver<R: RandomSource> {
     conns: Vec<ConnState>,
     sas: BTreeMap<IkeSaId, IkeSaState>,
     metrics: IkeMetrics,
-    nat_t_port: u16,
-    /// The datagram being handled is a response: a CHILD_SA installed now
-    /// comes from an exchange we started.
-    in_response: bool,
-}
-
-/// Whether an IKE datagram is a response (the R flag of the IKE header,
-/// after the non-ESP marker on the NAT-T port).
-fn is_response(payload: &[u8], nat_t: bool) -> bool {
-    let off = if nat_t { 4 } else { 0 };
-    payload.get(off + 19).is_some_and(|flags| flags & 0x20 != 0)
-}
-
-fn ike_id(id: &IkeId) -> Identification {
-    match id {
-        IkeId::Ip(a) => Identification::ip(*a),
-        IkeId::Fqdn(s) => Identification::fqdn(s),
-        IkeId::Email(s) => Identification::email(s),
-    }
+    /// The engine's UNIX time follows the system clock (no
+    /// `unix_time_at_zero_ms` was configured, no [`IkeDriver::set_unix_time`]
+    /// was called): set again with each datagram, so a stepped clock is
+    /// followed too.
+    system_clock: bool,
 }
 
 fn unspecified(like: IpAddr) -> IpAddr {
@@ -161,7 +146,10 @@ fn engine_connection(
     child: &Child,
     ike_port: u16,
 ) -> Result<EngineConnection, IkeError> {
-    let IkeAuth::Psk(psk) = &c.auth;
+    let psk: &[u8] = match &c.auth {
+        IkeAuth::Psk(psk) => psk.expose(),
+        IkeAuth::PubKey(_) => &[],
+    };
     let ts = |v: &[crate::config::net::Prefix]| -> Vec<String> {
         v.iter().map(|p| p.to_string()).collect()
     };
@@ -172,15 +160,32 @@ fn engine_connection(
         &c.name,
         SocketAddr::new(c.local, ike_port),
         SocketAddr::new(c.remote.unwrap_or_else(|| unspecified(c.local)), ike_port),
-        ike_id(&c.local_id),
-        c.remote_id.as_ref().map(ike_id),
-        psk.expose(),
+        c.local_id.identification(),
+        c.remote_id.as_ref().map(IkeId::identification),
+        psk,
         &c.proposals_string(),
         &child.esp_proposals_string(),
         &l,
         &r,
     )
+    .map(|mut e| {
+        e.fragmentation = Some(c.fragmentation);
+        e.force_encap = c.force_encap;
+        e
+    })
+    .and_then(|e| match &c.auth {
+        IkeAuth::Psk(_) => Ok(e),
+        IkeAuth::PubKey(p) => e.with_certificates(p.cert.clone(), p.key.clone(), p.cacerts.clone()),
+    })
     .map_err(|e| IkeError(format!("connection {:?}: {e}", c.name)))
+}
+
+/// The UNIX time in milliseconds from the system clock: the engine reads
+/// no clock, certificates' validity is checked against this.
+fn system_unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// An IKE suite as strongSwan's `swanctl --list-sas` prints it
@@ -236,8 +241,8 @@ fn esp_secret(s: &espgw_ike::crypto::SecretBytes) -> SecretBytes {
 }
 
 impl<R: RandomSource> IkeDriver<R> {
-    /// A driver for `connections` (the validated config's). The engine's
-    /// fragmentation is the connections' (the config allows one setting).
+    /// A driver for `connections` (the validated config's), each with its
+    /// own `fragmentation`.
     pub fn new(
         connections: &[Connection],
         engine_config: EngineConfig,
@@ -251,14 +256,11 @@ impl<R: RandomSource> IkeDriver<R> {
     /// config's).
     pub fn with_ike_port(
         connections: &[Connection],
-        mut engine_config: EngineConfig,
+        engine_config: EngineConfig,
         rng: R,
         ike_port: u16,
     ) -> Result<Self, IkeError> {
-        if let Some(c) = connections.first() {
-            engine_config.fragmentation = c.fragmentation;
-        }
-        let nat_t_port = engine_config.nat_t_port;
+        let system_clock = engine_config.unix_time_at_zero_ms.is_none();
         let mut engine = Engine::new(engine_config, rng);
         let mut conns = Vec::new();
         for c in connections {
@@ -287,9 +289,28 @@ impl<R: RandomSource> IkeDriver<R> {
             conns,
             sas: BTreeMap::new(),
             metrics: IkeMetrics::default(),
-            nat_t_port,
-            in_response: false,
+            system_clock,
         })
+    }
+
+    /// Fixes the UNIX time certificates are checked against: at `now` it is
+    /// `unix_time_ms` (tests; a runtime leaves the system clock in charge).
+    pub fn set_unix_time(&mut self, now: Time, unix_time_ms: u64) {
+        self.system_clock = false;
+        self.engine.set_unix_time(now, unix_time_ms);
+    }
+
+    fn sync_clock(&mut self, now: Time) {
+        if self.system_clock {
+            self.engine.set_unix_time(now, system_unix_ms());
+        }
+    }
+
+    /// The SPIs and SK_e/SK_a keys of every IKE SA past IKE_SA_INIT, for
+    /// `espgw keys wireshark` (`crate::wireshark::ikev2_line`). Secrets:
+    /// only for a caller that may see keys.
+    pub fn ike_sa_secrets(&self) -> Vec<espgw_ike::engine::IkeSaSecrets> {
+        self.engine.ike_sa_secrets()
     }
 
     /// The engine's counters of datagrams not acted on.
@@ -338,6 +359,7 @@ impl<R: RandomSource> IkeDriver<R> {
     }
 
     fn initiate_id(&mut self, now: Time, id: ConnectionId) {
+        self.sync_clock(now);
         self.conns[id].retry_at = None;
         match self.engine.initiate(now, id) {
             Ok(sa) => {
@@ -440,9 +462,14 @@ impl<R: RandomSource> IkeDriver<R> {
                 if let Err(e) = self.engine.delete_ike_sa(now, *sa) {
                     warn!(ike_sa = %format!("{sa:016x}"), error = %e, "IKE: delete refused");
                 }
+            } else if self.engine.abort_ike_sa(*sa).is_ok() {
+                // Before IKE_AUTH: forgotten, the peer's half-open SA
+                // times out.
+                self.sas.remove(sa);
             } else {
-                // Still being set up: the engine cannot abort it, so it is
-                // deleted once it is up (or fails by itself).
+                // IKE_AUTH is out: the peer may have it up with its
+                // CHILD_SA, so it is deleted once it is up here too (or
+                // fails by itself).
                 s.doomed = true;
             }
         }
@@ -519,10 +546,9 @@ impl<R: RandomSource> IkeDriver<R> {
         manager: &mut SaManager<T>,
     ) {
         self.metrics.received += 1;
+        self.sync_clock(now);
         self.engine.handle_datagram(now, src, dst, payload);
-        self.in_response = is_response(payload, dst.port() == self.nat_t_port);
         self.process_events(now, manager);
-        self.in_response = false;
     }
 
     /// The next time [`Self::handle_timeout`] has something to do.
@@ -555,6 +581,7 @@ impl<R: RandomSource> IkeDriver<R> {
         now: Time,
         manager: &mut SaManager<T>,
     ) {
+        self.sync_clock(now);
         self.engine.handle_timeout(now);
         for id in 0..self.conns.len() {
             if self.conns[id].retry_at.is_some_and(|t| t <= now) && !self.conns[id].stopped {
@@ -656,9 +683,12 @@ impl<R: RandomSource> IkeDriver<R> {
                     }],
                     _ => Vec::new(),
                 };
+                let (_, spi_i, spi_r) = self.engine.ike_sa_spis(*id).unwrap_or((false, 0, 0));
                 IkeSaInfo {
                     connection: c.config.name.clone(),
                     ike_sa: format!("{id:016x}"),
+                    spi_i: format!("{spi_i:016x}"),
+                    spi_r: format!("{spi_r:016x}"),
                     state: match s.phase {
                         SaPhase::Connecting => "connecting".into(),
                         SaPhase::Established => "established".into(),
@@ -861,9 +891,9 @@ impl<R: RandomSource> IkeDriver<R> {
             && manager.tunnel(&name).is_some_and(|t| {
                 t.local == tunnel.local && t.remote == tunnel.remote && t.encap == tunnel.encap
             });
-        // Installed while handling a response: our exchange, which the
-        // peer (its responder) installed both ways before answering.
-        let ours = self.in_response;
+        // Our exchange: the peer (its responder) installed it both ways
+        // before answering.
+        let ours = c.initiated_by_us;
         if ours {
             self.conns[id].child_rekeying = false;
         }
@@ -1028,6 +1058,8 @@ impl<R: RandomSource> IkeDriver<R> {
                     suite,
                     local,
                     remote,
+                    initiator,
+                    ..
                 } => {
                     let c = &mut self.conns[connection];
                     c.backoff_ms = RETRY_BASE_MS;
@@ -1047,6 +1079,7 @@ impl<R: RandomSource> IkeDriver<R> {
                         doomed: false,
                     });
                     s.phase = SaPhase::Established;
+                    s.initiator = initiator;
                     if s.doomed {
                         info!(ike_sa = %format!("{ike_sa:016x}"), "IKE: terminated while being set up; deleting it");
                         if let Err(e) = self.engine.delete_ike_sa(now, ike_sa) {

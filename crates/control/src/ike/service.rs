@@ -33,6 +33,11 @@ pub trait IkeControl<T>: Send + Sync {
     /// Answers an `ike_*` request; `manager` is locked by the caller.
     fn command(&self, command: IkeCommand, manager: &mut SaManager<T>) -> Result<Value, String>;
     fn metrics(&self) -> IkeMetrics;
+    /// The IKE SAs' SPIs and SK_e/SK_a keys (`keys_wireshark`, which the
+    /// socket answers to root and the gateway's user only).
+    fn secrets(&self) -> Vec<espgw_ike::engine::IkeSaSecrets> {
+        Vec::new()
+    }
 }
 
 struct Inner<R: RandomSource> {
@@ -159,6 +164,10 @@ impl<R: RandomSource + Send + 'static> IkeService<R> {
 }
 
 impl<T: Send + Sync + 'static, R: RandomSource + Send> IkeControl<T> for IkeService<R> {
+    fn secrets(&self) -> Vec<espgw_ike::engine::IkeSaSecrets> {
+        self.lock().driver.ike_sa_secrets()
+    }
+
     fn command(&self, command: IkeCommand, manager: &mut SaManager<T>) -> Result<Value, String> {
         let json = |v: Result<Value, serde_json::Error>| v.map_err(|e| e.to_string());
         match command {

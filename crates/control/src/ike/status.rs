@@ -9,6 +9,13 @@ pub struct IkeSaInfo {
     /// Our SPI of the IKE SA, 16 hex digits (a u64 does not survive JSON
     /// numbers in every client).
     pub ike_sa: String,
+    /// The initiator's and the responder's SPI, 16 hex digits each (one
+    /// of them is `ike_sa`; SPIr is all zeros while our IKE_SA_INIT is
+    /// unanswered), as `swanctl --list-sas` shows both.
+    #[serde(default)]
+    pub spi_i: String,
+    #[serde(default)]
+    pub spi_r: String,
     /// "connecting" or "established".
     pub state: String,
     /// We initiated it (or the rekey that made it).

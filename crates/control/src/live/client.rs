@@ -139,6 +139,14 @@ pub fn render(request: &Request, response: &Value) -> Result<String, String> {
                 steps.join("; ")
             ))
         }
+        Request::KeysWireshark => {
+            let r: super::protocol::KeysReply = parse(response)?;
+            Ok(format!(
+                "{} IKE SA record(s), {} ESP SA record(s) (use espgw keys wireshark --socket)\n",
+                r.ikev2.len(),
+                r.esp_sa.len()
+            ))
+        }
         Request::Ike(IkeCommand::List) => Ok(render_ike(&parse::<IkeListReply>(response)?.sas)),
         Request::Ike(_) => {
             let r: IkeReply = parse(response)?;
@@ -169,6 +177,10 @@ pub fn render_ike(sas: &[IkeSaInfo]) -> String {
             opt(&s.remote),
             opt(&s.proposal),
         ));
+        // Both SPIs, as swanctl --list-sas writes them.
+        if !s.spi_i.is_empty() {
+            out.push_str(&format!(", SPIs {}_i {}_r", s.spi_i, s.spi_r));
+        }
         if let Some(e) = s.established_seconds {
             out.push_str(&format!(", up {e} s"));
         }
@@ -226,6 +238,18 @@ pub fn call(socket: &Path, request: &Request) -> Result<Value, String> {
         return Err("the gateway closed the connection without answering".into());
     }
     serde_json::from_str(&answer).map_err(|e| format!("response is not JSON: {e}"))
+}
+
+/// `keys_wireshark`: the running gateway's Wireshark records, or its error.
+pub fn keys_wireshark(socket: &Path) -> Result<super::protocol::KeysReply, String> {
+    let response = call(socket, &Request::KeysWireshark)?;
+    if response["ok"] != Value::Bool(true) {
+        return Err(response["error"]
+            .as_str()
+            .unwrap_or("request failed")
+            .to_string());
+    }
+    parse(&response)
 }
 
 /// Runs a command: the text to print, or the gateway's error.

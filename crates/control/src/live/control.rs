@@ -11,7 +11,7 @@ use serde_json::Value;
 use tracing::info;
 
 use super::manager::SaManager;
-use super::protocol::{self, DelTarget, RekeyReply, Request, SaListReply, TunnelReply};
+use super::protocol::{self, DelTarget, KeysReply, RekeyReply, Request, SaListReply, TunnelReply};
 use super::status::{DataplaneCounters, StatsSnapshot, Status};
 use super::tunnel_json::TunnelParser;
 use crate::config::Config;
@@ -205,6 +205,32 @@ impl<T: Send + Sync + 'static> LiveControl<T> {
                     out_spi,
                     in_spi,
                 }))?
+            }
+            Request::KeysWireshark => {
+                // Lock order: manager, then the driver.
+                let m = self.manager();
+                let mut esp_sa = Vec::new();
+                for name in m.tunnel_names() {
+                    if let Some(t) = m.tunnel(&name) {
+                        for l in crate::wireshark::tunnel_esp_sa_lines(t) {
+                            esp_sa.push(l.as_str().to_string());
+                        }
+                    }
+                }
+                let (mut ikev2, mut ikev2_skipped) = (Vec::new(), Vec::new());
+                for s in self.ike.get().map(|i| i.secrets()).unwrap_or_default() {
+                    match crate::wireshark::ikev2_line(&s) {
+                        Some(l) => ikev2.push(l.as_str().to_string()),
+                        None => ikev2_skipped.push(format!("{:016x}", s.ike_sa)),
+                    }
+                }
+                drop(m);
+                let r = KeysReply {
+                    ikev2,
+                    esp_sa,
+                    ikev2_skipped,
+                };
+                reply(serde_json::to_value(&r))?
             }
             Request::Ike(command) => {
                 let ike = self

@@ -50,6 +50,9 @@ pub enum Request {
     },
     /// `ike_list`, `ike_initiate`, `ike_terminate`, `ike_rekey`.
     Ike(IkeCommand),
+    /// `keys_wireshark`: the running SAs' keys as Wireshark records
+    /// ([`KeysReply`]); answered to root and the gateway's own user only.
+    KeysWireshark,
 }
 
 /// The `ike_*` requests (connections by their `[[connection]]` name).
@@ -97,6 +100,7 @@ impl Request {
             Request::Ike(IkeCommand::Initiate { .. }) => "ike_initiate",
             Request::Ike(IkeCommand::Terminate { .. }) => "ike_terminate",
             Request::Ike(IkeCommand::Rekey { .. }) => "ike_rekey",
+            Request::KeysWireshark => "keys_wireshark",
         }
     }
 
@@ -110,7 +114,7 @@ impl Request {
         };
         let cmd = str_field(&obj, "cmd")?.ok_or("request has no \"cmd\"")?;
         let allowed: &[&str] = match cmd {
-            "status" | "sa_list" | "stats" => &["cmd"],
+            "status" | "sa_list" | "stats" | "keys_wireshark" => &["cmd"],
             "sa_add" => &["cmd", "tunnel"],
             "sa_del" => &["cmd", "tunnel", "spi"],
             "sa_rekey" => &["cmd", "tunnel", "out", "in"],
@@ -120,7 +124,7 @@ impl Request {
             _ => {
                 return Err(
                     "unknown cmd (expected status, sa_list, sa_add, sa_del, sa_rekey, stats, \
-                     ike_list, ike_initiate, ike_terminate or ike_rekey)"
+                     ike_list, ike_initiate, ike_terminate, ike_rekey or keys_wireshark)"
                         .into(),
                 )
             }
@@ -132,6 +136,7 @@ impl Request {
             "status" => Request::Status,
             "sa_list" => Request::SaList,
             "stats" => Request::Stats,
+            "keys_wireshark" => Request::KeysWireshark,
             "ike_list" => Request::Ike(IkeCommand::List),
             "ike_initiate" | "ike_terminate" | "ike_rekey" => {
                 let connection = str_field(&obj, "connection")?
@@ -214,7 +219,7 @@ impl Serialize for Request {
         }
         m.serialize_entry("cmd", self.command())?;
         match self {
-            Request::Status | Request::SaList | Request::Stats => {}
+            Request::Status | Request::SaList | Request::Stats | Request::KeysWireshark => {}
             Request::Ike(IkeCommand::List) => {}
             Request::Ike(
                 IkeCommand::Initiate { connection } | IkeCommand::Terminate { connection },
@@ -280,6 +285,40 @@ pub struct RekeyReply {
     pub tunnel: String,
     pub out_spi: Option<u32>,
     pub in_spi: Option<u32>,
+}
+
+/// The answer to `keys_wireshark`: Wireshark `ikev2_decryption_table`
+/// records of the IKE SAs and `esp_sa` records of the SAs (each tunnel's
+/// outbound and newest inbound SA), as `crate::wireshark` writes them.
+/// Holds keys: only root and the gateway's user get it (the socket
+/// checks), and `Debug` prints the counts only.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeysReply {
+    pub ikev2: Vec<String>,
+    pub esp_sa: Vec<String>,
+    /// IKE SAs whose suite Wireshark cannot decrypt (ChaCha20-Poly1305),
+    /// by our SPI, so their absence is explained.
+    #[serde(default)]
+    pub ikev2_skipped: Vec<String>,
+}
+
+impl std::fmt::Debug for KeysReply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "KeysReply({} ikev2, {} esp_sa)",
+            self.ikev2.len(),
+            self.esp_sa.len()
+        )
+    }
+}
+
+impl Drop for KeysReply {
+    fn drop(&mut self) {
+        use zeroize::Zeroize;
+        self.ikev2.zeroize();
+        self.esp_sa.zeroize();
+    }
 }
 
 /// The answer to `ike_list`.

@@ -16,7 +16,7 @@ use std::time::Duration;
 use tracing::{debug, info, warn};
 use zeroize::Zeroizing;
 
-use super::access::{check_dir, peer_of, Access};
+use super::access::{check_dir, my_uid, peer_of, Access};
 use super::control::ControlBackend;
 use super::protocol::{self, Request, MAX_REQUEST_BYTES};
 
@@ -224,6 +224,9 @@ fn refuse(mut stream: UnixStream, why: &str) {
 pub fn serve(stream: UnixStream, backend: &dyn ControlBackend) -> io::Result<()> {
     stream.set_read_timeout(Some(IDLE_TIMEOUT))?;
     stream.set_write_timeout(Some(IDLE_TIMEOUT))?;
+    // Keys go to root and the gateway's own user, never to the control
+    // group (which may manage SAs but not read their keys).
+    let may_read_keys = peer_of(&stream).is_ok_and(|p| p.uid == 0 || p.uid == my_uid());
     let mut writer = stream.try_clone()?;
     let mut reader = BufReader::new(stream);
     loop {
@@ -245,6 +248,9 @@ pub fn serve(stream: UnixStream, backend: &dyn ControlBackend) -> io::Result<()>
                 Err(_) => protocol::error("request is not UTF-8"),
                 Ok(text) if text.trim().is_empty() => continue,
                 Ok(text) => match Request::parse(text) {
+                    Ok(Request::KeysWireshark) if !may_read_keys => protocol::error(
+                        "keys_wireshark: only root and the gateway's user may read keys",
+                    ),
                     Ok(request) => backend.handle(request),
                     Err(e) => protocol::error(e),
                 },

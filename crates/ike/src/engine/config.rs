@@ -52,6 +52,15 @@ pub struct Connection {
     /// The CA certificates (DER) we trust for the peer's certificate: each
     /// is a trust anchor, and each is named in our CERTREQ.
     pub cacerts: Vec<Vec<u8>>,
+    /// IKE fragmentation (RFC 7383) for this connection; None: the
+    /// engine's [`EngineConfig::fragmentation`]. As responder it applies
+    /// from the connection chosen at IKE_SA_INIT (by the peer's address).
+    pub fragmentation: Option<bool>,
+    /// Forced UDP encapsulation (strongSwan's `encap = yes`): our
+    /// NAT_DETECTION_SOURCE_IP hash is faked so the peer sees a NAT in
+    /// front of us; IKE moves to the NAT-T port from IKE_AUTH and the
+    /// CHILD_SAs are `udp_encap` even without a NAT.
+    pub force_encap: bool,
 }
 
 /// How a connection authenticates (both directions the same).
@@ -104,6 +113,8 @@ impl Connection {
             key: None,
             cacerts: Vec::new(),
             lifetimes: Lifetimes::default(),
+            fragmentation: None,
+            force_encap: false,
         })
     }
 

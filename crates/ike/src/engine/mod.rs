@@ -96,6 +96,47 @@ pub struct ChildSa {
     /// ESP in UDP (RFC 3948) on the NAT-T port: a NAT was detected (or
     /// faked by the peer).
     pub udp_encap: bool,
+    /// It comes from an exchange we started (our IKE_AUTH as initiator,
+    /// our CREATE_CHILD_SA): the peer, its responder, installed it both
+    /// ways before answering.
+    pub initiated_by_us: bool,
+    /// A rekey (RFC 7296 2.8): the inbound SPI of the CHILD_SA it
+    /// replaces (deleted next, by whoever started the rekey).
+    pub rekeys: Option<u32>,
+}
+
+/// An IKE SA's SPIs and SK_e/SK_a keys, for a packet analyser
+/// ([`Engine::ike_sa_secrets`]; Wireshark's `ikev2_decryption_table`).
+/// `Debug` prints the SPIs and the suite, never the keys.
+#[derive(Clone)]
+pub struct IkeSaSecrets {
+    /// The SA (our SPI).
+    pub ike_sa: IkeSaId,
+    /// We initiated it.
+    pub initiator: bool,
+    /// The initiator's SPI.
+    pub spi_i: u64,
+    /// The responder's SPI.
+    pub spi_r: u64,
+    /// Encryption, integrity (None with an AEAD), PRF and group.
+    pub suite: IkeSuite,
+    /// Encryption keys, initiator to responder and back: the cipher key,
+    /// then the salt with AES-GCM and ChaCha20-Poly1305 (RFC 5282 / 7634).
+    pub sk_ei: crate::crypto::SecretBytes,
+    pub sk_er: crate::crypto::SecretBytes,
+    /// Integrity keys (empty with an AEAD).
+    pub sk_ai: crate::crypto::SecretBytes,
+    pub sk_ar: crate::crypto::SecretBytes,
+}
+
+impl fmt::Debug for IkeSaSecrets {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IkeSaSecrets")
+            .field("spi_i", &format_args!("{:016x}", self.spi_i))
+            .field("spi_r", &format_args!("{:016x}", self.spi_r))
+            .field("suite", &self.suite)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Why an IKE SA did not come up or went away.
@@ -143,6 +184,12 @@ pub enum Event {
         local: SocketAddr,
         /// The peer's.
         remote: SocketAddr,
+        /// We initiated it (sent IKE_SA_INIT).
+        initiator: bool,
+        /// The initiator's SPI (ours when `initiator`).
+        spi_i: u64,
+        /// The responder's SPI.
+        spi_r: u64,
     },
     /// A CHILD_SA to install in the data plane.
     ChildSaInstalled(Box<ChildSa>),
@@ -443,6 +490,61 @@ impl<R: RandomSource> Engine<R> {
     /// The number of IKE SAs held (half-open, established, lingering).
     pub fn ike_sa_count(&self) -> usize {
         self.sas.len()
+    }
+
+    /// Forgets an IKE SA still being set up, sending nothing and raising
+    /// no event: while our IKE_SA_INIT or IKE_INTERMEDIATE is unanswered,
+    /// or as responder before IKE_AUTH came (the peer holds at most a
+    /// half-open SA, which it times out). Refused once IKE_AUTH was sent
+    /// (the responder may have established it and installed its
+    /// CHILD_SA: let it come up, then [`Engine::delete_ike_sa`]) and for
+    /// an established SA.
+    pub fn abort_ike_sa(&mut self, ike_sa: IkeSaId) -> Result<(), EngineError> {
+        let sa = self
+            .sas
+            .get(&ike_sa)
+            .ok_or(EngineError::Protocol("no such IKE SA"))?;
+        if !sa.abortable() {
+            return Err(EngineError::Protocol(
+                "IKE_AUTH sent or done: delete it once it is up",
+            ));
+        }
+        self.sas.remove(&ike_sa);
+        self.half_open.retain(|_, v| *v != ike_sa);
+        Ok(())
+    }
+
+    /// Whether we initiated an IKE SA, and its SPIi and SPIr (SPIr is 0
+    /// while our IKE_SA_INIT is unanswered).
+    pub fn ike_sa_spis(&self, ike_sa: IkeSaId) -> Option<(bool, u64, u64)> {
+        self.sas.get(&ike_sa).map(IkeSa::spis)
+    }
+
+    /// The SPIs and SK_e/SK_a keys of every IKE SA past IKE_SA_INIT, for
+    /// decrypting captures (`espgw keys wireshark`). Secrets: the caller
+    /// decides who sees them.
+    pub fn ike_sa_secrets(&self) -> Vec<IkeSaSecrets> {
+        let mut out: Vec<IkeSaSecrets> = self
+            .sas
+            .iter()
+            .filter_map(|(id, sa)| {
+                let (initiator, spi_i, spi_r) = sa.spis();
+                let (suite, k) = sa.suite_and_keys()?;
+                Some(IkeSaSecrets {
+                    ike_sa: *id,
+                    initiator,
+                    spi_i,
+                    spi_r,
+                    suite,
+                    sk_ei: k.sk_ei.clone(),
+                    sk_er: k.sk_er.clone(),
+                    sk_ai: k.sk_ai.clone(),
+                    sk_ar: k.sk_ar.clone(),
+                })
+            })
+            .collect();
+        out.sort_by_key(|s| s.ike_sa);
+        out
     }
 
     /// Starts an IKE SA (and its first CHILD_SA) for `connection`: the

@@ -20,6 +20,21 @@ pub(crate) fn hash(spi_i: u64, spi_r: u64, addr: SocketAddr) -> Vec<u8> {
     ctx.finish().as_ref().to_vec()
 }
 
+/// Our NAT_DETECTION_SOURCE_IP data: the hash of `addr`, or with `fake`
+/// (forced UDP encapsulation, strongSwan's `encap = yes`) the hash of
+/// port 0 of the unspecified address, which matches no real source, so
+/// the peer sees a NAT in front of us and both sides encapsulate.
+pub(crate) fn source_hash(fake: bool, spi_i: u64, spi_r: u64, addr: SocketAddr) -> Vec<u8> {
+    if fake {
+        let any = match addr.ip() {
+            IpAddr::V4(_) => IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+            IpAddr::V6(_) => IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
+        };
+        return hash(spi_i, spi_r, SocketAddr::new(any, 0));
+    }
+    hash(spi_i, spi_r, addr)
+}
+
 /// What the NAT_DETECTION_* notifies of a received message say.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct NatDetection {

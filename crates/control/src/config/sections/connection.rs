@@ -2,10 +2,14 @@
 //! swanctl.conf names). Model: `config/connection.rs`; reference:
 //! docs/config.md.
 //!
-//! Keys the IKE engine cannot act on yet (`auth = "pubkey"`, `cert`,
-//! `key`, `cacerts`, `reauth_time`, `encap = "udp"`, `start_action =
-//! "trap"`, a second child) are read and checked like the others, then
-//! refused with "not supported yet" at their key: never silently ignored.
+//! Keys the IKE engine cannot act on yet (`reauth_time`, `start_action =
+//! "trap"`, a second child) are read and checked like the
+//! others, then refused with "not supported yet" at their key: never
+//! silently ignored.
+//!
+//! `auth = "pubkey"` loads `cert`, `key` and `cacerts` here, so `espgw
+//! check` reports a key that is not the certificate's, or a certificate
+//! that does not chain to one of the CAs at the current time, at its key.
 
 use std::net::IpAddr;
 
@@ -16,7 +20,7 @@ use zeroize::Zeroizing;
 use super::tunnel::{self, Env};
 use super::Located;
 use crate::config::connection::{
-    Child, Connection, IkeAuth, IkeId, StartAction, DEFAULT_CHILD_REKEY_TIME,
+    Child, Connection, IkeAuth, IkeId, PubKeyAuth, StartAction, DEFAULT_CHILD_REKEY_TIME,
     DEFAULT_CHILD_REPLAY_WINDOW, DEFAULT_ESP_PROPOSALS, DEFAULT_IKE_PROPOSALS,
     DEFAULT_IKE_REKEY_TIME,
 };
@@ -28,7 +32,7 @@ use crate::config::net::Prefix;
 use crate::config::perms;
 use crate::config::reader::{join, Ctx, Field, Table};
 use crate::config::source::SourceText;
-use crate::config::Diagnostic;
+use crate::config::{dn, Diagnostic};
 use crate::tables::IpPrefix;
 
 pub(crate) const KEYS: &[&str] = &[
@@ -97,16 +101,18 @@ fn not_supported(ctx: &mut Ctx, key: &str, what: &str) {
 }
 
 /// strongSwan's reading of an identity string: an IP address, `@fqdn`,
-/// `user@domain`, or a bare name (FQDN). Distinguished names (with `=`)
-/// need certificates.
+/// `user@domain`, a distinguished name (with `=`: `C=CH, O=strongSwan,
+/// CN=moon`), or a bare name (FQDN).
 pub(crate) fn parse_id(s: &str) -> Result<IkeId, String> {
     if s.is_empty() {
         return Err("empty identity".into());
     }
-    if s.contains('=') {
-        return Err(format!(
-            "{s:?} looks like a distinguished name: not supported yet (needs certificates)"
-        ));
+    if dn::looks_like_dn(s) {
+        let der = dn::dn_to_der(s).map_err(|e| format!("distinguished name {s:?}: {e}"))?;
+        return Ok(IkeId::Dn {
+            der,
+            text: s.to_string(),
+        });
     }
     if let Ok(ip) = s.parse::<IpAddr>() {
         return Ok(IkeId::Ip(ip));
@@ -377,6 +383,173 @@ fn read_psk(
     }
 }
 
+/// Reads the PEM file a path field names (a regular file of at most
+/// 64 KiB, like key files); errors at the field.
+fn read_pem(
+    ctx: &mut Ctx,
+    f: &Field,
+    env: &Env,
+    what: &str,
+) -> Option<(String, Zeroizing<String>)> {
+    let rel = f.str(ctx)?;
+    let full = env.base_dir.join(rel);
+    match read_small_regular_file(&full) {
+        Ok(t) => Some((rel.to_string(), Zeroizing::new(t))),
+        Err(e) => {
+            f.error(
+                ctx,
+                format!("cannot read {what} file {rel:?}: {e}"),
+                Some("a readable regular PEM file"),
+            );
+            None
+        }
+    }
+}
+
+/// The UNIX time now, for checking our certificate's validity; the
+/// engine itself reads no clock.
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Reads and checks `cert`, `key` and `cacerts` with `auth = "pubkey"`.
+fn read_pubkey(
+    ctx: &mut Ctx,
+    t: &Table,
+    env: &Env,
+    file_diags: &mut Vec<Diagnostic>,
+) -> Option<PubKeyAuth> {
+    use espgw_ike::crypto::{cert as x509, signature, PrivateKey};
+    for key in ["psk", "psk_file"] {
+        if let Some(f) = t.get(ctx, key) {
+            f.error(
+                ctx,
+                format!("{key} is only for auth = \"psk\""),
+                Some("leave it out with auth = \"pubkey\""),
+            );
+        }
+    }
+    let cert_field = t.require(
+        ctx,
+        "cert",
+        "a PEM file with our certificate (then intermediates)",
+    );
+    let chain = cert_field.as_ref().and_then(|f| {
+        let (rel, text) = read_pem(ctx, f, env, "cert")?;
+        match x509::certs_from_pem(text.as_bytes()) {
+            Ok(c) => Some((rel, c)),
+            Err(e) => {
+                f.error(
+                    ctx,
+                    format!("cert file {rel:?}: {e}"),
+                    Some("PEM CERTIFICATE blocks, ours first"),
+                );
+                None
+            }
+        }
+    });
+    let key_field = t.require(ctx, "key", "a PEM file with our private key");
+    let key = key_field.as_ref().and_then(|f| {
+        let (rel, text) = read_pem(ctx, f, env, "key")?;
+        if env.host.check_permissions {
+            let full = env.base_dir.join(&rel);
+            let src = SourceText::new(&full, String::new());
+            let mut fctx = Ctx::new(&src);
+            perms::warn_if_unsafe(&mut fctx, &full, perms::Holds::Keys);
+            file_diags.extend(fctx.diags);
+        }
+        // Never echo the key: the error names the file only.
+        match PrivateKey::from_pem(text.as_bytes()) {
+            Ok(k) => Some((rel, k)),
+            Err(_) => {
+                f.error(
+                    ctx,
+                    format!("key file {rel:?}: no usable private key (ECDSA P-256/P-384 or RSA; PKCS#8, SEC1 or PKCS#1 PEM)"),
+                    Some("the certificate's private key in PEM"),
+                );
+                None
+            }
+        }
+    });
+    let mut cacerts = Vec::new();
+    let mut cas_ok = true;
+    match t.get(ctx, "cacerts") {
+        None => {
+            ctx.error(
+                &join(&t.path, "cacerts"),
+                "auth = \"pubkey\" needs the CAs that issue the peers' certificates",
+                Some("cacerts = [\"ca.pem\"]"),
+            );
+            cas_ok = false;
+        }
+        Some(f) => {
+            let items = f.one_or_many(ctx, "a list of PEM file paths");
+            if items.is_empty() {
+                f.error(ctx, "empty list", Some("a list of PEM file paths"));
+                cas_ok = false;
+            }
+            for item in items {
+                let Some((rel, text)) = read_pem(ctx, &item, env, "cacerts") else {
+                    cas_ok = false;
+                    continue;
+                };
+                match x509::certs_from_pem(text.as_bytes()) {
+                    Ok(c) => cacerts.extend(c),
+                    Err(e) => {
+                        item.error(
+                            ctx,
+                            format!("cacerts file {rel:?}: {e}"),
+                            Some("PEM CERTIFICATE blocks"),
+                        );
+                        cas_ok = false;
+                    }
+                }
+            }
+        }
+    }
+    let ((cert_rel, chain), (key_rel, key)) = (chain?, key?);
+    let ee = &chain[0];
+    let probe = b"espgw check: does the key belong to the certificate?";
+    let matches = key
+        .sign_auth(None, probe)
+        .ok()
+        .is_some_and(|sig| signature::verify_auth(ee, probe, &sig).is_ok());
+    if !matches {
+        if let Some(f) = &key_field {
+            f.error(
+                ctx,
+                format!("the key in {key_rel:?} is not the private key of the certificate in {cert_rel:?}"),
+                Some("the certificate's own private key"),
+            );
+        }
+        return None;
+    }
+    if !cas_ok {
+        return None;
+    }
+    if let Err(e) = x509::validate_chain(ee, &chain[1..], &cacerts, unix_now()) {
+        let subject = x509::subject(ee)
+            .ok()
+            .and_then(|s| dn::dn_text(&s))
+            .unwrap_or_default();
+        if let Some(f) = &cert_field {
+            f.error(
+                ctx,
+                format!("the certificate \"{subject}\" in {cert_rel:?}: {e} (checked against cacerts, now)"),
+                Some("a certificate valid now, issued (through the intermediates after it) by one of cacerts"),
+            );
+        }
+        return None;
+    }
+    Some(PubKeyAuth {
+        cert: chain,
+        key,
+        cacerts,
+    })
+}
+
 fn warn_short(f: &Field, ctx: &mut Ctx, len: usize) {
     {
         ctx.warn(
@@ -418,9 +591,16 @@ pub(crate) fn read(ctx: &mut Ctx, t: Table, env: &Env) -> ReadConnection {
                     .map(Some)
             }
         });
-    let local_id = match t.get(ctx, "local_id") {
-        None => local.map(IkeId::Ip),
-        Some(f) => f.parse_with(ctx, "an IP address, @fqdn, fqdn or user@domain", parse_id),
+    let local_id_field = t.get(ctx, "local_id");
+    let local_id = match &local_id_field {
+        None => Some(None),
+        Some(f) => f
+            .parse_with(
+                ctx,
+                "an IP address, @fqdn, fqdn, user@domain or a DN like \"C=CH, O=org, CN=name\"",
+                parse_id,
+            )
+            .map(Some),
     };
     let remote_id = match t.get(ctx, "remote_id") {
         None => Some(None),
@@ -428,7 +608,7 @@ pub(crate) fn read(ctx: &mut Ctx, t: Table, env: &Env) -> ReadConnection {
         Some(f) => f
             .parse_with(
                 ctx,
-                "an IP address, @fqdn, fqdn, user@domain or \"%any\"",
+                "an IP address, @fqdn, fqdn, user@domain, a DN or \"%any\"",
                 parse_id,
             )
             .map(Some),
@@ -451,45 +631,43 @@ pub(crate) fn read(ctx: &mut Ctx, t: Table, env: &Env) -> ReadConnection {
             auth = read_psk(ctx, &t, env, &mut inline_keys, &mut file_diags).map(IkeAuth::Psk);
         }
         Some(false) => {
-            // Checked for form so the file is right once the engine does it.
-            for key in ["cert", "key"] {
-                if let Some(f) = t.require(ctx, key, "a PEM file path") {
-                    f.str(ctx);
-                }
-            }
-            if let Some(f) = t.get(ctx, "cacerts") {
-                for item in f.one_or_many(ctx, "a list of PEM file paths") {
-                    item.str(ctx);
-                }
-            }
-            for key in ["psk", "psk_file"] {
-                if let Some(f) = t.get(ctx, key) {
-                    f.error(
-                        ctx,
-                        format!("{key} is only for auth = \"psk\""),
-                        Some("leave it out with auth = \"pubkey\""),
-                    );
-                }
-            }
-            not_supported(
-                ctx,
-                &join(&path, "auth"),
-                "auth = \"pubkey\" (certificates are being added to the IKE engine)",
-            );
+            auth = read_pubkey(ctx, &t, env, &mut file_diags).map(|p| IkeAuth::PubKey(Box::new(p)));
         }
         None => {}
     }
+    // strongSwan's defaults: our address with a PSK, our certificate's
+    // subject with certificates; a configured one must be in it.
+    let local_id = match (local_id, &auth) {
+        (Some(None), Some(IkeAuth::PubKey(p))) => espgw_ike::crypto::cert::subject(&p.cert[0])
+            .ok()
+            .and_then(|der| {
+                let text = dn::dn_text(&der)?;
+                Some(IkeId::Dn { der, text })
+            }),
+        (Some(None), _) => local.map(IkeId::Ip),
+        (Some(Some(id)), Some(IkeAuth::PubKey(p))) => {
+            let ok = espgw_ike::crypto::cert::id_matches(&p.cert[0], &id.identification())
+                .unwrap_or(false);
+            if !ok {
+                if let Some(f) = &local_id_field {
+                    f.error(
+                        ctx,
+                        format!("{id} is not in our certificate (its subject DN or a subjectAltName): the peer would refuse it"),
+                        Some("the certificate's subject DN or one of its subjectAltNames, or leave local_id out"),
+                    );
+                }
+                None
+            } else {
+                Some(id)
+            }
+        }
+        (Some(Some(id)), _) => Some(id),
+        (None, _) => None,
+    };
     let proposals = proposals(ctx, &t, "proposals", DEFAULT_IKE_PROPOSALS, false);
     let encap_auto = t.get(ctx, "encap").map_or(Some(true), |f| {
         f.choice(ctx, &[("auto", true), ("udp", false)])
     });
-    if encap_auto == Some(false) {
-        not_supported(
-            ctx,
-            &join(&path, "encap"),
-            "encap = \"udp\" (forced UDP encapsulation; \"auto\" encapsulates when a NAT is detected)",
-        );
-    }
     let dpd_delay = seconds(ctx, &t, "dpd_delay", 0);
     let rekey_time = seconds(ctx, &t, "rekey_time", DEFAULT_IKE_REKEY_TIME);
     let reauth_time = seconds(ctx, &t, "reauth_time", 0);
@@ -570,7 +748,7 @@ pub(crate) fn read(ctx: &mut Ctx, t: Table, env: &Env) -> ReadConnection {
             Some(remote_id),
             Some(auth),
             Some(proposals),
-            Some(true),
+            Some(encap_auto),
             Some(dpd_delay),
             Some(rekey_time),
             Some(0),
@@ -605,6 +783,7 @@ pub(crate) fn read(ctx: &mut Ctx, t: Table, env: &Env) -> ReadConnection {
                 dpd_delay,
                 rekey_time,
                 fragmentation,
+                force_encap: !encap_auto,
                 children,
             });
         }
@@ -635,8 +814,8 @@ fn child_pairs(c: &Child) -> Vec<(Prefix, Prefix)> {
 }
 
 /// Cross-checks: unique names (among connections, and against `[[tunnel]]`
-/// names the children's tunnels would take), one engine-wide
-/// fragmentation setting, and the children's selectors against the SPD.
+/// names the children's tunnels would take), and the children's selectors
+/// against the SPD.
 ///
 /// A child's tunnel joins the SPD at run time, after every configured
 /// entry of its priority (1000), and leaves it when its IKE SA fails.
@@ -663,19 +842,6 @@ pub(crate) fn check_connections(
                     c.item.name
                 ),
                 Some("a unique name"),
-            );
-        }
-        if let Some(first) = earlier
-            .iter()
-            .find(|u| u.item.fragmentation != c.item.fragmentation)
-        {
-            not_supported(
-                ctx,
-                &format!("{}.fragmentation", c.path),
-                &format!(
-                    "a fragmentation setting other than connection {:?}'s (the engine has one for all connections)",
-                    first.item.name
-                ),
             );
         }
         for (ci, child) in c.item.children.iter().enumerate() {

@@ -123,7 +123,8 @@ impl IkeSa {
             }
         }
         match self.rekeyed_child(&rekey, &inner, conn) {
-            Ok((child, nr)) => {
+            Ok((mut child, nr)) => {
+                child.rekeys = Some(rekey.old_inbound);
                 let ours = child.inbound_spi;
                 if let Some(old) = self.children.iter_mut().find(|c| {
                     c.inbound_spi == rekey.old_inbound && c.state == ChildState::Installed
@@ -355,6 +356,13 @@ impl IkeSa {
                 });
             }
         }
+        let mut child = child;
+        child.rekeys = rekeyed.and_then(|spi| {
+            self.children
+                .iter()
+                .find(|c| c.outbound_spi == spi)
+                .map(|c| c.inbound_spi)
+        });
         self.children.push(ChildRef::of(&child));
         (reply, vec![Event::ChildSaInstalled(Box::new(child))])
     }

@@ -57,13 +57,13 @@ impl IkeSa {
         payloads.push(Payload::Nonce(Nonce(self.ni.clone())));
         payloads.push(Payload::Notify(Notify::ike(
             NotifyType::NAT_DETECTION_SOURCE_IP,
-            nat::hash(self.spi_i, 0, self.local),
+            nat::source_hash(conn.force_encap, self.spi_i, 0, self.local),
         )));
         payloads.push(Payload::Notify(Notify::ike(
             NotifyType::NAT_DETECTION_DESTINATION_IP,
             nat::hash(self.spi_i, 0, self.remote),
         )));
-        if cfg.fragmentation {
+        if conn.fragmentation.unwrap_or(cfg.fragmentation) {
             payloads.push(Payload::Notify(Notify::ike(
                 NotifyType::IKEV2_FRAGMENTATION_SUPPORTED,
                 Vec::new(),
@@ -192,14 +192,14 @@ impl IkeSa {
         self.suite = Some(suite);
         self.init_response = datagram.to_vec();
         self.derive_ike_keys(&shared)?;
-        self.fragmentation = cfg.fragmentation
+        self.fragmentation = conn.fragmentation.unwrap_or(cfg.fragmentation)
             && msg
                 .notifies(NotifyType::IKEV2_FRAGMENTATION_SUPPORTED)
                 .next()
                 .is_some();
         if let Some(nat) = nat::detect(&msg, self.spi_i, self.spi_r, src, dst) {
             self.local_nat = nat.local_behind_nat;
-            if nat.any() {
+            if nat.any() || conn.force_encap {
                 // RFC 7296 2.23: the initiator moves to port 4500 for
                 // IKE_AUTH on; the responder follows it there.
                 self.udp_encap = true;
@@ -298,6 +298,9 @@ impl IkeSa {
             suite: self.suite.ok_or(EngineError::Protocol("no suite"))?,
             local: self.local,
             remote: self.remote,
+            initiator: self.role == Role::Initiator,
+            spi_i: self.spi_i,
+            spi_r: self.spi_r,
         });
         match self.initiator_child(conn, &inner) {
             Ok(child) => {
@@ -406,6 +409,8 @@ impl IkeSa {
             local: self.local,
             remote: self.remote,
             udp_encap: self.udp_encap,
+            initiated_by_us: we_initiated,
+            rekeys: None,
         })
     }
 
@@ -512,7 +517,7 @@ impl IkeSa {
                 Payload::Nonce(Nonce(sa.nr.clone())),
                 Payload::Notify(Notify::ike(
                     NotifyType::NAT_DETECTION_SOURCE_IP,
-                    nat::hash(sa.spi_i, sa.spi_r, dst),
+                    nat::source_hash(conn.force_encap, sa.spi_i, sa.spi_r, dst),
                 )),
                 Payload::Notify(Notify::ike(
                     NotifyType::NAT_DETECTION_DESTINATION_IP,
@@ -520,7 +525,7 @@ impl IkeSa {
                 )),
             ];
             // RFC 7383 2.3: announced only in answer to the peer's.
-            sa.fragmentation = cfg.fragmentation
+            sa.fragmentation = conn.fragmentation.unwrap_or(cfg.fragmentation)
                 && msg
                     .notifies(NotifyType::IKEV2_FRAGMENTATION_SUPPORTED)
                     .next()
@@ -571,7 +576,7 @@ impl IkeSa {
             return None;
         };
         if let Some(nat) = nat::detect(msg, sa.spi_i, 0, src, dst) {
-            sa.udp_encap = nat.any();
+            sa.udp_encap = nat.any() || conn.force_encap;
             sa.local_nat = nat.local_behind_nat;
         }
         Self::transmit(cfg, out, dst, src, &bytes);
@@ -652,6 +657,9 @@ impl IkeSa {
             suite: self.suite.ok_or(EngineError::Protocol("no suite"))?,
             local: self.local,
             remote: self.remote,
+            initiator: self.role == Role::Initiator,
+            spi_i: self.spi_i,
+            spi_r: self.spi_r,
         }];
         match self.responder_child(conn, &inner, rng) {
             Ok((child, number, transforms)) => {

@@ -296,6 +296,27 @@ fn nonce_of(payloads: &[Payload]) -> Option<Vec<u8>> {
 }
 
 impl IkeSa {
+    /// SPIi and SPIr, and whether we are the initiator (for the driver's
+    /// listing and key export).
+    pub(crate) fn spis(&self) -> (bool, u64, u64) {
+        (self.role == Role::Initiator, self.spi_i, self.spi_r)
+    }
+
+    /// Whether it can be forgotten without telling the peer: before
+    /// IKE_AUTH was sent (the peer holds at most a half-open SA, which it
+    /// times out), or as responder before IKE_AUTH arrived.
+    pub(crate) fn abortable(&self) -> bool {
+        matches!(
+            self.state,
+            State::InitSent | State::IntermediateSent | State::InitDone
+        )
+    }
+
+    /// The suite and SK_* keys once IKE_SA_INIT is done.
+    pub(crate) fn suite_and_keys(&self) -> Option<(IkeSuite, &IkeSaKeys)> {
+        self.suite.zip(self.keys.as_ref())
+    }
+
     fn new(
         id: IkeSaId,
         connection: ConnectionId,
