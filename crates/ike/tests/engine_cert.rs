@@ -1205,7 +1205,7 @@ mod faults {
             let cfg = EngineConfig { fragment_size: 400, max_retransmits: 64, ..cfg() };
             let mut p = Pair::new(a, b, cfg);
             p.a.initiate(0, 0).unwrap();
-            p.run(&fates, 3_600_000);
+            p.run(&fates, 600_000);
             let ups = |ev: &[Event]| ev.iter().filter(|e| matches!(e, Event::IkeSaUp { .. })).count();
             prop_assert_eq!(ups(&p.events_a), 1, "{:?}", p.events_a);
             prop_assert_eq!(ups(&p.events_b), 1, "{:?}", p.events_b);
