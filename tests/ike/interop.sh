@@ -224,8 +224,6 @@ for kind in ecdsa-aes128gcm16-prfsha256-ecp256 rsa-chacha20poly1305-prfsha512-x2
     certenv=(IKE_INTEROP_CERT="$CERTS/a.crt" IKE_INTEROP_KEY="$CERTS/a.key" IKE_INTEROP_CACERT="$CERTS/ca.crt")
     env "${certenv[@]}" ip netns exec "$SSW_NS_A" "$DRIVER" initiate 192.0.2.1 192.0.2.2 "$SSW_WORK/cert-i.out" \
         rekey >"$SSW_WORK/cert-i.log" 2>&1 || ssw_fail "${kind%%-*} certificates, engine as initiator: $(cat "$SSW_WORK/cert-i.log")"
-    echo -n "${kind%%-*} certificates, "
-    check initiate "$SSW_WORK/cert-i.out"
     wait_child_spi "$(ours "$SSW_WORK/cert-i.out.rekey2" outbound_spi)"
     echo -n "${kind%%-*} certificates, after CHILD_SA, IKE SA and CHILD_SA rekeys: "
     check initiate "$SSW_WORK/cert-i.out.rekey2"
@@ -265,6 +263,8 @@ terminate
 # CHILD_SA as above (the engine's is keyed from the rekeyed IKE SA's SK_d;
 # charon's timers may rekey the CHILD_SA twice before the IKE SA).
 PROPOSALS=aes128gcm16-prfsha256-x25519 ESP=aes128gcm16-x25519
+unset CERTS # PSK again (b_conf writes certificate authentication while CERTS is set)
+rm -f "$SSW_WORK/b/swanctl/x509ca/other.crt"
 b_conf
 # charon's own derived hard limits (10 %) round to whole seconds: explicit
 # ones, or it deletes the SAs as it rekeys them.
