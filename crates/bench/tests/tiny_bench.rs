@@ -9,41 +9,9 @@ use espgw_bench::options::{Direction, Options, Size};
 use espgw_bench::report;
 use espgw_esp::Suite;
 
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .map(|s| {
-            s.lines()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
-/// A sub-case that cannot run here: SKIPPED on stderr, recorded in
-/// `$ESPGW_SKIP_LOG` (scripts/test.sh lists it in its summary), and a
-/// failure where skips are not allowed: `ESPGW_NO_SKIP=1` (CI), or
-/// `CI=true` unless `ESPGW_NO_SKIP=0` (the rule of scripts/skip.bash).
-fn skip(what: &str, reason: &str) {
-    eprintln!("SKIPPED: {what}: {reason}");
-    if let Some(log) = std::env::var_os("ESPGW_SKIP_LOG") {
-        use std::io::Write;
-        if let Ok(mut f) = std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .open(log)
-        {
-            let _ = writeln!(f, "{what}: {reason}");
-        }
-    }
-    let allowed = match std::env::var("ESPGW_NO_SKIP").as_deref() {
-        Ok("1") => false,
-        Ok("0") => true,
-        _ => std::env::var("CI").as_deref() != Ok("true"),
-    };
-    assert!(
-        allowed,
-        "{what} skipped ({reason}), and skips are not allowed here (ESPGW_NO_SKIP=1 or CI=true)"
-    );
-}
+#[path = "../../../tests/support/skip.rs"]
+mod skip_rule;
+use skip_rule::{is_root, skip};
 
 #[test]
 fn tiny_bench_validates_every_packet_of_every_layer() {

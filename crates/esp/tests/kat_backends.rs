@@ -21,6 +21,9 @@ use espgw_esp::crypto::{new_cipher_with, Backend, BackendError, IcvMismatch, Imp
 use espgw_esp::Suite;
 use kat_support::{field, seq_of, vectors};
 
+#[path = "../../../tests/support/skip.rs"]
+mod skip_rule;
+
 /// A published ESP packet (SPI to ICV) with what it decrypts to.
 struct Packet {
     name: String,
@@ -212,17 +215,7 @@ fn ipsec_mb_code_that_ran() {
             assert!(!cpu.vaes_avx512);
             let reason = format!("this CPU lacks AVX-512/VAES/VPCLMULQDQ ({other:?})");
             let what = "crates/esp kat_backends: intel-ipsec-mb VAES/AVX-512 GCM";
-            eprintln!("SKIPPED: {what}: {reason}");
-            if let Some(log) = std::env::var_os("ESPGW_SKIP_LOG") {
-                use std::io::Write;
-                if let Ok(mut f) = std::fs::OpenOptions::new()
-                    .append(true)
-                    .create(true)
-                    .open(log)
-                {
-                    let _ = writeln!(f, "{what}: {reason}");
-                }
-            }
+            skip_rule::record_skip(what, &reason);
         }
     }
 }

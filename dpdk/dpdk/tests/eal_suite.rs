@@ -9,45 +9,11 @@ use dpdk::error::Error;
 use dpdk::{lcore, Burst, Eal, Mbuf, Mempool, Port, PortConfig, Ring, RingMode, SOCKET_ANY};
 use espgw_wire::buf::{NoRoom, PacketBuf, VecBuf};
 
+#[path = "../../../tests/support/skip.rs"]
+mod skip_rule;
+use skip_rule::{is_root, skip};
+
 const DATA_ROOM: u16 = 2048 + dpdk::MBUF_HEADROOM;
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(2).map(|euid| euid == "0"))
-        })
-        .unwrap_or(false)
-}
-
-/// A sub-case that cannot run here: SKIPPED on stderr, recorded in
-/// `$ESPGW_SKIP_LOG` (scripts/test.sh lists it in its summary), and a
-/// failure where skips are not allowed: `ESPGW_NO_SKIP=1` (CI), or
-/// `CI=true` unless `ESPGW_NO_SKIP=0` (the rule of scripts/skip.bash).
-fn skip(what: &str, reason: &str) {
-    eprintln!("SKIPPED: {what}: {reason}");
-    if let Some(log) = std::env::var_os("ESPGW_SKIP_LOG") {
-        use std::io::Write;
-        if let Ok(mut f) = std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .open(log)
-        {
-            let _ = writeln!(f, "{what}: {reason}");
-        }
-    }
-    let allowed = match std::env::var("ESPGW_NO_SKIP").as_deref() {
-        Ok("1") => false,
-        Ok("0") => true,
-        _ => std::env::var("CI").as_deref() != Ok("true"),
-    };
-    assert!(
-        allowed,
-        "{what} skipped ({reason}), and skips are not allowed here (ESPGW_NO_SKIP=1 or CI=true)"
-    );
-}
 
 fn eal_args() -> Vec<String> {
     let cpus = std::thread::available_parallelism()
