@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Round-trip time through the tunnel next to the direct link, on the demo
-# topology (scripts/netns.sh, gateway.toml and configs/gateway-b.toml),
+# topology (scripts/netns.sh, configs/static-a.toml and configs/static-b.toml, manual SAs),
 # for an A/B of two builds:
 #
 #   sudo bench/ping-latency.sh [ESPGW_BINARY] [COUNT]   (default: this tree's release build, 100)

@@ -2,7 +2,9 @@
 # topology of scripts/netns.sh with espgw A and B on it, and stops it all.
 #
 # Set before sourcing: P (namespace prefix), WORK (scratch dir), ESPGW (binary).
-# Optional: MTU (outer MTU of every link, default 1500), IDLE_SLEEP_US
+# Optional: GW_CONFIG_A, GW_CONFIG_B (the two gateways' configs; default the
+# manual-SA pair configs/static-a.toml and configs/static-b.toml; the demo
+# sets gateway.toml and configs/gateway-b.toml, the IKEv2 pair), MTU (outer MTU of every link, default 1500), IDLE_SLEEP_US
 # (`[dataplane] idle_sleep_us` of both gateways, default theirs),
 # HOSTS_IPV4_ONLY (IPv6 off on hosts A and B before the gateways start:
 # their kernels then send the gateways no MLD reports or router
@@ -34,8 +36,8 @@ gateways_up() {
         hosts_ipv4_only
     fi
     # Configs with keys should be readable by root only: copy them 0600.
-    install -m 600 gateway.toml "$WORK/gateway-a.toml"
-    install -m 600 configs/gateway-b.toml "$WORK/gateway-b.toml"
+    gateway_config a "${GW_CONFIG_A:-configs/static-a.toml}"
+    gateway_config b "${GW_CONFIG_B:-configs/static-b.toml}"
     sed -i "s#^control_socket = .*#control_socket = \"$WORK/a.sock\"#" "$WORK/gateway-a.toml"
     sed -i "s#^control_socket = .*#control_socket = \"$WORK/b.sock\"#" "$WORK/gateway-b.toml"
     sed -i "s#^mtu = 1500#mtu = $mtu#" "$WORK"/gateway-*.toml
@@ -55,9 +57,26 @@ gateways_up() {
         done
     fi
 
-    gateway_start a "$WORK/gateway-a.toml"
+    # B first: with an IKEv2 pair, A's first IKE_SA_INIT then finds B
+    # listening rather than waiting for a retransmission.
     gateway_start b "$WORK/gateway-b.toml"
+    gateway_start a "$WORK/gateway-a.toml"
     gateways_wait_ping 10.2.0.10
+}
+
+# gateway_config SIDE CONFIG: CONFIG copied to $WORK/gateway-SIDE.toml
+# (mode 600), and the file its `psk_file` names (relative to CONFIG's
+# directory, as espgw reads it) to $WORK/SIDE.psk, also 600, the copy's
+# psk_file pointing there.
+gateway_config() {
+    local side=$1 src=$2 dst="$WORK/gateway-$1.toml" psk
+    install -m 600 "$src" "$dst"
+    psk=$(sed -n 's/^psk_file = "\([^"]*\)".*/\1/p' "$src" | head -n 1)
+    if [ -n "$psk" ]; then
+        case "$psk" in /*) ;; *) psk="$(dirname "$src")/$psk" ;; esac
+        install -m 600 "$psk" "$WORK/$side.psk"
+        sed -i "s#^psk_file = \"[^\"]*\"#psk_file = \"$WORK/$side.psk\"#" "$dst"
+    fi
 }
 
 # hosts_ipv4_only: IPv6 off in hosts A and B (see HOSTS_IPV4_ONLY above).

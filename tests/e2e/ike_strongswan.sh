@@ -93,8 +93,8 @@ ip netns exec "$GB" sysctl -qw net.ipv6.conf.all.disable_ipv6=0 net.ipv6.conf.de
 ip -n "$GB" addr add 2001:db8::2/64 dev gwb-unprot nodad
 ip -n "$GB" addr add fd00:2::1/64 dev gwb-prot nodad
 
-# espgw: gateway.toml with a [[connection]] instead of its manual tunnel.
-sed '/^\[\[tunnel\]\]/,$d' gateway.toml >"$WORK/a.toml"
+# espgw: configs/static-a.toml (gateway A, manual SAs) with a [[connection]] instead of its manual tunnel.
+sed '/^\[\[tunnel\]\]/,$d' configs/static-a.toml >"$WORK/a.toml"
 sed -i "s#^control_socket = .*#control_socket = \"$WORK/a.sock\"#; /^metrics = /d" "$WORK/a.toml"
 sed -i "/^\[gateway\]/a state_dir = \"$WORK/state-a\"" "$WORK/a.toml"
 # DPD gives up after 0.5 + 1 + 2 s without an answer (the default, 4 s

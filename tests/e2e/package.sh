@@ -89,10 +89,10 @@ bash -c '. /usr/share/bash-completion/completions/espgw; COMP_WORDS=(espgw se); 
     | grep -qx setup || fail "bash completion does not complete 'espgw se' to setup"
 grep -q 'setup' /usr/share/zsh/vendor-completions/_espgw /usr/share/fish/vendor_completions.d/espgw.fish || fail "zsh/fish completions lack setup"
 
-# espgw setup --dry-run: the demo config (af_packet, --no-huge) needs no
+# espgw setup --dry-run: the demo topology's config (af_packet, --no-huge) needs no
 # change; the example's PCI ports are not on this machine: problems,
 # exit 1, nothing changed.
-install -m 600 gateway.toml "$WORK/demo.toml"
+install -m 600 configs/static-a.toml "$WORK/demo.toml"
 $ESPGW setup --config "$WORK/demo.toml" --dry-run >"$WORK/setup-demo.log" 2>&1 || fail "setup --dry-run of the demo config: $(cat "$WORK/setup-demo.log")"
 grep -q '0 change(s) to make, nothing was changed' "$WORK/setup-demo.log" || fail "setup --dry-run: $(cat "$WORK/setup-demo.log")"
 if [ ! -e /sys/bus/pci/devices/0000:03:00.0 ]; then

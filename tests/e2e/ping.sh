@@ -14,7 +14,7 @@ PATTERN=6573706777636c656172   # "espgwclear": must never be seen on the middle 
 LOG_TAIL=1000
 . "$(dirname "$0")/common.bash"
 
-grep -q '^\[\[neighbor\]\]' gateway.toml configs/gateway-b.toml && fail "configs have static neighbors: ARP would not be tested"
+grep -q '^\[\[neighbor\]\]' configs/static-a.toml configs/static-b.toml && fail "configs have static neighbors: ARP would not be tested"
 HOSTS_IPV4_ONLY=1 gateways_up >"$WORK/up.log" 2>&1 || fail "the tunnel did not come up: $(cat "$WORK/up.log")"
 
 # Capture the middle link while pinging through the tunnel and the gateway,

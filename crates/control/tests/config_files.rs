@@ -6,6 +6,7 @@ use common::*;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
+use espgw_control::config::connection::{IkeAuth, StartAction};
 use espgw_control::config::{load_with, EncapMode, HostFacts, Side};
 use espgw_esp::Suite;
 
@@ -15,11 +16,59 @@ fn repo_file(rel: &str) -> PathBuf {
         .join(rel)
 }
 
+/// The demo's pair (gateway.toml, configs/gateway-b.toml): IKEv2 with one
+/// pre-shared key file, no static key, one side initiating, the other
+/// waiting, everything else mirrored.
 #[test]
-fn shipped_configs_are_valid_mirror_images() {
+fn demo_configs_are_ikev2_mirror_images() {
     let (a, wa) =
         load_with(&repo_file("gateway.toml"), &host()).unwrap_or_else(|d| panic!("{}", render(&d)));
     let (b, wb) = load_with(&repo_file("configs/gateway-b.toml"), &host())
+        .unwrap_or_else(|d| panic!("{}", render(&d)));
+    assert!(
+        wa.is_empty() && wb.is_empty(),
+        "{}{}",
+        render(&wa),
+        render(&wb)
+    );
+    assert!(a.tunnels.is_empty() && b.tunnels.is_empty(), "no manual SA");
+    for f in ["gateway.toml", "configs/gateway-b.toml"] {
+        let text = std::fs::read_to_string(repo_file(f)).unwrap();
+        assert!(
+            !text.lines().any(|l| {
+                let l = l.trim_start();
+                l.starts_with("key") || l.starts_with("psk =") || l.starts_with("out =")
+            }),
+            "{f} holds a key"
+        );
+    }
+    assert_eq!((a.connections.len(), b.connections.len()), (1, 1));
+    let (ca, cb) = (&a.connections[0], &b.connections[0]);
+    assert_eq!((ca.local, ca.remote), (cb.remote.unwrap(), Some(cb.local)));
+    assert_eq!(ca.local_id, *cb.remote_id.as_ref().unwrap());
+    assert_eq!(cb.local_id, *ca.remote_id.as_ref().unwrap());
+    assert_eq!(ca.proposals, cb.proposals);
+    let (IkeAuth::Psk(ka), IkeAuth::Psk(kb)) = (&ca.auth, &cb.auth) else {
+        panic!("PSK on both sides");
+    };
+    assert_eq!(ka.expose(), kb.expose(), "one key file, read by both");
+    assert!(ka.len() >= 32);
+    let (xa, xb) = (&ca.children[0], &cb.children[0]);
+    assert_eq!((&xa.local_ts, &xa.remote_ts), (&xb.remote_ts, &xb.local_ts));
+    assert_eq!(xa.esp_proposals, xb.esp_proposals);
+    assert_eq!(
+        (xa.start_action, xb.start_action),
+        (StartAction::Start, StartAction::None)
+    );
+}
+
+/// The manual-SA pair (configs/static-a.toml, static-b.toml) of the
+/// end-to-end tests of manual SAs.
+#[test]
+fn static_configs_are_valid_mirror_images() {
+    let (a, wa) = load_with(&repo_file("configs/static-a.toml"), &host())
+        .unwrap_or_else(|d| panic!("{}", render(&d)));
+    let (b, wb) = load_with(&repo_file("configs/static-b.toml"), &host())
         .unwrap_or_else(|d| panic!("{}", render(&d)));
     assert!(
         wa.is_empty() && wb.is_empty(),

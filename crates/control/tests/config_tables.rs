@@ -73,10 +73,10 @@ fn engine_sad(
 }
 
 #[test]
-fn demo_configs_give_one_protect_rule_and_both_sas() {
+fn static_configs_give_one_protect_rule_and_both_sas() {
     for (file, local_ts, remote_ts, local, out_spi, in_spi) in [
         (
-            "gateway.toml",
+            "configs/static-a.toml",
             "10.1.0.0/24",
             "10.2.0.0/24",
             "192.0.2.1",
@@ -84,7 +84,7 @@ fn demo_configs_give_one_protect_rule_and_both_sas() {
             0xb001,
         ),
         (
-            "configs/gateway-b.toml",
+            "configs/static-b.toml",
             "10.2.0.0/24",
             "10.1.0.0/24",
             "192.0.2.2",

@@ -62,7 +62,7 @@ fn demo_gateway(b_side: bool) -> espgw_control::fixtures::GatewayToml {
         .map_tunnels(|t| t.keys(out_key, in_key))
 }
 
-/// Gateway A (or B, mirrored) as in gateway.toml / configs/gateway-b.toml,
+/// Gateway A (or B, mirrored) as in configs/static-a.toml / static-b.toml,
 /// plus an IPv6 address on the protected port and the given extra text;
 /// A protects `local_ts_a`.
 fn config_text(b_side: bool, local_ts_a: &str, extra: &str) -> String {

@@ -1,6 +1,6 @@
 //! libFuzzer target for the control socket's request reader: input bytes
 //! are request lines (seeds in corpus/request: sessions as `espgw ctl`
-//! sends them), answered by a real `LiveControl` over gateway.toml.
+//! sends them), answered by a real `LiveControl` over configs/static-a.toml.
 //!
 //!     cd crates/control/fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run request corpus/request
 //!

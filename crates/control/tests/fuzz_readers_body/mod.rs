@@ -5,7 +5,7 @@
 //! * [`request`]: bytes as they arrive on the control socket, handled line
 //!   by line the way `live::socket::serve` does (length limit, UTF-8, blank
 //!   lines, `Request::parse`) and answered by a real `LiveControl` over a
-//!   gateway built from the repository's gateway.toml, so `sa_add` goes
+//!   gateway built from the repository's configs/static-a.toml (manual SAs), so `sa_add` goes
 //!   through `TunnelParser` and the config reader, and `sa_add`/`sa_del`/
 //!   `sa_rekey` change a real `SaManager`. Checked: no panic; every answer
 //!   is `{"ok":true,...}` or `{"ok":false,"error":"..."}`; no answer holds a
@@ -27,8 +27,8 @@ use espgw_control::live::{
 };
 use serde_json::Value;
 
-/// The repository's gateway A config (demo keys, public).
-pub const GATEWAY_TOML: &str = include_str!("../../../../gateway.toml");
+/// The repository's gateway A config with manual SAs (demo keys, public).
+pub const GATEWAY_TOML: &str = include_str!("../../../../configs/static-a.toml");
 
 /// At most this many request lines per input.
 const MAX_LINES: usize = 32;

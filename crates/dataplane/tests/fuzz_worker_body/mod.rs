@@ -1,7 +1,7 @@
 //! The worker fuzz body, shared by the cargo-fuzz target
 //! (fuzz/fuzz_targets/worker.rs) and the stable test tests/fuzz_worker.rs.
 //!
-//! The gateway under test is gateway B of the netns demo (configs/gateway-b.toml),
+//! The gateway under test is gateway B of the netns demo (configs/static-b.toml),
 //! extended so that one input can reach every path of `Worker::process_burst`:
 //! IPv4 and IPv6 addresses on both ports, IPv4 and IPv6 inner selectors,
 //! MSS clamping, a bypass policy, static and unresolved neighbors. The
