@@ -14,8 +14,9 @@ gateways (scripts/netns.sh topology).
       same IKE SPIs (SPIi, SPIr); the expected ESP suite on both; A's
       outbound SPI is B's inbound SPI and the other way round. With
       BEFORE_A_JSON (A's list before a rekey of every CHILD_SA): each
-      case's CHILD_SA SPIs are new. The negative case has no CHILD_SA on
-      either side. Exit 1 with every error; prints one line per case.
+      case's CHILD_SA SPIs are new. The negative cases have no CHILD_SA on
+      either side (and the one without a common IKE proposal no
+      established IKE SA). Exit 1 with every error; prints one line per case.
 
 Case k (1-based) protects 10.1.k.0/24 + fd00:1:k::/48 behind A and
 10.2.k.0/24 + fd00:2:k::/48 behind B (the hosts carry 10.x.k.10 and
@@ -27,9 +28,12 @@ ESN; a disagreement would fail every packet's ICV, which the pings check).
 IKE_SA_INIT picks the responder's connection by the peer's address alone
 (the first that matches; docs/ike.md), IKE_AUTH by the identities: so
 every connection of B lists every IKE proposal of the test, and A's
-connections each offer one. The negative case offers an IKE proposal that
-none of B's accepts (same cipher as case 1, another PRF and group): the
-handshake must fail with NO_PROPOSAL_CHOSEN and no tunnel may appear.
+connections each offer one. Two negative cases: one offers an IKE proposal
+that none of B's accepts (same cipher as case 1, another PRF and group):
+the handshake must fail with NO_PROPOSAL_CHOSEN and no tunnel may appear;
+in the other the IKE proposals agree and the ESP proposals do not (A
+aes256gcm16, B chacha20poly1305): the CHILD_SA must be refused and no
+tunnel may appear.
 """
 import json
 import os
@@ -110,8 +114,14 @@ def cases():
         out.append(dict(k=k, name=name, esp=esp, esn=esn, ike=ike, ike_name=IKE_NAMES[ike],
                         esp_proposal=prop, outer=outer, negative=False))
     k = len(CASES) + 1
-    out.append(dict(k=k, name=f"c{k}-no-proposal", esp="aes128gcm16", esn=False, ike=NEGATIVE_IKE,
-                    ike_name=None, esp_proposal="aes128gcm16", outer=4, negative=True))
+    out.append(dict(k=k, name=f"c{k}-no-ike-proposal", esp="aes128gcm16", esn=False, ike=NEGATIVE_IKE,
+                    ike_name=None, esp_proposal="aes128gcm16", outer=4, negative="ike"))
+    # IKE proposals agree, ESP proposals do not: A offers aes256gcm16, B
+    # takes chacha20poly1305 only (b_esp_proposal).
+    k += 1
+    out.append(dict(k=k, name=f"c{k}-no-esp-proposal", esp="aes256gcm16", esn=False,
+                    ike="aes128gcm16-prfsha256-x25519", ike_name=IKE_NAMES["aes128gcm16-prfsha256-x25519"],
+                    esp_proposal="aes256gcm16", b_esp_proposal="chacha20poly1305", outer=4, negative="esp"))
     return out
 
 
@@ -139,7 +149,7 @@ start_action = "{'start' if me == 'a' else 'none'}"
 name = "net"
 local_ts = ["10.{n}.{k}.0/24", "fd00:{n}:{k}::/48"]
 remote_ts = ["10.{m}.{k}.0/24", "fd00:{m}:{k}::/48"]
-esp_proposals = ["{c['esp_proposal']}"]
+esp_proposals = ["{c.get('b_esp_proposal', c['esp_proposal']) if me == 'b' else c['esp_proposal']}"]
 replay_window = 128
 """
     return text
@@ -174,10 +184,12 @@ def check(cases_path, a_path, b_path, before_path=None):
     for c in cs:
         name = c["name"]
         if c["negative"]:
+            # No common IKE proposal: no IKE SA past IKE_SA_INIT. No common
+            # ESP proposal: the IKE SA may be up, without a CHILD_SA.
             for side, sas in (("A", a), ("B", b)):
                 kids = [ch for s in sas.get(name, []) for ch in s["children"]]
                 est = [s for s in sas.get(name, []) if s["state"] == "established"]
-                if kids or est:
+                if kids or (est and c["negative"] == "ike"):
                     errors.append(f"{name}: {side} has an IKE SA or CHILD_SA despite no common proposal: {sas[name]}")
             continue
         sides = []

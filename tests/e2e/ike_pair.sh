@@ -18,10 +18,12 @@
 #  4. a CHILD_SA rekey of every tunnel (odd cases started by A, even by B)
 #     under a 10-per-second ping per tunnel: every echo answered, new SPIs,
 #     step 1's checks again; then pings both ways again;
-#  5. the negative case: A offers an IKE proposal B has no match for: no
-#     IKE SA and no tunnel on either side, NO_PROPOSAL_CHOSEN in A's log,
-#     espgw_ike_handshake_failures_total above zero in A's metrics, its
-#     pings are not answered;
+#  5. two negative cases: A offers an IKE proposal B has no match for (no
+#     IKE SA, NO_PROPOSAL_CHOSEN in A's log, espgw_ike_handshake_failures_total
+#     above zero in A's metrics); the IKE proposals agree but the ESP ones
+#     do not (the CHILD_SA refused with NO_PROPOSAL_CHOSEN,
+#     espgw_ike_child_failures_total above zero); neither has a tunnel on
+#     either side, their pings are not answered;
 #  6. SIGINT: both exit 0; the stats JSON balances, with no ESP drop
 #     (unknown SPI, replay, ICV, padding, expired SA, policy mismatch) and
 #     nothing sent in clear.
@@ -43,7 +45,9 @@ wait_all() { local p rc=0; for p in "$@"; do wait "$p" || rc=1; done; return $rc
 python3 tests/e2e/ike_pair.py gen "$WORK"
 CASES=$WORK/cases.json
 N=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))))' "$CASES")
-NEG=$N   # the last case is the negative one
+# The last two cases are the negative ones: no common IKE proposal, then
+# no common ESP proposal.
+NP=$((N - 2)) NEG_IKE=$((N - 1)) NEG_ESP=$N
 name() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[int(sys.argv[2]) - 1]["name"])' "$CASES" "$1"; }
 outer() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[int(sys.argv[2]) - 1]["outer"])' "$CASES" "$1"; }
 for s in a b; do
@@ -71,7 +75,7 @@ done
 python3 tests/e2e/ike_pair.py check "$CASES" "$WORK/ike-a-up.json" "$WORK/ike-b-up.json" >"$WORK/check-up.out" 2>&1 || true
 [ $up = 1 ] || fail "not every tunnel came up as configured within 30 s: $(cat "$WORK/check-up.out")"
 cat "$WORK/check-up.out"
-echo "step 1 ok: $((N - 1)) tunnels up in $(( $(date +%s) - start ))s; proposals and SPIs agree on both sides"
+echo "step 1 ok: $NP tunnels up in $(( $(date +%s) - start ))s; proposals and SPIs agree on both sides"
 
 # The middle link from here to the end: only IKE, ESP and ARP/ND on it.
 capture_start $P-gwa gwa-unprot "$WORK/mid.pcap"
@@ -89,7 +93,7 @@ wait_all "${WARM[@]}" || true
 # 2. Pings both ways, both inner families, every tunnel. PING_SFX names the round.
 pings() {  # ROUND: 3 pings per tunnel, direction and family; every echo answered
     local k fam pids=() bad=""
-    for k in $(seq 1 $((N - 1))); do
+    for k in $(seq 1 $NP); do
         for fam in 4 6; do
             if [ $fam = 4 ]; then a=10.1.$k.10 b=10.2.$k.10; else a=fd00:1:$k::10 b=fd00:2:$k::10; fi
             in_a ping -$fam -c 3 -i 0.2 -w 8 -I $a $b >"$WORK/ping-$1-$k-$fam-ab.out" 2>&1 &
@@ -99,7 +103,7 @@ pings() {  # ROUND: 3 pings per tunnel, direction and family; every echo answere
         done
     done
     wait_all "${pids[@]}" || true
-    for k in $(seq 1 $((N - 1))); do
+    for k in $(seq 1 $NP); do
         for f in "$WORK"/ping-$1-$k-*.out; do
             pings_answered "$f" 3 >/dev/null 2>&1 || bad="$bad ${f##*/ping-}"
         done
@@ -107,11 +111,11 @@ pings() {  # ROUND: 3 pings per tunnel, direction and family; every echo answere
     [ -z "$bad" ] || fail "$1: pings not all answered:$bad"
 }
 pings first
-echo "step 2 ok: pings both ways, IPv4 and IPv6 inner, through all $((N - 1)) tunnels"
+echo "step 2 ok: pings both ways, IPv4 and IPv6 inner, through all $NP tunnels"
 
 # 3. TCP through every tunnel, sha256 on both ends.
 SERVERS=()
-for k in $(seq 1 $((N - 1))); do
+for k in $(seq 1 $NP); do
     if [ "$(outer $k)" = 6 ]; then dst=fd00:2:$k::10; else dst=10.2.$k.10; fi
     ip netns exec $P-hostb python3 tests/e2e/xfer.py serve $dst $((5000 + k)) >"$WORK/xfer-$k.recv" 2>&1 &
     SERVERS+=($!)
@@ -119,14 +123,14 @@ for k in $(seq 1 $((N - 1))); do
 done
 sleep 0.5
 SENDERS=()
-for k in $(seq 1 $((N - 1))); do
+for k in $(seq 1 $NP); do
     if [ "$(outer $k)" = 6 ]; then src=fd00:1:$k::10 dst=fd00:2:$k::10; else src=10.1.$k.10 dst=10.2.$k.10; fi
     in_a timeout 60 python3 tests/e2e/xfer.py send $src $dst $((5000 + k)) 262144 >"$WORK/xfer-$k.sent" 2>&1 &
     SENDERS+=($!)
 done
 wait_all "${SENDERS[@]}" || fail "a TCP sender failed: $(tail -n 3 "$WORK"/xfer-*.sent)"
 wait_all "${SERVERS[@]}" || fail "a TCP receiver failed: $(tail -n 3 "$WORK"/xfer-*.recv)"
-for k in $(seq 1 $((N - 1))); do
+for k in $(seq 1 $NP); do
     [ -s "$WORK/xfer-$k.sent" ] && [ "$(cat "$WORK/xfer-$k.sent")" = "$(cat "$WORK/xfer-$k.recv")" ] ||
         fail "TCP through $(name $k): sent $(cat "$WORK/xfer-$k.sent"), received $(cat "$WORK/xfer-$k.recv")"
 done
@@ -135,12 +139,12 @@ echo "step 3 ok: 256 KiB over TCP through each tunnel, sha256 equal on both ends
 # 4. A CHILD_SA rekey of every tunnel under pings: odd cases by A, even by B.
 lists before
 PINGERS=()
-for k in $(seq 1 $((N - 1))); do
+for k in $(seq 1 $NP); do
     in_a ping -c 20 -i 0.1 -w 10 -I 10.1.$k.10 10.2.$k.10 >"$WORK/ping-rekey-$k.out" 2>&1 &
     PINGERS+=($!)
 done
 sleep 0.5
-for k in $(seq 1 $((N - 1))); do
+for k in $(seq 1 $NP); do
     if [ $((k % 2)) = 1 ]; then side=a; else side=b; fi
     ctl $side ike rekey "$(name $k)" --child net >>"$WORK/rekey.log" 2>&1 || fail "ike rekey $(name $k) on $side: $(tail -n 2 "$WORK/rekey.log")"
 done
@@ -156,7 +160,7 @@ python3 tests/e2e/ike_pair.py check "$CASES" "$WORK/ike-a-rekeyed.json" "$WORK/i
 [ $rekeyed = 1 ] || fail "CHILD_SA rekeys: $(cat "$WORK/check-rekeyed.out")"
 wait_all "${PINGERS[@]}" || true
 bad=""
-for k in $(seq 1 $((N - 1))); do
+for k in $(seq 1 $NP); do
     pings_answered "$WORK/ping-rekey-$k.out" 20 >/dev/null 2>&1 || bad="$bad $(name $k)($(grep -o '[0-9]* received' "$WORK/ping-rekey-$k.out"))"
 done
 [ -z "$bad" ] || fail "pings lost across the CHILD_SA rekeys:$bad"
@@ -164,23 +168,30 @@ cat "$WORK/check-rekeyed.out"
 pings second
 echo "step 4 ok: every CHILD_SA rekeyed (A and B initiating), new SPIs agree, no ping lost across it, pings both ways after"
 
-# 5. The negative case: no common IKE proposal.
-neg=$(name "$NEG")
-grep -q "NO_PROPOSAL_CHOSEN\|NoProposalChosen" "$WORK/a.log" || fail "$neg: no NO_PROPOSAL_CHOSEN in A's log"
+# 5. The negative cases. Checked with step 1's lists: neither has a CHILD_SA
+# on either side, the first no established IKE SA (ike_pair.py check).
 ip netns exec $P-gwa curl -s --max-time 5 http://127.0.0.1:9100/metrics >"$WORK/metrics-a.txt" || fail "A's metrics endpoint"
-hf=$(sed -n 's/^espgw_ike_handshake_failures_total{[^}]*} \([0-9]*\)$/\1/p' "$WORK/metrics-a.txt")
-[ "${hf:-0}" -ge 1 ] || fail "$neg: espgw_ike_handshake_failures_total is ${hf:-absent} on A"
+metric() { sed -n "s/^espgw_ike_$1_total{[^}]*} \([0-9]*\)\$/\1/p" "$WORK/metrics-a.txt"; }
+neg_ike=$(name "$NEG_IKE") neg_esp=$(name "$NEG_ESP")
+grep -q "failed: PeerNotify(NO_PROPOSAL_CHOSEN)" "$WORK/a.log" || fail "$neg_ike: no IKE SA failure with NO_PROPOSAL_CHOSEN in A's log"
+grep -q "first CHILD_SA refused (NO_PROPOSAL_CHOSEN)" "$WORK/a.log" || fail "$neg_esp: no CHILD_SA refusal with NO_PROPOSAL_CHOSEN in A's log"
+hf=$(metric handshake_failures) cf=$(metric child_failures)
+[ "${hf:-0}" -ge 1 ] || fail "$neg_ike: espgw_ike_handshake_failures_total is ${hf:-absent} on A"
+[ "${cf:-0}" -ge 1 ] || fail "$neg_esp: espgw_ike_child_failures_total is ${cf:-absent} on A"
 for s in a b; do
     ctl $s sa list --json >"$WORK/sa-$s.json"
-    python3 - "$WORK/sa-$s.json" "$neg/net" <<'PY' || fail "$neg: a tunnel exists on $s"
+    python3 - "$WORK/sa-$s.json" "$neg_ike/net" "$neg_esp/net" <<'PY' || fail "a negative case's tunnel exists on $s"
 import json, sys
 sas = json.load(open(sys.argv[1]))["sas"]
-sys.exit(1 if any(s["tunnel"] == sys.argv[2] for s in sas) else 0)
+sys.exit(1 if any(s["tunnel"] in sys.argv[2:] for s in sas) else 0)
 PY
 done
-in_a ping -c 2 -i 0.2 -W 1 -I 10.1.$NEG.10 10.2.$NEG.10 >"$WORK/ping-neg.out" 2>&1 && fail "$neg: a ping was answered with no SA"
-echo "step 5 ok: $neg: NO_PROPOSAL_CHOSEN logged, $hf handshake failure(s) counted on A, no IKE SA or tunnel on either side, no traffic"
-grep -h "NO_PROPOSAL_CHOSEN\|NoProposalChosen" "$WORK/a.log" | head -n 1
+for k in $NEG_IKE $NEG_ESP; do
+    in_a ping -c 2 -i 0.2 -W 1 -I 10.1.$k.10 10.2.$k.10 >"$WORK/ping-neg-$k.out" 2>&1 && fail "$(name $k): a ping was answered with no SA"
+done
+echo "step 5 ok: $neg_ike and $neg_esp: NO_PROPOSAL_CHOSEN logged ($hf IKE SA, $cf CHILD_SA failure(s) counted on A), no tunnel on either side, no traffic"
+grep -h "NO_PROPOSAL_CHOSEN" "$WORK/a.log" | sed 's/\x1b\[[0-9;]*m//g' | sort -u -k4 | head -n 2
+echo "B's log: $(grep -c NO_PROPOSAL_CHOSEN "$WORK/b.log" || true) line(s) naming NO_PROPOSAL_CHOSEN"
 
 # 6. Stop; the middle link; counters.
 gateways_stop || fail "a gateway did not exit with status 0 on SIGINT"
@@ -207,4 +218,4 @@ for path in sys.argv[1:]:
     print(path.rsplit("/", 1)[-1], "ike_punted", t["ike_punted"], "ike_sent", t["ike_sent"],
           "drops", {k: v for k, v in s["drops"].items() if v})
 PY
-echo "PASS: espgw <-> espgw IKEv2: $((N - 1)) tunnels (6 ESP suites x ESN over IPv4, 4 over IPv6), TCP, CHILD_SA rekeys both ways, no-proposal refusal, in $(( $(date +%s) - start ))s"
+echo "PASS: espgw <-> espgw IKEv2: $NP tunnels (6 ESP suites x ESN over IPv4, 4 over IPv6), TCP, CHILD_SA rekeys both ways, IKE and ESP no-proposal refusals, in $(( $(date +%s) - start ))s"
