@@ -132,6 +132,9 @@ fn no_common_proposal_fails_the_initiator() {
         p.events_a
     );
     assert!(p.events_b.is_empty());
+    // ... but counted it: the responder's only trace of the mismatch.
+    assert_eq!(p.b.stats().init_no_proposal, 1);
+    assert_eq!(p.a.stats().init_no_proposal, 0);
     // The responder kept no state for it.
     assert_eq!(p.b.ike_sa_count(), 0);
 }

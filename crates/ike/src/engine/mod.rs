@@ -357,6 +357,11 @@ pub struct Stats {
     pub keepalives_received: u64,
     /// NAT keepalives we sent (we are behind a NAT and were idle).
     pub keepalives_sent: u64,
+    /// IKE_SA_INIT requests answered with NO_PROPOSAL_CHOSEN: no offered
+    /// IKE proposal matched any connection's. The responder keeps no state
+    /// and raises no event for them, so this counter is the only place the
+    /// responder's operator sees a peer configured with other proposals.
+    pub init_no_proposal: u64,
 }
 
 /// Errors of the engine's own calls (not of received datagrams, which

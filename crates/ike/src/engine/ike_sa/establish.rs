@@ -481,6 +481,7 @@ impl IkeSa {
             &Self::init_proposals(conn, intermediate),
             offered.iter().map(|(n, t, _)| (*n, &t[..])),
         ) else {
+            out.stats.init_no_proposal += 1;
             stateless(out, Notify::ike(NotifyType::NO_PROPOSAL_CHOSEN, Vec::new()));
             return None;
         };
