@@ -3,11 +3,11 @@
 
   ike_load_check.py WORK "SPI SPI ..."
 
-WORK holds what the phase left: stats-load0.json / stats-load1.json (`espgw
-ctl stats --json` before and after), sa-load1.json (`ctl sa list --json`
-after), load-udp.pcap (the ESP from charon of iperf3's datagrams' size),
-load-udp-a.pcap (iperf3's datagrams at host A),xfer-N.sent / xfer-N.recv (tests/e2e/xfer.py: "LEN SHA256" of each
-transfer at each end), iperf-udp.json (iperf3 -u client with the server's
+WORK holds what the phase left: stats-load0.json / stats-load1.json
+(`espgw ctl stats --json` before and after), load-udp.pcap (ESP from
+charon of an encrypted iperf3 datagram's size, on the middle link),
+load-udp-a.pcap (iperf3's datagrams at host A), xfer-N.sent / xfer-N.recv
+(tests/e2e/xfer.py: "LEN SHA256" of each transfer at each end), iperf-udp.json (iperf3 -u client with the server's
 output), iperf-tcp.json (iperf3 TCP across the IKE SA rekey) and load.pcap
 (the middle link, everything but ARP and UDP 500/4500). The second
 argument: the CHILD_SA's inbound SPIs before and after each rekey.
@@ -17,9 +17,11 @@ Fails (exit status 1, every failed check listed) unless:
   both ends, and at least one completed;
 - the inbound SPIs are all different (each rekey made a new CHILD_SA);
 - espgw's drop counters did not grow for a reason that would mean a packet
-  lost or sent wrongly across a rekey (LOST below), its stats balance, and
-  the tunnel's inbound and outbound SAs counted packets;
-- iperf3 UDP and TCP ran (the TCP one across the IKE SA rekey sent data);
+  lost or sent wrongly across a rekey (LOST below), the tunnel's own totals
+  (over all its SAs, both directions) have no drops and counted packets;
+- iperf3 UDP and TCP ran (the TCP one across the IKE SA rekey sent data),
+  and every UDP datagram that reached espgw encrypted (load-udp.pcap) left
+  it for host A (load-udp-a.pcap);
 - the capture is empty: nothing but IKE, ESP in UDP and ARP on the link.
 Prints the measurements: transfers, UDP loss as iperf3 sees it (charon's
 kernel-libipsec included), TCP rate and retransmits, espgw's counters.
