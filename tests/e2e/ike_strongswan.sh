@@ -14,7 +14,8 @@
 #     manual [[tunnel]] in the same config encrypts beside it;
 #  2. a CHILD_SA rekey started by espgw, then one started by charon, each
 #     with a ping running across it, every echo answered, SPIs compared;
-#     then an IKE SA rekey started by espgw (new IKE SPIs agree, pings);
+#     then an IKE SA rekey started by espgw, then one by charon (new IKE
+#     SPIs agree, pings);
 #  2c. under load (sha256-checked TCP transfers A -> B, iperf3 UDP B -> A):
 #     CHILD_SA rekeys every 2.5 s by espgw and charon in turn, then an IKE
 #     SA rekey under iperf3 TCP; espgw's counters show nothing lost by it,
@@ -292,6 +293,19 @@ done
 ping_all a-to-b-ike-rekey 5 in_a ping 10.2.0.10
 spis ike-rekey
 echo "step 2b ok: IKE SA rekeyed ($before -> $now), CHILD_SA kept, pings"
+# And one started by charon.
+before=$now
+sw --rekey --ike espgw >"$WORK/rekey-ike-charon.log" 2>&1 || fail "swanctl --rekey --ike: $(cat "$WORK/rekey-ike-charon.log")"
+for _ in $(seq 1 50); do
+    now=$(ike_spi)
+    if [ -n "$now" ] && [ "$now" != "$before" ] && [ "$(echo "$now" | wc -w)" = 1 ] &&
+        [ "$(sw --list-sas | grep -c ESTABLISHED)" = 1 ]; then break; fi
+    sleep 0.1
+done
+[ "$now" != "$before" ] || fail "IKE SA rekey by charon: espgw kept IKE SA $before"
+ping_all a-to-b-ike-rekey-charon 5 in_a ping 10.2.0.10
+spis ike-rekey-charon
+echo "step 2b ok: IKE SA rekeyed by charon ($before -> $now), CHILD_SA kept, pings"
 
 # 2c. Under load: sha256-checked TCP transfers host A -> host B (espgw
 # encrypts, charon decrypts) one after another and an iperf3 UDP stream
