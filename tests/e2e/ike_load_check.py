@@ -13,8 +13,8 @@ output), iperf-tcp.json (iperf3 TCP across the IKE SA rekey) and load.pcap
 argument: the CHILD_SA's inbound SPIs before and after each rekey.
 
 Fails (exit status 1, every failed check listed) unless:
-- every transfer that both ends report has the same length and sha256 at
-  both ends, and at least one completed;
+- every transfer completed with the same length and sha256 at both ends,
+  and there was at least one;
 - the inbound SPIs are all different (each rekey made a new CHILD_SA);
 - espgw's drop counters did not grow for a reason that would mean a packet
   lost or sent wrongly across a rekey (LOST below), the tunnel's own totals
@@ -65,12 +65,12 @@ def main():
         recv = sent[:-5] + ".recv"
         a = open(sent).read().split()
         b = open(recv).read().split() if os.path.exists(recv) else []
-        if len(a) == 2 and len(b) == 2:
-            if a != b:
-                errors.append(f"{os.path.basename(sent)}: sent {a} received {b}")
+        # Each transfer ran to its end (the loop waits for the last one):
+        # one that broke off at either end is a failure too.
+        if len(a) == 2 and len(b) == 2 and a == b:
             done += 1
-        elif len(a) == 2 or len(b) == 2:
-            errors.append(f"{os.path.basename(sent)}: one end finished, the other did not: {a} / {b}")
+        else:
+            errors.append(f"{os.path.basename(sent)}: sent {a[:4]} received {b[:4]}")
     if done == 0:
         errors.append("no TCP transfer completed")
     notes.append(f"TCP transfers: {done} x 4000000 bytes, sha256 equal at both ends")

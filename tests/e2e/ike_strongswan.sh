@@ -48,6 +48,8 @@ LOG_TAIL=60
 CHARON=${SSW_CHARON:-/usr/lib/ipsec/charon}
 [ -x "$CHARON" ] || skip "no strongSwan charon at $CHARON (scripts/setup.sh installs it)"
 command -v swanctl >/dev/null || skip "no swanctl (scripts/setup.sh installs strongswan-swanctl)"
+command -v pki >/dev/null || skip "no pki (scripts/setup.sh installs strongswan-pki)"
+command -v iperf3 >/dev/null || skip "no iperf3 (scripts/setup.sh installs it)"
 for p in kernel-libipsec openssl gcm curve25519 vici; do
     [ -f "/usr/lib/ipsec/plugins/libstrongswan-$p.so" ] || skip "strongSwan plugin $p missing"
 done
