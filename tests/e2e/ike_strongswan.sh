@@ -316,11 +316,13 @@ echo "step 2b ok: IKE SA rekeyed by charon ($before -> $now), CHILD_SA kept, pin
 # IKE SA rekey while iperf3 TCP runs. espgw's counters must show nothing
 # lost by it: no unknown_spi (the old inbound SA still decrypts after the
 # switch), no sa_expired / no_policy / policy_discard (no moment without an
-# outbound SA), no icv_mismatch / replayed, no tx or ring overflow, and
-# its stats balance. A capture of the middle link must hold nothing but
-# IKE and ESP in UDP (500/4500) and ARP. kernel-libipsec (charon's
-# user-space data plane) may drop UDP under load itself: its loss is
-# measured and printed, not asserted.
+# outbound SA), no icv_mismatch / replayed, no tx or ring overflow, no
+# drop at all in the tunnel's totals over its SAs (step 5 checks that the
+# exit stats balance), and every UDP datagram that reached espgw left it.
+# A capture of the middle link must hold nothing but IKE and ESP in UDP
+# (500/4500) and ARP. kernel-libipsec (charon's user-space data plane) may
+# drop UDP under load itself: its loss is measured and printed, not
+# asserted.
 LOAD_REKEYS=${LOAD_REKEYS:-4}
 LOAD_REKEY_S=${LOAD_REKEY_S:-2.5}
 LOAD_UDP_RATE=${LOAD_UDP_RATE:-20M}
