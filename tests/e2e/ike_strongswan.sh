@@ -26,7 +26,9 @@
 #     espgw's inbound rate before and during (medians), the flood counted
 #     (engine, punt_full, cookies), the tunnel's SAs unchanged
 #     (tests/e2e/ike_flood_check.py);
-#  3. `ike terminate`, then charon initiates: up again, pings, SPIs;
+#  3. `ike terminate`, then charon initiates: espgw asks it for a cookie
+#     (the flood's half-open SAs are still there), then up again, pings,
+#     SPIs;
 #  4. charon killed (no Delete): espgw's DPD removes the SAs; pings then
 #     are dropped and counted, and nothing leaves in clear; charon started
 #     again: espgw ("start") re-initiates and the tunnel comes back.
@@ -469,7 +471,12 @@ wait_ping "charon initiates"
 ping_all a-to-b-2 5 in_a ping 10.2.0.10
 ping_all b-to-a-2 5 in_b ping 10.1.0.10
 spis responder
-echo "step 3 ok: charon initiated, pings both ways, SPIs agree"
+# The flood of step 2d left 100 half-open SAs from charon's address (for
+# the engine's 30 s half-open timeout): espgw answered charon's IKE_SA_INIT
+# with a COOKIE, and charon's retry with it was accepted.
+grep -q 'received COOKIE notify' "$SSW/charon.log" ||
+    fail "charon initiated within the half-open timeout after the flood but was not asked for a cookie"
+echo "step 3 ok: charon initiated (asked for a cookie first), pings both ways, SPIs agree"
 
 # 4. Dead peer: charon killed (no Delete); espgw's DPD removes the SAs.
 charon_stop KILL
