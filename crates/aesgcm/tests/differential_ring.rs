@@ -149,3 +149,72 @@ fn seal_two_matches_ring_for_every_pair_of_short_lengths() {
         }
     }
 }
+
+/// `open_two` opens ring's packets for every pair of lengths around its
+/// 80-byte limit, both key sizes and several AAD lengths; with one bit of
+/// one packet's ciphertext, tag or AAD flipped, that packet fails and is
+/// left as it was while the other still opens, and with both flipped both
+/// fail.
+#[test]
+fn open_two_matches_ring_for_every_pair_of_short_lengths() {
+    for key_len in [16, 32] {
+        let key: Vec<u8> = (0..key_len as u8)
+            .map(|i| i.wrapping_mul(29) ^ 0x3c)
+            .collect();
+        let ours = AesGcm::new(&key).unwrap();
+        for (aad_a, aad_b) in [(8, 8), (12, 12), (8, 12), (0, 40)] {
+            let (aad_a, aad_b): (Vec<u8>, Vec<u8>) = (
+                (0..aad_a).map(|i| i as u8).collect(),
+                (0..aad_b).map(|i| !i as u8).collect(),
+            );
+            for len_a in (0..=96).step_by(4).chain([1, 15, 17, 79, 81]) {
+                for len_b in [0, 1, 16, 63, 64, 68, 79, 80, 81, 128] {
+                    let (na, nb) = ([len_a as u8; 12], [0x0f ^ len_b as u8; 12]);
+                    let pa: Vec<u8> = (0..len_a).map(|i| (i * 7) as u8).collect();
+                    let pb: Vec<u8> = (0..len_b).map(|i| (i * 11 + 3) as u8).collect();
+                    let (ca, ta) = ring_seal(&key, na, &aad_a, &pa);
+                    let (cb, tb) = ring_seal(&key, nb, &aad_b, &pb);
+                    let ctx = format!(
+                        "key {key_len} lens {len_a}/{len_b} aad {}/{}",
+                        aad_a.len(),
+                        aad_b.len()
+                    );
+                    // Both good.
+                    let (mut a, mut b) = (ca.clone(), cb.clone());
+                    let r = ours.open_two((&na, &aad_a, &mut a, &ta), (&nb, &aad_b, &mut b, &tb));
+                    assert!(r[0].is_ok() && r[1].is_ok(), "{ctx}");
+                    assert_eq!((&a, &b), (&pa, &pb), "{ctx}");
+                    // The first tampered (ciphertext if any, else tag), the
+                    // second good.
+                    let (mut a, mut b, mut bad_ta) = (ca.clone(), cb.clone(), ta);
+                    if a.is_empty() {
+                        bad_ta[len_a % 16] ^= 0x02;
+                    } else {
+                        a[len_a / 2] ^= 0x02;
+                    }
+                    let tampered = a.clone();
+                    let r =
+                        ours.open_two((&na, &aad_a, &mut a, &bad_ta), (&nb, &aad_b, &mut b, &tb));
+                    assert!(r[0].is_err() && r[1].is_ok(), "{ctx}: first tampered");
+                    assert_eq!((&a, &b), (&tampered, &pb), "{ctx}: first tampered");
+                    // The second's AAD tampered, the first good.
+                    let mut bad_aad_b = aad_b.clone();
+                    bad_aad_b.push(0);
+                    let (mut a, mut b) = (ca.clone(), cb.clone());
+                    let r =
+                        ours.open_two((&na, &aad_a, &mut a, &ta), (&nb, &bad_aad_b, &mut b, &tb));
+                    assert!(r[0].is_ok() && r[1].is_err(), "{ctx}: second's AAD");
+                    assert_eq!((&a, &b), (&pa, &cb), "{ctx}: second's AAD");
+                    // Both tags tampered.
+                    let (mut a, mut b) = (ca.clone(), cb.clone());
+                    let (mut xa, mut xb) = (ta, tb);
+                    xa[15] ^= 0x80;
+                    xb[0] ^= 0x01;
+                    let r = ours.open_two((&na, &aad_a, &mut a, &xa), (&nb, &aad_b, &mut b, &xb));
+                    assert!(r[0].is_err() && r[1].is_err(), "{ctx}: both tags");
+                    assert_eq!((&a, &b), (&ca, &cb), "{ctx}: both tags");
+                }
+            }
+        }
+    }
+}

