@@ -61,12 +61,6 @@ fn main() {
     };
     let nonce = [7u8; 12];
     let aad = [1u8; 8];
-    // ESPGW_BENCH_TWO_ONLY=1: only the two-packet tables at the end.
-    let sizes: &[usize] = if env_or("ESPGW_BENCH_TWO_ONLY", 0) == 1 {
-        &[]
-    } else {
-        &SIZES
-    };
     println!(
         "| key | size | op | espgw-aesgcm ns (cycles) | ring ns (cycles) | intel-ipsec-mb ns (cycles) |"
     );
@@ -76,7 +70,7 @@ fn main() {
         let ours = AesGcm::new(&key).expect("AES-NI and PCLMULQDQ");
         let theirs = LessSafeKey::new(UnboundKey::new(alg, &key).unwrap());
         let imb = ipsec_mb::GcmKey::new(&key).expect("intel-ipsec-mb initialises");
-        for &size in sizes {
+        for size in SIZES {
             let mut a = vec![3u8; size];
             let mut b = vec![3u8; size];
             let mut c = vec![3u8; size];
@@ -164,46 +158,6 @@ fn main() {
                             (&nonce, &aad, black_box(&mut c)),
                             (&other, &aad, black_box(&mut d)),
                         ));
-                    },
-                ],
-            );
-            println!("| {bits} | {size} | {:.1} | {:.1} |", one / 2.0, two / 2.0);
-        }
-    }
-    // The same for `open_two` against two `open` calls; each operation
-    // first copies the two ciphertexts back in (both columns alike), since
-    // an open decrypts in place.
-    println!();
-    println!("| key | size | open x2 ns per packet | open_two ns per packet |");
-    println!("|---|---|---|---|");
-    for bits in [128, 256] {
-        let key = vec![0x5a; bits / 8];
-        let ours = AesGcm::new(&key).expect("AES-NI and PCLMULQDQ");
-        let other = [8u8; 12];
-        for size in [48, 64, 68, 80] {
-            let (mut ca, mut cb) = (vec![3u8; size], vec![4u8; size]);
-            let ta = ours.seal(&nonce, &aad, &mut ca);
-            let tb = ours.seal(&other, &aad, &mut cb);
-            let (mut a, mut b) = (ca.clone(), cb.clone());
-            let (mut c, mut d) = (ca.clone(), cb.clone());
-            let [one, two] = best_of(
-                rounds,
-                ms,
-                [
-                    &mut || {
-                        a.copy_from_slice(&ca);
-                        b.copy_from_slice(&cb);
-                        assert!(ours.open(&nonce, &aad, black_box(&mut a), &ta).is_ok());
-                        assert!(ours.open(&other, &aad, black_box(&mut b), &tb).is_ok());
-                    },
-                    &mut || {
-                        c.copy_from_slice(&ca);
-                        d.copy_from_slice(&cb);
-                        let r = ours.open_two(
-                            (&nonce, &aad, black_box(&mut c), &ta),
-                            (&other, &aad, black_box(&mut d), &tb),
-                        );
-                        assert!(r[0].is_ok() && r[1].is_ok());
                     },
                 ],
             );

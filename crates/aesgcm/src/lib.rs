@@ -126,7 +126,8 @@ impl AesGcm {
     /// calls would, and returns their tags. When both inputs are at most 80
     /// bytes (a 64-byte IP packet's ESP payload region is 68) their AES
     /// blocks go through one interleaved pass; otherwise this is two
-    /// seals. The ESP engine seals a burst in such pairs (docs/crypto.md).
+    /// seals. A step towards sealing a burst's short packets together
+    /// (docs/crypto.md): nothing in espgw calls it yet.
     ///
     /// # Panics
     /// As [`AesGcm::seal`], if an input is longer than [`MAX_LEN`].
@@ -142,31 +143,6 @@ impl AesGcm {
         #[cfg(target_arch = "x86_64")]
         {
             self.key.seal_two(a, b)
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            let _ = (a, b);
-            match self.never {}
-        }
-    }
-
-    /// Opens two packets, each `(nonce, aad, buf, tag)`, as two
-    /// [`AesGcm::open`] calls would, and returns their results (a packet
-    /// whose tag fails is left as it was; the other is still opened). When
-    /// both inputs are at most 80 bytes their AES blocks go through one
-    /// interleaved pass, as in [`AesGcm::seal_two`]; otherwise this is two
-    /// opens.
-    pub fn open_two(
-        &self,
-        a: (&[u8; NONCE_LEN], &[u8], &mut [u8], &[u8; TAG_LEN]),
-        b: (&[u8; NONCE_LEN], &[u8], &mut [u8], &[u8; TAG_LEN]),
-    ) -> [Result<(), OpenError>; 2] {
-        if a.2.len() as u64 > MAX_LEN || b.2.len() as u64 > MAX_LEN {
-            return [self.open(a.0, a.1, a.2, a.3), self.open(b.0, b.1, b.2, b.3)];
-        }
-        #[cfg(target_arch = "x86_64")]
-        {
-            self.key.open_two(a, b)
         }
         #[cfg(not(target_arch = "x86_64"))]
         {

@@ -79,21 +79,6 @@ impl Key {
         }
     }
 
-    /// Two opens; one interleaved pass when both inputs are short enough.
-    pub(crate) fn open_two(
-        &self,
-        a: gcm::OpenPacket<'_>,
-        b: gcm::OpenPacket<'_>,
-    ) -> [Result<(), OpenError>; 2] {
-        if a.2.len() <= gcm::TWO_MAX_BYTES && b.2.len() <= gcm::TWO_MAX_BYTES {
-            // SAFETY: as in `seal`; `gcm::open_two` needs both inputs at
-            // most TWO_MAX_BYTES long, checked just above.
-            unsafe { gcm::open_two(&self.material, a, b) }
-        } else {
-            [self.open(a.0, a.1, a.2, a.3), self.open(b.0, b.1, b.2, b.3)]
-        }
-    }
-
     pub(crate) fn open(
         &self,
         nonce: &[u8; NONCE_LEN],

@@ -48,17 +48,10 @@ pub trait AeadPrimitive: Send + Sync + Sized {
     fn seal_two(&self, a: SealInput<'_>, b: SealInput<'_>) -> [[u8; TAG_LEN]; 2] {
         [self.seal(a.0, a.1, a.2), self.seal(b.0, b.1, b.2)]
     }
-    /// Opens two packets under this key, each `(nonce, aad, buf, tag)`: the
-    /// same results as two [`AeadPrimitive::open`] calls.
-    fn open_two(&self, a: OpenInput<'_>, b: OpenInput<'_>) -> [Result<(), OpenError>; 2] {
-        [self.open(a.0, a.1, a.2, a.3), self.open(b.0, b.1, b.2, b.3)]
-    }
 }
 
 /// One packet of [`AeadPrimitive::seal_two`]: nonce, AAD, buffer.
 pub type SealInput<'a> = (&'a [u8; 12], &'a [u8], &'a mut [u8]);
-/// One packet of [`AeadPrimitive::open_two`]: nonce, AAD, buffer, tag.
-pub type OpenInput<'a> = (&'a [u8; 12], &'a [u8], &'a mut [u8], &'a [u8; TAG_LEN]);
 
 /// One SA direction of an AEAD suite.
 pub struct EspAead<P: AeadPrimitive> {
@@ -145,39 +138,6 @@ impl<P: AeadPrimitive> EspCipher for EspAead<P> {
         );
         pa.icv.copy_from_slice(&tag_a);
         pb.icv.copy_from_slice(&tag_b);
-    }
-
-    fn open_two(
-        &self,
-        a: (&mut [u8], u64),
-        b: (&mut [u8], u64),
-        esn: bool,
-    ) -> [Result<(), IcvMismatch>; 2] {
-        let (Some(pa), Some(pb)) = (
-            split_esp(a.0, IV_LEN, TAG_LEN),
-            split_esp(b.0, IV_LEN, TAG_LEN),
-        ) else {
-            // A packet too short for the header, IV and ICV: each on its
-            // own, where `open` refuses it.
-            return [self.open(a.0, a.1, esn), self.open(b.0, b.1, esn)];
-        };
-        let ivs: [[u8; IV_LEN]; 2] = [
-            (&*pa.iv).try_into().unwrap_or_default(),
-            (&*pb.iv).try_into().unwrap_or_default(),
-        ];
-        let tags: [[u8; TAG_LEN]; 2] = [
-            (&*pa.icv).try_into().unwrap_or_default(),
-            (&*pb.icv).try_into().unwrap_or_default(),
-        ];
-        let nonces = [self.nonce(&ivs[0]), self.nonce(&ivs[1])];
-        let (aad_a, len_a) = aead_aad(pa.header, a.1, esn);
-        let (aad_b, len_b) = aead_aad(pb.header, b.1, esn);
-        self.aead
-            .open_two(
-                (&nonces[0], &aad_a[..len_a], pa.payload, &tags[0]),
-                (&nonces[1], &aad_b[..len_b], pb.payload, &tags[1]),
-            )
-            .map(|r| r.map_err(|_| IcvMismatch))
     }
 
     fn open(&self, esp: &mut [u8], seq: u64, esn: bool) -> Result<(), IcvMismatch> {

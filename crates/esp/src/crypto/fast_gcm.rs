@@ -12,7 +12,7 @@
 
 use espgw_aesgcm::AesGcm;
 
-use super::aead::{AeadPrimitive, OpenError, OpenInput, SealInput, TAG_LEN};
+use super::aead::{AeadPrimitive, OpenError, SealInput, TAG_LEN};
 use super::ipsec_mb_aead::IpsecMbAead;
 use super::ring_aead::RingAead;
 use super::Implementation;
@@ -124,14 +124,6 @@ impl<L: LongGcm> AeadPrimitive for SplitGcm<L> {
         match (self.short_for(a.2.len()), self.short_for(b.2.len())) {
             (Some(short), Some(_)) => short.seal_two(a, b),
             _ => [self.seal(a.0, a.1, a.2), self.seal(b.0, b.1, b.2)],
-        }
-    }
-
-    /// The same for opening (`AesGcm::open_two`).
-    fn open_two(&self, a: OpenInput<'_>, b: OpenInput<'_>) -> [Result<(), OpenError>; 2] {
-        match (self.short_for(a.2.len()), self.short_for(b.2.len())) {
-            (Some(short), Some(_)) => short.open_two(a, b).map(|r| r.map_err(|_| OpenError)),
-            _ => [self.open(a.0, a.1, a.2, a.3), self.open(b.0, b.1, b.2, b.3)],
         }
     }
 

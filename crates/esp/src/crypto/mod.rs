@@ -82,19 +82,6 @@ pub trait EspCipher: Send + Sync {
     }
     /// See the module documentation.
     fn open(&self, esp: &mut [u8], seq: u64, esn: bool) -> Result<(), IcvMismatch>;
-    /// Opens two packets, each `(esp, seq)`, with exactly the results of two
-    /// [`EspCipher::open`] calls (each verified before it is decrypted; a
-    /// failed one is left untrusted, the other still opened). For a decap
-    /// that hands a burst over in pairs, as encap does with
-    /// [`EspCipher::seal_two`]; the default is two opens.
-    fn open_two(
-        &self,
-        a: (&mut [u8], u64),
-        b: (&mut [u8], u64),
-        esn: bool,
-    ) -> [Result<(), IcvMismatch>; 2] {
-        [self.open(a.0, a.1, esn), self.open(b.0, b.1, esn)]
-    }
     /// The code that seals and opens a packet whose payload region (between
     /// IV and ICV) is `payload_len` bytes: the same routing `seal` and
     /// `open` take, so tests can tell that a forced backend was not
