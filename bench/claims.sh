@@ -433,6 +433,16 @@ claim("docs/crypto.md", "at 64 bytes %s ns per packet for two opens against %s f
       "against %s with AES-256, at 68 bytes %s against %s and %s against %s" % (
           ot[("open", 128, 64)] + ot[("open", 256, 64)] + ot[("open", 128, 68)] + ot[("open", 256, 68)]))
 
+for kind in ["before", "after"]:
+    for size in ["64", "1420"]:
+        rs = load("epyc-zen5-2vcpu-2026-12-02-perf-secgw-%s-%s.json" % (kind, size))["rounds"]
+        e = [r["espgw"]["mpps_per_cpu_s"] for r in rs]
+        s = [r["secgw"]["mpps_per_cpu_s"] for r in rs]
+        q = [r["ratio_per_cpu_s"] for r in rs]
+        w = [r["ratio_wall"] for r in rs]
+        claim("docs/benchmarks.md", "| %s | %s B | %.2f-%.2f Mpps | %.2f-%.2f Mpps | %.2f-%.2f (median %.2f) | %.2f-%.2f |" % (
+            kind, size, min(e), max(e), min(s), max(s), min(q), max(q), med(q), min(w), max(w)))
+
 # --- withdrawn: sentences the data contradicted, which must not come back ----
 # (a merge of an older branch would bring them back silently otherwise)
 WITHDRAWN = [
