@@ -92,7 +92,7 @@ fn ring_aead() {
     check_aead_backend::<RingAead>();
 }
 
-/// AES-GCM only (ChaCha20-Poly1305 stays with ring). Short cases run
+/// AES-GCM only (`FastGcm` has no ChaCha20-Poly1305). Short cases run
 /// through espgw-aesgcm, long ones through ring.
 #[test]
 fn fast_gcm_aead() {
