@@ -126,8 +126,8 @@ impl AesGcm {
     /// calls would, and returns their tags. When both inputs are at most 80
     /// bytes (a 64-byte IP packet's ESP payload region is 68) their AES
     /// blocks go through one interleaved pass; otherwise this is two
-    /// seals. A step towards sealing a burst's short packets together
-    /// (docs/crypto.md): nothing in espgw calls it yet.
+    /// seals. The ESP engine seals its bursts in such pairs
+    /// (`EspCipher::seal_two`, docs/crypto.md).
     ///
     /// # Panics
     /// As [`AesGcm::seal`], if an input is longer than [`MAX_LEN`].

@@ -67,9 +67,9 @@ fn backends(suite: Suite) -> Vec<Backend> {
     let mut all = Vec::new();
     if suite.is_aead() {
         all.push(aead::<RingAead>("ring", suite));
+        all.push(aead::<IpsecMbAead>("ipsec-mb", suite));
         if suite != Suite::Chacha20Poly1305 {
             all.push(aead::<FastGcm>("fast-gcm", suite));
-            all.push(aead::<IpsecMbAead>("ipsec-mb", suite));
             all.push(aead::<FastGcmIpsecMb>("fast-gcm-ipsec-mb", suite));
         }
         #[cfg(feature = "awslc")]

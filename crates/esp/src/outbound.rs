@@ -267,6 +267,10 @@ impl OutboundSa {
         let bytes_before = self.counters.0.bytes.load(Relaxed);
         let mut bytes = bytes_before;
         let mut sent = 0u64;
+        // Packets are built one by one but sealed in pairs (the first of a
+        // pair waits here for the second), so a cipher that interleaves two
+        // short packets in one pass gets them together.
+        let mut unsealed: Option<(&mut B, u64)> = None;
         for (pkt, verdict) in pkts.iter_mut().zip(verdicts.iter_mut()) {
             if *verdict != Verdict::Forward {
                 if let Verdict::Drop(reason) = *verdict {
@@ -292,9 +296,13 @@ impl OutboundSa {
                 *verdict = Verdict::Drop(DropReason::SaExpired);
                 drops.add(DropReason::SaExpired);
                 expiry |= Expiry::HARD_BYTES;
-            } else if self.encap_one(pkt, seq) {
+            } else if self.build(pkt, seq) {
                 bytes += len;
                 sent += 1;
+                match unsealed.take() {
+                    None => unsealed = Some((pkt, seq)),
+                    Some((first, first_seq)) => self.seal_two(first, first_seq, pkt, seq),
+                }
             } else {
                 *verdict = Verdict::Drop(DropReason::NoRoom);
                 drops.add(DropReason::NoRoom);
@@ -302,6 +310,9 @@ impl OutboundSa {
             // Wraps only past the last granted number, which is never used.
             seq = seq.wrapping_add(1);
             granted -= 1;
+        }
+        if let Some((pkt, seq)) = unsealed {
+            self.seal_one(pkt, seq);
         }
 
         let last = self.last_sequence();
@@ -363,11 +374,13 @@ impl OutboundSa {
         }
     }
 
-    /// Builds the ESP packet around a prepared inner packet. False when the
-    /// buffer could not grow after all (a chained mbuf whose last segment
-    /// lacks the tailroom `prepare` saw): the caller drops it as `no_room`.
+    /// Builds the ESP packet around a prepared inner packet, all but the
+    /// encryption ([`Self::seal_one`] / [`Self::seal_two`] follow). False
+    /// when the buffer could not grow after all (a chained mbuf whose last
+    /// segment lacks the tailroom `prepare` saw): the caller drops it as
+    /// `no_room`.
     #[inline]
-    fn encap_one<B: PacketBuf>(&self, pkt: &mut B, seq: u64) -> bool {
+    fn build<B: PacketBuf>(&self, pkt: &mut B, seq: u64) -> bool {
         let inner_len = pkt.len();
         // RFC 6040 normal mode: the outer header carries the inner DSCP and
         // ECN. `prepare` checked that this is an IPv4 or IPv6 packet.
@@ -393,11 +406,36 @@ impl OutboundSa {
         let esp = &mut data[self.template.len()..];
         esp[0..4].copy_from_slice(&self.spi.to_be_bytes());
         esp[4..8].copy_from_slice(&(seq as u32).to_be_bytes());
-        self.cipher.seal(esp, seq, self.esn);
+        true
+    }
+
+    /// Encrypts a built packet and completes the outer headers that cover
+    /// the ciphertext.
+    #[inline]
+    fn seal_one<B: PacketBuf>(&self, pkt: &mut B, seq: u64) {
+        let data = pkt.data_mut();
+        self.cipher
+            .seal(&mut data[self.template.len()..], seq, self.esn);
         if self.template.needs_finish() {
             self.template.finish(data);
         }
-        true
+    }
+
+    /// [`Self::seal_one`] for two built packets, through
+    /// [`EspCipher::seal_two`].
+    #[inline]
+    fn seal_two<B: PacketBuf>(&self, a: &mut B, seq_a: u64, b: &mut B, seq_b: u64) {
+        let at = self.template.len();
+        let (data_a, data_b) = (a.data_mut(), b.data_mut());
+        self.cipher.seal_two(
+            (&mut data_a[at..], seq_a),
+            (&mut data_b[at..], seq_b),
+            self.esn,
+        );
+        if self.template.needs_finish() {
+            self.template.finish(data_a);
+            self.template.finish(data_b);
+        }
     }
 
     /// Adds a burst's totals to the shared counters: one atomic add per

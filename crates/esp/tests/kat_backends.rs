@@ -192,6 +192,10 @@ fn every_runnable_backend_opens_and_reseals_every_published_packet() {
     if Backend::IpsecMb.runs_on(Cpu::detected()) {
         assert!(ran.contains("aes128gcm16 ipsec-mb -> IpsecMb"), "{ran:?}");
         assert!(ran.contains("aes256gcm16 ipsec-mb -> IpsecMb"), "{ran:?}");
+        assert!(
+            ran.contains("chacha20poly1305 ipsec-mb -> IpsecMb"),
+            "{ran:?}"
+        );
     }
     ipsec_mb_code_that_ran();
 }

@@ -59,6 +59,22 @@ extern "C" {
     );
 }
 
+extern "C" {
+    fn espgw_imb_new_job_mgr() -> *mut c_void;
+    fn espgw_imb_free_mgr(mgr: *mut c_void);
+    fn espgw_imb_chacha_poly(
+        mgr: *mut c_void,
+        encrypt: c_int,
+        key: *const u8,
+        buf: *mut u8,
+        len: u64,
+        iv: *const u8,
+        aad: *const u8,
+        aad_len: u64,
+        tag: *mut u8,
+    ) -> c_int;
+}
+
 /// The code path `init_mb_mgr_auto` chose (`IMB_ARCH`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Arch {
@@ -252,6 +268,133 @@ impl core::fmt::Debug for GcmKey {
         f.debug_struct("GcmKey")
             .field("key_len", &self.key_len())
             .finish()
+    }
+}
+
+/// A job manager owned by one thread: unlike the direct API, the job API
+/// keeps state (the job ring) in the manager.
+struct JobMgr(NonNull<c_void>);
+
+impl JobMgr {
+    fn new() -> Option<JobMgr> {
+        // SAFETY: no arguments; returns NULL or an initialised manager that
+        // this value then owns.
+        NonNull::new(unsafe { espgw_imb_new_job_mgr() }).map(JobMgr)
+    }
+}
+
+impl Drop for JobMgr {
+    fn drop(&mut self) {
+        // SAFETY: the manager came from `espgw_imb_new_job_mgr`, is owned
+        // by this value alone and no job is in flight (every job is
+        // completed before the call that submitted it returns).
+        unsafe { espgw_imb_free_mgr(self.0.as_ptr()) }
+    }
+}
+
+thread_local! {
+    /// This thread's job manager, made on first use.
+    static JOB_MGR: Option<JobMgr> = JobMgr::new();
+}
+
+/// Runs one ChaCha20-Poly1305 job on this thread's manager; the computed
+/// tag. Panics only if the manager cannot be made on this thread (out of
+/// memory: `ChachaKey::new` made one on its own thread, so the library
+/// runs on this CPU) or the library refuses a job whose parameters are all
+/// in range (a broken library).
+fn chacha_job(
+    encrypt: bool,
+    key: &[u8; 32],
+    nonce: &[u8; 12],
+    aad: &[u8],
+    buf: &mut [u8],
+) -> [u8; TAG_LEN] {
+    let mut tag = [0u8; TAG_LEN];
+    let done = JOB_MGR.with(|mgr| {
+        let mgr = mgr
+            .as_ref()
+            .expect("intel-ipsec-mb job manager for this thread");
+        // SAFETY: `mgr` is this thread's manager (thread-local, so no other
+        // thread submits to it, and the call completes its job before
+        // returning); `key` is valid for 32 reads, `nonce` for 12, `aad`
+        // for `aad.len()`, `buf` for `buf.len()` reads and writes (in place
+        // is supported), `tag` for 16 writes. Empty slices pass a dangling
+        // non-null pointer that the library does not dereference for
+        // length 0.
+        unsafe {
+            espgw_imb_chacha_poly(
+                mgr.0.as_ptr(),
+                c_int::from(encrypt),
+                key.as_ptr(),
+                buf.as_mut_ptr(),
+                buf.len() as u64,
+                nonce.as_ptr(),
+                aad.as_ptr(),
+                aad.len() as u64,
+                tag.as_mut_ptr(),
+            )
+        }
+    });
+    assert_eq!(done, 0, "intel-ipsec-mb refused a ChaCha20-Poly1305 job");
+    tag
+}
+
+/// A ChaCha20-Poly1305 key (RFC 8439 AEAD) for intel-ipsec-mb's job API.
+/// The key needs no expansion; it is kept in a box and zeroized on drop.
+pub struct ChachaKey {
+    key: Box<[u8; 32]>,
+}
+
+impl ChachaKey {
+    /// A 32-byte key; `None` for another length, or if the library or a
+    /// job manager cannot be made here.
+    pub fn new(key: &[u8]) -> Option<ChachaKey> {
+        let key: [u8; 32] = key.try_into().ok()?;
+        Library::get()?;
+        if !JOB_MGR.with(Option::is_some) {
+            return None;
+        }
+        Some(ChachaKey { key: Box::new(key) })
+    }
+
+    /// Encrypts `buf` in place and returns the tag over `aad` and the
+    /// ciphertext.
+    pub fn seal(&self, nonce: &[u8; 12], aad: &[u8], buf: &mut [u8]) -> [u8; TAG_LEN] {
+        chacha_job(true, &self.key, nonce, aad, buf)
+    }
+
+    /// Decrypts `buf` in place if `tag` verifies over `aad` and the
+    /// ciphertext. The library decrypts and computes the tag in one pass;
+    /// on a mismatch the buffer is encrypted again under the same nonce
+    /// (the keystream is its own inverse), so it holds the ciphertext it
+    /// came with and no plaintext is released.
+    pub fn open(
+        &self,
+        nonce: &[u8; 12],
+        aad: &[u8],
+        buf: &mut [u8],
+        tag: &[u8; TAG_LEN],
+    ) -> Result<(), TagMismatch> {
+        let computed = chacha_job(false, &self.key, nonce, aad, buf);
+        let (ours, theirs) = (u128::from_ne_bytes(computed), u128::from_ne_bytes(*tag));
+        if bool::from(ours.ct_eq(&theirs)) {
+            Ok(())
+        } else {
+            let _ = self.seal(nonce, aad, buf);
+            Err(TagMismatch)
+        }
+    }
+}
+
+impl Drop for ChachaKey {
+    fn drop(&mut self) {
+        self.key.zeroize();
+    }
+}
+
+impl core::fmt::Debug for ChachaKey {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ChachaKey").finish_non_exhaustive()
     }
 }
 

@@ -5,14 +5,14 @@
 
 use super::{AesGcm, OpenError};
 
-struct Case {
-    name: &'static str,
-    key: &'static str,
-    iv: &'static str,
-    aad: &'static str,
-    pt: &'static str,
-    ct: &'static str,
-    tag: &'static str,
+pub(super) struct Case {
+    pub(super) name: &'static str,
+    pub(super) key: &'static str,
+    pub(super) iv: &'static str,
+    pub(super) aad: &'static str,
+    pub(super) pt: &'static str,
+    pub(super) ct: &'static str,
+    pub(super) tag: &'static str,
 }
 
 const P64: &str = "d9313225f88406e5a55909c5aff5269a86a7a9531534f7da2e4c303d8a318a72\
@@ -24,7 +24,7 @@ const K256: &str = "feffe9928665731c6d6a8f9467308308feffe9928665731c6d6a8f946730
 const IV: &str = "cafebabefacedbaddecaf888";
 const AAD20: &str = "feedfacedeadbeeffeedfacedeadbeefabaddad2";
 
-const CASES: &[Case] = &[
+pub(super) const CASES: &[Case] = &[
     Case {
         name: "TC1",
         key: "00000000000000000000000000000000",
@@ -103,7 +103,7 @@ const CASES: &[Case] = &[
     },
 ];
 
-fn hex(s: &str) -> Vec<u8> {
+pub(super) fn hex(s: &str) -> Vec<u8> {
     let digits: Vec<u8> = s.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
     digits
         .chunks(2)

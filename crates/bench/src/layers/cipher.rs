@@ -1,4 +1,5 @@
-//! The ceiling: the ESP cipher alone (`EspCipher::seal` / `open` of the
+//! The ceiling: the ESP cipher alone (`EspCipher::seal_two` in pairs /
+//! `open` of the
 //! suite's backend, the very object the engine calls) over the ESP part of
 //! the same packets (SPI to ICV, padded as the engine pads), in mbufs from
 //! the same pool. No headers, no lookups, no counters: what the engine and
@@ -78,8 +79,18 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
         gen.fill(ctx.pool, &mut pkts)?;
         let t0 = tsc();
         match case.direction {
+            // In pairs, as `OutboundSa::encap_burst` hands packets to the
+            // cipher (`EspCipher::seal_two`), so the ceiling is the same
+            // call the engine makes.
             Direction::Encrypt => {
-                for p in pkts.iter_mut() {
+                let mut pairs = pkts.chunks_exact_mut(2);
+                for pair in pairs.by_ref() {
+                    if let [a, b] = pair {
+                        c.seal_two((a.data_mut(), seq + 1), (b.data_mut(), seq + 2), false);
+                        seq += 2;
+                    }
+                }
+                for p in pairs.into_remainder() {
                     seq += 1;
                     c.seal(p.data_mut(), seq, false);
                 }

@@ -42,7 +42,16 @@ pub trait AeadPrimitive: Send + Sync + Sized {
     /// The code that handles `payload_len` bytes (the routing `seal` and
     /// `open` take).
     fn implementation(&self, payload_len: usize) -> Implementation;
+    /// Seals two packets under this key, each `(nonce, aad, buf)`: the same
+    /// result as two [`AeadPrimitive::seal`] calls. A backend that can
+    /// interleave two short packets' AES and GHASH overrides it.
+    fn seal_two(&self, a: SealInput<'_>, b: SealInput<'_>) -> [[u8; TAG_LEN]; 2] {
+        [self.seal(a.0, a.1, a.2), self.seal(b.0, b.1, b.2)]
+    }
 }
+
+/// One packet of [`AeadPrimitive::seal_two`]: nonce, AAD, buffer.
+pub type SealInput<'a> = (&'a [u8; 12], &'a [u8], &'a mut [u8]);
 
 /// One SA direction of an AEAD suite.
 pub struct EspAead<P: AeadPrimitive> {
@@ -104,6 +113,31 @@ impl<P: AeadPrimitive> EspCipher for EspAead<P> {
 
     fn seal(&self, esp: &mut [u8], seq: u64, esn: bool) {
         self.seal_with_iv(esp, seq, esn, seq.to_be_bytes());
+    }
+
+    fn seal_two(&self, a: (&mut [u8], u64), b: (&mut [u8], u64), esn: bool) {
+        let (Some(pa), Some(pb)) = (
+            split_esp(a.0, IV_LEN, TAG_LEN),
+            split_esp(b.0, IV_LEN, TAG_LEN),
+        ) else {
+            panic!("ESP packet shorter than header + IV + ICV");
+        };
+        let (ivs, nonces) = (
+            [a.1, b.1].map(u64::to_be_bytes),
+            [a.1, b.1].map(|s| self.nonce(&s.to_be_bytes())),
+        );
+        write_seq_lo(pa.header, a.1);
+        write_seq_lo(pb.header, b.1);
+        pa.iv.copy_from_slice(&ivs[0]);
+        pb.iv.copy_from_slice(&ivs[1]);
+        let (aad_a, len_a) = aead_aad(pa.header, a.1, esn);
+        let (aad_b, len_b) = aead_aad(pb.header, b.1, esn);
+        let [tag_a, tag_b] = self.aead.seal_two(
+            (&nonces[0], &aad_a[..len_a], pa.payload),
+            (&nonces[1], &aad_b[..len_b], pb.payload),
+        );
+        pa.icv.copy_from_slice(&tag_a);
+        pb.icv.copy_from_slice(&tag_b);
     }
 
     fn open(&self, esp: &mut [u8], seq: u64, esn: bool) -> Result<(), IcvMismatch> {

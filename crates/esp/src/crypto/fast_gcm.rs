@@ -12,7 +12,7 @@
 
 use espgw_aesgcm::AesGcm;
 
-use super::aead::{AeadPrimitive, OpenError, TAG_LEN};
+use super::aead::{AeadPrimitive, OpenError, SealInput, TAG_LEN};
 use super::ipsec_mb_aead::IpsecMbAead;
 use super::ring_aead::RingAead;
 use super::Implementation;
@@ -114,6 +114,16 @@ impl<L: LongGcm> AeadPrimitive for SplitGcm<L> {
         match self.short_for(buf.len()) {
             Some(short) => short.open(nonce, aad, buf, tag).map_err(|_| OpenError),
             None => self.long.open(nonce, aad, buf, tag),
+        }
+    }
+
+    /// Two short payloads go through `espgw-aesgcm`'s interleaved pass
+    /// (`AesGcm::seal_two`, which itself seals one at a time above its
+    /// length limit); anything else is routed packet by packet.
+    fn seal_two(&self, a: SealInput<'_>, b: SealInput<'_>) -> [[u8; TAG_LEN]; 2] {
+        match (self.short_for(a.2.len()), self.short_for(b.2.len())) {
+            (Some(short), Some(_)) => short.seal_two(a, b),
+            _ => [self.seal(a.0, a.1, a.2), self.seal(b.0, b.1, b.2)],
         }
     }
 

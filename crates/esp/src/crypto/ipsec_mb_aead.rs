@@ -1,17 +1,25 @@
-//! AES-GCM from intel-ipsec-mb (`dpdk/ipsec-mb`, the FFI crate): the
-//! library's direct GCM API, whose 512-bit VAES + VPCLMULQDQ code is what
-//! DPDK's aesni_gcm PMD runs on an AVX-512 CPU. Key schedule and powers of
-//! H are zeroized on drop (by the FFI crate).
+//! AES-GCM and ChaCha20-Poly1305 from intel-ipsec-mb (`dpdk/ipsec-mb`,
+//! the FFI crate). AES-GCM goes through the library's direct GCM API, whose
+//! 512-bit VAES + VPCLMULQDQ code is what DPDK's aesni_gcm PMD runs on an
+//! AVX-512 CPU; ChaCha20-Poly1305 through its job API, one job per packet
+//! on the thread's own job manager (the direct ChaCha API is much slower
+//! per call in 1.3; docs/crypto.md). Key material is zeroized on drop (by
+//! the FFI crate).
 
-use ipsec_mb::GcmKey;
+use ipsec_mb::{ChachaKey, GcmKey};
 
 use super::aead::{AeadPrimitive, OpenError, TAG_LEN};
 use super::Implementation;
 use crate::Suite;
 
-/// An intel-ipsec-mb AES-128-GCM or AES-256-GCM key.
+/// An intel-ipsec-mb AES-128-GCM, AES-256-GCM or ChaCha20-Poly1305 key.
 pub struct IpsecMbAead {
-    key: GcmKey,
+    key: Key,
+}
+
+enum Key {
+    Gcm(GcmKey),
+    Chacha(ChachaKey),
 }
 
 impl IpsecMbAead {
@@ -28,19 +36,25 @@ impl AeadPrimitive for IpsecMbAead {
     fn new(suite: Suite, key: &[u8]) -> Option<Self> {
         let want = match suite {
             Suite::Aes128Gcm16 => 16,
-            Suite::Aes256Gcm16 => 32,
+            Suite::Aes256Gcm16 | Suite::Chacha20Poly1305 => 32,
             _ => return None,
         };
         if key.len() != want {
             return None;
         }
-        Some(Self {
-            key: GcmKey::new(key)?,
-        })
+        let key = if suite == Suite::Chacha20Poly1305 {
+            Key::Chacha(ChachaKey::new(key)?)
+        } else {
+            Key::Gcm(GcmKey::new(key)?)
+        };
+        Some(Self { key })
     }
 
     fn seal(&self, nonce: &[u8; 12], aad: &[u8], buf: &mut [u8]) -> [u8; TAG_LEN] {
-        self.key.seal(nonce, aad, buf)
+        match &self.key {
+            Key::Gcm(k) => k.seal(nonce, aad, buf),
+            Key::Chacha(k) => k.seal(nonce, aad, buf),
+        }
     }
 
     fn open(
@@ -50,7 +64,10 @@ impl AeadPrimitive for IpsecMbAead {
         buf: &mut [u8],
         tag: &[u8; TAG_LEN],
     ) -> Result<(), OpenError> {
-        self.key.open(nonce, aad, buf, tag).map_err(|_| OpenError)
+        match &self.key {
+            Key::Gcm(k) => k.open(nonce, aad, buf, tag).map_err(|_| OpenError),
+            Key::Chacha(k) => k.open(nonce, aad, buf, tag).map_err(|_| OpenError),
+        }
     }
 
     fn implementation(&self, _payload_len: usize) -> Implementation {

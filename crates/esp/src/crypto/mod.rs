@@ -71,6 +71,15 @@ pub trait EspCipher: Send + Sync {
     /// See the module documentation. `esp.len()` is at least
     /// 8 + iv_len + icv_len and the payload region is block aligned.
     fn seal(&self, esp: &mut [u8], seq: u64, esn: bool);
+    /// Seals two packets, each `(esp, seq)`, exactly as two
+    /// [`EspCipher::seal`] calls would. The engine hands a burst's packets
+    /// over in pairs so that a backend that interleaves two short packets
+    /// in one pass (`SplitGcm`, docs/crypto.md) can; the default is two
+    /// seals.
+    fn seal_two(&self, a: (&mut [u8], u64), b: (&mut [u8], u64), esn: bool) {
+        self.seal(a.0, a.1, esn);
+        self.seal(b.0, b.1, esn);
+    }
     /// See the module documentation.
     fn open(&self, esp: &mut [u8], seq: u64, esn: bool) -> Result<(), IcvMismatch>;
     /// The code that seals and opens a packet whose payload region (between
@@ -92,7 +101,11 @@ pub trait EspCipher: Send + Sync {
 /// * AES-GCM: [`fast_gcm::FastGcm`] (`espgw-aesgcm` for short payloads,
 ///   ring for long ones) where the CPU has AES-NI, PCLMULQDQ and AVX; ring
 ///   otherwise.
-/// * ChaCha20-Poly1305: ring ([`aead::EspAead`] over [`ring_aead::RingAead`]).
+/// * AES-GCM on a CPU with AVX-512, VAES and VPCLMULQDQ:
+///   [`fast_gcm::FastGcmIpsecMb`] (`espgw-aesgcm` for short payloads,
+///   intel-ipsec-mb for long ones).
+/// * ChaCha20-Poly1305: intel-ipsec-mb ([`ipsec_mb_aead::IpsecMbAead`]) on
+///   such a CPU, ring ([`ring_aead::RingAead`]) elsewhere.
 /// * AES-CBC + HMAC: RustCrypto AES-CBC with a random per-SA IV key
 ///   ([`cbc_hmac::CbcHmac`]) and HMAC from [`integrity`].
 pub fn new_cipher(
