@@ -24,11 +24,14 @@ fi
 # dpkg-shlibdeps, binutils for objcopy/readelf, systemd for
 # `systemd-analyze verify` of the unit (it works offline, without a
 # running systemd).
+# Benchmarks: dpdk-doc holds DPDK's example sources, from which
+# bench/secgw-vs-run.sh builds ipsec-secgw (the comparison of issue 14).
 PACKAGES=(
     libdpdk-dev dpdk-dev pkg-config clang libclang-dev cmake libipsec-mb-dev
     libpcap-dev iproute2 ethtool iperf3 tcpdump tshark iputils-ping
     python3 python3-pip
     dpkg-dev binutils systemd
+    dpdk-doc
 )
 STRONGSWAN_PACKAGES=(
     strongswan-charon strongswan-swanctl strongswan-pki libcharon-extra-plugins
