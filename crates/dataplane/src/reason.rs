@@ -120,6 +120,10 @@ espgw_esp::foreach_esp_drop_reason!(drop_reason_enum {
             "IKE datagram larger than a punt ring slot (2048 bytes of UDP payload)";
         NatKeepalive => "nat_keepalive",
             "NAT-T keepalive (one 0xff byte on UDP 4500, RFC 3948 2.2): counted and ignored, as the RFC says";
+        /// IKE `start_action = "trap"`: never sent in the clear; the
+        /// worker raised an acquire (rate-limited) for the IKE driver.
+        Acquire => "acquire",
+            "For a trapped tunnel whose SAs are not negotiated yet (start_action = \"trap\"): dropped, and an acquire raised to IKE";
     }
 });
 
