@@ -17,7 +17,8 @@
 #  3. `ctl ike terminate` on A: the SAs go on both sides, the policy stays
 #     trapped; the next ping re-initiates (a new IKE SA), then all answered.
 #  4. SIGINT: the stats JSON counts the `acquire` drops and the acquires
-#     raised, and balances.
+#     raised, and balances; every punted IKE datagram had a good UDP
+#     checksum (none dropped as `punt_bad_checksum`).
 #  5. Reauthentication: both gateways again, A with reauth_time = 3; the
 #     first ping brings the tunnel up, then a ping every 0.2 s for 10 s
 #     across at least two reauthentications (new IKE SA each time):
@@ -193,6 +194,7 @@ assert t["balanced"], t
 assert d.get("acquire", 0) >= 2, d
 assert t["acquires_raised"] >= 2, t
 assert t["acquires_raised"] + t["acquires_suppressed"] <= d["acquire"], (t, d)
+assert t["ike_punted"] > 0 and d.get("punt_bad_checksum", 0) == 0, (t, d)
 print("step 4 ok: acquire drops", d["acquire"], "raised", t["acquires_raised"],
       "suppressed", t["acquires_suppressed"])
 PY

@@ -674,6 +674,10 @@ fn trap_acquire_initiates_once_and_the_trap_comes_back() {
     );
     let l = a.driver.list(now);
     assert_eq!((l.len(), l[0].state.as_str()), (1, "trapped"), "{l:?}");
+    assert_eq!(
+        espgw_control::live::client::render_ike(&l),
+        "c: trapped, no IKE SA (the first packet initiates), 192.0.2.1 -> 192.0.2.2\n"
+    );
     assert!(b.driver.list(now).is_empty(), "\"none\" installs nothing");
 
     assert!(!a.driver.acquire(now, id + 7, &mut a.mgr), "unknown tunnel");

@@ -1441,6 +1441,9 @@ mod punt {
         .emit(&mut u)
         .unwrap();
         u[8..].copy_from_slice(data);
+        UdpPacket::new_checked(&mut u[..])
+            .unwrap()
+            .fill_checksum_v4(v4(src), v4(dst));
         eth(
             dst_mac,
             B_UNPROT_MAC,
@@ -1500,6 +1503,33 @@ mod punt {
         a.rx(UNPROT, &[bad]);
         assert_eq!(a.drops(DropReason::Malformed), malformed + 1);
         assert!(rings.receive().is_none());
+    }
+
+    /// A punted datagram's UDP checksum is verified: a damaged one is
+    /// counted, not punted; none at all (0) is allowed over IPv4.
+    #[test]
+    fn ike_with_a_wrong_udp_checksum_is_dropped_and_counted() {
+        let mut a = ready_a();
+        let rings = PuntRings::new(4);
+        a.w.set_punt(Arc::clone(&rings));
+        let good = ike((500, 500), b"IKE_SA_INIT");
+        let ck = 14 + 20 + 6;
+        let mut bad = good.clone();
+        bad[ck] ^= 0x40;
+        let mut flipped = good.clone();
+        *flipped.last_mut().unwrap() ^= 1;
+        let mut none = good.clone();
+        none[ck..ck + 2].copy_from_slice(&[0, 0]);
+        let mut marked = vec![0u8; 4];
+        marked.extend_from_slice(b"IKE_AUTH");
+        let mut bad4500 = ike((4500, 4500), &marked);
+        bad4500[ck + 1] ^= 1;
+        a.rx(UNPROT, &[bad, flipped, bad4500]);
+        assert_eq!(a.drops(DropReason::PuntBadChecksum), 3);
+        assert!(rings.receive().is_none());
+        a.rx(UNPROT, &[good, none]);
+        assert_eq!(a.w.counters().ike_punted, 2);
+        assert_eq!(a.drops(DropReason::PuntBadChecksum), 3);
     }
 
     #[test]

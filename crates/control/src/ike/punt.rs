@@ -124,6 +124,8 @@ pub struct PuntRings {
     /// Datagrams the driver sent that did not fit the transmit ring (the
     /// engine retransmits requests; a lost response is answered again).
     transmit_dropped: AtomicU64,
+    /// Of those, larger than a slot (the rest found the ring full).
+    transmit_too_big: AtomicU64,
     punted: AtomicU64,
     transmitted: AtomicU64,
 }
@@ -138,6 +140,7 @@ impl PuntRings {
             acquires_raised: AtomicU64::new(0),
             acquires_dropped: AtomicU64::new(0),
             transmit_dropped: AtomicU64::new(0),
+            transmit_too_big: AtomicU64::new(0),
             punted: AtomicU64::new(0),
             transmitted: AtomicU64::new(0),
         })
@@ -165,8 +168,12 @@ impl PuntRings {
     /// Control side: queues a datagram for a worker to send. False (and
     /// counted) when the ring is full or the payload does not fit a slot.
     pub fn send(&self, t: &Transmit) -> bool {
-        let queued = PuntDatagram::new(t.src, t.dst, &t.payload)
-            .is_some_and(|d| self.transmit.push(d).is_ok());
+        let Some(d) = PuntDatagram::new(t.src, t.dst, &t.payload) else {
+            self.transmit_too_big.fetch_add(1, Ordering::Relaxed);
+            self.transmit_dropped.fetch_add(1, Ordering::Relaxed);
+            return false;
+        };
+        let queued = self.transmit.push(d).is_ok();
         if !queued {
             self.transmit_dropped.fetch_add(1, Ordering::Relaxed);
         }
@@ -211,6 +218,7 @@ impl PuntRings {
             received: self.punted.load(Ordering::Relaxed),
             transmitted: self.transmitted.load(Ordering::Relaxed),
             transmit_dropped: self.transmit_dropped.load(Ordering::Relaxed),
+            transmit_too_big: self.transmit_too_big.load(Ordering::Relaxed),
             acquires_raised: self.acquires_raised.load(Ordering::Relaxed),
             acquires_dropped: self.acquires_dropped.load(Ordering::Relaxed),
         }
@@ -225,8 +233,11 @@ pub struct PuntStats {
     pub received: u64,
     /// Datagrams a worker took from the transmit ring.
     pub transmitted: u64,
-    /// Datagrams the driver sent that the transmit ring refused.
+    /// Datagrams the driver sent that the transmit ring refused (full, or
+    /// larger than a slot).
     pub transmit_dropped: u64,
+    /// Of those, larger than a slot.
+    pub transmit_too_big: u64,
     /// Acquires the workers queued / that found the acquire ring full.
     pub acquires_raised: u64,
     pub acquires_dropped: u64,
@@ -316,6 +327,7 @@ mod tests {
                 received: 0,
                 transmitted: 1,
                 transmit_dropped: 2,
+                transmit_too_big: 1,
                 ..PuntStats::default()
             }
         );

@@ -233,6 +233,8 @@ impl<T: Send + Sync + 'static, R: RandomSource + Send> IkeControl<T> for IkeServ
             let s = r.stats();
             m.acquires_raised = s.acquires_raised;
             m.acquires_dropped = s.acquires_dropped;
+            m.transmit_ring_full = s.transmit_dropped.saturating_sub(s.transmit_too_big);
+            m.transmit_too_big = s.transmit_too_big;
         }
         m
     }

@@ -89,6 +89,13 @@ pub struct IkeMetrics {
     pub acquires_raised: u64,
     #[serde(default)]
     pub acquires_dropped: u64,
+    /// Datagrams the driver sent that never reached a worker: the
+    /// transmit ring was full / the datagram was larger than a slot (the
+    /// service fills these from the rings).
+    #[serde(default)]
+    pub transmit_ring_full: u64,
+    #[serde(default)]
+    pub transmit_too_big: u64,
 }
 
 impl IkeMetrics {
@@ -158,6 +165,16 @@ impl IkeMetrics {
                 "datagrams_dropped",
                 "IKE datagrams the engine did not act on.",
                 self.dropped,
+            ),
+            (
+                "transmit_ring_full",
+                "IKE datagrams dropped: the transmit ring to the workers was full.",
+                self.transmit_ring_full,
+            ),
+            (
+                "transmit_too_big",
+                "IKE datagrams dropped: larger than a transmit ring slot.",
+                self.transmit_too_big,
             ),
             (
                 "acquires_raised",
