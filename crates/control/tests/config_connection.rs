@@ -123,30 +123,60 @@ fn bad_proposals_are_named() {
 }
 
 #[test]
-fn unsupported_features_are_refused_at_their_key() {
-    for (line, key, words) in [
-        (
-            "reauth_time = 3600",
-            "connection[0].reauth_time",
-            "reauth_time (reauthentication",
-        ),
-        (
-            "start_action = \"trap\"",
-            "connection[0].start_action",
-            "start_action = \"trap\"",
-        ),
-    ] {
-        let text = with_connection(line, "");
-        assert_error(&errors(&text), line_of(&text, line), key, words);
-        assert!(errors(&text)[0].message.contains("not supported yet"));
-    }
+fn trap_and_reauth_are_read() {
+    // "trap" at the connection: the children's default.
+    let text = with_connection("start_action = \"trap\"\nreauth_time = 3600", "");
+    let (config, _) = parse(&text).unwrap_or_else(|d| panic!("{}", render(&d)));
+    let c = &config.connections[0];
+    assert_eq!(c.children[0].start_action, StartAction::Trap);
+    assert_eq!(c.reauth_time, 3600);
+    // At the child, and reauth_time off by default.
     let text = with_connection("", "start_action = \"trap\"");
+    let (config, _) = parse(&text).unwrap_or_else(|d| panic!("{}", render(&d)));
+    assert_eq!(
+        config.connections[0].children[0].start_action,
+        StartAction::Trap
+    );
+    assert_eq!(config.connections[0].reauth_time, 0);
+    // A child overrides the connection's "trap".
+    let text = with_connection("start_action = \"trap\"", "start_action = \"none\"");
+    let (config, _) = parse(&text).unwrap_or_else(|d| panic!("{}", render(&d)));
+    assert_eq!(
+        config.connections[0].children[0].start_action,
+        StartAction::None
+    );
+}
+
+#[test]
+fn trap_needs_a_peer_address() {
+    let any = |t: String| t.replace("remote = \"192.0.2.2\"", "remote = \"%any\"");
+    let text = any(with_connection("start_action = \"trap\"", ""));
+    assert_error(
+        &errors(&text),
+        line_of(&text, "start_action"),
+        "connection[0].start_action",
+        "remote = \"%any\" names no peer",
+    );
+    let text = any(with_connection("", "start_action = \"trap\""));
     assert_error(
         &errors(&text),
         line_of(&text, "start_action"),
         "connection[0].child[0].start_action",
-        "not supported yet",
+        "remote = \"%any\" names no peer",
     );
+    // Without "trap", %any draws no such error.
+    let text = any(with_connection("", ""));
+    assert!(
+        !errors(&text)
+            .iter()
+            .any(|d| d.message.contains("names no peer")),
+        "{:?}",
+        errors(&text)
+    );
+}
+
+#[test]
+fn unsupported_features_are_refused_at_their_key() {
     // A second child.
     let text = format!(
         "{}\n[[connection.child]]\nname = \"two\"\nlocal_ts = [\"10.1.1.0/24\"]\nremote_ts = [\"10.2.1.0/24\"]\n",

@@ -80,6 +80,12 @@ pub struct WorkerCounters {
     /// and those it queued that this worker sent (also `generated`).
     pub ike_punted: u64,
     pub ike_sent: u64,
+    /// Acquires this worker queued for the IKE thread, and packets of a
+    /// trapped tunnel that raised none because of the per-tunnel interval
+    /// (both also counted as `acquire` drops, with the acquires that found
+    /// the ring full).
+    pub acquires_raised: u64,
+    pub acquires_suppressed: u64,
     /// 1 when the worker's loop panicked (the runtime then stops the
     /// gateway; the counters are the last copy the worker published).
     pub panics: u64,
@@ -139,6 +145,8 @@ impl WorkerCounters {
         self.mss_clamped += o.mss_clamped;
         self.ike_punted += o.ike_punted;
         self.ike_sent += o.ike_sent;
+        self.acquires_raised += o.acquires_raised;
+        self.acquires_suppressed += o.acquires_suppressed;
         if self.ports.len() < o.ports.len() {
             self.ports.resize(o.ports.len(), PortCounters::default());
         }

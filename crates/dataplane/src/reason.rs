@@ -118,8 +118,14 @@ espgw_esp::foreach_esp_drop_reason!(drop_reason_enum {
             "IKE for the gateway (UDP 500, UDP 4500 with the non-ESP marker) while the punt ring to the control thread was full";
         PuntTooBig => "punt_too_big",
             "IKE datagram larger than a punt ring slot (2048 bytes of UDP payload)";
+        PuntBadChecksum => "punt_bad_checksum",
+            "IKE datagram for the gateway whose UDP checksum is wrong (or zero over IPv6)";
         NatKeepalive => "nat_keepalive",
             "NAT-T keepalive (one 0xff byte on UDP 4500, RFC 3948 2.2): counted and ignored, as the RFC says";
+        /// IKE `start_action = "trap"`: never sent in the clear; the
+        /// worker raised an acquire (rate-limited) for the IKE driver.
+        Acquire => "acquire",
+            "For a trapped tunnel whose SAs are not negotiated yet (start_action = \"trap\"): dropped, and an acquire raised to IKE";
     }
 });
 

@@ -11,6 +11,7 @@
 //!   "sas":     [{"tunnel","dir":"out"|"in","spi","packets","bytes","drops":{reason:n}}],
 //!   "drops":   {reason: n},            # every reason, zeros included
 //!   "totals":  {"rx","tx","generated","local","held","dropped","balanced","mss_clamped","ike_punted","ike_sent",
+//!              "acquires_raised","acquires_suppressed",
 //!               "worker_panics"} }
 //! ```
 //! `balanced` is the accounting identity `rx + generated == tx + dropped +
@@ -177,6 +178,8 @@ impl Stats {
                 "mss_clamped": total.mss_clamped,
                 "ike_punted": total.ike_punted,
                 "ike_sent": total.ike_sent,
+                "acquires_raised": total.acquires_raised,
+                "acquires_suppressed": total.acquires_suppressed,
                 "worker_panics": total.panics,
             },
         })

@@ -1441,6 +1441,9 @@ mod punt {
         .emit(&mut u)
         .unwrap();
         u[8..].copy_from_slice(data);
+        UdpPacket::new_checked(&mut u[..])
+            .unwrap()
+            .fill_checksum_v4(v4(src), v4(dst));
         eth(
             dst_mac,
             B_UNPROT_MAC,
@@ -1500,6 +1503,33 @@ mod punt {
         a.rx(UNPROT, &[bad]);
         assert_eq!(a.drops(DropReason::Malformed), malformed + 1);
         assert!(rings.receive().is_none());
+    }
+
+    /// A punted datagram's UDP checksum is verified: a damaged one is
+    /// counted, not punted; none at all (0) is allowed over IPv4.
+    #[test]
+    fn ike_with_a_wrong_udp_checksum_is_dropped_and_counted() {
+        let mut a = ready_a();
+        let rings = PuntRings::new(4);
+        a.w.set_punt(Arc::clone(&rings));
+        let good = ike((500, 500), b"IKE_SA_INIT");
+        let ck = 14 + 20 + 6;
+        let mut bad = good.clone();
+        bad[ck] ^= 0x40;
+        let mut flipped = good.clone();
+        *flipped.last_mut().unwrap() ^= 1;
+        let mut none = good.clone();
+        none[ck..ck + 2].copy_from_slice(&[0, 0]);
+        let mut marked = vec![0u8; 4];
+        marked.extend_from_slice(b"IKE_AUTH");
+        let mut bad4500 = ike((4500, 4500), &marked);
+        bad4500[ck + 1] ^= 1;
+        a.rx(UNPROT, &[bad, flipped, bad4500]);
+        assert_eq!(a.drops(DropReason::PuntBadChecksum), 3);
+        assert!(rings.receive().is_none());
+        a.rx(UNPROT, &[good, none]);
+        assert_eq!(a.w.counters().ike_punted, 2);
+        assert_eq!(a.drops(DropReason::PuntBadChecksum), 3);
     }
 
     #[test]
@@ -1631,5 +1661,104 @@ mod punt_neighbor {
         let ip = Ipv4Packet::new_checked(&ip[..]).unwrap();
         let udp = espgw_wire::UdpPacket::new_checked(ip.payload()).unwrap();
         assert_eq!((udp.dst_port(), udp.payload()), (500, &[7u8; 40][..]));
+    }
+}
+
+/// Acquires (IKE `start_action = "trap"`, worker/acquire.rs): a packet
+/// for a trapped tunnel (policy, no SA yet) is dropped as `acquire`, never
+/// sent, and raises one acquire per tunnel and interval; a tunnel whose SA
+/// hard-expired stays `sa_expired` and raises none.
+mod acquire {
+    use super::*;
+    use espgw_control::ike::PuntRings;
+    use espgw_control::tables::TunnelEntry;
+
+    /// Gateway A with its tunnel's outbound SA gone; `trap`: never had one.
+    fn a_without_sa(trap: bool) -> Gw {
+        let mut a = ready_a();
+        let t = Arc::clone(a.w.tables());
+        let e = t.tunnel(TunnelId(0)).unwrap();
+        let entry = TunnelEntry {
+            id: e.id,
+            name: e.name.clone(),
+            local: e.local,
+            remote: e.remote,
+            port: e.port,
+            local_ts: e.local_ts.clone(),
+            remote_ts: e.remote_ts.clone(),
+            udp_encap: e.udp_encap,
+            mss_clamp: None,
+            out: None,
+            trap,
+        };
+        let tables = Tables::new(Arc::clone(&t.spd), t.sad.to_builder().build(), vec![entry]);
+        a.w.set_tables(Arc::new(tables));
+        a
+    }
+
+    fn from_a(n: usize) -> Vec<Vec<u8>> {
+        (0..n)
+            .map(|i| from_host_a(&udp4("10.1.0.10", "10.2.0.10", 64, true, 40 + i)))
+            .collect()
+    }
+
+    #[test]
+    fn a_trapped_tunnel_drops_and_raises_one_acquire_per_interval() {
+        let mut a = a_without_sa(true);
+        let rings = PuntRings::new(4);
+        a.w.set_punt(Arc::clone(&rings));
+        let out = a.rx(PROT, &from_a(5));
+        assert!(
+            out.iter().all(Vec::is_empty),
+            "nothing leaves, in clear or not"
+        );
+        assert_eq!(a.drops(DropReason::Acquire), 5);
+        assert_eq!(a.drops(DropReason::SaExpired), 0);
+        let got = rings.next_acquire().expect("one acquire");
+        assert_eq!(got.tunnel, 0);
+        assert_eq!(
+            (got.src, got.dst, got.proto),
+            (
+                IpAddr::V4(v4("10.1.0.10")),
+                IpAddr::V4(v4("10.2.0.10")),
+                ip_protocol::UDP
+            )
+        );
+        assert!(rings.next_acquire().is_none(), "rate-limited");
+        assert_eq!(
+            (
+                a.w.counters().acquires_raised,
+                a.w.counters().acquires_suppressed
+            ),
+            (1, 4)
+        );
+        // A second later: one more.
+        a.now.ns += 1_000_000_000;
+        a.rx(PROT, &from_a(3));
+        assert!(rings.next_acquire().is_some());
+        assert!(rings.next_acquire().is_none());
+        assert_eq!(a.drops(DropReason::Acquire), 8);
+        assert_eq!(rings.stats().acquires_raised, 2);
+    }
+
+    #[test]
+    fn a_hard_expired_tunnel_is_sa_expired_and_raises_nothing() {
+        let mut a = a_without_sa(false);
+        let rings = PuntRings::new(4);
+        a.w.set_punt(Arc::clone(&rings));
+        let out = a.rx(PROT, &from_a(2));
+        assert!(out.iter().all(Vec::is_empty));
+        assert_eq!(a.drops(DropReason::SaExpired), 2);
+        assert_eq!(a.drops(DropReason::Acquire), 0);
+        assert!(rings.next_acquire().is_none());
+    }
+
+    #[test]
+    fn without_an_ike_driver_a_trap_still_drops() {
+        let mut a = a_without_sa(true);
+        let out = a.rx(PROT, &from_a(2));
+        assert!(out.iter().all(Vec::is_empty));
+        assert_eq!(a.drops(DropReason::Acquire), 2);
+        assert_eq!(a.w.counters().acquires_raised, 0);
     }
 }

@@ -74,8 +74,9 @@ pub enum StartAction {
     None,
     /// Initiate when the gateway starts, and again after a failure.
     Start,
-    /// Initiate on the first packet that needs the SA (refused by the
-    /// config reader until the data plane raises acquires).
+    /// Install the tunnel's policy at start-up without SAs (a trap); the
+    /// first packet that needs it makes a worker raise an acquire, and
+    /// the IKE driver initiates (docs/ike.md "start_action trap").
     Trap,
 }
 
@@ -153,6 +154,9 @@ pub struct Connection {
     pub dpd_delay: u64,
     /// IKE SA rekey interval in seconds; 0: never.
     pub rekey_time: u64,
+    /// Reauthentication interval in seconds (a new IKE SA and CHILD_SA,
+    /// make-before-break, then the old IKE SA deleted); 0: off.
+    pub reauth_time: u64,
     /// IKE fragmentation (RFC 7383).
     pub fragmentation: bool,
     /// `encap = "udp"`: ESP in UDP (and IKE on the NAT-T port) even

@@ -33,7 +33,9 @@ pub const RETRY_MAX_MS: u64 = 60_000;
 pub const OUTBOUND_SWITCH_TIMEOUT_MS: u64 = 5_000;
 /// A refused IKE SA rekey is tried again after this long.
 pub const IKE_REKEY_RETRY_MS: u64 = 60_000;
-/// The shortest time between two acquires that initiate one connection.
+/// The shortest time between two acquires that initiate one connection
+/// (besides: none while an IKE SA of it exists, so an acquire from every
+/// worker for one packet burst initiates once).
 pub const ACQUIRE_INTERVAL_MS: u64 = 1_000;
 
 /// Why a driver call was refused.
@@ -115,9 +117,13 @@ struct ConnState {
     /// `start`: when to initiate next, and the wait after that.
     retry_at: Option<Time>,
     backoff_ms: u64,
-    /// `ike terminate` stops re-initiation until `ike initiate`.
+    /// `ike terminate` stops re-initiation until `ike initiate` (not the
+    /// acquires of a trap: its policy stays trapped).
     stopped: bool,
     last_acquire: Option<Time>,
+    /// `start_action = "trap"` and its tunnel is a trap in the SA manager
+    /// now (no CHILD_SA up).
+    trapped: bool,
 }
 
 /// See the module documentation.
@@ -131,6 +137,8 @@ pub struct IkeDriver<R: RandomSource> {
     /// was called): set again with each datagram, so a stepped clock is
     /// followed too.
     system_clock: bool,
+    /// Shutdown began: no acquire initiates, no trap is installed again.
+    shutting_down: bool,
 }
 
 fn unspecified(like: IpAddr) -> IpAddr {
@@ -171,6 +179,10 @@ fn engine_connection(
     .map(|mut e| {
         e.fragmentation = Some(c.fragmentation);
         e.force_encap = c.force_encap;
+        // The engine reauthenticates by itself (make-before-break: a new
+        // IKE SA with the CHILD_SA, then the old one deleted); the driver
+        // sees a CHILD_SA of a new IKE SA take the tunnel over.
+        e.lifetimes.ike_reauth_time_ms = c.reauth_time.saturating_mul(1000);
         e
     })
     .and_then(|e| match &c.auth {
@@ -282,6 +294,7 @@ impl<R: RandomSource> IkeDriver<R> {
                 backoff_ms: RETRY_BASE_MS,
                 stopped: false,
                 last_acquire: None,
+                trapped: false,
             });
         }
         Ok(IkeDriver {
@@ -290,6 +303,7 @@ impl<R: RandomSource> IkeDriver<R> {
             sas: BTreeMap::new(),
             metrics: IkeMetrics::default(),
             system_clock,
+            shutting_down: false,
         })
     }
 
@@ -348,14 +362,87 @@ impl<R: RandomSource> IkeDriver<R> {
             .ok_or_else(|| IkeError(format!("no connection named {name:?}")))
     }
 
-    /// Start-up: initiates every `start_action = "start"` connection.
+    /// Start-up: initiates every `start_action = "start"` connection and
+    /// installs the trap of every `"trap"` one.
     pub fn start<T: Send + Sync + 'static>(&mut self, now: Time, manager: &mut SaManager<T>) {
         for id in 0..self.conns.len() {
-            if self.conns[id].child.start_action == StartAction::Start {
-                self.initiate_id(now, id);
+            match self.conns[id].child.start_action {
+                StartAction::Start => self.initiate_id(now, id),
+                StartAction::Trap => self.install_trap(now, id, manager),
+                StartAction::None => {}
             }
         }
         self.process_events(now, manager);
+    }
+
+    /// The tunnel of a trap: the child's configured selectors (the
+    /// negotiated ones replace them with the CHILD_SA), no SAs. Its
+    /// suite is the first ESP proposal's cipher, for `sa list` only.
+    fn trap_tunnel(&self, id: ConnectionId) -> Option<Tunnel> {
+        let conn = &self.conns[id];
+        let c = &conn.config;
+        let suite = conn
+            .child
+            .esp_proposals
+            .iter()
+            .flat_map(|p| p.split(['-', ',']))
+            .find_map(|tok| Suite::ALL.iter().copied().find(|s| s.name() == tok))
+            .or_else(|| Suite::ALL.first().copied())?;
+        let none = || SaKeys {
+            spi: 0,
+            key: SecretBytes::new(Vec::new()),
+            auth_key: None,
+        };
+        Some(Tunnel {
+            name: conn.tunnel.clone(),
+            local: c.local,
+            remote: c.remote?,
+            port: c.port,
+            local_ts: conn.child.local_ts.clone(),
+            remote_ts: conn.child.remote_ts.clone(),
+            suite,
+            esn: false,
+            replay_window: conn.child.replay_window,
+            encap: if c.force_encap {
+                Encap::Udp
+            } else {
+                Encap::None
+            },
+            lifetime: Lifetime::default(),
+            outbound: none(),
+            inbound: none(),
+            priority: DEFAULT_PRIORITY,
+            mss_clamp: conn.child.mss_clamp,
+        })
+    }
+
+    /// Puts connection `id`'s tunnel in the SA manager as a trap (when it
+    /// has no tunnel there): its traffic raises acquires.
+    fn install_trap<T: Send + Sync + 'static>(
+        &mut self,
+        now: Time,
+        id: ConnectionId,
+        manager: &mut SaManager<T>,
+    ) {
+        if self.shutting_down || self.conns[id].child.start_action != StartAction::Trap {
+            return;
+        }
+        let Some(t) = self.trap_tunnel(id) else {
+            return;
+        };
+        if manager.tunnel(&t.name).is_some() {
+            self.conns[id].trapped = manager.is_trap(&t.name);
+            return;
+        }
+        match manager.add_trap(t, now / 1000) {
+            Ok(()) => {
+                info!(connection = %self.conns[id].config.name, tunnel = %self.conns[id].tunnel, "IKE: trap installed, the first packet initiates");
+                self.conns[id].trapped = true;
+            }
+            Err(e) => {
+                warn!(connection = %self.conns[id].config.name, error = %e, "IKE: cannot install the trap")
+            }
+        }
     }
 
     fn initiate_id(&mut self, now: Time, id: ConnectionId) {
@@ -409,17 +496,26 @@ impl<R: RandomSource> IkeDriver<R> {
         Ok(())
     }
 
-    /// An acquire from the data plane (a packet for `tunnel` found no SA,
-    /// start_action "trap"): initiates, at most once per
-    /// [`ACQUIRE_INTERVAL_MS`] and not while an IKE SA of the connection is
-    /// being set up or up. Returns whether it initiated.
+    /// An acquire from the data plane: a packet for the trapped tunnel
+    /// `tunnel` (its id, as the worker's snapshot had it) found no SA.
+    /// Initiates the connection's IKE SA (with its CHILD_SA) unless one of
+    /// its IKE SAs exists (being set up or up: every worker raises its
+    /// own acquire for the same traffic, and they initiate once), one was
+    /// initiated less than [`ACQUIRE_INTERVAL_MS`] ago, or the gateway is
+    /// shutting down. Returns whether it initiated.
     pub fn acquire<T: Send + Sync + 'static>(
         &mut self,
         now: Time,
-        tunnel: &str,
+        tunnel: u32,
         manager: &mut SaManager<T>,
     ) -> bool {
-        let Some(id) = self.conns.iter().position(|c| c.tunnel == tunnel) else {
+        self.metrics.acquires_received += 1;
+        let name = manager
+            .tunnel_name(crate::tables::TunnelId(tunnel))
+            .map(str::to_string);
+        let Some(id) = name.and_then(|n| self.conns.iter().position(|c| c.tunnel == n)) else {
+            // A tunnel gone since (or not ours): nothing to set up.
+            self.metrics.acquires_ignored += 1;
             return false;
         };
         let c = &self.conns[id];
@@ -427,10 +523,17 @@ impl<R: RandomSource> IkeDriver<R> {
         let recent = c
             .last_acquire
             .is_some_and(|t| now.saturating_sub(t) < ACQUIRE_INTERVAL_MS);
-        if busy || recent || c.config.remote.is_none() || c.stopped {
+        if busy
+            || recent
+            || c.config.remote.is_none()
+            || c.child.start_action != StartAction::Trap
+            || self.shutting_down
+        {
             self.metrics.acquires_ignored += 1;
             return false;
         }
+        info!(connection = %c.config.name, tunnel = %c.tunnel, "IKE: acquire, initiating");
+        self.metrics.acquires_handled += 1;
         self.conns[id].last_acquire = Some(now);
         self.initiate_id(now, id);
         self.process_events(now, manager);
@@ -438,7 +541,9 @@ impl<R: RandomSource> IkeDriver<R> {
     }
 
     /// `ike terminate NAME`: deletes its IKE SAs (and so its CHILD_SAs)
-    /// and stops re-initiating it.
+    /// and stops re-initiating it. A `trap` connection's policy stays
+    /// trapped: its next packet initiates again (as strongSwan's
+    /// `swanctl --terminate`; there is no `--uninstall` yet).
     pub fn terminate<T: Send + Sync + 'static>(
         &mut self,
         now: Time,
@@ -490,6 +595,7 @@ impl<R: RandomSource> IkeDriver<R> {
         now: Time,
         manager: &mut SaManager<T>,
     ) -> usize {
+        self.shutting_down = true;
         let names: Vec<String> = self.conns.iter().map(|c| c.config.name.clone()).collect();
         names
             .iter()
@@ -706,6 +812,26 @@ impl<R: RandomSource> IkeDriver<R> {
                 }
             })
             .collect();
+        // A trap without IKE SA: shown, so `ike list` tells a trapped
+        // connection from one that is down.
+        for (id, c) in self.conns.iter().enumerate() {
+            if c.trapped && !self.sas.values().any(|s| s.connection == id) {
+                out.push(IkeSaInfo {
+                    connection: c.config.name.clone(),
+                    ike_sa: String::new(),
+                    spi_i: String::new(),
+                    spi_r: String::new(),
+                    state: "trapped".into(),
+                    initiator: false,
+                    local: Some(c.config.local.to_string()),
+                    remote: c.config.remote.map(|r| r.to_string()),
+                    proposal: None,
+                    established_seconds: None,
+                    rekey_in_seconds: None,
+                    children: Vec::new(),
+                });
+            }
+        }
         out.sort_by(|a, b| {
             a.connection
                 .cmp(&b.connection)
@@ -742,12 +868,14 @@ impl<R: RandomSource> IkeDriver<R> {
         c.collision = false;
         c.pending_switch = None;
         c.child_rekeying = false;
-        if manager.tunnel(&c.tunnel).is_some() {
+        if manager.tunnel(&c.tunnel).is_some() && !manager.is_trap(&c.tunnel) {
             match manager.delete_tunnel(&c.tunnel, now / 1000) {
                 Ok(()) => info!(tunnel = %c.tunnel, why, "IKE: CHILD_SA removed"),
                 Err(e) => warn!(tunnel = %c.tunnel, error = %e, "IKE: cannot remove tunnel"),
             }
         }
+        // "trap": the policy is trapped again, the next packet initiates.
+        self.install_trap(now, id, manager);
     }
 
     /// Drops the driver's state of an IKE SA that is gone; its CHILD_SA
@@ -901,6 +1029,13 @@ impl<R: RandomSource> IkeDriver<R> {
             self.conns[id].pending_switch = None;
             self.conns[id].previous = None;
             self.conns[id].collision = false;
+            // Outbound at once, also when the peer set the new IKE SA up
+            // (a reauthentication, or the peer back after a restart): it
+            // installs the CHILD_SA when our IKE_AUTH answer arrives, so
+            // for that round trip our first packets on it can find no SA
+            // there (docs/ike.md "reauth_time"). Holding the switch back
+            // would lose a restarted peer's traffic for longer: the driver
+            // cannot tell the two apart (no INITIAL_CONTACT).
             let r = manager
                 .install_inbound(&name, tunnel.inbound.clone(), secs)
                 .and_then(|()| manager.switch_outbound(&name, tunnel.outbound, secs));
@@ -947,7 +1082,8 @@ impl<R: RandomSource> IkeDriver<R> {
                 self.metrics.child_rekeys += 1;
             }
             _ => {
-                if manager.tunnel(&name).is_some() {
+                // A trap is replaced in place by add_tunnel (one publish).
+                if manager.tunnel(&name).is_some() && !manager.is_trap(&name) {
                     let _ = manager.delete_tunnel(&name, secs);
                 }
                 if let Err(e) = manager.add_tunnel(tunnel, secs) {
@@ -958,6 +1094,7 @@ impl<R: RandomSource> IkeDriver<R> {
             }
         }
         info!(tunnel = %name, in_spi = %format!("{:#010x}", c.inbound_spi), out_spi = %format!("{:#010x}", c.outbound_spi), suite = c.suite.config_name(), udp_encap = c.udp_encap, "IKE: CHILD_SA installed");
+        self.conns[id].trapped = false;
         self.metrics.children_installed += 1;
         self.conns[id].current = Some((c.ike_sa, state));
     }

@@ -26,8 +26,8 @@ pub use driver::{
     OUTBOUND_SWITCH_TIMEOUT_MS, RETRY_BASE_MS, RETRY_MAX_MS,
 };
 pub use punt::{
-    PuntDatagram, PuntError, PuntRings, PuntStats, PuntTransport, IKE_PORT, PUNT_DATAGRAM_MAX,
-    PUNT_RING_SLOTS,
+    Acquire, PuntDatagram, PuntError, PuntRings, PuntStats, PuntTransport, ACQUIRE_RING_SLOTS,
+    IKE_PORT, PUNT_DATAGRAM_MAX, PUNT_RING_SLOTS,
 };
 pub use service::{monotonic_ms, IkeControl, IkeService, MsClock};
 pub use status::{IkeChildInfo, IkeMetrics, IkeSaInfo};

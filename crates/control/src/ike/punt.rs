@@ -19,6 +19,12 @@
 //!   control thread's own: the workers already own every port's TX queues,
 //!   the neighbor cache and its wait queues; a TX queue for the control
 //!   thread would need its own ARP/ND and one more queue per port.
+//! - **acquire** (workers → control): a worker whose packet needs a trapped
+//!   tunnel (IKE `start_action = "trap"`, no SA negotiated yet) drops it
+//!   and enqueues an [`Acquire`] (the tunnel's id and the packet's flow),
+//!   rate-limited per tunnel by the worker; the IKE thread hands it to
+//!   `IkeDriver::acquire`. Full: the acquire is dropped and counted (the
+//!   worker raises another at its next interval).
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,6 +43,10 @@ pub const PUNT_DATAGRAM_MAX: usize = 2048;
 /// Slots of each ring: one round of IKE_SA_INIT retransmissions from a few
 /// hundred peers; beyond that a flood is dropped at the worker.
 pub const PUNT_RING_SLOTS: usize = 256;
+
+/// Slots of the acquire ring: the workers rate-limit per tunnel, so this
+/// holds one acquire of a few dozen trapped tunnels from every worker.
+pub const ACQUIRE_RING_SLOTS: usize = 256;
 
 /// The IKE port (RFC 7296 2.); the NAT-T port is `espgw_esp::Encap::NAT_T_PORT`.
 pub const IKE_PORT: u16 = 500;
@@ -82,6 +92,18 @@ impl PuntDatagram {
     }
 }
 
+/// A worker's request for SAs: a packet needed trapped tunnel `tunnel`
+/// (its id in the worker's snapshot) and found no outbound SA. The flow
+/// is for the log only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Acquire {
+    pub tunnel: u32,
+    pub src: std::net::IpAddr,
+    pub dst: std::net::IpAddr,
+    /// IP protocol of the packet (inner).
+    pub proto: u8,
+}
+
 /// Why a worker could not punt a datagram (each is a counted drop).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PuntError {
@@ -96,9 +118,14 @@ pub enum PuntError {
 pub struct PuntRings {
     punt: ArrayQueue<PuntDatagram>,
     transmit: ArrayQueue<PuntDatagram>,
+    acquire: ArrayQueue<Acquire>,
+    acquires_raised: AtomicU64,
+    acquires_dropped: AtomicU64,
     /// Datagrams the driver sent that did not fit the transmit ring (the
     /// engine retransmits requests; a lost response is answered again).
     transmit_dropped: AtomicU64,
+    /// Of those, larger than a slot (the rest found the ring full).
+    transmit_too_big: AtomicU64,
     punted: AtomicU64,
     transmitted: AtomicU64,
 }
@@ -109,7 +136,11 @@ impl PuntRings {
         Arc::new(PuntRings {
             punt: ArrayQueue::new(slots.max(1)),
             transmit: ArrayQueue::new(slots.max(1)),
+            acquire: ArrayQueue::new(ACQUIRE_RING_SLOTS),
+            acquires_raised: AtomicU64::new(0),
+            acquires_dropped: AtomicU64::new(0),
             transmit_dropped: AtomicU64::new(0),
+            transmit_too_big: AtomicU64::new(0),
             punted: AtomicU64::new(0),
             transmitted: AtomicU64::new(0),
         })
@@ -137,8 +168,12 @@ impl PuntRings {
     /// Control side: queues a datagram for a worker to send. False (and
     /// counted) when the ring is full or the payload does not fit a slot.
     pub fn send(&self, t: &Transmit) -> bool {
-        let queued = PuntDatagram::new(t.src, t.dst, &t.payload)
-            .is_some_and(|d| self.transmit.push(d).is_ok());
+        let Some(d) = PuntDatagram::new(t.src, t.dst, &t.payload) else {
+            self.transmit_too_big.fetch_add(1, Ordering::Relaxed);
+            self.transmit_dropped.fetch_add(1, Ordering::Relaxed);
+            return false;
+        };
+        let queued = self.transmit.push(d).is_ok();
         if !queued {
             self.transmit_dropped.fetch_add(1, Ordering::Relaxed);
         }
@@ -154,6 +189,25 @@ impl PuntRings {
         d
     }
 
+    /// Worker side: asks the IKE thread for SAs of a trapped tunnel. False
+    /// (and counted) when the ring is full. One atomic add per acquire,
+    /// which the worker raises at most once per tunnel and interval.
+    pub fn raise_acquire(&self, a: Acquire) -> bool {
+        let queued = self.acquire.push(a).is_ok();
+        let counter = if queued {
+            &self.acquires_raised
+        } else {
+            &self.acquires_dropped
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        queued
+    }
+
+    /// Control side: the next acquire.
+    pub fn next_acquire(&self) -> Option<Acquire> {
+        self.acquire.pop()
+    }
+
     /// Datagrams queued for the workers and not taken yet.
     pub fn transmit_pending(&self) -> usize {
         self.transmit.len()
@@ -164,6 +218,9 @@ impl PuntRings {
             received: self.punted.load(Ordering::Relaxed),
             transmitted: self.transmitted.load(Ordering::Relaxed),
             transmit_dropped: self.transmit_dropped.load(Ordering::Relaxed),
+            transmit_too_big: self.transmit_too_big.load(Ordering::Relaxed),
+            acquires_raised: self.acquires_raised.load(Ordering::Relaxed),
+            acquires_dropped: self.acquires_dropped.load(Ordering::Relaxed),
         }
     }
 }
@@ -176,8 +233,14 @@ pub struct PuntStats {
     pub received: u64,
     /// Datagrams a worker took from the transmit ring.
     pub transmitted: u64,
-    /// Datagrams the driver sent that the transmit ring refused.
+    /// Datagrams the driver sent that the transmit ring refused (full, or
+    /// larger than a slot).
     pub transmit_dropped: u64,
+    /// Of those, larger than a slot.
+    pub transmit_too_big: u64,
+    /// Acquires the workers queued / that found the acquire ring full.
+    pub acquires_raised: u64,
+    pub acquires_dropped: u64,
 }
 
 /// [`IkeTransport`] over the transmit ring.
@@ -220,6 +283,25 @@ mod tests {
     }
 
     #[test]
+    fn acquires_come_out_in_order_and_a_full_ring_is_counted() {
+        let rings = PuntRings::new(1);
+        let a = |tunnel| Acquire {
+            tunnel,
+            src: "10.1.0.2".parse().unwrap(),
+            dst: "10.2.0.2".parse().unwrap(),
+            proto: 1,
+        };
+        for t in 0..ACQUIRE_RING_SLOTS as u32 {
+            assert!(rings.raise_acquire(a(t)));
+        }
+        assert!(!rings.raise_acquire(a(999)));
+        assert_eq!(rings.next_acquire(), Some(a(0)));
+        assert_eq!(rings.next_acquire(), Some(a(1)));
+        let s = rings.stats();
+        assert_eq!((s.acquires_raised, s.acquires_dropped), (256, 1));
+    }
+
+    #[test]
     fn the_transport_queues_for_the_workers_and_counts_what_does_not_fit() {
         let rings = PuntRings::new(1);
         let mut t = PuntTransport(Arc::clone(&rings));
@@ -244,7 +326,9 @@ mod tests {
             PuntStats {
                 received: 0,
                 transmitted: 1,
-                transmit_dropped: 2
+                transmit_dropped: 2,
+                transmit_too_big: 1,
+                ..PuntStats::default()
             }
         );
     }

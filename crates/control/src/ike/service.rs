@@ -13,6 +13,7 @@ use espgw_ike::engine::Time;
 use serde_json::Value;
 
 use super::driver::IkeDriver;
+use super::punt::{Acquire, PuntRings};
 use super::status::IkeMetrics;
 use super::transport::{IkeTransport, UdpTransport};
 use crate::live::protocol::{IkeCommand, IkeListReply, IkeReply};
@@ -57,6 +58,8 @@ impl<R: RandomSource> Inner<R> {
 pub struct IkeService<R: RandomSource> {
     inner: Mutex<Inner<R>>,
     clock: MsClock,
+    /// The punt rings, for the workers' acquire counters in the metrics.
+    rings: Option<Arc<PuntRings>>,
 }
 
 impl<R: RandomSource + Send> IkeService<R> {
@@ -64,7 +67,14 @@ impl<R: RandomSource + Send> IkeService<R> {
         IkeService {
             inner: Mutex::new(Inner { driver, transport }),
             clock,
+            rings: None,
         }
+    }
+
+    /// The metrics also show the acquires the workers raised on `rings`.
+    pub fn with_rings(mut self, rings: Arc<PuntRings>) -> Self {
+        self.rings = Some(rings);
+        self
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner<R>> {
@@ -104,6 +114,14 @@ impl<R: RandomSource + Send> IkeService<R> {
         self.with(manager, |d, now, m| {
             d.handle_datagram(now, src, dst, payload, m)
         });
+    }
+
+    /// An acquire a worker raised (`IkeDriver::acquire`, which dedups).
+    pub fn acquire<T: Send + Sync + 'static>(&self, manager: &mut SaManager<T>, a: &Acquire) {
+        let initiated = self.with(manager, |d, now, m| d.acquire(now, a.tunnel, m));
+        if initiated {
+            tracing::info!(tunnel = a.tunnel, src = %a.src, dst = %a.dst, proto = a.proto, "IKE: initiated by this packet's acquire");
+        }
     }
 
     /// Timers; call at least at [`Self::poll_timeout`] and after each
@@ -210,6 +228,14 @@ impl<T: Send + Sync + 'static, R: RandomSource + Send> IkeControl<T> for IkeServ
     }
 
     fn metrics(&self) -> IkeMetrics {
-        self.lock().driver.metrics()
+        let mut m = self.lock().driver.metrics();
+        if let Some(r) = &self.rings {
+            let s = r.stats();
+            m.acquires_raised = s.acquires_raised;
+            m.acquires_dropped = s.acquires_dropped;
+            m.transmit_ring_full = s.transmit_dropped.saturating_sub(s.transmit_too_big);
+            m.transmit_too_big = s.transmit_too_big;
+        }
+        m
     }
 }

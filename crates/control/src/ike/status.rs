@@ -16,7 +16,9 @@ pub struct IkeSaInfo {
     pub spi_i: String,
     #[serde(default)]
     pub spi_r: String,
-    /// "connecting" or "established".
+    /// "connecting", "established", or "trapped" (a `start_action =
+    /// "trap"` connection without IKE SA: its policy waits for a packet;
+    /// the SPIs are empty then).
     pub state: String,
     /// We initiated it (or the rekey that made it).
     pub initiator: bool,
@@ -74,8 +76,26 @@ pub struct IkeMetrics {
     /// Datagrams the engine did not act on (malformed, unknown SPI,
     /// unexpected, failed integrity, over the half-open bound, fragments).
     pub dropped: u64,
-    /// Acquires that did not initiate (rate limit, SA already there).
+    /// Acquires the IKE thread took from the workers' acquire ring.
+    pub acquires_received: u64,
+    /// Acquires that initiated the connection.
+    pub acquires_handled: u64,
+    /// Acquires that did not initiate (an IKE SA of the connection being
+    /// set up or up, the 1 s interval, the tunnel gone, shutdown).
     pub acquires_ignored: u64,
+    /// Acquires the workers queued / that found the acquire ring full (the
+    /// service fills these from the rings; 0 without them).
+    #[serde(default)]
+    pub acquires_raised: u64,
+    #[serde(default)]
+    pub acquires_dropped: u64,
+    /// Datagrams the driver sent that never reached a worker: the
+    /// transmit ring was full / the datagram was larger than a slot (the
+    /// service fills these from the rings).
+    #[serde(default)]
+    pub transmit_ring_full: u64,
+    #[serde(default)]
+    pub transmit_too_big: u64,
 }
 
 impl IkeMetrics {
@@ -145,6 +165,36 @@ impl IkeMetrics {
                 "datagrams_dropped",
                 "IKE datagrams the engine did not act on.",
                 self.dropped,
+            ),
+            (
+                "transmit_ring_full",
+                "IKE datagrams dropped: the transmit ring to the workers was full.",
+                self.transmit_ring_full,
+            ),
+            (
+                "transmit_too_big",
+                "IKE datagrams dropped: larger than a transmit ring slot.",
+                self.transmit_too_big,
+            ),
+            (
+                "acquires_raised",
+                "Acquires the workers raised for trapped tunnels (rate-limited per tunnel and worker).",
+                self.acquires_raised,
+            ),
+            (
+                "acquires_dropped",
+                "Acquires lost to a full acquire ring.",
+                self.acquires_dropped,
+            ),
+            (
+                "acquires_handled",
+                "Acquires that initiated a connection.",
+                self.acquires_handled,
+            ),
+            (
+                "acquires_ignored",
+                "Acquires suppressed by the driver (an IKE SA of the connection already being set up or up, the 1 s interval).",
+                self.acquires_ignored,
             ),
         ] {
             let _ = writeln!(

@@ -163,6 +163,15 @@ pub fn render_ike(sas: &[IkeSaInfo]) -> String {
     let mut out = String::new();
     let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
     for s in sas {
+        if s.state == "trapped" {
+            out.push_str(&format!(
+                "{}: trapped, no IKE SA (the first packet initiates), {} -> {}\n",
+                s.connection,
+                opt(&s.local),
+                opt(&s.remote),
+            ));
+            continue;
+        }
         out.push_str(&format!(
             "{}: IKE SA {} {}{}, {} -> {}, {}",
             s.connection,

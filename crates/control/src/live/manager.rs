@@ -112,6 +112,9 @@ struct LiveTunnel {
     outbound: Option<OutboundSlot>,
     /// At most one not draining (the current one), which comes first.
     inbound: Vec<InboundSlot>,
+    /// A trap ([`SaManager::add_trap`]): the policy without SAs, until
+    /// `add_tunnel` of the same name replaces it.
+    trap: bool,
 }
 
 impl LiveTunnel {
@@ -522,21 +525,32 @@ impl<T: Send + Sync + 'static> SaManager<T> {
     }
 
     /// Adds a tunnel (SA pair plus SPD rule) and publishes. Its rule comes
-    /// after every existing rule of the same priority.
+    /// after every existing rule of the same priority. A trap of the same
+    /// name ([`Self::add_trap`]) is replaced in place, in one publish (its
+    /// traffic goes from `acquire` drops straight to the new SAs).
     pub fn add_tunnel(&mut self, tunnel: Tunnel, now: u64) -> Result<(), LiveError> {
-        if self.find(&tunnel.name).is_some() {
+        let trap = self.find(&tunnel.name).filter(|&i| self.tunnels[i].trap);
+        if self.find(&tunnel.name).is_some() && trap.is_none() {
             return err(format!("tunnel {:?} already exists", tunnel.name));
         }
         self.check_inbound_spi(tunnel.inbound.spi)?;
         self.check_outbound_spi(tunnel.outbound.spi, tunnel.remote)?;
         check_distinct_keys(&tunnel.name, &tunnel.outbound, &tunnel.inbound)?;
-        let id = self.free_id();
+        let id = match trap {
+            Some(i) => self.tunnels[i].id,
+            None => self.free_id(),
+        };
         let live = new_tunnel(&mut self.keys, id, tunnel, now, Admission::Live)?;
         let name = live.config.name.clone();
-        // A tombstone of an earlier tunnel of this name gives way.
-        self.entries
-            .retain(|e| !matches!(e, Entry::Tombstone(n, _) if *n == name));
-        self.entries.push(Entry::Tunnel(name));
+        if let Some(i) = trap {
+            // Its SPD entry stays where it is.
+            self.tunnels.remove(i);
+        } else {
+            // A tombstone of an earlier tunnel of this name gives way.
+            self.entries
+                .retain(|e| !matches!(e, Entry::Tombstone(n, _) if *n == name));
+            self.entries.push(Entry::Tunnel(name));
+        }
         self.log_up(&live, now);
         self.tunnels.push(live);
         self.counts.tunnels_added += 1;
@@ -544,6 +558,51 @@ impl<T: Send + Sync + 'static> SaManager<T> {
         self.publish();
         self.wait_for_workers("tunnel added");
         Ok(())
+    }
+
+    /// Adds a trap: the SPD protects `tunnel`'s selectors into it, but it
+    /// has no SAs (its keys are not used), so the workers drop its
+    /// traffic as `acquire` and raise acquires (IKE `start_action =
+    /// "trap"`). [`Self::add_tunnel`] of the same name replaces it;
+    /// [`Self::delete_tunnel`] removes it. Publishes.
+    pub fn add_trap(&mut self, tunnel: Tunnel, now: u64) -> Result<(), LiveError> {
+        if self.find(&tunnel.name).is_some() {
+            return err(format!("tunnel {:?} already exists", tunnel.name));
+        }
+        let name = tunnel.name.clone();
+        let live = LiveTunnel {
+            id: self.free_id(),
+            config: tunnel,
+            retired: [SaStats::default(); 2],
+            retiring_out: Vec::new(),
+            retiring_in: Vec::new(),
+            outbound: None,
+            inbound: Vec::new(),
+            trap: true,
+        };
+        self.entries
+            .retain(|e| !matches!(e, Entry::Tombstone(n, _) if *n == name));
+        self.entries.push(Entry::Tunnel(name.clone()));
+        info!(tunnel = %name, "trap installed: its traffic raises an acquire and is dropped until SAs are negotiated");
+        self.event(now, "trap", &name, None, None);
+        self.tunnels.push(live);
+        self.recompile();
+        self.publish();
+        Ok(())
+    }
+
+    /// True when tunnel `name` is a trap without SAs.
+    pub fn is_trap(&self, name: &str) -> bool {
+        self.find(name).is_some_and(|i| self.tunnels[i].trap)
+    }
+
+    /// The name of the tunnel with id `id` (what an acquire from a worker
+    /// names).
+    pub fn tunnel_name(&self, id: TunnelId) -> Option<&str> {
+        self.tunnels
+            .iter()
+            .find(|t| t.id == id)
+            .map(|t| t.config.name.as_str())
     }
 
     /// The lowest id no tunnel uses (keeps the dense outbound table small).
@@ -1063,6 +1122,7 @@ fn new_tunnel(
             drain: None,
         }],
         config,
+        trap: false,
     })
 }
 
@@ -1103,6 +1163,7 @@ fn view<'a>(spd: &'a Arc<Spd>, rules: &'a [Rule], tunnels: &'a [LiveTunnel]) -> 
                         draining: i.drain.is_some(),
                     })
                     .collect(),
+                trap: t.trap,
             })
             .collect(),
     }

@@ -41,6 +41,8 @@ pub struct TunnelView<'a> {
     pub outbound: Option<&'a SharedOutbound>,
     /// Current SA first (if it has not hard-expired), then draining ones.
     pub inbound: Vec<InboundView<'a>>,
+    /// A trap: the policy without SAs (`SaManager::add_trap`).
+    pub trap: bool,
 }
 
 /// Everything a snapshot is built from.
@@ -81,6 +83,7 @@ pub fn tunnel_entry(
             .mss_clamp
             .and_then(|c| mss_limits(c, out.map(|o| &**o), mtu)),
         out: out.cloned(),
+        trap: false,
     }
 }
 
@@ -133,7 +136,9 @@ impl Tables {
                 };
                 let _ = sad.insert_inbound(i.spi, t.tunnel.local, Arc::new(sa));
             }
-            tunnels.push(tunnel_entry(t.id, t.tunnel, t.outbound, mtu));
+            let mut entry = tunnel_entry(t.id, t.tunnel, t.outbound, mtu);
+            entry.trap = t.trap;
+            tunnels.push(entry);
         }
         Tables::new(Arc::clone(view.spd), sad.build(), tunnels)
     }

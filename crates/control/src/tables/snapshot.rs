@@ -86,6 +86,11 @@ pub struct TunnelEntry {
     /// the SAD's index. `None` once it hard-expired and no rekey replaced
     /// it.
     pub out: Option<SharedOutbound>,
+    /// A trap (IKE `start_action = "trap"`): the tunnel's policy is in
+    /// place but no CHILD_SA was negotiated for it yet, so `out` is
+    /// `None`; a worker drops its traffic as `acquire` (not `sa_expired`)
+    /// and raises an acquire for the IKE driver.
+    pub trap: bool,
 }
 
 impl TunnelEntry {

@@ -72,11 +72,14 @@ impl Ike {
         )
         .map_err(|e| format!("IKE: {e}"))?;
         let rings = PuntRings::new(PUNT_RING_SLOTS);
-        let service = Arc::new(IkeService::new(
-            driver,
-            Box::new(PuntTransport(Arc::clone(&rings))),
-            monotonic_ms(),
-        ));
+        let service = Arc::new(
+            IkeService::new(
+                driver,
+                Box::new(PuntTransport(Arc::clone(&rings))),
+                monotonic_ms(),
+            )
+            .with_rings(Arc::clone(&rings)),
+        );
         let control: Arc<dyn IkeControl<Snapshot>> = Arc::clone(&service) as _;
         live.set_ike(control);
         let done = Arc::new(AtomicBool::new(false));
@@ -105,9 +108,10 @@ impl Ike {
     }
 }
 
-/// The IKE thread: `start` connections initiated, then every punted
-/// datagram into the driver, and its timers when due and at least once a
-/// second (after the manager's own tick: CHILD_SA soft expiry).
+/// The IKE thread: `start` connections initiated and `trap` ones
+/// installed, then every punted datagram and every acquire into the
+/// driver, and its timers when due and at least once a second (after the
+/// manager's own tick: CHILD_SA soft expiry).
 fn ike_loop(
     service: &IkeService<SystemRandom>,
     rings: &PuntRings,
@@ -121,6 +125,10 @@ fn ike_loop(
         while let Some(d) = rings.receive() {
             busy = true;
             service.datagram(&mut live.manager(), d.src, d.dst, d.payload());
+        }
+        while let Some(a) = rings.next_acquire() {
+            busy = true;
+            service.acquire(&mut live.manager(), &a);
         }
         let now = service.now();
         if now >= next_tick || service.poll_timeout().is_some_and(|t| t <= now) {

@@ -5,11 +5,12 @@
 use std::net::IpAddr;
 
 use espgw_control::config::Side;
-use espgw_control::ike::IKE_PORT;
-use espgw_control::tables::{inner_mtu, Action, SaIndex};
+use espgw_control::ike::{Acquire, IKE_PORT};
+use espgw_control::tables::{inner_mtu, Action, SaIndex, TunnelId};
 use espgw_esp::Encap;
 use espgw_wire::{ethernet, ethertype, icmpv6, ip_protocol, reply, MacAddr, PacketBuf};
 
+use super::acquire::AcquireLimiter;
 use super::egress::Egress;
 use super::esp::{EspIn, EspOut};
 use super::icmp::Icmp;
@@ -41,6 +42,9 @@ pub(super) struct Classify {
     /// Recent SPD decisions of this snapshot's SPD.
     spd_cache: FlowCache,
     last_inbound: Option<LastInbound>,
+    /// Acquires raised per trapped tunnel (kept across snapshots: a
+    /// tunnel id names the same trap until its SAs arrive).
+    acquires: AcquireLimiter,
 }
 
 impl Classify {
@@ -48,6 +52,7 @@ impl Classify {
         Classify {
             spd_cache: FlowCache::new(FlowCache::SLOTS),
             last_inbound: None,
+            acquires: AcquireLimiter::new(),
         }
     }
 
@@ -191,6 +196,10 @@ impl Classify {
                 clamp_mss(&mut core.counters, &mut pkt, &m, tunnel.mss_clamp);
                 let len = pkt.len();
                 let Some(out) = tunnel.out.as_deref() else {
+                    if tunnel.trap {
+                        // No SA negotiated yet: never in the clear, ask IKE.
+                        return self.acquire(core, port, pkt, id, &m);
+                    }
                     // Hard-expired and not replaced: never in the clear.
                     return core.drop_pkt(pkt, DropReason::SaExpired, Some(port));
                 };
@@ -235,6 +244,35 @@ impl Classify {
                 core.drop_pkt(pkt, r, Some(port));
             }
         }
+    }
+
+    /// A packet for trapped tunnel `id`: dropped (`acquire`), and an
+    /// acquire raised unless this worker raised one for the tunnel less
+    /// than `ACQUIRE_INTERVAL_NS` ago (worker/acquire.rs).
+    #[cold]
+    fn acquire<B: PacketBuf, P: BufPool<B>>(
+        &mut self,
+        core: &mut Core<B, P>,
+        port: PortIdx,
+        pkt: B,
+        id: TunnelId,
+        m: &IpMeta,
+    ) {
+        if self.acquires.allow(id.0, core.now.ns) {
+            let a = Acquire {
+                tunnel: id.0,
+                src: m.src,
+                dst: m.dst,
+                proto: m.proto,
+            };
+            // Without rings no IKE driver runs, and there is no trap.
+            if core.punt.as_deref().is_some_and(|r| r.raise_acquire(a)) {
+                core.counters.acquires_raised += 1;
+            }
+        } else {
+            core.counters.acquires_suppressed += 1;
+        }
+        core.drop_pkt(pkt, DropReason::Acquire, Some(port));
     }
 
     /// Plaintext on an unprotected port, not for us: only a bypass policy

@@ -47,6 +47,7 @@ use crate::ports::PortIdx;
 use crate::reason::DropReason;
 use crate::tx::TxQueues;
 
+mod acquire;
 mod classify;
 mod egress;
 mod esp;

@@ -6,7 +6,10 @@
 //! addresses received on an unprotected port, to port 500 or to port 4500;
 //! [`Punt::nat_t`] tells ESP in UDP (back to the fast path), IKE (the
 //! non-ESP marker, RFC 3948 2.2) and NAT-T keepalives apart;
-//! [`Punt::ike_input`] copies the UDP payload into a slot of the punt ring
+//! [`Punt::ike_input`] checks the UDP checksum (a wrong one, or none over
+//! IPv6, is dropped as `punt_bad_checksum`: the control thread never sees
+//! a datagram damaged on the way, and IKE_SA_INIT has no integrity check
+//! of its own) and copies the UDP payload into a slot of the punt ring
 //! (`espgw_control::ike::PuntRings`) and frees the packet. Out:
 //! [`Punt::transmit`], once per poll, takes what the driver queued, builds
 //! IP/UDP around it in a buffer of the pool and routes it like any packet
@@ -109,6 +112,9 @@ impl Punt {
         else {
             return core.drop_pkt(pkt, DropReason::Malformed, Some(port));
         };
+        if !udp_checksum_ok(&d[l4..l4 + len], m.src, m.dst) {
+            return core.drop_pkt(pkt, DropReason::PuntBadChecksum, Some(port));
+        }
         let Some(rings) = core.punt.as_deref() else {
             return core.drop_pkt(pkt, DropReason::LocalUnsupported, Some(port));
         };
@@ -159,6 +165,20 @@ impl Punt {
                 None,
             );
         }
+    }
+}
+
+/// True when the UDP checksum of `datagram` (header and payload, as long
+/// as its length field) verifies from `src` to `dst`; over IPv4 a zero
+/// checksum means none and passes, over IPv6 it is invalid (RFC 8200 8.1).
+fn udp_checksum_ok(datagram: &[u8], src: IpAddr, dst: IpAddr) -> bool {
+    let Ok(u) = UdpPacket::new_checked(datagram) else {
+        return false;
+    };
+    match (src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => u.verify_checksum_v4(s, d),
+        (IpAddr::V6(s), IpAddr::V6(d)) => u.verify_checksum_v6(s, d),
+        _ => false,
     }
 }
 

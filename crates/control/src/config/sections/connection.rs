@@ -2,10 +2,9 @@
 //! swanctl.conf names). Model: `config/connection.rs`; reference:
 //! docs/config.md.
 //!
-//! Keys the IKE engine cannot act on yet (`reauth_time`, `start_action =
-//! "trap"`, a second child) are read and checked like the
-//! others, then refused with "not supported yet" at their key: never
-//! silently ignored.
+//! Keys the IKE engine cannot act on yet (a second child) are read and
+//! checked like the others, then refused with "not supported yet" at
+//! their key: never silently ignored.
 //!
 //! `auth = "pubkey"` loads `cert`, `key` and `cacerts` here, so `espgw
 //! check` reports a key that is not the certificate's, or a certificate
@@ -263,18 +262,9 @@ fn read_child(ctx: &mut Ctx, t: Table, default_start: StartAction) -> Option<Chi
         None => Some(None),
         Some(f) => read_mss_clamp(ctx, &f).map(Some),
     };
-    let explicit_start = t.get(ctx, "start_action");
-    let start_action = explicit_start
-        .as_ref()
+    let start_action = t
+        .get(ctx, "start_action")
         .map_or(Some(default_start), |f| f.choice(ctx, START_ACTIONS));
-    // An inherited "trap" was refused at the connection's key already.
-    if explicit_start.is_some() && start_action == Some(StartAction::Trap) {
-        not_supported(
-            ctx,
-            &join(&path, "start_action"),
-            "start_action = \"trap\" (the data plane raises no acquire yet)",
-        );
-    }
     t.finish(ctx);
     if let (Some(l), Some(r)) = (&local_ts, &remote_ts) {
         let paired = l
@@ -300,7 +290,7 @@ fn read_child(ctx: &mut Ctx, t: Table, default_start: StartAction) -> Option<Chi
         rekey_packets: rekey_packets?,
         replay_window: replay_window?,
         mss_clamp: mss_clamp?,
-        start_action: start_action.filter(|a| *a != StartAction::Trap)?,
+        start_action: start_action?,
     })
 }
 
@@ -671,23 +661,10 @@ pub(crate) fn read(ctx: &mut Ctx, t: Table, env: &Env) -> ReadConnection {
     let dpd_delay = seconds(ctx, &t, "dpd_delay", 0);
     let rekey_time = seconds(ctx, &t, "rekey_time", DEFAULT_IKE_REKEY_TIME);
     let reauth_time = seconds(ctx, &t, "reauth_time", 0);
-    if reauth_time.is_some_and(|r| r > 0) {
-        not_supported(
-            ctx,
-            &join(&path, "reauth_time"),
-            "reauth_time (reauthentication; rekey_time rekeys the IKE SA)",
-        );
-    }
-    let start_action = t
-        .get(ctx, "start_action")
+    let start_action_field = t.get(ctx, "start_action");
+    let start_action = start_action_field
+        .as_ref()
         .map_or(Some(StartAction::None), |f| f.choice(ctx, START_ACTIONS));
-    if start_action == Some(StartAction::Trap) {
-        not_supported(
-            ctx,
-            &join(&path, "start_action"),
-            "start_action = \"trap\" (the data plane raises no acquire yet)",
-        );
-    }
     let fragmentation = t
         .get(ctx, "fragmentation")
         .map_or(Some(true), |f| f.bool(ctx));
@@ -708,6 +685,26 @@ pub(crate) fn read(ctx: &mut Ctx, t: Table, env: &Env) -> ReadConnection {
         match read_child(ctx, ct, start_action.unwrap_or(StartAction::None)) {
             Some(c) => children.push(c),
             None => children_ok = false,
+        }
+    }
+    // "trap" initiates on the first packet, towards `remote`: with
+    // "%any" there is no one to initiate to (as "start").
+    if remote == Some(None) {
+        for (i, c) in children.iter().enumerate() {
+            if c.start_action == StartAction::Trap {
+                let key = if start_action == Some(StartAction::Trap) {
+                    join(&path, "start_action")
+                } else {
+                    format!("{path}.child[{i}].start_action")
+                };
+                ctx.error(
+                    &key,
+                    "start_action = \"trap\" initiates on the first packet, and remote = \"%any\" names no peer to initiate to",
+                    Some("the peer's address as remote, or start_action = \"none\""),
+                );
+                children_ok = false;
+                break;
+            }
         }
     }
     if n_children == 0 {
@@ -751,7 +748,7 @@ pub(crate) fn read(ctx: &mut Ctx, t: Table, env: &Env) -> ReadConnection {
             Some(encap_auto),
             Some(dpd_delay),
             Some(rekey_time),
-            Some(0),
+            Some(reauth_time),
             Some(_),
             Some(fragmentation),
             true,
@@ -766,7 +763,7 @@ pub(crate) fn read(ctx: &mut Ctx, t: Table, env: &Env) -> ReadConnection {
             dpd_delay,
             rekey_time,
             reauth_time,
-            start_action.filter(|a| *a != StartAction::Trap),
+            start_action,
             fragmentation,
             children_ok,
             name.contains('/'),
@@ -782,6 +779,7 @@ pub(crate) fn read(ctx: &mut Ctx, t: Table, env: &Env) -> ReadConnection {
                 proposals,
                 dpd_delay,
                 rekey_time,
+                reauth_time,
                 fragmentation,
                 force_encap: !encap_auto,
                 children,
