@@ -178,6 +178,10 @@ grep -q "first CHILD_SA refused (NO_PROPOSAL_CHOSEN)" "$WORK/a.log" || fail "$ne
 hf=$(metric handshake_failures) cf=$(metric child_failures)
 [ "${hf:-0}" -ge 1 ] || fail "$neg_ike: espgw_ike_handshake_failures_total is ${hf:-absent} on A"
 [ "${cf:-0}" -ge 1 ] || fail "$neg_esp: espgw_ike_child_failures_total is ${cf:-absent} on A"
+# The responder of the failed IKE_SA_INIT keeps no state, but counts it.
+ip netns exec $P-gwb curl -s --max-time 5 http://127.0.0.1:9100/metrics >"$WORK/metrics-b.txt" || fail "B's metrics endpoint"
+np=$(sed -n "s/^espgw_ike_init_no_proposal_total{[^}]*} \([0-9]*\)\$/\1/p" "$WORK/metrics-b.txt")
+[ "${np:-0}" -ge 1 ] || fail "$neg_ike: espgw_ike_init_no_proposal_total is ${np:-absent} on B (the responder)"
 for s in a b; do
     ctl $s sa list --json >"$WORK/sa-$s.json"
     python3 - "$WORK/sa-$s.json" "$neg_ike/net" "$neg_esp/net" <<'PY' || fail "a negative case's tunnel exists on $s"

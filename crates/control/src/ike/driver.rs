@@ -352,6 +352,10 @@ impl<R: RandomSource> IkeDriver<R> {
             + st.decrypt_failed
             + st.half_open_refused
             + st.fragments_dropped;
+        m.init_no_proposal = st.init_no_proposal;
+        m.cookies_sent = st.cookies_sent;
+        m.cookies_invalid = st.cookies_invalid;
+        m.half_open_refused = st.half_open_refused;
         m
     }
 

@@ -96,6 +96,22 @@ pub struct IkeMetrics {
     pub transmit_ring_full: u64,
     #[serde(default)]
     pub transmit_too_big: u64,
+    /// IKE_SA_INIT requests we answered with NO_PROPOSAL_CHOSEN (a peer
+    /// configured with other proposals: the responder side of a
+    /// handshake failure, which raises no event of its own).
+    #[serde(default)]
+    pub init_no_proposal: u64,
+    /// IKE_SA_INIT requests answered with a COOKIE (DoS protection on:
+    /// too many half-open SAs), and of those requests the ones whose cookie
+    /// we did not accept.
+    #[serde(default)]
+    pub cookies_sent: u64,
+    #[serde(default)]
+    pub cookies_invalid: u64,
+    /// IKE_SA_INIT requests dropped at the half-open limit (also counted
+    /// in `dropped`).
+    #[serde(default)]
+    pub half_open_refused: u64,
 }
 
 impl IkeMetrics {
@@ -165,6 +181,26 @@ impl IkeMetrics {
                 "datagrams_dropped",
                 "IKE datagrams the engine did not act on.",
                 self.dropped,
+            ),
+            (
+                "init_no_proposal",
+                "IKE_SA_INIT requests answered with NO_PROPOSAL_CHOSEN.",
+                self.init_no_proposal,
+            ),
+            (
+                "cookies_sent",
+                "IKE_SA_INIT requests answered with a COOKIE (DoS protection).",
+                self.cookies_sent,
+            ),
+            (
+                "cookies_invalid",
+                "IKE_SA_INIT requests whose COOKIE was not accepted.",
+                self.cookies_invalid,
+            ),
+            (
+                "half_open_refused",
+                "IKE_SA_INIT requests dropped at the half-open limit.",
+                self.half_open_refused,
             ),
             (
                 "transmit_ring_full",
