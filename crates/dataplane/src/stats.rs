@@ -143,7 +143,7 @@ impl Stats {
                 .get(id.0 as usize)
                 .copied()
                 .unwrap_or_default();
-            let stats = sa.lock().unwrap_or_else(|e| e.into_inner()).stats();
+            let stats = sa.stats();
             let mut drops = reason_map(stats.drops.iter().map(|(r, n)| (r.name(), n)));
             drops.insert(
                 DropReason::PolicyMismatch.name().into(),

@@ -409,7 +409,7 @@ fn protected_packet_leaves_as_esp_and_the_peer_decrypts_it() {
     }
     assert_eq!(got, expect);
     let (_, _, sa) = b.w.tables().inbound_sas()[0];
-    assert_eq!(sa.lock().unwrap().stats().packets, 1);
+    assert_eq!(sa.stats().packets, 1);
     let out = a.w.tables().outbound_sa(TunnelId(0)).unwrap();
     assert_eq!(out.stats().packets, 1);
 }
@@ -659,7 +659,7 @@ fn bad_esp_is_counted_by_reason() {
     assert_eq!(b.drops(DropReason::UnknownSpi), 1);
     assert_eq!(b.drops(DropReason::Truncated), 1);
     assert_eq!(b.drops(DropReason::Replayed), 1);
-    let stats = b.w.tables().inbound_sas()[0].2.lock().unwrap().stats();
+    let stats = b.w.tables().inbound_sas()[0].2.stats();
     assert_eq!(stats.drops.get(espgw_esp::DropReason::Replayed), 1);
 }
 

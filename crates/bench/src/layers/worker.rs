@@ -12,7 +12,6 @@ use std::time::Instant;
 use dpdk::{Burst, Mbuf, Mempool};
 use espgw_dataplane::neighbor::SharedNeighbors;
 use espgw_dataplane::{BufPool, Now, TxQueues, Worker};
-use espgw_esp::InboundSa;
 use espgw_wire::PacketBuf;
 
 use super::{free_bulk, record_burst, tsc, BurstCycles, Ctx, Step, PEER_CHECK_EVERY};
@@ -54,7 +53,6 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
     let mut sent: Vec<(usize, Mbuf)> = Vec::with_capacity(4 * BURST);
     let mut staging: Burst<BURST> = Burst::new();
     let mut gen = Generator::new(case.frames());
-    let in_cfg = ctx.gateway.inbound(t);
     let tables = &ctx.gateway.tables;
     let (_, _, inbound) = tables
         .sad
@@ -81,8 +79,7 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
             // worker's own tunnel (no other worker uses it). Not timed: a
             // real peer's sequence numbers just go on. A shared tunnel runs
             // with the window off instead (runner::replay_window).
-            let fresh = InboundSa::new(&in_cfg, 0).map_err(|e| e.to_string())?;
-            *inbound.lock().map_err(|_| "inbound SA lock poisoned")? = fresh;
+            inbound.reset_replay_window_for_bench();
         }
         let now = Now {
             ns: started.elapsed().as_nanos() as u64,

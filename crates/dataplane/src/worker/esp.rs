@@ -187,11 +187,8 @@ impl<B: PacketBuf> EspIn<B> {
             };
             self.verdicts.clear();
             self.verdicts.resize(stage.pkts.len(), Verdict::default());
-            {
-                // One lock per SA group per burst; uncontended with one worker.
-                let mut sa = sa.lock().unwrap_or_else(|e| e.into_inner());
-                sa.decap_burst(&mut stage.pkts, &mut self.verdicts, core.now.secs());
-            }
+            // No lock: any number of workers decrypt for one SA at once.
+            sa.decap_burst(&mut stage.pkts, &mut self.verdicts, core.now.secs());
             // The selector check of the last address pair: a burst of one
             // SA is mostly one or a few host pairs, and the prefix scans
             // per packet showed in the profile (docs/benchmarks.md, "Where
