@@ -246,34 +246,56 @@ impl InboundSa {
         for (pkts, verdicts) in pkts.chunks_mut(CHUNK).zip(verdicts.chunks_mut(CHUNK)) {
             let mut seqs = [0u64; CHUNK];
             let mut verified = 0u64;
+            // Authenticated but dropped later (trailer, ECN, byte limit):
+            // counted after the update, which may make them replays.
+            let mut late_drops = 0u64;
             for (i, (pkt, verdict)) in pkts.iter_mut().zip(verdicts.iter_mut()).enumerate() {
-                *verdict = match self.decap_one(pkt, &mut burst, &mut seqs[i]) {
-                    Ok(()) => Verdict::Forward,
-                    Err(reason) => Verdict::Drop(reason),
-                };
-                if seqs[i] != 0 {
-                    verified |= 1 << i;
-                }
-            }
-            let accepted = if verified == 0 {
-                0
-            } else {
-                self.window.update_burst(&seqs[..pkts.len()], verified)
-            };
-            let refused = verified & !accepted;
-            for (i, (pkt, verdict)) in pkts.iter().zip(verdicts.iter_mut()).enumerate() {
-                if refused & (1 << i) != 0 {
-                    *verdict = Verdict::Drop(DropReason::Replayed);
-                }
-                match *verdict {
-                    Verdict::Forward => {
+                let result = self.decap_one(pkt, &mut burst, &mut seqs[i]);
+                let authentic = seqs[i] != 0;
+                verified |= u64::from(authentic) << i;
+                *verdict = match result {
+                    Ok(()) => {
                         sent += 1;
                         bytes += pkt.len() as u64;
+                        Verdict::Forward
                     }
-                    Verdict::Drop(r) => {
-                        drops.add(r);
-                        dropped = true;
+                    Err(reason) => {
+                        if authentic {
+                            late_drops |= 1 << i;
+                        } else {
+                            drops.add(reason);
+                            dropped = true;
+                        }
+                        Verdict::Drop(reason)
                     }
+                };
+            }
+            if verified == 0 {
+                continue;
+            }
+            let accepted = self.window.update_burst(&seqs[..pkts.len()], verified);
+            // Refused by the window: rare (a duplicate), so the counts
+            // taken above are corrected here rather than counted after.
+            let mut refused = verified & !accepted;
+            while refused != 0 {
+                let i = refused.trailing_zeros() as usize;
+                refused &= refused - 1;
+                if verdicts[i].is_forward() {
+                    sent -= 1;
+                    bytes -= pkts[i].len() as u64;
+                } else {
+                    late_drops &= !(1 << i);
+                }
+                verdicts[i] = Verdict::Drop(DropReason::Replayed);
+                drops.add(DropReason::Replayed);
+                dropped = true;
+            }
+            while late_drops != 0 {
+                let i = late_drops.trailing_zeros() as usize;
+                late_drops &= late_drops - 1;
+                if let Verdict::Drop(r) = verdicts[i] {
+                    drops.add(r);
+                    dropped = true;
                 }
             }
         }

@@ -146,6 +146,7 @@ struct Forward<'a> {
 }
 
 impl<'a> Forward<'a> {
+    #[inline]
     fn new(tunnel: &'a TunnelEntry) -> Self {
         Forward {
             tunnel,
@@ -153,7 +154,10 @@ impl<'a> Forward<'a> {
         }
     }
 
+    // Inlined into both callers, as the loop body it was before the fan-out
+    // needed it twice: it is the whole per-packet path after decryption.
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     fn packet<B: PacketBuf, P: BufPool<B>>(
         &mut self,
         core: &mut Core<B, P>,
