@@ -291,7 +291,7 @@ impl<B: PacketBuf> EspIn<B> {
                 // tickets out, every group of it goes through its
                 // reorder stage, or a small group would overtake them.
                 if stage.pkts.len() >= 2 * MIN_PART || spread.outstanding(slot) != 0 {
-                    spread_group(spread, core, slot, sa, &mut stage);
+                    spread_group(spread, core, slot, tunnel.id, sa, &mut stage);
                     self.groups[t] = stage;
                     continue;
                 }
@@ -349,21 +349,21 @@ impl<B: PacketBuf> EspIn<B> {
         }
         let tables = Arc::clone(&core.tables);
         let now = core.now.ns;
-        for (i, reorder) in spread.reorders.iter_mut().enumerate() {
-            let Some(reorder) = reorder else { continue };
+        for reorder in spread.reorders.iter_mut().flatten() {
             if reorder.outstanding() == 0 {
                 continue;
             }
-            let tunnel = tables
-                .inbound_sa(SaIndex(i as u32))
-                .and_then(|(_, id, _)| tables.tunnel(id));
-            let mut fwd = tunnel.map(Forward::new);
-            while let Some((pkt, port)) = reorder.pop(now) {
+            // One SA's packets: one tunnel, looked up once per run of it.
+            let mut fwd: Option<(TunnelId, Option<Forward<'_>>)> = None;
+            while let Some((pkt, port, id)) = reorder.pop(now) {
                 core.counters.spreading -= 1;
                 work += 1;
-                match &mut fwd {
-                    Some(fwd) => fwd.packet(core, esp_out, icmp, egress, tx, pkt, port),
-                    // The SA left the tables while its packets were out.
+                if fwd.as_ref().is_none_or(|(last, _)| *last != id) {
+                    fwd = Some((id, tables.tunnel(id).map(Forward::new)));
+                }
+                match fwd.as_mut().and_then(|(_, f)| f.as_mut()) {
+                    Some(f) => f.packet(core, esp_out, icmp, egress, tx, pkt, port),
+                    // The tunnel left the tables while its packets were out.
                     None => core.drop_pkt(pkt, DropReason::UnknownSpi, Some(port)),
                 }
             }
@@ -380,6 +380,7 @@ fn spread_group<B: PacketBuf, P: BufPool<B>>(
     spread: &mut Spread<B>,
     core: &mut Core<B, P>,
     slot: SaIndex,
+    tunnel: TunnelId,
     sa: &SharedInbound,
     stage: &mut Stage<B>,
 ) {
@@ -393,11 +394,13 @@ fn spread_group<B: PacketBuf, P: BufPool<B>>(
         spread.job().expect("a job box")
     });
     own.slot = slot;
+    own.tunnel = tunnel;
     own.sa = Some(Arc::clone(sa));
     own.now = secs;
     for _ in 1..wanted {
         let Some(mut j) = spread.job() else { break };
         j.slot = slot;
+        j.tunnel = tunnel;
         j.sa = Some(Arc::clone(sa));
         j.now = secs;
         staged.push(j);
@@ -455,6 +458,7 @@ fn complete_into<B: PacketBuf, P: BufPool<B>>(
     mut job: Box<Job<B>>,
 ) -> Box<Job<B>> {
     let reorder = spread.reorder(job.slot);
+    let tunnel = job.tunnel;
     let verdicts = std::mem::take(&mut job.verdicts);
     for (((pkt, port), ticket), verdict) in job
         .pkts
@@ -471,7 +475,9 @@ fn complete_into<B: PacketBuf, P: BufPool<B>>(
                 core.drop_pkt(pkt, DropReason::from_esp(r), Some(port));
             }
             Verdict::Forward => {
-                if let Err((_, Some((pkt, port)))) = reorder.complete(ticket, Some((pkt, port))) {
+                if let Err((_, Some((pkt, port, _)))) =
+                    reorder.complete(ticket, Some((pkt, port, tunnel)))
+                {
                     // Given up before it came back (the bounded wait).
                     core.counters.spreading -= 1;
                     core.drop_pkt(pkt, DropReason::ReorderLate, Some(port));

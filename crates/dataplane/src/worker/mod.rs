@@ -395,7 +395,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
     /// what waits in the decrypt fan-out's reorder stages.
     pub fn shutdown(&mut self) {
         if let Some(spread) = &mut self.esp_in.spread {
-            for (pkt, port) in spread.drain() {
+            for (pkt, port, _) in spread.drain() {
                 self.core.counters.spreading -= 1;
                 self.core.drop_pkt(pkt, DropReason::Shutdown, Some(port));
             }

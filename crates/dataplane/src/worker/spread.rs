@@ -23,7 +23,7 @@
 use std::sync::Arc;
 
 use crossbeam_queue::ArrayQueue;
-use espgw_control::tables::{SaIndex, SharedInbound};
+use espgw_control::tables::{SaIndex, SharedInbound, TunnelId};
 use espgw_esp::Verdict;
 use espgw_wire::PacketBuf;
 
@@ -70,10 +70,17 @@ impl<B> SpreadRings<B> {
     }
 }
 
+/// A decrypted packet waiting for its turn: the packet, its port, and the
+/// tunnel of the SA that decrypted it (by its stable id, looked up again at
+/// release: the snapshot may have changed meanwhile, and a SAD index can
+/// then name another SA, whose selectors must not be the ones checked).
+pub(super) type Released<B> = (B, PortIdx, TunnelId);
+
 /// Part of one SA group, out for decryption and back.
 pub(super) struct Job<B> {
     pub(super) owner: usize,
     pub(super) slot: SaIndex,
+    pub(super) tunnel: TunnelId,
     pub(super) sa: Option<SharedInbound>,
     /// The burst's time (engine seconds).
     pub(super) now: u64,
@@ -110,7 +117,7 @@ pub(super) struct Spread<B> {
     next: usize,
     pub(super) burst: usize,
     /// By SAD index: the reorder stage of an SA this worker spread.
-    pub(super) reorders: Vec<Option<Reorder<(B, PortIdx)>>>,
+    pub(super) reorders: Vec<Option<Reorder<Released<B>>>>,
     /// The part this worker decrypts itself (never handed out).
     pub(super) own: Option<Box<Job<B>>>,
     /// The parts of the group being split (empty between groups).
@@ -139,6 +146,7 @@ impl<B: PacketBuf> Spread<B> {
         Box::new(Job {
             owner: self.me,
             slot: SaIndex(0),
+            tunnel: TunnelId(0),
             sa: None,
             now: 0,
             tickets: Vec::with_capacity(self.burst),
@@ -153,7 +161,7 @@ impl<B: PacketBuf> Spread<B> {
     }
 
     /// The reorder stage of SA `slot`, made on first use.
-    pub(super) fn reorder(&mut self, slot: SaIndex) -> &mut Reorder<(B, PortIdx)> {
+    pub(super) fn reorder(&mut self, slot: SaIndex) -> &mut Reorder<Released<B>> {
         let i = slot.0 as usize;
         if self.reorders.len() <= i {
             self.reorders.resize_with(i + 1, || None);
@@ -224,7 +232,7 @@ impl<B: PacketBuf> Spread<B> {
     }
 
     /// Every packet waiting in a reorder stage, decrypted (at shutdown).
-    pub(super) fn drain(&mut self) -> Vec<(B, PortIdx)> {
+    pub(super) fn drain(&mut self) -> Vec<Released<B>> {
         let mut out = Vec::new();
         for r in self.reorders.iter_mut().flatten() {
             while r.outstanding() != 0 {
