@@ -47,7 +47,30 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
         BURST,
         SharedNeighbors::default(),
     );
-    let mut txq: TxQueues<Mbuf> = TxQueues::new(ports, 2 * BURST);
+    if let Some(rings) = ctx.spread {
+        worker.set_spread(std::sync::Arc::clone(rings));
+    }
+    // With the decrypt fan-out, worker 0 alone receives the tunnel's ESP;
+    // the others only decrypt its parts (and count no packets).
+    let helper = ctx.spread.is_some() && w != 0 && case.direction == Direction::Decrypt;
+    // Released packets come in the ticks after the burst that brought
+    // them, up to several bursts at once.
+    let txq_depth = if ctx.spread.is_some() { 64 } else { 2 } * BURST;
+    let mut txq: TxQueues<Mbuf> = TxQueues::new(ports, txq_depth);
+    if helper {
+        let started = Instant::now();
+        return Ok(Box::new(move |_m: &mut Measured, _record: bool| {
+            let now = Now {
+                ns: started.elapsed().as_nanos() as u64,
+            };
+            worker.tick(&mut txq, now);
+            // Nothing leaves a helper (the receiving worker forwards).
+            for port in 0..ports {
+                txq.drain(port).for_each(drop);
+            }
+            Ok(())
+        }));
+    }
     let mut pkts: Vec<Mbuf> = Vec::with_capacity(BURST);
     // What the worker queued, with the port it queued it for.
     let mut sent: Vec<(usize, Mbuf)> = Vec::with_capacity(4 * BURST);

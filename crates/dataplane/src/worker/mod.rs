@@ -66,7 +66,7 @@ use punt::Punt;
 pub use spread::SpreadRings;
 /// The decrypt fan-out's bounds (for tests and docs).
 pub mod spread_consts {
-    pub use super::spread::{MAX_JOBS, MAX_WAIT_NS, MIN_PART, REORDER_CAPACITY};
+    pub use super::spread::{MAX_JOBS_PER_WORKER, MAX_WAIT_NS, MIN_PART, REORDER_CAPACITY};
 }
 use spread::Spread;
 

@@ -17,8 +17,12 @@
 //! (its packet, if it comes back later, is dropped as `reorder_late`); the
 //! stage holds at most `capacity` tickets per SA (the oldest outstanding
 //! one is given up to make room). Jobs are boxes the owner allocates up to
-//! [`MAX_JOBS`] and then reuses: in steady state nothing allocates; with
-//! every box out, the owner decrypts the part itself.
+//! [`MAX_JOBS_PER_WORKER`] per worker and then reuses: in steady state
+//! nothing allocates; with every box out, the owner decrypts the part
+//! itself. That is also the owner's back-pressure: it never has more than
+//! that many parts out, so a slow worker cannot make it hold an unbounded
+//! number of buffers (the packets waiting behind a part in the reorder
+//! stage are bounded by the same count of bursts).
 
 use std::sync::Arc;
 
@@ -30,14 +34,18 @@ use espgw_wire::PacketBuf;
 use crate::ports::PortIdx;
 use crate::reorder::Reorder;
 
-/// Jobs one owner may have out at once (each up to a part of a burst).
-pub const MAX_JOBS: usize = 64;
-/// Tickets one SA's reorder stage holds.
-pub const REORDER_CAPACITY: usize = 4096;
+/// Jobs one owner may have out at once, per worker of the run (each up to
+/// a part of a burst): with 2 workers, 8 parts of at most half a burst.
+pub const MAX_JOBS_PER_WORKER: usize = 4;
+/// Tickets one SA's reorder stage holds. Each decrypted packet waiting
+/// behind a missing one holds a buffer: this and the wait below bound
+/// them (at 10 Mpps, 100 µs is 1000 packets), well inside a worker's
+/// share of the mbuf pool.
+pub const REORDER_CAPACITY: usize = 1024;
 /// How long the owner waits for a missing ticket, in nanoseconds: far
 /// longer than a worker takes to decrypt a burst, short enough that a
-/// stuck worker costs a TCP flow reordering, not a timeout.
-pub const MAX_WAIT_NS: u64 = 500_000;
+/// stuck worker costs a reordering, not a stall, and few buffers.
+pub const MAX_WAIT_NS: u64 = 100_000;
 /// Smallest part handed to another worker: below it the ring round trip
 /// costs more than the decryption it moves.
 pub const MIN_PART: usize = 8;
@@ -46,6 +54,8 @@ pub const MIN_PART: usize = 8;
 /// a return ring for the jobs it handed out. Built once for the run by the
 /// runtime and shared by every worker (`Worker::set_spread`).
 pub struct SpreadRings<B> {
+    /// Jobs one owner may have out at once.
+    max_jobs: usize,
     inbox: Box<[ArrayQueue<Box<Job<B>>>]>,
     done: Box<[ArrayQueue<Box<Job<B>>>]>,
 }
@@ -54,14 +64,16 @@ impl<B> SpreadRings<B> {
     /// Rings for `workers` workers.
     pub fn new(workers: usize) -> Arc<SpreadRings<B>> {
         let workers = workers.max(1);
+        let max_jobs = MAX_JOBS_PER_WORKER * workers;
         Arc::new(SpreadRings {
+            max_jobs,
             // Every owner's jobs could sit in one inbox at once.
             inbox: (0..workers)
-                .map(|_| ArrayQueue::new(MAX_JOBS * workers))
+                .map(|_| ArrayQueue::new(max_jobs * workers))
                 .collect(),
-            // At most MAX_JOBS of an owner's jobs exist: its return ring
+            // At most `max_jobs` of an owner's jobs exist: its return ring
             // never refuses one.
-            done: (0..workers).map(|_| ArrayQueue::new(MAX_JOBS)).collect(),
+            done: (0..workers).map(|_| ArrayQueue::new(max_jobs)).collect(),
         })
     }
 
@@ -111,7 +123,7 @@ pub(super) struct Spread<B> {
     pub(super) me: usize,
     rings: Arc<SpreadRings<B>>,
     free: Vec<Box<Job<B>>>,
-    /// Job boxes allocated so far (at most [`MAX_JOBS`]).
+    /// Job boxes allocated so far (at most `rings.max_jobs`).
     boxes: usize,
     /// Round robin over the other workers.
     next: usize,
@@ -182,7 +194,7 @@ impl<B: PacketBuf> Spread<B> {
         if let Some(j) = self.free.pop() {
             return Some(j);
         }
-        if self.boxes == MAX_JOBS {
+        if self.boxes == self.rings.max_jobs {
             return None;
         }
         self.boxes += 1;
