@@ -1862,13 +1862,18 @@ mod spread {
     /// worker: whichever is authenticated first is taken, the other is a
     /// replay, counted once. Every packet leaves exactly once (in the
     /// position of the copy that won, which can be the later one).
+    /// (Unbounded, worker 0 would fill its reorder stage and give up
+    /// tickets: `reorder_late`, by design.)
     #[test]
     fn copies_racing_their_original_on_other_workers_are_taken_once() {
         let n = 2000u32;
         let esp = esp_stream(n);
         let (arrivals, replays) = with_replays(&esp, 40);
         for helpers in [1usize, 3] {
-            let (out, w0, helper_counters) = run_spread(helpers, &arrivals, u64::MAX);
+            // Worker 0 up to 8 bursts ahead: copies 40 packets on still
+            // race their original, and the stage's bounds (jobs out,
+            // tickets) are not what is tested here.
+            let (out, w0, helper_counters) = run_spread(helpers, &arrivals, 256);
             let mut seen = vec![std::collections::BTreeSet::new(); FLOWS as usize];
             for frame in &out {
                 let (f, seq) = flow_seq(frame);
