@@ -454,6 +454,49 @@ def ab_ratios(t, su, n, layer):
 claim("docs/benchmarks.md", "%s at 1420 bytes and %s at 64 in the cipher layer, %s and %s in the worker" % tuple(
     rng(ab_ratios(pc, "chacha20poly1305", n, layer)) for layer in ["cipher", "worker"] for n in ["1420", "64"]))
 
+# --- issue 15: the inbound SA without its mutex (before/after) and one tunnel --
+MC = "epyc-zen5-2vcpu-2026-12-02-multicore-%s.json"
+mc_b = [load(MC % ("mutex-before-%d" % i))["results"] for i in (1, 2, 3)]
+mc_a = [load(MC % ("mutex-after-%d" % i))["results"] for i in (1, 2, 3)]
+for size in ["64", "1420"]:
+    for d in ["encrypt", "decrypt"]:
+        for layer in ["engine", "worker"]:
+            b = [row(x, "aes128gcm16", size, d, layer) for x in mc_b]
+            a = [row(x, "aes128gcm16", size, d, layer) for x in mc_a]
+            assert all(r["invalid"] == 0 and r["lost"] == 0 for r in a + b), (size, d, layer)
+            mb, ma = med([r["mpps"] for r in b]), med([r["mpps"] for r in a])
+            cb, ca = med([r["cycles_per_packet_p50"] for r in b]), med([r["cycles_per_packet_p50"] for r in a])
+            claim("docs/multicore.md", "| %s | %s | %s | %s / %s | %.0f / %.0f |" % (
+                layer, size, d, f2(mb), f2(ma), cb, ca))
+ot = load(MC % "one-tunnel-2")
+assert ot["all_valid"] and ot["options"]["tunnels"] == 1
+for size in ["64", "1420"]:
+    for d in ["encrypt", "decrypt"]:
+        for layer in ["engine", "worker"]:
+            r1 = row(ot["results"], "aes128gcm16", size, d, layer)
+            r2 = row(ot["results"], "aes128gcm16", size, d, layer, 2)
+            claim("docs/multicore.md", "| %s | %s | %s | %s / %s | %s / %s, %s | %.0f / %.0f |" % (
+                layer, size, d, f2(r1["mpps"]), f2(r2["mpps"]), f2(r1["loop_mpps"]), f2(r2["loop_mpps"]),
+                f2(r2["efficiency"]), r1["cycles_per_packet_p50"], r2["cycles_per_packet_p50"]))
+
+sp = load(MC % "spread-2")
+assert sp["options"]["spread_decrypt"] and sp["options"]["tunnels"] == 1
+for size in ["64", "1420"]:
+    r1 = row(sp["results"], "aes128gcm16", size, "decrypt", "worker")
+    r2 = row(sp["results"], "aes128gcm16", size, "decrypt", "worker", 2)
+    claim("docs/multicore.md", "| %s | %s / %s | %s, %.2fx | %d of %.1f M |" % (
+        size, f2(r1["loop_mpps"]), f2(r2["loop_mpps"]), f2(r2["efficiency"]),
+        r2["loop_mpps"] / r1["loop_mpps"], r2["lost"], r2["packets"] / 1e6))
+
+for tag in ["spread-2", "spread-sizes", "spread-rerun"]:
+    d = load(MC % tag)
+    assert d["options"]["spread_decrypt"]
+    for size in sorted({r["size"] for r in d["results"]}, key=int):
+        r1 = row(d["results"], "aes128gcm16", size, "decrypt", "worker")
+        r2 = row(d["results"], "aes128gcm16", size, "decrypt", "worker", 2)
+        claim("docs/multicore.md", "| %s | %s | %.2f / %.2f | %.2fx |" % (
+            tag, size, r1["loop_mpps"], r2["loop_mpps"], r2["loop_mpps"] / r1["loop_mpps"]))
+
 # --- withdrawn: sentences the data contradicted, which must not come back ----
 # (a merge of an older branch would bring them back silently otherwise)
 WITHDRAWN = [

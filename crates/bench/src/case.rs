@@ -302,7 +302,7 @@ mod tests {
         .unwrap();
         assert_eq!(case.esp.len() % BURST, 0);
         assert_eq!(case.esp[5].seq, 6);
-        let mut sa = InboundSa::new(&gw.inbound(0), 0).unwrap();
+        let sa = InboundSa::new(&gw.inbound(0), 0).unwrap();
         for t in case.esp.iter().take(40) {
             let mut buf = [VecBuf::with_room(&t.bytes, VecBuf::DEFAULT_HEADROOM, 0)];
             let mut v = [Verdict::default()];
@@ -370,7 +370,7 @@ mod tests {
         .unwrap();
         // A pass covers every flow, in whole bursts.
         assert_eq!(case.esp.len(), 3008, "3000 rounded up to bursts");
-        let mut sa = InboundSa::new(&gw.inbound(0), 0).unwrap();
+        let sa = InboundSa::new(&gw.inbound(0), 0).unwrap();
         let mut seen = HashSet::new();
         for t in &case.esp {
             let mut buf = [VecBuf::with_room(&t.bytes, VecBuf::DEFAULT_HEADROOM, 0)];

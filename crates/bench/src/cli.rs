@@ -22,6 +22,8 @@ pub struct Args {
     pub flows: Option<usize>,
     /// Persisted sequence reservations, as `espgw run` (default off).
     pub persist_seq: bool,
+    /// The decrypt fan-out: worker 0 receives, all decrypt (default off).
+    pub spread_decrypt: bool,
     pub json: Option<PathBuf>,
     pub svg: Option<PathBuf>,
 }
@@ -55,6 +57,7 @@ impl Args {
             o.flows = options::check_flows(n)?;
         }
         o.persist_seq = self.persist_seq;
+        o.spread_decrypt = self.spread_decrypt;
         o.json = self.json.clone();
         o.svg = self.svg.clone();
         Ok(o)

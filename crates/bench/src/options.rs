@@ -90,6 +90,10 @@ pub struct Options {
     /// Admit the SAs through a state directory and run the sequence keeper
     /// (persisted reservations, as `espgw run` does).
     pub persist_seq: bool,
+    /// With several workers sharing one tunnel: worker 0 alone receives
+    /// the tunnel's ESP and the decrypt fan-out spreads its decryption
+    /// over every worker (the worker layer; docs/multicore.md).
+    pub spread_decrypt: bool,
     pub json: Option<PathBuf>,
     pub svg: Option<PathBuf>,
     /// The command line as typed, for the JSON report.
@@ -113,6 +117,7 @@ impl Default for Options {
             seconds: 0.5,
             flows: DEFAULT_FLOWS,
             persist_seq: false,
+            spread_decrypt: false,
             json: None,
             svg: None,
             command: String::new(),

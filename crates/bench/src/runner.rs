@@ -3,9 +3,10 @@
 //! handoff), all layers in turn, the threads starting each layer together.
 
 use std::io::{IsTerminal, Write};
-use std::sync::Barrier;
+use std::sync::{Arc, Barrier};
 
-use dpdk::{lcore, Eal, Mempool, MBUF_HEADROOM, SOCKET_ANY};
+use dpdk::{lcore, Eal, Mbuf, Mempool, MBUF_HEADROOM, SOCKET_ANY};
+use espgw_dataplane::worker::SpreadRings;
 use espgw_esp::Suite;
 
 use crate::case::CaseData;
@@ -158,6 +159,9 @@ pub fn run(opts: &Options) -> Result<Report, String> {
                         seconds: opts.seconds,
                         flows: opts.flows,
                         persist_seq: opts.persist_seq,
+                        spread: opts.spread_decrypt
+                            && n > 1
+                            && options::tunnels_for(opts.tunnels, n) == 1,
                         tsc_hz: tsc_hz as f64,
                     };
                     let per_layer = run_case(spec, &pools[..n], &cores)?;
@@ -230,6 +234,8 @@ struct CaseSpec {
     seconds: f64,
     flows: usize,
     persist_seq: bool,
+    /// The decrypt fan-out between the workers of the one tunnel.
+    spread: bool,
     tsc_hz: f64,
 }
 
@@ -239,6 +245,7 @@ struct WorkerEnv<'a> {
     gateway: &'a Gateway,
     barrier: &'a Barrier,
     pool: &'a Mempool,
+    spread: Option<&'a Arc<SpreadRings<Mbuf>>>,
 }
 
 /// Runs every layer of one case on `spec.workers` workers (one pool each,
@@ -257,6 +264,7 @@ fn run_case(
         spec.persist_seq,
     )?;
     let barrier = Barrier::new(n);
+    let rings = spec.spread.then(|| SpreadRings::<Mbuf>::new(n));
     let results: Vec<Result<Vec<Measured>, String>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..n)
             .map(|w| {
@@ -265,6 +273,7 @@ fn run_case(
                     gateway: &gw,
                     barrier: &barrier,
                     pool: &pools[w],
+                    spread: rings.as_ref(),
                 };
                 let core = (!cores.is_empty()).then(|| cores[w % cores.len()]);
                 s.spawn(move || worker_thread(spec, env, core))
@@ -334,6 +343,7 @@ fn measure_layers(spec: CaseSpec, env: &WorkerEnv<'_>) -> Result<Vec<Measured>, 
         case,
         pool: env.pool,
         tsc_hz: spec.tsc_hz,
+        spread: env.spread,
     });
     let mut steps = Vec::new();
     if let Some(ctx) = &ctx {

@@ -216,9 +216,7 @@ fn packet_passes(from: &Gw, to: &Gw, now: u64) -> bool {
     let Some(inb) = r.sad.inbound_sa(spi, outer_dst).and_then(|s| s.inbound()) else {
         return false;
     };
-    inb.lock()
-        .unwrap()
-        .decap_burst(&mut burst, &mut v, now / 1000);
+    inb.decap_burst(&mut burst, &mut v, now / 1000);
     v[0] == Verdict::Forward && counter_of(&burst[0]) == Some(42)
 }
 

@@ -118,9 +118,7 @@ fn a_thousand_rekeys_lose_no_packet() {
                         continue;
                     };
                     let mut v = [Verdict::Forward];
-                    sa.lock()
-                        .unwrap()
-                        .decap_burst(std::slice::from_mut(&mut pkt), &mut v, now);
+                    sa.decap_burst(std::slice::from_mut(&mut pkt), &mut v, now);
                     match v[0] {
                         Verdict::Forward => {
                             if counter_of(&pkt) != Some(expected) {

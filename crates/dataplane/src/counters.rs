@@ -3,14 +3,16 @@
 //!
 //! The accounting identity every worker keeps (tested):
 //!
-//! `rx + generated == tx + dropped + local + held`
+//! `rx + generated == tx + dropped + local + held + spreading`
 //!
 //! `rx`: packets received. `generated`: packets the gateway made (ARP
 //! requests and replies, ICMP echo replies and errors, ND). `tx`: packets
 //! handed to a port's TX queue. `dropped`: drops, by reason. `local`:
 //! received packets consumed by the gateway itself (ARP, ND, echo
 //! requests: their answers count as generated). `held`: packets waiting for
-//! next-hop resolution right now.
+//! next-hop resolution right now. `spreading`: packets this worker received
+//! that are out at other workers for decryption or wait in its reorder
+//! stage (the decrypt fan-out, docs/multicore.md) right now.
 
 use crate::reason::{DropReason, GatewayDropCounts};
 
@@ -61,6 +63,14 @@ pub struct WorkerCounters {
     pub local: u64,
     /// Packets waiting for next-hop resolution (a level, not a total).
     pub held: u64,
+    /// Decrypt fan-out: packets this worker received that are out at
+    /// other workers or wait in its reorder stage (a level).
+    pub spreading: u64,
+    /// Decrypt fan-out: packets handed to other workers to decrypt, and
+    /// packets this worker decrypted for others (not in the identity:
+    /// the receiving worker counts them).
+    pub spread_out: u64,
+    pub spread_in: u64,
     pub drops: GatewayDropCounts,
     /// Requests (ARP/ND) not sent for lack of a buffer: not packets, so
     /// outside the identity.
@@ -125,7 +135,8 @@ impl WorkerCounters {
 
     /// True when the accounting identity holds.
     pub fn balanced(&self) -> bool {
-        self.rx + self.generated == self.tx + self.drops.total() + self.local + self.held
+        self.rx + self.generated
+            == self.tx + self.drops.total() + self.local + self.held + self.spreading
     }
 
     /// Adds `o` (another worker's counters) to these.
@@ -135,6 +146,9 @@ impl WorkerCounters {
         self.generated += o.generated;
         self.local += o.local;
         self.held += o.held;
+        self.spreading += o.spreading;
+        self.spread_out += o.spread_out;
+        self.spread_in += o.spread_in;
         self.drops.merge(&o.drops);
         self.alloc_failures += o.alloc_failures;
         self.panics += o.panics;

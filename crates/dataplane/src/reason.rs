@@ -110,6 +110,10 @@ espgw_esp::foreach_esp_drop_reason!(drop_reason_enum {
             "The TX queue did not take the packet";
         RingFull => "ring_full",
             "Pipeline mode: the ring to a worker (or back) was full";
+        ReorderFull => "reorder_full",
+            "Decrypt fan-out: the SA's reorder stage had no free slot (every one held a packet not yet released)";
+        ReorderLate => "reorder_late",
+            "Decrypt fan-out: decrypted after its reorder stage gave up waiting for it (the bounded wait)";
         Shutdown => "shutdown",
             "Still waiting for its next hop when the gateway stopped";
         /// An IKE_SA_INIT flood ends here: the workers never wait for

@@ -103,6 +103,9 @@ impl Stats {
                     "generated": w.generated,
                     "local": w.local,
                     "held": w.held,
+                    "spreading": w.spreading,
+                    "spread_out": w.spread_out,
+                    "spread_in": w.spread_in,
                     "dropped": w.drops.total(),
                     "bursts": w.bursts,
                     "alloc_failures": w.alloc_failures,
@@ -144,7 +147,7 @@ impl Stats {
                 .get(id.0 as usize)
                 .copied()
                 .unwrap_or_default();
-            let stats = sa.lock().unwrap_or_else(|e| e.into_inner()).stats();
+            let stats = sa.stats();
             let mut drops = reason_map(stats.drops.iter().map(|(r, n)| (r.name(), n)));
             drops.insert(
                 DropReason::PolicyMismatch.name().into(),
@@ -173,6 +176,7 @@ impl Stats {
                 "generated": total.generated,
                 "local": total.local,
                 "held": total.held,
+                "spreading": total.spreading,
                 "dropped": total.drops.total(),
                 "balanced": total.balanced(),
                 "mss_clamped": total.mss_clamped,

@@ -409,7 +409,7 @@ fn protected_packet_leaves_as_esp_and_the_peer_decrypts_it() {
     }
     assert_eq!(got, expect);
     let (_, _, sa) = b.w.tables().inbound_sas()[0];
-    assert_eq!(sa.lock().unwrap().stats().packets, 1);
+    assert_eq!(sa.stats().packets, 1);
     let out = a.w.tables().outbound_sa(TunnelId(0)).unwrap();
     assert_eq!(out.stats().packets, 1);
 }
@@ -659,7 +659,7 @@ fn bad_esp_is_counted_by_reason() {
     assert_eq!(b.drops(DropReason::UnknownSpi), 1);
     assert_eq!(b.drops(DropReason::Truncated), 1);
     assert_eq!(b.drops(DropReason::Replayed), 1);
-    let stats = b.w.tables().inbound_sas()[0].2.lock().unwrap().stats();
+    let stats = b.w.tables().inbound_sas()[0].2.stats();
     assert_eq!(stats.drops.get(espgw_esp::DropReason::Replayed), 1);
 }
 
@@ -1760,5 +1760,311 @@ mod acquire {
         assert!(out.iter().all(Vec::is_empty));
         assert_eq!(a.drops(DropReason::Acquire), 2);
         assert_eq!(a.w.counters().acquires_raised, 0);
+    }
+}
+
+/// The decrypt fan-out (worker/spread.rs, docs/multicore.md): gateway B's
+/// one inbound SA decrypted by several workers at once, its packets
+/// leaving worker 0 (which received them) in arrival order.
+mod spread {
+    use super::*;
+    use crate::worker::SpreadRings;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    const FLOWS: u32 = 4;
+
+    /// A's ESP frames for `n` UDP packets of `FLOWS` inner flows (by
+    /// source address), each packet carrying (flow, sequence in flow).
+    fn esp_stream(n: u32) -> Vec<Vec<u8>> {
+        let mut a = ready_a();
+        for f in 0..FLOWS {
+            a.learn_by_arp(PROT, &format!("10.1.0.{}", 20 + f), HOST_A_MAC, "10.1.0.1");
+        }
+        let mut esp = Vec::new();
+        let mut next = [0u32; FLOWS as usize];
+        let frames: Vec<Vec<u8>> = (0..n)
+            .map(|i| {
+                let f = (i * 7 + i / 3) % FLOWS;
+                let mut p = udp4(&format!("10.1.0.{}", 20 + f), "10.2.0.10", 64, true, 16);
+                p[28..32].copy_from_slice(&f.to_be_bytes());
+                p[32..36].copy_from_slice(&next[f as usize].to_be_bytes());
+                next[f as usize] += 1;
+                // The UDP checksum is not checked on the way; the IPv4
+                // header's is unchanged (addresses and length only).
+                from_host_a(&p)
+            })
+            .collect();
+        for chunk in frames.chunks(32) {
+            let out = a.rx(PROT, chunk);
+            esp.extend(out[UNPROT].iter().cloned());
+        }
+        assert_eq!(esp.len(), n as usize, "A sealed every packet");
+        esp
+    }
+
+    /// (flow, sequence) of a decrypted frame leaving B.
+    fn flow_seq(frame: &[u8]) -> (u32, u32) {
+        let (_, ip) = l3(frame);
+        (
+            u32::from_be_bytes(ip[28..32].try_into().unwrap()),
+            u32::from_be_bytes(ip[32..36].try_into().unwrap()),
+        )
+    }
+
+    struct B {
+        snap: Snapshot,
+        rings: Arc<SpreadRings<VecBuf>>,
+    }
+
+    impl B {
+        fn new(workers: usize) -> B {
+            B {
+                // The window spans what the owner may run ahead of a
+                // slow helper (docs/multicore.md): the owner does not
+                // wait for results before its next burst.
+                snap: tables_from(
+                    demo_gateway(true)
+                        .default_action("discard")
+                        .map_tunnels(|t| t.replay_window(4096))
+                        .render(),
+                    [B_PROT_MAC, B_UNPROT_MAC],
+                ),
+                rings: SpreadRings::new(workers),
+            }
+        }
+        fn worker(&self, k: usize, shared: &SharedNeighbors) -> Gw {
+            let (net, tables) = (Arc::clone(&self.snap.0), Arc::clone(&self.snap.1));
+            let ports = net.ports.len();
+            let mut w = Worker::new(k, net, tables, VecBufPool, 32, shared.clone());
+            w.set_spread(Arc::clone(&self.rings));
+            Gw {
+                w,
+                tx: TxQueues::new(ports, 1 << 16),
+                now: Now { ns: 1 },
+            }
+        }
+    }
+
+    /// Worker 0 receives everything; `helpers` other workers only decrypt
+    /// for it, on their own threads. Returns what left B's protected port
+    /// and the helpers' counters.
+    fn run_spread(
+        helpers: usize,
+        arrivals: &[Vec<u8>],
+        max_in_flight: u64,
+    ) -> (Vec<Vec<u8>>, Gw, Vec<crate::WorkerCounters>) {
+        let b = B::new(helpers + 1);
+        let shared = SharedNeighbors::default();
+        let mut w0 = b.worker(0, &shared);
+        w0.learn_by_arp(PROT, "10.2.0.10", HOST_B_MAC, "10.2.0.1");
+        w0.learn_by_arp(UNPROT, "192.0.2.1", A_UNPROT_MAC, "192.0.2.2");
+        let stop = AtomicBool::new(false);
+        let mut out = Vec::new();
+        let helper_counters = std::thread::scope(|s| {
+            let handles: Vec<_> = (1..=helpers)
+                .map(|k| {
+                    let (b, shared, stop) = (&b, &shared, &stop);
+                    s.spawn(move || {
+                        let mut g = b.worker(k, shared);
+                        while !stop.load(Ordering::Acquire) {
+                            g.w.tick(&mut g.tx, g.now);
+                            std::thread::yield_now();
+                        }
+                        g.w.counters().clone()
+                    })
+                })
+                .collect();
+            for burst in arrivals.chunks(32) {
+                let o = w0.rx(UNPROT, burst);
+                out.extend(o[PROT].iter().cloned());
+                // Results come back in worker 0's next polls; with a
+                // bound, it polls until the helpers have caught up.
+                loop {
+                    w0.w.tick(&mut w0.tx, w0.now);
+                    out.extend(w0.take()[PROT].iter().cloned());
+                    if w0.w.counters().spreading <= max_in_flight {
+                        break;
+                    }
+                    std::thread::yield_now();
+                }
+            }
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            while w0.w.counters().spreading != 0 {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "packets never came back"
+                );
+                w0.w.tick(&mut w0.tx, w0.now);
+                out.extend(w0.take()[PROT].iter().cloned());
+                std::thread::yield_now();
+            }
+            stop.store(true, Ordering::Release);
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap())
+                .collect::<Vec<_>>()
+        });
+        (out, w0, helper_counters)
+    }
+
+    /// Arrivals: the stream with copies of some packets right after the
+    /// original (`near`, same burst: maybe another worker's part), and
+    /// copies `gap` packets after it. Returns them and the copies' count.
+    fn with_replays(esp: &[Vec<u8>], gap: usize) -> (Vec<Vec<u8>>, u64) {
+        let mut arrivals = Vec::new();
+        let mut replays = 0u64;
+        for (i, f) in esp.iter().enumerate() {
+            arrivals.push(f.clone());
+            if i % 37 == 5 {
+                arrivals.push(f.clone());
+                replays += 1;
+            }
+            if i >= gap && i % 53 == 0 {
+                arrivals.push(esp[i - gap].clone());
+                replays += 1;
+            }
+        }
+        (arrivals, replays)
+    }
+
+    fn check_counts(
+        n: u32,
+        replays: u64,
+        helpers: usize,
+        w0: &Gw,
+        helper_counters: &[crate::WorkerCounters],
+    ) {
+        let c = w0.w.counters();
+        assert_eq!(
+            c.drops.get(DropReason::Replayed),
+            replays,
+            "each replay once"
+        );
+        assert_eq!(c.drops.total(), replays, "{:?}", c.drops);
+        assert!(c.balanced() && c.spreading == 0, "{c:?}");
+        let decrypted_by_others: u64 = helper_counters.iter().map(|h| h.spread_in).sum();
+        assert_eq!(decrypted_by_others, c.spread_out);
+        if helpers > 0 {
+            assert!(
+                c.spread_out > u64::from(n) / 4,
+                "spread {} of {n}",
+                c.spread_out
+            );
+        }
+        for h in helper_counters {
+            assert_eq!((h.rx, h.tx, h.drops.total()), (0, 0, 0));
+        }
+        // The SA's own counters: every packet and replay, once.
+        let sa = w0.w.tables().inbound_sas()[0].2.stats();
+        assert_eq!(sa.packets, u64::from(n));
+        assert_eq!(sa.drops.get(espgw_esp::DropReason::Replayed), replays);
+    }
+
+    /// Every packet of every flow leaves once and in order; the other
+    /// workers did decrypt part of it; replays (in one burst, maybe on two
+    /// workers, and long after the original) are each dropped once as
+    /// `replayed`. Worker 0 runs at most two bursts ahead of the helpers
+    /// here, so the late copies arrive after their original was decrypted
+    /// (see the next test for copies racing their original).
+    #[test]
+    fn one_sa_on_several_workers_keeps_every_flow_in_order() {
+        let n = 2000u32;
+        let esp = esp_stream(n);
+        let (arrivals, replays) = with_replays(&esp, 500);
+        for helpers in [0usize, 1, 2, 3] {
+            let (out, w0, helper_counters) = run_spread(helpers, &arrivals, 64);
+            let mut next = [0u32; FLOWS as usize];
+            for frame in &out {
+                let (f, seq) = flow_seq(frame);
+                assert_eq!(
+                    seq, next[f as usize],
+                    "flow {f} out of order ({helpers} helpers)"
+                );
+                next[f as usize] += 1;
+            }
+            assert_eq!(out.len(), n as usize, "every packet once");
+            check_counts(n, replays, helpers, &w0, &helper_counters);
+        }
+    }
+
+    /// A copy that arrives while its original is still out at another
+    /// worker: whichever is authenticated first is taken, the other is a
+    /// replay, counted once. Every packet leaves exactly once (in the
+    /// position of the copy that won, which can be the later one).
+    /// (Unbounded, worker 0 would fill its reorder stage and give up
+    /// tickets: `reorder_late`, by design.)
+    #[test]
+    fn copies_racing_their_original_on_other_workers_are_taken_once() {
+        let n = 2000u32;
+        let esp = esp_stream(n);
+        let (arrivals, replays) = with_replays(&esp, 40);
+        for helpers in [1usize, 3] {
+            // Worker 0 up to 8 bursts ahead: copies 40 packets on still
+            // race their original, and the stage's bounds (jobs out,
+            // tickets) are not what is tested here.
+            let (out, w0, helper_counters) = run_spread(helpers, &arrivals, 256);
+            let mut seen = vec![std::collections::BTreeSet::new(); FLOWS as usize];
+            for frame in &out {
+                let (f, seq) = flow_seq(frame);
+                assert!(seen[f as usize].insert(seq), "flow {f} seq {seq} twice");
+            }
+            assert_eq!(out.len(), n as usize, "every packet once");
+            check_counts(n, replays, helpers, &w0, &helper_counters);
+        }
+    }
+
+    /// A worker that never returns its part (stuck) holds the SA up for
+    /// the reorder stage's bound only: later packets leave after it, and
+    /// the stuck part, when it finally comes back, is dropped as
+    /// `reorder_late`, counted once.
+    #[test]
+    fn a_part_that_never_comes_back_holds_the_sa_for_the_bound_only() {
+        use crate::worker::spread_consts::MAX_WAIT_NS;
+        let esp = esp_stream(64);
+        let b = B::new(2);
+        let shared = SharedNeighbors::default();
+        let mut w0 = b.worker(0, &shared);
+        w0.learn_by_arp(PROT, "10.2.0.10", HOST_B_MAC, "10.2.0.1");
+        w0.learn_by_arp(UNPROT, "192.0.2.1", A_UNPROT_MAC, "192.0.2.2");
+        // Worker 1 exists (its inbox does) but does not run yet.
+        let mut w1 = b.worker(1, &shared);
+        let first = w0.rx(UNPROT, &esp[..32]);
+        // Worker 0's own part (the first 16 tickets) leaves at once.
+        assert_eq!(first[PROT].len(), 16);
+        assert_eq!(w0.w.counters().spreading, 16);
+        // The next burst waits behind the missing part...
+        w0.now = Now {
+            ns: 1 + MAX_WAIT_NS / 2,
+        };
+        let second = w0.rx(UNPROT, &esp[32..64]);
+        assert_eq!(
+            second[PROT].len(),
+            0,
+            "nothing may overtake the missing part"
+        );
+        // ...until the bound: then the parts that are back leave in order.
+        w0.now = Now {
+            ns: 1 + MAX_WAIT_NS,
+        };
+        w0.w.tick(&mut w0.tx, w0.now);
+        let released = w0.take()[PROT].clone();
+        assert_eq!(released.len(), 16, "the second burst's own part");
+        // The stuck worker wakes up: both its parts come back late.
+        w1.w.tick(&mut w1.tx, w1.now);
+        w0.w.tick(&mut w0.tx, w0.now);
+        // The first burst's part is late (dropped); the second's is not
+        // (its bound has not passed) and leaves, in order.
+        let late = w0.take()[PROT].clone();
+        assert_eq!(late.len(), 16);
+        let seqs: Vec<(u32, u32)> = released.iter().chain(&late).map(|f| flow_seq(f)).collect();
+        for f in 0..FLOWS {
+            let s: Vec<u32> = seqs.iter().filter(|x| x.0 == f).map(|x| x.1).collect();
+            assert!(s.windows(2).all(|w| w[0] < w[1]), "flow {f}: {s:?}");
+        }
+        let c = w0.w.counters();
+        assert_eq!(c.drops.get(DropReason::ReorderLate), 16, "{:?}", c.drops);
+        assert_eq!(c.spreading, 0);
+        assert!(c.balanced(), "{c:?}");
+        assert_eq!(w1.w.counters().spread_in, 32);
     }
 }

@@ -14,12 +14,12 @@
 //!   all workers share one outbound SA; one atomic sequence reservation per
 //!   burst (never wrapping: the SA hard-expires at 2^32-1, or 2^64-1 with
 //!   ESN) and one atomic add per changed counter per burst.
-//! * [`InboundSa::decap_burst`]`(&mut self, pkts, verdicts, now)`: the
-//!   replay window is per-SA mutable state; own it from one core or lock it
-//!   per burst. [`locate_esp`] gives the SPI for the SA lookup first.
-//! * [`SharedReplayWindow`]: the anti-replay window several workers check
-//!   and update at once without a lock (one tunnel decrypted on several
-//!   cores, docs/multicore.md); not used by `InboundSa` yet.
+//! * [`InboundSa::decap_burst`]`(&self, pkts, verdicts, now)`: `Sync` as
+//!   well, so every worker may decrypt packets of one inbound SA at once:
+//!   the anti-replay window is a [`SharedReplayWindow`] (checked per packet
+//!   before the ICV, updated per 64 packets after it), counters and expiry
+//!   flags are atomics added to once per burst. [`locate_esp`] gives the
+//!   SPI for the SA lookup first.
 //! * Each packet gets a [`Verdict`]: `Forward` or `Drop(`[`DropReason`]`)`,
 //!   whose `name()` is the stable metrics key. Per-SA totals: `stats()`.
 //! * Lifetimes: the control plane polls `expiry(now)` ([`Expiry`]: soft =

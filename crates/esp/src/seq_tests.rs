@@ -142,7 +142,7 @@ fn inbound_restart_refuses_what_was_received_before_it() {
     let out = outbound();
     let mut back = cfg.clone();
     std::mem::swap(&mut back.local, &mut back.remote);
-    let mut first = InboundSa::with_cipher(&back, Box::new(ToyCipher(cfg.suite)), 0).unwrap();
+    let first = InboundSa::with_cipher(&back, Box::new(ToyCipher(cfg.suite)), 0).unwrap();
     // Sent 1..=10, received out of order with 9 missing.
     let mut pkts = burst(10);
     let mut verdicts = vec![Verdict::Forward; 10];
@@ -163,7 +163,7 @@ fn inbound_restart_refuses_what_was_received_before_it() {
 
     // After a restart from the persisted high-water mark, every captured
     // packet is a replay, the one never received (9) included.
-    let mut second = InboundSa::with_cipher(&back, Box::new(ToyCipher(cfg.suite)), 0)
+    let second = InboundSa::with_cipher(&back, Box::new(ToyCipher(cfg.suite)), 0)
         .unwrap()
         .starting_after(highest);
     let mut replay = captured;

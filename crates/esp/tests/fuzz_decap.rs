@@ -79,7 +79,7 @@ fn seed_corpus_packets_decap() {
         fuzz_body::run(input);
         // Unmodified seeds are real packets: the first copy must go through.
         let cfg = fuzz_body::config(input[0]);
-        let mut sa = espgw_esp::InboundSa::new(&cfg, 0)
+        let sa = espgw_esp::InboundSa::new(&cfg, 0)
             .unwrap()
             .starting_after(fuzz_body::start(input[0]));
         let mut bufs = [VecBuf::from_packet(&input[1..])];
@@ -151,7 +151,7 @@ fn sealed_mode_reaches_the_trailer_checks() {
     ok.extend_from_slice(&[1, 2, 3, 3, 4]); // pad 1,2,3; pad length 3; next header 4: 28 bytes
     let cfg = fuzz_body::config(0x80);
     let packet = fuzz_body::sealed_packet(&cfg, 1, &ok);
-    let mut sa = espgw_esp::InboundSa::new(&cfg, 0).unwrap();
+    let sa = espgw_esp::InboundSa::new(&cfg, 0).unwrap();
     let mut bufs = [VecBuf::from_packet(&packet)];
     let mut v = [Verdict::default()];
     sa.decap_burst(&mut bufs, &mut v, 0);

@@ -88,7 +88,7 @@ fn encap_and_decap_bursts_do_not_allocate() {
         for (esn, outer_v6, udp) in [(false, false, false), (true, true, true)] {
             let cfg = config(suite, esn, outer_v6, udp, &mut Rng(3));
             let out = outbound(&cfg);
-            let mut inb = inbound(&peer_view(&cfg));
+            let inb = inbound(&peer_view(&cfg));
             let packets: Vec<Vec<u8>> = (0..32)
                 .map(|i| inner_packet(i % 2 == 0, &vec![i as u8; i * 40]))
                 .collect();

@@ -37,7 +37,7 @@ proptest! {
         let start = if esn { start } else { start & 0xFFFF };
         let cfg = config(suite, esn, outer_v6, udp, &mut Rng(seed | 1));
         let out = outbound(&cfg).starting_after(start);
-        let mut inb = inbound(&peer_view(&cfg)).starting_after(start);
+        let inb = inbound(&peer_view(&cfg)).starting_after(start);
         let mut bufs: Vec<VecBuf> = packets.iter().map(|p| VecBuf::from_packet(p)).collect();
         let mut verdicts = vec![Verdict::default(); bufs.len()];
         prop_assert_eq!(out.encap_burst(&mut bufs, &mut verdicts, 0), bufs.len());
@@ -61,7 +61,7 @@ proptest! {
     ) {
         let cfg = config(suite, esn, outer_v6, udp, &mut Rng(seed | 1));
         let out = outbound(&cfg);
-        let mut inb = inbound(&peer_view(&cfg));
+        let inb = inbound(&peer_view(&cfg));
         let mut bufs = [VecBuf::from_packet(&packet)];
         let mut verdicts = [Verdict::default()];
         out.encap_burst(&mut bufs, &mut verdicts, 0);

@@ -185,7 +185,7 @@ fn scapy_and_espgw_interoperate() {
         match encrypted[i]["outer"].as_str() {
             None => failures.push(format!("scapy encrypt {}: {}", case.name(), encrypted[i])),
             Some(outer) => {
-                let mut sa = espgw_esp::InboundSa::new(cfg, 0)
+                let sa = espgw_esp::InboundSa::new(cfg, 0)
                     .unwrap()
                     .starting_after(case.seq - 1);
                 let mut bufs = [VecBuf::from_packet(&unhex(outer))];

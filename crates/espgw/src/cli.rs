@@ -66,6 +66,12 @@ pub enum Command {
         /// persisted sequence reservations (docs/operations.md).
         #[arg(long)]
         persist_seq: bool,
+        /// With --workers N > 1 and --tunnels 1: the decrypt fan-out
+        /// (`spread_decrypt`): worker 0 alone receives the tunnel's ESP and
+        /// spreads its decryption over all workers, which receive nothing
+        /// (the worker layer's decrypt rows; docs/multicore.md).
+        #[arg(long)]
+        spread_decrypt: bool,
         /// Write every number, the raw counts, the machine and the command as JSON.
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,

@@ -44,6 +44,7 @@ fn main() -> ExitCode {
             seconds,
             flows,
             persist_seq,
+            spread_decrypt,
             json,
             svg,
         } => espgw_bench::cli::exit_code(&espgw_bench::cli::Args {
@@ -56,6 +57,7 @@ fn main() -> ExitCode {
             seconds,
             flows,
             persist_seq,
+            spread_decrypt,
             json,
             svg,
         }),

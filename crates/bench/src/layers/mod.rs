@@ -50,6 +50,8 @@ pub struct Ctx<'a> {
     pub case: &'a CaseData,
     pub pool: &'a Mempool,
     pub tsc_hz: f64,
+    /// The decrypt fan-out's rings, shared by the case's workers.
+    pub spread: Option<&'a std::sync::Arc<espgw_dataplane::worker::SpreadRings<Mbuf>>>,
 }
 
 /// One layer's loop body: one burst from the generator through the stage

@@ -78,6 +78,7 @@ pub fn render(report: &Report) -> Value {
             "seconds_per_layer": o.seconds,
             "flows": o.flows,
             "persist_seq": o.persist_seq,
+            "spread_decrypt": o.spread_decrypt,
             "burst": crate::generator::BURST,
         },
         "units": {

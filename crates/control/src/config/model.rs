@@ -82,6 +82,28 @@ pub struct Dataplane {
     pub idle_sleep_us: u32,
     /// Extra EAL arguments, passed through untouched.
     pub eal: Vec<String>,
+    /// `spread_decrypt`: whether the worker that receives an SA's ESP
+    /// spreads its decryption over every worker (docs/multicore.md).
+    pub spread_decrypt: SpreadDecrypt,
+}
+
+/// `[dataplane] spread_decrypt`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpreadDecrypt {
+    /// Each worker decrypts what it receives (the default).
+    Off,
+    /// With 2 or more workers in run-to-completion mode, an SA group of a
+    /// burst is split over all workers and reordered.
+    Auto,
+}
+
+impl Dataplane {
+    /// Whether the decrypt fan-out runs with this configuration.
+    pub fn spreads_decrypt(&self) -> bool {
+        self.spread_decrypt == SpreadDecrypt::Auto
+            && self.workers > 1
+            && self.mode == Mode::RunToCompletion
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

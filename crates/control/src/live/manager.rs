@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 
 use espgw_esp::{Expiry, InboundCounters, InboundSa, OutboundSa, SaConfig, SaStats};
 use tracing::{info, warn};
@@ -64,10 +64,6 @@ fn err<T>(msg: impl Into<String>) -> Result<T, LiveError> {
 /// Events kept for `ctl status`.
 const RECENT_EVENTS: usize = 32;
 
-fn lock<X>(m: &Mutex<X>) -> MutexGuard<'_, X> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 fn hex_spi(spi: u32) -> String {
     format!("{spi:#010x}")
 }
@@ -88,7 +84,7 @@ struct Drain {
 
 struct InboundSlot {
     sa: SharedInbound,
-    /// Its counters, read without the lock a worker holds per burst.
+    /// Its counters (kept after the SA is gone).
     counters: Arc<InboundCounters>,
     spi: u32,
     created: u64,
@@ -247,9 +243,9 @@ impl KeyBook {
                 Ok(sa) => Ok(sa),
                 Err(KeyRefused::State(e)) if !cfg.suite.is_aead() => {
                     warn!(tunnel, dir = "in", error = %e, "SA state cannot be written: this CBC SA's replay window starts empty after every restart");
-                    Ok(Arc::new(Mutex::new(InboundSa::new(cfg, now).map_err(
-                        |e| LiveError(format!("tunnel {tunnel:?} in: {e}")),
-                    )?)))
+                    Ok(Arc::new(InboundSa::new(cfg, now).map_err(|e| {
+                        LiveError(format!("tunnel {tunnel:?} in: {e}"))
+                    })?))
                 }
                 Err(e) => Err(refused(tunnel, SaDir::In, e)),
             },
@@ -260,7 +256,7 @@ impl KeyBook {
                     return err(format!("tunnel {tunnel:?} in: {why}"));
                 }
                 seen.insert(id, record(tunnel, SaDir::In, cfg.spi));
-                Ok(Arc::new(Mutex::new(sa)))
+                Ok(Arc::new(sa))
             }
         }
     }
@@ -831,7 +827,7 @@ impl<T: Send + Sync + 'static> SaManager<T> {
             for mut slot in t.inbound.drain(..) {
                 // The lifetime clock needs the SA itself (once a second);
                 // the counters do not.
-                let e = lock(&slot.sa).expiry(now);
+                let e = slot.sa.expiry(now);
                 let stats = slot.counters.stats();
                 let packets = stats.packets;
                 if e.is_hard() {
@@ -1045,8 +1041,7 @@ impl<T: Send + Sync + 'static> SaManager<T> {
 
 /// An inbound SA's lock-free counters (taken once, when it is created).
 fn counters_of(sa: &SharedInbound) -> Arc<InboundCounters> {
-    let counters = lock(sa).counters();
-    counters
+    sa.counters()
 }
 
 fn add_stats(acc: &mut SaStats, s: SaStats) {

@@ -10,7 +10,7 @@
 //! config `[[tunnel]]` ([`Tunnel`], the file's model) into its runtime
 //! form with [`tunnel_entry`].
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use espgw_esp::{InboundSa, OutboundSa};
 
@@ -165,7 +165,7 @@ impl Tables {
                 spi: t.inbound.spi,
                 tunnel: id,
                 draining: false,
-                sa: Arc::new(Mutex::new(sa)),
+                sa: Arc::new(sa),
             };
             sad.insert_inbound(t.inbound.spi, t.local, Arc::new(sa))
                 .map_err(|e| err("in", &e))?;

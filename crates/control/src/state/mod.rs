@@ -460,7 +460,7 @@ struct WatchedOut {
 }
 
 struct WatchedIn {
-    alive: Weak<Mutex<InboundSa>>,
+    alive: Weak<InboundSa>,
     counters: Arc<InboundCounters>,
     id: KeyId,
     record: Record,
@@ -591,7 +591,7 @@ impl SeqKeeper {
         id: KeyId,
         sa: InboundSa,
         admission: Admission,
-    ) -> Result<Arc<Mutex<InboundSa>>, KeyRefused> {
+    ) -> Result<Arc<InboundSa>, KeyRefused> {
         let mut st = lock(&self.state);
         let spi = sa.spi();
         let start = Self::start_of(&st, &id, SaDir::In, spi, admission)?;
@@ -606,7 +606,7 @@ impl SeqKeeper {
             .store(id, record.clone())
             .map_err(KeyRefused::State)?;
         let counters = sa.counters();
-        let sa = Arc::new(Mutex::new(sa));
+        let sa = Arc::new(sa);
         st.inbound.push(WatchedIn {
             alive: Arc::downgrade(&sa),
             counters,

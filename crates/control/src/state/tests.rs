@@ -208,7 +208,7 @@ fn inbound_high_water_mark_survives_a_restart() {
             )
             .unwrap();
         // What a worker's bursts publish.
-        sa.lock().unwrap().counters().set_highest_seen(500);
+        sa.counters().set_highest_seen(500);
         // Not yet due, so not written...
         assert_eq!(k.poll(Instant::now(), false), 0);
         // ...but at shutdown.
@@ -224,7 +224,6 @@ fn inbound_high_water_mark_survives_a_restart() {
             Admission::Startup,
         )
         .unwrap();
-    let sa = sa.lock().unwrap();
     let w = sa.replay_window();
     assert_eq!(w.top(), 500);
     assert!(w.check(480).is_err() && w.check(500).is_err() && w.check(501).is_ok());

@@ -8,7 +8,7 @@
 
 use core::fmt;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use espgw_esp::{InboundSa, OutboundSa};
 
@@ -19,9 +19,10 @@ use super::spd::Spd;
 
 /// An outbound SA as workers share it: `encap_burst` takes `&self`.
 pub type SharedOutbound = Arc<OutboundSa>;
-/// An inbound SA as workers share it: `decap_burst` takes `&mut self`, so
-/// a worker locks it once per SA group per burst.
-pub type SharedInbound = Arc<Mutex<InboundSa>>;
+/// An inbound SA as workers share it: `decap_burst` takes `&self` too
+/// (lock-free anti-replay window, counters added per burst), so any
+/// number of workers decrypt for it at once.
+pub type SharedInbound = Arc<InboundSa>;
 
 /// An SA in the gateway's SAD: the ESP engine's SA of either direction.
 /// The inbound one carries its SPI and tunnel, which the worker needs
@@ -45,7 +46,7 @@ impl LiveSa {
         }
     }
 
-    pub fn inbound(&self) -> Option<&Mutex<InboundSa>> {
+    pub fn inbound(&self) -> Option<&InboundSa> {
         match self {
             LiveSa::Inbound { sa, .. } => Some(sa),
             LiveSa::Outbound(_) => None,

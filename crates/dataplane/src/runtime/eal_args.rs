@@ -139,6 +139,7 @@ mod tests {
             poll: Poll::Adaptive,
             idle_sleep_us: 100,
             eal: eal.iter().map(|s| s.to_string()).collect(),
+            spread_decrypt: espgw_control::config::SpreadDecrypt::Off,
         }
     }
 

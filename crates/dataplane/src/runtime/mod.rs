@@ -173,6 +173,10 @@ fn run_with_eal(
         stop: Arc::clone(stop),
         started,
         supervisor: &supervisor,
+        spread: config
+            .dataplane
+            .spreads_decrypt()
+            .then(|| crate::worker::SpreadRings::new(config.dataplane.workers)),
     };
     let workers = match setup.launch(config, run) {
         Ok(w) => w,
@@ -326,6 +330,9 @@ struct Launch<'a> {
     stop: Arc<AtomicBool>,
     started: Instant,
     supervisor: &'a Arc<Supervisor>,
+    /// The decrypt fan-out's rings, shared by every worker, when
+    /// `[dataplane] spread_decrypt` is on (docs/multicore.md).
+    spread: Option<Arc<crate::worker::SpreadRings<dpdk::Mbuf>>>,
 }
 
 impl Launch<'_> {
@@ -440,6 +447,10 @@ impl Setup {
             started: run.started,
             live: Arc::clone(&run.lives[k]),
             punt: run.control.punt(),
+            spread: run
+                .spread
+                .as_ref()
+                .map(|r| Arc::clone(r) as Arc<dyn std::any::Any + Send + Sync>),
         }
     }
 

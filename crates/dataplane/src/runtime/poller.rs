@@ -174,6 +174,9 @@ pub(super) struct WorkerSetup<P = MbufPool> {
     pub live: Arc<Mutex<WorkerCounters>>,
     /// The IKE punt rings, when IKE runs (every worker punts and sends).
     pub punt: Option<Arc<espgw_control::ike::PuntRings>>,
+    /// The decrypt fan-out's rings (`SpreadRings<B>` of the run's buffer
+    /// type), when `[dataplane] spread_decrypt` is on.
+    pub spread: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 impl<P: Clone> WorkerSetup<P> {
@@ -182,7 +185,7 @@ impl<P: Clone> WorkerSetup<P> {
     /// and returns the final counters.
     pub fn run<B, T>(mut self, burst: usize, mut path: T) -> WorkerCounters
     where
-        B: PacketBuf,
+        B: PacketBuf + Send + 'static,
         P: BufPool<B>,
         T: PacketPath<B, P>,
     {
@@ -198,6 +201,15 @@ impl<P: Clone> WorkerSetup<P> {
         );
         if let Some(rings) = &self.punt {
             worker.set_punt(Arc::clone(rings));
+        }
+        if let Some(rings) = self.spread.take() {
+            match rings.downcast::<crate::worker::SpreadRings<B>>() {
+                Ok(rings) => worker.set_spread(rings),
+                Err(_) => tracing::error!(
+                    worker = self.id,
+                    "decrypt fan-out rings of another buffer type: not spreading"
+                ),
+            }
         }
         #[cfg(debug_assertions)]
         if let Some(n) = crate::supervise::injected_panic(self.id) {
@@ -215,19 +227,19 @@ impl<P: Clone> WorkerSetup<P> {
                 ns: self.started.elapsed().as_nanos() as u64,
             };
             let got = path.receive(&mut worker, &mut txq, now);
-            worker.tick(&mut txq, now);
+            let spread = worker.tick(&mut txq, now);
             let sent = path.send(&mut worker, &mut txq);
             // A quiescent point: between bursts, holding nothing from the
             // old snapshot but the worker's own reference.
             if self.reader.quiescent() {
                 worker.set_tables(Arc::clone(self.reader.get()));
             }
-            worker.count_poll(got + sent > 0);
+            worker.count_poll(got + sent + spread > 0);
             publisher.publish(worker.counters());
             if stop == Stop::WhenDrained && got == 0 {
                 break;
             }
-            backoff.after(got + sent);
+            backoff.after(got + sent + spread);
         }
         worker.shutdown();
         path.send(&mut worker, &mut txq);
@@ -333,6 +345,7 @@ mod tests {
             started: Instant::now(),
             live: Arc::clone(&live),
             punt: None,
+            spread: None,
         };
         Harness {
             setup,

@@ -5,13 +5,14 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use espgw_control::tables::{SaIndex, Tables, TunnelId};
+use espgw_control::tables::{SaIndex, SharedInbound, Tables, TunnelEntry, TunnelId};
 use espgw_esp::Verdict;
 use espgw_wire::{ip_protocol, reply, PacketBuf};
 
 use super::egress::Egress;
 use super::icmp::{Icmp, IcmpError};
 use super::mss::clamp_mss;
+use super::spread::{Job, Spread, MIN_PART};
 use super::{Core, EgressPolicy, Origin, Stage, ORIGINATED};
 use crate::ip::{decrement_ttl, parse_ip};
 use crate::pool::BufPool;
@@ -125,11 +126,105 @@ impl<B: PacketBuf> EspOut<B> {
 }
 
 /// Inbound: ESP staged per inbound SA (by SAD index), decrypted, checked
-/// against the tunnel's selectors, forwarded to the protected side.
+/// against the tunnel's selectors, forwarded to the protected side. With
+/// the decrypt fan-out on ([`Spread`]), an SA's groups are decrypted by
+/// every worker and leave through the SA's reorder stage.
 pub(super) struct EspIn<B> {
     groups: Vec<Stage<B>>,
     verdicts: Vec<Verdict>,
     burst: usize,
+    pub(super) spread: Option<Spread<B>>,
+}
+
+/// The selector check and forwarding of one decrypted packet.
+struct Forward<'a> {
+    tunnel: &'a TunnelEntry,
+    /// The selector check of the last address pair: a burst of one SA is
+    /// mostly one or a few host pairs, and the prefix scans per packet
+    /// showed in the profile (docs/benchmarks.md, "Where the cycles go").
+    last_pair: Option<(IpAddr, IpAddr, bool)>,
+}
+
+impl<'a> Forward<'a> {
+    #[inline]
+    fn new(tunnel: &'a TunnelEntry) -> Self {
+        Forward {
+            tunnel,
+            last_pair: None,
+        }
+    }
+
+    // Inlined into both callers, as the loop body it was before the fan-out
+    // needed it twice: it is the whole per-packet path after decryption.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn packet<B: PacketBuf, P: BufPool<B>>(
+        &mut self,
+        core: &mut Core<B, P>,
+        esp_out: &mut EspOut<B>,
+        icmp: &mut Icmp,
+        egress: &mut Egress,
+        tx: &mut TxQueues<B>,
+        mut pkt: B,
+        port: PortIdx,
+    ) {
+        let tunnel = self.tunnel;
+        let m = match parse_ip(&mut pkt) {
+            Ok(m) => m,
+            Err(r) => {
+                core.drop_pkt(pkt, r, Some(port));
+                return;
+            }
+        };
+        let inside = match self.last_pair {
+            Some((src, dst, inside)) if src == m.src && dst == m.dst => inside,
+            _ => {
+                let inside = tunnel.inbound_matches(m.src, m.dst);
+                self.last_pair = Some((m.src, m.dst, inside));
+                inside
+            }
+        };
+        if !inside {
+            core.counters.tunnel(tunnel.id.0).in_policy_mismatch += 1;
+            core.drop_pkt(pkt, DropReason::PolicyMismatch, Some(port));
+            return;
+        }
+        if core.net.is_local(m.dst) {
+            // A ping through the tunnel to one of our protected
+            // addresses: answered, back through the tunnel.
+            let answered = m.proto == ip_protocol::ICMP
+                && reply::icmpv4_echo_reply_in_place(pkt.data_mut()).is_ok()
+                || m.proto == ip_protocol::ICMPV6
+                    && reply::icmpv6_echo_reply_in_place(pkt.data_mut()).is_ok();
+            if !answered {
+                core.drop_pkt(pkt, DropReason::LocalUnsupported, Some(port));
+                return;
+            }
+            core.counters.local += 1;
+            core.counters.generated += 1;
+            icmp.originate(core, esp_out, egress, tx, pkt, Origin::Decrypted);
+            return;
+        }
+        if m.ttl <= 1 {
+            // Time exceeded from the port facing the destination,
+            // back through the tunnel (traceroute across it).
+            let e = IcmpError {
+                port,
+                src_port: core.net.routes.lookup(m.dst).map_or(port, |h| h.port),
+                reason: DropReason::TtlExceeded,
+                mtu: 0,
+                origin: Origin::Decrypted,
+            };
+            icmp.error(core, esp_out, egress, tx, pkt, m, e);
+            return;
+        }
+        // The far side's SYN-ACK (or SYN) is clamped on its way out
+        // of the tunnel too: the peer gateway may not clamp.
+        clamp_mss(&mut core.counters, &mut pkt, &m, tunnel.mss_clamp);
+        decrement_ttl(&mut pkt, m.v6);
+        let policy = EgressPolicy::ProtectedOnly;
+        egress.route(core, icmp, esp_out, tx, pkt, m.dst, policy, Some(port));
+    }
 }
 
 impl<B: PacketBuf> EspIn<B> {
@@ -140,6 +235,7 @@ impl<B: PacketBuf> EspIn<B> {
                 .collect(),
             verdicts: Vec::with_capacity(burst),
             burst,
+            spread: None,
         }
     }
 
@@ -148,6 +244,10 @@ impl<B: PacketBuf> EspIn<B> {
         let burst = self.burst;
         self.groups
             .resize_with(tables.sad.sas().len(), || Stage::new(burst));
+    }
+
+    pub(super) fn burst(&self) -> usize {
+        self.burst
     }
 
     /// Stages ESP packet `pkt` from `port` for the inbound SA at `slot`.
@@ -174,9 +274,10 @@ impl<B: PacketBuf> EspIn<B> {
                 continue;
             }
             let mut stage = std::mem::replace(&mut self.groups[t], Stage::new(0));
+            let slot = SaIndex(t as u32);
             // Staged only for an inbound SA of a tunnel of this snapshot.
             let Some((sa, tunnel)) = tables
-                .inbound_sa(SaIndex(t as u32))
+                .inbound_sa(slot)
                 .and_then(|(_, id, sa)| Some((sa, tables.tunnel(id)?)))
             else {
                 for (pkt, port) in stage.pkts.drain(..).zip(stage.ports.drain(..)) {
@@ -185,81 +286,206 @@ impl<B: PacketBuf> EspIn<B> {
                 self.groups[t] = stage;
                 continue;
             };
+            if let Some(spread) = &mut self.spread {
+                // Spread a group worth splitting; and once an SA has
+                // tickets out, every group of it goes through its
+                // reorder stage, or a small group would overtake them.
+                if stage.pkts.len() >= 2 * MIN_PART || spread.outstanding(slot) != 0 {
+                    spread_group(spread, core, slot, tunnel.id, sa, &mut stage);
+                    self.groups[t] = stage;
+                    continue;
+                }
+            }
             self.verdicts.clear();
             self.verdicts.resize(stage.pkts.len(), Verdict::default());
-            {
-                // One lock per SA group per burst; uncontended with one worker.
-                let mut sa = sa.lock().unwrap_or_else(|e| e.into_inner());
-                sa.decap_burst(&mut stage.pkts, &mut self.verdicts, core.now.secs());
-            }
-            // The selector check of the last address pair: a burst of one
-            // SA is mostly one or a few host pairs, and the prefix scans
-            // per packet showed in the profile (docs/benchmarks.md, "Where
-            // the cycles go").
-            let mut last_pair: Option<(IpAddr, IpAddr, bool)> = None;
-            for (i, (mut pkt, port)) in stage.pkts.drain(..).zip(stage.ports.drain(..)).enumerate()
-            {
+            // No lock: any number of workers decrypt for one SA at once.
+            sa.decap_burst(&mut stage.pkts, &mut self.verdicts, core.now.secs());
+            let mut fwd = Forward::new(tunnel);
+            for (i, (pkt, port)) in stage.pkts.drain(..).zip(stage.ports.drain(..)).enumerate() {
                 if let Verdict::Drop(r) = self.verdicts[i] {
                     core.drop_pkt(pkt, DropReason::from_esp(r), Some(port));
                     continue;
                 }
-                let m = match parse_ip(&mut pkt) {
-                    Ok(m) => m,
-                    Err(r) => {
-                        core.drop_pkt(pkt, r, Some(port));
-                        continue;
-                    }
-                };
-                let inside = match last_pair {
-                    Some((src, dst, inside)) if src == m.src && dst == m.dst => inside,
-                    _ => {
-                        let inside = tunnel.inbound_matches(m.src, m.dst);
-                        last_pair = Some((m.src, m.dst, inside));
-                        inside
-                    }
-                };
-                if !inside {
-                    core.counters.tunnel(tunnel.id.0).in_policy_mismatch += 1;
-                    core.drop_pkt(pkt, DropReason::PolicyMismatch, Some(port));
-                    continue;
-                }
-                if core.net.is_local(m.dst) {
-                    // A ping through the tunnel to one of our protected
-                    // addresses: answered, back through the tunnel.
-                    let answered = m.proto == ip_protocol::ICMP
-                        && reply::icmpv4_echo_reply_in_place(pkt.data_mut()).is_ok()
-                        || m.proto == ip_protocol::ICMPV6
-                            && reply::icmpv6_echo_reply_in_place(pkt.data_mut()).is_ok();
-                    if !answered {
-                        core.drop_pkt(pkt, DropReason::LocalUnsupported, Some(port));
-                        continue;
-                    }
-                    core.counters.local += 1;
-                    core.counters.generated += 1;
-                    icmp.originate(core, esp_out, egress, tx, pkt, Origin::Decrypted);
-                    continue;
-                }
-                if m.ttl <= 1 {
-                    // Time exceeded from the port facing the destination,
-                    // back through the tunnel (traceroute across it).
-                    let e = IcmpError {
-                        port,
-                        src_port: core.net.routes.lookup(m.dst).map_or(port, |h| h.port),
-                        reason: DropReason::TtlExceeded,
-                        mtu: 0,
-                        origin: Origin::Decrypted,
-                    };
-                    icmp.error(core, esp_out, egress, tx, pkt, m, e);
-                    continue;
-                }
-                // The far side's SYN-ACK (or SYN) is clamped on its way out
-                // of the tunnel too: the peer gateway may not clamp.
-                clamp_mss(&mut core.counters, &mut pkt, &m, tunnel.mss_clamp);
-                decrement_ttl(&mut pkt, m.v6);
-                let policy = EgressPolicy::ProtectedOnly;
-                egress.route(core, icmp, esp_out, tx, pkt, m.dst, policy, Some(port));
+                fwd.packet(core, esp_out, icmp, egress, tx, pkt, port);
             }
             self.groups[t] = stage;
         }
+        self.poll_spread(core, esp_out, icmp, egress, tx);
     }
+
+    /// The fan-out's periodic work (every burst and every poll): decrypts
+    /// the jobs other workers handed to this one, completes the tickets of
+    /// the jobs that came back, and releases what is in order. Returns the
+    /// packets it moved (for the poll loop's idle detection).
+    pub(super) fn poll_spread<P: BufPool<B>>(
+        &mut self,
+        core: &mut Core<B, P>,
+        esp_out: &mut EspOut<B>,
+        icmp: &mut Icmp,
+        egress: &mut Egress,
+        tx: &mut TxQueues<B>,
+    ) -> usize {
+        let Some(spread) = &mut self.spread else {
+            return 0;
+        };
+        let mut work = 0;
+        // A bounded number per poll, so that this worker's own RX is not
+        // starved by others' work.
+        for _ in 0..2 * spread.workers() {
+            let Some(mut job) = spread.take_work() else {
+                break;
+            };
+            job.decrypt();
+            work += job.pkts.len();
+            core.counters.spread_in += job.pkts.len() as u64;
+            spread.give_back(job);
+        }
+        while let Some(job) = spread.take_done() {
+            work += job.pkts.len();
+            complete(spread, core, job);
+        }
+        if core.counters.spreading == 0 {
+            return work;
+        }
+        let tables = Arc::clone(&core.tables);
+        let now = core.now.ns;
+        for reorder in spread.reorders.iter_mut().flatten() {
+            if reorder.outstanding() == 0 {
+                continue;
+            }
+            // One SA's packets: one tunnel, looked up once per run of it.
+            let mut fwd: Option<(TunnelId, Option<Forward<'_>>)> = None;
+            while let Some((pkt, port, id)) = reorder.pop(now) {
+                core.counters.spreading -= 1;
+                work += 1;
+                if fwd.as_ref().is_none_or(|(last, _)| *last != id) {
+                    fwd = Some((id, tables.tunnel(id).map(Forward::new)));
+                }
+                match fwd.as_mut().and_then(|(_, f)| f.as_mut()) {
+                    Some(f) => f.packet(core, esp_out, icmp, egress, tx, pkt, port),
+                    // The tunnel left the tables while its packets were out.
+                    None => core.drop_pkt(pkt, DropReason::UnknownSpi, Some(port)),
+                }
+            }
+        }
+        work
+    }
+}
+
+/// Splits SA group `stage` into up to one part per worker: tickets in
+/// arrival order, the other workers' parts on their inboxes (decrypted
+/// here when an inbox is full or no job box is free), this worker's part
+/// decrypted at once.
+fn spread_group<B: PacketBuf, P: BufPool<B>>(
+    spread: &mut Spread<B>,
+    core: &mut Core<B, P>,
+    slot: SaIndex,
+    tunnel: TunnelId,
+    sa: &SharedInbound,
+    stage: &mut Stage<B>,
+) {
+    let n = stage.pkts.len();
+    let secs = core.now.secs();
+    let now = core.now.ns;
+    let wanted = (n / MIN_PART).clamp(1, spread.workers());
+    let mut staged = std::mem::take(&mut spread.staged);
+    let mut own = spread.own.take().unwrap_or_else(|| {
+        // Only if a previous call panicked half-way; start a new box.
+        spread.job().expect("a job box")
+    });
+    own.slot = slot;
+    own.tunnel = tunnel;
+    own.sa = Some(Arc::clone(sa));
+    own.now = secs;
+    for _ in 1..wanted {
+        let Some(mut j) = spread.job() else { break };
+        j.slot = slot;
+        j.tunnel = tunnel;
+        j.sa = Some(Arc::clone(sa));
+        j.now = secs;
+        staged.push(j);
+    }
+    let part_len = n.div_ceil(staged.len() + 1);
+    for (i, (pkt, port)) in stage.pkts.drain(..).zip(stage.ports.drain(..)).enumerate() {
+        let Some(ticket) = spread.reorder(slot).ticket(now) else {
+            core.drop_pkt(pkt, DropReason::ReorderFull, Some(port));
+            continue;
+        };
+        core.counters.spreading += 1;
+        let j = match i / part_len {
+            0 => &mut own,
+            k => &mut staged[k - 1],
+        };
+        j.tickets.push(ticket);
+        j.pkts.push(pkt);
+        j.ports.push(port);
+    }
+    for j in staged.drain(..) {
+        if j.pkts.is_empty() {
+            spread.recycle(j);
+            continue;
+        }
+        let handed = j.pkts.len() as u64;
+        let to = spread.next_worker();
+        match spread.send(to, j) {
+            Ok(()) => core.counters.spread_out += handed,
+            Err(mut j) => {
+                j.decrypt();
+                complete(spread, core, j);
+            }
+        }
+    }
+    spread.staged = staged;
+    own.decrypt();
+    let own = complete_into(spread, core, own);
+    spread.own = Some(own);
+}
+
+/// Completes the tickets of a decrypted job (its drops counted here, by
+/// the worker that received the packets) and recycles its box.
+fn complete<B: PacketBuf, P: BufPool<B>>(
+    spread: &mut Spread<B>,
+    core: &mut Core<B, P>,
+    job: Box<Job<B>>,
+) {
+    let job = complete_into(spread, core, job);
+    spread.recycle(job);
+}
+
+fn complete_into<B: PacketBuf, P: BufPool<B>>(
+    spread: &mut Spread<B>,
+    core: &mut Core<B, P>,
+    mut job: Box<Job<B>>,
+) -> Box<Job<B>> {
+    let reorder = spread.reorder(job.slot);
+    let tunnel = job.tunnel;
+    let verdicts = std::mem::take(&mut job.verdicts);
+    for (((pkt, port), ticket), verdict) in job
+        .pkts
+        .drain(..)
+        .zip(job.ports.drain(..))
+        .zip(job.tickets.drain(..))
+        .zip(verdicts.iter())
+    {
+        match *verdict {
+            Verdict::Drop(r) => {
+                // A drop completes its ticket: it never holds up the SA.
+                let _ = reorder.complete(ticket, None);
+                core.counters.spreading -= 1;
+                core.drop_pkt(pkt, DropReason::from_esp(r), Some(port));
+            }
+            Verdict::Forward => {
+                if let Err((_, Some((pkt, port, _)))) =
+                    reorder.complete(ticket, Some((pkt, port, tunnel)))
+                {
+                    // Given up before it came back (the bounded wait).
+                    core.counters.spreading -= 1;
+                    core.drop_pkt(pkt, DropReason::ReorderLate, Some(port));
+                }
+            }
+        }
+    }
+    job.verdicts = verdicts;
+    job.sa = None;
+    job
 }

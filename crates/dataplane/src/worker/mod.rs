@@ -16,7 +16,8 @@
 //!    requests for unresolved next hops.
 //! 3. [`EspOut`] and [`EspIn`] (esp.rs), per SA group once the burst is
 //!    classified (VPP-style: one engine call per SA per burst):
-//!    `encap_burst`, or `decap_burst` (one lock per SA group), the traffic
+//!    `encap_burst`, or `decap_burst` (no lock; with the decrypt fan-out
+//!    the group is split over the workers, spread.rs), the traffic
 //!    selector check and TTL.
 //! 4. [`Icmp`] (icmp.rs): ICMP errors (time exceeded, too big) and what
 //!    the gateway originates (echo replies), sent through the SPD.
@@ -55,6 +56,7 @@ mod icmp;
 mod link;
 mod mss;
 mod punt;
+mod spread;
 
 use classify::Classify;
 use egress::Egress;
@@ -62,6 +64,12 @@ use esp::{EspIn, EspOut};
 use icmp::Icmp;
 use link::Link;
 use punt::Punt;
+pub use spread::SpreadRings;
+/// The decrypt fan-out's bounds (for tests and docs).
+pub mod spread_consts {
+    pub use super::spread::{MAX_JOBS_PER_WORKER, MAX_WAIT_NS, MIN_PART, REORDER_CAPACITY};
+}
+use spread::Spread;
 
 /// Time of the run's monotonic clock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
@@ -235,6 +243,19 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         self.core.punt = Some(rings);
     }
 
+    /// Spreads the decryption of the SAs this worker receives over every
+    /// worker of `rings` (the decrypt fan-out, worker/spread.rs), and
+    /// decrypts their parts for the others. Every worker of the run gets
+    /// the same rings; this worker's index must be below
+    /// `rings.workers()`. Without it (or with one worker), a worker
+    /// decrypts what it receives itself.
+    pub fn set_spread(&mut self, rings: Arc<SpreadRings<B>>) {
+        if rings.workers() > 1 && self.id < rings.workers() {
+            let burst = self.esp_in.burst();
+            self.esp_in.spread = Some(Spread::new(self.id, rings, burst));
+        }
+    }
+
     /// Test hook of test and debug builds (absent from release builds,
     /// not reachable from the config): the worker panics in its next
     /// burst once it has processed `bursts`, so that the runtime's handling
@@ -319,8 +340,26 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         }
     }
 
-    /// Periodic work (call once per loop): neighbor retries and expiries.
-    pub fn tick(&mut self, tx: &mut TxQueues<B>, now: Now) {
+    /// Periodic work (call once per loop): the decrypt fan-out's work
+    /// (others' jobs, results back, packets released in order), neighbor
+    /// retries and expiries. Returns the packets the fan-out moved (work
+    /// of this poll for the idle back-off).
+    pub fn tick(&mut self, tx: &mut TxQueues<B>, now: Now) -> usize {
+        let mut work = 0;
+        if self.esp_in.spread.is_some() {
+            let core = &mut self.core;
+            core.now = now;
+            work = self.esp_in.poll_spread(
+                core,
+                &mut self.esp_out,
+                &mut self.icmp,
+                &mut self.egress,
+                tx,
+            );
+            if self.esp_out.has_staged() {
+                self.esp_out.run(core, &mut self.icmp, &mut self.egress, tx);
+            }
+        }
         if self.core.punt.is_some() {
             self.core.now = now;
             Punt::transmit(
@@ -332,7 +371,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
             );
         }
         if now.ns.saturating_sub(self.last_tick_ns) < TICK_NS {
-            return;
+            return work;
         }
         self.last_tick_ns = now.ns;
         let core = &mut self.core;
@@ -350,10 +389,18 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
             core.drop_pkt(pkt, DropReason::NeighborUnresolved, None);
         }
         core.counters.held = core.neighbors.held() as u64;
+        work
     }
 
-    /// Drops every packet still waiting for a next hop (at shutdown).
+    /// Drops every packet still waiting for a next hop (at shutdown), and
+    /// what waits in the decrypt fan-out's reorder stages.
     pub fn shutdown(&mut self) {
+        if let Some(spread) = &mut self.esp_in.spread {
+            for (pkt, port, _) in spread.drain() {
+                self.core.counters.spreading -= 1;
+                self.core.drop_pkt(pkt, DropReason::Shutdown, Some(port));
+            }
+        }
         for pkt in self.core.neighbors.drain_held() {
             self.core.drop_pkt(pkt, DropReason::Shutdown, None);
         }

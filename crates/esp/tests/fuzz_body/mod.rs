@@ -62,7 +62,7 @@ pub fn run(data: &[u8]) {
         return;
     };
     let cfg = config(selector);
-    let mut sa = InboundSa::new(&cfg, 0)
+    let sa = InboundSa::new(&cfg, 0)
         .unwrap()
         .starting_after(start(selector));
     let packet = if selector & SEALED_MODE != 0 {

@@ -1,6 +1,6 @@
 //! `[dataplane]`: workers, cores, mode, burst, mbufs, MTU, polling, EAL args.
 
-use crate::config::model::{Dataplane, Mode, Poll};
+use crate::config::model::{Dataplane, Mode, Poll, SpreadDecrypt};
 use crate::config::net::parse_lcores;
 use crate::config::reader::{Ctx, Table};
 use crate::config::HostFacts;
@@ -15,6 +15,7 @@ pub(crate) const KEYS: &[&str] = &[
     "poll",
     "idle_sleep_us",
     "eal",
+    "spread_decrypt",
 ];
 
 pub const DEFAULT_BURST: u16 = 32;
@@ -55,6 +56,7 @@ pub(crate) fn read(ctx: &mut Ctx, table: Option<Table>, host: &HostFacts) -> Dat
         poll: Poll::Busy,
         idle_sleep_us: DEFAULT_IDLE_SLEEP_US,
         eal: Vec::new(),
+        spread_decrypt: SpreadDecrypt::Off,
     };
     let Some(t) = table else { return dp };
 
@@ -160,6 +162,14 @@ pub(crate) fn read(ctx: &mut Ctx, table: Option<Table>, host: &HostFacts) -> Dat
                 "has no effect with poll = \"busy\" (busy workers never sleep)".to_string(),
             );
         }
+    }
+    if let Some(f) = t.get(ctx, "spread_decrypt") {
+        dp.spread_decrypt = f
+            .choice(
+                ctx,
+                &[("off", SpreadDecrypt::Off), ("auto", SpreadDecrypt::Auto)],
+            )
+            .unwrap_or(dp.spread_decrypt);
     }
     if let Some(f) = t.get(ctx, "eal") {
         let items = f.array(ctx, "a list of strings").unwrap_or_default();
