@@ -52,3 +52,54 @@ fn another_value_names_the_choices() {
         "{shown}"
     );
 }
+
+/// `espgw check` prints the queue and core plan (issue 15): queues per
+/// port, where the workers run, and where one peer's ESP is decrypted, as
+/// the runtime will do it for each mode.
+#[test]
+fn check_prints_the_queue_and_core_plan() {
+    let plan = |workers: u32, lines: &str| {
+        let text = with_dp(workers, lines);
+        let (config, _) = parse(&text).unwrap_or_else(|d| panic!("{}", render(&d)));
+        let summary = espgw_control::config::Summary(&config).to_string();
+        let at = summary
+            .find("queues and cores:")
+            .unwrap_or_else(|| panic!("no plan in:\n{summary}"));
+        summary[at..].lines().take(4).collect::<Vec<_>>().join("\n")
+    };
+    let one = plan(1, "");
+    assert!(one.contains("1 worker (not pinned"), "{one}");
+    assert!(one.contains("1 RX + 1 TX queues"), "{one}");
+    assert!(!one.contains("one peer's ESP"), "{one}");
+
+    let off = plan(2, "");
+    assert!(
+        off.contains("2 RX + 2 TX queues, one pair per worker"),
+        "{off}"
+    );
+    assert!(off.contains("qpairs=2"), "{off}");
+    assert!(
+        off.contains("arrives on one queue: the worker polling that queue decrypts all of it"),
+        "{off}"
+    );
+
+    let auto = plan(2, "spread_decrypt = \"auto\"");
+    assert!(
+        auto.contains("splits each burst over all 2 workers"),
+        "{auto}"
+    );
+
+    let pinned = plan(2, "lcores = \"3,5\"");
+    assert!(
+        pinned.contains("2 workers (pinned to cores 3,5)"),
+        "{pinned}"
+    );
+
+    let pipeline = plan(2, "mode = \"pipeline\"\nspread_decrypt = \"auto\"");
+    assert!(pipeline.contains("1 I/O lcore"), "{pipeline}");
+    assert!(
+        pipeline.contains("steers each flow to one of 2 workers"),
+        "{pipeline}"
+    );
+    assert!(!pipeline.contains("splits each burst"), "{pipeline}");
+}

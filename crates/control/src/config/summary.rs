@@ -5,6 +5,66 @@ use core::fmt;
 
 use super::model::{Config, EncapMode, Mode, PolicyAction, Poll, Side, SpdEntry};
 
+/// The queue and core plan (issue 15): which queues each port gets, which
+/// cores poll them, and where one tunnel's ESP is decrypted. It restates
+/// what the data plane's runtime does (`queues_per_port`, `lcore_map` in
+/// crates/dataplane/src/runtime/eal_args.rs, `spreads_decrypt`), so an
+/// operator sees before `espgw run` that one peer's ESP lands on one queue.
+fn queue_plan(f: &mut fmt::Formatter<'_>, c: &Config) -> fmt::Result {
+    let dp = &c.dataplane;
+    let n = dp.workers;
+    writeln!(f, "queues and cores:")?;
+    let cores = match &dp.lcores {
+        Some(l) => format!(
+            "pinned to cores {}",
+            l.iter()
+                .take(n)
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+        None => "not pinned: the kernel places them, `lcores` pins them".to_string(),
+    };
+    match dp.mode {
+        Mode::RunToCompletion => {
+            writeln!(
+                f,
+                "  {} ({cores}); every port gets {n} RX + {n} TX queues, one pair per worker",
+                plural(n, "worker"),
+            )?;
+            if n > 1 {
+                writeln!(
+                    f,
+                    "  received packets spread over the RX queues by RSS on IP addresses and TCP/UDP \
+                     ports (PCI ports) or af_packet's fanout hash (qpairs={n})"
+                )?;
+                let one = if dp.spreads_decrypt() {
+                    format!(
+                        "the worker that receives it splits each burst over all {n} workers and \
+                         puts the packets back in arrival order (spread_decrypt = \"auto\")"
+                    )
+                } else {
+                    "the worker polling that queue decrypts all of it (spread_decrypt = \"off\")"
+                        .to_string()
+                };
+                writeln!(
+                    f,
+                    "  one peer's ESP (same outer addresses, no ports to hash) arrives on one queue: {one}"
+                )?;
+            }
+        }
+        Mode::Pipeline => {
+            writeln!(
+                f,
+                "  1 I/O lcore (not pinned) polls queue 0 of every port and steers each flow to one of \
+                 {} ({cores}) by hash (ESP by outer addresses and SPI)",
+                plural(n, "worker"),
+            )?;
+        }
+    }
+    Ok(())
+}
+
 /// Displays a config summary: `println!("{}", Summary(&config))`.
 pub struct Summary<'a>(pub &'a Config);
 
@@ -48,6 +108,7 @@ impl fmt::Display for Summary<'_> {
             dp.mbufs,
             dp.mtu
         )?;
+        queue_plan(f, c)?;
         if let Some(sock) = &c.gateway.control_socket {
             writeln!(f, "control socket: {}", sock.display())?;
         }
