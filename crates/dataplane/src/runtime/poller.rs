@@ -202,9 +202,21 @@ impl<P: Clone> WorkerSetup<P> {
         if let Some(rings) = &self.punt {
             worker.set_punt(Arc::clone(rings));
         }
+        let mut idle_sleep = self.idle_sleep;
         if let Some(rings) = self.spread.take() {
             match rings.downcast::<crate::worker::SpreadRings<B>>() {
-                Ok(rings) => worker.set_spread(rings),
+                Ok(rings) => {
+                    worker.set_spread(rings);
+                    // A worker asleep in its idle backoff does not serve the
+                    // parts other workers hand it; the owner drops what is
+                    // not back within the reorder bound (`reorder_late`).
+                    // Sleeping at most a quarter of the bound keeps an idle
+                    // helper in time (tests/e2e/spread.sh: with the
+                    // default 100 µs sleep, 9 % of one tunnel's packets
+                    // were dropped late; docs/multicore.md).
+                    let cap = Duration::from_nanos(crate::worker::spread_consts::MAX_WAIT_NS / 4);
+                    idle_sleep = idle_sleep.min(cap);
+                }
                 Err(_) => tracing::error!(
                     worker = self.id,
                     "decrypt fan-out rings of another buffer type: not spreading"
@@ -216,7 +228,7 @@ impl<P: Clone> WorkerSetup<P> {
             worker.inject_panic_after(n);
         }
         let mut txq: TxQueues<B> = TxQueues::new(ports, 2 * burst);
-        let mut backoff = Backoff::new(self.poll, self.idle_sleep);
+        let mut backoff = Backoff::new(self.poll, idle_sleep);
         let mut publisher = Publisher::new(Arc::clone(&self.live));
         loop {
             let stop = path.stop();
