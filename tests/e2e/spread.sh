@@ -19,7 +19,11 @@
 #    reorder stage's own (`reorder_late`, `reorder_full`) and none of
 #    `replayed`/`icv_mismatch`: each packet decrypted exactly once;
 #  - the positive control: the same streams with the fan-out off give
-#    `spread_out` == 0 (so the counter proves something).
+#    `spread_out` == 0 (so the counter proves something);
+#  - the same checks (UDP order, drops, fan-out counted) over three more
+#    tunnels between one gateway pair: IPv4 outer in UDP 4500 (ESN),
+#    IPv6 outer, IPv6 outer in UDP (ESN), two UDP streams each, every
+#    tunnel's inbound SA on B carrying packets (tunnels.py set "spread").
 #
 # Needs root. ESPGW overrides the binary (default target/release/espgw).
 P=spread
@@ -79,7 +83,40 @@ run_streams off
 gateways_stop || fail "a gateway did not exit cleanly (fan-out off)"
 cp "$WORK/b.json" "$WORK/b-off.json"
 
-python3 - "$WORK/udp-on.json" "$WORK/b-on.json" "$WORK/udp-off.json" "$WORK/b-off.json" <<'PY' || fail "the checks above failed"
+# --- 3. UDP-encapsulated ESP and IPv6 outer through the fan-out -------------
+# tunnels.py's "spread" set: aes128gcm16 IPv4 outer in UDP 4500,
+# aes256gcm16 IPv6 outer, chacha20poly1305 IPv6 outer in UDP (ESN on the
+# first and last); B again 2 workers with the fan-out and a 1024 window.
+scripts/netns.sh down "$P"
+scripts/netns.sh up "$P"
+tunnels_gen spread
+sed -i -e 's/^workers = 1$/workers = 2/' -e '/^mode = /a spread_decrypt = "auto"' \
+    -e 's/^replay_window = 64$/replay_window = 1024/' "$WORK/gw-b.toml"
+grep -q '^spread_decrypt = "auto"' "$WORK/gw-b.toml" || fail "could not turn the fan-out on in tunnels.py's config"
+tunnel_hosts "$N" ab
+gateway_start b "$WORK/gw-b.toml"
+gateway_start a "$WORK/gw-a.toml"
+gateways_wait_ping -I 10.1.1.10 10.2.1.10 >"$WORK/up-tunnels.log" 2>&1 || fail "the first tunnel did not come up"
+for k in $(seq 1 "$N"); do
+    in_a ping -c1 -W2 -I 10.1.$k.10 10.2.$k.10 >/dev/null 2>&1 || true
+done
+SRVS=()
+for k in $(seq 1 "$N"); do
+    in_b iperf3 -s -1 -J -B 10.2.$k.10 -p $((5210 + k)) >"$WORK/udp-t$k.json" 2>&1 &
+    SRVS+=($!)
+done
+sleep 0.5
+CLIS=()
+for k in $(seq 1 "$N"); do
+    in_a iperf3 -c 10.2.$k.10 -B 10.1.$k.10 -p $((5210 + k)) -u -b 40M -l 1000 -P 2 -t 4 \
+        >"$WORK/udp-t$k-client.log" 2>&1 &
+    CLIS+=($!)
+done
+for p in "${CLIS[@]}" "${SRVS[@]}"; do wait "$p" || fail "an iperf3 of step 3 failed: $(tail -3 "$WORK"/udp-t*-client.log)"; done
+gateways_stop || fail "a gateway did not exit cleanly (step 3)"
+cp "$WORK/b.json" "$WORK/b-tunnels.json"
+
+python3 - "$WORK/udp-on.json" "$WORK/b-on.json" "$WORK/udp-off.json" "$WORK/b-off.json" "$WORK/b-tunnels.json" "$WORK"/udp-t[0-9]*.json <<'PY' || fail "the checks above failed"
 import json, sys
 
 def streams(path):
@@ -97,8 +134,10 @@ def drops(path):
     return json.load(open(path)).get("drops", {})
 
 ok = True
-for tag, udp, stats in (("on", sys.argv[1], sys.argv[2]), ("off", sys.argv[3], sys.argv[4])):
-    ss = streams(udp)
+runs = [("on", [sys.argv[1]], sys.argv[2]), ("off", [sys.argv[3]], sys.argv[4]),
+        ("on, UDP-encapsulated and IPv6 outer", sys.argv[6:], sys.argv[5])]
+for tag, udps, stats in runs:
+    ss = [x for u in udps for x in streams(u)]
     ws = workers(stats)
     d = {k: v for k, v in drops(stats).items() if v}
     total = sum(p for p, _, _ in ss)
@@ -107,27 +146,31 @@ for tag, udp, stats in (("on", sys.argv[1], sys.argv[2]), ("off", sys.argv[3], s
     print(f"fan-out {tag}: {len(ss)} UDP streams, {total} datagrams, {lost} lost, {ooo} out of order; "
           f"B workers spread_out={[w['spread_out'] for w in ws]} spread_in={[w['spread_in'] for w in ws]}; "
           f"B drops {d}")
-    if len(ss) != 4 or total == 0:
-        print(f"FAIL ({tag}): expected 4 UDP streams with traffic"); ok = False
+    want = 4 if len(udps) == 1 else 2 * len(udps)
+    if len(ss) != want or total == 0 or len(udps) == 0:
+        print(f"FAIL ({tag}): expected {want} UDP streams with traffic"); ok = False
     if ooo != 0:
         print(f"FAIL ({tag}): {ooo} datagrams out of order"); ok = False
     for bad in ("replayed", "icv_mismatch", "unknown_spi", "sa_expired", "no_policy", "policy_mismatch"):
         if d.get(bad):
             print(f"FAIL ({tag}): B dropped {d[bad]} as {bad}"); ok = False
-    if tag == "on":
+    if tag.startswith("on"):
         # The worker whose queue the ESP hashes to hands parts out; the
         # other decrypts them (which one receives depends on the hash).
         out = [w["spread_out"] for w in ws]
         inn = [w["spread_in"] for w in ws]
-        owner = out.index(max(out))
-        if not (out[owner] > 0 and inn[1 - owner] > 0):
+        if not (sum(out) > 0 and sum(inn) > 0):
             print("FAIL (on): B's workers show no fan-out (spread_out/spread_in zero)"); ok = False
         if d.get("reorder_late") or d.get("reorder_full"):
             print(f"note: the reorder stage dropped {d.get('reorder_late', 0)} late and "
                   f"{d.get('reorder_full', 0)} over its bound (a preempted worker on a shared machine)")
+        if len(udps) > 1:
+            ins = [(x["tunnel"], x["packets"]) for x in json.load(open(stats))["sas"] if x["dir"] == "in"]
+            if len(ins) != len(udps) or not all(n > 0 for _, n in ins):
+                print(f"FAIL ({tag}): every tunnel's inbound SA on B must have carried packets: {ins}"); ok = False
     else:
         if any(w["spread_out"] or w["spread_in"] for w in ws):
             print("FAIL (off): fan-out counters moved with spread_decrypt = off"); ok = False
 sys.exit(0 if ok else 1)
 PY
-echo "PASS: one tunnel decrypted by 2 workers: 4 UDP streams in order, TCP whole, the fan-out counted (and not without it)"
+echo "PASS: one tunnel decrypted by 2 workers: 4 UDP streams in order, TCP whole, the fan-out counted (and not without it); the same over UDP-encapsulated and IPv6-outer tunnels"

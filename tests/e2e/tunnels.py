@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Config generator for the many-tunnel end-to-end tests (suites.sh,
-interop.sh, badinput.sh, pmtu.sh): one gateway pair, many tunnels, each with its own
+interop.sh, badinput.sh, pmtu.sh, spread.sh): one gateway pair, many tunnels, each with its own
 host-address pair so one pair of espgw processes carries every variant.
 
   tunnels.py gen SET DIR    writes DIR/gw-a.toml, DIR/gw-b.toml (mode 600)
@@ -30,6 +30,8 @@ SETs:
            suites.sh and interop.sh)
   badinput two aes128gcm16 tunnels (badinput.sh: one for pings, one to attack)
   pmtu     aes128gcm16 over IPv4, aes128-sha1 over IPv6 in UDP (pmtu.sh)
+  spread   three AEAD tunnels: IPv4 outer in UDP, IPv6 outer, IPv6 outer in
+           UDP (spread.sh: the decrypt fan-out beyond plain IPv4 ESP)
 """
 import hashlib
 import hmac
@@ -64,6 +66,10 @@ def variants(name):
                 dict(esp="aes128-sha1", esn=True, outer=6, encap="udp")]
     if name == "badinput":
         return [dict(esp="aes128gcm16", esn=False, outer=4, encap="none")] * 2
+    if name == "spread":
+        return [dict(esp="aes128gcm16", esn=True, outer=4, encap="udp"),
+                dict(esp="aes256gcm16", esn=False, outer=6, encap="none"),
+                dict(esp="chacha20poly1305", esn=True, outer=6, encap="udp")]
     raise SystemExit(f"unknown set {name}")
 
 
