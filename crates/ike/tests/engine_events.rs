@@ -120,3 +120,43 @@ fn a_connection_overrides_the_engine_fragmentation_setting() {
         (true, false)
     );
 }
+
+/// RFC 7296 2.4 INITIAL_CONTACT: the initiator sends it in IKE_AUTH when
+/// it holds no other IKE SA with the peer, and the responder's IkeSaUp
+/// says so; a second IKE SA while the first is up carries none.
+#[test]
+fn initial_contact_only_when_no_other_ike_sa_with_the_peer_is_up() {
+    let ike = "aes128gcm16-prfsha256-x25519";
+    let (a, b) = connections(PSK, PSK, ike, ike, "aes128gcm16", "aes128gcm16");
+    let mut p = Pair::new(a, b, test_config());
+    p.a.initiate(0, 0).unwrap();
+    p.run(&[], 60_000);
+    let flag = |ev: &[Event]| {
+        ev.iter()
+            .filter_map(|e| match e {
+                Event::IkeSaUp {
+                    initial_contact, ..
+                } => Some(*initial_contact),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(flag(&p.events_b), vec![true], "the responder sees it");
+    assert_eq!(
+        flag(&p.events_a),
+        vec![false],
+        "only a responder reports it"
+    );
+    // (The notify rides in the encrypted IKE_AUTH: the responder's event
+    // is the witness.) A second IKE SA while the first is up: none.
+    p.events_a.clear();
+    p.events_b.clear();
+    let now = p.now;
+    p.a.initiate(now, 0).unwrap();
+    p.run(&[], 60_000);
+    assert_eq!(
+        flag(&p.events_b),
+        vec![false],
+        "the first IKE SA is still up"
+    );
+}

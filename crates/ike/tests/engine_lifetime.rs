@@ -543,6 +543,19 @@ fn reauthentication_makes_the_new_ike_sa_before_deleting_the_old() {
     assert_eq!(requests(&p, ExchangeType::IKE_SA_INIT).len(), 1);
     assert_eq!(ike_up(&p.events_a).len(), 1);
     assert_eq!(ike_up(&p.events_b).len(), 1);
+    // A reauthentication is no INITIAL_CONTACT: the peer still holds the
+    // old IKE SA (the responder's driver waits before switching to it).
+    assert!(
+        p.events_b.iter().any(|e| matches!(
+            e,
+            Event::IkeSaUp {
+                initial_contact: false,
+                ..
+            }
+        )),
+        "{:?}",
+        p.events_b
+    );
     let pos = |ev: &[Event], f: &dyn Fn(&Event) -> bool| ev.iter().position(f).unwrap();
     for (ev, old) in [(&p.events_a, id_a), (&p.events_b, id_b)] {
         let installed = pos(ev, &|e| matches!(e, Event::ChildSaInstalled(_)));

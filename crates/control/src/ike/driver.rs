@@ -20,7 +20,7 @@ use crate::config::connection::{Child, Connection, IkeAuth, IkeId, StartAction};
 use crate::config::{
     EncapMode as Encap, Lifetime, Limits, SaKeys, SecretBytes, Tunnel, DEFAULT_PRIORITY,
 };
-use crate::live::SaManager;
+use crate::live::{Dir, SaManager};
 
 /// First wait before re-initiating a failed `start` connection; doubles
 /// per failure up to [`RETRY_MAX_MS`].
@@ -31,6 +31,11 @@ pub const RETRY_MAX_MS: u64 = 60_000;
 /// old one (the peer then has the new inbound SA); if that delete never
 /// comes, after this long anyway.
 pub const OUTBOUND_SWITCH_TIMEOUT_MS: u64 = 5_000;
+/// When the peer reauthenticates (a new IKE SA without INITIAL_CONTACT
+/// whose CHILD_SA takes a tunnel over), our outbound switch waits until the
+/// peer shows it has the new SA: its first packet on our new inbound SA,
+/// or its Delete of the old IKE SA; after this long anyway.
+pub const TAKEOVER_SWITCH_TIMEOUT_MS: u64 = 1_000;
 /// A refused IKE SA rekey is tried again after this long.
 pub const IKE_REKEY_RETRY_MS: u64 = 60_000;
 /// The shortest time between two acquires that initiate one connection
@@ -85,6 +90,9 @@ struct IkeSaState {
     /// Its connection was terminated while we were setting it up: it is
     /// deleted as soon as it is up, and its CHILD_SA never installed.
     doomed: bool,
+    /// The peer set it up with INITIAL_CONTACT: it holds no other IKE SA
+    /// with us (a restart), so its CHILD_SA takes a tunnel over at once.
+    initial_contact: bool,
 }
 
 /// A rekey's new outbound SA held back until the peer deleted the old one.
@@ -95,6 +103,10 @@ struct PendingSwitch {
     old_inbound: u32,
     keys: SaKeys,
     deadline: Time,
+    /// A takeover by a new IKE SA of the peer's: the old IKE SA, whose
+    /// deletion (or the peer's first packet on `for_inbound`) releases the
+    /// switch.
+    takeover_of: Option<IkeSaId>,
 }
 
 #[derive(Debug)]
@@ -470,6 +482,7 @@ impl<R: RandomSource> IkeDriver<R> {
                         next_dpd: None,
                         dpd_outstanding: false,
                         doomed: false,
+                        initial_contact: false,
                     },
                 );
             }
@@ -697,6 +710,24 @@ impl<R: RandomSource> IkeDriver<R> {
             if self.conns[id].retry_at.is_some_and(|t| t <= now) && !self.conns[id].stopped {
                 self.initiate_id(now, id);
             }
+            // A takeover: the peer's first packet on the new inbound SA
+            // shows it sends, so receives, on the new CHILD_SA.
+            if let Some(spi) = self.conns[id]
+                .pending_switch
+                .as_ref()
+                .filter(|p| p.takeover_of.is_some())
+                .map(|p| p.for_inbound)
+            {
+                let used = manager
+                    .sa_list(now / 1000)
+                    .iter()
+                    .any(|i| i.spi == spi && i.dir == Dir::In && i.packets > 0);
+                if used {
+                    if let Some(p) = self.conns[id].pending_switch.take() {
+                        self.switch(now, id, p.keys, manager);
+                    }
+                }
+            }
             // In a collision the switch waits for the deletion that
             // settles it, however long.
             if !self.conns[id].collision
@@ -895,6 +926,17 @@ impl<R: RandomSource> IkeDriver<R> {
             return;
         };
         let id = s.connection;
+        // The peer deleted the IKE SA its new one replaced: it has the new
+        // CHILD_SA, our held-back outbound switch to it happens now.
+        if self.conns[id]
+            .pending_switch
+            .as_ref()
+            .is_some_and(|p| p.takeover_of == Some(sa))
+        {
+            if let Some(p) = self.conns[id].pending_switch.take() {
+                self.switch(now, id, p.keys, manager);
+            }
+        }
         if self.conns[id]
             .current
             .as_ref()
@@ -1019,6 +1061,12 @@ impl<R: RandomSource> IkeDriver<R> {
         let rekey_of = current
             .filter(|(sa, _)| *sa == c.ike_sa)
             .map(|(_, s)| s.inbound_spi);
+        // The SA a takeover replaces: its IKE SA and our inbound SPI.
+        let old = current.map(|(sa, s)| (*sa, s.inbound_spi));
+        // The peer's new IKE SA came with INITIAL_CONTACT: it lost the old
+        // one (a restart) and has the new CHILD_SA as soon as it has our
+        // answer, as for a first CHILD_SA; nothing to wait for.
+        let restarted = self.sas.get(&c.ike_sa).is_some_and(|s| s.initial_contact);
         let takeover = current.is_some_and(|(sa, _)| *sa != c.ike_sa)
             && manager.tunnel(&name).is_some_and(|t| {
                 t.local == tunnel.local && t.remote == tunnel.remote && t.encap == tunnel.encap
@@ -1033,17 +1081,33 @@ impl<R: RandomSource> IkeDriver<R> {
             self.conns[id].pending_switch = None;
             self.conns[id].previous = None;
             self.conns[id].collision = false;
-            // Outbound at once, also when the peer set the new IKE SA up
-            // (a reauthentication, or the peer back after a restart): it
-            // installs the CHILD_SA when our IKE_AUTH answer arrives, so
-            // for that round trip our first packets on it can find no SA
-            // there (docs/ike.md "reauth_time"). Holding the switch back
-            // would lose a restarted peer's traffic for longer: the driver
-            // cannot tell the two apart (no INITIAL_CONTACT).
+            // Our own new IKE SA (our reauthentication): the peer installed
+            // the CHILD_SA both ways before it answered, so outbound at
+            // once. The peer's, with INITIAL_CONTACT (it restarted and
+            // holds no old SA): at once too. The peer's without it (its
+            // reauthentication): held back until the peer shows it has the
+            // SA: its Delete of the old IKE SA, its first packet on the new
+            // one, or TAKEOVER_SWITCH_TIMEOUT_MS (docs/ike.md "reauth_time").
             let r = manager
                 .install_inbound(&name, tunnel.inbound.clone(), secs)
-                .and_then(|()| manager.switch_outbound(&name, tunnel.outbound, secs));
+                .and_then(|()| match old {
+                    // The peer's new IKE SA: it installs the CHILD_SA when
+                    // our IKE_AUTH answer arrives, so our outbound waits for
+                    // a sign that it has (TAKEOVER_SWITCH_TIMEOUT_MS).
+                    Some((old_sa, old_inbound)) if !ours && !restarted => {
+                        self.conns[id].pending_switch = Some(PendingSwitch {
+                            for_inbound: c.inbound_spi,
+                            old_inbound,
+                            keys: tunnel.outbound.clone(),
+                            deadline: now + TAKEOVER_SWITCH_TIMEOUT_MS,
+                            takeover_of: Some(old_sa),
+                        });
+                        Ok(())
+                    }
+                    _ => manager.switch_outbound(&name, tunnel.outbound, secs),
+                });
             if let Err(e) = r {
+                self.conns[id].pending_switch = None;
                 warn!(tunnel = %name, error = %e, "IKE: CHILD_SA of a new IKE SA refused; deleting it");
                 let _ = self.engine.delete_child_sa(now, c.ike_sa, c.inbound_spi);
                 return;
@@ -1081,6 +1145,7 @@ impl<R: RandomSource> IkeDriver<R> {
                         old_inbound,
                         keys: tunnel.outbound,
                         deadline: now + OUTBOUND_SWITCH_TIMEOUT_MS,
+                        takeover_of: None,
                     });
                 }
                 self.metrics.child_rekeys += 1;
@@ -1200,6 +1265,7 @@ impl<R: RandomSource> IkeDriver<R> {
                     local,
                     remote,
                     initiator,
+                    initial_contact,
                     ..
                 } => {
                     let c = &mut self.conns[connection];
@@ -1218,9 +1284,11 @@ impl<R: RandomSource> IkeDriver<R> {
                         next_dpd: None,
                         dpd_outstanding: false,
                         doomed: false,
+                        initial_contact: false,
                     });
                     s.phase = SaPhase::Established;
                     s.initiator = initiator;
+                    s.initial_contact = initial_contact;
                     if s.doomed {
                         info!(ike_sa = %format!("{ike_sa:016x}"), "IKE: terminated while being set up; deleting it");
                         if let Err(e) = self.engine.delete_ike_sa(now, ike_sa) {
@@ -1304,6 +1372,7 @@ impl<R: RandomSource> IkeDriver<R> {
                         next_dpd: (dpd > 0).then(|| now + dpd * 1000),
                         dpd_outstanding: false,
                         doomed: false,
+                        initial_contact: false,
                     };
                     self.sas.insert(new, state);
                     let conn = &mut self.conns[id];

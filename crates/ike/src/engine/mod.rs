@@ -190,6 +190,13 @@ pub enum Event {
         spi_i: u64,
         /// The responder's SPI.
         spi_r: u64,
+        /// We are the responder and the peer sent INITIAL_CONTACT: it
+        /// holds no other IKE SA with us (it restarted, or this is its
+        /// first), so any older IKE SA and CHILD_SAs with it are stale.
+        /// Without it a new IKE SA from a peer that has one is its
+        /// reauthentication: it installs the CHILD_SA only once our answer
+        /// arrives.
+        initial_contact: bool,
     },
     /// A CHILD_SA to install in the data plane.
     ChildSaInstalled(Box<ChildSa>),
@@ -564,7 +571,13 @@ impl<R: RandomSource> Engine<R> {
         }
         let id = self.fresh_spi()?;
         let conn = &self.connections[connection];
-        let sa = IkeSa::initiate(
+        // INITIAL_CONTACT only when no other IKE SA with the peer is up:
+        // the peer may then drop any state it still holds for us.
+        let alone = !self
+            .sas
+            .values()
+            .any(|sa| sa.remote().ip() == conn.remote.ip() && sa.is_live());
+        let mut sa = IkeSa::initiate(
             id,
             connection,
             conn,
@@ -573,6 +586,7 @@ impl<R: RandomSource> Engine<R> {
             &mut self.rng,
             &mut self.out,
         )?;
+        sa.set_initial_contact(alone);
         self.sas.insert(id, sa);
         Ok(id)
     }

@@ -257,6 +257,12 @@ impl IkeSa {
             inner.push(Payload::IdR(r.clone()));
         }
         inner.push(Payload::Auth(auth));
+        if self.initial_contact {
+            inner.push(Payload::Notify(Notify::ike(
+                NotifyType::INITIAL_CONTACT,
+                Vec::new(),
+            )));
+        }
         inner.push(Payload::Sa(wire::offer(
             ProtocolId::ESP,
             &self.child_spi.to_be_bytes(),
@@ -301,6 +307,7 @@ impl IkeSa {
             initiator: self.role == Role::Initiator,
             spi_i: self.spi_i,
             spi_r: self.spi_r,
+            initial_contact: self.role == Role::Responder && self.initial_contact,
         });
         match self.initiator_child(conn, &inner) {
             Ok(child) => {
@@ -652,6 +659,7 @@ impl IkeSa {
         reply.push(Payload::Auth(auth));
         self.state = State::Established;
         self.expires = None;
+        self.initial_contact = inner.notify(NotifyType::INITIAL_CONTACT).is_some();
         let mut events = vec![Event::IkeSaUp {
             ike_sa: self.id,
             connection: self.connection,
@@ -661,6 +669,7 @@ impl IkeSa {
             initiator: self.role == Role::Initiator,
             spi_i: self.spi_i,
             spi_r: self.spi_r,
+            initial_contact: self.role == Role::Responder && self.initial_contact,
         }];
         match self.responder_child(conn, &inner, rng) {
             Ok((child, number, transforms)) => {

@@ -235,6 +235,11 @@ pub(crate) struct IkeSa {
     addke: intermediate::AddKe,
     /// The INFORMATIONAL request outstanding, if that is what is.
     in_flight: Option<OwnRequest>,
+    /// RFC 7296 2.4 INITIAL_CONTACT: as initiator, send it in IKE_AUTH
+    /// (this is the only IKE SA with the peer: not a reauthentication);
+    /// as responder, the peer sent it (it holds no other IKE SA with us,
+    /// e.g. after a restart).
+    initial_contact: bool,
 }
 
 fn random_bytes(rng: &mut dyn RandomSource, n: usize) -> Result<Vec<u8>, EngineError> {
@@ -312,6 +317,17 @@ impl IkeSa {
         )
     }
 
+    /// Established and not replaced: an IKE SA the peer holds too.
+    pub(crate) fn is_live(&self) -> bool {
+        self.state == State::Established && !self.replaced
+    }
+
+    /// Initiator: announce INITIAL_CONTACT in IKE_AUTH (set before the
+    /// IKE_SA_INIT response arrives, i.e. right after `initiate`).
+    pub(crate) fn set_initial_contact(&mut self, on: bool) {
+        self.initial_contact = on;
+    }
+
     /// The suite and SK_* keys once IKE_SA_INIT is done.
     pub(crate) fn suite_and_keys(&self) -> Option<(IkeSuite, &IkeSaKeys)> {
         self.suite.zip(self.keys.as_ref())
@@ -366,6 +382,7 @@ impl IkeSa {
             expires: None,
             pending: std::collections::VecDeque::new(),
             in_flight: None,
+            initial_contact: false,
             addke: Default::default(),
         }
     }
