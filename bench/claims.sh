@@ -497,6 +497,44 @@ for tag in ["spread-2", "spread-sizes", "spread-rerun"]:
         claim("docs/multicore.md", "| %s | %s | %.2f / %.2f | %.2fx |" % (
             tag, size, r1["loop_mpps"], r2["loop_mpps"], r2["loop_mpps"] / r1["loop_mpps"]))
 
+# --- worker per-packet trims (issue 14, Zen 5): before/after, p50 medians ---
+def wp_rows(tag):
+    rows = {}
+    for i in (1, 2, 3):
+        for r in load("epyc-zen5-2vcpu-2026-12-02-wperf-%s-%d.json" % (tag, i))["results"]:
+            rows.setdefault((str(r["size"]), r["direction"], r["layer"]), []).append(r)
+    return rows
+
+
+def wp_table(before, after):
+    lines = []
+    for n in ["64", "1420"]:
+        for d in ["encrypt", "decrypt"]:
+            b = [round(r["cycles_per_packet_p50"]) for r in before[(n, d, "worker")]]
+            a = [round(r["cycles_per_packet_p50"]) for r in after[(n, d, "worker")]]
+            mb, ma = sorted(b)[1], sorted(a)[1]
+            ca = sorted(round(r["cycles_per_packet_p50"]) for r in after[(n, d, "cipher")])[1]
+            lines.append("| %s | %s | %s (%s) | %s (%s) | %+d | %d | %d |" % (
+                n, d, mb, ", ".join(map(str, b)), ma, ", ".join(map(str, a)), ma - mb, ca, ma - ca))
+    return lines
+
+
+wpb, wpa = wp_rows("before"), wp_rows("after")
+for line in wp_table(wpb, wpa):
+    claim("docs/benchmarks.md", line)
+wcb, wca = wp_rows("counters-before"), wp_rows("counters-after")
+for line in wp_table(wcb, wca):
+    claim("docs/benchmarks.md", line)
+
+wib, wia = wp_rows("inline-before"), wp_rows("inline-after")
+for line in wp_table(wib, wia):
+    claim("docs/benchmarks.md", line)
+claim("docs/benchmarks.md", "a quieter stretch: %d cycles at 64 bytes encrypting, %d over the cipher layer's %d" % (
+    sorted(round(r["cycles_per_packet_p50"]) for r in wib[("64", "encrypt", "worker")])[1],
+    sorted(round(r["cycles_per_packet_p50"]) for r in wib[("64", "encrypt", "worker")])[1]
+    - sorted(round(r["cycles_per_packet_p50"]) for r in wib[("64", "encrypt", "cipher")])[1],
+    sorted(round(r["cycles_per_packet_p50"]) for r in wib[("64", "encrypt", "cipher")])[1]))
+
 # --- withdrawn: sentences the data contradicted, which must not come back ----
 # (a merge of an older branch would bring them back silently otherwise)
 WITHDRAWN = [

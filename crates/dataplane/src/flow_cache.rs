@@ -98,15 +98,30 @@ impl FlowCache {
 
     /// `spd.decide(flow)`, from the cache when this flow was looked up last
     /// in its slot.
-    #[inline]
+    ///
+    /// The hit path is inlined into the caller and the miss is a separate
+    /// cold function: with the SPD call in the same body, every lookup
+    /// paid for the miss path's stack frame and register saves, and the
+    /// caller built the key on the stack for the call (docs/benchmarks.md,
+    /// "Worker layer per-packet trims").
+    #[inline(always)]
     pub fn lookup(&mut self, spd: &Spd, flow: &FlowKey) -> Decision {
         let key = CacheKey::new(flow);
-        let slot = &mut self.slots[key.hash() & self.mask];
-        if slot.0 == key {
-            return slot.1;
+        let i = key.hash() & self.mask;
+        match self.slots.get(i) {
+            Some((k, d)) if *k == key => *d,
+            _ => self.miss(spd, flow, key, i),
         }
+    }
+
+    /// A flow not in its slot: asks the SPD and keeps the answer there.
+    #[cold]
+    #[inline(never)]
+    fn miss(&mut self, spd: &Spd, flow: &FlowKey, key: CacheKey, i: usize) -> Decision {
         let d = spd.decide(flow);
-        *slot = (key, d);
+        if let Some(slot) = self.slots.get_mut(i) {
+            *slot = (key, d);
+        }
         d
     }
 }

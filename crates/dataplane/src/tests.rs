@@ -1085,6 +1085,33 @@ mod live {
     }
 }
 
+/// The receive counters, added once per burst: every packet of it and its
+/// bytes, the runt and a dropped one included.
+#[test]
+fn receive_counters_cover_the_whole_burst() {
+    let mut a = ready_a();
+    let before = a.w.counters().clone();
+    let frames = vec![
+        from_host_a(&udp4("10.1.0.10", "10.2.0.10", 64, true, 100)),
+        vec![1, 2, 3],
+        from_host_a(&udp4("10.1.0.10", "10.2.0.10", 64, true, 300)),
+        from_host_a(&udp4("10.1.0.10", "10.2.0.10", 1, true, 10)),
+    ];
+    let bytes: u64 = frames.iter().map(|f| f.len() as u64).sum();
+    a.rx(PROT, &frames);
+    let c = a.w.counters();
+    assert_eq!(c.rx - before.rx, 4);
+    assert_eq!(c.ports[PROT].rx_packets - before.ports[PROT].rx_packets, 4);
+    assert_eq!(c.ports[PROT].rx_bytes - before.ports[PROT].rx_bytes, bytes);
+    assert_eq!(c.ports[UNPROT].rx_packets, before.ports[UNPROT].rx_packets);
+    // An empty burst counts nothing.
+    a.rx(PROT, &[]);
+    assert_eq!(
+        a.w.counters().ports[PROT].rx_bytes - before.ports[PROT].rx_bytes,
+        bytes
+    );
+}
+
 #[test]
 fn stats_json_has_the_contract_keys() {
     let mut a = ready_a();

@@ -62,7 +62,8 @@ impl Classify {
         self.last_inbound = None;
     }
 
-    /// A packet received on `port`.
+    /// A packet received on `port` (counted as received by the caller,
+    /// once per burst).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn input<B: PacketBuf, P: BufPool<B>>(
         &mut self,
@@ -75,11 +76,6 @@ impl Classify {
         egress: &mut Egress,
         tx: &mut TxQueues<B>,
     ) {
-        core.counters.rx += 1;
-        let pc = &mut core.counters.ports[port];
-        pc.rx_packets += 1;
-        pc.rx_bytes += pkt.len() as u64;
-
         // The Ethernet header read in place (no header view, no MAC copies
         // into a Repr): this runs for every packet.
         let d = pkt.data();
@@ -193,7 +189,11 @@ impl Classify {
                     return core.drop_pkt(pkt, DropReason::PolicyDiscard, Some(port));
                 };
                 let mtu = core.net.ports[tunnel.port].mtu;
-                clamp_mss(&mut core.counters, &mut pkt, &m, tunnel.mss_clamp);
+                // Checked here first: without a clamp configured (the
+                // common case) this skips a call per packet.
+                if tunnel.mss_clamp.is_some() {
+                    clamp_mss(&mut core.counters, &mut pkt, &m, tunnel.mss_clamp);
+                }
                 let len = pkt.len();
                 let Some(out) = tunnel.out.as_deref() else {
                     if tunnel.trap {

@@ -122,6 +122,10 @@ impl Egress {
     /// Prepends the Ethernet header to the IP packet `pkt` and queues it.
     /// (Frames already carrying one, like NA answers built from a
     /// stripped packet, come here stripped too.)
+    ///
+    /// Inlined: it is the last step of every forwarded packet, and as a
+    /// call it saved and restored registers around a few stores.
+    #[inline(always)]
     pub(super) fn send_frame<B: PacketBuf, P: BufPool<B>>(
         core: &mut Core<B, P>,
         port: PortIdx,
