@@ -124,8 +124,10 @@ impl OuterTemplate {
     /// Writes the headers for an outer packet of `total` bytes (headers
     /// included) into `out[..self.len()]`. `total` must be at most
     /// [`Self::max_packet`].
-    #[inline]
     /// `ds` is the DS field (DSCP and ECN) the outer header carries.
+    /// Forced inline: called once per packet from `encap_burst`, where
+    /// `#[inline]` alone left a call (issue 14, docs/benchmarks.md).
+    #[inline(always)]
     pub(crate) fn write(&self, out: &mut [u8], total: usize, ip_id: u16, ds: u8) {
         let out = &mut out[..self.len];
         // One fixed-size copy per layout (20, 28, 40 or 48 bytes) instead of
