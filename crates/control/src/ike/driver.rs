@@ -20,7 +20,7 @@ use crate::config::connection::{Child, Connection, IkeAuth, IkeId, StartAction};
 use crate::config::{
     EncapMode as Encap, Lifetime, Limits, SaKeys, SecretBytes, Tunnel, DEFAULT_PRIORITY,
 };
-use crate::live::{Dir, SaManager};
+use crate::live::SaManager;
 
 /// First wait before re-initiating a failed `start` connection; doubles
 /// per failure up to [`RETRY_MAX_MS`].
@@ -718,11 +718,8 @@ impl<R: RandomSource> IkeDriver<R> {
                 .filter(|p| p.takeover_of.is_some())
                 .map(|p| p.for_inbound)
             {
-                let used = manager
-                    .sa_list(now / 1000)
-                    .iter()
-                    .any(|i| i.spi == spi && i.dir == Dir::In && i.packets > 0);
-                if used {
+                let tunnel = &self.conns[id].tunnel;
+                if manager.inbound_packets(tunnel, spi).is_some_and(|n| n > 0) {
                     if let Some(p) = self.conns[id].pending_switch.take() {
                         self.switch(now, id, p.keys, manager);
                     }

@@ -879,6 +879,16 @@ impl<T: Send + Sync + 'static> SaManager<T> {
         }
     }
 
+    /// Packets inbound SA `spi` of tunnel `name` has decrypted so far
+    /// (None: no such SA). One counter read, no list built.
+    pub fn inbound_packets(&self, name: &str, spi: u32) -> Option<u64> {
+        let t = &self.tunnels[self.find(name)?];
+        t.inbound
+            .iter()
+            .find(|i| i.spi == spi)
+            .map(|i| i.counters.stats().packets)
+    }
+
     /// Every SA, tunnel by tunnel: outbound, then inbound (current first).
     pub fn sa_list(&self, now: u64) -> Vec<SaInfo> {
         let mut out = Vec::new();
