@@ -243,17 +243,31 @@ impl GcmKey {
                 computed.as_mut_ptr(),
             )
         };
-        // One 128-bit comparison rather than subtle's byte-by-byte one
-        // over the array: the same constant-time answer in fewer steps.
-        let (ours, theirs) = (u128::from_ne_bytes(computed), u128::from_ne_bytes(*tag));
-        if bool::from(ours.ct_eq(&theirs)) {
-            Ok(())
-        } else {
-            // Re-encrypting the plaintext under the same nonce gives the
-            // ciphertext back; the tag it computes is discarded.
+        verify_or_restore(&computed, tag, || {
             let _ = self.seal(nonce, aad, buf);
-            Err(TagMismatch)
-        }
+        })
+    }
+}
+
+/// The end of both AEADs' `open`: the library decrypted in place and
+/// computed `computed`; on a mismatch with the received `tag`,
+/// `re_encrypt` runs (the keystream is its own inverse, so encrypting the
+/// plaintext again under the same nonce restores the ciphertext: no
+/// plaintext is left in the buffer) and the open fails.
+#[inline(always)]
+fn verify_or_restore(
+    computed: &[u8; TAG_LEN],
+    tag: &[u8; TAG_LEN],
+    re_encrypt: impl FnOnce(),
+) -> Result<(), TagMismatch> {
+    // One 128-bit comparison rather than subtle's byte-by-byte one over
+    // the array: the same constant-time answer in fewer steps.
+    let (ours, theirs) = (u128::from_ne_bytes(*computed), u128::from_ne_bytes(*tag));
+    if bool::from(ours.ct_eq(&theirs)) {
+        Ok(())
+    } else {
+        re_encrypt();
+        Err(TagMismatch)
     }
 }
 
@@ -376,13 +390,9 @@ impl ChachaKey {
         tag: &[u8; TAG_LEN],
     ) -> Result<(), TagMismatch> {
         let computed = chacha_job(false, &self.key, nonce, aad, buf);
-        let (ours, theirs) = (u128::from_ne_bytes(computed), u128::from_ne_bytes(*tag));
-        if bool::from(ours.ct_eq(&theirs)) {
-            Ok(())
-        } else {
+        verify_or_restore(&computed, tag, || {
             let _ = self.seal(nonce, aad, buf);
-            Err(TagMismatch)
-        }
+        })
     }
 }
 
@@ -407,6 +417,48 @@ mod tests {
         // SAFETY: a pure function of the library.
         let n = unsafe { espgw_imb_gcm_key_bytes() };
         assert!(n <= GCM_KEY_BYTES && n > 500, "{n}");
+    }
+
+    /// A failed open leaves the ciphertext it was given (no plaintext),
+    /// and the right tag opens it; for both AEADs, empty to multi-block.
+    #[test]
+    fn a_failed_open_restores_the_ciphertext() {
+        let gcm = [GcmKey::new(&[0x42; 16]), GcmKey::new(&[0x43; 32])];
+        let chacha = ChachaKey::new(&[0x44; 32]);
+        type Seal<'a> = Box<dyn Fn(&mut [u8]) -> [u8; TAG_LEN] + 'a>;
+        type Open<'a> = Box<dyn Fn(&mut [u8], &[u8; TAG_LEN]) -> Result<(), TagMismatch> + 'a>;
+        let (nonce, aad) = ([7u8; 12], [0x11u8; 8]);
+        let mut aeads: Vec<(&str, Seal, Open)> = Vec::new();
+        for k in gcm.iter().flatten() {
+            aeads.push((
+                "gcm",
+                Box::new(move |b: &mut [u8]| k.seal(&nonce, &aad, b)),
+                Box::new(move |b: &mut [u8], t: &[u8; TAG_LEN]| k.open(&nonce, &aad, b, t)),
+            ));
+        }
+        if let Some(k) = &chacha {
+            aeads.push((
+                "chacha",
+                Box::new(move |b: &mut [u8]| k.seal(&nonce, &aad, b)),
+                Box::new(move |b: &mut [u8], t: &[u8; TAG_LEN]| k.open(&nonce, &aad, b, t)),
+            ));
+        }
+        assert_eq!(aeads.len(), 3, "the library runs here (tests need it)");
+        for (name, seal, open) in &aeads {
+            for len in [0usize, 1, 16, 63, 64, 65, 1420] {
+                let pt: Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
+                let mut buf = pt.clone();
+                let tag = seal(&mut buf);
+                let ct = buf.clone();
+                assert!(len == 0 || ct != pt, "{name} {len}: not encrypted");
+                let mut bad = tag;
+                bad[len % TAG_LEN] ^= 0x80;
+                assert_eq!(open(&mut buf, &bad), Err(TagMismatch), "{name} {len}");
+                assert_eq!(buf, ct, "{name} {len}: ciphertext not restored");
+                open(&mut buf, &tag).unwrap_or_else(|_| panic!("{name} {len}: good tag"));
+                assert_eq!(buf, pt, "{name} {len}");
+            }
+        }
     }
 
     #[test]
