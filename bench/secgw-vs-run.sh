@@ -39,7 +39,7 @@
 # port, and the decrypted packets leave by the protected (null) port.
 # Since the loop repeats sequence numbers, anti-replay is off on both:
 # espgw's tunnel gets replay_window = 0 (no window check or update; the
-# one-round encrypt configuration is unchanged), and secgw's legacy path
+# encrypt configuration is unchanged), and secgw's legacy path
 # has no anti-replay at all (its -w only configures librte_ipsec, -l, not
 # used here). secgw: -u 0x1 marks port 0 (the pcap) unprotected, and the
 # routes send 10.1.0.0/24 to port 1.
