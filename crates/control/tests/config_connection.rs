@@ -758,3 +758,31 @@ fn encap_udp_forces_udp_encapsulation() {
     let (config, _) = parse(&with_connection("", "")).unwrap();
     assert!(!config.connections[0].force_encap);
 }
+
+#[test]
+fn per_cpu_sas_is_a_count_or_auto() {
+    let (config, _) = parse(&with_connection("", "")).unwrap();
+    let c = &config.connections[0].children[0];
+    assert_eq!(
+        (c.per_cpu_sas, c.per_cpu_auto),
+        (1, false),
+        "off by default"
+    );
+    let (config, _) = parse(&with_connection("", "per_cpu_sas = 3")).unwrap();
+    assert_eq!(config.connections[0].children[0].per_cpu_sas, 3);
+    // "auto": one per data-plane worker.
+    let (config, _) = parse(&with_connection("", "per_cpu_sas = \"auto\""))
+        .unwrap_or_else(|d| panic!("{}", render(&d)));
+    let c = &config.connections[0].children[0];
+    assert!(c.per_cpu_auto);
+    assert_eq!(c.per_cpu_sas as usize, config.dataplane.workers);
+    for bad in ["0", "1025", "-1", "\"all\"", "true"] {
+        let t = with_connection("", &format!("per_cpu_sas = {bad}"));
+        assert_error(
+            &errors(&t),
+            line_of(&t, "per_cpu_sas"),
+            "connection[0].child[0].per_cpu_sas",
+            "",
+        );
+    }
+}
