@@ -786,3 +786,22 @@ fn per_cpu_sas_is_a_count_or_auto() {
         );
     }
 }
+
+#[test]
+fn check_summary_shows_the_per_cpu_plan() {
+    let (config, _) = parse(&with_connection("", "per_cpu_sas = \"auto\"")).unwrap();
+    let text = Summary(&config).to_string();
+    let n = config.dataplane.workers;
+    assert!(
+        text.contains(&format!(
+            "c/net: up to {n} CHILD_SAs with the same selectors (per_cpu_sas = \"auto\")"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("no two workers share an outbound SA"),
+        "{text}"
+    );
+    let (config, _) = parse(&with_connection("", "")).unwrap();
+    assert!(!Summary(&config).to_string().contains("per_cpu_sas"));
+}
