@@ -270,6 +270,9 @@ n_out=$(ctl sa list --json | python3 -c 'import json,sys; print(sum(1 for x in j
 n_ssw=$(sw --list-sas | grep -c INSTALLED || true)
 [ "$n_esp" = 1 ] && [ "$n_out" = 1 ] && [ "$n_ssw" = 1 ] ||
     fail "step 1c: per_cpu_sas against charon: espgw has $n_esp CHILD_SAs ($n_out outbound SAs), charon $n_ssw, want 1 each"
+# The notify did reach charon, which logs it by number (unknown to it).
+grep -q 'parsed IKE_AUTH request 1 \[.* N((16444)) ' "$SSW/charon.log" ||
+    fail "step 1c: charon's log shows no SA_RESOURCE_INFO (16444) in espgw's IKE_AUTH"
 ping_all per-cpu 5 in_a ping 10.2.0.10
 echo "step 1c ok: per_cpu_sas = 2, charon ignores SA_RESOURCE_INFO: one CHILD_SA on each side, pings answered"
 
