@@ -1473,6 +1473,17 @@ impl<R: RandomSource> IkeDriver<R> {
             self.conns[id].previous = None;
         }
         if is(&self.conns[id].current) {
+            // The tunnel goes with its first CHILD_SA: its per-CPU ones are
+            // deleted with the peer too, or the peer would keep sending on
+            // SAs we no longer have.
+            let extras: Vec<(IkeSaId, u32)> = self.conns[id]
+                .extras
+                .iter()
+                .map(|x| (x.ike_sa, x.child.inbound_spi))
+                .collect();
+            for (sa, spi) in extras {
+                let _ = self.engine.delete_child_sa(now, sa, spi);
+            }
             self.remove_tunnel(now, id, manager, "CHILD_SA deleted");
         }
     }
