@@ -1247,6 +1247,40 @@ mod per_cpu {
     }
 
     #[test]
+    fn ike_sa_rekey_moves_every_per_cpu_child_sa() {
+        let mut a = Gw::new(
+            1,
+            "start_action = \"start\"\nrekey_time = 3",
+            "per_cpu_sas = 2",
+        );
+        let mut b = Gw::new(2, "rekey_time = 0", "per_cpu_sas = 2");
+        let now = 1_000;
+        a.driver.start(now, &mut a.mgr);
+        pump(&mut a, &mut b, now, None);
+        let before = out_spis(&a, now);
+        advance(&mut a, &mut b, now, now + 4_000, None);
+        let now = now + 4_000;
+        assert_eq!(a.driver.metrics().ike_rekeys, 1);
+        for (g, peer) in [(&a, &b), (&b, &a)] {
+            let l = g.driver.list(now);
+            assert_eq!(l.len(), 1, "the old IKE SA is gone: {l:?}");
+            assert_eq!(l[0].children.len(), 2, "both CHILD_SAs moved: {l:?}");
+            let spis = spis_by_worker(g, peer, now, 2);
+            assert_ne!(spis[0], spis[1]);
+        }
+        assert_eq!(
+            out_spis(&a, now),
+            before,
+            "an IKE SA rekey keeps the CHILD_SAs"
+        );
+        // Deleting the IKE SA now removes every pair.
+        a.driver.terminate(now, "c", &mut a.mgr).unwrap();
+        pump(&mut a, &mut b, now, None);
+        assert!(!a.has_tunnel() && !b.has_tunnel());
+        assert!(a.driver.list(now).is_empty() && b.driver.list(now).is_empty());
+    }
+
+    #[test]
     fn soft_expiry_rekeys_every_pair_on_its_own() {
         let (mut a, mut b, now) = pair(
             "per_cpu_sas = 2\nrekey_time = 3",
