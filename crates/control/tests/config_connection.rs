@@ -758,3 +758,50 @@ fn encap_udp_forces_udp_encapsulation() {
     let (config, _) = parse(&with_connection("", "")).unwrap();
     assert!(!config.connections[0].force_encap);
 }
+
+#[test]
+fn per_cpu_sas_is_a_count_or_auto() {
+    let (config, _) = parse(&with_connection("", "")).unwrap();
+    let c = &config.connections[0].children[0];
+    assert_eq!(
+        (c.per_cpu_sas, c.per_cpu_auto),
+        (1, false),
+        "off by default"
+    );
+    let (config, _) = parse(&with_connection("", "per_cpu_sas = 3")).unwrap();
+    assert_eq!(config.connections[0].children[0].per_cpu_sas, 3);
+    // "auto": one per data-plane worker.
+    let (config, _) = parse(&with_connection("", "per_cpu_sas = \"auto\""))
+        .unwrap_or_else(|d| panic!("{}", render(&d)));
+    let c = &config.connections[0].children[0];
+    assert!(c.per_cpu_auto);
+    assert_eq!(c.per_cpu_sas as usize, config.dataplane.workers);
+    for bad in ["0", "1025", "-1", "\"all\"", "true"] {
+        let t = with_connection("", &format!("per_cpu_sas = {bad}"));
+        assert_error(
+            &errors(&t),
+            line_of(&t, "per_cpu_sas"),
+            "connection[0].child[0].per_cpu_sas",
+            "",
+        );
+    }
+}
+
+#[test]
+fn check_summary_shows_the_per_cpu_plan() {
+    let (config, _) = parse(&with_connection("", "per_cpu_sas = \"auto\"")).unwrap();
+    let text = Summary(&config).to_string();
+    let n = config.dataplane.workers;
+    assert!(
+        text.contains(&format!(
+            "c/net: up to {n} CHILD_SAs with the same selectors (per_cpu_sas = \"auto\")"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("no two workers share an outbound SA"),
+        "{text}"
+    );
+    let (config, _) = parse(&with_connection("", "")).unwrap();
+    assert!(!Summary(&config).to_string().contains("per_cpu_sas"));
+}

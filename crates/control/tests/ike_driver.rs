@@ -1117,3 +1117,191 @@ fn encap_udp_moves_ike_to_4500_and_encapsulates_without_a_nat() {
         assert!(!g.driver.list(now)[0].children[0].udp_encap);
     }
 }
+
+/// RFC 9611 per-CPU CHILD_SAs (`per_cpu_sas`) between two drivers.
+mod per_cpu {
+    use super::*;
+
+    /// Seals a packet at `from` with the outbound SA worker `worker` uses
+    /// and opens it at `to`; the SPI it went on.
+    fn passes_on_worker(from: &Gw, to: &Gw, now: u64, worker: usize) -> Option<u32> {
+        let (src, dst) = (format!("10.{}.0.7", from.me), format!("10.{}.0.9", to.me));
+        let t = from.mgr.current();
+        let Action::Protect(tunnel) = t.spd.lookup(&flow(&src, &dst)) else {
+            return None;
+        };
+        let sa = t.outbound_sa_for(tunnel, worker)?;
+        let mut burst = [inner_packet(ipv4(&src), ipv4(&dst), 7)];
+        let mut v = [Verdict::Forward];
+        if sa.encap_burst(&mut burst, &mut v, now / 1000) != 1 {
+            return None;
+        }
+        let (spi, outer_dst) = esp_spi_dst(&burst[0])?;
+        let r = to.mgr.current();
+        let inb = r.sad.inbound_sa(spi, outer_dst).and_then(|s| s.inbound())?;
+        inb.decap_burst(&mut burst, &mut v, now / 1000);
+        (v[0] == Verdict::Forward && counter_of(&burst[0]) == Some(7)).then_some(spi)
+    }
+
+    fn out_spis(g: &Gw, now: u64) -> Vec<u32> {
+        let mut v: Vec<u32> = g
+            .mgr
+            .sa_list(now / 1000)
+            .iter()
+            .filter(|s| s.tunnel == "c/net" && s.dir == Dir::Out)
+            .map(|s| s.spi)
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    fn pair(a_child: &str, b_child: &str) -> (Gw, Gw, u64) {
+        let mut a = Gw::new(1, "start_action = \"start\"", a_child);
+        let mut b = Gw::new(2, "", b_child);
+        let now = 1_000;
+        a.driver.start(now, &mut a.mgr);
+        pump(&mut a, &mut b, now, None);
+        (a, b, now)
+    }
+
+    /// Every worker index's SA carries a packet to the peer; returns the
+    /// distinct SPIs used by workers 0..n.
+    fn spis_by_worker(from: &Gw, to: &Gw, now: u64, n: usize) -> Vec<u32> {
+        (0..n)
+            .map(|w| passes_on_worker(from, to, now, w).expect("sealed and opened"))
+            .collect()
+    }
+
+    #[test]
+    fn two_per_cpu_child_sas_with_one_selector_pair_on_both_sides() {
+        let _ = logs();
+        let (a, b, now) = pair("per_cpu_sas = 2", "per_cpu_sas = 2");
+        for (g, peer) in [(&a, &b), (&b, &a)] {
+            let l = g.driver.list(now);
+            assert_eq!(l.len(), 1);
+            let ch = &l[0].children;
+            assert_eq!(ch.len(), 2, "gw{}: {ch:?}", g.me);
+            assert_eq!((ch[0].per_cpu, ch[1].per_cpu), (false, true));
+            assert_eq!(ch[0].local_ts, vec![format!("10.{}.0.0/24", g.me)]);
+            assert_eq!(ch[0].local_ts, ch[1].local_ts);
+            assert_eq!(ch[0].remote_ts, ch[1].remote_ts);
+            assert_eq!(out_spis(g, now).len(), 2);
+            // Worker 0 on the first SA, worker 1 on the other, worker 2
+            // on the first again; the peer decrypts all into the tunnel.
+            let spis = spis_by_worker(g, peer, now, 3);
+            assert_ne!(spis[0], spis[1]);
+            assert_eq!(spis[0], spis[2]);
+            assert_eq!(g.driver.metrics().child_failures, 0);
+        }
+    }
+
+    #[test]
+    fn the_responder_limit_stops_the_series_without_a_failure() {
+        let (a, b, now) = pair("per_cpu_sas = 4", "per_cpu_sas = 2");
+        for g in [&a, &b] {
+            assert_eq!(g.driver.list(now)[0].children.len(), 2, "gw{}", g.me);
+            assert_eq!(out_spis(g, now).len(), 2);
+            assert_eq!(g.driver.metrics().child_failures, 0);
+        }
+        assert!(packet_passes(&a, &b, now) && packet_passes(&b, &a, now));
+    }
+
+    #[test]
+    fn a_peer_without_per_cpu_sas_gets_one_child_sa() {
+        for (a_child, b_child) in [("per_cpu_sas = 4", ""), ("", "per_cpu_sas = 4")] {
+            let (a, b, now) = pair(a_child, b_child);
+            for g in [&a, &b] {
+                assert_eq!(g.driver.list(now)[0].children.len(), 1);
+                assert_eq!(out_spis(g, now).len(), 1);
+                // Every worker on the one SA.
+                let spis = spis_by_worker(g, if g.me == 1 { &b } else { &a }, now, 2);
+                assert_eq!(spis[0], spis[1]);
+            }
+        }
+    }
+
+    #[test]
+    fn rekey_of_the_first_keeps_the_other_and_lifetimes_rekey_each() {
+        let (mut a, mut b, now) = pair("per_cpu_sas = 2", "per_cpu_sas = 2");
+        let before = out_spis(&a, now);
+        let first_out = a.spis(now).0.unwrap();
+        let other = *before.iter().find(|s| **s != first_out).unwrap();
+        // `ike rekey c --child net`: the first CHILD_SA only.
+        a.driver.rekey(now, "c", Some("net"), &mut a.mgr).unwrap();
+        pump(&mut a, &mut b, now, None);
+        advance(&mut a, &mut b, now, now + 6_000, None);
+        let now = now + 6_000;
+        let after = out_spis(&a, now);
+        assert_eq!(after.len(), 2, "{after:x?}");
+        assert!(after.contains(&other), "the per-CPU SA is kept");
+        assert!(!after.contains(&first_out), "the first one is rekeyed");
+        assert_eq!(a.driver.list(now)[0].children.len(), 2);
+        for (g, peer) in [(&a, &b), (&b, &a)] {
+            let spis = spis_by_worker(g, peer, now, 2);
+            assert_ne!(spis[0], spis[1]);
+        }
+        // Deleting the tunnel's IKE SA takes every pair with it.
+        a.driver.terminate(now, "c", &mut a.mgr).unwrap();
+        pump(&mut a, &mut b, now, None);
+        assert!(!a.has_tunnel() && !b.has_tunnel());
+    }
+
+    #[test]
+    fn ike_sa_rekey_moves_every_per_cpu_child_sa() {
+        let mut a = Gw::new(
+            1,
+            "start_action = \"start\"\nrekey_time = 3",
+            "per_cpu_sas = 2",
+        );
+        let mut b = Gw::new(2, "rekey_time = 0", "per_cpu_sas = 2");
+        let now = 1_000;
+        a.driver.start(now, &mut a.mgr);
+        pump(&mut a, &mut b, now, None);
+        let before = out_spis(&a, now);
+        advance(&mut a, &mut b, now, now + 4_000, None);
+        let now = now + 4_000;
+        assert_eq!(a.driver.metrics().ike_rekeys, 1);
+        for (g, peer) in [(&a, &b), (&b, &a)] {
+            let l = g.driver.list(now);
+            assert_eq!(l.len(), 1, "the old IKE SA is gone: {l:?}");
+            assert_eq!(l[0].children.len(), 2, "both CHILD_SAs moved: {l:?}");
+            let spis = spis_by_worker(g, peer, now, 2);
+            assert_ne!(spis[0], spis[1]);
+        }
+        assert_eq!(
+            out_spis(&a, now),
+            before,
+            "an IKE SA rekey keeps the CHILD_SAs"
+        );
+        // Deleting the IKE SA now removes every pair.
+        a.driver.terminate(now, "c", &mut a.mgr).unwrap();
+        pump(&mut a, &mut b, now, None);
+        assert!(!a.has_tunnel() && !b.has_tunnel());
+        assert!(a.driver.list(now).is_empty() && b.driver.list(now).is_empty());
+    }
+
+    #[test]
+    fn soft_expiry_rekeys_every_pair_on_its_own() {
+        let (mut a, mut b, now) = pair(
+            "per_cpu_sas = 2\nrekey_time = 3",
+            "per_cpu_sas = 2\nrekey_time = 0",
+        );
+        let before = out_spis(&a, now);
+        assert_eq!(before.len(), 2);
+        advance(&mut a, &mut b, now, now + 4_500, None);
+        let now = now + 4_500;
+        let after = out_spis(&a, now);
+        assert_eq!(after.len(), 2, "{after:x?}");
+        assert!(
+            before.iter().all(|s| !after.contains(s)),
+            "{before:x?} -> {after:x?}"
+        );
+        assert!(a.driver.metrics().child_rekeys >= 2);
+        let l = a.driver.list(now);
+        assert_eq!(l[0].children.len(), 2, "{l:?}");
+        for (g, peer) in [(&a, &b), (&b, &a)] {
+            let spis = spis_by_worker(g, peer, now, 2);
+            assert_ne!(spis[0], spis[1]);
+        }
+    }
+}

@@ -1083,6 +1083,82 @@ mod live {
         assert_eq!(b.drops(DropReason::UnknownSpi), 0);
         assert_eq!(b.drops(DropReason::IcvMismatch), 0);
     }
+
+    /// RFC 9611 per-CPU SAs: a tunnel with a second SA pair. Worker 0
+    /// encrypts with the tunnel's own outbound SA, worker 1 with the
+    /// other one (each its own sequence counter); the peer's one worker
+    /// decrypts both into the same tunnel.
+    #[test]
+    fn two_workers_encrypt_one_tunnel_with_different_per_cpu_sas() {
+        let (net_a, mut ma) = manager(
+            config_text(false, "10.1.0.0/24", ""),
+            [A_PROT_MAC, A_UNPROT_MAC],
+        );
+        let (net_b, mut mb) = manager(config_text(true, "", ""), [B_PROT_MAC, B_UNPROT_MAC]);
+        let keys = |spi: u32, hex: &str| SaKeys {
+            spi,
+            key: KeyBytes::from_hex(hex).unwrap(),
+            auth_key: None,
+        };
+        let (a_to_b, b_to_a) = (
+            "00112233445566778899aabbccddeeff01020304",
+            "ffeeddccbbaa99887766554433221100a0b0c0d0",
+        );
+        ma.add_extra_pair("t", keys(0xa003, a_to_b), keys(0xb003, b_to_a), 1)
+            .unwrap();
+        mb.add_extra_pair("t", keys(0xb003, b_to_a), keys(0xa003, a_to_b), 1)
+            .unwrap();
+        let tables_a = Arc::clone(ma.reader().get());
+        let worker = |id: usize| {
+            let ports = net_a.ports.len();
+            let mut g = Gw {
+                w: Worker::new(
+                    id,
+                    Arc::clone(&net_a),
+                    Arc::clone(&tables_a),
+                    VecBufPool,
+                    32,
+                    SharedNeighbors::default(),
+                ),
+                tx: TxQueues::new(ports, 64),
+                now: Now { ns: 1 },
+            };
+            g.learn_by_arp(PROT, "10.1.0.10", HOST_A_MAC, "10.1.0.1");
+            g.learn_by_arp(UNPROT, "192.0.2.2", B_UNPROT_MAC, "192.0.2.1");
+            g
+        };
+        let mut b = Gw::new((net_b, Arc::clone(mb.reader().get())));
+        b.learn_by_arp(PROT, "10.2.0.10", HOST_B_MAC, "10.2.0.1");
+        let mut spis = Vec::new();
+        for id in [0, 1, 2, 3] {
+            let mut a = worker(id);
+            let esp = a.rx(
+                PROT,
+                &[from_host_a(&udp4("10.1.0.10", "10.2.0.10", 64, true, 40))],
+            );
+            let (_, outer) = l3(&esp[UNPROT][0]);
+            spis.push(u32::from_be_bytes(outer[20..24].try_into().unwrap()));
+            let out = b.rx(UNPROT, &esp[UNPROT]);
+            assert_eq!(out[PROT].len(), 1, "worker {id}'s packet decrypted");
+        }
+        // Worker w on SA w % 2.
+        assert_eq!(spis, vec![0xa001, 0xa003, 0xa001, 0xa003]);
+        let t = tables_a.tunnel(TunnelId(0)).unwrap();
+        let (own, extra) = (t.out.as_ref().unwrap(), &t.extra_out[0]);
+        assert_eq!((own.stats().packets, extra.stats().packets), (2, 2));
+        assert!(!Arc::ptr_eq(own, extra));
+        // B took both into the one tunnel, on two inbound SAs.
+        let inb = b.w.tables().inbound_sas();
+        let count = |spi: u32| inb.iter().find(|s| s.0 == spi).unwrap().2.stats().packets;
+        assert_eq!((count(0xa001), count(0xa003)), (2, 2));
+        assert!(inb.iter().all(|s| s.1 == TunnelId(0)));
+        // Without the second pair, every worker is on the one SA again.
+        ma.remove_extra_pair("t", 0xb003, 2).unwrap();
+        let t = Arc::clone(ma.reader().get());
+        for w in 0..4 {
+            assert_eq!(t.outbound_sa_for(TunnelId(0), w).unwrap().spi(), 0xa001);
+        }
+    }
 }
 
 /// The receive counters, added once per burst: every packet of it and its
@@ -1716,6 +1792,7 @@ mod acquire {
             udp_encap: e.udp_encap,
             mss_clamp: None,
             out: None,
+            extra_out: Vec::new(),
             trap,
         };
         let tables = Tables::new(Arc::clone(&t.spd), t.sad.to_builder().build(), vec![entry]);

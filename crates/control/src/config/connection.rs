@@ -183,6 +183,14 @@ pub struct Child {
     pub replay_window: u32,
     pub mss_clamp: Option<MssClamp>,
     pub start_action: StartAction,
+    /// RFC 9611 per-CPU CHILD_SAs (`per_cpu_sas`): how many CHILD_SAs
+    /// with these selectors to negotiate (as initiator) or accept (as
+    /// responder) when the peer takes part; 1 (the default): one, and the
+    /// SA_RESOURCE_INFO notify is neither sent nor echoed. `"auto"` is
+    /// resolved to `[dataplane] workers` when the config is read.
+    pub per_cpu_sas: u32,
+    /// `per_cpu_sas = "auto"` was written (for `espgw check`'s summary).
+    pub per_cpu_auto: bool,
 }
 
 impl Connection {

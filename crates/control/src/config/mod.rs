@@ -264,6 +264,12 @@ fn read_document(ctx: &mut Ctx, root: &Table, host: &HostFacts, base_dir: &Path)
         }
     }
     conn_section::check_connections(ctx, &connections, &tunnels, &policies, default_action);
+    // per_cpu_sas = "auto": one CHILD_SA per data-plane worker.
+    for c in &mut connections {
+        for ch in c.item.children.iter_mut().filter(|ch| ch.per_cpu_auto) {
+            ch.per_cpu_sas = u32::try_from(dataplane.workers).unwrap_or(u32::MAX).max(1);
+        }
+    }
     let spd = spd::build(ctx, &tunnels, &policies);
     check_mtu(ctx, &dataplane, &port_items, &tunnels);
     lints::warn_local_ts_without_own_address(ctx, &port_items, &routes, &tunnels);

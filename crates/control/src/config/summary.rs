@@ -62,6 +62,26 @@ fn queue_plan(f: &mut fmt::Formatter<'_>, c: &Config) -> fmt::Result {
             )?;
         }
     }
+    // RFC 9611 per-CPU CHILD_SAs: each worker encrypts on an SA of its own
+    // (worker w on SA w % count) once the peer takes part.
+    for conn in &c.connections {
+        for ch in conn.children.iter().filter(|ch| ch.per_cpu_sas > 1) {
+            let k = ch.per_cpu_sas as usize;
+            let share = if k >= n {
+                "no two workers share an outbound SA".to_string()
+            } else {
+                format!("{k} outbound SAs for {n} workers: some share one")
+            };
+            writeln!(
+                f,
+                "  {}: up to {} with the same selectors (per_cpu_sas{}) when the peer takes part \
+                 (RFC 9611); worker w encrypts on SA w % {k}: {share}",
+                conn.tunnel_name(ch),
+                plural(k, "CHILD_SA"),
+                if ch.per_cpu_auto { " = \"auto\"" } else { "" },
+            )?;
+        }
+    }
     Ok(())
 }
 

@@ -67,6 +67,27 @@ struct ChildState {
     suite: &'static str,
     udp_encap: bool,
     installed_at: Time,
+    /// The negotiated selectors, for `ike list`.
+    local_ts: Vec<String>,
+    remote_ts: Vec<String>,
+}
+
+/// An RFC 9611 per-CPU CHILD_SA of a connection besides its `current`
+/// one: a pair of the tunnel's in the SA manager (keyed there by its
+/// inbound SPI), rekeyed and deleted on its own.
+#[derive(Debug)]
+struct Extra {
+    ike_sa: IkeSaId,
+    child: ChildState,
+    /// Our rekey of it is in flight.
+    rekeying: bool,
+    /// The peer rekeyed it: the new outbound SA waits for the peer's
+    /// delete of the old one (our inbound SPI of it) or the deadline.
+    pending: Option<(u32, SaKeys, Time)>,
+    /// Inbound SPIs of the SAs it replaced, until they are deleted: a
+    /// second new SA for one of them (a rekey collision) is a pair of its
+    /// own until the engine deletes the redundant one.
+    replaced: Vec<u32>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,6 +157,8 @@ struct ConnState {
     /// `start_action = "trap"` and its tunnel is a trap in the SA manager
     /// now (no CHILD_SA up).
     trapped: bool,
+    /// RFC 9611 per-CPU CHILD_SAs besides `current` (`per_cpu_sas`).
+    extras: Vec<Extra>,
 }
 
 /// See the module documentation.
@@ -195,6 +218,8 @@ fn engine_connection(
         // IKE SA with the CHILD_SA, then the old one deleted); the driver
         // sees a CHILD_SA of a new IKE SA take the tunnel over.
         e.lifetimes.ike_reauth_time_ms = c.reauth_time.saturating_mul(1000);
+        // RFC 9611: SA_RESOURCE_INFO and the additional CHILD_SAs.
+        e.per_resource_sas = child.per_cpu_sas;
         e
     })
     .and_then(|e| match &c.auth {
@@ -307,6 +332,7 @@ impl<R: RandomSource> IkeDriver<R> {
                 stopped: false,
                 last_acquire: None,
                 trapped: false,
+                extras: Vec::new(),
             });
         }
         Ok(IkeDriver {
@@ -684,6 +710,9 @@ impl<R: RandomSource> IkeDriver<R> {
         };
         for c in &self.conns {
             take(c.retry_at);
+            for x in &c.extras {
+                take(x.pending.as_ref().map(|p| p.2));
+            }
             if !c.collision {
                 take(c.pending_switch.as_ref().map(|p| p.deadline));
             }
@@ -768,6 +797,7 @@ impl<R: RandomSource> IkeDriver<R> {
         // CHILD_SA rekeys: the manager raised a soft expiry for the tunnel.
         let soft = manager.soft_expired();
         for id in 0..self.conns.len() {
+            self.extras_timeout(now, id, &soft, manager);
             let c = &self.conns[id];
             if c.child_rekeying || c.pending_switch.is_some() {
                 continue;
@@ -775,7 +805,13 @@ impl<R: RandomSource> IkeDriver<R> {
             let Some((sa, child)) = &c.current else {
                 continue;
             };
-            if soft.iter().any(|r| r.tunnel == c.tunnel) {
+            // A per-CPU pair's soft expiry rekeys that pair only.
+            let lane = |spi: u32| {
+                c.extras
+                    .iter()
+                    .any(|x| x.child.inbound_spi == spi || x.child.outbound_spi == spi)
+            };
+            if soft.iter().any(|r| r.tunnel == c.tunnel && !lane(r.spi)) {
                 let (sa, spi) = (*sa, child.inbound_spi);
                 match self.engine.rekey_child_sa(now, sa, spi) {
                     Ok(()) => {
@@ -789,6 +825,50 @@ impl<R: RandomSource> IkeDriver<R> {
             }
         }
         self.process_events(now, manager);
+    }
+
+    /// Per-CPU CHILD_SAs of connection `id`: held-back outbound switches
+    /// whose deadline passed, and rekeys of pairs the manager reports
+    /// soft-expired (`soft`).
+    fn extras_timeout<T: Send + Sync + 'static>(
+        &mut self,
+        now: Time,
+        id: ConnectionId,
+        soft: &[crate::live::SaRef],
+        manager: &mut SaManager<T>,
+    ) {
+        let tunnel = self.conns[id].tunnel.clone();
+        for i in 0..self.conns[id].extras.len() {
+            let x = &mut self.conns[id].extras[i];
+            if x.pending.as_ref().is_some_and(|p| p.2 <= now) {
+                let spi = x.child.inbound_spi;
+                if let Some((_, keys, _)) = x.pending.take() {
+                    warn!(tunnel = %tunnel, "IKE: the peer did not delete the rekeyed per-CPU CHILD_SA; switching outbound anyway");
+                    if let Err(e) = manager.switch_extra_outbound(&tunnel, spi, keys, now / 1000) {
+                        warn!(tunnel = %tunnel, error = %e, "IKE: outbound switch of a per-CPU CHILD_SA refused");
+                    }
+                }
+                continue;
+            }
+            let due = !x.rekeying
+                && x.pending.is_none()
+                && soft.iter().any(|r| {
+                    r.tunnel == tunnel
+                        && (r.spi == x.child.inbound_spi || r.spi == x.child.outbound_spi)
+                });
+            if due {
+                let (sa, spi) = (x.ike_sa, x.child.inbound_spi);
+                match self.engine.rekey_child_sa(now, sa, spi) {
+                    Ok(()) => {
+                        info!(tunnel = %tunnel, in_spi = %format!("{spi:#010x}"), "IKE: per-CPU CHILD_SA lifetime reached, rekeying");
+                        self.conns[id].extras[i].rekeying = true;
+                    }
+                    Err(e) => {
+                        warn!(tunnel = %tunnel, error = %e, "IKE: per-CPU CHILD_SA rekey refused")
+                    }
+                }
+            }
+        }
     }
 
     /// The next datagram to send.
@@ -808,19 +888,35 @@ impl<R: RandomSource> IkeDriver<R> {
             .iter()
             .map(|(id, s)| {
                 let c = &self.conns[s.connection];
-                let children = match &c.current {
-                    Some((sa, ch)) if sa == id => vec![IkeChildInfo {
-                        name: c.child.name.clone(),
-                        tunnel: c.tunnel.clone(),
-                        in_spi: ch.inbound_spi,
-                        out_spi: ch.outbound_spi,
-                        suite: ch.suite.to_string(),
-                        udp_encap: ch.udp_encap,
-                        age_seconds: now.saturating_sub(ch.installed_at) / 1000,
-                        rekeying: c.child_rekeying || c.pending_switch.is_some(),
-                    }],
+                let info = |ch: &ChildState, rekeying: bool, per_cpu: bool| IkeChildInfo {
+                    name: c.child.name.clone(),
+                    tunnel: c.tunnel.clone(),
+                    in_spi: ch.inbound_spi,
+                    out_spi: ch.outbound_spi,
+                    suite: ch.suite.to_string(),
+                    udp_encap: ch.udp_encap,
+                    age_seconds: now.saturating_sub(ch.installed_at) / 1000,
+                    rekeying,
+                    local_ts: ch.local_ts.clone(),
+                    remote_ts: ch.remote_ts.clone(),
+                    per_cpu,
+                };
+                let mut children = match &c.current {
+                    Some((sa, ch)) if sa == id => {
+                        vec![info(
+                            ch,
+                            c.child_rekeying || c.pending_switch.is_some(),
+                            false,
+                        )]
+                    }
                     _ => Vec::new(),
                 };
+                children.extend(
+                    c.extras
+                        .iter()
+                        .filter(|x| x.ike_sa == *id)
+                        .map(|x| info(&x.child, x.rekeying || x.pending.is_some(), true)),
+                );
                 let (_, spi_i, spi_r) = self.engine.ike_sa_spis(*id).unwrap_or((false, 0, 0));
                 IkeSaInfo {
                     connection: c.config.name.clone(),
@@ -900,6 +996,7 @@ impl<R: RandomSource> IkeDriver<R> {
         c.collision = false;
         c.pending_switch = None;
         c.child_rekeying = false;
+        c.extras.clear();
         if manager.tunnel(&c.tunnel).is_some() && !manager.is_trap(&c.tunnel) {
             match manager.delete_tunnel(&c.tunnel, now / 1000) {
                 Ok(()) => info!(tunnel = %c.tunnel, why, "IKE: CHILD_SA removed"),
@@ -923,6 +1020,18 @@ impl<R: RandomSource> IkeDriver<R> {
             return;
         };
         let id = s.connection;
+        // Its per-CPU CHILD_SAs go with it (the tunnel and the others stay).
+        let tunnel = self.conns[id].tunnel.clone();
+        let gone: Vec<u32> = self.conns[id]
+            .extras
+            .iter()
+            .filter(|x| x.ike_sa == sa)
+            .map(|x| x.child.inbound_spi)
+            .collect();
+        self.conns[id].extras.retain(|x| x.ike_sa != sa);
+        for spi in gone {
+            let _ = manager.remove_extra_pair(&tunnel, spi, now / 1000);
+        }
         // The peer deleted the IKE SA its new one replaced: it has the new
         // CHILD_SA, our held-back outbound switch to it happens now.
         if self.conns[id]
@@ -1034,12 +1143,19 @@ impl<R: RandomSource> IkeDriver<R> {
         if self.sas.get(&c.ike_sa).is_some_and(|s| s.doomed) {
             return;
         }
+        let ts_text = |v: &[espgw_ike::message::TrafficSelector]| -> Vec<String> {
+            selectors::to_prefixes(v)
+                .map(|p| p.iter().map(|p| p.to_string()).collect())
+                .unwrap_or_default()
+        };
         let state = ChildState {
             inbound_spi: c.inbound_spi,
             outbound_spi: c.outbound_spi,
             suite: c.suite.config_name(),
             udp_encap: c.udp_encap,
             installed_at: now,
+            local_ts: ts_text(&c.local_ts),
+            remote_ts: ts_text(&c.remote_ts),
         };
         let tunnel = match self.tunnel_for(id, &c) {
             Ok(t) => t,
@@ -1051,6 +1167,23 @@ impl<R: RandomSource> IkeDriver<R> {
         };
         let name = tunnel.name.clone();
         let secs = now / 1000;
+        // RFC 9611 per-CPU CHILD_SAs: their own pairs of the tunnel.
+        let lane_of = |x: &Extra, spi: u32| x.child.inbound_spi == spi;
+        if let Some(old) = c
+            .rekeys
+            .filter(|old| self.conns[id].extras.iter().any(|x| lane_of(x, *old)))
+        {
+            return self.extra_rekeyed(now, id, old, c, state, tunnel, manager);
+        }
+        let collision = c.rekeys.is_some_and(|old| {
+            self.conns[id]
+                .extras
+                .iter()
+                .any(|x| x.replaced.contains(&old))
+        });
+        if c.per_resource || collision {
+            return self.extra_added(now, id, c, state, tunnel, manager);
+        }
         let current = self.conns[id].current.as_ref();
         // A rekey: a new CHILD_SA of the same IKE SA. One of another IKE SA
         // (the peer set up a new one, after a restart or a lost DPD) takes
@@ -1165,6 +1298,139 @@ impl<R: RandomSource> IkeDriver<R> {
         self.conns[id].current = Some((c.ike_sa, state));
     }
 
+    /// A new per-CPU CHILD_SA: one more SA pair of the tunnel, outbound
+    /// at once (ours: the peer installed it both ways before answering;
+    /// the peer's: as for a first CHILD_SA, it has it once our answer
+    /// arrives). Without the tunnel (no first CHILD_SA) it is deleted.
+    fn extra_added<T: Send + Sync + 'static>(
+        &mut self,
+        now: Time,
+        id: ConnectionId,
+        c: ChildSa,
+        state: ChildState,
+        tunnel: Tunnel,
+        manager: &mut SaManager<T>,
+    ) {
+        let name = tunnel.name.clone();
+        let up = manager.tunnel(&name).is_some() && !manager.is_trap(&name);
+        let r = if up {
+            manager.add_extra_pair(&name, tunnel.outbound, tunnel.inbound, now / 1000)
+        } else {
+            Err(crate::live::LiveError(
+                "the tunnel has no first CHILD_SA".into(),
+            ))
+        };
+        if let Err(e) = r {
+            warn!(tunnel = %name, error = %e, "IKE: per-CPU CHILD_SA refused; deleting it");
+            let _ = self.engine.delete_child_sa(now, c.ike_sa, c.inbound_spi);
+            return;
+        }
+        info!(tunnel = %name, in_spi = %format!("{:#010x}", c.inbound_spi), out_spi = %format!("{:#010x}", c.outbound_spi), pairs = self.conns[id].extras.len() + 2, "IKE: per-CPU CHILD_SA installed");
+        self.metrics.children_installed += 1;
+        self.conns[id].extras.push(Extra {
+            ike_sa: c.ike_sa,
+            child: state,
+            rekeying: false,
+            pending: None,
+            replaced: Vec::new(),
+        });
+    }
+
+    /// A rekey of per-CPU CHILD_SA `old`: its pair's new inbound SA first,
+    /// then its outbound (at once for our rekey; for the peer's once it
+    /// deleted the old SA, or after [`OUTBOUND_SWITCH_TIMEOUT_MS`]). The
+    /// other pairs are not touched.
+    #[allow(clippy::too_many_arguments)]
+    fn extra_rekeyed<T: Send + Sync + 'static>(
+        &mut self,
+        now: Time,
+        id: ConnectionId,
+        old: u32,
+        c: ChildSa,
+        state: ChildState,
+        tunnel: Tunnel,
+        manager: &mut SaManager<T>,
+    ) {
+        let name = tunnel.name.clone();
+        let secs = now / 1000;
+        if let Err(e) = manager.rekey_extra_inbound(&name, old, tunnel.inbound.clone(), secs) {
+            warn!(tunnel = %name, error = %e, "IKE: new inbound SA of a per-CPU CHILD_SA refused; deleting it");
+            let _ = self.engine.delete_child_sa(now, c.ike_sa, c.inbound_spi);
+            return;
+        }
+        let Some(x) = self.conns[id]
+            .extras
+            .iter_mut()
+            .find(|x| x.child.inbound_spi == old)
+        else {
+            return;
+        };
+        x.child = state;
+        x.replaced.push(old);
+        x.ike_sa = c.ike_sa;
+        if c.initiated_by_us {
+            x.rekeying = false;
+            x.pending = None;
+            if let Err(e) =
+                manager.switch_extra_outbound(&name, c.inbound_spi, tunnel.outbound, secs)
+            {
+                warn!(tunnel = %name, error = %e, "IKE: outbound switch of a per-CPU CHILD_SA refused");
+            }
+        } else {
+            x.pending = Some((old, tunnel.outbound, now + OUTBOUND_SWITCH_TIMEOUT_MS));
+        }
+        info!(tunnel = %name, in_spi = %format!("{:#010x}", c.inbound_spi), old_in_spi = %format!("{old:#010x}"), "IKE: per-CPU CHILD_SA rekeyed");
+        self.metrics.child_rekeys += 1;
+    }
+
+    /// A deleted CHILD_SA that is (or was) per-CPU; false when it is none
+    /// of those.
+    fn extra_deleted<T: Send + Sync + 'static>(
+        &mut self,
+        now: Time,
+        inbound_spi: u32,
+        manager: &mut SaManager<T>,
+    ) -> bool {
+        for id in 0..self.conns.len() {
+            let tunnel = self.conns[id].tunnel.clone();
+            let extras = &mut self.conns[id].extras;
+            if let Some(i) = extras
+                .iter()
+                .position(|x| x.child.inbound_spi == inbound_spi)
+            {
+                extras.remove(i);
+                if let Err(e) = manager.remove_extra_pair(&tunnel, inbound_spi, now / 1000) {
+                    warn!(tunnel = %tunnel, error = %e, "IKE: cannot remove a per-CPU SA pair");
+                }
+                return true;
+            }
+            if let Some(x) = extras
+                .iter_mut()
+                .find(|x| x.pending.as_ref().is_some_and(|p| p.0 == inbound_spi))
+            {
+                // The peer deleted the SA its rekey replaced: it receives on
+                // the new one.
+                let spi = x.child.inbound_spi;
+                x.replaced.retain(|s| *s != inbound_spi);
+                if let Some((_, keys, _)) = x.pending.take() {
+                    if let Err(e) = manager.switch_extra_outbound(&tunnel, spi, keys, now / 1000) {
+                        warn!(tunnel = %tunnel, error = %e, "IKE: outbound switch of a per-CPU CHILD_SA refused");
+                    }
+                }
+                return true;
+            }
+            if let Some(x) = extras
+                .iter_mut()
+                .find(|x| x.replaced.contains(&inbound_spi))
+            {
+                // An old SA of a finished rekey: it drains in the manager.
+                x.replaced.retain(|s| *s != inbound_spi);
+                return true;
+            }
+        }
+        false
+    }
+
     fn child_deleted<T: Send + Sync + 'static>(
         &mut self,
         now: Time,
@@ -1175,6 +1441,9 @@ impl<R: RandomSource> IkeDriver<R> {
             x.as_ref()
                 .is_some_and(|(_, c)| c.inbound_spi == inbound_spi)
         };
+        if self.extra_deleted(now, inbound_spi, manager) {
+            return;
+        }
         let Some(id) = self.conns.iter().position(|c| {
             is(&c.current)
                 || is(&c.previous)
@@ -1204,6 +1473,17 @@ impl<R: RandomSource> IkeDriver<R> {
             self.conns[id].previous = None;
         }
         if is(&self.conns[id].current) {
+            // The tunnel goes with its first CHILD_SA: its per-CPU ones are
+            // deleted with the peer too, or the peer would keep sending on
+            // SAs we no longer have.
+            let extras: Vec<(IkeSaId, u32)> = self.conns[id]
+                .extras
+                .iter()
+                .map(|x| (x.ike_sa, x.child.inbound_spi))
+                .collect();
+            for (sa, spi) in extras {
+                let _ = self.engine.delete_child_sa(now, sa, spi);
+            }
             self.remove_tunnel(now, id, manager, "CHILD_SA deleted");
         }
     }
@@ -1310,10 +1590,20 @@ impl<R: RandomSource> IkeDriver<R> {
                 Event::ChildSaDeleted { inbound_spi, .. } => {
                     self.child_deleted(now, inbound_spi, manager)
                 }
-                Event::ChildSaFailed { ike_sa, .. } => {
+                Event::ChildSaFailed { ike_sa, notify } => {
+                    // RFC 9611: the peer takes no more per-CPU CHILD_SAs;
+                    // the ones up carry on. Not a failure.
+                    if notify == espgw_ike::message::NotifyType::TS_MAX_QUEUE {
+                        info!(ike_sa = %format!("{ike_sa:016x}"), "IKE: the peer takes no more per-CPU CHILD_SAs (TS_MAX_QUEUE)");
+                        continue;
+                    }
                     self.metrics.child_failures += 1;
                     if let Some(s) = self.sas.get(&ike_sa) {
-                        self.conns[s.connection].child_rekeying = false;
+                        let c = &mut self.conns[s.connection];
+                        c.child_rekeying = false;
+                        for x in c.extras.iter_mut().filter(|x| x.ike_sa == ike_sa) {
+                            x.rekeying = false;
+                        }
                     }
                 }
                 Event::AuthFailed { ike_sa, reason, .. } => {
@@ -1380,6 +1670,9 @@ impl<R: RandomSource> IkeDriver<R> {
                         if *sa == old {
                             *sa = new;
                         }
+                    }
+                    for x in conn.extras.iter_mut().filter(|x| x.ike_sa == old) {
+                        x.ike_sa = new;
                     }
                     // The old SA is deleted next; it owns no CHILD_SA now.
                     if let Some(o) = self.sas.get_mut(&old) {

@@ -45,6 +45,15 @@ pub struct IkeChildInfo {
     pub age_seconds: u64,
     /// A rekey is in flight (or its outbound switch is held back).
     pub rekeying: bool,
+    /// The negotiated selectors (ours, the peer's), as prefixes.
+    #[serde(default)]
+    pub local_ts: Vec<String>,
+    #[serde(default)]
+    pub remote_ts: Vec<String>,
+    /// An RFC 9611 per-CPU CHILD_SA besides the tunnel's first one
+    /// (`per_cpu_sas`): same selectors, its own SA pair.
+    #[serde(default)]
+    pub per_cpu: bool,
 }
 
 /// Counters of the IKE driver (Prometheus: `espgw_ike_*`).

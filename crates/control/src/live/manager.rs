@@ -111,6 +111,19 @@ struct LiveTunnel {
     /// A trap ([`SaManager::add_trap`]): the policy without SAs, until
     /// `add_tunnel` of the same name replaces it.
     trap: bool,
+    /// RFC 9611 per-CPU SA pairs besides the tunnel's own (IKE
+    /// `per_cpu_sas`): same selectors, each with its own sequence
+    /// counter; worker `w` encrypts with pair `w % n` (the tunnel's own
+    /// outbound SA being pair 0). A rekey of one drains its old inbound
+    /// SA in `inbound`.
+    extra: Vec<ExtraPair>,
+}
+
+/// One per-CPU SA pair of a tunnel ([`SaManager::add_extra_pair`]).
+struct ExtraPair {
+    /// `None` after it hard-expired.
+    out: Option<OutboundSlot>,
+    inbound: InboundSlot,
 }
 
 impl LiveTunnel {
@@ -476,6 +489,9 @@ impl<T: Send + Sync + 'static> SaManager<T> {
             .find(|t| {
                 t.outbound.as_ref().is_some_and(|o| o.spi == spi)
                     || t.inbound.iter().any(|i| i.spi == spi)
+                    || t.extra.iter().any(|x| {
+                        x.inbound.spi == spi || x.out.as_ref().is_some_and(|o| o.spi == spi)
+                    })
             })
             .map(|t| t.config.name.as_str())
     }
@@ -488,10 +504,9 @@ impl<T: Send + Sync + 'static> SaManager<T> {
         if spi < 256 {
             return err(format!("SPI {} is reserved (0..=255)", hex_spi(spi)));
         }
-        let clash = self
-            .tunnels
-            .iter()
-            .find(|t| t.inbound.iter().any(|i| i.spi == spi));
+        let clash = self.tunnels.iter().find(|t| {
+            t.inbound.iter().any(|i| i.spi == spi) || t.extra.iter().any(|x| x.inbound.spi == spi)
+        });
         match clash {
             Some(t) => err(format!(
                 "inbound SPI {} is already used by tunnel {:?}",
@@ -508,7 +523,11 @@ impl<T: Send + Sync + 'static> SaManager<T> {
             return err(format!("SPI {} is reserved (0..=255)", hex_spi(spi)));
         }
         let clash = self.tunnels.iter().find(|t| {
-            t.config.remote == remote && t.outbound.as_ref().is_some_and(|o| o.spi == spi)
+            t.config.remote == remote
+                && (t.outbound.as_ref().is_some_and(|o| o.spi == spi)
+                    || t.extra
+                        .iter()
+                        .any(|x| x.out.as_ref().is_some_and(|o| o.spi == spi)))
         });
         match clash {
             Some(t) => err(format!(
@@ -575,6 +594,7 @@ impl<T: Send + Sync + 'static> SaManager<T> {
             outbound: None,
             inbound: Vec::new(),
             trap: true,
+            extra: Vec::new(),
         };
         self.entries
             .retain(|e| !matches!(e, Entry::Tombstone(n, _) if *n == name));
@@ -766,6 +786,196 @@ impl<T: Send + Sync + 'static> SaManager<T> {
         Ok(())
     }
 
+    /// RFC 9611 per-CPU SAs: adds one more SA pair to tunnel `name` (same
+    /// selectors, its own keys and sequence counter) and publishes; the
+    /// workers then spread the tunnel's outbound traffic over its pairs
+    /// (worker `w` on pair `w % n`), and the inbound SA decrypts into the
+    /// tunnel like its own. Refused for a trap or a tunnel that does not
+    /// exist.
+    pub fn add_extra_pair(
+        &mut self,
+        name: &str,
+        outbound: SaKeys,
+        inbound: SaKeys,
+        now: u64,
+    ) -> Result<(), LiveError> {
+        let i = self.find_or_err(name)?;
+        if self.tunnels[i].trap {
+            return err(format!("tunnel {name:?} is a trap without SAs"));
+        }
+        self.check_inbound_spi(inbound.spi)?;
+        self.check_outbound_spi(outbound.spi, self.tunnels[i].config.remote)?;
+        check_distinct_keys(name, &outbound, &inbound)?;
+        let mut config = self.tunnels[i].config.clone();
+        config.outbound = outbound;
+        config.inbound = inbound;
+        let (out_cfg, in_cfg) = (config.outbound_sa(), config.inbound_sa());
+        self.keys
+            .check(&out_cfg, SaDir::Out, Admission::Live)
+            .map_err(|e| refused(name, SaDir::Out, e))?;
+        let out = self.keys.outbound(name, &out_cfg, now, Admission::Live)?;
+        let inb = self.keys.inbound(name, &in_cfg, now, Admission::Live)?;
+        let (out_spi, in_spi) = (config.outbound.spi, config.inbound.spi);
+        let t = &mut self.tunnels[i];
+        t.extra.push(ExtraPair {
+            out: Some(OutboundSlot {
+                sa: out,
+                spi: out_spi,
+                created: now,
+                soft_reported: false,
+            }),
+            inbound: InboundSlot {
+                counters: counters_of(&inb),
+                sa: inb,
+                spi: in_spi,
+                created: now,
+                soft_reported: false,
+                drain: None,
+            },
+        });
+        let pairs = t.extra.len() + 1;
+        info!(tunnel = %name, out_spi = %hex_spi(out_spi), in_spi = %hex_spi(in_spi), pairs, "per-CPU SA pair added");
+        self.event(now, "sa-up", name, Some(Dir::Out), Some(out_spi));
+        self.event(now, "sa-up", name, Some(Dir::In), Some(in_spi));
+        self.publish();
+        self.wait_for_workers("per-CPU SA pair added");
+        Ok(())
+    }
+
+    /// Rekey step 1 of a per-CPU pair (named by its current inbound SPI
+    /// `old_in`): its new inbound SA replaces the old one, which drains
+    /// (as after [`Self::install_inbound`]). Publishes.
+    pub fn rekey_extra_inbound(
+        &mut self,
+        name: &str,
+        old_in: u32,
+        keys: SaKeys,
+        now: u64,
+    ) -> Result<(), LiveError> {
+        let i = self.find_or_err(name)?;
+        let x = self.extra_index(i, old_in)?;
+        self.check_inbound_spi(keys.spi)?;
+        let mut config = self.tunnels[i].config.clone();
+        config.inbound = keys;
+        let sa = self
+            .keys
+            .inbound(name, &config.inbound_sa(), now, Admission::Live)?;
+        let spi = config.inbound.spi;
+        let t = &mut self.tunnels[i];
+        let mut old = std::mem::replace(
+            &mut t.extra[x].inbound,
+            InboundSlot {
+                counters: counters_of(&sa),
+                sa,
+                spi,
+                created: now,
+                soft_reported: false,
+                drain: None,
+            },
+        );
+        old.drain = Some(Drain {
+            since: now,
+            last_packets: old.counters.stats().packets,
+            active_at: now,
+        });
+        t.inbound.push(old);
+        info!(tunnel = %name, dir = "in", spi = %hex_spi(spi), old_spi = %hex_spi(old_in), "rekey of a per-CPU SA pair: new inbound SA installed, old one draining");
+        self.event(now, "rekey-in", name, Some(Dir::In), Some(spi));
+        self.counts.rekeys_inbound += 1;
+        self.publish();
+        self.wait_for_workers("new inbound SA of a per-CPU pair");
+        Ok(())
+    }
+
+    /// Rekey step 2 of a per-CPU pair (named by its current inbound SPI
+    /// `in_spi`): it encrypts with the new outbound SA from the next
+    /// snapshot on. Publishes.
+    pub fn switch_extra_outbound(
+        &mut self,
+        name: &str,
+        in_spi: u32,
+        keys: SaKeys,
+        now: u64,
+    ) -> Result<(), LiveError> {
+        let i = self.find_or_err(name)?;
+        let x = self.extra_index(i, in_spi)?;
+        let remote = self.tunnels[i].config.remote;
+        self.check_outbound_spi(keys.spi, remote)?;
+        let mut config = self.tunnels[i].config.clone();
+        config.outbound = keys;
+        let sa = self
+            .keys
+            .outbound(name, &config.outbound_sa(), now, Admission::Live)?;
+        let spi = config.outbound.spi;
+        let t = &mut self.tunnels[i];
+        let old = t.extra[x].out.replace(OutboundSlot {
+            sa,
+            spi,
+            created: now,
+            soft_reported: false,
+        });
+        if let Some(o) = &old {
+            t.retiring_out.push(Arc::clone(&o.sa));
+        }
+        info!(tunnel = %name, dir = "out", spi = %hex_spi(spi), old_spi = ?old.map(|o| hex_spi(o.spi)), "rekey of a per-CPU SA pair: outbound switched");
+        self.event(now, "rekey-out", name, Some(Dir::Out), Some(spi));
+        self.counts.rekeys_outbound += 1;
+        self.publish();
+        Ok(())
+    }
+
+    /// Removes the per-CPU pair whose current inbound SPI is `in_spi`
+    /// (its CHILD_SA was deleted); the tunnel and its other pairs stay.
+    /// Publishes.
+    pub fn remove_extra_pair(
+        &mut self,
+        name: &str,
+        in_spi: u32,
+        now: u64,
+    ) -> Result<(), LiveError> {
+        let i = self.find_or_err(name)?;
+        let x = self.extra_index(i, in_spi)?;
+        let t = &mut self.tunnels[i];
+        let gone = t.extra.remove(x);
+        if let Some(o) = &gone.out {
+            t.retiring_out.push(Arc::clone(&o.sa));
+        }
+        t.retiring_in.push((
+            Arc::clone(&gone.inbound.sa),
+            Arc::clone(&gone.inbound.counters),
+        ));
+        info!(tunnel = %name, in_spi = %hex_spi(in_spi), pairs = t.extra.len() + 1, "per-CPU SA pair removed");
+        self.event(now, "sa-removed", name, Some(Dir::In), Some(in_spi));
+        self.publish();
+        Ok(())
+    }
+
+    /// The per-CPU pairs of tunnel `name` as (outbound SPI, inbound SPI),
+    /// the tunnel's own pair not included.
+    pub fn extra_pairs(&self, name: &str) -> Vec<(Option<u32>, u32)> {
+        self.find(name).map_or_else(Vec::new, |i| {
+            self.tunnels[i]
+                .extra
+                .iter()
+                .map(|x| (x.out.as_ref().map(|o| o.spi), x.inbound.spi))
+                .collect()
+        })
+    }
+
+    fn extra_index(&self, tunnel: usize, in_spi: u32) -> Result<usize, LiveError> {
+        self.tunnels[tunnel]
+            .extra
+            .iter()
+            .position(|x| x.inbound.spi == in_spi)
+            .ok_or_else(|| {
+                LiveError(format!(
+                    "tunnel {:?} has no per-CPU SA pair with inbound SPI {}",
+                    self.tunnels[tunnel].config.name,
+                    hex_spi(in_spi)
+                ))
+            })
+    }
+
     /// Undoes a rekey's step 1 for a keying daemon: the draining inbound
     /// SA `spi` becomes current again and the current one drains. For an
     /// IKE CHILD_SA rekey collision (RFC 7296 2.8.1), where the SA
@@ -861,6 +1071,43 @@ impl<T: Send + Sync + 'static> SaManager<T> {
                 keep.push(slot);
             }
             t.inbound = keep;
+            // Per-CPU pairs: the same limits, pair by pair. A pair whose
+            // inbound SA hard-expired goes as a whole.
+            let mut pairs = Vec::with_capacity(t.extra.len());
+            for mut x in t.extra.drain(..) {
+                if let Some(out) = &mut x.out {
+                    let e = out.sa.expiry(now);
+                    if e.is_hard() {
+                        warn!(tunnel = %name, dir = "out", spi = %hex_spi(out.spi), reason = %expiry_reason(e), "hard expiry of a per-CPU SA: removed");
+                        events.push(("hard-expiry", name.clone(), Dir::Out, out.spi));
+                        t.retiring_out.push(Arc::clone(&out.sa));
+                        x.out = None;
+                        changed = true;
+                    } else if e.is_soft() && !out.soft_reported {
+                        out.soft_reported = true;
+                        events.push(("soft-expiry", name.clone(), Dir::Out, out.spi));
+                    }
+                }
+                let slot = &mut x.inbound;
+                let e = slot.sa.expiry(now);
+                if e.is_hard() {
+                    warn!(tunnel = %name, dir = "in", spi = %hex_spi(slot.spi), reason = %expiry_reason(e), "hard expiry of a per-CPU SA: pair removed");
+                    events.push(("hard-expiry", name.clone(), Dir::In, slot.spi));
+                    t.retiring_in
+                        .push((Arc::clone(&slot.sa), Arc::clone(&slot.counters)));
+                    if let Some(o) = x.out.take() {
+                        t.retiring_out.push(o.sa);
+                    }
+                    changed = true;
+                    continue;
+                }
+                if e.is_soft() && !slot.soft_reported {
+                    slot.soft_reported = true;
+                    events.push(("soft-expiry", name.clone(), Dir::In, slot.spi));
+                }
+                pairs.push(x);
+            }
+            t.extra = pairs;
         }
         for (kind, tunnel, dir, spi) in events {
             match kind {
@@ -885,6 +1132,7 @@ impl<T: Send + Sync + 'static> SaManager<T> {
         let t = &self.tunnels[self.find(name)?];
         t.inbound
             .iter()
+            .chain(t.extra.iter().map(|x| &x.inbound))
             .find(|i| i.spi == spi)
             .map(|i| i.counters.stats().packets)
     }
@@ -919,6 +1167,33 @@ impl<T: Send + Sync + 'static> SaManager<T> {
                     (None, true) => SaState::SoftExpired,
                     (None, false) => SaState::Active,
                 };
+                out.push(sa_info(c, Dir::In, i.spi, i.created, state, stats, now));
+            }
+            // Per-CPU pairs after the tunnel's own SAs.
+            for x in &t.extra {
+                if let Some(o) = &x.out {
+                    let state = if o.soft_reported {
+                        SaState::SoftExpired
+                    } else {
+                        SaState::Active
+                    };
+                    out.push(sa_info(
+                        c,
+                        Dir::Out,
+                        o.spi,
+                        o.created,
+                        state,
+                        o.sa.stats(),
+                        now,
+                    ));
+                }
+                let i = &x.inbound;
+                let state = if i.soft_reported {
+                    SaState::SoftExpired
+                } else {
+                    SaState::Active
+                };
+                let stats = i.counters.stats();
                 out.push(sa_info(c, Dir::In, i.spi, i.created, state, stats, now));
             }
         }
@@ -962,6 +1237,12 @@ impl<T: Send + Sync + 'static> SaManager<T> {
             for i in &t.inbound {
                 add_stats(&mut sums[1], i.counters.stats());
             }
+            for x in &t.extra {
+                if let Some(o) = &x.out {
+                    add_stats(&mut sums[0], o.sa.stats());
+                }
+                add_stats(&mut sums[1], x.inbound.counters.stats());
+            }
             for (dir, s) in [(Dir::Out, sums[0]), (Dir::In, sums[1])] {
                 out.push(TunnelTotals {
                     tunnel: t.config.name.clone(),
@@ -996,6 +1277,22 @@ impl<T: Send + Sync + 'static> SaManager<T> {
                     dir: Dir::In,
                     spi: i.spi,
                 });
+            }
+            for x in &t.extra {
+                if let Some(o) = x.out.as_ref().filter(|o| o.soft_reported) {
+                    out.push(SaRef {
+                        tunnel: t.config.name.clone(),
+                        dir: Dir::Out,
+                        spi: o.spi,
+                    });
+                }
+                if x.inbound.soft_reported {
+                    out.push(SaRef {
+                        tunnel: t.config.name.clone(),
+                        dir: Dir::In,
+                        spi: x.inbound.spi,
+                    });
+                }
             }
         }
         out
@@ -1128,6 +1425,7 @@ fn new_tunnel(
         }],
         config,
         trap: false,
+        extra: Vec::new(),
     })
 }
 
@@ -1159,6 +1457,11 @@ fn view<'a>(spd: &'a Arc<Spd>, rules: &'a [Rule], tunnels: &'a [LiveTunnel]) -> 
                 id: t.id,
                 tunnel: &t.config,
                 outbound: t.outbound.as_ref().map(|o| &o.sa),
+                extra_outbound: t
+                    .extra
+                    .iter()
+                    .filter_map(|x| x.out.as_ref().map(|o| &o.sa))
+                    .collect(),
                 inbound: t
                     .inbound
                     .iter()
@@ -1167,6 +1470,11 @@ fn view<'a>(spd: &'a Arc<Spd>, rules: &'a [Rule], tunnels: &'a [LiveTunnel]) -> 
                         sa: &i.sa,
                         draining: i.drain.is_some(),
                     })
+                    .chain(t.extra.iter().map(|x| InboundView {
+                        spi: x.inbound.spi,
+                        sa: &x.inbound.sa,
+                        draining: false,
+                    }))
                     .collect(),
                 trap: t.trap,
             })

@@ -39,6 +39,9 @@ pub struct TunnelView<'a> {
     /// `None` after the outbound SA hard-expired: the tunnel's traffic is
     /// discarded until a rekey installs a new one.
     pub outbound: Option<&'a SharedOutbound>,
+    /// RFC 9611 per-CPU outbound SAs besides `outbound` (same selectors,
+    /// each its own sequence counter); usually empty.
+    pub extra_outbound: Vec<&'a SharedOutbound>,
     /// Current SA first (if it has not hard-expired), then draining ones.
     pub inbound: Vec<InboundView<'a>>,
     /// A trap: the policy without SAs (`SaManager::add_trap`).
@@ -83,6 +86,7 @@ pub fn tunnel_entry(
             .mss_clamp
             .and_then(|c| mss_limits(c, out.map(|o| &**o), mtu)),
         out: out.cloned(),
+        extra_out: Vec::new(),
         trap: false,
     }
 }
@@ -138,6 +142,7 @@ impl Tables {
             }
             let mut entry = tunnel_entry(t.id, t.tunnel, t.outbound, mtu);
             entry.trap = t.trap;
+            entry.extra_out = t.extra_outbound.iter().map(|o| Arc::clone(o)).collect();
             tunnels.push(entry);
         }
         Tables::new(Arc::clone(view.spd), sad.build(), tunnels)

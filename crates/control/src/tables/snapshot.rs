@@ -87,6 +87,12 @@ pub struct TunnelEntry {
     /// the SAD's index. `None` once it hard-expired and no rekey replaced
     /// it.
     pub out: Option<SharedOutbound>,
+    /// RFC 9611 per-CPU outbound SAs of the tunnel besides `out` (IKE
+    /// `per_cpu_sas`): same selectors, each with its own sequence counter,
+    /// so workers encrypting on different ones share no counter cache
+    /// line. Empty for nearly every tunnel. [`TunnelEntry::out_for`]
+    /// picks one per worker.
+    pub extra_out: Vec<SharedOutbound>,
     /// A trap (IKE `start_action = "trap"`): the tunnel's policy is in
     /// place but no CHILD_SA was negotiated for it yet, so `out` is
     /// `None`; a worker drops its traffic as `acquire` (not `sa_expired`)
@@ -95,6 +101,24 @@ pub struct TunnelEntry {
 }
 
 impl TunnelEntry {
+    /// The outbound SA worker `worker` encrypts this tunnel's traffic
+    /// with: `out` alone for an ordinary tunnel; with per-CPU SAs, SA
+    /// `worker % n` of the `n` it has (`out` first, then `extra_out`), so
+    /// that with `n` >= workers no two workers share one. `None` when it
+    /// has none (hard-expired, or a trap).
+    #[inline]
+    pub fn out_for(&self, worker: usize) -> Option<&SharedOutbound> {
+        if self.extra_out.is_empty() {
+            return self.out.as_ref();
+        }
+        let own = usize::from(self.out.is_some());
+        let i = worker % (own + self.extra_out.len());
+        match (&self.out, i) {
+            (Some(out), 0) => Some(out),
+            _ => self.extra_out.get(i - own),
+        }
+    }
+
     /// True when a decapsulated packet from `src` to `dst` is inside this
     /// tunnel's traffic selectors (RFC 4301 5.2, step 4).
     pub fn inbound_matches(&self, src: IpAddr, dst: IpAddr) -> bool {
@@ -217,6 +241,14 @@ impl Tables<LiveSa> {
     #[inline]
     pub fn outbound_sa(&self, id: TunnelId) -> Option<&SharedOutbound> {
         self.tunnel(id)?.out.as_ref()
+    }
+
+    /// The SA worker `worker` encrypts tunnel `id`'s traffic with
+    /// ([`TunnelEntry::out_for`]: the tunnel's one outbound SA, or with
+    /// RFC 9611 per-CPU SAs the worker's own of them).
+    #[inline]
+    pub fn outbound_sa_for(&self, id: TunnelId, worker: usize) -> Option<&SharedOutbound> {
+        self.tunnel(id)?.out_for(worker)
     }
 
     /// The inbound SA at `index` (from [`Sad::inbound`]): its SPI, tunnel

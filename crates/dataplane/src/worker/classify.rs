@@ -195,7 +195,7 @@ impl Classify {
                     clamp_mss(&mut core.counters, &mut pkt, &m, tunnel.mss_clamp);
                 }
                 let len = pkt.len();
-                let Some(out) = tunnel.out.as_deref() else {
+                let Some(out) = tunnel.out_for(core.worker).map(|sa| &**sa) else {
                     if tunnel.trap {
                         // No SA negotiated yet: never in the clear, ask IKE.
                         return self.acquire(core, port, pkt, id, &m);

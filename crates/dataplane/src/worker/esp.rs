@@ -86,7 +86,7 @@ impl<B: PacketBuf> EspOut<B> {
                 continue;
             };
             self.verdicts.clear();
-            match tables.outbound_sa(id).map(|sa| &**sa) {
+            match tables.outbound_sa_for(id, core.worker).map(|sa| &**sa) {
                 Some(out) => {
                     self.verdicts.resize(stage.pkts.len(), Verdict::default());
                     out.encap_burst(&mut stage.pkts, &mut self.verdicts, core.now.secs());

@@ -155,6 +155,9 @@ struct Core<B: PacketBuf, P: BufPool<B>> {
     now: Now,
     /// The IKE punt rings, when an IKE driver runs ([`Punt`]).
     punt: Option<Arc<PuntRings>>,
+    /// This worker's index: which of a tunnel's RFC 9611 per-CPU
+    /// outbound SAs it encrypts with (`Tables::outbound_sa_for`).
+    worker: usize,
 }
 
 impl<B: PacketBuf, P: BufPool<B>> Core<B, P> {
@@ -215,6 +218,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
                 scratch: vec![0u8; icmpv6::MIN_MTU].into_boxed_slice(),
                 now: Now::default(),
                 punt: None,
+                worker: id,
                 net,
                 tables,
                 pool,

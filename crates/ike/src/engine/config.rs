@@ -61,6 +61,14 @@ pub struct Connection {
     /// front of us; IKE moves to the NAT-T port from IKE_AUTH and the
     /// CHILD_SAs are `udp_encap` even without a NAT.
     pub force_encap: bool,
+    /// RFC 9611 per-resource CHILD_SAs: how many CHILD_SAs with the same
+    /// traffic selectors this connection wants (0 or 1: off, the
+    /// SA_RESOURCE_INFO notify is neither sent nor echoed). As initiator:
+    /// SA_RESOURCE_INFO in IKE_AUTH and, when the responder echoes it,
+    /// this many less one more CHILD_SAs by CREATE_CHILD_SA; as
+    /// responder: the echo, and at most this many such CHILD_SAs (more
+    /// are refused with TS_MAX_QUEUE).
+    pub per_resource_sas: u32,
 }
 
 /// How a connection authenticates (both directions the same).
@@ -115,6 +123,7 @@ impl Connection {
             lifetimes: Lifetimes::default(),
             fragmentation: None,
             force_encap: false,
+            per_resource_sas: 0,
         })
     }
 

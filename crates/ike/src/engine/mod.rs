@@ -103,6 +103,11 @@ pub struct ChildSa {
     /// A rekey (RFC 7296 2.8): the inbound SPI of the CHILD_SA it
     /// replaces (deleted next, by whoever started the rekey).
     pub rekeys: Option<u32>,
+    /// RFC 9611: an additional per-resource CHILD_SA (created by
+    /// CREATE_CHILD_SA with SA_RESOURCE_INFO) with the same traffic
+    /// selectors as a CHILD_SA the IKE SA already has; not a rekey of it.
+    /// A rekey of such an SA is `rekeys: Some(..)` as for any other.
+    pub per_resource: bool,
 }
 
 /// An IKE SA's SPIs and SK_e/SK_a keys, for a packet analyser

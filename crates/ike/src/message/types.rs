@@ -270,6 +270,9 @@ registry! {
         TEMPORARY_FAILURE = 43,
         /// The CHILD_SA to rekey or to create a CHILD_SA under was not found.
         CHILD_SA_NOT_FOUND = 44,
+        /// RFC 9611: the responder creates no more CHILD_SAs with these
+        /// traffic selectors (per-resource SAs).
+        TS_MAX_QUEUE = 48,
         /// Initial contact: delete other SAs with this peer.
         INITIAL_CONTACT = 16384,
         /// The sender's maximum outstanding requests.
@@ -306,6 +309,10 @@ registry! {
         INTERMEDIATE_EXCHANGE_SUPPORTED = 16438,
         /// The key exchange of a CREATE_CHILD_SA with RFC 9370 ADDKE (RFC 9370).
         ADDITIONAL_KEY_EXCHANGE = 16441,
+        /// RFC 9611: this CHILD_SA is one of a group with the same traffic
+        /// selectors, each bound to a resource (a CPU); data: an optional
+        /// opaque resource identifier.
+        SA_RESOURCE_INFO = 16444,
     }
 }
 

@@ -67,7 +67,13 @@ pub(crate) const CHILD_KEYS: &[&str] = &[
     "replay_window",
     "mss_clamp",
     "start_action",
+    "per_cpu_sas",
 ];
+
+/// The most `per_cpu_sas` a child may ask for: far beyond any core count
+/// (each pair is an IKE exchange and two SAD entries), small enough that
+/// a typo does not start thousands of exchanges.
+pub(crate) const MAX_PER_CPU_SAS: u32 = 1024;
 
 const PREFIXES: &str = "a list of prefixes like [\"10.1.0.0/24\"]";
 /// The longest interval a time key takes: ten years, far beyond any sane
@@ -265,6 +271,15 @@ fn read_child(ctx: &mut Ctx, t: Table, default_start: StartAction) -> Option<Chi
     let start_action = t
         .get(ctx, "start_action")
         .map_or(Some(default_start), |f| f.choice(ctx, START_ACTIONS));
+    // RFC 9611: a count, or "auto" (one per data-plane worker, resolved
+    // once [dataplane] is known: 0 until then).
+    let per_cpu = match t.get(ctx, "per_cpu_sas") {
+        None => Some((1, false)),
+        Some(f) if f.is_int() => f
+            .int(ctx, 1, i128::from(MAX_PER_CPU_SAS))
+            .map(|v| (v as u32, false)),
+        Some(f) => f.choice(ctx, &[("auto", (0, true))]),
+    };
     t.finish(ctx);
     if let (Some(l), Some(r)) = (&local_ts, &remote_ts) {
         let paired = l
@@ -291,6 +306,8 @@ fn read_child(ctx: &mut Ctx, t: Table, default_start: StartAction) -> Option<Chi
         replay_window: replay_window?,
         mss_clamp: mss_clamp?,
         start_action: start_action?,
+        per_cpu_sas: per_cpu?.0,
+        per_cpu_auto: per_cpu?.1,
     })
 }
 

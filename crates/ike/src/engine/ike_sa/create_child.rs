@@ -89,6 +89,118 @@ impl IkeSa {
         Ok(())
     }
 
+    /// RFC 9611: sends CREATE_CHILD_SA for one more per-resource CHILD_SA
+    /// with the selectors of our first installed CHILD_SA (not a rekey:
+    /// no REKEY_SA), SA_RESOURCE_INFO, the connection's ESP proposals (with
+    /// a KE payload when they have a PFS group), a fresh nonce and SPI.
+    pub(super) fn send_create_resource(
+        &mut self,
+        now: Time,
+        conn: &Connection,
+        cfg: &EngineConfig,
+        rng: &mut dyn RandomSource,
+        out: &mut Output,
+    ) -> Result<(), EngineError> {
+        let first = self
+            .children
+            .iter()
+            .find(|c| c.state == ChildState::Installed)
+            .cloned()
+            .ok_or(EngineError::Protocol("no CHILD_SA to add to"))?;
+        let new_inbound = random_child_spi(rng)?;
+        let ni = random_bytes(rng, NONCE_LEN)?;
+        let group = self.rekey_group.take().or_else(|| {
+            conn.esp_proposals
+                .first()
+                .and_then(|p| p.ke.first().copied())
+        });
+        let ke = match group {
+            Some(g) => Some(crypto::KeyExchange::generate(g, rng)?),
+            None => None,
+        };
+        let offer = wire::offer(
+            ProtocolId::ESP,
+            &new_inbound.to_be_bytes(),
+            conn.esp_proposals.iter().map(|p| p.transforms()),
+        );
+        let mut inner = vec![
+            Payload::Notify(Notify::ike(NotifyType::SA_RESOURCE_INFO, Vec::new())),
+            Payload::Sa(offer),
+            Payload::Nonce(Nonce(ni.clone())),
+        ];
+        if let Some(k) = &ke {
+            inner.push(Payload::Ke(KeyExchange {
+                group: k.group().id(),
+                data: k.public_value().to_vec(),
+            }));
+        }
+        inner.push(Payload::TsI(TrafficSelectors(first.local_ts.clone())));
+        inner.push(Payload::TsR(TrafficSelectors(first.remote_ts.clone())));
+        self.send_request(
+            now,
+            ExchangeType::CREATE_CHILD_SA,
+            &inner,
+            Some(OwnRequest::CreateResource),
+            cfg,
+            rng,
+            out,
+        )?;
+        self.create = Some(RekeyState {
+            old_inbound: 0,
+            new_inbound,
+            ni,
+            ke,
+            local_ts: first.local_ts,
+            remote_ts: first.remote_ts,
+        });
+        Ok(())
+    }
+
+    /// The answer to our per-resource CHILD_SA request. TS_MAX_QUEUE: the
+    /// peer takes no more of these selectors; the rest of our queued
+    /// requests are dropped and the SAs we have carry on (reported as a
+    /// `ChildSaFailed` with that notify, which fails nothing else). Any
+    /// other refusal stops the series the same way.
+    pub(super) fn on_create_resource_response(
+        &mut self,
+        now: Time,
+        inner: Inner,
+        conn: &Connection,
+        cfg: &EngineConfig,
+        rng: &mut dyn RandomSource,
+        out: &mut Output,
+    ) -> Result<(), EngineError> {
+        self.outstanding = None;
+        self.in_flight = None;
+        let Some(create) = self.create.take() else {
+            return Ok(());
+        };
+        if let Some(g) = requested_group(&inner) {
+            let ours = create.ke.as_ref().map(|k| k.group());
+            if Some(g) != ours && conn.esp_proposals.iter().any(|p| p.ke.contains(&g)) {
+                self.rekey_group = Some(g);
+                self.pending.push_front(OwnRequest::CreateResource);
+                return self.pump(now, conn, cfg, rng, out);
+            }
+        }
+        match self.rekeyed_child(&create, &inner, conn) {
+            Ok((mut child, _)) => {
+                child.per_resource = true;
+                self.children.push(ChildRef::of(&child));
+                out.events
+                    .push_back(Event::ChildSaInstalled(Box::new(child)));
+            }
+            Err(notify) => {
+                self.pending.retain(|r| *r != OwnRequest::CreateResource);
+                out.events.push_back(Event::ChildSaFailed {
+                    ike_sa: self.id,
+                    notify,
+                });
+            }
+        }
+        self.pump(now, conn, cfg, rng, out)
+    }
+
     /// The answer to our CHILD_SA rekey: install the new CHILD_SA, then
     /// delete the old one (RFC 7296 2.8). A refusal keeps the old one.
     pub(super) fn on_rekey_child_response(
@@ -298,6 +410,27 @@ impl IkeSa {
         if tsi.is_empty() || tsr.is_empty() {
             return refuse(Notify::ike(NotifyType::TS_UNACCEPTABLE, Vec::new()));
         }
+        // RFC 9611: a new CHILD_SA (not a rekey) with SA_RESOURCE_INFO is
+        // one more per-resource SA of its selectors. We take as many as
+        // `per_resource_sas` (counting the SAs of those selectors we
+        // have), and without it configured none beyond the first: past
+        // that, TS_MAX_QUEUE.
+        let resource_info = inner.notify(NotifyType::REKEY_SA).is_none()
+            && inner.notify(NotifyType::SA_RESOURCE_INFO).is_some();
+        let have = if resource_info {
+            self.children
+                .iter()
+                .filter(|c| c.state == ChildState::Installed && c.same_ts(&tsr, &tsi))
+                .count()
+        } else {
+            0
+        };
+        if have >= (conn.per_resource_sas.max(1) as usize) {
+            return refuse(Notify::ike(NotifyType::TS_MAX_QUEUE, Vec::new()));
+        }
+        // One more of a group (the first of its selectors is not).
+        let per_resource = have > 0;
+        let echo = resource_info && conn.per_resource_sas > 1;
         let (Ok(nr), Ok(inbound)) = (random_bytes(rng, NONCE_LEN), random_child_spi(rng)) else {
             return refuse(Notify::ike(NotifyType::TEMPORARY_FAILURE, Vec::new()));
         };
@@ -323,6 +456,12 @@ impl IkeSa {
             Payload::Nonce(Nonce(nr)),
         ];
         reply.extend(ke_reply.map(Payload::Ke));
+        if echo {
+            reply.push(Payload::Notify(Notify::ike(
+                NotifyType::SA_RESOURCE_INFO,
+                Vec::new(),
+            )));
+        }
         reply.push(Payload::TsI(TrafficSelectors(tsi)));
         reply.push(Payload::TsR(TrafficSelectors(tsr)));
         // The peer rekeys the SA our own rekey in flight replaces: remember
@@ -357,6 +496,7 @@ impl IkeSa {
             }
         }
         let mut child = child;
+        child.per_resource = per_resource;
         child.rekeys = rekeyed.and_then(|spi| {
             self.children
                 .iter()

@@ -263,6 +263,13 @@ impl IkeSa {
                 Vec::new(),
             )));
         }
+        // RFC 9611: we want per-resource CHILD_SAs of this one's selectors.
+        if conn.per_resource_sas > 1 {
+            inner.push(Payload::Notify(Notify::ike(
+                NotifyType::SA_RESOURCE_INFO,
+                Vec::new(),
+            )));
+        }
         inner.push(Payload::Sa(wire::offer(
             ProtocolId::ESP,
             &self.child_spi.to_be_bytes(),
@@ -314,6 +321,16 @@ impl IkeSa {
                 self.children.push(ChildRef::of(&child));
                 out.events
                     .push_back(Event::ChildSaInstalled(Box::new(child)));
+                // RFC 9611: the responder echoed SA_RESOURCE_INFO, so it
+                // takes more CHILD_SAs of these selectors (up to its own
+                // limit, TS_MAX_QUEUE past it). A peer that ignored the
+                // notify gets nothing more.
+                if conn.per_resource_sas > 1 && inner.notify(NotifyType::SA_RESOURCE_INFO).is_some()
+                {
+                    for _ in 1..conn.per_resource_sas {
+                        self.pending.push_back(OwnRequest::CreateResource);
+                    }
+                }
             }
             Err(notify) => out.events.push_back(Event::ChildSaFailed {
                 ike_sa: self.id,
@@ -418,6 +435,7 @@ impl IkeSa {
             udp_encap: self.udp_encap,
             initiated_by_us: we_initiated,
             rekeys: None,
+            per_resource: false,
         })
     }
 
@@ -681,6 +699,16 @@ impl IkeSa {
                 )])));
                 reply.push(Payload::TsI(TrafficSelectors(child.remote_ts.clone())));
                 reply.push(Payload::TsR(TrafficSelectors(child.local_ts.clone())));
+                // RFC 9611: echoed only when we want per-resource SAs too;
+                // otherwise the initiator creates no more (as with a peer
+                // that does not know the notify).
+                if conn.per_resource_sas > 1 && inner.notify(NotifyType::SA_RESOURCE_INFO).is_some()
+                {
+                    reply.push(Payload::Notify(Notify::ike(
+                        NotifyType::SA_RESOURCE_INFO,
+                        Vec::new(),
+                    )));
+                }
                 self.children.push(ChildRef::of(&child));
                 events.push(Event::ChildSaInstalled(Box::new(child)));
             }

@@ -113,6 +113,13 @@ impl IkeSa {
                 }
                 OwnRequest::DeleteChild { inbound_spi } => child(inbound_spi).is_some(),
                 OwnRequest::RekeyIke => !self.replaced,
+                OwnRequest::CreateResource => {
+                    !self.replaced
+                        && self
+                            .children
+                            .iter()
+                            .any(|c| c.state == ChildState::Installed)
+                }
                 OwnRequest::Liveness | OwnRequest::DeleteIke => true,
             };
             if live {
@@ -124,6 +131,9 @@ impl IkeSa {
                 return self.send_rekey_child(now, inbound_spi, conn, cfg, rng, out)
             }
             OwnRequest::RekeyIke => return self.send_rekey_ike(now, conn, cfg, rng, out),
+            OwnRequest::CreateResource => {
+                return self.send_create_resource(now, conn, cfg, rng, out)
+            }
             OwnRequest::Liveness => Vec::new(),
             OwnRequest::DeleteIke => vec![Payload::Delete(Delete::Ike)],
             OwnRequest::DeleteChild { inbound_spi } => {
@@ -191,7 +201,9 @@ impl IkeSa {
                     }
                 }
             }
-            Some(OwnRequest::RekeyChild { .. } | OwnRequest::RekeyIke) => {}
+            Some(
+                OwnRequest::RekeyChild { .. } | OwnRequest::RekeyIke | OwnRequest::CreateResource,
+            ) => {}
             Some(OwnRequest::Liveness) => {
                 out.events.push_back(Event::PeerAlive { ike_sa: self.id })
             }

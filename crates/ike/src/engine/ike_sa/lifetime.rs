@@ -398,7 +398,10 @@ impl IkeSa {
         let (requests, rest): (Vec<_>, Vec<_>) = self.pending.drain(..).partition(|r| {
             matches!(
                 r,
-                OwnRequest::RekeyChild { .. } | OwnRequest::DeleteChild { .. }
+                OwnRequest::RekeyChild { .. }
+                    | OwnRequest::DeleteChild { .. }
+                    // RFC 9611 per-resource CHILD_SAs still to create.
+                    | OwnRequest::CreateResource
             )
         });
         self.pending = rest.into();

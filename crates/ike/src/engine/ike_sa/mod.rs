@@ -89,6 +89,9 @@ pub(crate) enum OwnRequest {
     /// Replace the IKE SA by a new one (RFC 7296 1.3.2, 2.18), then delete
     /// the old one.
     RekeyIke,
+    /// RFC 9611: one more per-resource CHILD_SA with the selectors of the
+    /// first one (CREATE_CHILD_SA with SA_RESOURCE_INFO).
+    CreateResource,
 }
 
 /// Our CREATE_CHILD_SA request that rekeys the IKE SA.
@@ -132,6 +135,12 @@ impl ChildRef {
             state: ChildState::Installed,
             life: None,
         }
+    }
+
+    /// The same traffic selectors as `local`/`remote` (RFC 9611 counts
+    /// the CHILD_SAs of one selector pair).
+    fn same_ts(&self, local: &[TrafficSelector], remote: &[TrafficSelector]) -> bool {
+        self.local_ts == local && self.remote_ts == remote
     }
 }
 
@@ -202,6 +211,9 @@ pub(crate) struct IkeSa {
     children: Vec<ChildRef>,
     /// Our CHILD_SA rekey in flight.
     rekey: Option<RekeyState>,
+    /// Our RFC 9611 per-resource CHILD_SA creation in flight (its
+    /// `old_inbound` is unused).
+    create: Option<RekeyState>,
     /// Our IKE SA rekey in flight.
     ike_rekey: Option<IkeRekeyState>,
     /// Peer rekeys of the CHILD_SA our own rekey in flight replaces
@@ -370,6 +382,7 @@ impl IkeSa {
             child_spi: 0,
             children: Vec::new(),
             rekey: None,
+            create: None,
             ike_rekey: None,
             collisions: Vec::new(),
             life: None,
@@ -615,6 +628,12 @@ impl IkeSa {
                     return;
                 };
                 self.on_rekey_ike_response(now, inner, conn, cfg, rng, out)
+            }
+            (State::Established, ExchangeType::CREATE_CHILD_SA) if self.create.is_some() => {
+                let Some(inner) = self.open_response(reassembled, datagram, out) else {
+                    return;
+                };
+                self.on_create_resource_response(now, inner, conn, cfg, rng, out)
             }
             (State::Established, ExchangeType::CREATE_CHILD_SA) if self.rekey.is_some() => {
                 let Some(inner) = self.open_response(reassembled, datagram, out) else {
