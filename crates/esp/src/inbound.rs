@@ -23,7 +23,7 @@ use crate::config::{ConfigError, Encap, SaConfig};
 use crate::crypto::{self, EspCipher};
 use crate::lifetime::{Expiry, Limits};
 use crate::outbound::ESP_HEADER;
-use crate::outer::{locate_esp, EspLocation};
+use crate::outer::locate_esp;
 use crate::shared_replay::SharedReplayWindow;
 use crate::verdict::{DropCounts, DropReason, SaStats, Verdict};
 use crate::{inner, trailer, Suite};
@@ -231,45 +231,6 @@ impl InboundSa {
         verdicts: &mut [Verdict],
         now: u64,
     ) -> usize {
-        self.decap(pkts, None, verdicts, now)
-    }
-
-    /// [`Self::decap_burst`] for packets whose ESP header the caller has
-    /// already found: `locs[i]` is what [`locate_esp`]`(pkts[i].data(),
-    /// located_with)` returned, with the packet unchanged since. The data
-    /// plane's classifier locates the ESP header for its SAD lookup, and
-    /// this spares the second look. When `located_with` frames ESP
-    /// differently from this SA's [`Self::encap`] (plain ESP against UDP,
-    /// or another UDP port), the locations are ignored and every packet is
-    /// located again, as `decap_burst` does. A location that does not fit
-    /// its packet is a `truncated` drop, never a panic.
-    ///
-    /// Panics if the three slices differ in length (a caller bug).
-    pub fn decap_burst_located<B: PacketBuf>(
-        &self,
-        pkts: &mut [B],
-        locs: &[EspLocation],
-        located_with: Encap,
-        verdicts: &mut [Verdict],
-        now: u64,
-    ) -> usize {
-        assert_eq!(pkts.len(), locs.len(), "one location per packet");
-        let same_framing = match (located_with, self.encap) {
-            (Encap::None, Encap::None) => true,
-            (Encap::Udp { local_port: a, .. }, Encap::Udp { local_port: b, .. }) => a == b,
-            _ => false,
-        };
-        self.decap(pkts, same_framing.then_some(locs), verdicts, now)
-    }
-
-    #[inline(always)]
-    fn decap<B: PacketBuf>(
-        &self,
-        pkts: &mut [B],
-        locs: Option<&[EspLocation]>,
-        verdicts: &mut [Verdict],
-        now: u64,
-    ) -> usize {
         assert_eq!(pkts.len(), verdicts.len(), "one verdict per packet");
         let c = &*self.shared;
         let mut burst = Burst {
@@ -282,19 +243,14 @@ impl InboundSa {
         let mut drops = DropCounts::default();
         let mut dropped = false;
         let (mut sent, mut bytes) = (0u64, 0u64);
-        for (c, (pkts, verdicts)) in pkts
-            .chunks_mut(CHUNK)
-            .zip(verdicts.chunks_mut(CHUNK))
-            .enumerate()
-        {
+        for (pkts, verdicts) in pkts.chunks_mut(CHUNK).zip(verdicts.chunks_mut(CHUNK)) {
             let mut seqs = [0u64; CHUNK];
             let mut verified = 0u64;
             // Authenticated but dropped later (trailer, ECN, byte limit):
             // counted after the update, which may make them replays.
             let mut late_drops = 0u64;
             for (i, (pkt, verdict)) in pkts.iter_mut().zip(verdicts.iter_mut()).enumerate() {
-                let loc = locs.map(|l| l[c * CHUNK + i]);
-                let result = self.decap_one(pkt, loc, &mut burst, &mut seqs[i]);
+                let result = self.decap_one(pkt, &mut burst, &mut seqs[i]);
                 let authentic = seqs[i] != 0;
                 verified |= u64::from(authentic) << i;
                 *verdict = match result {
@@ -374,25 +330,18 @@ impl InboundSa {
 
     /// Everything but the replay window update: `*verified_seq` is set to
     /// the packet's sequence number once its ICV verified (0 otherwise),
-    /// whatever happens after. `located`: where the caller found the ESP
-    /// header (see [`Self::decap_burst_located`]); `None`: found here.
+    /// whatever happens after.
     #[inline]
     fn decap_one<B: PacketBuf>(
         &self,
         pkt: &mut B,
-        located: Option<EspLocation>,
         burst: &mut Burst,
         verified_seq: &mut u64,
     ) -> Result<(), DropReason> {
         if burst.expiry.is_hard() {
             return Err(DropReason::SaExpired);
         }
-        let loc = match located {
-            // Checked, not trusted: it slices the packet below.
-            Some(l) if l.offset.checked_add(l.len).is_some_and(|end| end <= pkt.len()) => l,
-            Some(_) => return Err(DropReason::Truncated),
-            None => locate_esp(pkt.data(), self.encap)?,
-        };
+        let loc = locate_esp(pkt.data(), self.encap)?;
         if loc.spi != self.spi {
             return Err(DropReason::UnknownSpi);
         }

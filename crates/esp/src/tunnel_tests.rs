@@ -8,7 +8,7 @@ use espgw_wire::{PacketBuf, VecBuf};
 use crate::config::{Encap, Lifetimes, Limit, SaConfig};
 use crate::crypto::EspCipher;
 use crate::test_cipher::ToyCipher;
-use crate::{DropReason, EspLocation, Expiry, InboundSa, OutboundSa, Suite, Verdict};
+use crate::{DropReason, Expiry, InboundSa, OutboundSa, Suite, Verdict};
 
 const SPI: u32 = 0x0102_0304;
 
@@ -559,113 +559,4 @@ fn dscp_and_ecn_cross_the_tunnel_as_rfc6040_says() {
             }
         }
     }
-}
-
-/// `decap_burst_located` with the classifier's locations gives what
-/// `decap_burst` gives (verdicts, inner bytes, counters), for every outer
-/// family and framing, with some packets damaged (truncated, not ESP,
-/// wrong SPI) so that the drop reasons are compared too.
-#[test]
-fn located_decap_agrees_with_decap_burst() {
-    for suite in [Suite::Aes128Gcm16, Suite::Chacha20Poly1305] {
-        for outer_v6 in [false, true] {
-            for encap_kind in [Encap::None, Encap::udp_4500()] {
-                let cfg = config(suite, outer_v6, encap_kind, false);
-                let (out, mut plain) = pair(&cfg);
-                let (_, located) = pair(&cfg);
-                // Fewer than the replay window: which packets share a
-                // 64-packet chunk then changes no verdict.
-                let inner: Vec<Vec<u8>> = (0..60)
-                    .map(|i| match i % 3 {
-                        0 => ipv6_packet(i * 7, i as u8),
-                        _ => ipv4_packet(i * 5, i as u8),
-                    })
-                    .collect();
-                let (mut bufs, v) = encap(&out, &inner, 0);
-                assert!(v.iter().all(|v| v.is_forward()));
-                // Damage a few after encap: a flipped ciphertext byte, a
-                // shortened packet, a changed SPI.
-                let n = bufs[5].len();
-                bufs[5].data_mut()[n - 1] ^= 1;
-                let n = bufs[9].len();
-                bufs[9].trim(n / 2).unwrap();
-                let at = crate::locate_esp(bufs[13].data(), cfg.encap).unwrap().offset;
-                bufs[13].data_mut()[at] ^= 0x80;
-                let mut copies = bufs.clone();
-                let want = decap(&mut plain, &mut bufs, 0);
-                // What a classifier does: locate, and only the packets it
-                // could locate reach the SA.
-                let mut kept = Vec::new();
-                let mut locs = Vec::new();
-                let mut want_kept = Vec::new();
-                for (i, b) in copies.drain(..).enumerate() {
-                    if let Ok(l) = crate::locate_esp(b.data(), cfg.encap) {
-                        locs.push(l);
-                        kept.push(b);
-                        want_kept.push(i);
-                    }
-                }
-                let mut got = vec![Verdict::default(); kept.len()];
-                let sent = located.decap_burst_located(&mut kept, &locs, cfg.encap, &mut got, 0);
-                assert_eq!(sent, got.iter().filter(|v| v.is_forward()).count());
-                for (k, &i) in want_kept.iter().enumerate() {
-                    assert_eq!(got[k], want[i], "{suite} packet {i}");
-                    if got[k].is_forward() {
-                        assert_eq!(kept[k].data(), bufs[i].data());
-                    }
-                }
-                // The damaged ones reached the SA and were compared above.
-                assert!(want_kept.contains(&5) && want_kept.contains(&13));
-                assert_eq!(want[5], Verdict::Drop(DropReason::IcvMismatch));
-                assert_eq!(want[13], Verdict::Drop(DropReason::UnknownSpi));
-                assert!(!want_kept.contains(&9), "truncated: not located");
-                assert_eq!(plain.stats().packets, located.stats().packets);
-                assert_eq!(plain.stats().bytes, located.stats().bytes);
-            }
-        }
-    }
-}
-
-/// Locations that disagree with their packets are drops, never panics,
-/// and locations taken with another framing than the SA's are not used.
-#[test]
-fn located_decap_checks_the_locations() {
-    let cfg = config(Suite::Aes128Gcm16, false, Encap::None, false);
-    let (out, inb) = pair(&cfg);
-    let (bufs, _) = encap(&out, &[ipv4_packet(40, 1), ipv4_packet(40, 2)], 0);
-    let good = crate::locate_esp(bufs[0].data(), Encap::None).unwrap();
-    let len = bufs[0].len();
-    for bad in [
-        EspLocation { offset: len, ..good },
-        EspLocation { len: len, ..good },
-        EspLocation { offset: usize::MAX, ..good },
-        EspLocation { len: usize::MAX, ..good },
-    ] {
-        let mut b = vec![bufs[0].clone()];
-        let mut v = [Verdict::default()];
-        inb.decap_burst_located(&mut b, &[bad], Encap::None, &mut v, 0);
-        assert_eq!(v, [Verdict::Drop(DropReason::Truncated)], "{bad:?}");
-    }
-    // A location inside the packet but in the wrong place: the SPI read
-    // there is not this SA's, or the ICV fails; either way a drop.
-    let mut b = vec![bufs[0].clone()];
-    let mut v = [Verdict::default()];
-    let shifted = EspLocation {
-        offset: good.offset + 4,
-        len: good.len - 4,
-        ..good
-    };
-    inb.decap_burst_located(&mut b, &[shifted], Encap::None, &mut v, 0);
-    assert!(!v[0].is_forward(), "{v:?}");
-    // Located as UDP-encapsulated while the SA takes plain ESP: ignored,
-    // the SA locates it itself (and forwards it).
-    let mut b = vec![bufs[1].clone()];
-    let wrong = EspLocation {
-        offset: 0,
-        len: 1,
-        spi: 0,
-        outer_ds: 0,
-    };
-    inb.decap_burst_located(&mut b, &[wrong], Encap::udp_4500(), &mut v, 0);
-    assert_eq!(v, [Verdict::Forward]);
 }

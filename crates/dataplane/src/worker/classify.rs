@@ -388,7 +388,7 @@ impl Classify {
         if found.udp_encap != matches!(encap, Encap::Udp { .. }) {
             return core.drop_pkt(pkt, DropReason::NotEsp, Some(port));
         }
-        esp_in.push(found.slot, pkt, port, loc);
+        esp_in.push(found.slot, pkt, port);
     }
 }
 

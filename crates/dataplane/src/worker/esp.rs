@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use espgw_control::tables::{SaIndex, SharedInbound, Tables, TunnelEntry, TunnelId};
-use espgw_esp::{Encap, EspLocation, Verdict};
+use espgw_esp::Verdict;
 use espgw_wire::{ip_protocol, reply, PacketBuf};
 
 use super::egress::Egress;
@@ -132,10 +132,6 @@ impl<B: PacketBuf> EspOut<B> {
 /// every worker and leave through the SA's reorder stage.
 pub(super) struct EspIn<B> {
     groups: Vec<Stage<B>>,
-    /// Per group, where the classifier found each packet's ESP header
-    /// (`locate_esp`), for `decap_burst_located`: the engine does not look
-    /// for it a second time.
-    locs: Vec<Vec<EspLocation>>,
     verdicts: Vec<Verdict>,
     burst: usize,
     pub(super) spread: Option<Spread<B>>,
@@ -238,9 +234,6 @@ impl<B: PacketBuf> EspIn<B> {
             groups: (0..tables.sad.sas().len())
                 .map(|_| Stage::new(burst))
                 .collect(),
-            locs: (0..tables.sad.sas().len())
-                .map(|_| Vec::with_capacity(burst))
-                .collect(),
             verdicts: Vec::with_capacity(burst),
             burst,
             spread: None,
@@ -252,22 +245,15 @@ impl<B: PacketBuf> EspIn<B> {
         let burst = self.burst;
         self.groups
             .resize_with(tables.sad.sas().len(), || Stage::new(burst));
-        self.locs
-            .resize_with(tables.sad.sas().len(), || Vec::with_capacity(burst));
     }
 
     pub(super) fn burst(&self) -> usize {
         self.burst
     }
 
-    /// Stages ESP packet `pkt` from `port` for the inbound SA at `slot`;
-    /// `loc`: where `locate_esp` found its ESP header (the packet must not
-    /// change before it is decrypted).
-    #[inline(always)]
-    pub(super) fn push(&mut self, slot: SaIndex, pkt: B, port: PortIdx, loc: EspLocation) {
-        let t = slot.0 as usize;
-        self.groups[t].push(pkt, port);
-        self.locs[t].push(loc);
+    /// Stages ESP packet `pkt` from `port` for the inbound SA at `slot`.
+    pub(super) fn push(&mut self, slot: SaIndex, pkt: B, port: PortIdx) {
+        self.groups[slot.0 as usize].push(pkt, port);
     }
 
     /// Decrypts every staged group and sends what passes on; answers to
@@ -299,7 +285,6 @@ impl<B: PacketBuf> EspIn<B> {
                     core.drop_pkt(pkt, DropReason::UnknownSpi, Some(port));
                 }
                 self.groups[t] = stage;
-                self.locs[t].clear();
                 continue;
             };
             if let Some(spread) = &mut self.spread {
@@ -307,8 +292,6 @@ impl<B: PacketBuf> EspIn<B> {
                 // tickets out, every group of it goes through its
                 // reorder stage, or a small group would overtake them.
                 if stage.pkts.len() >= 2 * MIN_PART || spread.outstanding(slot) != 0 {
-                    // (The fan-out's jobs locate the ESP header again.)
-                    self.locs[t].clear();
                     spread_group(spread, core, slot, tunnel.id, sa, &mut stage);
                     self.groups[t] = stage;
                     continue;
@@ -317,22 +300,7 @@ impl<B: PacketBuf> EspIn<B> {
             self.verdicts.clear();
             self.verdicts.resize(stage.pkts.len(), Verdict::default());
             // No lock: any number of workers decrypt for one SA at once.
-            // Every packet of the group was located with the framing its
-            // tunnel expects (the classifier drops the others).
-            let located_with = if tunnel.udp_encap {
-                Encap::udp_4500()
-            } else {
-                Encap::None
-            };
-            let locs = &mut self.locs[t];
-            sa.decap_burst_located(
-                &mut stage.pkts,
-                locs,
-                located_with,
-                &mut self.verdicts,
-                core.now.secs(),
-            );
-            locs.clear();
+            sa.decap_burst(&mut stage.pkts, &mut self.verdicts, core.now.secs());
             let mut fwd = Forward::new(tunnel);
             for (i, (pkt, port)) in stage.pkts.drain(..).zip(stage.ports.drain(..)).enumerate() {
                 if let Verdict::Drop(r) = self.verdicts[i] {
