@@ -1702,7 +1702,11 @@ mod acquire {
 
     /// Gateway A with its tunnel's outbound SA gone; `trap`: never had one.
     fn a_without_sa(trap: bool) -> Gw {
-        let mut a = ready_a();
+        without_sa(ready_a(), trap)
+    }
+
+    /// `a` switched to a snapshot where its tunnel has no outbound SA.
+    fn without_sa(mut a: Gw, trap: bool) -> Gw {
         let t = Arc::clone(a.w.tables());
         let e = t.tunnel(TunnelId(0)).unwrap();
         let entry = TunnelEntry {
@@ -1778,6 +1782,23 @@ mod acquire {
         assert_eq!(a.drops(DropReason::SaExpired), 2);
         assert_eq!(a.drops(DropReason::Acquire), 0);
         assert!(rings.next_acquire().is_none());
+    }
+
+    /// The classifier keeps what the protect path needs of a tunnel for
+    /// one snapshot (worker/classify.rs, `Protected`): once traffic has
+    /// used the tunnel, a snapshot where it is a trap without an SA must
+    /// not reuse it (the packets are `acquire` drops, not staged for an SA
+    /// that is gone, which `EspOut` would count as `sa_expired`).
+    #[test]
+    fn a_tunnel_that_loses_its_sa_after_traffic_takes_the_full_path() {
+        let mut a = ready_a();
+        let out = a.rx(PROT, &from_a(2));
+        assert_eq!(out[UNPROT].len(), 2);
+        let mut a = without_sa(a, true);
+        let out = a.rx(PROT, &from_a(3));
+        assert!(out.iter().all(Vec::is_empty));
+        assert_eq!(a.drops(DropReason::Acquire), 3);
+        assert_eq!(a.drops(DropReason::SaExpired), 0);
     }
 
     #[test]
