@@ -570,7 +570,8 @@ for tag, runs, name in [("located", 3, "ESP location passed to `decap_burst_loca
                         ("protectcache", 3, "per-tunnel protect data + (decrypt) pair/local memo"),
                         ("hopheads", 3, "hop cache with port data and Ethernet headers"),
                         ("routeinline", 6, "the same + `route`'s cached case inlined"),
-                        ("byref", 6, "`IpMeta` used by reference after parsing")]:
+                        ("byref", 6, "`IpMeta` used by reference after parsing"),
+                        ("parseforward", 4, "`parse_ip` inlined into `Forward::packet` only")]:
     b, a = s6_rows(tag + "-base", runs), s6_rows(tag + "-try", runs)
     cells = []
     for n, d in S6_CASES:
