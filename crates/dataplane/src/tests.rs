@@ -496,6 +496,32 @@ fn too_big_for_the_far_side_gets_frag_needed_back_through_the_tunnel() {
     assert_eq!(icmp.next_hop_mtu(), 1500);
 }
 
+/// The egress stage's cached next hop (worker/egress.rs, `route`'s inlined
+/// case) keeps the port's MTU check: after a packet that fits has warmed
+/// it for the destination, an oversize one to the same destination still
+/// gets "fragmentation needed" back through the tunnel, in the same burst
+/// and in the next.
+#[test]
+fn a_warm_next_hop_still_checks_the_mtu() {
+    let big_a = config_text(false, "10.1.0.0/24", "").replace("mtu = 1500", "mtu = 9000");
+    let mut a = Gw::new(tables_from(big_a, [A_PROT_MAC, A_UNPROT_MAC]));
+    a.learn_by_arp(PROT, "10.1.0.10", HOST_A_MAC, "10.1.0.1");
+    a.learn_by_arp(UNPROT, "192.0.2.2", B_UNPROT_MAC, "192.0.2.1");
+    let mut b = ready_b();
+    let small = from_host_a(&udp4("10.1.0.10", "10.2.0.10", 64, true, 100));
+    let big = from_host_a(&udp4("10.1.0.10", "10.2.0.10", 64, true, 2000 - 28));
+    let esp = a.rx(PROT, &[small.clone(), big.clone()]);
+    assert_eq!(esp[UNPROT].len(), 2);
+    let out = b.rx(UNPROT, &esp[UNPROT]);
+    assert_eq!(out[PROT].len(), 1, "the small one forwarded");
+    assert_eq!(out[UNPROT].len(), 1, "frag needed for the big one");
+    assert_eq!(b.drops(DropReason::MtuExceeded), 1);
+    let esp = a.rx(PROT, &[big, small]);
+    let out = b.rx(UNPROT, &esp[UNPROT]);
+    assert_eq!((out[PROT].len(), out[UNPROT].len()), (1, 1));
+    assert_eq!(b.drops(DropReason::MtuExceeded), 2);
+}
+
 /// Gateway B whose tunnel protects only 10.2.0.128/25, so that its own
 /// protected address (10.2.0.1, the source of its ICMP errors) is outside
 /// `local_ts`, with a default route out of the unprotected port and
@@ -1778,7 +1804,11 @@ mod acquire {
 
     /// Gateway A with its tunnel's outbound SA gone; `trap`: never had one.
     fn a_without_sa(trap: bool) -> Gw {
-        let mut a = ready_a();
+        without_sa(ready_a(), trap)
+    }
+
+    /// `a` switched to a snapshot where its tunnel has no outbound SA.
+    fn without_sa(mut a: Gw, trap: bool) -> Gw {
         let t = Arc::clone(a.w.tables());
         let e = t.tunnel(TunnelId(0)).unwrap();
         let entry = TunnelEntry {
@@ -1855,6 +1885,23 @@ mod acquire {
         assert_eq!(a.drops(DropReason::SaExpired), 2);
         assert_eq!(a.drops(DropReason::Acquire), 0);
         assert!(rings.next_acquire().is_none());
+    }
+
+    /// The classifier keeps what the protect path needs of a tunnel for
+    /// one snapshot (worker/classify.rs, `Protected`): once traffic has
+    /// used the tunnel, a snapshot where it is a trap without an SA must
+    /// not reuse it (the packets are `acquire` drops, not staged for an SA
+    /// that is gone, which `EspOut` would count as `sa_expired`).
+    #[test]
+    fn a_tunnel_that_loses_its_sa_after_traffic_takes_the_full_path() {
+        let mut a = ready_a();
+        let out = a.rx(PROT, &from_a(2));
+        assert_eq!(out[UNPROT].len(), 2);
+        let mut a = without_sa(a, true);
+        let out = a.rx(PROT, &from_a(3));
+        assert!(out.iter().all(Vec::is_empty));
+        assert_eq!(a.drops(DropReason::Acquire), 3);
+        assert_eq!(a.drops(DropReason::SaExpired), 0);
     }
 
     #[test]

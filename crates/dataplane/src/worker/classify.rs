@@ -6,7 +6,7 @@ use std::net::IpAddr;
 
 use espgw_control::config::Side;
 use espgw_control::ike::{Acquire, IKE_PORT};
-use espgw_control::tables::{inner_mtu, Action, SaIndex, TunnelId};
+use espgw_control::tables::{inner_mtu, Action, MssLimits, SaIndex, TunnelId};
 use espgw_esp::Encap;
 use espgw_wire::{ethernet, ethertype, icmpv6, ip_protocol, reply, MacAddr, PacketBuf};
 
@@ -36,12 +36,28 @@ struct LastInbound {
     udp_encap: bool,
 }
 
+/// What the protect path needs of a tunnel, read once per snapshot
+/// instead of per packet (the tunnel entry, its port's MTU, its outbound
+/// SA's overhead: a chain of loads and the padding arithmetic). Only for a
+/// tunnel with an outbound SA; a packet that does not fit takes the full
+/// path ([`Classify::protect`]).
+#[derive(Clone, Copy)]
+struct Protected {
+    /// The largest inner packet that fits the tunnel's port MTU once
+    /// encapsulated (`inner_mtu`; `len + overhead(len)` only grows with
+    /// `len`, so a packet fits exactly when it is at most this long).
+    fits: usize,
+    mss_clamp: Option<MssLimits>,
+}
+
 /// The classification stage: its caches of SPD and SAD answers, valid for
 /// one snapshot ([`Classify::forget`] when the worker switches).
 pub(super) struct Classify {
     /// Recent SPD decisions of this snapshot's SPD.
     spd_cache: FlowCache,
     last_inbound: Option<LastInbound>,
+    /// By tunnel id, for this snapshot (filled as tunnels are used).
+    protected: Vec<Option<Protected>>,
     /// Acquires raised per trapped tunnel (kept across snapshots: a
     /// tunnel id names the same trap until its SAs arrive).
     acquires: AcquireLimiter,
@@ -52,6 +68,7 @@ impl Classify {
         Classify {
             spd_cache: FlowCache::new(FlowCache::SLOTS),
             last_inbound: None,
+            protected: Vec::new(),
             acquires: AcquireLimiter::new(),
         }
     }
@@ -60,6 +77,7 @@ impl Classify {
     pub(super) fn forget(&mut self) {
         self.spd_cache.clear();
         self.last_inbound = None;
+        self.protected.clear();
     }
 
     /// A packet received on `port` (counted as received by the caller,
@@ -181,55 +199,19 @@ impl Classify {
     ) {
         let d = self.spd_cache.lookup(&core.tables.spd, &m.outbound_flow());
         match d.action {
-            Action::Protect(id) => {
-                let tables = &core.tables;
-                let Some(tunnel) = tables.tunnel(id) else {
-                    // An SPD naming a tunnel the snapshot lacks: discarded,
-                    // by a rule.
-                    return core.drop_pkt(pkt, DropReason::PolicyDiscard, Some(port));
-                };
-                let mtu = core.net.ports[tunnel.port].mtu;
-                // Checked here first: without a clamp configured (the
-                // common case) this skips a call per packet.
-                if tunnel.mss_clamp.is_some() {
-                    clamp_mss(&mut core.counters, &mut pkt, &m, tunnel.mss_clamp);
-                }
-                let len = pkt.len();
-                let Some(out) = tunnel.out_for(core.worker).map(|sa| &**sa) else {
-                    if tunnel.trap {
-                        // No SA negotiated yet: never in the clear, ask IKE.
-                        return self.acquire(core, port, pkt, id, &m);
+            Action::Protect(id) => match self.protected.get(id.0 as usize) {
+                // What `protect` decides for a packet that fits, without
+                // its loads. (The length is checked first: the MSS clamp
+                // does not change it.)
+                Some(&Some(p)) if pkt.len() <= p.fits => {
+                    if p.mss_clamp.is_some() {
+                        clamp_mss(&mut core.counters, &mut pkt, &m, p.mss_clamp);
                     }
-                    // Hard-expired and not replaced: never in the clear.
-                    return core.drop_pkt(pkt, DropReason::SaExpired, Some(port));
-                };
-                let (t, id) = (id.0 as usize, id.0);
-                if len + out.overhead(len) > mtu {
-                    // Only for packets that do not fit: inner_mtu walks the
-                    // padding steps, which cost every packet when it ran
-                    // for all (docs/benchmarks.md, "inner MTU only when
-                    // needed").
-                    let inner_mtu = inner_mtu(out, mtu);
-                    if m.dont_frag {
-                        core.counters.tunnel(id).out_mtu_exceeded += 1;
-                        return icmp.too_big(core, esp_out, egress, tx, port, pkt, m, inner_mtu);
-                    }
-                    core.counters.tunnel(id).out_fragmented += 1;
-                    // IPv4 without DF: fragment, then encrypt each fragment.
                     decrement_ttl(&mut pkt, m.v6);
-                    let Some(rest) = fragment_v4(&mut pkt, inner_mtu, &core.pool) else {
-                        return core.drop_pkt(pkt, DropReason::FragmentationNeeded, Some(port));
-                    };
-                    core.counters.generated += rest.len() as u64;
-                    esp_out.push(t, pkt, port);
-                    for frag in rest {
-                        esp_out.push(t, frag, port);
-                    }
-                    return;
+                    esp_out.push(id.0 as usize, pkt, port);
                 }
-                decrement_ttl(&mut pkt, m.v6);
-                esp_out.push(t, pkt, port);
-            }
+                _ => self.protect(core, port, pkt, m, id, esp_out, icmp, egress, tx),
+            },
             Action::Bypass => {
                 decrement_ttl(&mut pkt, m.v6);
                 let policy = EgressPolicy::Bypass;
@@ -244,6 +226,81 @@ impl Classify {
                 core.drop_pkt(pkt, r, Some(port));
             }
         }
+    }
+
+    /// A packet for tunnel `id` the SPD protects: MSS clamp, MTU (ICMP
+    /// too big or fragments), TTL, staged for the tunnel's outbound SA.
+    #[allow(clippy::too_many_arguments)]
+    fn protect<B: PacketBuf, P: BufPool<B>>(
+        &mut self,
+        core: &mut Core<B, P>,
+        port: PortIdx,
+        mut pkt: B,
+        m: IpMeta,
+        id: TunnelId,
+        esp_out: &mut EspOut<B>,
+        icmp: &mut Icmp,
+        egress: &mut Egress,
+        tx: &mut TxQueues<B>,
+    ) {
+        let tables = &core.tables;
+        let Some(tunnel) = tables.tunnel(id) else {
+            // An SPD naming a tunnel the snapshot lacks: discarded,
+            // by a rule.
+            return core.drop_pkt(pkt, DropReason::PolicyDiscard, Some(port));
+        };
+        let mtu = core.net.ports[tunnel.port].mtu;
+        // Checked here first: without a clamp configured (the
+        // common case) this skips a call per packet.
+        if tunnel.mss_clamp.is_some() {
+            clamp_mss(&mut core.counters, &mut pkt, &m, tunnel.mss_clamp);
+        }
+        let len = pkt.len();
+        // This worker's SA of the tunnel (RFC 9611: one per worker where
+        // the peer agreed; they share the suite, so `fits` holds for all).
+        let Some(out) = tunnel.out_for(core.worker).map(|sa| &**sa) else {
+            if tunnel.trap {
+                // No SA negotiated yet: never in the clear, ask IKE.
+                return self.acquire(core, port, pkt, id, &m);
+            }
+            // Hard-expired and not replaced: never in the clear.
+            return core.drop_pkt(pkt, DropReason::SaExpired, Some(port));
+        };
+        let (t, id) = (id.0 as usize, id.0);
+        if self.protected.get(t).is_none_or(Option::is_none) {
+            if self.protected.len() <= t {
+                self.protected.resize(t + 1, None);
+            }
+            self.protected[t] = Some(Protected {
+                fits: inner_mtu(out, mtu),
+                mss_clamp: tunnel.mss_clamp,
+            });
+        }
+        if len + out.overhead(len) > mtu {
+            // Only for packets that do not fit: inner_mtu walks the
+            // padding steps, which cost every packet when it ran
+            // for all (docs/benchmarks.md, "inner MTU only when
+            // needed").
+            let inner_mtu = inner_mtu(out, mtu);
+            if m.dont_frag {
+                core.counters.tunnel(id).out_mtu_exceeded += 1;
+                return icmp.too_big(core, esp_out, egress, tx, port, pkt, m, inner_mtu);
+            }
+            core.counters.tunnel(id).out_fragmented += 1;
+            // IPv4 without DF: fragment, then encrypt each fragment.
+            decrement_ttl(&mut pkt, m.v6);
+            let Some(rest) = fragment_v4(&mut pkt, inner_mtu, &core.pool) else {
+                return core.drop_pkt(pkt, DropReason::FragmentationNeeded, Some(port));
+            };
+            core.counters.generated += rest.len() as u64;
+            esp_out.push(t, pkt, port);
+            for frag in rest {
+                esp_out.push(t, frag, port);
+            }
+            return;
+        }
+        decrement_ttl(&mut pkt, m.v6);
+        esp_out.push(t, pkt, port);
     }
 
     /// A packet for trapped tunnel `id`: dropped (`acquire`), and an
@@ -398,4 +455,48 @@ fn is_nd<B: PacketBuf>(pkt: &B, m: &IpMeta) -> bool {
         pkt.data().get(m.l4_offset),
         Some(&icmpv6::msg_type::NEIGHBOR_SOLICIT) | Some(&icmpv6::msg_type::NEIGHBOR_ADVERT)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use espgw_control::tables::inner_mtu;
+    use espgw_esp::{Encap, Lifetimes, OutboundSa, SaConfig, Suite};
+
+    /// The fast path's test (`len <= fits`, with `fits = inner_mtu(out,
+    /// mtu)`, worker/classify.rs `Protected`) says "fits" for exactly the
+    /// lengths the full path's test (`len + overhead(len) <= mtu`) does:
+    /// every suite, both outer families and framings, MTUs around the
+    /// padding steps, every length up to past the MTU.
+    #[test]
+    fn fits_agrees_with_the_overhead_test() {
+        for suite in Suite::ALL {
+            for (local, remote) in [("192.0.2.1", "192.0.2.2"), ("2001:db8::1", "2001:db8::2")] {
+                for encap in [Encap::None, Encap::udp_4500()] {
+                    let cfg = SaConfig {
+                        suite,
+                        spi: 0x100,
+                        key: vec![7; suite.key_len()].into(),
+                        auth_key: vec![9; suite.auth_key_len()].into(),
+                        esn: false,
+                        replay_window: 64,
+                        encap,
+                        local: local.parse().unwrap(),
+                        remote: remote.parse().unwrap(),
+                        lifetimes: Lifetimes::default(),
+                    };
+                    let out = OutboundSa::new(&cfg, 0).unwrap();
+                    for mtu in (1280..1300).chain(1490..1510).chain([576, 9000]) {
+                        let fits = inner_mtu(&out, mtu);
+                        for len in 20..mtu + 40 {
+                            assert_eq!(
+                                len <= fits,
+                                len + out.overhead(len) <= mtu,
+                                "{suite} {local} {encap:?} mtu {mtu} len {len}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
 }

@@ -27,6 +27,32 @@ struct HopCache {
     /// [`Neighbors::generation`](crate::neighbor::Neighbors::generation)
     /// when cached.
     generation: u64,
+    /// What the hop's port says of every packet to it (ports are fixed
+    /// for the run): kept here so that a hit reads no port entry.
+    unprotected: bool,
+    mtu: usize,
+    heads: FrameHeads,
+}
+
+/// The Ethernet headers of frames from one port to one neighbor, IPv4 and
+/// IPv6: built once per next hop (and per group in `EspOut::run`) and
+/// copied in front of each packet ([`Egress::send_with`]).
+#[derive(Clone, Copy)]
+pub(super) struct FrameHeads {
+    v4: [u8; ethernet::HEADER_LEN],
+    v6: [u8; ethernet::HEADER_LEN],
+}
+
+impl FrameHeads {
+    pub(super) fn new(dst_mac: MacAddr, src_mac: MacAddr) -> FrameHeads {
+        let mut v4 = [0u8; ethernet::HEADER_LEN];
+        v4[..6].copy_from_slice(&dst_mac);
+        v4[6..12].copy_from_slice(&src_mac);
+        let mut v6 = v4;
+        v4[12..].copy_from_slice(&ethertype::IPV4.to_be_bytes());
+        v6[12..].copy_from_slice(&ethertype::IPV6.to_be_bytes());
+        FrameHeads { v4, v6 }
+    }
 }
 
 /// The egress stage: its cache of the last next hop.
@@ -42,8 +68,41 @@ impl Egress {
     /// Sends the IP packet `pkt` (no L2 header) towards `dst`.
     /// (Too big for the port: an ICMP error from `icmp`, which may go
     /// back through a tunnel, staged in `esp_out`.)
+    ///
+    /// The cached next hop's case is inlined into the callers (the last
+    /// step of every decrypted or bypassed packet); the rest is
+    /// [`Self::route_full`].
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     pub(super) fn route<B: PacketBuf, P: BufPool<B>>(
+        &mut self,
+        core: &mut Core<B, P>,
+        icmp: &mut Icmp,
+        esp_out: &mut EspOut<B>,
+        tx: &mut TxQueues<B>,
+        pkt: B,
+        dst: IpAddr,
+        policy: EgressPolicy,
+        in_port: Option<PortIdx>,
+    ) {
+        if let Some(c) = &self.hop_cache {
+            let blocked = policy == EgressPolicy::ProtectedOnly && c.unprotected;
+            if c.dst == dst
+                && c.generation == core.neighbors.generation()
+                && !blocked
+                && pkt.len() <= c.mtu
+            {
+                // What `route_full` decides for such a packet.
+                return Self::send_with(core, c.hop.port, &c.heads, pkt, in_port, tx);
+            }
+        }
+        self.route_full(core, icmp, esp_out, tx, pkt, dst, policy, in_port)
+    }
+
+    /// [`Self::route`] for every packet.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn route_full<B: PacketBuf, P: BufPool<B>>(
         &mut self,
         core: &mut Core<B, P>,
         icmp: &mut Icmp,
@@ -66,11 +125,15 @@ impl Egress {
                 };
                 let mac = core.neighbors.lookup(hop.port, hop.addr);
                 if let Some(mac) = mac {
+                    let out = &core.net.ports[hop.port];
                     self.hop_cache = Some(HopCache {
                         dst,
                         hop,
                         mac,
                         generation,
+                        unprotected: out.side == Side::Unprotected,
+                        mtu: out.mtu,
+                        heads: FrameHeads::new(mac, out.mac),
                     });
                 }
                 (hop, mac)
@@ -148,6 +211,31 @@ impl Egress {
             h[..6].copy_from_slice(&dst_mac);
             h[6..12].copy_from_slice(&src_mac);
             h[12..].copy_from_slice(&ethertype.to_be_bytes());
+        }
+        tx.push(port, pkt);
+    }
+
+    /// [`Self::send_frame`] with the headers built already (`heads`: to
+    /// the next hop from `port`).
+    #[inline(always)]
+    pub(super) fn send_with<B: PacketBuf, P: BufPool<B>>(
+        core: &mut Core<B, P>,
+        port: PortIdx,
+        heads: &FrameHeads,
+        mut pkt: B,
+        in_port: Option<PortIdx>,
+        tx: &mut TxQueues<B>,
+    ) {
+        let head = match pkt.data().first().map(|b| b >> 4) {
+            Some(4) => &heads.v4,
+            Some(6) => &heads.v6,
+            _ => return core.drop_pkt(pkt, DropReason::Malformed, in_port),
+        };
+        if pkt.prepend(ethernet::HEADER_LEN).is_err() {
+            return core.drop_pkt(pkt, DropReason::NoRoom, in_port);
+        }
+        if let Some(h) = pkt.data_mut().first_chunk_mut::<{ ethernet::HEADER_LEN }>() {
+            *h = *head;
         }
         tx.push(port, pkt);
     }

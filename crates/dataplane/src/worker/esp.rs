@@ -9,7 +9,7 @@ use espgw_control::tables::{SaIndex, SharedInbound, Tables, TunnelEntry, TunnelI
 use espgw_esp::Verdict;
 use espgw_wire::{ip_protocol, reply, PacketBuf};
 
-use super::egress::Egress;
+use super::egress::{Egress, FrameHeads};
 use super::icmp::{Icmp, IcmpError};
 use super::mss::clamp_mss;
 use super::spread::{Job, Spread, MIN_PART};
@@ -101,18 +101,17 @@ impl<B: PacketBuf> EspOut<B> {
             // Every packet of the group goes to the same peer: one route
             // and neighbor lookup for all of them.
             let hop = core.net.routes.lookup(tunnel.remote);
+            // And one port entry read, one pair of Ethernet headers built.
             let resolved = hop.and_then(|h| {
-                core.neighbors
-                    .lookup(h.port, h.addr)
-                    .map(|mac| (h.port, mac))
+                let mac = core.neighbors.lookup(h.port, h.addr)?;
+                let out = &core.net.ports[h.port];
+                Some((h.port, out.mtu, FrameHeads::new(mac, out.mac)))
             });
             for (i, (pkt, port)) in stage.pkts.drain(..).zip(stage.ports.drain(..)).enumerate() {
                 let port = (port != ORIGINATED).then_some(port);
-                match (self.verdicts[i], resolved) {
-                    (Verdict::Forward, Some((out, mac)))
-                        if pkt.len() <= core.net.ports[out].mtu =>
-                    {
-                        Egress::send_frame(core, out, mac, pkt, port, tx)
+                match (self.verdicts[i], &resolved) {
+                    (Verdict::Forward, Some((out, mtu, heads))) if pkt.len() <= *mtu => {
+                        Egress::send_with(core, *out, heads, pkt, port, tx)
                     }
                     (Verdict::Forward, _) => {
                         let policy = EgressPolicy::Trusted;
