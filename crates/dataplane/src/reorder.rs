@@ -189,6 +189,25 @@ impl<T> Reorder<T> {
         Ok(())
     }
 
+    /// Gives up the oldest ticket if it is still out (counted as
+    /// `overrun`), so that what is back behind it can leave: the owner's
+    /// way out when every buffer it may hold waits here. False when the
+    /// oldest is back (pop it first) or nothing is outstanding.
+    pub fn give_up_oldest(&mut self) -> bool {
+        if self.head == self.tail {
+            return false;
+        }
+        let head = self.head;
+        let slot = self.slot(head);
+        if slot.state != State::Pending {
+            return false;
+        }
+        slot.state = State::Free;
+        self.head += 1;
+        self.stats.overrun += 1;
+        true
+    }
+
     /// The next packet in ticket order, if it is back; gives up tickets at
     /// the head that are `max_wait` old at `now`, and skips drops.
     pub fn pop(&mut self, now: u64) -> Option<T> {
