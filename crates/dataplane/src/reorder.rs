@@ -189,6 +189,16 @@ impl<T> Reorder<T> {
         Ok(())
     }
 
+    /// When the oldest ticket was issued, if it is still out (the wait
+    /// the SA is in right now).
+    pub fn oldest_pending_since(&self) -> Option<u64> {
+        if self.head == self.tail {
+            return None;
+        }
+        let slot = &self.slots[(self.head & self.mask) as usize];
+        (slot.state == State::Pending).then_some(slot.issued_at)
+    }
+
     /// Gives up the oldest ticket if it is still out (counted as
     /// `overrun`), so that what is back behind it can leave: the owner's
     /// way out when every buffer it may hold waits here. False when the

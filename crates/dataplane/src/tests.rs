@@ -2084,40 +2084,50 @@ mod spread {
         }
     }
 
-    /// A worker that never returns its parts (stuck) holds the SA up for
-    /// the reorder stage's bound only: later packets leave after it, and
-    /// the stuck parts, when they finally come back, are dropped as
-    /// `reorder_late`, counted once; a part handed out after that comes
-    /// back and leaves in order.
+    /// A worker that never returns the parts it took (stuck) holds the SA
+    /// up for the reorder stage's bound only: later packets leave after
+    /// them, and the stuck parts, when they finally come back, are dropped
+    /// as `reorder_late`, counted once. A part still queued in its inbox
+    /// when the oldest part is overdue is taken back by the receiving
+    /// worker and done there (not lost); a part handed out after all that
+    /// comes back and leaves in order.
     #[test]
     fn a_part_that_never_comes_back_holds_the_sa_for_the_bound_only() {
-        use crate::worker::spread_consts::{INBOX_DEPTH, MAX_WAIT_NS};
-        assert_eq!(INBOX_DEPTH, 2, "the bursts below fill worker 1's inbox");
+        use crate::worker::spread_consts::{MAX_WAIT_NS, STEAL_AFTER_NS};
         let esp = esp_stream(128);
         let b = B::new(2);
         let shared = SharedNeighbors::default();
         let mut w0 = b.worker(0, &shared);
         w0.learn_by_arp(PROT, "10.2.0.10", HOST_B_MAC, "10.2.0.1");
         w0.learn_by_arp(UNPROT, "192.0.2.1", A_UNPROT_MAC, "192.0.2.2");
-        // Worker 1 exists (its inbox does) but does not run yet: the first
-        // two bursts go to its inbox (it has room), whole.
         let mut w1 = b.worker(1, &shared);
+        // Worker 1 has room: the first two bursts go to it, whole, and it
+        // takes them and gets stuck.
         assert_eq!(w0.rx(UNPROT, &esp[..32])[PROT].len(), 0);
         assert_eq!(w0.rx(UNPROT, &esp[32..64])[PROT].len(), 0);
         assert_eq!(w0.w.counters().spread_out, 64);
-        // The third finds the inbox full: worker 0 does it itself, and it
-        // waits behind the missing parts...
+        let stuck = b.rings.seize(1);
+        // The third goes to its inbox too, and waits behind the stuck
+        // parts...
         w0.now = Now {
-            ns: 1 + MAX_WAIT_NS / 2,
+            ns: 1 + STEAL_AFTER_NS - 1,
         };
-        let third = w0.rx(UNPROT, &esp[64..96]);
+        assert_eq!(w0.rx(UNPROT, &esp[64..96])[PROT].len(), 0);
+        assert_eq!(w0.w.counters().spread_out, 96);
+        // ...where worker 0 takes it back once the oldest part is
+        // overdue, and does it itself; it still waits its turn.
+        w0.now = Now {
+            ns: 1 + STEAL_AFTER_NS,
+        };
+        w0.w.tick(&mut w0.tx, w0.now);
         assert_eq!(
-            third[PROT].len(),
+            w0.take()[PROT].len(),
             0,
             "nothing may overtake the missing parts"
         );
+        assert_eq!(w0.w.counters().spread_out, 64, "taken back");
         assert_eq!(w0.w.counters().spreading, 96);
-        // ...until the bound: then it leaves.
+        // At the bound the stuck parts are given up, and it leaves.
         w0.now = Now {
             ns: 1 + MAX_WAIT_NS,
         };
@@ -2125,6 +2135,7 @@ mod spread {
         let mut released = w0.take()[PROT].clone();
         assert_eq!(released.len(), 32, "the third burst");
         // The stuck worker wakes up: both its parts come back late.
+        b.rings.unseize(1, stuck);
         w1.w.tick(&mut w1.tx, w1.now);
         w0.w.tick(&mut w0.tx, w0.now);
         assert_eq!(w0.take()[PROT].len(), 0);
@@ -2145,6 +2156,7 @@ mod spread {
         assert_eq!(c.drops.total(), 64, "{:?}", c.drops);
         assert_eq!(c.spreading, 0);
         assert!(c.balanced(), "{c:?}");
+        assert_eq!(c.spread_out, 96);
         assert_eq!(w1.w.counters().spread_in, 96);
     }
 

@@ -350,6 +350,29 @@ impl<B: PacketBuf> EspIn<B> {
         if core.counters.spreading == 0 {
             return work;
         }
+        if spread.overdue(core.now.ns) {
+            // A part is late: take back what waits, not yet started, in
+            // the other workers' inboxes (theirs or another owner's), so
+            // that only the part in a slow worker's hands can run late.
+            for from in 0..spread.workers() {
+                for _ in 0..2 * spread.workers() {
+                    let Some(mut job) = spread.steal(from) else {
+                        break;
+                    };
+                    job.process(&core.net, &mut core.neighbors, &mut spread.hop);
+                    let n = job.pkts.len();
+                    work += n;
+                    if job.owner == spread.me {
+                        // Decrypted here after all: not by another worker.
+                        core.counters.spread_out -= n as u64;
+                        complete(spread, core, job);
+                    } else {
+                        core.counters.spread_in += n as u64;
+                        spread.give_back(job);
+                    }
+                }
+            }
+        }
         for i in 0..spread.reorders.len() {
             work += release(spread, core, esp_out, icmp, egress, tx, i);
         }

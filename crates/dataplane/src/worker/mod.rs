@@ -68,7 +68,7 @@ pub use spread::SpreadRings;
 /// The decrypt fan-out's bounds (for tests and docs).
 pub mod spread_consts {
     pub use super::spread::{
-        INBOX_DEPTH, MAX_JOBS_PER_WORKER, MAX_WAIT_NS, MIN_PART, REORDER_CAPACITY,
+        INBOX_DEPTH, MAX_JOBS_PER_WORKER, MAX_WAIT_NS, MIN_PART, REORDER_CAPACITY, STEAL_AFTER_NS,
     };
 }
 use spread::Spread;

@@ -76,6 +76,12 @@ pub const MIN_PART: usize = 8;
 /// does not collect the owner's whole stage.
 pub const INBOX_DEPTH: usize = 2;
 
+/// How long the owner lets its oldest part wait before it takes back
+/// the parts still queued in other workers' inboxes (not yet started) and
+/// does them itself: a worker that is descheduled or busy then delays
+/// only the part in its hands, not the ones queued behind it.
+pub const STEAL_AFTER_NS: u64 = MAX_WAIT_NS / 4;
+
 /// The rings between workers: per worker an inbox of jobs to decrypt and
 /// a return ring for the jobs it handed out. Built once for the run by the
 /// runtime and shared by every worker (`Worker::set_spread`).
@@ -106,7 +112,28 @@ impl<B> SpreadRings<B> {
     pub fn workers(&self) -> usize {
         self.inbox.len()
     }
+
+    /// Test hook: takes every job queued for `worker`, as if it had
+    /// started them and then stopped (descheduled, stuck).
+    #[cfg(test)]
+    pub(crate) fn seize(&self, worker: usize) -> Seized<B> {
+        Seized(std::iter::from_fn(|| self.inbox[worker].pop()).collect())
+    }
+
+    /// Test hook: puts back what [`Self::seize`] took, for `worker` to
+    /// finish in its next tick.
+    #[cfg(test)]
+    pub(crate) fn unseize(&self, worker: usize, jobs: Seized<B>) {
+        for j in jobs.0 {
+            let _ = self.inbox[worker].push(j);
+        }
+    }
 }
+
+/// Jobs taken out of an inbox by a test ([`SpreadRings::seize`]).
+#[cfg(test)]
+#[allow(clippy::vec_box)]
+pub(crate) struct Seized<B>(Vec<Box<Job<B>>>);
 
 /// What the worker that finished a packet of a job decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -295,7 +322,9 @@ pub(super) struct Spread<B> {
     pub(super) targets: Vec<usize>,
     pub(super) dests: Vec<Option<usize>>,
     /// Keep a part of every group even when the others have room (the
-    /// even split), instead of only what they cannot take.
+    /// even split, as before the parts were finished where decrypted),
+    /// instead of only what they cannot take. Off: measured worse at
+    /// 64 bytes (docs/multicore.md); kept for the next measurement.
     pub(super) keep_own: bool,
 }
 
@@ -314,7 +343,7 @@ impl<B: PacketBuf> Spread<B> {
             hop: None,
             targets: Vec::with_capacity(workers),
             dests: Vec::with_capacity(workers),
-            keep_own: std::env::var_os("ESPGW_SPREAD_KEEP_OWN").is_some(),
+            keep_own: false,
         }
     }
 
@@ -400,6 +429,24 @@ impl<B: PacketBuf> Spread<B> {
     /// A job from this worker's inbox, to decrypt.
     pub(super) fn take_work(&self) -> Option<Box<Job<B>>> {
         self.rings.inbox[self.me].pop()
+    }
+
+    /// A job not yet started from worker `from`'s inbox (any owner's),
+    /// for this worker to do instead.
+    pub(super) fn steal(&self, from: usize) -> Option<Box<Job<B>>> {
+        if from == self.me {
+            return None;
+        }
+        self.rings.inbox.get(from)?.pop()
+    }
+
+    /// True when one of this worker's SAs has waited `STEAL_AFTER_NS` or
+    /// more at `now` for its oldest part.
+    pub(super) fn overdue(&self, now: u64) -> bool {
+        self.reorders.iter().flatten().any(|r| {
+            r.oldest_pending_since()
+                .is_some_and(|t| now.saturating_sub(t) >= STEAL_AFTER_NS)
+        })
     }
 
     /// Returns a finished job to its owner. The owner's return ring holds
