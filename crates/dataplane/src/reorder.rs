@@ -275,6 +275,31 @@ mod tests {
     }
 
     #[test]
+    fn the_oldest_pending_ticket_can_be_seen_and_given_up_early() {
+        let mut r = Reorder::new(8, 100);
+        assert_eq!(r.oldest_pending_since(), None);
+        assert!(!r.give_up_oldest(), "nothing outstanding");
+        r.ticket(5).unwrap();
+        r.ticket(7).unwrap();
+        r.ticket(9).unwrap();
+        assert_eq!(r.oldest_pending_since(), Some(5));
+        r.complete(0, Some("a")).unwrap();
+        // Back but not taken: neither pending nor to be given up.
+        assert_eq!(r.oldest_pending_since(), None);
+        assert!(!r.give_up_oldest());
+        assert_eq!(r.pop(10), Some("a"));
+        assert_eq!(r.oldest_pending_since(), Some(7));
+        r.complete(2, Some("c")).unwrap();
+        // Ticket 1 given up long before its bound: "c" leaves at once.
+        assert!(r.give_up_oldest());
+        assert_eq!(r.pop(10), Some("c"));
+        assert_eq!(r.complete(1, Some("b")), Err((Refused::Late, Some("b"))));
+        assert_eq!(r.outstanding(), 0);
+        let s = r.stats();
+        assert_eq!((s.released, s.overrun, s.late, s.timed_out), (2, 1, 1, 0));
+    }
+
+    #[test]
     fn a_lost_result_stalls_the_sa_for_max_wait_only_and_is_late_after() {
         let mut r = Reorder::new(8, 100);
         for _ in 0..3 {
