@@ -413,7 +413,9 @@ fn spread_group<B: PacketBuf, P: BufPool<B>>(
     // transmits every packet), it decrypts only what the others cannot.
     let mut dests: Vec<Option<usize>> = std::mem::take(&mut spread.dests);
     dests.clear();
-    if spread.keep_own || targets.is_empty() {
+    // (An even split, this worker keeping a part of every group, was
+    // measured slower: docs/multicore.md.)
+    if targets.is_empty() {
         dests.push(None);
     }
     dests.extend(targets.iter().copied().map(Some));

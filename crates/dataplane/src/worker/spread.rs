@@ -321,11 +321,6 @@ pub(super) struct Spread<B> {
     /// Scratch: the workers a group is cut for (kept for its capacity).
     pub(super) targets: Vec<usize>,
     pub(super) dests: Vec<Option<usize>>,
-    /// Keep a part of every group even when the others have room (the
-    /// even split, as before the parts were finished where decrypted),
-    /// instead of only what they cannot take. Off: measured worse at
-    /// 64 bytes (docs/multicore.md); kept for the next measurement.
-    pub(super) keep_own: bool,
 }
 
 impl<B: PacketBuf> Spread<B> {
@@ -343,7 +338,6 @@ impl<B: PacketBuf> Spread<B> {
             hop: None,
             targets: Vec::with_capacity(workers),
             dests: Vec::with_capacity(workers),
-            keep_own: false,
         }
     }
 
