@@ -1803,6 +1803,11 @@ mod spread {
     /// A's ESP frames for `n` UDP packets of `FLOWS` inner flows (by
     /// source address), each packet carrying (flow, sequence in flow).
     fn esp_stream(n: u32) -> Vec<Vec<u8>> {
+        esp_stream_ttl(n, |_| 64)
+    }
+
+    /// [`esp_stream`] with packet `i` sent by its host with TTL `ttl(i)`.
+    fn esp_stream_ttl(n: u32, ttl: impl Fn(u32) -> u8) -> Vec<Vec<u8>> {
         let mut a = ready_a();
         for f in 0..FLOWS {
             a.learn_by_arp(PROT, &format!("10.1.0.{}", 20 + f), HOST_A_MAC, "10.1.0.1");
@@ -1812,7 +1817,7 @@ mod spread {
         let frames: Vec<Vec<u8>> = (0..n)
             .map(|i| {
                 let f = (i * 7 + i / 3) % FLOWS;
-                let mut p = udp4(&format!("10.1.0.{}", 20 + f), "10.2.0.10", 64, true, 16);
+                let mut p = udp4(&format!("10.1.0.{}", 20 + f), "10.2.0.10", ttl(i), true, 16);
                 p[28..32].copy_from_slice(&f.to_be_bytes());
                 p[32..36].copy_from_slice(&next[f as usize].to_be_bytes());
                 next[f as usize] += 1;
@@ -2158,6 +2163,54 @@ mod spread {
         assert!(c.balanced(), "{c:?}");
         assert_eq!(c.spread_out, 96);
         assert_eq!(w1.w.counters().spread_in, 96);
+    }
+
+    /// What the finishing worker leaves unfinished goes through the
+    /// receiving worker's full path, in its place: packets that arrive
+    /// with TTL 1 (A's hop took one) are answered with a time exceeded
+    /// back through the tunnel by worker 0 (counted there: `ttl_exceeded`,
+    /// `generated`); the others leave in order, finished by the helper.
+    #[test]
+    fn what_a_helper_leaves_unfinished_takes_the_receivers_full_path() {
+        let esp = esp_stream_ttl(32, |i| if i % 4 == 1 { 2 } else { 64 });
+        let b = B::new(2);
+        let shared = SharedNeighbors::default();
+        let mut w0 = b.worker(0, &shared);
+        w0.learn_by_arp(PROT, "10.2.0.10", HOST_B_MAC, "10.2.0.1");
+        w0.learn_by_arp(UNPROT, "192.0.2.1", A_UNPROT_MAC, "192.0.2.2");
+        let mut w1 = b.worker(1, &shared);
+        // (The ARP answers above count as generated.)
+        let generated = w0.w.counters().generated;
+        assert_eq!(w0.rx(UNPROT, &esp)[PROT].len(), 0);
+        assert_eq!(w0.w.counters().spread_out, 32, "handed out whole");
+        w1.w.tick(&mut w1.tx, w1.now);
+        w0.w.tick(&mut w0.tx, w0.now);
+        let out = w0.take();
+        assert_eq!(out[PROT].len(), 24);
+        let mut next = [0u32; FLOWS as usize];
+        for (i, frame) in out[PROT].iter().enumerate() {
+            let (f, seq) = flow_seq(frame);
+            assert!(seq >= next[f as usize], "flow {f} out of order at {i}");
+            next[f as usize] = seq + 1;
+            let (_, ip) = l3(frame);
+            assert_eq!(Ipv4Packet::new_checked(&ip[..]).unwrap().ttl(), 62);
+        }
+        // The answers: ESP to A, one per TTL-1 packet.
+        assert_eq!(out[UNPROT].len(), 8);
+        for frame in &out[UNPROT] {
+            let (e, ip) = l3(frame);
+            assert_eq!(e.dst_addr, A_UNPROT_MAC);
+            assert_eq!(
+                Ipv4Packet::new_checked(&ip[..]).unwrap().protocol(),
+                ip_protocol::ESP
+            );
+        }
+        let c = w0.w.counters();
+        assert_eq!(c.drops.get(DropReason::TtlExceeded), 8, "{:?}", c.drops);
+        assert_eq!(c.generated - generated, 8);
+        assert!(c.balanced() && c.spreading == 0, "{c:?}");
+        let h = w1.w.counters();
+        assert_eq!((h.spread_in, h.generated, h.drops.total()), (32, 0, 0));
     }
 
     /// Packets outside the tunnel's selectors, decided on a helper: the
