@@ -189,6 +189,35 @@ impl<T> Reorder<T> {
         Ok(())
     }
 
+    /// When the oldest ticket was issued, if it is still out (the wait
+    /// the SA is in right now).
+    pub fn oldest_pending_since(&self) -> Option<u64> {
+        if self.head == self.tail {
+            return None;
+        }
+        let slot = &self.slots[(self.head & self.mask) as usize];
+        (slot.state == State::Pending).then_some(slot.issued_at)
+    }
+
+    /// Gives up the oldest ticket if it is still out (counted as
+    /// `overrun`), so that what is back behind it can leave: the owner's
+    /// way out when every buffer it may hold waits here. False when the
+    /// oldest is back (pop it first) or nothing is outstanding.
+    pub fn give_up_oldest(&mut self) -> bool {
+        if self.head == self.tail {
+            return false;
+        }
+        let head = self.head;
+        let slot = self.slot(head);
+        if slot.state != State::Pending {
+            return false;
+        }
+        slot.state = State::Free;
+        self.head += 1;
+        self.stats.overrun += 1;
+        true
+    }
+
     /// The next packet in ticket order, if it is back; gives up tickets at
     /// the head that are `max_wait` old at `now`, and skips drops.
     pub fn pop(&mut self, now: u64) -> Option<T> {
@@ -243,6 +272,31 @@ mod tests {
         r.complete(4, Some("e")).unwrap();
         assert_eq!(r.pop(1), Some("e"));
         assert_eq!((r.stats().released, r.stats().dropped), (4, 1));
+    }
+
+    #[test]
+    fn the_oldest_pending_ticket_can_be_seen_and_given_up_early() {
+        let mut r = Reorder::new(8, 100);
+        assert_eq!(r.oldest_pending_since(), None);
+        assert!(!r.give_up_oldest(), "nothing outstanding");
+        r.ticket(5).unwrap();
+        r.ticket(7).unwrap();
+        r.ticket(9).unwrap();
+        assert_eq!(r.oldest_pending_since(), Some(5));
+        r.complete(0, Some("a")).unwrap();
+        // Back but not taken: neither pending nor to be given up.
+        assert_eq!(r.oldest_pending_since(), None);
+        assert!(!r.give_up_oldest());
+        assert_eq!(r.pop(10), Some("a"));
+        assert_eq!(r.oldest_pending_since(), Some(7));
+        r.complete(2, Some("c")).unwrap();
+        // Ticket 1 given up long before its bound: "c" leaves at once.
+        assert!(r.give_up_oldest());
+        assert_eq!(r.pop(10), Some("c"));
+        assert_eq!(r.complete(1, Some("b")), Err((Refused::Late, Some("b"))));
+        assert_eq!(r.outstanding(), 0);
+        let s = r.stats();
+        assert_eq!((s.released, s.overrun, s.late, s.timed_out), (2, 1, 1, 0));
     }
 
     #[test]

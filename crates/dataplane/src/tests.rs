@@ -1927,6 +1927,11 @@ mod spread {
     /// A's ESP frames for `n` UDP packets of `FLOWS` inner flows (by
     /// source address), each packet carrying (flow, sequence in flow).
     fn esp_stream(n: u32) -> Vec<Vec<u8>> {
+        esp_stream_ttl(n, |_| 64)
+    }
+
+    /// [`esp_stream`] with packet `i` sent by its host with TTL `ttl(i)`.
+    fn esp_stream_ttl(n: u32, ttl: impl Fn(u32) -> u8) -> Vec<Vec<u8>> {
         let mut a = ready_a();
         for f in 0..FLOWS {
             a.learn_by_arp(PROT, &format!("10.1.0.{}", 20 + f), HOST_A_MAC, "10.1.0.1");
@@ -1936,7 +1941,7 @@ mod spread {
         let frames: Vec<Vec<u8>> = (0..n)
             .map(|i| {
                 let f = (i * 7 + i / 3) % FLOWS;
-                let mut p = udp4(&format!("10.1.0.{}", 20 + f), "10.2.0.10", 64, true, 16);
+                let mut p = udp4(&format!("10.1.0.{}", 20 + f), "10.2.0.10", ttl(i), true, 16);
                 p[28..32].copy_from_slice(&f.to_be_bytes());
                 p[32..36].copy_from_slice(&next[f as usize].to_be_bytes());
                 next[f as usize] += 1;
@@ -1967,19 +1972,33 @@ mod spread {
         rings: Arc<SpreadRings<VecBuf>>,
     }
 
+    /// B's snapshot; `remote_ts` narrows what its tunnel lets in (A's
+    /// side, 10.1.0.0/24 otherwise).
+    fn b_snapshot(remote_ts: Option<&str>) -> Snapshot {
+        // The window spans what the owner may run ahead of a slow helper
+        // (docs/multicore.md): the owner does not wait for results before
+        // its next burst.
+        tables_from(
+            demo_gateway(true)
+                .default_action("discard")
+                .map_tunnels(|mut t| {
+                    if let Some(ts) = remote_ts {
+                        t.remote_ts = vec![ts.to_string()];
+                    }
+                    t.replay_window(4096)
+                })
+                .render(),
+            [B_PROT_MAC, B_UNPROT_MAC],
+        )
+    }
+
     impl B {
         fn new(workers: usize) -> B {
+            B::with(workers, None)
+        }
+        fn with(workers: usize, remote_ts: Option<&str>) -> B {
             B {
-                // The window spans what the owner may run ahead of a
-                // slow helper (docs/multicore.md): the owner does not
-                // wait for results before its next burst.
-                snap: tables_from(
-                    demo_gateway(true)
-                        .default_action("discard")
-                        .map_tunnels(|t| t.replay_window(4096))
-                        .render(),
-                    [B_PROT_MAC, B_UNPROT_MAC],
-                ),
+                snap: b_snapshot(remote_ts),
                 rings: SpreadRings::new(workers),
             }
         }
@@ -2004,7 +2023,15 @@ mod spread {
         arrivals: &[Vec<u8>],
         max_in_flight: u64,
     ) -> (Vec<Vec<u8>>, Gw, Vec<crate::WorkerCounters>) {
-        let b = B::new(helpers + 1);
+        run_spread_on(B::new(helpers + 1), helpers, arrivals, max_in_flight)
+    }
+
+    fn run_spread_on(
+        b: B,
+        helpers: usize,
+        arrivals: &[Vec<u8>],
+        max_in_flight: u64,
+    ) -> (Vec<Vec<u8>>, Gw, Vec<crate::WorkerCounters>) {
         let shared = SharedNeighbors::default();
         let mut w0 = b.worker(0, &shared);
         w0.learn_by_arp(PROT, "10.2.0.10", HOST_B_MAC, "10.2.0.1");
@@ -2117,13 +2144,35 @@ mod spread {
     /// `replayed`. Worker 0 runs at most two bursts ahead of the helpers
     /// here, so the late copies arrive after their original was decrypted
     /// (see the next test for copies racing their original).
+    ///
+    /// The frames the helpers finished (Ethernet header, TTL, checksum)
+    /// are byte for byte those worker 0 sends when it does everything
+    /// itself (no helpers: no fan-out), in the same order.
     #[test]
     fn one_sa_on_several_workers_keeps_every_flow_in_order() {
         let n = 2000u32;
         let esp = esp_stream(n);
         let (arrivals, replays) = with_replays(&esp, 500);
+        let mut alone: Option<Vec<Vec<u8>>> = None;
         for helpers in [0usize, 1, 2, 3] {
             let (out, w0, helper_counters) = run_spread(helpers, &arrivals, 64);
+            match &alone {
+                None => {
+                    // The reference, checked once by hand: B's MACs, TTL
+                    // 64 less A's hop and B's, a valid IPv4 checksum.
+                    let (e, ip) = l3(&out[0]);
+                    assert_eq!((e.dst_addr, e.src_addr), (HOST_B_MAC, B_PROT_MAC));
+                    assert_eq!(e.ethertype, ethertype::IPV4);
+                    let p = Ipv4Packet::new_checked(&ip[..]).unwrap();
+                    assert_eq!(p.ttl(), 62);
+                    assert!(p.verify_checksum());
+                    alone = Some(out.clone());
+                }
+                Some(reference) => assert!(
+                    out == *reference,
+                    "{helpers} helpers: not the frames one worker sends"
+                ),
+            }
             let mut next = [0u32; FLOWS as usize];
             for frame in &out {
                 let (f, seq) = flow_seq(frame);
@@ -2164,58 +2213,200 @@ mod spread {
         }
     }
 
-    /// A worker that never returns its part (stuck) holds the SA up for
-    /// the reorder stage's bound only: later packets leave after it, and
-    /// the stuck part, when it finally comes back, is dropped as
-    /// `reorder_late`, counted once.
+    /// A worker that never returns the parts it took (stuck) holds the SA
+    /// up for the reorder stage's bound only: later packets leave after
+    /// them, and the stuck parts, when they finally come back, are dropped
+    /// as `reorder_late`, counted once. A part still queued in its inbox
+    /// when the oldest part is overdue is taken back by the receiving
+    /// worker and done there (not lost); a part handed out after all that
+    /// comes back and leaves in order.
     #[test]
     fn a_part_that_never_comes_back_holds_the_sa_for_the_bound_only() {
-        use crate::worker::spread_consts::MAX_WAIT_NS;
-        let esp = esp_stream(64);
+        use crate::worker::spread_consts::{MAX_WAIT_NS, STEAL_AFTER_NS};
+        let esp = esp_stream(128);
         let b = B::new(2);
         let shared = SharedNeighbors::default();
         let mut w0 = b.worker(0, &shared);
         w0.learn_by_arp(PROT, "10.2.0.10", HOST_B_MAC, "10.2.0.1");
         w0.learn_by_arp(UNPROT, "192.0.2.1", A_UNPROT_MAC, "192.0.2.2");
-        // Worker 1 exists (its inbox does) but does not run yet.
         let mut w1 = b.worker(1, &shared);
-        let first = w0.rx(UNPROT, &esp[..32]);
-        // Worker 0's own part (the first 16 tickets) leaves at once.
-        assert_eq!(first[PROT].len(), 16);
-        assert_eq!(w0.w.counters().spreading, 16);
-        // The next burst waits behind the missing part...
+        // Worker 1 has room: the first two bursts go to it, whole, and it
+        // takes them and gets stuck.
+        assert_eq!(w0.rx(UNPROT, &esp[..32])[PROT].len(), 0);
+        assert_eq!(w0.rx(UNPROT, &esp[32..64])[PROT].len(), 0);
+        assert_eq!(w0.w.counters().spread_out, 64);
+        let stuck = b.rings.seize(1);
+        // The third goes to its inbox too, and waits behind the stuck
+        // parts...
         w0.now = Now {
-            ns: 1 + MAX_WAIT_NS / 2,
+            ns: 1 + STEAL_AFTER_NS - 1,
         };
-        let second = w0.rx(UNPROT, &esp[32..64]);
+        assert_eq!(w0.rx(UNPROT, &esp[64..96])[PROT].len(), 0);
+        assert_eq!(w0.w.counters().spread_out, 96);
+        // ...where worker 0 takes it back once the oldest part is
+        // overdue, and does it itself; it still waits its turn.
+        w0.now = Now {
+            ns: 1 + STEAL_AFTER_NS,
+        };
+        w0.w.tick(&mut w0.tx, w0.now);
         assert_eq!(
-            second[PROT].len(),
+            w0.take()[PROT].len(),
             0,
-            "nothing may overtake the missing part"
+            "nothing may overtake the missing parts"
         );
-        // ...until the bound: then the parts that are back leave in order.
+        assert_eq!(w0.w.counters().spread_out, 64, "taken back");
+        assert_eq!(w0.w.counters().spreading, 96);
+        // At the bound the stuck parts are given up, and it leaves.
         w0.now = Now {
             ns: 1 + MAX_WAIT_NS,
         };
         w0.w.tick(&mut w0.tx, w0.now);
-        let released = w0.take()[PROT].clone();
-        assert_eq!(released.len(), 16, "the second burst's own part");
+        let mut released = w0.take()[PROT].clone();
+        assert_eq!(released.len(), 32, "the third burst");
         // The stuck worker wakes up: both its parts come back late.
+        b.rings.unseize(1, stuck);
         w1.w.tick(&mut w1.tx, w1.now);
         w0.w.tick(&mut w0.tx, w0.now);
-        // The first burst's part is late (dropped); the second's is not
-        // (its bound has not passed) and leaves, in order.
-        let late = w0.take()[PROT].clone();
-        assert_eq!(late.len(), 16);
-        let seqs: Vec<(u32, u32)> = released.iter().chain(&late).map(|f| flow_seq(f)).collect();
+        assert_eq!(w0.take()[PROT].len(), 0);
+        assert_eq!(w0.drops(DropReason::ReorderLate), 64);
+        // A part handed out now comes back inside its bound and leaves.
+        assert_eq!(w0.rx(UNPROT, &esp[96..128])[PROT].len(), 0);
+        w1.w.tick(&mut w1.tx, w1.now);
+        w0.w.tick(&mut w0.tx, w0.now);
+        released.extend(w0.take()[PROT].iter().cloned());
+        assert_eq!(released.len(), 64);
+        let seqs: Vec<(u32, u32)> = released.iter().map(|f| flow_seq(f)).collect();
         for f in 0..FLOWS {
             let s: Vec<u32> = seqs.iter().filter(|x| x.0 == f).map(|x| x.1).collect();
             assert!(s.windows(2).all(|w| w[0] < w[1]), "flow {f}: {s:?}");
         }
         let c = w0.w.counters();
-        assert_eq!(c.drops.get(DropReason::ReorderLate), 16, "{:?}", c.drops);
+        assert_eq!(c.drops.get(DropReason::ReorderLate), 64, "{:?}", c.drops);
+        assert_eq!(c.drops.total(), 64, "{:?}", c.drops);
         assert_eq!(c.spreading, 0);
         assert!(c.balanced(), "{c:?}");
-        assert_eq!(w1.w.counters().spread_in, 32);
+        assert_eq!(c.spread_out, 96);
+        assert_eq!(w1.w.counters().spread_in, 96);
+    }
+
+    /// What the finishing worker leaves unfinished goes through the
+    /// receiving worker's full path, in its place: packets that arrive
+    /// with TTL 1 (A's hop took one) are answered with a time exceeded
+    /// back through the tunnel by worker 0 (counted there: `ttl_exceeded`,
+    /// `generated`); the others leave in order, finished by the helper.
+    #[test]
+    fn what_a_helper_leaves_unfinished_takes_the_receivers_full_path() {
+        let esp = esp_stream_ttl(32, |i| if i % 4 == 1 { 2 } else { 64 });
+        let b = B::new(2);
+        let shared = SharedNeighbors::default();
+        let mut w0 = b.worker(0, &shared);
+        w0.learn_by_arp(PROT, "10.2.0.10", HOST_B_MAC, "10.2.0.1");
+        w0.learn_by_arp(UNPROT, "192.0.2.1", A_UNPROT_MAC, "192.0.2.2");
+        let mut w1 = b.worker(1, &shared);
+        // (The ARP answers above count as generated.)
+        let generated = w0.w.counters().generated;
+        assert_eq!(w0.rx(UNPROT, &esp)[PROT].len(), 0);
+        assert_eq!(w0.w.counters().spread_out, 32, "handed out whole");
+        w1.w.tick(&mut w1.tx, w1.now);
+        w0.w.tick(&mut w0.tx, w0.now);
+        let out = w0.take();
+        assert_eq!(out[PROT].len(), 24);
+        let mut next = [0u32; FLOWS as usize];
+        for (i, frame) in out[PROT].iter().enumerate() {
+            let (f, seq) = flow_seq(frame);
+            assert!(seq >= next[f as usize], "flow {f} out of order at {i}");
+            next[f as usize] = seq + 1;
+            let (_, ip) = l3(frame);
+            assert_eq!(Ipv4Packet::new_checked(&ip[..]).unwrap().ttl(), 62);
+        }
+        // The answers: ESP to A, one per TTL-1 packet.
+        assert_eq!(out[UNPROT].len(), 8);
+        for frame in &out[UNPROT] {
+            let (e, ip) = l3(frame);
+            assert_eq!(e.dst_addr, A_UNPROT_MAC);
+            assert_eq!(
+                Ipv4Packet::new_checked(&ip[..]).unwrap().protocol(),
+                ip_protocol::ESP
+            );
+        }
+        let c = w0.w.counters();
+        assert_eq!(c.drops.get(DropReason::TtlExceeded), 8, "{:?}", c.drops);
+        assert_eq!(c.generated - generated, 8);
+        assert!(c.balanced() && c.spreading == 0, "{c:?}");
+        let h = w1.w.counters();
+        assert_eq!((h.spread_in, h.generated, h.drops.total()), (32, 0, 0));
+    }
+
+    /// Packets outside the tunnel's selectors, decided on a helper: the
+    /// receiving worker counts each as `policy_mismatch` (and in the
+    /// tunnel's counter), the helper counts nothing, and the rest leaves
+    /// in order.
+    #[test]
+    fn a_selector_mismatch_decided_on_a_helper_is_counted_by_the_receiver() {
+        let n = 1000u32;
+        let esp = esp_stream(n);
+        // B lets in flow 0 (10.1.0.20) only.
+        let b = B::with(2, Some("10.1.0.20/32"));
+        let (out, w0, helpers) = run_spread_on(b, 1, &esp, 64);
+        for (next, frame) in out.iter().enumerate() {
+            assert_eq!(flow_seq(frame), (0, next as u32), "only flow 0, in order");
+        }
+        let outside = u64::from(n) - out.len() as u64;
+        assert!(outside > u64::from(n) / 2, "{outside}");
+        let c = w0.w.counters();
+        assert_eq!(c.drops.get(DropReason::PolicyMismatch), outside);
+        assert_eq!(c.drops.total(), outside, "{:?}", c.drops);
+        assert_eq!(c.tunnels[0].in_policy_mismatch, outside);
+        assert!(c.balanced() && c.spreading == 0, "{c:?}");
+        assert!(c.spread_out > u64::from(n) / 4, "{}", c.spread_out);
+        assert_eq!(helpers[0].spread_in, c.spread_out);
+        assert_eq!(
+            (helpers[0].rx, helpers[0].tx, helpers[0].drops.total()),
+            (0, 0, 0)
+        );
+    }
+
+    /// The receiving worker switches snapshots while a part is out: the
+    /// helper finishes it against the snapshot the part was cut from, and
+    /// at release the ready frames are checked again against the tunnel
+    /// of the current one. Narrower selectors there: what they no longer
+    /// let in is dropped (`policy_mismatch`); the same tunnel in a new
+    /// snapshot: everything leaves.
+    #[test]
+    fn a_snapshot_change_between_ticket_and_release_checks_the_frames_again() {
+        let esp = esp_stream(64);
+        let flow0 = esp_stream(64)
+            .iter()
+            .take(32)
+            .enumerate()
+            .filter(|(i, _)| (i * 7 + i / 3) % FLOWS as usize == 0)
+            .count() as u64;
+        for (narrow, left) in [(true, flow0), (false, 32)] {
+            let b = B::new(2);
+            let shared = SharedNeighbors::default();
+            let mut w0 = b.worker(0, &shared);
+            w0.learn_by_arp(PROT, "10.2.0.10", HOST_B_MAC, "10.2.0.1");
+            w0.learn_by_arp(UNPROT, "192.0.2.1", A_UNPROT_MAC, "192.0.2.2");
+            let mut w1 = b.worker(1, &shared);
+            assert_eq!(w0.rx(UNPROT, &esp[..32])[PROT].len(), 0);
+            assert_eq!(w0.w.counters().spread_out, 32, "handed out whole");
+            let next = b_snapshot(narrow.then_some("10.1.0.20/32")).1;
+            w0.w.set_tables(next);
+            // Worker 1 finishes the part under the old snapshot (every
+            // packet matched there).
+            w1.w.tick(&mut w1.tx, w1.now);
+            w0.w.tick(&mut w0.tx, w0.now);
+            let out = w0.take()[PROT].clone();
+            assert_eq!(out.len() as u64, left, "narrow {narrow}");
+            if narrow {
+                assert!(out.iter().all(|f| flow_seq(f).0 == 0));
+            }
+            let c = w0.w.counters();
+            assert_eq!(c.drops.get(DropReason::PolicyMismatch), 32 - left);
+            assert_eq!(c.drops.total(), 32 - left, "{:?}", c.drops);
+            assert_eq!(c.tunnels[0].in_policy_mismatch, 32 - left);
+            assert!(c.balanced() && c.spreading == 0, "{c:?}");
+            assert_eq!(w1.w.counters().drops.total(), 0);
+        }
     }
 }

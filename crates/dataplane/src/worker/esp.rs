@@ -5,14 +5,14 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use espgw_control::tables::{SaIndex, SharedInbound, Tables, TunnelEntry, TunnelId};
+use espgw_control::tables::{SaIndex, Tables, TunnelEntry, TunnelId};
 use espgw_esp::Verdict;
-use espgw_wire::{ip_protocol, reply, PacketBuf};
+use espgw_wire::{ethernet, ip_protocol, reply, PacketBuf};
 
 use super::egress::{Egress, FrameHeads};
 use super::icmp::{Icmp, IcmpError};
 use super::mss::clamp_mss;
-use super::spread::{Job, Spread, MIN_PART};
+use super::spread::{Job, Outcome, Spread, MIN_PART};
 use super::{Core, EgressPolicy, Origin, Stage, ORIGINATED};
 use crate::ip::{decrement_ttl, parse_ip};
 use crate::pool::BufPool;
@@ -290,8 +290,9 @@ impl<B: PacketBuf> EspIn<B> {
                 // Spread a group worth splitting; and once an SA has
                 // tickets out, every group of it goes through its
                 // reorder stage, or a small group would overtake them.
-                if stage.pkts.len() >= 2 * MIN_PART || spread.outstanding(slot) != 0 {
-                    spread_group(spread, core, slot, tunnel.id, sa, &mut stage);
+                if (stage.pkts.len() >= 2 * MIN_PART || spread.outstanding(slot) != 0)
+                    && spread_group(spread, core, esp_out, icmp, egress, tx, slot, &mut stage)
+                {
                     self.groups[t] = stage;
                     continue;
                 }
@@ -314,9 +315,10 @@ impl<B: PacketBuf> EspIn<B> {
     }
 
     /// The fan-out's periodic work (every burst and every poll): decrypts
-    /// the jobs other workers handed to this one, completes the tickets of
-    /// the jobs that came back, and releases what is in order. Returns the
-    /// packets it moved (for the poll loop's idle detection).
+    /// and finishes the jobs other workers handed to this one, completes
+    /// the tickets of the jobs that came back, and releases what is in
+    /// order. Returns the packets it moved (for the poll loop's idle
+    /// detection).
     pub(super) fn poll_spread<P: BufPool<B>>(
         &mut self,
         core: &mut Core<B, P>,
@@ -335,7 +337,7 @@ impl<B: PacketBuf> EspIn<B> {
             let Some(mut job) = spread.take_work() else {
                 break;
             };
-            job.decrypt();
+            job.process(&core.net, &mut core.neighbors, &mut spread.hop);
             work += job.pkts.len();
             core.counters.spread_in += job.pkts.len() as u64;
             spread.give_back(job);
@@ -347,145 +349,285 @@ impl<B: PacketBuf> EspIn<B> {
         if core.counters.spreading == 0 {
             return work;
         }
-        let tables = Arc::clone(&core.tables);
-        let now = core.now.ns;
-        for reorder in spread.reorders.iter_mut().flatten() {
-            if reorder.outstanding() == 0 {
-                continue;
-            }
-            // One SA's packets: one tunnel, looked up once per run of it.
-            let mut fwd: Option<(TunnelId, Option<Forward<'_>>)> = None;
-            while let Some((pkt, port, id)) = reorder.pop(now) {
-                core.counters.spreading -= 1;
-                work += 1;
-                if fwd.as_ref().is_none_or(|(last, _)| *last != id) {
-                    fwd = Some((id, tables.tunnel(id).map(Forward::new)));
+        if spread.overdue(core.now.ns) {
+            // A part is late: take back what waits, not yet started, in
+            // the other workers' inboxes (theirs or another owner's), so
+            // that only the part in a slow worker's hands can run late.
+            for from in 0..spread.workers() {
+                for _ in 0..2 * spread.workers() {
+                    let Some(mut job) = spread.steal(from) else {
+                        break;
+                    };
+                    job.process(&core.net, &mut core.neighbors, &mut spread.hop);
+                    let n = job.pkts.len();
+                    work += n;
+                    if job.owner == spread.me {
+                        // Decrypted here after all: not by another worker.
+                        core.counters.spread_out -= n as u64;
+                        complete(spread, core, job);
+                    } else {
+                        core.counters.spread_in += n as u64;
+                        spread.give_back(job);
+                    }
                 }
-                match fwd.as_mut().and_then(|(_, f)| f.as_mut()) {
+            }
+        }
+        for i in 0..spread.reorders.len() {
+            work += release(spread, core, esp_out, icmp, egress, tx, i);
+        }
+        work
+    }
+}
+
+/// Cuts SA group `stage` into parts, one per other worker with room in
+/// its inbox (at least [`MIN_PART`] packets each), or, when none has room,
+/// one part this worker does itself; tickets in arrival order. A part
+/// kept here (or refused by a full inbox) is decrypted and finished at
+/// once and waits for its turn like the others. False (the group
+/// untouched) when no job box is free even after giving up this SA's
+/// outstanding parts: the caller then decrypts the group directly (the SA
+/// has nothing outstanding by then, so nothing is overtaken).
+#[allow(clippy::too_many_arguments)]
+fn spread_group<B: PacketBuf, P: BufPool<B>>(
+    spread: &mut Spread<B>,
+    core: &mut Core<B, P>,
+    esp_out: &mut EspOut<B>,
+    icmp: &mut Icmp,
+    egress: &mut Egress,
+    tx: &mut TxQueues<B>,
+    slot: SaIndex,
+    stage: &mut Stage<B>,
+) -> bool {
+    let n = stage.pkts.len();
+    let secs = core.now.secs();
+    let now = core.now.ns;
+    let Some((_, tunnel, _)) = core.tables.inbound_sa(slot) else {
+        return false;
+    };
+    let mut targets = std::mem::take(&mut spread.targets);
+    let max_helpers = (n / MIN_PART).clamp(1, spread.workers() - 1);
+    spread.helpers_with_room(max_helpers, &mut targets);
+    // `None`: this worker's own part. Kept only when no other worker has
+    // room: when this worker is the bottleneck (it also classifies and
+    // transmits every packet), it decrypts only what the others cannot.
+    let mut dests: Vec<Option<usize>> = std::mem::take(&mut spread.dests);
+    dests.clear();
+    // (An even split, this worker keeping a part of every group, was
+    // measured slower: docs/multicore.md.)
+    if targets.is_empty() {
+        dests.push(None);
+    }
+    dests.extend(targets.iter().copied().map(Some));
+    spread.targets = targets;
+    let mut staged = std::mem::take(&mut spread.staged);
+    staged.clear();
+    for &dest in &dests {
+        let j = match spread.job() {
+            Some(j) => Some(j),
+            None => make_room(spread, core, esp_out, icmp, egress, tx, slot),
+        };
+        let Some(mut j) = j else { break };
+        j.slot = slot;
+        j.tunnel = tunnel;
+        j.tables = Some(Arc::clone(&core.tables));
+        j.now = secs;
+        staged.push((dest, j));
+    }
+    spread.dests = dests;
+    if staged.is_empty() {
+        spread.staged = staged;
+        return false;
+    }
+    let part_len = n.div_ceil(staged.len());
+    for (i, (pkt, port)) in stage.pkts.drain(..).zip(stage.ports.drain(..)).enumerate() {
+        let j = &mut staged[i / part_len].1;
+        j.pkts.push(pkt);
+        j.ports.push(port);
+    }
+    core.counters.spreading += n as u64;
+    for (dest, mut j) in staged.drain(..) {
+        if j.pkts.is_empty() {
+            spread.recycle(j);
+            continue;
+        }
+        let Some(ticket) = spread.reorder(slot).ticket(now) else {
+            // Not with a stage that holds every box; counted, not trusted.
+            core.counters.spreading -= j.pkts.len() as u64;
+            for (pkt, port) in j.pkts.drain(..).zip(j.ports.drain(..)) {
+                core.drop_pkt(pkt, DropReason::ReorderFull, Some(port));
+            }
+            spread.recycle(j);
+            continue;
+        };
+        j.ticket = ticket;
+        let handed = j.pkts.len() as u64;
+        if let Some(to) = dest {
+            match spread.send(to, j) {
+                Ok(()) => {
+                    core.counters.spread_out += handed;
+                    continue;
+                }
+                Err(back) => j = back,
+            }
+        }
+        j.process(&core.net, &mut core.neighbors, &mut spread.hop);
+        complete(spread, core, j);
+    }
+    spread.staged = staged;
+    release(spread, core, esp_out, icmp, egress, tx, slot.0 as usize);
+    true
+}
+
+/// A job box when every box is out or waiting: releases what is in order,
+/// then gives up this SA's oldest part still out (as its bound would) and
+/// releases what waited behind it, until a box is free or nothing of the
+/// SA is outstanding.
+#[allow(clippy::too_many_arguments)]
+fn make_room<B: PacketBuf, P: BufPool<B>>(
+    spread: &mut Spread<B>,
+    core: &mut Core<B, P>,
+    esp_out: &mut EspOut<B>,
+    icmp: &mut Icmp,
+    egress: &mut Egress,
+    tx: &mut TxQueues<B>,
+    slot: SaIndex,
+) -> Option<Box<Job<B>>> {
+    loop {
+        release(spread, core, esp_out, icmp, egress, tx, slot.0 as usize);
+        if let Some(j) = spread.job() {
+            return Some(j);
+        }
+        if !spread.reorder(slot).give_up_oldest() {
+            return None;
+        }
+    }
+}
+
+/// Completes the ticket of a finished job; a job whose ticket was given up
+/// meanwhile has its packets dropped (`reorder_late`, counted here by the
+/// worker that received them) and its box recycled.
+fn complete<B: PacketBuf, P: BufPool<B>>(
+    spread: &mut Spread<B>,
+    core: &mut Core<B, P>,
+    job: Box<Job<B>>,
+) {
+    let ticket = job.ticket;
+    let slot = job.slot;
+    if let Err((_, Some(mut job))) = spread.reorder(slot).complete(ticket, Some(job)) {
+        // Given up before it came back (the bounded wait).
+        core.counters.spreading -= job.pkts.len() as u64;
+        for (pkt, port) in job.pkts.drain(..).zip(job.ports.drain(..)) {
+            core.drop_pkt(pkt, DropReason::ReorderLate, Some(port));
+        }
+        spread.recycle(job);
+    }
+}
+
+/// Releases the jobs of SA stage `i` that are in ticket order; returns
+/// the packets moved.
+#[allow(clippy::too_many_arguments)]
+fn release<B: PacketBuf, P: BufPool<B>>(
+    spread: &mut Spread<B>,
+    core: &mut Core<B, P>,
+    esp_out: &mut EspOut<B>,
+    icmp: &mut Icmp,
+    egress: &mut Egress,
+    tx: &mut TxQueues<B>,
+    i: usize,
+) -> usize {
+    let now = core.now.ns;
+    let mut moved = 0;
+    loop {
+        let Some(reorder) = spread.reorders.get_mut(i).and_then(Option::as_mut) else {
+            return moved;
+        };
+        if reorder.outstanding() == 0 {
+            return moved;
+        }
+        let Some(mut job) = reorder.pop(now) else {
+            return moved;
+        };
+        moved += job.pkts.len();
+        deliver(core, esp_out, icmp, egress, tx, &mut job);
+        spread.recycle(job);
+    }
+}
+
+/// Sends a finished job's packets on, in order: ready frames onto this
+/// worker's TX queues, drops counted with the finishing worker's reason,
+/// unfinished packets through the full [`Forward`] path with the tunnel as
+/// this worker's current snapshot has it. Ready frames decided under a
+/// snapshot this worker has left are checked again first ([`recheck`]).
+fn deliver<B: PacketBuf, P: BufPool<B>>(
+    core: &mut Core<B, P>,
+    esp_out: &mut EspOut<B>,
+    icmp: &mut Icmp,
+    egress: &mut Egress,
+    tx: &mut TxQueues<B>,
+    job: &mut Job<B>,
+) {
+    core.counters.spreading -= job.pkts.len() as u64;
+    let same = job
+        .tables
+        .as_ref()
+        .is_some_and(|t| Arc::ptr_eq(t, &core.tables));
+    let id = job.tunnel;
+    // Looked up only when a packet needs it (the tunnel may be gone).
+    let tables = Arc::clone(&core.tables);
+    let mut fwd: Option<Option<Forward<'_>>> = None;
+    for ((pkt, port), o) in job
+        .pkts
+        .drain(..)
+        .zip(job.ports.drain(..))
+        .zip(job.outcomes.iter())
+    {
+        match *o {
+            Outcome::Tx(out) if same => tx.push(out, pkt),
+            Outcome::Tx(out) => match recheck(tables.tunnel(id), pkt) {
+                Ok(pkt) => tx.push(out, pkt),
+                Err((pkt, r)) => {
+                    if r == DropReason::PolicyMismatch {
+                        core.counters.tunnel(id.0).in_policy_mismatch += 1;
+                    }
+                    core.drop_pkt(pkt, r, Some(port));
+                }
+            },
+            Outcome::Drop(r) => {
+                if r == DropReason::PolicyMismatch {
+                    core.counters.tunnel(id.0).in_policy_mismatch += 1;
+                }
+                core.drop_pkt(pkt, r, Some(port));
+            }
+            Outcome::Unfinished => {
+                match fwd.get_or_insert_with(|| tables.tunnel(id).map(Forward::new)) {
                     Some(f) => f.packet(core, esp_out, icmp, egress, tx, pkt, port),
                     // The tunnel left the tables while its packets were out.
                     None => core.drop_pkt(pkt, DropReason::UnknownSpi, Some(port)),
                 }
             }
         }
-        work
     }
 }
 
-/// Splits SA group `stage` into up to one part per worker: tickets in
-/// arrival order, the other workers' parts on their inboxes (decrypted
-/// here when an inbox is full or no job box is free), this worker's part
-/// decrypted at once.
-fn spread_group<B: PacketBuf, P: BufPool<B>>(
-    spread: &mut Spread<B>,
-    core: &mut Core<B, P>,
-    slot: SaIndex,
-    tunnel: TunnelId,
-    sa: &SharedInbound,
-    stage: &mut Stage<B>,
-) {
-    let n = stage.pkts.len();
-    let secs = core.now.secs();
-    let now = core.now.ns;
-    let wanted = (n / MIN_PART).clamp(1, spread.workers());
-    let mut staged = std::mem::take(&mut spread.staged);
-    let mut own = spread.own.take().unwrap_or_else(|| {
-        // Only if a previous call panicked half-way; start a new box.
-        spread.job().expect("a job box")
-    });
-    own.slot = slot;
-    own.tunnel = tunnel;
-    own.sa = Some(Arc::clone(sa));
-    own.now = secs;
-    for _ in 1..wanted {
-        let Some(mut j) = spread.job() else { break };
-        j.slot = slot;
-        j.tunnel = tunnel;
-        j.sa = Some(Arc::clone(sa));
-        j.now = secs;
-        staged.push(j);
+/// A ready frame (Ethernet header on) finished under an older snapshot:
+/// its tunnel as the current snapshot has it must still exist and its
+/// selectors still cover the inner addresses (the check the owner's own
+/// path would make now); the frame is handed back unchanged if so.
+fn recheck<B: PacketBuf>(tunnel: Option<&TunnelEntry>, mut frame: B) -> Result<B, (B, DropReason)> {
+    let Some(tunnel) = tunnel else {
+        return Err((frame, DropReason::UnknownSpi));
+    };
+    if frame.adj(ethernet::HEADER_LEN).is_err() {
+        return Err((frame, DropReason::Malformed));
     }
-    let part_len = n.div_ceil(staged.len() + 1);
-    for (i, (pkt, port)) in stage.pkts.drain(..).zip(stage.ports.drain(..)).enumerate() {
-        let Some(ticket) = spread.reorder(slot).ticket(now) else {
-            core.drop_pkt(pkt, DropReason::ReorderFull, Some(port));
-            continue;
-        };
-        core.counters.spreading += 1;
-        let j = match i / part_len {
-            0 => &mut own,
-            k => &mut staged[k - 1],
-        };
-        j.tickets.push(ticket);
-        j.pkts.push(pkt);
-        j.ports.push(port);
+    let inside = parse_ip(&mut frame).is_ok_and(|m| tunnel.inbound_matches(m.src, m.dst));
+    // The header's bytes are still in front: prepending only moves back.
+    if frame.prepend(ethernet::HEADER_LEN).is_err() {
+        return Err((frame, DropReason::NoRoom));
     }
-    for j in staged.drain(..) {
-        if j.pkts.is_empty() {
-            spread.recycle(j);
-            continue;
-        }
-        let handed = j.pkts.len() as u64;
-        let to = spread.next_worker();
-        match spread.send(to, j) {
-            Ok(()) => core.counters.spread_out += handed,
-            Err(mut j) => {
-                j.decrypt();
-                complete(spread, core, j);
-            }
-        }
+    if inside {
+        Ok(frame)
+    } else {
+        Err((frame, DropReason::PolicyMismatch))
     }
-    spread.staged = staged;
-    own.decrypt();
-    let own = complete_into(spread, core, own);
-    spread.own = Some(own);
-}
-
-/// Completes the tickets of a decrypted job (its drops counted here, by
-/// the worker that received the packets) and recycles its box.
-fn complete<B: PacketBuf, P: BufPool<B>>(
-    spread: &mut Spread<B>,
-    core: &mut Core<B, P>,
-    job: Box<Job<B>>,
-) {
-    let job = complete_into(spread, core, job);
-    spread.recycle(job);
-}
-
-fn complete_into<B: PacketBuf, P: BufPool<B>>(
-    spread: &mut Spread<B>,
-    core: &mut Core<B, P>,
-    mut job: Box<Job<B>>,
-) -> Box<Job<B>> {
-    let reorder = spread.reorder(job.slot);
-    let tunnel = job.tunnel;
-    let verdicts = std::mem::take(&mut job.verdicts);
-    for (((pkt, port), ticket), verdict) in job
-        .pkts
-        .drain(..)
-        .zip(job.ports.drain(..))
-        .zip(job.tickets.drain(..))
-        .zip(verdicts.iter())
-    {
-        match *verdict {
-            Verdict::Drop(r) => {
-                // A drop completes its ticket: it never holds up the SA.
-                let _ = reorder.complete(ticket, None);
-                core.counters.spreading -= 1;
-                core.drop_pkt(pkt, DropReason::from_esp(r), Some(port));
-            }
-            Verdict::Forward => {
-                if let Err((_, Some((pkt, port, _)))) =
-                    reorder.complete(ticket, Some((pkt, port, tunnel)))
-                {
-                    // Given up before it came back (the bounded wait).
-                    core.counters.spreading -= 1;
-                    core.drop_pkt(pkt, DropReason::ReorderLate, Some(port));
-                }
-            }
-        }
-    }
-    job.verdicts = verdicts;
-    job.sa = None;
-    job
 }

@@ -67,7 +67,9 @@ use punt::Punt;
 pub use spread::SpreadRings;
 /// The decrypt fan-out's bounds (for tests and docs).
 pub mod spread_consts {
-    pub use super::spread::{MAX_JOBS_PER_WORKER, MAX_WAIT_NS, MIN_PART, REORDER_CAPACITY};
+    pub use super::spread::{
+        INBOX_DEPTH, MAX_JOBS_PER_WORKER, MAX_WAIT_NS, MIN_PART, REORDER_CAPACITY, STEAL_AFTER_NS,
+    };
 }
 use spread::Spread;
 
@@ -409,9 +411,11 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
     /// what waits in the decrypt fan-out's reorder stages.
     pub fn shutdown(&mut self) {
         if let Some(spread) = &mut self.esp_in.spread {
-            for (pkt, port, _) in spread.drain() {
-                self.core.counters.spreading -= 1;
-                self.core.drop_pkt(pkt, DropReason::Shutdown, Some(port));
+            for mut job in spread.drain() {
+                self.core.counters.spreading -= job.pkts.len() as u64;
+                for (pkt, port) in job.pkts.drain(..).zip(job.ports.drain(..)) {
+                    self.core.drop_pkt(pkt, DropReason::Shutdown, Some(port));
+                }
             }
         }
         for pkt in self.core.neighbors.drain_held() {

@@ -2,53 +2,85 @@
 //! leaving in arrival order (docs/multicore.md).
 //!
 //! The worker that receives an SA's ESP (the owner; RSS puts one tunnel on
-//! one queue) gives every packet of the SA group an order ticket from the
-//! SA's [`Reorder`] stage, keeps one part of the group and hands the other
-//! parts, as [`Job`]s, to other workers' inboxes (lock-free rings). Every
-//! worker, in its [`Worker::tick`](super::Worker::tick), decrypts the jobs
-//! in its inbox with the shared [`InboundSa`](espgw_esp::InboundSa) (no
-//! lock: its replay window is atomic) and puts each job back on its
-//! owner's return ring. The owner completes the tickets (a packet dropped
-//! by the replay window or its ICV completes its ticket as a drop, so it
-//! never holds up the others) and releases the packets in ticket order to
-//! the selector check and forwarding that `EspIn` does for every packet.
+//! one queue) cuts each SA group into parts, gives every part an order
+//! ticket from the SA's [`Reorder`] stage, and hands parts, as [`Job`]s, to
+//! other workers' inboxes (lock-free rings); a part no other worker has
+//! room for it does itself. The worker that takes a part decrypts it with
+//! the shared [`InboundSa`](espgw_esp::InboundSa) (no lock: its replay
+//! window is atomic) and *finishes* it ([`Job::process`]): selector check
+//! against the tunnel of the owner's snapshot, TTL, route, neighbor,
+//! Ethernet header. Each packet comes back as a ready frame with its TX
+//! port, as a drop with its reason, or, for anything unusual (an ICMP
+//! answer or error to make, a local destination, an unresolved neighbor,
+//! too big for the port, a TCP SYN to clamp), unfinished. The owner
+//! completes the job's ticket and, in ticket order, pushes the frames on
+//! its own TX queues, counts the drops, and runs its full forwarding path
+//! (`Forward`) on the unfinished ones: the owner still counts every
+//! packet, and order is kept because only the owner transmits.
+//!
+//! Tickets are per part (per job), not per packet: the owner's per-packet
+//! share is the classification, a push into the part's vector and, at
+//! release, a push onto the TX queue.
+//!
+//! Snapshot safety: a job carries the owner's snapshot (`Arc<Tables>`), and
+//! the finishing worker checks the selectors of the job's tunnel in that
+//! snapshot, the one the owner classified the packets with. If the owner
+//! switched to another snapshot before the release (a rekey, a removed
+//! tunnel), every ready frame of the job is checked again at release
+//! against the tunnel as the owner's current snapshot has it (gone:
+//! `unknown_spi`; selectors no longer matching: `policy_mismatch`).
 //!
 //! Bounds: a ticket not back `max_wait` after it was issued is given up
-//! (its packet, if it comes back later, is dropped as `reorder_late`); the
-//! stage holds at most `capacity` tickets per SA (the oldest outstanding
-//! one is given up to make room). Jobs are boxes the owner allocates up to
-//! [`MAX_JOBS_PER_WORKER`] per worker and then reuses: in steady state
-//! nothing allocates; with every box out, the owner decrypts the part
-//! itself. That is also the owner's back-pressure: it never has more than
-//! that many parts out, so a slow worker cannot make it hold an unbounded
-//! number of buffers (the packets waiting behind a part in the reorder
-//! stage are bounded by the same count of bursts).
+//! (its packets, if they come back later, are dropped as `reorder_late`).
+//! Jobs are boxes the owner allocates up to [`MAX_JOBS_PER_WORKER`] per
+//! worker and then reuses: in steady state nothing allocates. With every
+//! box out, the owner gives up its oldest outstanding part (as if its
+//! bound had passed) to free the boxes waiting behind it, and, if none is
+//! waiting, decrypts the group itself outside the stage. That is also the
+//! owner's back-pressure: a slow worker cannot make it hold an unbounded
+//! number of buffers.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use crossbeam_queue::ArrayQueue;
-use espgw_control::tables::{SaIndex, SharedInbound, TunnelId};
+use espgw_control::config::Side;
+use espgw_control::tables::{SaIndex, Tables, TunnelEntry, TunnelId};
 use espgw_esp::Verdict;
-use espgw_wire::PacketBuf;
+use espgw_wire::{ethernet, ethertype, ip_protocol, tcp, MacAddr, PacketBuf};
 
+use crate::ip::{decrement_ttl, parse_ip};
+use crate::neighbor::Neighbors;
+use crate::network::Network;
 use crate::ports::PortIdx;
+use crate::reason::DropReason;
 use crate::reorder::Reorder;
+use crate::route::NextHop;
 
-/// Jobs one owner may have out at once, per worker of the run (each up to
-/// a part of a burst): with 2 workers, 8 parts of at most half a burst.
-pub const MAX_JOBS_PER_WORKER: usize = 4;
-/// Tickets one SA's reorder stage holds. Each decrypted packet waiting
-/// behind a missing one holds a buffer: this and the wait below bound
-/// them (at 10 Mpps, 100 µs is 1000 packets), well inside a worker's
-/// share of the mbuf pool.
+/// Jobs one owner may have out or waiting at once, per worker of the run
+/// (each up to a burst).
+pub const MAX_JOBS_PER_WORKER: usize = 16;
+/// Tickets one SA's reorder stage holds: every job box of its owner (a
+/// ticket is a job), so issuing one never has to give one up.
 pub const REORDER_CAPACITY: usize = 1024;
-/// How long the owner waits for a missing ticket, in nanoseconds: far
+/// How long the owner waits for a missing part, in nanoseconds: far
 /// longer than a worker takes to decrypt a burst, short enough that a
 /// stuck worker costs a reordering, not a stall, and few buffers.
 pub const MAX_WAIT_NS: u64 = 100_000;
 /// Smallest part handed to another worker: below it the ring round trip
 /// costs more than the decryption it moves.
 pub const MIN_PART: usize = 8;
+/// Parts a worker's inbox may hold before the owner stops handing it
+/// more and decrypts the next part itself: enough that the helper never
+/// runs dry between the owner's bursts, few enough that a slow helper
+/// does not collect the owner's whole stage.
+pub const INBOX_DEPTH: usize = 2;
+
+/// How long the owner lets its oldest part wait before it takes back
+/// the parts still queued in other workers' inboxes (not yet started) and
+/// does them itself: a worker that is descheduled or busy then delays
+/// only the part in its hands, not the ones queued behind it.
+pub const STEAL_AFTER_NS: u64 = MAX_WAIT_NS / 4;
 
 /// The rings between workers: per worker an inbox of jobs to decrypt and
 /// a return ring for the jobs it handed out. Built once for the run by the
@@ -80,38 +112,189 @@ impl<B> SpreadRings<B> {
     pub fn workers(&self) -> usize {
         self.inbox.len()
     }
+
+    /// Test hook: takes every job queued for `worker`, as if it had
+    /// started them and then stopped (descheduled, stuck).
+    #[cfg(test)]
+    pub(crate) fn seize(&self, worker: usize) -> Seized<B> {
+        Seized(std::iter::from_fn(|| self.inbox[worker].pop()).collect())
+    }
+
+    /// Test hook: puts back what [`Self::seize`] took, for `worker` to
+    /// finish in its next tick.
+    #[cfg(test)]
+    pub(crate) fn unseize(&self, worker: usize, jobs: Seized<B>) {
+        for j in jobs.0 {
+            let _ = self.inbox[worker].push(j);
+        }
+    }
 }
 
-/// A decrypted packet waiting for its turn: the packet, its port, and the
-/// tunnel of the SA that decrypted it (by its stable id, looked up again at
-/// release: the snapshot may have changed meanwhile, and a SAD index can
-/// then name another SA, whose selectors must not be the ones checked).
-pub(super) type Released<B> = (B, PortIdx, TunnelId);
+/// Jobs taken out of an inbox by a test ([`SpreadRings::seize`]).
+#[cfg(test)]
+#[allow(clippy::vec_box)]
+pub(crate) struct Seized<B>(Vec<Box<Job<B>>>);
+
+/// What the worker that finished a packet of a job decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Outcome {
+    /// A frame with its Ethernet header, for this TX port.
+    Tx(PortIdx),
+    /// Dropped (counted by the owner with this reason).
+    Drop(DropReason),
+    /// Decrypted, the rest left to the owner's full forwarding path.
+    Unfinished,
+}
 
 /// Part of one SA group, out for decryption and back.
 pub(super) struct Job<B> {
     pub(super) owner: usize,
     pub(super) slot: SaIndex,
     pub(super) tunnel: TunnelId,
-    pub(super) sa: Option<SharedInbound>,
+    /// The owner's snapshot when it cut the part (the SA and the tunnel
+    /// are looked up in it).
+    pub(super) tables: Option<Arc<Tables>>,
     /// The burst's time (engine seconds).
     pub(super) now: u64,
-    /// Each packet's order ticket.
-    pub(super) tickets: Vec<u64>,
+    /// The part's order ticket.
+    pub(super) ticket: u64,
     pub(super) pkts: Vec<B>,
     pub(super) ports: Vec<PortIdx>,
-    pub(super) verdicts: Vec<Verdict>,
+    verdicts: Vec<Verdict>,
+    pub(super) outcomes: Vec<Outcome>,
+}
+
+/// The last next hop a finishing worker resolved (valid while its
+/// neighbor cache's generation stays the same).
+#[derive(Clone, Copy)]
+pub(super) struct Hop {
+    dst: IpAddr,
+    hop: NextHop,
+    mac: MacAddr,
+    generation: u64,
 }
 
 impl<B: PacketBuf> Job<B> {
-    /// Decrypts the packets in place, verdicts beside them.
-    pub(super) fn decrypt(&mut self) {
+    /// Decrypts the packets in place and finishes what it can of each
+    /// (see the module doc), on the worker that runs it: `net` and
+    /// `neighbors` are that worker's, the tunnel is the job's snapshot's.
+    /// Counts nothing: the owner counts every outcome.
+    pub(super) fn process(
+        &mut self,
+        net: &Network,
+        neighbors: &mut Neighbors<B>,
+        hop: &mut Option<Hop>,
+    ) {
         self.verdicts.clear();
         self.verdicts.resize(self.pkts.len(), Verdict::default());
-        if let Some(sa) = &self.sa {
-            sa.decap_burst(&mut self.pkts, &mut self.verdicts, self.now);
+        self.outcomes.clear();
+        let Some(tables) = self.tables.as_deref() else {
+            self.outcomes
+                .resize(self.pkts.len(), Outcome::Drop(DropReason::UnknownSpi));
+            return;
+        };
+        let sa = tables.inbound_sa(self.slot).map(|(_, _, sa)| sa);
+        let (Some(sa), Some(tunnel)) = (sa, tables.tunnel(self.tunnel)) else {
+            // Cut from this snapshot, so both exist; dropped, not trusted.
+            self.outcomes
+                .resize(self.pkts.len(), Outcome::Drop(DropReason::UnknownSpi));
+            return;
+        };
+        // No lock: any number of workers decrypt for one SA at once.
+        sa.decap_burst(&mut self.pkts, &mut self.verdicts, self.now);
+        let mut last_pair = None;
+        for (pkt, verdict) in self.pkts.iter_mut().zip(&self.verdicts) {
+            let o = match *verdict {
+                Verdict::Drop(r) => Outcome::Drop(DropReason::from_esp(r)),
+                Verdict::Forward => finish(net, neighbors, hop, tunnel, &mut last_pair, pkt),
+            };
+            self.outcomes.push(o);
         }
     }
+}
+
+/// The forwarding of one decrypted packet as `Forward::packet` does it
+/// (esp.rs), for the common case only: what needs more (an answer, a
+/// hold, an ICMP error, an MSS clamp) is left [`Outcome::Unfinished`],
+/// untouched but for the IP parse (which only trims link padding), for
+/// the owner's full path.
+#[inline]
+fn finish<B: PacketBuf>(
+    net: &Network,
+    neighbors: &mut Neighbors<B>,
+    hop_cache: &mut Option<Hop>,
+    tunnel: &TunnelEntry,
+    last_pair: &mut Option<(IpAddr, IpAddr, bool)>,
+    pkt: &mut B,
+) -> Outcome {
+    let m = match parse_ip(pkt) {
+        Ok(m) => m,
+        Err(r) => return Outcome::Drop(r),
+    };
+    let inside = match *last_pair {
+        Some((src, dst, inside)) if src == m.src && dst == m.dst => inside,
+        _ => {
+            let inside = tunnel.inbound_matches(m.src, m.dst);
+            *last_pair = Some((m.src, m.dst, inside));
+            inside
+        }
+    };
+    if !inside {
+        return Outcome::Drop(DropReason::PolicyMismatch);
+    }
+    if m.ttl <= 1 || net.is_local(m.dst) {
+        return Outcome::Unfinished;
+    }
+    if tunnel.mss_clamp.is_some() && m.proto == ip_protocol::TCP {
+        let syn = pkt
+            .data()
+            .get(m.l4_offset + 13)
+            .is_some_and(|f| f & tcp::flags::SYN != 0);
+        if syn {
+            return Outcome::Unfinished;
+        }
+    }
+    let generation = neighbors.generation();
+    let (hop, mac) = match *hop_cache {
+        Some(c) if c.dst == m.dst && c.generation == generation => (c.hop, c.mac),
+        _ => {
+            let Some(hop) = net.routes.lookup(m.dst) else {
+                return Outcome::Drop(DropReason::NoRoute);
+            };
+            let Some(mac) = neighbors.lookup(hop.port, hop.addr) else {
+                return Outcome::Unfinished;
+            };
+            *hop_cache = Some(Hop {
+                dst: m.dst,
+                hop,
+                mac,
+                generation,
+            });
+            (hop, mac)
+        }
+    };
+    let out = &net.ports[hop.port];
+    if out.side == Side::Unprotected {
+        return Outcome::Drop(DropReason::PlaintextBlocked);
+    }
+    if pkt.len() > out.mtu {
+        return Outcome::Unfinished;
+    }
+    decrement_ttl(pkt, m.v6);
+    let ethertype = if m.v6 {
+        ethertype::IPV6
+    } else {
+        ethertype::IPV4
+    };
+    if pkt.prepend(ethernet::HEADER_LEN).is_err() {
+        return Outcome::Drop(DropReason::NoRoom);
+    }
+    if let Some(h) = pkt.data_mut().first_chunk_mut::<{ ethernet::HEADER_LEN }>() {
+        h[..6].copy_from_slice(&mac);
+        h[6..12].copy_from_slice(&out.mac);
+        h[12..].copy_from_slice(&ethertype.to_be_bytes());
+    }
+    Outcome::Tx(hop.port)
 }
 
 /// What one worker keeps for the fan-out: its end of the rings, its job
@@ -128,18 +311,22 @@ pub(super) struct Spread<B> {
     /// Round robin over the other workers.
     next: usize,
     pub(super) burst: usize,
-    /// By SAD index: the reorder stage of an SA this worker spread.
-    pub(super) reorders: Vec<Option<Reorder<Released<B>>>>,
-    /// The part this worker decrypts itself (never handed out).
-    pub(super) own: Option<Box<Job<B>>>,
+    /// By SAD index: the reorder stage (of jobs) of an SA this worker
+    /// spread.
+    pub(super) reorders: Vec<Option<Reorder<Box<Job<B>>>>>,
     /// The parts of the group being split (empty between groups).
-    pub(super) staged: Vec<Box<Job<B>>>,
+    pub(super) staged: Vec<(Option<usize>, Box<Job<B>>)>,
+    /// The next hop this worker resolved last for a part it finished.
+    pub(super) hop: Option<Hop>,
+    /// Scratch: the workers a group is cut for (kept for its capacity).
+    pub(super) targets: Vec<usize>,
+    pub(super) dests: Vec<Option<usize>>,
 }
 
 impl<B: PacketBuf> Spread<B> {
     pub(super) fn new(me: usize, rings: Arc<SpreadRings<B>>, burst: usize) -> Self {
         let workers = rings.workers();
-        let mut s = Spread {
+        Spread {
             me,
             rings,
             free: Vec::new(),
@@ -147,11 +334,11 @@ impl<B: PacketBuf> Spread<B> {
             next: me,
             burst,
             reorders: Vec::new(),
-            own: None,
             staged: Vec::with_capacity(workers),
-        };
-        s.own = Some(s.new_box());
-        s
+            hop: None,
+            targets: Vec::with_capacity(workers),
+            dests: Vec::with_capacity(workers),
+        }
     }
 
     fn new_box(&self) -> Box<Job<B>> {
@@ -159,12 +346,13 @@ impl<B: PacketBuf> Spread<B> {
             owner: self.me,
             slot: SaIndex(0),
             tunnel: TunnelId(0),
-            sa: None,
+            tables: None,
             now: 0,
-            tickets: Vec::with_capacity(self.burst),
+            ticket: 0,
             pkts: Vec::with_capacity(self.burst),
             ports: Vec::with_capacity(self.burst),
             verdicts: Vec::with_capacity(self.burst),
+            outcomes: Vec::with_capacity(self.burst),
         })
     }
 
@@ -173,12 +361,13 @@ impl<B: PacketBuf> Spread<B> {
     }
 
     /// The reorder stage of SA `slot`, made on first use.
-    pub(super) fn reorder(&mut self, slot: SaIndex) -> &mut Reorder<Released<B>> {
+    pub(super) fn reorder(&mut self, slot: SaIndex) -> &mut Reorder<Box<Job<B>>> {
         let i = slot.0 as usize;
         if self.reorders.len() <= i {
             self.reorders.resize_with(i + 1, || None);
         }
-        self.reorders[i].get_or_insert_with(|| Reorder::new(REORDER_CAPACITY, MAX_WAIT_NS))
+        let cap = self.rings.max_jobs.min(REORDER_CAPACITY);
+        self.reorders[i].get_or_insert_with(|| Reorder::new(cap, MAX_WAIT_NS))
     }
 
     /// Outstanding tickets of SA `slot` (0 when it has no stage).
@@ -203,21 +392,27 @@ impl<B: PacketBuf> Spread<B> {
 
     /// A box back (emptied) for reuse.
     pub(super) fn recycle(&mut self, mut job: Box<Job<B>>) {
-        job.sa = None;
-        job.tickets.clear();
+        job.tables = None;
         job.pkts.clear();
         job.ports.clear();
+        job.outcomes.clear();
         self.free.push(job);
     }
 
-    /// The next worker to hand a part to (never this one).
-    pub(super) fn next_worker(&mut self) -> usize {
+    /// Up to `max` other workers with room in their inbox, round robin
+    /// (into `out`).
+    pub(super) fn helpers_with_room(&mut self, max: usize, out: &mut Vec<usize>) {
+        out.clear();
         let n = self.workers();
-        self.next = (self.next + 1) % n;
-        if self.next == self.me {
+        for _ in 0..n {
+            if out.len() == max {
+                break;
+            }
             self.next = (self.next + 1) % n;
+            if self.next != self.me && self.rings.inbox[self.next].len() < INBOX_DEPTH {
+                out.push(self.next);
+            }
         }
-        self.next
     }
 
     /// Hands `job` to worker `to`; gives it back if the inbox is full.
@@ -230,7 +425,25 @@ impl<B: PacketBuf> Spread<B> {
         self.rings.inbox[self.me].pop()
     }
 
-    /// Returns a decrypted job to its owner. The owner's return ring holds
+    /// A job not yet started from worker `from`'s inbox (any owner's),
+    /// for this worker to do instead.
+    pub(super) fn steal(&self, from: usize) -> Option<Box<Job<B>>> {
+        if from == self.me {
+            return None;
+        }
+        self.rings.inbox.get(from)?.pop()
+    }
+
+    /// True when one of this worker's SAs has waited `STEAL_AFTER_NS` or
+    /// more at `now` for its oldest part.
+    pub(super) fn overdue(&self, now: u64) -> bool {
+        self.reorders.iter().flatten().any(|r| {
+            r.oldest_pending_since()
+                .is_some_and(|t| now.saturating_sub(t) >= STEAL_AFTER_NS)
+        })
+    }
+
+    /// Returns a finished job to its owner. The owner's return ring holds
     /// every job it can have out, so it takes this one; if it could not
     /// (a bug), the packets are dropped with the box.
     pub(super) fn give_back(&self, job: Box<Job<B>>) {
@@ -243,8 +456,9 @@ impl<B: PacketBuf> Spread<B> {
         self.rings.done[self.me].pop()
     }
 
-    /// Every packet waiting in a reorder stage, decrypted (at shutdown).
-    pub(super) fn drain(&mut self) -> Vec<Released<B>> {
+    /// Every job waiting in a reorder stage, finished (at shutdown).
+    #[allow(clippy::vec_box)]
+    pub(super) fn drain(&mut self) -> Vec<Box<Job<B>>> {
         let mut out = Vec::new();
         for r in self.reorders.iter_mut().flatten() {
             while r.outstanding() != 0 {
