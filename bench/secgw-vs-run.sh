@@ -161,6 +161,11 @@ cat >"$WORK/gw.toml" <<T
 [gateway]
 name = "svr"
 control_socket = "$WORK/ctl.sock"
+# Per run (as bench/run-vs-bench.sh): a shared /var/lib/espgw/svr kept
+# the outbound sequence across runs, and the fixed benchmark SA would
+# reach 2^32 and expire after a few hundred runs. The keys are the
+# benchmark's own, on synthetic traffic that never leaves the machine.
+state_dir = "$WORK/state"
 [dataplane]
 workers = 1
 poll = "busy"
@@ -208,6 +213,11 @@ cat >"$WORK/gw.toml" <<T
 [gateway]
 name = "svr"
 control_socket = "$WORK/ctl.sock"
+# Per run (as bench/run-vs-bench.sh): a shared /var/lib/espgw/svr kept
+# the outbound sequence across runs, and the fixed benchmark SA would
+# reach 2^32 and expire after a few hundred runs. The keys are the
+# benchmark's own, on synthetic traffic that never leaves the machine.
+state_dir = "$WORK/state"
 [dataplane]
 workers = 1
 poll = "busy"

@@ -210,7 +210,7 @@ fn timed_rekeys_keep_one_child_sa(
     let mut p = Pair::new(a, b, patient_config());
     p.a.initiate(0, 0).unwrap();
     p.run(&[], 1_000);
-    p.run(&fates, 60_000);
+    p.run(fates, 60_000);
     // Each CHILD_SA is announced once and removed at most once, and
     // only after it was announced.
     let alive = |ev: &[Event]| -> Result<Vec<(u32, u32)>, TestCaseError> {
