@@ -88,8 +88,9 @@ impl ReplayWindow {
     }
 
     /// The full 64-bit sequence number for a received low half, per RFC 4303
-    /// Appendix A. `None` when the guess would fall before sequence number 0
-    /// or past 2^64 - 1 (such a packet can only be a replay or a forgery).
+    /// Appendix A. `None` when the guess would fall past 2^64 - 1 (such a
+    /// packet can only be a replay or a forgery). A guess before subspace
+    /// 0 (case B with Th = 0) is subspace 0 instead: no other exists.
     pub fn infer_esn(&self, seq_lo: u32) -> Option<u64> {
         infer_esn(self.size, self.top, seq_lo)
     }
@@ -173,7 +174,13 @@ pub(crate) fn infer_esn(size: u64, top: u64, seq_lo: u32) -> Option<u64> {
         // Case B: the window spans the boundary below Tl.
         let bottom = tl.wrapping_sub(w - 1) & 0xFFFF_FFFF;
         if s >= bottom {
-            th.checked_sub(1)?
+            // With Th = 0 there is no subspace below: the low half can
+            // only be subspace 0's, ahead of the top (a sender far ahead;
+            // the ICV decides). RFC 4303's Th - 1 would wrap. This matters
+            // for a burst decrypted against the window as it was before
+            // the burst: one at a time, an earlier packet of the burst
+            // would have moved the top into case A.
+            th.saturating_sub(1)
         } else {
             th
         }
@@ -319,10 +326,15 @@ mod tests {
 
     #[test]
     fn esn_refuses_impossible_numbers() {
-        // Fresh SA, case B with Th = 0: the previous subspace does not exist.
+        // Fresh SA, case B with Th = 0: the previous subspace does not
+        // exist, so a low half below the window's wrapped bottom is
+        // subspace 0's (ahead of the top), not refused.
         let w = ReplayWindow::new(64);
-        assert_eq!(w.infer_esn(u32::MAX), None);
+        assert_eq!(w.infer_esn(u32::MAX), Some(u64::from(u32::MAX)));
+        assert_eq!(w.check(u64::from(u32::MAX)), Ok(()));
         assert_eq!(w.infer_esn(1), Some(1));
+        let w = window_at(64, 10);
+        assert_eq!(w.infer_esn(u32::MAX - 52), Some(u64::from(u32::MAX - 52)));
         // Top at the very end of the 64-bit space: there is no next subspace.
         let w = window_at(64, u64::MAX);
         assert_eq!(w.infer_esn(5), None);
