@@ -9,6 +9,7 @@
 //!   "workers": [{"id","rx","tx","generated","local","held","dropped","bursts",
 //!                "alloc_failures","icmp_rate_limited","mss_clamped","panics"}],
 //!   "sas":     [{"tunnel","dir":"out"|"in","spi","packets","bytes","drops":{reason:n}}],
+//!              (a per-CPU outbound SA, RFC 9611, also has "per_cpu": true)
 //!   "drops":   {reason: n},            # every reason, zeros included
 //!   "totals":  {"rx","tx","generated","local","held","dropped","balanced","mss_clamped","ike_punted","ike_sent",
 //!              "acquires_raised","acquires_suppressed",
@@ -137,6 +138,20 @@ impl Stats {
                     "bytes": stats.bytes,
                     "fragmented": tc.out_fragmented,
                     "drops": drops,
+                }));
+            }
+            // RFC 9611 per-CPU SAs of the tunnel: each its own counters (the
+            // tunnel's MTU counters are the tunnel's, given once above).
+            for extra in &t.extra_out {
+                let stats = extra.stats();
+                sas.push(json!({
+                    "tunnel": t.name,
+                    "dir": "out",
+                    "spi": extra.spi(),
+                    "per_cpu": true,
+                    "packets": stats.packets,
+                    "bytes": stats.bytes,
+                    "drops": reason_map(stats.drops.iter().map(|(r, n)| (r.name(), n))),
                 }));
             }
         }

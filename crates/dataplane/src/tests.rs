@@ -1173,6 +1173,33 @@ mod live {
         let (own, extra) = (t.out.as_ref().unwrap(), &t.extra_out[0]);
         assert_eq!((own.stats().packets, extra.stats().packets), (2, 2));
         assert!(!Arc::ptr_eq(own, extra));
+        // `--stats-json` lists both outbound SAs with their own counters.
+        let stats = crate::stats::Stats {
+            seconds: 1.0,
+            workers: Vec::new(),
+            nic: vec![None, None],
+        };
+        let j = stats.to_json(&net_a, &tables_a);
+        let outs: Vec<_> = j["sas"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["dir"] == "out")
+            .map(|s| {
+                (
+                    s["spi"].as_u64(),
+                    s["packets"].as_u64(),
+                    s["per_cpu"].as_bool(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            outs,
+            vec![
+                (Some(0xa001), Some(2), None),
+                (Some(0xa003), Some(2), Some(true))
+            ]
+        );
         // B took both into the one tunnel, on two inbound SAs.
         let inb = b.w.tables().inbound_sas();
         let count = |spi: u32| inb.iter().find(|s| s.0 == spi).unwrap().2.stats().packets;
