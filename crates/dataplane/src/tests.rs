@@ -1114,7 +1114,7 @@ impl Outer {
             );
             if self.udp() {
                 let u = espgw_wire::UdpPacket::new_checked(p.payload()).unwrap();
-                assert!(u.verify_checksum_v6(p.src_addr(), p.dst_addr()));
+                assert!(u.verify_checksum_v6(p.src_addr(), p.dst_addr()), "{self:?}");
             }
             p.payload().to_vec()
         } else {
@@ -1128,7 +1128,7 @@ impl Outer {
             );
             if self.udp() {
                 let u = espgw_wire::UdpPacket::new_checked(p.payload()).unwrap();
-                assert!(u.verify_checksum_v4(p.src_addr(), p.dst_addr()));
+                assert!(u.verify_checksum_v4(p.src_addr(), p.dst_addr()), "{self:?}");
             }
             p.payload().to_vec()
         };
