@@ -2095,6 +2095,11 @@ mod spread {
                 .iter()
                 .map(|p| {
                     let mut ip = p.clone();
+                    if ip[0] >> 4 == 6 {
+                        // The hop limit; IPv6 has no header checksum.
+                        ip[7] -= 2;
+                        return eth(HOST_B_MAC, B_PROT_MAC, ethertype::IPV6, &ip);
+                    }
                     let mut h = Ipv4Packet::new_checked(&mut ip[..]).unwrap();
                     h.set_ttl(h.ttl() - 2);
                     h.fill_checksum();
@@ -2159,9 +2164,11 @@ mod spread {
     /// (flow, sequence) of a decrypted frame leaving B.
     fn flow_seq(frame: &[u8]) -> (u32, u32) {
         let (_, ip) = l3(frame);
+        // After the IPv4 (20 bytes) or IPv6 (40) and the UDP header.
+        let at = if ip[0] >> 4 == 6 { 48 } else { 28 };
         (
-            u32::from_be_bytes(ip[28..32].try_into().unwrap()),
-            u32::from_be_bytes(ip[32..36].try_into().unwrap()),
+            u32::from_be_bytes(ip[at..at + 4].try_into().unwrap()),
+            u32::from_be_bytes(ip[at + 4..at + 8].try_into().unwrap()),
         )
     }
 
@@ -2626,6 +2633,149 @@ mod spread {
             assert_eq!(c.tunnels[0].in_policy_mismatch, 32 - left);
             assert!(c.balanced() && c.spreading == 0, "{c:?}");
             assert_eq!(w1.w.counters().drops.total(), 0);
+        }
+    }
+
+    /// Both ends with IPv6 inner traffic as well: a protected IPv6 address
+    /// and prefix, B's host B known statically.
+    fn with_ipv6_inside(
+        gw: espgw_control::fixtures::GatewayToml,
+        b_side: bool,
+    ) -> espgw_control::fixtures::GatewayToml {
+        let (me, peer) = if b_side { (2, 1) } else { (1, 2) };
+        let mut gw = gw
+            .prot_address(&format!("fd00:{me}::1/64"))
+            .map_tunnels(|mut t| {
+                t.local_ts.push(format!("fd00:{me}::/64"));
+                t.remote_ts.push(format!("fd00:{peer}::/64"));
+                t
+            });
+        if b_side {
+            gw = gw.section(
+                "[[neighbor]]\naddress = \"fd00:2::10\"\nmac = \"02:00:00:00:0b:0b\"\nport = \"prot\"",
+            );
+        }
+        gw
+    }
+
+    /// An IPv6 UDP packet with `data_len` bytes of payload (the UDP
+    /// checksum left 0: nothing on the way checks it).
+    fn udp6(src: &str, dst: &str, hop_limit: u8, data_len: usize) -> Vec<u8> {
+        let mut p = vec![0u8; 48 + data_len];
+        Ipv6Repr {
+            src_addr: v6(src),
+            dst_addr: v6(dst),
+            next_header: ip_protocol::UDP,
+            payload_len: (8 + data_len) as u16,
+            hop_limit,
+            traffic_class: 0,
+            flow_label: 0,
+        }
+        .emit(&mut p)
+        .unwrap();
+        UdpRepr {
+            src_port: 40000,
+            dst_port: 5201,
+            payload_len: data_len as u16,
+        }
+        .emit(&mut p[40..])
+        .unwrap();
+        for (i, b) in p[48..].iter_mut().enumerate() {
+            *b = i as u8;
+        }
+        p
+    }
+
+    /// IPv6 packets inside the tunnel, beside IPv4 ones: the helper
+    /// finishes them as B's own path does (hop limit less one per gateway,
+    /// the IPv6 ethertype, host B's MAC), and every flow of both families
+    /// leaves in arrival order, as host A sent it, each copy one
+    /// `replayed`. In every outer form (IPv6 in IPv4, IPv6 in IPv6, in
+    /// UDP or not).
+    #[test]
+    fn ipv6_inside_the_tunnel_leaves_in_order_as_sent() {
+        const FLOWS: u32 = 6;
+        let n = 1200u32;
+        for outer in Outer::ALL {
+            let config = outer.apply(
+                with_ipv6_inside(demo_gateway(false).default_action("discard"), false),
+                false,
+            );
+            let mut a = Gw::new(tables_from(config.render(), [A_PROT_MAC, A_UNPROT_MAC]));
+            outer.learn_peer(&mut a, false);
+            // Flows 0 to 3 IPv4, 4 and 5 IPv6.
+            let mut next = [0u32; FLOWS as usize];
+            let inner: Vec<Vec<u8>> = (0..n)
+                .map(|i| {
+                    let f = (i * 7 + i / 3) % FLOWS;
+                    let (mut p, at) = if f < 4 {
+                        let src = format!("10.1.0.{}", 20 + f);
+                        (udp4(&src, "10.2.0.10", 64, true, 16), 28)
+                    } else {
+                        let src = format!("fd00:1::{}", 20 + f);
+                        (udp6(&src, "fd00:2::10", 64, 16), 48)
+                    };
+                    p[at..at + 4].copy_from_slice(&f.to_be_bytes());
+                    p[at + 4..at + 8].copy_from_slice(&next[f as usize].to_be_bytes());
+                    next[f as usize] += 1;
+                    p
+                })
+                .collect();
+            let mut esp = Vec::new();
+            for chunk in inner.chunks(32) {
+                let frames: Vec<Vec<u8>> = chunk
+                    .iter()
+                    .map(|p| {
+                        let et = if p[0] >> 4 == 6 {
+                            ethertype::IPV6
+                        } else {
+                            ethertype::IPV4
+                        };
+                        eth(A_PROT_MAC, HOST_A_MAC, et, p)
+                    })
+                    .collect();
+                esp.extend(a.rx(PROT, &frames)[UNPROT].iter().cloned());
+            }
+            assert_eq!(esp.len(), n as usize, "{outer:?}: A sealed every packet");
+            for (i, frame) in esp.iter().enumerate() {
+                assert_eq!(outer.check_esp(frame, false), (0xa001, i as u32 + 1));
+            }
+            let esp: Vec<Vec<u8>> = esp
+                .into_iter()
+                .enumerate()
+                .map(|(i, f)| outer.on_the_way(f, i))
+                .collect();
+            let stream = Stream { esp, inner };
+            let expected = stream.delivered();
+            let (arrivals, replays) = with_replays(&stream.esp, 500);
+            let b_config = demo_gateway(true)
+                .default_action("discard")
+                .map_tunnels(|t| t.replay_window(4096));
+            let b_config = outer.apply(with_ipv6_inside(b_config, true), true);
+            for helpers in [0usize, 1, 3] {
+                let b = B {
+                    outer,
+                    snap: tables_from(b_config.render(), [B_PROT_MAC, B_UNPROT_MAC]),
+                    rings: SpreadRings::new(helpers + 1),
+                };
+                let (out, w0, helper_counters) = run_spread_on(b, helpers, &arrivals, 64);
+                let mut next = [0u32; FLOWS as usize];
+                for frame in &out {
+                    let (f, seq) = flow_seq(frame);
+                    assert_eq!(
+                        seq, next[f as usize],
+                        "flow {f} out of order ({outer:?}, {helpers} helpers)"
+                    );
+                    next[f as usize] += 1;
+                }
+                assert!(next[4] > 0 && next[5] > 0, "IPv6 flows left");
+                assert_eq!(out.len(), n as usize, "every packet once ({outer:?})");
+                assert!(
+                    out == expected,
+                    "{outer:?}, {helpers} helpers: not what host A sent, in order"
+                );
+                check_counts(n, replays, helpers, &w0, &helper_counters);
+            }
         }
     }
 
