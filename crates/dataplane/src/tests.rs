@@ -991,6 +991,161 @@ fn ipv6_outer_with_udp_encapsulation_round_trips() {
     );
 }
 
+/// The forms a tunnel's ESP takes on the wire between A and B: ESP over
+/// IPv4 (the demo's), ESP in UDP 4500 over IPv4 (NAT-T, RFC 3948), the
+/// same with the source port rewritten on the way to B (a NAT in front of
+/// A; the sender and its config are those of `Udp4`), ESP over IPv6, ESP
+/// in UDP over IPv6.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outer {
+    Esp4,
+    Udp4,
+    Nat4,
+    Esp6,
+    Udp6,
+}
+
+impl Outer {
+    const ALL: [Outer; 5] = [
+        Outer::Esp4,
+        Outer::Udp4,
+        Outer::Nat4,
+        Outer::Esp6,
+        Outer::Udp6,
+    ];
+
+    fn v6(self) -> bool {
+        matches!(self, Outer::Esp6 | Outer::Udp6)
+    }
+
+    fn udp(self) -> bool {
+        matches!(self, Outer::Udp4 | Outer::Nat4 | Outer::Udp6)
+    }
+
+    /// What reaches B of A's ESP `frame`: for `Nat4`, the UDP source port
+    /// rewritten by a NAT, one of four mappings by `i` (the UDP checksum
+    /// cleared, which IPv4 allows; B takes ESP on its port 4500 from any
+    /// source port); unchanged otherwise.
+    fn on_the_way(self, mut frame: Vec<u8>, i: usize) -> Vec<u8> {
+        if self == Outer::Nat4 {
+            // Ethernet, a 20-byte IPv4 header, then the UDP header.
+            let udp = 14 + 20;
+            let sport = 61000 + (i % 4) as u16;
+            frame[udp..udp + 2].copy_from_slice(&sport.to_be_bytes());
+            frame[udp + 6..udp + 8].fill(0);
+        }
+        frame
+    }
+
+    /// Gateway A's (or B's) outer address.
+    fn addr(self, b_side: bool) -> &'static str {
+        match (self.v6(), b_side) {
+            (false, false) => "192.0.2.1",
+            (false, true) => "192.0.2.2",
+            (true, false) => "2001:db8::1",
+            (true, true) => "2001:db8::2",
+        }
+    }
+
+    /// `gw` (A's or B's demo config) with its tunnel's ESP in this form:
+    /// over IPv6, the unprotected port gets an IPv6 address and the peer
+    /// is a static neighbor (no ARP); in UDP, `encap = "udp"`.
+    fn apply(
+        self,
+        mut gw: espgw_control::fixtures::GatewayToml,
+        b_side: bool,
+    ) -> espgw_control::fixtures::GatewayToml {
+        let (local, remote) = (self.addr(b_side), self.addr(!b_side));
+        if self.v6() {
+            let peer_mac = if b_side {
+                "02:aa:00:00:00:02"
+            } else {
+                "02:bb:00:00:00:02"
+            };
+            gw = gw.section(&format!(
+                "[[neighbor]]\naddress = \"{remote}\"\nmac = \"{peer_mac}\"\nport = \"unprot\""
+            ));
+            gw.unprot_address = format!("{local}/64");
+        }
+        let udp = self.udp();
+        gw.map_tunnels(move |mut t| {
+            t.local = local.into();
+            t.remote = remote.into();
+            if udp {
+                t.encap = Some("udp".into());
+            }
+            t
+        })
+    }
+
+    /// Teaches `gw` (A or B, by `b_side`) the peer gateway's MAC where it
+    /// is not a static neighbor (IPv4: by ARP).
+    fn learn_peer(self, gw: &mut Gw, b_side: bool) {
+        if !self.v6() {
+            let (peer_mac, peer) = if b_side {
+                (A_UNPROT_MAC, self.addr(false))
+            } else {
+                (B_UNPROT_MAC, self.addr(true))
+            };
+            gw.learn_by_arp(UNPROT, peer, peer_mac, self.addr(b_side));
+        }
+    }
+
+    /// Checks that `frame` is ESP in this form from `from_b`'s side to the
+    /// other (Ethernet to the peer's MAC, outer addresses, protocol, UDP
+    /// ports 4500 and a valid UDP checksum); returns `(spi, seq)`.
+    fn check_esp(self, frame: &[u8], from_b: bool) -> (u32, u32) {
+        let (e, ip) = l3(frame);
+        let dst_mac = if from_b { A_UNPROT_MAC } else { B_UNPROT_MAC };
+        assert_eq!(e.dst_addr, dst_mac, "{self:?}");
+        let (src, dst) = (self.addr(from_b), self.addr(!from_b));
+        let proto = if self.udp() {
+            ip_protocol::UDP
+        } else {
+            ip_protocol::ESP
+        };
+        let payload = if self.v6() {
+            assert_eq!(e.ethertype, ethertype::IPV6, "{self:?}");
+            let p = Ipv6Packet::new_checked(&ip[..]).unwrap();
+            assert_eq!(
+                (p.src_addr(), p.dst_addr(), p.next_header()),
+                (v6(src), v6(dst), proto),
+                "{self:?}"
+            );
+            if self.udp() {
+                let u = espgw_wire::UdpPacket::new_checked(p.payload()).unwrap();
+                assert!(u.verify_checksum_v6(p.src_addr(), p.dst_addr()), "{self:?}");
+            }
+            p.payload().to_vec()
+        } else {
+            assert_eq!(e.ethertype, ethertype::IPV4, "{self:?}");
+            let p = Ipv4Packet::new_checked(&ip[..]).unwrap();
+            assert!(p.verify_checksum());
+            assert_eq!(
+                (p.src_addr(), p.dst_addr(), p.protocol()),
+                (v4(src), v4(dst), proto),
+                "{self:?}"
+            );
+            if self.udp() {
+                let u = espgw_wire::UdpPacket::new_checked(p.payload()).unwrap();
+                assert!(u.verify_checksum_v4(p.src_addr(), p.dst_addr()), "{self:?}");
+            }
+            p.payload().to_vec()
+        };
+        let esp = if self.udp() {
+            let u = espgw_wire::UdpPacket::new_checked(&payload[..]).unwrap();
+            assert_eq!((u.src_port(), u.dst_port()), (4500, 4500), "{self:?}");
+            u.payload().to_vec()
+        } else {
+            payload
+        };
+        (
+            u32::from_be_bytes(esp[..4].try_into().unwrap()),
+            u32::from_be_bytes(esp[4..8].try_into().unwrap()),
+        )
+    }
+}
+
 mod prop {
     use super::*;
     use proptest::prelude::*;
@@ -1951,21 +2106,60 @@ mod spread {
 
     const FLOWS: u32 = 4;
 
-    /// A's ESP frames for `n` UDP packets of `FLOWS` inner flows (by
-    /// source address), each packet carrying (flow, sequence in flow).
-    fn esp_stream(n: u32) -> Vec<Vec<u8>> {
-        esp_stream_ttl(n, |_| 64)
+    /// What gateway A sealed: its ESP frames, and the inner packets as
+    /// host A sent them (the same index).
+    struct Stream {
+        esp: Vec<Vec<u8>>,
+        inner: Vec<Vec<u8>>,
+    }
+
+    impl Stream {
+        /// The frames B sends host B, in arrival order, when every packet
+        /// of the stream gets through: each inner packet with A's hop and
+        /// B's taken from its TTL, from B's MAC to host B's.
+        fn delivered(&self) -> Vec<Vec<u8>> {
+            self.inner
+                .iter()
+                .map(|p| {
+                    let mut ip = p.clone();
+                    if ip[0] >> 4 == 6 {
+                        // The hop limit; IPv6 has no header checksum.
+                        ip[7] -= 2;
+                        return eth(HOST_B_MAC, B_PROT_MAC, ethertype::IPV6, &ip);
+                    }
+                    let mut h = Ipv4Packet::new_checked(&mut ip[..]).unwrap();
+                    h.set_ttl(h.ttl() - 2);
+                    h.fill_checksum();
+                    eth(HOST_B_MAC, B_PROT_MAC, ethertype::IPV4, &ip)
+                })
+                .collect()
+        }
+    }
+
+    /// Gateway A with its tunnel's ESP in form `outer`, gateway B known.
+    fn gateway_a(outer: Outer) -> Gw {
+        let config = outer.apply(demo_gateway(false).default_action("discard"), false);
+        let mut a = Gw::new(tables_from(config.render(), [A_PROT_MAC, A_UNPROT_MAC]));
+        outer.learn_peer(&mut a, false);
+        a
+    }
+
+    /// A's ESP (in form `outer`) for `n` UDP packets of `FLOWS` inner
+    /// flows (by source address), each packet carrying (flow, sequence in
+    /// flow).
+    fn esp_stream(outer: Outer, n: u32) -> Stream {
+        esp_stream_ttl(outer, n, |_| 64)
     }
 
     /// [`esp_stream`] with packet `i` sent by its host with TTL `ttl(i)`.
-    fn esp_stream_ttl(n: u32, ttl: impl Fn(u32) -> u8) -> Vec<Vec<u8>> {
-        let mut a = ready_a();
+    fn esp_stream_ttl(outer: Outer, n: u32, ttl: impl Fn(u32) -> u8) -> Stream {
+        let mut a = gateway_a(outer);
         for f in 0..FLOWS {
             a.learn_by_arp(PROT, &format!("10.1.0.{}", 20 + f), HOST_A_MAC, "10.1.0.1");
         }
         let mut esp = Vec::new();
         let mut next = [0u32; FLOWS as usize];
-        let frames: Vec<Vec<u8>> = (0..n)
+        let inner: Vec<Vec<u8>> = (0..n)
             .map(|i| {
                 let f = (i * 7 + i / 3) % FLOWS;
                 let mut p = udp4(&format!("10.1.0.{}", 20 + f), "10.2.0.10", ttl(i), true, 16);
@@ -1974,58 +2168,71 @@ mod spread {
                 next[f as usize] += 1;
                 // The UDP checksum is not checked on the way; the IPv4
                 // header's is unchanged (addresses and length only).
-                from_host_a(&p)
+                p
             })
             .collect();
+        let frames: Vec<Vec<u8>> = inner.iter().map(|p| from_host_a(p)).collect();
         for chunk in frames.chunks(32) {
             let out = a.rx(PROT, chunk);
             esp.extend(out[UNPROT].iter().cloned());
         }
         assert_eq!(esp.len(), n as usize, "A sealed every packet");
-        esp
+        for (i, frame) in esp.iter().enumerate() {
+            assert_eq!(outer.check_esp(frame, false), (0xa001, i as u32 + 1));
+        }
+        let esp = esp
+            .into_iter()
+            .enumerate()
+            .map(|(i, f)| outer.on_the_way(f, i))
+            .collect();
+        Stream { esp, inner }
     }
 
     /// (flow, sequence) of a decrypted frame leaving B.
     fn flow_seq(frame: &[u8]) -> (u32, u32) {
         let (_, ip) = l3(frame);
+        // After the IPv4 (20 bytes) or IPv6 (40) and the UDP header.
+        let at = if ip[0] >> 4 == 6 { 48 } else { 28 };
         (
-            u32::from_be_bytes(ip[28..32].try_into().unwrap()),
-            u32::from_be_bytes(ip[32..36].try_into().unwrap()),
+            u32::from_be_bytes(ip[at..at + 4].try_into().unwrap()),
+            u32::from_be_bytes(ip[at + 4..at + 8].try_into().unwrap()),
         )
     }
 
     struct B {
+        outer: Outer,
         snap: Snapshot,
         rings: Arc<SpreadRings<VecBuf>>,
     }
 
-    /// B's snapshot; `remote_ts` narrows what its tunnel lets in (A's
-    /// side, 10.1.0.0/24 otherwise).
-    fn b_snapshot(remote_ts: Option<&str>) -> Snapshot {
+    /// B's snapshot with its tunnel's ESP in form `outer`; `remote_ts`
+    /// narrows what its tunnel lets in (A's side, 10.1.0.0/24 otherwise).
+    fn b_snapshot(outer: Outer, remote_ts: Option<&str>) -> Snapshot {
         // The window spans what the owner may run ahead of a slow helper
         // (docs/multicore.md): the owner does not wait for results before
         // its next burst.
+        let config = demo_gateway(true)
+            .default_action("discard")
+            .map_tunnels(|mut t| {
+                if let Some(ts) = remote_ts {
+                    t.remote_ts = vec![ts.to_string()];
+                }
+                t.replay_window(4096)
+            });
         tables_from(
-            demo_gateway(true)
-                .default_action("discard")
-                .map_tunnels(|mut t| {
-                    if let Some(ts) = remote_ts {
-                        t.remote_ts = vec![ts.to_string()];
-                    }
-                    t.replay_window(4096)
-                })
-                .render(),
+            outer.apply(config, true).render(),
             [B_PROT_MAC, B_UNPROT_MAC],
         )
     }
 
     impl B {
-        fn new(workers: usize) -> B {
-            B::with(workers, None)
+        fn new(outer: Outer, workers: usize) -> B {
+            B::with(outer, workers, None)
         }
-        fn with(workers: usize, remote_ts: Option<&str>) -> B {
+        fn with(outer: Outer, workers: usize, remote_ts: Option<&str>) -> B {
             B {
-                snap: b_snapshot(remote_ts),
+                outer,
+                snap: b_snapshot(outer, remote_ts),
                 rings: SpreadRings::new(workers),
             }
         }
@@ -2040,17 +2247,26 @@ mod spread {
                 now: Now { ns: 1 },
             }
         }
+        /// Worker 0, the one that receives the tunnel's ESP, with host B
+        /// and gateway A known.
+        fn owner(&self, shared: &SharedNeighbors) -> Gw {
+            let mut w0 = self.worker(0, shared);
+            w0.learn_by_arp(PROT, "10.2.0.10", HOST_B_MAC, "10.2.0.1");
+            self.outer.learn_peer(&mut w0, true);
+            w0
+        }
     }
 
     /// Worker 0 receives everything; `helpers` other workers only decrypt
     /// for it, on their own threads. Returns what left B's protected port
     /// and the helpers' counters.
     fn run_spread(
+        outer: Outer,
         helpers: usize,
         arrivals: &[Vec<u8>],
         max_in_flight: u64,
     ) -> (Vec<Vec<u8>>, Gw, Vec<crate::WorkerCounters>) {
-        run_spread_on(B::new(helpers + 1), helpers, arrivals, max_in_flight)
+        run_spread_on(B::new(outer, helpers + 1), helpers, arrivals, max_in_flight)
     }
 
     fn run_spread_on(
@@ -2060,9 +2276,7 @@ mod spread {
         max_in_flight: u64,
     ) -> (Vec<Vec<u8>>, Gw, Vec<crate::WorkerCounters>) {
         let shared = SharedNeighbors::default();
-        let mut w0 = b.worker(0, &shared);
-        w0.learn_by_arp(PROT, "10.2.0.10", HOST_B_MAC, "10.2.0.1");
-        w0.learn_by_arp(UNPROT, "192.0.2.1", A_UNPROT_MAC, "192.0.2.2");
+        let mut w0 = b.owner(&shared);
         let stop = AtomicBool::new(false);
         let mut out = Vec::new();
         let helper_counters = std::thread::scope(|s| {
@@ -2172,71 +2386,75 @@ mod spread {
     /// here, so the late copies arrive after their original was decrypted
     /// (see the next test for copies racing their original).
     ///
-    /// The frames the helpers finished (Ethernet header, TTL, checksum)
-    /// are byte for byte those worker 0 sends when it does everything
-    /// itself (no helpers: no fan-out), in the same order.
+    /// What leaves is, byte for byte and in arrival order, what host A
+    /// sent (less the two hops' TTL), from B's MAC to host B's: the same
+    /// with no helper (worker 0 alone, its own `Forward` path) as with 1
+    /// to 3 (finished by the helpers). In every outer form: ESP over IPv4,
+    /// in UDP 4500 over IPv4 (also through a NAT that rewrites the source
+    /// port), over IPv6, in UDP over IPv6.
     #[test]
     fn one_sa_on_several_workers_keeps_every_flow_in_order() {
         let n = 2000u32;
-        let esp = esp_stream(n);
-        let (arrivals, replays) = with_replays(&esp, 500);
-        let mut alone: Option<Vec<Vec<u8>>> = None;
-        for helpers in [0usize, 1, 2, 3] {
-            let (out, w0, helper_counters) = run_spread(helpers, &arrivals, 64);
-            match &alone {
-                None => {
-                    // The reference, checked once by hand: B's MACs, TTL
-                    // 64 less A's hop and B's, a valid IPv4 checksum.
-                    let (e, ip) = l3(&out[0]);
-                    assert_eq!((e.dst_addr, e.src_addr), (HOST_B_MAC, B_PROT_MAC));
-                    assert_eq!(e.ethertype, ethertype::IPV4);
-                    let p = Ipv4Packet::new_checked(&ip[..]).unwrap();
-                    assert_eq!(p.ttl(), 62);
-                    assert!(p.verify_checksum());
-                    alone = Some(out.clone());
+        for outer in Outer::ALL {
+            let stream = esp_stream(outer, n);
+            let expected = stream.delivered();
+            let (arrivals, replays) = with_replays(&stream.esp, 500);
+            for helpers in [0usize, 1, 2, 3] {
+                let (out, w0, helper_counters) = run_spread(outer, helpers, &arrivals, 64);
+                let mut next = [0u32; FLOWS as usize];
+                for frame in &out {
+                    let (f, seq) = flow_seq(frame);
+                    assert_eq!(
+                        seq, next[f as usize],
+                        "flow {f} out of order ({outer:?}, {helpers} helpers)"
+                    );
+                    next[f as usize] += 1;
                 }
-                Some(reference) => assert!(
-                    out == *reference,
-                    "{helpers} helpers: not the frames one worker sends"
-                ),
-            }
-            let mut next = [0u32; FLOWS as usize];
-            for frame in &out {
-                let (f, seq) = flow_seq(frame);
-                assert_eq!(
-                    seq, next[f as usize],
-                    "flow {f} out of order ({helpers} helpers)"
+                assert_eq!(out.len(), n as usize, "every packet once ({outer:?})");
+                assert!(
+                    out == expected,
+                    "{outer:?}, {helpers} helpers: not what host A sent, in order"
                 );
-                next[f as usize] += 1;
+                check_counts(n, replays, helpers, &w0, &helper_counters);
             }
-            assert_eq!(out.len(), n as usize, "every packet once");
-            check_counts(n, replays, helpers, &w0, &helper_counters);
         }
     }
 
     /// A copy that arrives while its original is still out at another
     /// worker: whichever is authenticated first is taken, the other is a
     /// replay, counted once. Every packet leaves exactly once (in the
-    /// position of the copy that won, which can be the later one).
+    /// position of the copy that won, which can be the later one), as
+    /// host A sent it. In every outer form.
     /// (Unbounded, worker 0 would fill its reorder stage and give up
     /// tickets: `reorder_late`, by design.)
     #[test]
     fn copies_racing_their_original_on_other_workers_are_taken_once() {
         let n = 2000u32;
-        let esp = esp_stream(n);
-        let (arrivals, replays) = with_replays(&esp, 40);
-        for helpers in [1usize, 3] {
-            // Worker 0 up to 8 bursts ahead: copies 40 packets on still
-            // race their original, and the stage's bounds (jobs out,
-            // tickets) are not what is tested here.
-            let (out, w0, helper_counters) = run_spread(helpers, &arrivals, 256);
-            let mut seen = vec![std::collections::BTreeSet::new(); FLOWS as usize];
-            for frame in &out {
-                let (f, seq) = flow_seq(frame);
-                assert!(seen[f as usize].insert(seq), "flow {f} seq {seq} twice");
+        for outer in Outer::ALL {
+            let stream = esp_stream(outer, n);
+            let expected: std::collections::HashMap<(u32, u32), Vec<u8>> = stream
+                .delivered()
+                .into_iter()
+                .map(|f| (flow_seq(&f), f))
+                .collect();
+            let (arrivals, replays) = with_replays(&stream.esp, 40);
+            for helpers in [1usize, 3] {
+                // Worker 0 up to 8 bursts ahead: copies 40 packets on still
+                // race their original, and the stage's bounds (jobs out,
+                // tickets) are not what is tested here.
+                let (out, w0, helper_counters) = run_spread(outer, helpers, &arrivals, 256);
+                let mut seen = vec![std::collections::BTreeSet::new(); FLOWS as usize];
+                for frame in &out {
+                    let (f, seq) = flow_seq(frame);
+                    assert!(seen[f as usize].insert(seq), "flow {f} seq {seq} twice");
+                    assert!(
+                        frame == &expected[&(f, seq)],
+                        "{outer:?}: flow {f} seq {seq}"
+                    );
+                }
+                assert_eq!(out.len(), n as usize, "every packet once ({outer:?})");
+                check_counts(n, replays, helpers, &w0, &helper_counters);
             }
-            assert_eq!(out.len(), n as usize, "every packet once");
-            check_counts(n, replays, helpers, &w0, &helper_counters);
         }
     }
 
@@ -2246,16 +2464,21 @@ mod spread {
     /// as `reorder_late`, counted once. A part still queued in its inbox
     /// when the oldest part is overdue is taken back by the receiving
     /// worker and done there (not lost); a part handed out after all that
-    /// comes back and leaves in order.
+    /// comes back and leaves in order. In every outer form.
     #[test]
     fn a_part_that_never_comes_back_holds_the_sa_for_the_bound_only() {
+        for outer in Outer::ALL {
+            a_part_that_never_comes_back(outer);
+        }
+    }
+
+    fn a_part_that_never_comes_back(outer: Outer) {
         use crate::worker::spread_consts::{MAX_WAIT_NS, STEAL_AFTER_NS};
-        let esp = esp_stream(128);
-        let b = B::new(2);
+        let stream = esp_stream(outer, 128);
+        let (esp, delivered) = (&stream.esp, stream.delivered());
+        let b = B::new(outer, 2);
         let shared = SharedNeighbors::default();
-        let mut w0 = b.worker(0, &shared);
-        w0.learn_by_arp(PROT, "10.2.0.10", HOST_B_MAC, "10.2.0.1");
-        w0.learn_by_arp(UNPROT, "192.0.2.1", A_UNPROT_MAC, "192.0.2.2");
+        let mut w0 = b.owner(&shared);
         let mut w1 = b.worker(1, &shared);
         // Worker 1 has room: the first two bursts go to it, whole, and it
         // takes them and gets stuck.
@@ -2307,6 +2530,9 @@ mod spread {
             let s: Vec<u32> = seqs.iter().filter(|x| x.0 == f).map(|x| x.1).collect();
             assert!(s.windows(2).all(|w| w[0] < w[1]), "flow {f}: {s:?}");
         }
+        // The third and the fourth burst, as host A sent them, in order.
+        assert!(released[..32] == delivered[64..96], "{outer:?}");
+        assert!(released[32..] == delivered[96..128], "{outer:?}");
         let c = w0.w.counters();
         assert_eq!(c.drops.get(DropReason::ReorderLate), 64, "{:?}", c.drops);
         assert_eq!(c.drops.total(), 64, "{:?}", c.drops);
@@ -2320,41 +2546,43 @@ mod spread {
     /// receiving worker's full path, in its place: packets that arrive
     /// with TTL 1 (A's hop took one) are answered with a time exceeded
     /// back through the tunnel by worker 0 (counted there: `ttl_exceeded`,
-    /// `generated`); the others leave in order, finished by the helper.
+    /// `generated`), sealed in the tunnel's outer form; the others leave
+    /// in order, finished by the helper. In every outer form.
     #[test]
     fn what_a_helper_leaves_unfinished_takes_the_receivers_full_path() {
-        let esp = esp_stream_ttl(32, |i| if i % 4 == 1 { 2 } else { 64 });
-        let b = B::new(2);
+        for outer in Outer::ALL {
+            what_a_helper_leaves_unfinished(outer);
+        }
+    }
+
+    fn what_a_helper_leaves_unfinished(outer: Outer) {
+        let stream = esp_stream_ttl(outer, 32, |i| if i % 4 == 1 { 2 } else { 64 });
+        let b = B::new(outer, 2);
         let shared = SharedNeighbors::default();
-        let mut w0 = b.worker(0, &shared);
-        w0.learn_by_arp(PROT, "10.2.0.10", HOST_B_MAC, "10.2.0.1");
-        w0.learn_by_arp(UNPROT, "192.0.2.1", A_UNPROT_MAC, "192.0.2.2");
+        let mut w0 = b.owner(&shared);
         let mut w1 = b.worker(1, &shared);
         // (The ARP answers above count as generated.)
         let generated = w0.w.counters().generated;
-        assert_eq!(w0.rx(UNPROT, &esp)[PROT].len(), 0);
+        assert_eq!(w0.rx(UNPROT, &stream.esp)[PROT].len(), 0);
         assert_eq!(w0.w.counters().spread_out, 32, "handed out whole");
         w1.w.tick(&mut w1.tx, w1.now);
         w0.w.tick(&mut w0.tx, w0.now);
         let out = w0.take();
+        // The packets that had TTL left, as host A sent them, in order.
+        let through: Vec<Vec<u8>> = stream
+            .delivered()
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| i % 4 != 1)
+            .map(|(_, f)| f)
+            .collect();
         assert_eq!(out[PROT].len(), 24);
-        let mut next = [0u32; FLOWS as usize];
-        for (i, frame) in out[PROT].iter().enumerate() {
-            let (f, seq) = flow_seq(frame);
-            assert!(seq >= next[f as usize], "flow {f} out of order at {i}");
-            next[f as usize] = seq + 1;
-            let (_, ip) = l3(frame);
-            assert_eq!(Ipv4Packet::new_checked(&ip[..]).unwrap().ttl(), 62);
-        }
-        // The answers: ESP to A, one per TTL-1 packet.
+        assert!(out[PROT] == through, "{outer:?}");
+        // The answers: ESP to A in the tunnel's form, one per TTL-1
+        // packet, numbered by B's outbound SA.
         assert_eq!(out[UNPROT].len(), 8);
-        for frame in &out[UNPROT] {
-            let (e, ip) = l3(frame);
-            assert_eq!(e.dst_addr, A_UNPROT_MAC);
-            assert_eq!(
-                Ipv4Packet::new_checked(&ip[..]).unwrap().protocol(),
-                ip_protocol::ESP
-            );
+        for (i, frame) in out[UNPROT].iter().enumerate() {
+            assert_eq!(outer.check_esp(frame, true), (0xb001, i as u32 + 1));
         }
         let c = w0.w.counters();
         assert_eq!(c.drops.get(DropReason::TtlExceeded), 8, "{:?}", c.drops);
@@ -2371,9 +2599,9 @@ mod spread {
     #[test]
     fn a_selector_mismatch_decided_on_a_helper_is_counted_by_the_receiver() {
         let n = 1000u32;
-        let esp = esp_stream(n);
+        let esp = esp_stream(Outer::Esp4, n).esp;
         // B lets in flow 0 (10.1.0.20) only.
-        let b = B::with(2, Some("10.1.0.20/32"));
+        let b = B::with(Outer::Esp4, 2, Some("10.1.0.20/32"));
         let (out, w0, helpers) = run_spread_on(b, 1, &esp, 64);
         for (next, frame) in out.iter().enumerate() {
             assert_eq!(flow_seq(frame), (0, next as u32), "only flow 0, in order");
@@ -2401,23 +2629,21 @@ mod spread {
     /// snapshot: everything leaves.
     #[test]
     fn a_snapshot_change_between_ticket_and_release_checks_the_frames_again() {
-        let esp = esp_stream(64);
-        let flow0 = esp_stream(64)
+        let esp = esp_stream(Outer::Esp4, 64).esp;
+        let flow0 = esp
             .iter()
             .take(32)
             .enumerate()
             .filter(|(i, _)| (i * 7 + i / 3) % FLOWS as usize == 0)
             .count() as u64;
         for (narrow, left) in [(true, flow0), (false, 32)] {
-            let b = B::new(2);
+            let b = B::new(Outer::Esp4, 2);
             let shared = SharedNeighbors::default();
-            let mut w0 = b.worker(0, &shared);
-            w0.learn_by_arp(PROT, "10.2.0.10", HOST_B_MAC, "10.2.0.1");
-            w0.learn_by_arp(UNPROT, "192.0.2.1", A_UNPROT_MAC, "192.0.2.2");
+            let mut w0 = b.owner(&shared);
             let mut w1 = b.worker(1, &shared);
             assert_eq!(w0.rx(UNPROT, &esp[..32])[PROT].len(), 0);
             assert_eq!(w0.w.counters().spread_out, 32, "handed out whole");
-            let next = b_snapshot(narrow.then_some("10.1.0.20/32")).1;
+            let next = b_snapshot(Outer::Esp4, narrow.then_some("10.1.0.20/32")).1;
             w0.w.set_tables(next);
             // Worker 1 finishes the part under the old snapshot (every
             // packet matched there).
@@ -2435,5 +2661,300 @@ mod spread {
             assert!(c.balanced() && c.spreading == 0, "{c:?}");
             assert_eq!(w1.w.counters().drops.total(), 0);
         }
+    }
+
+    /// Both ends with IPv6 inner traffic as well: a protected IPv6 address
+    /// and prefix, B's host B known statically.
+    fn with_ipv6_inside(
+        gw: espgw_control::fixtures::GatewayToml,
+        b_side: bool,
+    ) -> espgw_control::fixtures::GatewayToml {
+        let (me, peer) = if b_side { (2, 1) } else { (1, 2) };
+        let mut gw = gw
+            .prot_address(&format!("fd00:{me}::1/64"))
+            .map_tunnels(|mut t| {
+                t.local_ts.push(format!("fd00:{me}::/64"));
+                t.remote_ts.push(format!("fd00:{peer}::/64"));
+                t
+            });
+        if b_side {
+            gw = gw.section(
+                "[[neighbor]]\naddress = \"fd00:2::10\"\nmac = \"02:00:00:00:0b:0b\"\nport = \"prot\"",
+            );
+        }
+        gw
+    }
+
+    /// An IPv6 UDP packet with `data_len` bytes of payload (the UDP
+    /// checksum left 0: nothing on the way checks it).
+    fn udp6(src: &str, dst: &str, hop_limit: u8, data_len: usize) -> Vec<u8> {
+        let mut p = vec![0u8; 48 + data_len];
+        Ipv6Repr {
+            src_addr: v6(src),
+            dst_addr: v6(dst),
+            next_header: ip_protocol::UDP,
+            payload_len: (8 + data_len) as u16,
+            hop_limit,
+            traffic_class: 0,
+            flow_label: 0,
+        }
+        .emit(&mut p)
+        .unwrap();
+        UdpRepr {
+            src_port: 40000,
+            dst_port: 5201,
+            payload_len: data_len as u16,
+        }
+        .emit(&mut p[40..])
+        .unwrap();
+        for (i, b) in p[48..].iter_mut().enumerate() {
+            *b = i as u8;
+        }
+        p
+    }
+
+    /// IPv6 packets inside the tunnel, beside IPv4 ones: the helper
+    /// finishes them as B's own path does (hop limit less one per gateway,
+    /// the IPv6 ethertype, host B's MAC), and every flow of both families
+    /// leaves in arrival order, as host A sent it, each copy one
+    /// `replayed`. In every outer form (IPv6 in IPv4, IPv6 in IPv6, in
+    /// UDP or not).
+    #[test]
+    fn ipv6_inside_the_tunnel_leaves_in_order_as_sent() {
+        const FLOWS: u32 = 6;
+        let n = 1200u32;
+        for outer in Outer::ALL {
+            let config = outer.apply(
+                with_ipv6_inside(demo_gateway(false).default_action("discard"), false),
+                false,
+            );
+            let mut a = Gw::new(tables_from(config.render(), [A_PROT_MAC, A_UNPROT_MAC]));
+            outer.learn_peer(&mut a, false);
+            // Flows 0 to 3 IPv4, 4 and 5 IPv6.
+            let mut next = [0u32; FLOWS as usize];
+            let inner: Vec<Vec<u8>> = (0..n)
+                .map(|i| {
+                    let f = (i * 7 + i / 3) % FLOWS;
+                    let (mut p, at) = if f < 4 {
+                        let src = format!("10.1.0.{}", 20 + f);
+                        (udp4(&src, "10.2.0.10", 64, true, 16), 28)
+                    } else {
+                        let src = format!("fd00:1::{}", 20 + f);
+                        (udp6(&src, "fd00:2::10", 64, 16), 48)
+                    };
+                    p[at..at + 4].copy_from_slice(&f.to_be_bytes());
+                    p[at + 4..at + 8].copy_from_slice(&next[f as usize].to_be_bytes());
+                    next[f as usize] += 1;
+                    p
+                })
+                .collect();
+            let mut esp = Vec::new();
+            for chunk in inner.chunks(32) {
+                let frames: Vec<Vec<u8>> = chunk
+                    .iter()
+                    .map(|p| {
+                        let et = if p[0] >> 4 == 6 {
+                            ethertype::IPV6
+                        } else {
+                            ethertype::IPV4
+                        };
+                        eth(A_PROT_MAC, HOST_A_MAC, et, p)
+                    })
+                    .collect();
+                esp.extend(a.rx(PROT, &frames)[UNPROT].iter().cloned());
+            }
+            assert_eq!(esp.len(), n as usize, "{outer:?}: A sealed every packet");
+            for (i, frame) in esp.iter().enumerate() {
+                assert_eq!(outer.check_esp(frame, false), (0xa001, i as u32 + 1));
+            }
+            let esp: Vec<Vec<u8>> = esp
+                .into_iter()
+                .enumerate()
+                .map(|(i, f)| outer.on_the_way(f, i))
+                .collect();
+            let stream = Stream { esp, inner };
+            let expected = stream.delivered();
+            let (arrivals, replays) = with_replays(&stream.esp, 500);
+            let b_config = demo_gateway(true)
+                .default_action("discard")
+                .map_tunnels(|t| t.replay_window(4096));
+            let b_config = outer.apply(with_ipv6_inside(b_config, true), true);
+            for helpers in [0usize, 1, 3] {
+                let b = B {
+                    outer,
+                    snap: tables_from(b_config.render(), [B_PROT_MAC, B_UNPROT_MAC]),
+                    rings: SpreadRings::new(helpers + 1),
+                };
+                let (out, w0, helper_counters) = run_spread_on(b, helpers, &arrivals, 64);
+                let mut next = [0u32; FLOWS as usize];
+                for frame in &out {
+                    let (f, seq) = flow_seq(frame);
+                    assert_eq!(
+                        seq, next[f as usize],
+                        "flow {f} out of order ({outer:?}, {helpers} helpers)"
+                    );
+                    next[f as usize] += 1;
+                }
+                assert!(next[4] > 0 && next[5] > 0, "IPv6 flows left");
+                assert_eq!(out.len(), n as usize, "every packet once ({outer:?})");
+                assert!(
+                    out == expected,
+                    "{outer:?}, {helpers} helpers: not what host A sent, in order"
+                );
+                check_counts(n, replays, helpers, &w0, &helper_counters);
+            }
+        }
+    }
+
+    /// The encrypt side: A's one outbound SA sealed by two workers at
+    /// once, on their own threads, each with its own bursts of host A's
+    /// packets. Every number from 1 to the total is used exactly once
+    /// (each worker's increasing), every frame is ESP in the tunnel's
+    /// outer form, and every packet decrypts, to what host A sent, at a
+    /// receiver built from the key alone (espgw-esp's `InboundSa`, not B's
+    /// tables or worker), which then refuses each again as a replay. In
+    /// every outer form.
+    #[test]
+    fn one_outbound_sa_on_two_workers_numbers_every_packet_once() {
+        // (`Nat4` only changes what B receives: the sender is `Udp4`.)
+        for outer in Outer::ALL.into_iter().filter(|&o| o != Outer::Nat4) {
+            one_outbound_sa_on_two_workers(outer);
+        }
+    }
+
+    fn one_outbound_sa_on_two_workers(outer: Outer) {
+        const WORKERS: u32 = 2;
+        const BURSTS: u32 = 40;
+        const BURST: u32 = 32;
+        let config = outer.apply(demo_gateway(false).default_action("discard"), false);
+        let (net, tables) = tables_from(config.render(), [A_PROT_MAC, A_UNPROT_MAC]);
+        let shared = SharedNeighbors::default();
+        let barrier = std::sync::Barrier::new(WORKERS as usize);
+        // Per worker: what host A sent through it, and the ESP it sealed.
+        type Sealed = (Vec<Vec<u8>>, Vec<Vec<u8>>);
+        let per_worker: Vec<Sealed> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..WORKERS)
+                .map(|k| {
+                    let (net, tables) = (Arc::clone(&net), Arc::clone(&tables));
+                    let (shared, barrier) = (&shared, &barrier);
+                    s.spawn(move || {
+                        let ports = net.ports.len();
+                        let w =
+                            Worker::new(k as usize, net, tables, VecBufPool, 32, shared.clone());
+                        let mut a = Gw {
+                            w,
+                            tx: TxQueues::new(ports, 1 << 12),
+                            now: Now { ns: 1 },
+                        };
+                        a.learn_by_arp(PROT, "10.1.0.10", HOST_A_MAC, "10.1.0.1");
+                        outer.learn_peer(&mut a, false);
+                        barrier.wait();
+                        let (mut sent, mut esp) = (Vec::new(), Vec::new());
+                        for b in 0..BURSTS {
+                            let burst: Vec<Vec<u8>> = (0..BURST)
+                                .map(|i| {
+                                    let mut p = udp4("10.1.0.10", "10.2.0.10", 64, true, 16);
+                                    p[28..32].copy_from_slice(&k.to_be_bytes());
+                                    p[32..36].copy_from_slice(&(b * BURST + i).to_be_bytes());
+                                    p
+                                })
+                                .collect();
+                            let frames: Vec<Vec<u8>> =
+                                burst.iter().map(|p| from_host_a(p)).collect();
+                            let out = a.rx(PROT, &frames);
+                            assert!(out[PROT].is_empty());
+                            esp.extend(out[UNPROT].iter().cloned());
+                            sent.extend(burst);
+                            std::thread::yield_now();
+                        }
+                        (sent, esp)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let total = WORKERS * BURSTS * BURST;
+        let mut numbers = Vec::new();
+        for (k, (sent, esp)) in per_worker.iter().enumerate() {
+            assert_eq!(esp.len(), sent.len(), "{outer:?}: worker {k} sealed all");
+            let seqs: Vec<u32> = esp
+                .iter()
+                .map(|f| {
+                    let (spi, seq) = outer.check_esp(f, false);
+                    assert_eq!(spi, 0xa001);
+                    seq
+                })
+                .collect();
+            assert!(
+                seqs.windows(2).all(|w| w[0] < w[1]),
+                "{outer:?}: worker {k} not increasing"
+            );
+            numbers.extend(seqs);
+        }
+        numbers.sort_unstable();
+        assert!(
+            numbers.iter().copied().eq(1..=total),
+            "{outer:?}: not every number from 1 to {total} once"
+        );
+        let sa = tables.outbound_sa(TunnelId(0)).unwrap();
+        assert_eq!(sa.stats().packets, u64::from(total));
+
+        // The receiver: B's end of the SA from its config values alone.
+        let suite = espgw_esp::Suite::Aes128Gcm16;
+        let rx = espgw_esp::InboundSa::new(
+            &espgw_esp::SaConfig {
+                suite,
+                spi: 0xa001,
+                key: espgw_esp::SecretBytes::from_hex(KEY_A_TO_B).unwrap(),
+                auth_key: espgw_esp::SecretBytes::new(Vec::new()),
+                esn: false,
+                replay_window: 4096,
+                encap: if outer.udp() {
+                    espgw_esp::Encap::udp_4500()
+                } else {
+                    espgw_esp::Encap::None
+                },
+                local: outer.addr(true).parse().unwrap(),
+                remote: outer.addr(false).parse().unwrap(),
+                lifetimes: espgw_esp::Lifetimes::default(),
+            },
+            0,
+        )
+        .unwrap();
+        // Worker 1's packets first, then worker 0's: every packet of one
+        // worker overtaken by the other's (inside the window).
+        for first in [true, false] {
+            for (sent, esp) in per_worker.iter().rev() {
+                for (sent, esp) in sent.chunks(32).zip(esp.chunks(32)) {
+                    let mut pkts: Vec<VecBuf> =
+                        esp.iter().map(|f| VecBuf::from_packet(&f[14..])).collect();
+                    let mut verdicts = vec![espgw_esp::Verdict::default(); pkts.len()];
+                    rx.decap_burst(&mut pkts, &mut verdicts, 0);
+                    for ((p, v), inner) in pkts.iter().zip(&verdicts).zip(sent) {
+                        if first {
+                            assert_eq!(*v, espgw_esp::Verdict::Forward, "{outer:?}");
+                            // A's hop took one from the TTL.
+                            let mut expect = inner.clone();
+                            let mut h = Ipv4Packet::new_checked(&mut expect[..]).unwrap();
+                            h.set_ttl(63);
+                            h.fill_checksum();
+                            assert!(p.data() == &expect[..], "{outer:?}: not what A sent");
+                        } else {
+                            assert_eq!(
+                                *v,
+                                espgw_esp::Verdict::Drop(espgw_esp::DropReason::Replayed),
+                                "{outer:?}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        let stats = rx.stats();
+        assert_eq!(stats.packets, u64::from(total));
+        assert_eq!(
+            stats.drops.get(espgw_esp::DropReason::Replayed),
+            u64::from(total)
+        );
     }
 }
