@@ -1137,64 +1137,35 @@ impl<T: Send + Sync + 'static> SaManager<T> {
             .map(|i| i.counters.stats().packets)
     }
 
-    /// Every SA, tunnel by tunnel: outbound, then inbound (current first).
+    /// Every SA, tunnel by tunnel: outbound, then inbound (current first),
+    /// then the tunnel's per-CPU pairs (RFC 9611).
     pub fn sa_list(&self, now: u64) -> Vec<SaInfo> {
         let mut out = Vec::new();
         for t in &self.tunnels {
             let c = &t.config;
-            if let Some(o) = &t.outbound {
+            let outbound = |o: &OutboundSlot| {
                 let state = if o.soft_reported || o.sa.expiry(now).is_soft() {
                     SaState::SoftExpired
                 } else {
                     SaState::Active
                 };
-                out.push(sa_info(
-                    c,
-                    Dir::Out,
-                    o.spi,
-                    o.created,
-                    state,
-                    o.sa.stats(),
-                    now,
-                ));
-            }
-            for i in &t.inbound {
-                // No lock: a scrape must never wait for a worker's burst.
-                // Soft expiry as of the last tick (once a second).
-                let (stats, soft) = (i.counters.stats(), i.soft_reported);
-                let state = match (&i.drain, i.soft_reported || soft) {
+                sa_info(c, Dir::Out, o.spi, o.created, state, o.sa.stats(), now)
+            };
+            // No lock: a scrape must never wait for a worker's burst. Soft
+            // expiry as of the last tick (once a second).
+            let inbound = |i: &InboundSlot| {
+                let state = match (&i.drain, i.soft_reported) {
                     (Some(_), _) => SaState::Draining,
                     (None, true) => SaState::SoftExpired,
                     (None, false) => SaState::Active,
                 };
-                out.push(sa_info(c, Dir::In, i.spi, i.created, state, stats, now));
-            }
-            // Per-CPU pairs after the tunnel's own SAs.
+                sa_info(c, Dir::In, i.spi, i.created, state, i.counters.stats(), now)
+            };
+            out.extend(t.outbound.iter().map(outbound));
+            out.extend(t.inbound.iter().map(inbound));
             for x in &t.extra {
-                if let Some(o) = &x.out {
-                    let state = if o.soft_reported {
-                        SaState::SoftExpired
-                    } else {
-                        SaState::Active
-                    };
-                    out.push(sa_info(
-                        c,
-                        Dir::Out,
-                        o.spi,
-                        o.created,
-                        state,
-                        o.sa.stats(),
-                        now,
-                    ));
-                }
-                let i = &x.inbound;
-                let state = if i.soft_reported {
-                    SaState::SoftExpired
-                } else {
-                    SaState::Active
-                };
-                let stats = i.counters.stats();
-                out.push(sa_info(c, Dir::In, i.spi, i.created, state, stats, now));
+                out.extend(x.out.iter().map(outbound));
+                out.push(inbound(&x.inbound));
             }
         }
         out
