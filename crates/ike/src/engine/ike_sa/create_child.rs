@@ -31,42 +31,13 @@ impl IkeSa {
             .find(|c| c.inbound_spi == old_inbound)
             .cloned()
             .ok_or(EngineError::Protocol("no such CHILD_SA"))?;
-        let new_inbound = random_child_spi(rng)?;
-        let ni = random_bytes(rng, NONCE_LEN)?;
-        // The group the peer asked for in INVALID_KE_PAYLOAD, else the
-        // first proposal's.
-        let group = self.rekey_group.take().or_else(|| {
-            conn.esp_proposals
-                .first()
-                .and_then(|p| p.ke.first().copied())
-        });
-        let ke = match group {
-            Some(g) => Some(crypto::KeyExchange::generate(g, rng)?),
-            None => None,
-        };
-        let offer = wire::offer(
+        let rekey_sa = Notify::child(
             ProtocolId::ESP,
-            &new_inbound.to_be_bytes(),
-            conn.esp_proposals.iter().map(|p| p.transforms()),
+            old_inbound,
+            NotifyType::REKEY_SA,
+            Vec::new(),
         );
-        let mut inner = vec![
-            Payload::Notify(Notify::child(
-                ProtocolId::ESP,
-                old_inbound,
-                NotifyType::REKEY_SA,
-                Vec::new(),
-            )),
-            Payload::Sa(offer),
-            Payload::Nonce(Nonce(ni.clone())),
-        ];
-        if let Some(k) = &ke {
-            inner.push(Payload::Ke(KeyExchange {
-                group: k.group().id(),
-                data: k.public_value().to_vec(),
-            }));
-        }
-        inner.push(Payload::TsI(TrafficSelectors(old.local_ts.clone())));
-        inner.push(Payload::TsR(TrafficSelectors(old.remote_ts.clone())));
+        let (inner, state) = self.child_request(conn, rng, rekey_sa, old_inbound, &old)?;
         self.send_request(
             now,
             ExchangeType::CREATE_CHILD_SA,
@@ -78,14 +49,7 @@ impl IkeSa {
             rng,
             out,
         )?;
-        self.rekey = Some(RekeyState {
-            old_inbound,
-            new_inbound,
-            ni,
-            ke,
-            local_ts: old.local_ts,
-            remote_ts: old.remote_ts,
-        });
+        self.rekey = Some(state);
         Ok(())
     }
 
@@ -107,6 +71,35 @@ impl IkeSa {
             .find(|c| c.state == ChildState::Installed)
             .cloned()
             .ok_or(EngineError::Protocol("no CHILD_SA to add to"))?;
+        let resource_info = Notify::ike(NotifyType::SA_RESOURCE_INFO, Vec::new());
+        let (inner, state) = self.child_request(conn, rng, resource_info, 0, &first)?;
+        self.send_request(
+            now,
+            ExchangeType::CREATE_CHILD_SA,
+            &inner,
+            Some(OwnRequest::CreateResource),
+            cfg,
+            rng,
+            out,
+        )?;
+        self.create = Some(state);
+        Ok(())
+    }
+
+    /// The payloads of our CREATE_CHILD_SA request for a new CHILD_SA
+    /// with `like`'s selectors (a rekey of it, or RFC 9611 one more of
+    /// its kind): `notify` first (REKEY_SA or SA_RESOURCE_INFO), then a
+    /// fresh SPI in the connection's ESP proposals, a nonce, a KE payload
+    /// of the group the peer asked for in INVALID_KE_PAYLOAD (else the
+    /// first proposal's, if any), TSi/TSr; and the state to finish it.
+    fn child_request(
+        &mut self,
+        conn: &Connection,
+        rng: &mut dyn RandomSource,
+        notify: Notify,
+        old_inbound: u32,
+        like: &ChildRef,
+    ) -> Result<(Vec<Payload>, RekeyState), EngineError> {
         let new_inbound = random_child_spi(rng)?;
         let ni = random_bytes(rng, NONCE_LEN)?;
         let group = self.rekey_group.take().or_else(|| {
@@ -124,7 +117,7 @@ impl IkeSa {
             conn.esp_proposals.iter().map(|p| p.transforms()),
         );
         let mut inner = vec![
-            Payload::Notify(Notify::ike(NotifyType::SA_RESOURCE_INFO, Vec::new())),
+            Payload::Notify(notify),
             Payload::Sa(offer),
             Payload::Nonce(Nonce(ni.clone())),
         ];
@@ -134,26 +127,17 @@ impl IkeSa {
                 data: k.public_value().to_vec(),
             }));
         }
-        inner.push(Payload::TsI(TrafficSelectors(first.local_ts.clone())));
-        inner.push(Payload::TsR(TrafficSelectors(first.remote_ts.clone())));
-        self.send_request(
-            now,
-            ExchangeType::CREATE_CHILD_SA,
-            &inner,
-            Some(OwnRequest::CreateResource),
-            cfg,
-            rng,
-            out,
-        )?;
-        self.create = Some(RekeyState {
-            old_inbound: 0,
+        inner.push(Payload::TsI(TrafficSelectors(like.local_ts.clone())));
+        inner.push(Payload::TsR(TrafficSelectors(like.remote_ts.clone())));
+        let state = RekeyState {
+            old_inbound,
             new_inbound,
             ni,
             ke,
-            local_ts: first.local_ts,
-            remote_ts: first.remote_ts,
-        });
-        Ok(())
+            local_ts: like.local_ts.clone(),
+            remote_ts: like.remote_ts.clone(),
+        };
+        Ok((inner, state))
     }
 
     /// The answer to our per-resource CHILD_SA request. TS_MAX_QUEUE: the
