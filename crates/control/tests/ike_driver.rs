@@ -395,6 +395,67 @@ fn reauthentication_replaces_the_ike_sa_and_keeps_the_tunnel() {
     assert_ne!(a.spis(now).0, out0, "a new CHILD_SA");
 }
 
+/// A reauthentication's responder holds its outbound switch to the new
+/// CHILD_SA (the initiator may not have it yet) until the old IKE SA's
+/// Delete, the peer's first packet on the new inbound SA, or 1 s. Here the
+/// Delete is lost: the switch waits, then happens at the peer's first
+/// packet, well before the second.
+#[test]
+fn a_held_takeover_switches_at_the_peers_first_packet_on_the_new_sa() {
+    let mut a = Gw::new(
+        1,
+        "start_action = \"start\"\nreauth_time = 4\nrekey_time = 0",
+        "",
+    );
+    let mut b = Gw::new(2, "rekey_time = 0", "");
+    let mut now = 1_000;
+    a.driver.start(now, &mut a.mgr);
+    pump(&mut a, &mut b, now, None);
+    let (b_out0, _) = b.spis(now);
+    // Until b holds the new IKE SA beside the old one; from then on
+    // nothing reaches b (a's Delete of the old IKE SA is lost).
+    let mut held = false;
+    while !held {
+        now += 10;
+        assert!(now < 10_000, "no reauthentication");
+        for g in [&mut a, &mut b] {
+            g.mgr.tick(now / 1000);
+            g.driver.handle_timeout(now, &mut g.mgr);
+        }
+        loop {
+            a.flush();
+            b.flush();
+            let next = a.wire.sent.pop_front().map(|t| (true, t));
+            let Some((from_a, t)) = next.or_else(|| b.wire.sent.pop_front().map(|t| (false, t)))
+            else {
+                break;
+            };
+            if from_a && b.driver.list(now).len() == 2 {
+                held = true;
+                continue;
+            }
+            let to = if from_a { &mut b } else { &mut a };
+            to.driver
+                .handle_datagram(now, t.src, t.dst, &t.payload, &mut to.mgr);
+        }
+    }
+    let (a_out, _) = a.spis(now);
+    let (_, b_in) = b.spis(now);
+    assert!(a_out.is_some_and(|s| b_in.contains(&s)), "b has a's new SA");
+    // No packet on it yet: b still sends on the old SA.
+    b.driver.handle_timeout(now + 1, &mut b.mgr);
+    assert_eq!(b.spis(now).0, b_out0, "held");
+    // a's first packet on the new SA (a switched when its IKE_AUTH ended).
+    assert!(packet_passes(&a, &b, now));
+    b.driver.handle_timeout(now + 2, &mut b.mgr);
+    let (b_out, _) = b.spis(now);
+    assert_ne!(
+        b_out, b_out0,
+        "switched at the first packet, not the 1 s bound"
+    );
+    assert!(packet_passes(&b, &a, now), "a has b's new SA");
+}
+
 #[test]
 fn terminate_removes_the_sas_on_both_sides_and_traffic_is_dropped() {
     let (mut a, mut b, now) = up();
