@@ -1,7 +1,7 @@
 //! The summary of an IPv4/IPv6 header the pipeline decides on, read once
 //! per packet, and the in-place TTL / hop-limit decrement.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
 
 use espgw_wire::{ip_protocol, ipv6, Ipv6Packet, PacketBuf};
 
@@ -62,6 +62,71 @@ impl IpMeta {
     }
 }
 
+/// The IPv4 fast path's header summary: [`IpMeta`] with the addresses as
+/// integers and the ports packed, 16 bytes. `IpAddr` is a 17-byte enum
+/// whose every compare and hash branches on the family; the IPv4 paths of
+/// the classifier and of the decrypted packet's forwarding compare and
+/// hash plain words instead, and build an [`IpMeta`] ([`V4Meta::meta`])
+/// only where they leave for the general path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct V4Meta {
+    pub src: u32,
+    pub dst: u32,
+    /// Source port (0 without ports: see `has_ports`).
+    pub sport: u16,
+    /// Destination port (0 without ports).
+    pub dport: u16,
+    pub proto: u8,
+    pub ttl: u8,
+    /// The header's length in bytes (20..=60), the offset of the upper layer.
+    pub hl: u8,
+    /// Bit 0: DF set; bit 1: the ports were read (TCP/UDP/SCTP, first
+    /// fragment, four bytes there).
+    pub flags: u8,
+}
+
+impl V4Meta {
+    const DF: u8 = 1;
+    const PORTS: u8 = 2;
+
+    #[inline]
+    pub fn dont_frag(&self) -> bool {
+        self.flags & Self::DF != 0
+    }
+
+    #[inline]
+    pub fn has_ports(&self) -> bool {
+        self.flags & Self::PORTS != 0
+    }
+
+    #[inline]
+    pub fn src_addr(&self) -> IpAddr {
+        IpAddr::V4(Ipv4Addr::from(self.src))
+    }
+
+    #[inline]
+    pub fn dst_addr(&self) -> IpAddr {
+        IpAddr::V4(Ipv4Addr::from(self.dst))
+    }
+
+    /// The same summary for the general path.
+    #[inline]
+    pub fn meta(&self) -> IpMeta {
+        let ports = self.has_ports();
+        IpMeta {
+            src: self.src_addr(),
+            dst: self.dst_addr(),
+            proto: self.proto,
+            ttl: self.ttl,
+            dont_frag: self.dont_frag(),
+            sport: ports.then_some(self.sport),
+            dport: ports.then_some(self.dport),
+            l4_offset: usize::from(self.hl),
+            v6: false,
+        }
+    }
+}
+
 /// Parses the IPv4 packet at the start of `pkt`, verifies the header
 /// checksum and trims link-layer padding after its total length.
 ///
@@ -70,6 +135,13 @@ impl IpMeta {
 /// `verify_checksum`, which the tests hold it to.
 #[inline]
 pub fn parse_v4<B: PacketBuf>(pkt: &mut B) -> Result<IpMeta, DropReason> {
+    parse_v4_fast(pkt).map(|v| v.meta())
+}
+
+/// [`parse_v4`] for the IPv4 fast path: the same checks and trim, the
+/// summary as a [`V4Meta`].
+#[inline]
+pub fn parse_v4_fast<B: PacketBuf>(pkt: &mut B) -> Result<V4Meta, DropReason> {
     let d = pkt.data();
     let Some(h) = d.first_chunk::<20>() else {
         return Err(DropReason::Malformed);
@@ -87,27 +159,39 @@ pub fn parse_v4<B: PacketBuf>(pkt: &mut B) -> Result<IpMeta, DropReason> {
     }
     let flags_frag = u16::from_be_bytes([h[6], h[7]]);
     let proto = h[9];
-    let (sport, dport) = if flags_frag & 0x1fff == 0 {
-        ports(proto, &d[hl..total])
+    let mut flags = if flags_frag & 0x4000 != 0 {
+        V4Meta::DF
     } else {
-        (None, None)
+        0
     };
-    let meta = IpMeta {
-        src: IpAddr::V4([h[12], h[13], h[14], h[15]].into()),
-        dst: IpAddr::V4([h[16], h[17], h[18], h[19]].into()),
-        proto,
-        ttl: h[8],
-        dont_frag: flags_frag & 0x4000 != 0,
+    let (mut sport, mut dport) = (0, 0);
+    if flags_frag & 0x1fff == 0 {
+        if let (Some(s), Some(d)) = ports(proto, &d[hl..total]) {
+            (sport, dport) = (s, d);
+            flags |= V4Meta::PORTS;
+        }
+    }
+    let meta = V4Meta {
+        src: u32::from_be_bytes([h[12], h[13], h[14], h[15]]),
+        dst: u32::from_be_bytes([h[16], h[17], h[18], h[19]]),
         sport,
         dport,
-        l4_offset: hl,
-        v6: false,
+        proto,
+        ttl: h[8],
+        hl: hl as u8,
+        flags,
     };
     let extra = d.len() - total;
     if extra != 0 {
         pkt.trim(extra).map_err(|_| DropReason::Malformed)?;
     }
     Ok(meta)
+}
+
+/// Multicast, broadcast or unspecified (IPv4): never forwarded.
+#[inline]
+pub fn is_group_v4(ip: u32) -> bool {
+    ip >> 28 == 0xe || ip == u32::MAX || ip == 0
 }
 
 /// RFC 1071 check of an IPv4 header: the fixed 20 bytes as five 32-bit
@@ -280,6 +364,63 @@ mod tests {
             prop_assert_eq!(ip.ttl(), ttl - 1);
             prop_assert!(ip.verify_checksum());
         });
+    }
+
+    /// The IPv4 fast path's group test is `is_group` of the address
+    /// (multicast, broadcast or unspecified), for every kind of address.
+    #[test]
+    fn is_group_v4_agrees_with_the_address_methods() {
+        use proptest::prelude::*;
+        let edges = [
+            0u32,
+            1,
+            0xdfff_ffff,
+            0xe000_0000,
+            0xefff_ffff,
+            0xf000_0000,
+            u32::MAX - 1,
+            u32::MAX,
+        ];
+        let check = |ip: u32| {
+            let a = Ipv4Addr::from(ip);
+            is_group_v4(ip) == (a.is_multicast() || a.is_broadcast() || a.is_unspecified())
+        };
+        assert!(edges.into_iter().all(check));
+        proptest!(|(ip in any::<u32>())| prop_assert!(check(ip)));
+    }
+
+    /// What the fast path reads of a `V4Meta` is what the general path
+    /// reads of its `IpMeta`: addresses, ports (0 without), DF, offset.
+    #[test]
+    fn v4_meta_fields_are_the_ip_meta_fields() {
+        for mut bytes in [
+            udp4(),
+            {
+                let mut p = udp4();
+                p[6] = 0x20; // MF, offset 0: still the first fragment, ports read
+                p
+            },
+            {
+                let mut p = udp4();
+                p[7] = 1; // a later fragment: no ports
+                p
+            },
+        ] {
+            bytes[10..12].copy_from_slice(&[0, 0]);
+            let sum = espgw_wire::checksum::sum(&bytes[..20]);
+            bytes[10..12].copy_from_slice(&(!sum).to_be_bytes());
+            let v = parse_v4_fast(&mut VecBuf::from_packet(&bytes)).unwrap();
+            let m = parse_v4(&mut VecBuf::from_packet(&bytes)).unwrap();
+            assert_eq!(v.meta(), m);
+            assert_eq!((v.src_addr(), v.dst_addr()), (m.src, m.dst));
+            assert_eq!(
+                (v.sport, v.dport),
+                (m.sport.unwrap_or(0), m.dport.unwrap_or(0))
+            );
+            assert_eq!(v.has_ports(), m.sport.is_some());
+            assert_eq!(v.dont_frag(), m.dont_frag);
+            assert_eq!(usize::from(v.hl), m.l4_offset);
+        }
     }
 
     /// The in-place parser against the header view it replaced

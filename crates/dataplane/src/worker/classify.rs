@@ -20,7 +20,7 @@ use super::punt::{NatT, Punt};
 use super::{is_group, Core, EgressPolicy};
 use crate::flow_cache::FlowCache;
 use crate::fragment::fragment_v4;
-use crate::ip::{decrement_ttl, parse_v4, parse_v6, IpMeta};
+use crate::ip::{decrement_ttl, is_group_v4, parse_v4_fast, parse_v6, IpMeta, V4Meta};
 use crate::pool::BufPool;
 use crate::ports::PortIdx;
 use crate::reason::DropReason;
@@ -124,10 +124,9 @@ impl Classify {
                 if pkt.adj(ethernet::HEADER_LEN).is_err() {
                     return core.drop_pkt(pkt, DropReason::Malformed, Some(port));
                 }
-                match parse_v4(&mut pkt) {
-                    Ok(m) => {
-                        self.ip_input(core, port, pkt, m, group, esp_in, esp_out, icmp, egress, tx)
-                    }
+                match parse_v4_fast(&mut pkt) {
+                    Ok(v) => self
+                        .ip_input_v4(core, port, pkt, v, group, esp_in, esp_out, icmp, egress, tx),
                     Err(r) => core.drop_pkt(pkt, r, Some(port)),
                 }
             }
@@ -146,6 +145,106 @@ impl Classify {
                 }
             }
             _ => core.drop_pkt(pkt, DropReason::UnsupportedEthertype, Some(port)),
+        }
+    }
+
+    /// [`Self::ip_input`] of an IPv4 packet on its [`V4Meta`] (the IPv4
+    /// fast path): the same tests in the same order, on integers. What has
+    /// no code of its own here (local packets but ESP, ICMP errors,
+    /// unprotected transit, and in [`Self::protected_transit_v4`] the full
+    /// protect path) gets the packet's `IpMeta` and goes the general way.
+    #[allow(clippy::too_many_arguments)]
+    fn ip_input_v4<B: PacketBuf, P: BufPool<B>>(
+        &mut self,
+        core: &mut Core<B, P>,
+        port: PortIdx,
+        pkt: B,
+        v: V4Meta,
+        group: bool,
+        esp_in: &mut EspIn<B>,
+        esp_out: &mut EspOut<B>,
+        icmp: &mut Icmp,
+        egress: &mut Egress,
+        tx: &mut TxQueues<B>,
+    ) {
+        if core.net.is_local_v4(v.dst) {
+            // What `local_input` does with ESP, without the `IpMeta`.
+            if v.proto == ip_protocol::ESP {
+                return self.esp_input(core, port, pkt, v.dst_addr(), Encap::None, esp_in);
+            }
+            let m = v.meta();
+            return self.local_input(core, port, pkt, m, esp_in, esp_out, icmp, egress, tx);
+        }
+        if group || is_group_v4(v.dst) || is_group_v4(v.src) {
+            return core.drop_pkt(pkt, DropReason::Multicast, Some(port));
+        }
+        if v.ttl <= 1 {
+            return icmp.time_exceeded(core, esp_out, egress, tx, port, pkt, v.meta());
+        }
+        match core.net.ports[port].side {
+            Side::Protected => {
+                self.protected_transit_v4(core, port, pkt, v, esp_out, icmp, egress, tx)
+            }
+            Side::Unprotected => {
+                let m = v.meta();
+                self.unprotected_transit(core, port, pkt, m, esp_out, icmp, egress, tx)
+            }
+        }
+    }
+
+    /// [`Self::protected_transit`] of an IPv4 packet on its [`V4Meta`].
+    #[allow(clippy::too_many_arguments)]
+    fn protected_transit_v4<B: PacketBuf, P: BufPool<B>>(
+        &mut self,
+        core: &mut Core<B, P>,
+        port: PortIdx,
+        mut pkt: B,
+        v: V4Meta,
+        esp_out: &mut EspOut<B>,
+        icmp: &mut Icmp,
+        egress: &mut Egress,
+        tx: &mut TxQueues<B>,
+    ) {
+        let spd = &core.tables.spd;
+        let d = self
+            .spd_cache
+            .lookup_v4(spd, v.src, v.dst, v.proto, v.sport, v.dport);
+        match d.action {
+            Action::Protect(id) => match self.protected.get(id.0 as usize) {
+                Some(&Some(p)) if pkt.len() <= p.fits => {
+                    if p.mss_clamp.is_some() {
+                        clamp_mss(&mut core.counters, &mut pkt, &v.meta(), p.mss_clamp);
+                    }
+                    decrement_ttl(&mut pkt, false);
+                    esp_out.push(id.0 as usize, pkt, port);
+                }
+                _ => {
+                    let m = v.meta();
+                    self.protect(core, port, pkt, m, id, esp_out, icmp, egress, tx)
+                }
+            },
+            Action::Bypass => {
+                decrement_ttl(&mut pkt, false);
+                let policy = EgressPolicy::Bypass;
+                egress.route(
+                    core,
+                    icmp,
+                    esp_out,
+                    tx,
+                    pkt,
+                    v.dst_addr(),
+                    policy,
+                    Some(port),
+                );
+            }
+            Action::Discard => {
+                let r = if d.by_default {
+                    DropReason::NoPolicy
+                } else {
+                    DropReason::PolicyDiscard
+                };
+                core.drop_pkt(pkt, r, Some(port));
+            }
         }
     }
 
@@ -378,10 +477,10 @@ impl Classify {
         tx: &mut TxQueues<B>,
     ) {
         match m.proto {
-            ip_protocol::ESP => self.esp_input(core, port, pkt, m, Encap::None, esp_in),
+            ip_protocol::ESP => self.esp_input(core, port, pkt, m.dst, Encap::None, esp_in),
             ip_protocol::UDP if m.dport == Some(Encap::NAT_T_PORT) => {
                 match Punt::nat_t(core, port, &pkt, &m) {
-                    NatT::Esp => self.esp_input(core, port, pkt, m, Encap::udp_4500(), esp_in),
+                    NatT::Esp => self.esp_input(core, port, pkt, m.dst, Encap::udp_4500(), esp_in),
                     NatT::Ike => Punt::ike_input(core, port, pkt, m),
                     NatT::Keepalive => core.drop_pkt(pkt, DropReason::NatKeepalive, Some(port)),
                 }
@@ -407,14 +506,14 @@ impl Classify {
         }
     }
 
-    /// ESP to one of our addresses: staged for its inbound SA, found by SPI
+    /// ESP to our address `dst`: staged for its inbound SA, found by SPI
     /// and the address it was sent to (RFC 4301 4.1).
     fn esp_input<B: PacketBuf, P: BufPool<B>>(
         &mut self,
         core: &mut Core<B, P>,
         port: PortIdx,
         pkt: B,
-        m: IpMeta,
+        dst: IpAddr,
         encap: Encap,
         esp_in: &mut EspIn<B>,
     ) {
@@ -423,14 +522,14 @@ impl Classify {
             Err(r) => return core.drop_pkt(pkt, DropReason::from_esp(r), Some(port)),
         };
         let found = match self.last_inbound {
-            Some(l) if l.spi == loc.spi && l.dst == m.dst => Some(l),
+            Some(l) if l.spi == loc.spi && l.dst == dst => Some(l),
             _ => {
                 let tables = &core.tables;
-                let found = tables.sad.inbound(loc.spi, m.dst).and_then(|slot| {
+                let found = tables.sad.inbound(loc.spi, dst).and_then(|slot| {
                     let (_, tunnel, _) = tables.inbound_sa(slot)?;
                     Some(LastInbound {
                         spi: loc.spi,
-                        dst: m.dst,
+                        dst,
                         slot,
                         udp_encap: tables.tunnel(tunnel)?.udp_encap,
                     })
