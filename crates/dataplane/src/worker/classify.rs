@@ -168,9 +168,14 @@ impl Classify {
         tx: &mut TxQueues<B>,
     ) {
         if core.net.is_local_v4(v.dst) {
-            // What `local_input` does with ESP, without the `IpMeta`.
+            // What `local_input` does with ESP, without the `IpMeta`, and
+            // the SPI read here where `locate_esp` would find it.
             if v.proto == ip_protocol::ESP {
-                return self.esp_input(core, port, pkt, v.dst_addr(), Encap::None, esp_in);
+                let dst = v.dst_addr();
+                return match esp_spi_v4(pkt.data(), usize::from(v.hl)) {
+                    Some(spi) => self.esp_for_spi(core, port, pkt, dst, spi, false, esp_in),
+                    None => self.esp_input(core, port, pkt, dst, Encap::None, esp_in),
+                };
             }
             let m = v.meta();
             return self.local_input(core, port, pkt, m, esp_in, esp_out, icmp, egress, tx);
@@ -521,14 +526,32 @@ impl Classify {
             Ok(l) => l,
             Err(r) => return core.drop_pkt(pkt, DropReason::from_esp(r), Some(port)),
         };
+        let udp = matches!(encap, Encap::Udp { .. });
+        self.esp_for_spi(core, port, pkt, dst, loc.spi, udp, esp_in);
+    }
+
+    /// ESP to our address `dst` with SPI `spi` (`udp`: in UDP), located:
+    /// staged for its inbound SA.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn esp_for_spi<B: PacketBuf, P: BufPool<B>>(
+        &mut self,
+        core: &mut Core<B, P>,
+        port: PortIdx,
+        pkt: B,
+        dst: IpAddr,
+        spi: u32,
+        udp: bool,
+        esp_in: &mut EspIn<B>,
+    ) {
         let found = match self.last_inbound {
-            Some(l) if l.spi == loc.spi && l.dst == dst => Some(l),
+            Some(l) if l.spi == spi && l.dst == dst => Some(l),
             _ => {
                 let tables = &core.tables;
-                let found = tables.sad.inbound(loc.spi, dst).and_then(|slot| {
+                let found = tables.sad.inbound(spi, dst).and_then(|slot| {
                     let (_, tunnel, _) = tables.inbound_sa(slot)?;
                     Some(LastInbound {
-                        spi: loc.spi,
+                        spi,
                         dst,
                         slot,
                         udp_encap: tables.tunnel(tunnel)?.udp_encap,
@@ -541,11 +564,24 @@ impl Classify {
         let Some(found) = found else {
             return core.drop_pkt(pkt, DropReason::UnknownSpi, Some(port));
         };
-        if found.udp_encap != matches!(encap, Encap::Udp { .. }) {
+        if found.udp_encap != udp {
             return core.drop_pkt(pkt, DropReason::NotEsp, Some(port));
         }
         esp_in.push(found.slot, pkt, port);
     }
+}
+
+/// The SPI `locate_esp(d, Encap::None)` finds in an IPv4 packet that
+/// `parse_v4_fast` accepted (header length `hl`, trimmed to its total
+/// length) and whose protocol is ESP, when it finds one: not a fragment,
+/// the 8-byte ESP header there, SPI not 0. `None`: `locate_esp` says what
+/// is wrong (the general path).
+#[inline]
+fn esp_spi_v4(d: &[u8], hl: usize) -> Option<u32> {
+    let frag = u16::from_be_bytes([*d.get(6)?, *d.get(7)?]) & 0x3fff;
+    let esp = d.get(hl..)?.first_chunk::<8>()?;
+    let spi = u32::from_be_bytes([esp[0], esp[1], esp[2], esp[3]]);
+    (frag == 0 && spi != 0).then_some(spi)
 }
 
 /// True for an ICMPv6 neighbor solicitation or advertisement.
@@ -558,7 +594,57 @@ fn is_nd<B: PacketBuf>(pkt: &B, m: &IpMeta) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use super::esp_spi_v4;
+    use crate::ip::parse_v4_fast;
     use espgw_control::tables::inner_mtu;
+    use espgw_wire::{PacketBuf, VecBuf};
+
+    /// The classifier's SPI read agrees with `locate_esp`: whenever it
+    /// gives an SPI, `locate_esp` finds that one, and for an unfragmented
+    /// ESP header it always gives one; else the general path decides.
+    /// IPv4 ESP packets that parse, with options, fragment bits, short or
+    /// zero-SPI ESP headers, and link padding.
+    #[test]
+    fn esp_spi_v4_agrees_with_locate_esp() {
+        use proptest::prelude::*;
+        let packets = (
+            0usize..=3,
+            0usize..24,
+            0usize..4,
+            any::<[u8; 20]>(),
+            proptest::collection::vec(any::<u8>(), 40),
+            0usize..5,
+        )
+            .prop_map(|(opt_words, esp_len, pad, fields, rest, variant)| {
+                let hl = 20 + 4 * opt_words;
+                let total = hl + esp_len;
+                let mut p = fields.to_vec();
+                p.extend_from_slice(&rest[..4 * opt_words + esp_len + pad]);
+                p[0] = 0x40 | (hl / 4) as u8;
+                p[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+                p[9] = 50;
+                let flags_frag = [0x0000u16, 0x4000, 0x2000, 0x0001, 0x4000][variant];
+                p[6..8].copy_from_slice(&flags_frag.to_be_bytes());
+                if variant == 4 && esp_len >= 4 {
+                    p[hl..hl + 4].copy_from_slice(&[0; 4]);
+                }
+                p[10..12].copy_from_slice(&[0, 0]);
+                let sum = espgw_wire::checksum::sum(&p[..hl]);
+                p[10..12].copy_from_slice(&(!sum).to_be_bytes());
+                p
+            });
+        proptest!(|(bytes in packets)| {
+            let mut pkt = VecBuf::from_packet(&bytes);
+            let v = parse_v4_fast(&mut pkt).unwrap();
+            let fast = esp_spi_v4(pkt.data(), usize::from(v.hl));
+            let general = espgw_esp::locate_esp(pkt.data(), espgw_esp::Encap::None);
+            match (fast, general) {
+                (Some(spi), Ok(loc)) => prop_assert_eq!(spi, loc.spi),
+                (None, Err(_)) => {}
+                (fast, general) => prop_assert!(false, "{:?} vs {:?}", fast, general),
+            }
+        });
+    }
     use espgw_esp::{Encap, Lifetimes, OutboundSa, SaConfig, Suite};
 
     /// The fast path's test (`len <= fits`, with `fits = inner_mtu(out,
