@@ -139,8 +139,9 @@ pub fn parse_v4<B: PacketBuf>(pkt: &mut B) -> Result<IpMeta, DropReason> {
 }
 
 /// [`parse_v4`] for the IPv4 fast path: the same checks and trim, the
-/// summary as a [`V4Meta`].
-#[inline]
+/// summary as a [`V4Meta`]. Always inlined: as a call, its register saves
+/// and the result's trip through memory were a fifth of it.
+#[inline(always)]
 pub fn parse_v4_fast<B: PacketBuf>(pkt: &mut B) -> Result<V4Meta, DropReason> {
     let d = pkt.data();
     let Some(h) = d.first_chunk::<20>() else {
@@ -192,10 +193,12 @@ pub fn parse_v4_fast<B: PacketBuf>(pkt: &mut B) -> Result<V4Meta, DropReason> {
     Ok(meta)
 }
 
-/// Multicast, broadcast or unspecified (IPv4): never forwarded.
+/// Multicast, broadcast or unspecified (IPv4): never forwarded. (Without
+/// branches: 255.255.255.255 and 0.0.0.0 are the two whose successor,
+/// wrapping, is below 2.)
 #[inline]
 pub fn is_group_v4(ip: u32) -> bool {
-    ip >> 28 == 0xe || ip == u32::MAX || ip == 0
+    (ip >> 28 == 0xe) | (ip.wrapping_add(1) < 2)
 }
 
 /// RFC 1071 check of an IPv4 header: the fixed 20 bytes as five 32-bit

@@ -198,7 +198,10 @@ impl Classify {
     }
 
     /// [`Self::protected_transit`] of an IPv4 packet on its [`V4Meta`].
+    /// Always inlined (its one caller): as a call it copied the arguments
+    /// and saved registers for every packet.
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     fn protected_transit_v4<B: PacketBuf, P: BufPool<B>>(
         &mut self,
         core: &mut Core<B, P>,
