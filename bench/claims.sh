@@ -644,7 +644,8 @@ assert f2(_m[("1420", "encrypt", "cipher", "a")] / _m[("1420", "encrypt", "engin
 for tag, name in [("fast", "`V4Meta` through classification, flow cache and selector memo"),
                   ("parse", "parse: options out of line, checksum by remainder"),
                   ("spi", "SPI of IPv4 ESP read in place"),
-                  ("inline", "parse and protect path inlined")]:
+                  ("inline", "parse and protect path inlined"),
+                  ("local", "`is_local_v4` on a flat list")]:
     b, a = s7_rows(tag + "-base"), s7_rows(tag + "-try")
     cells = []
     for n, d in S6_CASES:
