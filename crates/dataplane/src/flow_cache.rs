@@ -114,6 +114,44 @@ impl FlowCache {
         }
     }
 
+    /// [`Self::lookup`] of the IPv4 flow `src`/`dst`/`proto`/`sport`/`dport`
+    /// (ports 0 for packets without them), for the IPv4 fast path: the
+    /// same key and slot as `lookup` of that flow as a [`FlowKey`] (so the
+    /// two share entries), without building the `IpAddr`s; a miss builds
+    /// the `FlowKey` for the SPD.
+    #[inline(always)]
+    pub fn lookup_v4(
+        &mut self,
+        spd: &Spd,
+        src: u32,
+        dst: u32,
+        proto: u8,
+        sport: u16,
+        dport: u16,
+    ) -> Decision {
+        let key = CacheKey {
+            local: src.into(),
+            remote: dst.into(),
+            ports: u32::from(sport) << 16 | u32::from(dport),
+            proto,
+            family: 4,
+        };
+        let i = key.hash() & self.mask;
+        match self.slots.get(i) {
+            Some((k, d)) if *k == key => *d,
+            _ => {
+                let flow = FlowKey {
+                    src: IpAddr::V4(src.into()),
+                    dst: IpAddr::V4(dst.into()),
+                    proto,
+                    sport,
+                    dport,
+                };
+                self.miss(spd, &flow, key, i)
+            }
+        }
+    }
+
     /// A flow not in its slot: asks the SPD and keeps the answer there.
     #[cold]
     #[inline(never)]
@@ -371,6 +409,20 @@ mod tests {
                 prop_assert_eq!(cache.lookup(&spd, &f.key()), spd.decide(&f.key()));
                 // A second ask is a hit and must not differ either.
                 prop_assert_eq!(cache.lookup(&spd, &f.key()), spd.decide(&f.key()));
+                // The IPv4 fast path's lookup shares the slots: a hit on
+                // what `lookup` stored, or a miss that stores for both.
+                if let (IpAddr::V4(l), IpAddr::V4(r)) = (f.local, f.remote) {
+                    let k = f.key();
+                    let v4 = |c: &mut FlowCache| {
+                        c.lookup_v4(&spd, l.into(), r.into(), proto, k.sport, k.dport)
+                    };
+                    prop_assert_eq!(v4(&mut cache), spd.decide(&k));
+                    if i % 3 == 0 {
+                        cache.clear();
+                        prop_assert_eq!(v4(&mut cache), spd.decide(&k));
+                        prop_assert_eq!(cache.lookup(&spd, &k), spd.decide(&k));
+                    }
+                }
             }
         });
     }

@@ -20,7 +20,7 @@ use super::punt::{NatT, Punt};
 use super::{is_group, Core, EgressPolicy};
 use crate::flow_cache::FlowCache;
 use crate::fragment::fragment_v4;
-use crate::ip::{decrement_ttl, parse_v4, parse_v6, IpMeta};
+use crate::ip::{decrement_ttl, is_group_v4, parse_v4_fast, parse_v6, IpMeta, V4Meta};
 use crate::pool::BufPool;
 use crate::ports::PortIdx;
 use crate::reason::DropReason;
@@ -124,10 +124,9 @@ impl Classify {
                 if pkt.adj(ethernet::HEADER_LEN).is_err() {
                     return core.drop_pkt(pkt, DropReason::Malformed, Some(port));
                 }
-                match parse_v4(&mut pkt) {
-                    Ok(m) => {
-                        self.ip_input(core, port, pkt, m, group, esp_in, esp_out, icmp, egress, tx)
-                    }
+                match parse_v4_fast(&mut pkt) {
+                    Ok(v) => self
+                        .ip_input_v4(core, port, pkt, v, group, esp_in, esp_out, icmp, egress, tx),
                     Err(r) => core.drop_pkt(pkt, r, Some(port)),
                 }
             }
@@ -146,6 +145,114 @@ impl Classify {
                 }
             }
             _ => core.drop_pkt(pkt, DropReason::UnsupportedEthertype, Some(port)),
+        }
+    }
+
+    /// [`Self::ip_input`] of an IPv4 packet on its [`V4Meta`] (the IPv4
+    /// fast path): the same tests in the same order, on integers. What has
+    /// no code of its own here (local packets but ESP, ICMP errors,
+    /// unprotected transit, and in [`Self::protected_transit_v4`] the full
+    /// protect path) gets the packet's `IpMeta` and goes the general way.
+    #[allow(clippy::too_many_arguments)]
+    fn ip_input_v4<B: PacketBuf, P: BufPool<B>>(
+        &mut self,
+        core: &mut Core<B, P>,
+        port: PortIdx,
+        pkt: B,
+        v: V4Meta,
+        group: bool,
+        esp_in: &mut EspIn<B>,
+        esp_out: &mut EspOut<B>,
+        icmp: &mut Icmp,
+        egress: &mut Egress,
+        tx: &mut TxQueues<B>,
+    ) {
+        if core.net.is_local_v4(v.dst) {
+            // What `local_input` does with ESP, without the `IpMeta`, and
+            // the SPI read here where `locate_esp` would find it.
+            if v.proto == ip_protocol::ESP {
+                let dst = v.dst_addr();
+                return match esp_spi_v4(pkt.data(), usize::from(v.hl)) {
+                    Some(spi) => self.esp_for_spi(core, port, pkt, dst, spi, false, esp_in),
+                    None => self.esp_input(core, port, pkt, dst, Encap::None, esp_in),
+                };
+            }
+            let m = v.meta();
+            return self.local_input(core, port, pkt, m, esp_in, esp_out, icmp, egress, tx);
+        }
+        if group || is_group_v4(v.dst) || is_group_v4(v.src) {
+            return core.drop_pkt(pkt, DropReason::Multicast, Some(port));
+        }
+        if v.ttl <= 1 {
+            return icmp.time_exceeded(core, esp_out, egress, tx, port, pkt, v.meta());
+        }
+        match core.net.ports[port].side {
+            Side::Protected => {
+                self.protected_transit_v4(core, port, pkt, v, esp_out, icmp, egress, tx)
+            }
+            Side::Unprotected => {
+                let m = v.meta();
+                self.unprotected_transit(core, port, pkt, m, esp_out, icmp, egress, tx)
+            }
+        }
+    }
+
+    /// [`Self::protected_transit`] of an IPv4 packet on its [`V4Meta`].
+    /// Always inlined (its one caller): as a call it copied the arguments
+    /// and saved registers for every packet.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn protected_transit_v4<B: PacketBuf, P: BufPool<B>>(
+        &mut self,
+        core: &mut Core<B, P>,
+        port: PortIdx,
+        mut pkt: B,
+        v: V4Meta,
+        esp_out: &mut EspOut<B>,
+        icmp: &mut Icmp,
+        egress: &mut Egress,
+        tx: &mut TxQueues<B>,
+    ) {
+        let spd = &core.tables.spd;
+        let d = self
+            .spd_cache
+            .lookup_v4(spd, v.src, v.dst, v.proto, v.sport, v.dport);
+        match d.action {
+            Action::Protect(id) => match self.protected.get(id.0 as usize) {
+                Some(&Some(p)) if pkt.len() <= p.fits => {
+                    if p.mss_clamp.is_some() {
+                        clamp_mss(&mut core.counters, &mut pkt, &v.meta(), p.mss_clamp);
+                    }
+                    decrement_ttl(&mut pkt, false);
+                    esp_out.push(id.0 as usize, pkt, port);
+                }
+                _ => {
+                    let m = v.meta();
+                    self.protect(core, port, pkt, m, id, esp_out, icmp, egress, tx)
+                }
+            },
+            Action::Bypass => {
+                decrement_ttl(&mut pkt, false);
+                let policy = EgressPolicy::Bypass;
+                egress.route(
+                    core,
+                    icmp,
+                    esp_out,
+                    tx,
+                    pkt,
+                    v.dst_addr(),
+                    policy,
+                    Some(port),
+                );
+            }
+            Action::Discard => {
+                let r = if d.by_default {
+                    DropReason::NoPolicy
+                } else {
+                    DropReason::PolicyDiscard
+                };
+                core.drop_pkt(pkt, r, Some(port));
+            }
         }
     }
 
@@ -378,10 +485,10 @@ impl Classify {
         tx: &mut TxQueues<B>,
     ) {
         match m.proto {
-            ip_protocol::ESP => self.esp_input(core, port, pkt, m, Encap::None, esp_in),
+            ip_protocol::ESP => self.esp_input(core, port, pkt, m.dst, Encap::None, esp_in),
             ip_protocol::UDP if m.dport == Some(Encap::NAT_T_PORT) => {
                 match Punt::nat_t(core, port, &pkt, &m) {
-                    NatT::Esp => self.esp_input(core, port, pkt, m, Encap::udp_4500(), esp_in),
+                    NatT::Esp => self.esp_input(core, port, pkt, m.dst, Encap::udp_4500(), esp_in),
                     NatT::Ike => Punt::ike_input(core, port, pkt, m),
                     NatT::Keepalive => core.drop_pkt(pkt, DropReason::NatKeepalive, Some(port)),
                 }
@@ -407,14 +514,14 @@ impl Classify {
         }
     }
 
-    /// ESP to one of our addresses: staged for its inbound SA, found by SPI
+    /// ESP to our address `dst`: staged for its inbound SA, found by SPI
     /// and the address it was sent to (RFC 4301 4.1).
     fn esp_input<B: PacketBuf, P: BufPool<B>>(
         &mut self,
         core: &mut Core<B, P>,
         port: PortIdx,
         pkt: B,
-        m: IpMeta,
+        dst: IpAddr,
         encap: Encap,
         esp_in: &mut EspIn<B>,
     ) {
@@ -422,15 +529,33 @@ impl Classify {
             Ok(l) => l,
             Err(r) => return core.drop_pkt(pkt, DropReason::from_esp(r), Some(port)),
         };
+        let udp = matches!(encap, Encap::Udp { .. });
+        self.esp_for_spi(core, port, pkt, dst, loc.spi, udp, esp_in);
+    }
+
+    /// ESP to our address `dst` with SPI `spi` (`udp`: in UDP), located:
+    /// staged for its inbound SA.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn esp_for_spi<B: PacketBuf, P: BufPool<B>>(
+        &mut self,
+        core: &mut Core<B, P>,
+        port: PortIdx,
+        pkt: B,
+        dst: IpAddr,
+        spi: u32,
+        udp: bool,
+        esp_in: &mut EspIn<B>,
+    ) {
         let found = match self.last_inbound {
-            Some(l) if l.spi == loc.spi && l.dst == m.dst => Some(l),
+            Some(l) if l.spi == spi && l.dst == dst => Some(l),
             _ => {
                 let tables = &core.tables;
-                let found = tables.sad.inbound(loc.spi, m.dst).and_then(|slot| {
+                let found = tables.sad.inbound(spi, dst).and_then(|slot| {
                     let (_, tunnel, _) = tables.inbound_sa(slot)?;
                     Some(LastInbound {
-                        spi: loc.spi,
-                        dst: m.dst,
+                        spi,
+                        dst,
                         slot,
                         udp_encap: tables.tunnel(tunnel)?.udp_encap,
                     })
@@ -442,11 +567,24 @@ impl Classify {
         let Some(found) = found else {
             return core.drop_pkt(pkt, DropReason::UnknownSpi, Some(port));
         };
-        if found.udp_encap != matches!(encap, Encap::Udp { .. }) {
+        if found.udp_encap != udp {
             return core.drop_pkt(pkt, DropReason::NotEsp, Some(port));
         }
         esp_in.push(found.slot, pkt, port);
     }
+}
+
+/// The SPI `locate_esp(d, Encap::None)` finds in an IPv4 packet that
+/// `parse_v4_fast` accepted (header length `hl`, trimmed to its total
+/// length) and whose protocol is ESP, when it finds one: not a fragment,
+/// the 8-byte ESP header there, SPI not 0. `None`: `locate_esp` says what
+/// is wrong (the general path).
+#[inline]
+fn esp_spi_v4(d: &[u8], hl: usize) -> Option<u32> {
+    let frag = u16::from_be_bytes([*d.get(6)?, *d.get(7)?]) & 0x3fff;
+    let esp = d.get(hl..)?.first_chunk::<8>()?;
+    let spi = u32::from_be_bytes([esp[0], esp[1], esp[2], esp[3]]);
+    (frag == 0 && spi != 0).then_some(spi)
 }
 
 /// True for an ICMPv6 neighbor solicitation or advertisement.
@@ -459,7 +597,57 @@ fn is_nd<B: PacketBuf>(pkt: &B, m: &IpMeta) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use super::esp_spi_v4;
+    use crate::ip::parse_v4_fast;
     use espgw_control::tables::inner_mtu;
+    use espgw_wire::{PacketBuf, VecBuf};
+
+    /// The classifier's SPI read agrees with `locate_esp`: whenever it
+    /// gives an SPI, `locate_esp` finds that one, and for an unfragmented
+    /// ESP header it always gives one; else the general path decides.
+    /// IPv4 ESP packets that parse, with options, fragment bits, short or
+    /// zero-SPI ESP headers, and link padding.
+    #[test]
+    fn esp_spi_v4_agrees_with_locate_esp() {
+        use proptest::prelude::*;
+        let packets = (
+            0usize..=3,
+            0usize..24,
+            0usize..4,
+            any::<[u8; 20]>(),
+            proptest::collection::vec(any::<u8>(), 40),
+            0usize..5,
+        )
+            .prop_map(|(opt_words, esp_len, pad, fields, rest, variant)| {
+                let hl = 20 + 4 * opt_words;
+                let total = hl + esp_len;
+                let mut p = fields.to_vec();
+                p.extend_from_slice(&rest[..4 * opt_words + esp_len + pad]);
+                p[0] = 0x40 | (hl / 4) as u8;
+                p[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+                p[9] = 50;
+                let flags_frag = [0x0000u16, 0x4000, 0x2000, 0x0001, 0x4000][variant];
+                p[6..8].copy_from_slice(&flags_frag.to_be_bytes());
+                if variant == 4 && esp_len >= 4 {
+                    p[hl..hl + 4].copy_from_slice(&[0; 4]);
+                }
+                p[10..12].copy_from_slice(&[0, 0]);
+                let sum = espgw_wire::checksum::sum(&p[..hl]);
+                p[10..12].copy_from_slice(&(!sum).to_be_bytes());
+                p
+            });
+        proptest!(|(bytes in packets)| {
+            let mut pkt = VecBuf::from_packet(&bytes);
+            let v = parse_v4_fast(&mut pkt).unwrap();
+            let fast = esp_spi_v4(pkt.data(), usize::from(v.hl));
+            let general = espgw_esp::locate_esp(pkt.data(), espgw_esp::Encap::None);
+            match (fast, general) {
+                (Some(spi), Ok(loc)) => prop_assert_eq!(spi, loc.spi),
+                (None, Err(_)) => {}
+                (fast, general) => prop_assert!(false, "{:?} vs {:?}", fast, general),
+            }
+        });
+    }
     use espgw_esp::{Encap, Lifetimes, OutboundSa, SaConfig, Suite};
 
     /// The fast path's test (`len <= fits`, with `fits = inner_mtu(out,

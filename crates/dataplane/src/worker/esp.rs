@@ -14,7 +14,7 @@ use super::icmp::{Icmp, IcmpError};
 use super::mss::clamp_mss;
 use super::spread::{Job, Outcome, Spread, MIN_PART};
 use super::{Core, EgressPolicy, Origin, Stage, ORIGINATED};
-use crate::ip::{decrement_ttl, parse_ip};
+use crate::ip::{decrement_ttl, parse_ip, parse_v4_fast, IpMeta};
 use crate::pool::BufPool;
 use crate::ports::PortIdx;
 use crate::reason::DropReason;
@@ -143,6 +143,8 @@ struct Forward<'a> {
     /// mostly one or a few host pairs, and the prefix scans per packet
     /// showed in the profile (docs/benchmarks.md, "Where the cycles go").
     last_pair: Option<(IpAddr, IpAddr, bool)>,
+    /// The same for IPv4 packets (the IPv4 fast path), on integers.
+    last_v4: Option<(u32, u32, bool)>,
 }
 
 impl<'a> Forward<'a> {
@@ -151,14 +153,75 @@ impl<'a> Forward<'a> {
         Forward {
             tunnel,
             last_pair: None,
+            last_v4: None,
         }
     }
 
     // Inlined into both callers, as the loop body it was before the fan-out
     // needed it twice: it is the whole per-packet path after decryption.
+    // IPv4 (what `parse_ip` takes for IPv4: anything but version 6) on its
+    // `V4Meta`; an IPv4 packet to us or at its last hop, and IPv6, through
+    // `Self::general`.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn packet<B: PacketBuf, P: BufPool<B>>(
+        &mut self,
+        core: &mut Core<B, P>,
+        esp_out: &mut EspOut<B>,
+        icmp: &mut Icmp,
+        egress: &mut Egress,
+        tx: &mut TxQueues<B>,
+        mut pkt: B,
+        port: PortIdx,
+    ) {
+        if pkt.data().first().is_some_and(|b| b >> 4 == 6) {
+            return self.v6(core, esp_out, icmp, egress, tx, pkt, port);
+        }
+        let tunnel = self.tunnel;
+        let v = match parse_v4_fast(&mut pkt) {
+            Ok(v) => v,
+            Err(r) => {
+                core.drop_pkt(pkt, r, Some(port));
+                return;
+            }
+        };
+        let inside = match self.last_v4 {
+            Some((src, dst, inside)) if src == v.src && dst == v.dst => inside,
+            _ => {
+                let inside = tunnel.inbound_matches(v.src_addr(), v.dst_addr());
+                self.last_v4 = Some((v.src, v.dst, inside));
+                inside
+            }
+        };
+        if !inside {
+            core.counters.tunnel(tunnel.id.0).in_policy_mismatch += 1;
+            core.drop_pkt(pkt, DropReason::PolicyMismatch, Some(port));
+            return;
+        }
+        if v.ttl <= 1 || core.net.is_local_v4(v.dst) {
+            return Self::inside(core, esp_out, icmp, egress, tx, pkt, port, v.meta(), tunnel);
+        }
+        if tunnel.mss_clamp.is_some() {
+            clamp_mss(&mut core.counters, &mut pkt, &v.meta(), tunnel.mss_clamp);
+        }
+        decrement_ttl(&mut pkt, false);
+        let policy = EgressPolicy::ProtectedOnly;
+        egress.route(
+            core,
+            icmp,
+            esp_out,
+            tx,
+            pkt,
+            v.dst_addr(),
+            policy,
+            Some(port),
+        );
+    }
+
+    /// [`Self::packet`] of an IPv6 packet.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn v6<B: PacketBuf, P: BufPool<B>>(
         &mut self,
         core: &mut Core<B, P>,
         esp_out: &mut EspOut<B>,
@@ -189,6 +252,25 @@ impl<'a> Forward<'a> {
             core.drop_pkt(pkt, DropReason::PolicyMismatch, Some(port));
             return;
         }
+        Self::inside(core, esp_out, icmp, egress, tx, pkt, port, m, tunnel);
+    }
+
+    /// A decrypted packet within the tunnel's selectors: answered if it is
+    /// for us, time exceeded at its last hop, else clamped, TTL lowered
+    /// and routed.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn inside<B: PacketBuf, P: BufPool<B>>(
+        core: &mut Core<B, P>,
+        esp_out: &mut EspOut<B>,
+        icmp: &mut Icmp,
+        egress: &mut Egress,
+        tx: &mut TxQueues<B>,
+        mut pkt: B,
+        port: PortIdx,
+        m: IpMeta,
+        tunnel: &TunnelEntry,
+    ) {
         if core.net.is_local(m.dst) {
             // A ping through the tunnel to one of our protected
             // addresses: answered, back through the tunnel.

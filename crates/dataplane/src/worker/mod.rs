@@ -6,7 +6,8 @@
 //!
 //! 1. [`Classify`] (classify.rs), per packet as it arrives: Ethernet
 //!    header, ARP / ND handed to [`Link`], IP parsed once
-//!    ([`IpMeta`](crate::ip::IpMeta));
+//!    ([`IpMeta`](crate::ip::IpMeta); IPv4 as a
+//!    [`V4Meta`](crate::ip::V4Meta), the IPv4 fast path on integers);
 //!    to one of our addresses: ping answered, ESP looked up in the SAD and
 //!    staged for its inbound SA; in transit: TTL, SPD (through the worker's
 //!    [`FlowCache`](crate::flow_cache::FlowCache)), PMTU, then staged for
