@@ -12,6 +12,7 @@ use crate::flows::DST_PORT;
 
 pub const ETH_LEN: usize = 14;
 pub const IPV4_LEN: usize = 20;
+pub const IPV6_LEN: usize = 40;
 pub const UDP_LEN: usize = 8;
 /// Preamble + start delimiter (8), FCS (4) and inter-frame gap (12): what a
 /// frame costs on an Ethernet link beyond its header and payload.
@@ -78,12 +79,18 @@ pub fn ipv4_udp(ip_len: usize, src: Ipv4Addr, dst: Ipv4Addr, sport: u16) -> Vec<
     p
 }
 
-/// `ip` behind an Ethernet header (IPv4 ethertype).
+/// `ip` behind an Ethernet header: the IPv6 ethertype for an IPv6 packet
+/// (the outer forms esp6, udp6), else IPv4's.
 pub fn ethernet(addrs: &FrameAddrs, ip: &[u8]) -> Vec<u8> {
+    let ethertype: u16 = if ip.first().is_some_and(|b| b >> 4 == 6) {
+        0x86dd
+    } else {
+        0x0800
+    };
     let mut f = Vec::with_capacity(ETH_LEN + ip.len());
     f.extend_from_slice(&addrs.dst_mac);
     f.extend_from_slice(&addrs.src_mac);
-    f.extend_from_slice(&0x0800u16.to_be_bytes());
+    f.extend_from_slice(&ethertype.to_be_bytes());
     f.extend_from_slice(ip);
     f
 }
