@@ -52,6 +52,34 @@ pub fn checksum(bytes: &[u8]) -> u16 {
     !(sum as u16)
 }
 
+/// The Internet checksum of `parts` as if they were one byte string, 32
+/// bits at a time and without copying them together: what the sink checks
+/// the UDP checksum of ESP in UDP over IPv6 with (a pseudo-header and the
+/// whole packet, for every packet). Every part but the last must have an
+/// even length.
+pub fn checksum_parts(parts: &[&[u8]]) -> u16 {
+    // 2^16 = 1 (mod 0xffff): big-endian 32-bit words add up to the same
+    // ones' complement sum as their two 16-bit halves.
+    let mut sum: u64 = 0;
+    for part in parts {
+        let mut words = part.chunks_exact(4);
+        for w in &mut words {
+            sum += u64::from(u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
+        }
+        let rest = words.remainder();
+        if rest.len() >= 2 {
+            sum += u64::from(u16::from_be_bytes([rest[0], rest[1]]));
+        }
+        if rest.len() % 2 == 1 {
+            sum += u64::from(rest[rest.len() - 1]) << 8;
+        }
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
 /// An IPv4 + UDP packet of exactly `ip_len` bytes (no Ethernet), TTL 64,
 /// from UDP port `sport` to [`DST_PORT`], UDP checksum 0 (allowed over IPv4).
 pub fn ipv4_udp(ip_len: usize, src: Ipv4Addr, dst: Ipv4Addr, sport: u16) -> Vec<u8> {
@@ -104,6 +132,25 @@ mod tests {
         // RFC 1071 section 3 example: the ones' complement sum is 0xddf2.
         let data = [0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7];
         assert_eq!(checksum(&data), !0xddf2);
+    }
+
+    #[test]
+    fn checksum_of_parts_is_the_checksum_of_their_concatenation() {
+        let data: Vec<u8> = (0..1500u32).map(|i| (i * 7919 % 251) as u8).collect();
+        for len in [0, 1, 2, 3, 5, 40, 41, 63, 1420, 1499] {
+            for cut in [0, 2, 16, 40] {
+                if cut > len {
+                    continue;
+                }
+                let (a, b) = data[..len].split_at(cut);
+                assert_eq!(
+                    checksum_parts(&[a, &data[..0], b]),
+                    checksum(&data[..len]),
+                    "{len} bytes cut at {cut}"
+                );
+            }
+        }
+        assert_eq!(checksum_parts(&[&[0xff; 64]]), 0);
     }
 
     #[test]

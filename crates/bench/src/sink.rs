@@ -22,7 +22,7 @@ use espgw_wire::{MacAddr, PacketBuf, VecBuf};
 
 use crate::flows::Flows;
 use crate::options::Outer;
-use crate::packets::{checksum, ETH_LEN, IPV4_LEN, IPV6_LEN, UDP_LEN};
+use crate::packets::{checksum, checksum_parts, ETH_LEN, IPV4_LEN, IPV6_LEN, UDP_LEN};
 
 /// Why a packet failed the sink.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -222,13 +222,10 @@ fn check_nat_t(ip: &[u8], at: usize, e: &EspExpect) -> Result<(), Invalid> {
         (IpAddr::V6(src), IpAddr::V6(dst)) => {
             // Pseudo-header (RFC 8200 §8.1) + UDP header and payload sum to
             // 0xffff when the checksum is right; 0 is not allowed.
-            let mut pseudo = Vec::with_capacity(40 + udp.len());
-            pseudo.extend_from_slice(&src.octets());
-            pseudo.extend_from_slice(&dst.octets());
-            pseudo.extend_from_slice(&(udp.len() as u32).to_be_bytes());
-            pseudo.extend_from_slice(&[0, 0, 0, IPPROTO_UDP]);
-            pseudo.extend_from_slice(udp);
-            port(6) != 0 && checksum(&pseudo) == 0
+            let len = (udp.len() as u32).to_be_bytes();
+            let next = [0, 0, 0, IPPROTO_UDP];
+            let parts: [&[u8]; 5] = [&src.octets(), &dst.octets(), &len, &next, udp];
+            port(6) != 0 && checksum_parts(&parts) == 0
         }
         _ => port(6) == 0,
     };
