@@ -170,7 +170,7 @@ impl CaseData {
             .iter()
             .map(|&n| (n, ETH_LEN + n + our_out.overhead(n) + L1_OVERHEAD))
             .collect();
-        let (local, remote) = (gateway::GW_UNPROT_IP, gateway::PEER_IP);
+        let (local, remote) = (gw.local(), gateway::outer_remote(gw.outer));
         // Flow 0's packet of each size: the sink's reference.
         let flow0 = |a: &packets::FrameAddrs| {
             sizes
@@ -192,6 +192,7 @@ impl CaseData {
             esp,
             esp_expect: EspExpect {
                 spi: gateway::out_spi(t),
+                outer: gw.outer,
                 src: local,
                 dst: remote,
                 outer_lens: pattern.iter().map(|&n| n + our_out.overhead(n)).collect(),
@@ -244,7 +245,8 @@ impl CaseData {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sink::{check_esp, check_inner, Invalid, PeerDecrypt};
+    use crate::options::Outer;
+    use crate::sink::{check_esp, check_ethernet_of, check_inner, Invalid, PeerDecrypt};
     use espgw_esp::InboundSa;
     use std::collections::HashSet;
 
@@ -381,6 +383,260 @@ mod tests {
             seen.insert(flow_of(buf[0].data()));
         }
         assert_eq!(seen.len(), 3000);
+    }
+
+    /// `ip` sealed by tunnel `w`'s outbound SA of a gateway whose tunnels
+    /// are in the `outer` form (same SPIs and keys in every form).
+    fn encap_in(outer: Outer, w: usize, ip: &[u8]) -> Vec<u8> {
+        encap(
+            &Gateway::with_outer(Suite::Aes128Gcm16, 2, outer).unwrap(),
+            w,
+            ip,
+        )
+    }
+
+    /// The form of an outer packet read from its bytes, independently of
+    /// the sink: IP version and protocol / next header.
+    fn form_of(ip: &[u8]) -> (u8, u8) {
+        match ip[0] >> 4 {
+            4 => (4, ip[9]),
+            6 => (6, ip[6]),
+            v => (v, 0),
+        }
+    }
+
+    fn expected_form(outer: Outer) -> (u8, u8) {
+        (
+            if outer.ipv6() { 6 } else { 4 },
+            if outer.udp() { 17 } else { 50 },
+        )
+    }
+
+    #[test]
+    fn encrypt_output_of_every_outer_form_is_in_that_form_and_passes_the_sink() {
+        for outer in Outer::ALL {
+            let what = outer.name();
+            let gw = Gateway::with_outer(Suite::Aes128Gcm16, 2, outer).unwrap();
+            let case = CaseData::new(
+                &gw,
+                Suite::Aes128Gcm16,
+                Size::Imix,
+                Direction::Encrypt,
+                1,
+                8,
+                64,
+            )
+            .unwrap();
+            assert_eq!(case.esp_expect.outer, outer, "{what}");
+            for t in case.inner.iter().take(12) {
+                let esp = encap(&gw, 1, &t.bytes);
+                assert_eq!(form_of(&esp), expected_form(outer), "{what}");
+                // Where the SA's own parser finds the ESP: after the form's
+                // header, 20 or 40 bytes of IP and 8 of UDP.
+                let at = espgw_esp::locate_esp(&esp, gw.inbound(1).encap).unwrap();
+                assert_eq!(at.offset, outer.header_len(), "{what}");
+                assert_eq!(check_esp(&esp, &case.esp_expect), Ok(()), "{what}");
+                // The outer length the case expects, and the wire bytes, grow
+                // with the form's header: 8 for UDP, 20 more for IPv6.
+                let esp4_len =
+                    t.inner_len + 8 + 8 + 16 + (t.inner_len + 2).div_ceil(4) * 4 - t.inner_len + 20;
+                assert_eq!(esp.len(), esp4_len + outer.header_len() - 20, "{what}");
+                let mut peer =
+                    PeerDecrypt::new(&gw.peer_inbound(1), case.sent_expect.clone(), 1).unwrap();
+                assert_eq!(peer.check(&esp), Ok(()), "{what}");
+            }
+            // The worker layer's frames: the form's ethertype or nothing.
+            let esp = encap(&gw, 1, &case.inner[0].bytes);
+            let frame = packets::ethernet(&gateway::far_frame(1), &esp);
+            let ethertype = if outer.ipv6() {
+                [0x86, 0xdd]
+            } else {
+                [0x08, 0x00]
+            };
+            assert_eq!(frame[12..14], ethertype, "{what}");
+            let (src, dst) = (
+                frame[6..12].try_into().unwrap(),
+                frame[0..6].try_into().unwrap(),
+            );
+            assert_eq!(
+                check_ethernet_of(&frame, src, dst, outer.ipv6()).map(<[u8]>::len),
+                Ok(esp.len()),
+                "{what}"
+            );
+            assert_eq!(
+                check_ethernet_of(&frame, src, dst, !outer.ipv6()),
+                Err(Invalid::WrongOuter),
+                "{what}: the other IP version's ethertype"
+            );
+        }
+    }
+
+    #[test]
+    fn the_sink_refuses_esp_of_the_right_sa_in_another_outer_form() {
+        let inner = packets::ipv4_udp(200, gateway::HOST_IP, gateway::far_host(1), FIRST_PORT);
+        for outer in Outer::ALL {
+            let gw = Gateway::with_outer(Suite::Aes128Gcm16, 2, outer).unwrap();
+            let case = CaseData::new(
+                &gw,
+                Suite::Aes128Gcm16,
+                Size::Fixed(200),
+                Direction::Encrypt,
+                1,
+                8,
+                1,
+            )
+            .unwrap();
+            for other in Outer::ALL {
+                // Same SPI, same key, same inner packet: only the form differs.
+                let esp = encap_in(other, 1, &inner);
+                let want = if other == outer {
+                    Ok(())
+                } else {
+                    Err(Invalid::WrongOuter)
+                };
+                assert_eq!(
+                    check_esp(&esp, &case.esp_expect),
+                    want,
+                    "{} expected, {} sent",
+                    outer.name(),
+                    other.name()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_sink_checks_the_udp_header_of_esp_in_udp() {
+        for outer in [Outer::Udp4, Outer::Udp6] {
+            let what = outer.name();
+            let gw = Gateway::with_outer(Suite::Aes128Gcm16, 2, outer).unwrap();
+            let case = CaseData::new(
+                &gw,
+                Suite::Aes128Gcm16,
+                Size::Fixed(200),
+                Direction::Encrypt,
+                1,
+                8,
+                1,
+            )
+            .unwrap();
+            let good = encap(&gw, 1, &case.inner[0].bytes);
+            assert_eq!(check_esp(&good, &case.esp_expect), Ok(()), "{what}");
+            let udp = if outer.ipv6() { 40 } else { 20 };
+            // Over IPv4 the gateway sends checksum 0; over IPv6 a valid one.
+            let csum = u16::from_be_bytes([good[udp + 6], good[udp + 7]]);
+            assert_eq!(csum == 0, !outer.ipv6(), "{what}: checksum {csum:#x}");
+            let mut bad_sum = good.clone();
+            bad_sum[udp + 7] ^= 1;
+            assert_eq!(
+                check_esp(&bad_sum, &case.esp_expect),
+                Err(Invalid::BadChecksum),
+                "{what}"
+            );
+            if outer.ipv6() {
+                // A payload byte changed: the IPv6 checksum covers it.
+                let mut bad_payload = good.clone();
+                let last = bad_payload.len() - 1;
+                bad_payload[last] ^= 1;
+                assert_eq!(
+                    check_esp(&bad_payload, &case.esp_expect),
+                    Err(Invalid::BadChecksum),
+                    "{what}"
+                );
+            }
+            for at in [udp + 1, udp + 3] {
+                let mut bad_port = good.clone();
+                bad_port[at] ^= 1;
+                assert_eq!(
+                    check_esp(&bad_port, &case.esp_expect),
+                    Err(Invalid::NotEsp),
+                    "{what}: port byte {at}"
+                );
+            }
+            let mut bad_len = good.clone();
+            bad_len[udp + 5] ^= 4;
+            assert_eq!(
+                check_esp(&bad_len, &case.esp_expect),
+                Err(Invalid::WrongLength),
+                "{what}"
+            );
+        }
+    }
+
+    #[test]
+    fn decrypt_input_of_every_outer_form_is_in_that_form_and_decrypts() {
+        for outer in Outer::ALL {
+            let what = outer.name();
+            let gw = Gateway::with_outer(Suite::Aes128Gcm16, 2, outer).unwrap();
+            let case = CaseData::new(
+                &gw,
+                Suite::Aes128Gcm16,
+                Size::Imix,
+                Direction::Decrypt,
+                1,
+                8,
+                64,
+            )
+            .unwrap();
+            let sa = InboundSa::new(&gw.inbound(1), 0).unwrap();
+            let frames = case.frames();
+            let ethertype = if outer.ipv6() {
+                [0x86, 0xdd]
+            } else {
+                [0x08, 0x00]
+            };
+            for (t, f) in case.esp.iter().zip(&frames).take(64) {
+                assert_eq!(form_of(&t.bytes), expected_form(outer), "{what}");
+                assert_eq!(f.bytes[12..14], ethertype, "{what}");
+                assert_eq!(f.bytes[ETH_LEN..], t.bytes[..], "{what}");
+                // Addressed to our end of the tunnel in the form's family.
+                let dst = if outer.ipv6() {
+                    &t.bytes[24..40]
+                } else {
+                    &t.bytes[16..20]
+                };
+                let local = match gw.local() {
+                    std::net::IpAddr::V4(a) => a.octets().to_vec(),
+                    std::net::IpAddr::V6(a) => a.octets().to_vec(),
+                };
+                assert_eq!(dst, &local[..], "{what}");
+                let mut buf = [VecBuf::with_room(&t.bytes, VecBuf::DEFAULT_HEADROOM, 0)];
+                let mut v = [Verdict::default()];
+                sa.decap_burst(&mut buf, &mut v, 0);
+                assert!(v[0].is_forward(), "{what}: {v:?}");
+                assert_eq!(
+                    check_inner(buf[0].data(), &case.inner_expect),
+                    Ok(()),
+                    "{what}"
+                );
+            }
+            // An SA of another form refuses them: the input is really in
+            // this form, not one every SA takes.
+            let other = if outer.udp() {
+                Outer::Esp4
+            } else {
+                Outer::Udp4
+            };
+            let other = if outer.ipv6() {
+                if other == Outer::Esp4 {
+                    Outer::Esp6
+                } else {
+                    Outer::Udp6
+                }
+            } else {
+                other
+            };
+            let gw_other = Gateway::with_outer(Suite::Aes128Gcm16, 2, other).unwrap();
+            let sa_other = InboundSa::new(&gw_other.inbound(1), 0).unwrap();
+            let mut buf = [VecBuf::with_room(
+                &case.esp[0].bytes,
+                VecBuf::DEFAULT_HEADROOM,
+                0,
+            )];
+            let mut v = [Verdict::default()];
+            sa_other.decap_burst(&mut buf, &mut v, 0);
+            assert!(!v[0].is_forward(), "{what} read as {}: {v:?}", other.name());
+        }
     }
 
     #[test]

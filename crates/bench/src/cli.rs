@@ -24,6 +24,8 @@ pub struct Args {
     pub persist_seq: bool,
     /// The decrypt fan-out: worker 0 receives, all decrypt (default off).
     pub spread_decrypt: bool,
+    /// The tunnels' outer form: "esp4" (default), "udp4", "esp6", "udp6".
+    pub outer: Option<String>,
     pub json: Option<PathBuf>,
     pub svg: Option<PathBuf>,
 }
@@ -58,6 +60,9 @@ impl Args {
         }
         o.persist_seq = self.persist_seq;
         o.spread_decrypt = self.spread_decrypt;
+        if let Some(s) = &self.outer {
+            o.outer = options::parse_outer(s)?;
+        }
         o.json = self.json.clone();
         o.svg = self.svg.clone();
         Ok(o)
@@ -145,6 +150,20 @@ mod tests {
             (2, 0.1, "espgw bench")
         );
         assert_eq!(o.flows, 1);
+        assert_eq!(o.outer, crate::options::Outer::Esp4, "the default");
+        let udp6 = Args {
+            outer: Some("udp6".into()),
+            ..Args::default()
+        };
+        assert_eq!(
+            udp6.options(String::new()).unwrap().outer,
+            crate::options::Outer::Udp6
+        );
+        let no_outer = Args {
+            outer: Some("gre".into()),
+            ..Args::default()
+        };
+        assert!(no_outer.options(String::new()).is_err());
         let bad = Args {
             workers: Some(0),
             ..Args::default()

@@ -6,8 +6,13 @@
 //! Each worker gets its own tunnel (its own SAs, SPIs and far network), as
 //! a multi-tunnel gateway with RSS would: workers then share no SA state,
 //! so the scaling run measures the cores, not a lock.
+//!
+//! The tunnels' ESP travels in the form `--outer` asks for ([`Outer`]):
+//! over IPv4 between 192.0.2.1 and .2 (plain or in UDP 4500), or over IPv6
+//! between 2001:db8::1 and ::2, which the unprotected port and a static
+//! neighbor then carry too. The inner packets are IPv4 in every form.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -21,6 +26,7 @@ use espgw_dataplane::Network;
 use espgw_esp::{SaConfig, Suite};
 use espgw_wire::MacAddr;
 
+use crate::options::Outer;
 use crate::packets::FrameAddrs;
 
 pub const PROTECTED: usize = 0;
@@ -35,6 +41,28 @@ pub const GW_PROT_IP: Ipv4Addr = Ipv4Addr::new(10, 1, 0, 1);
 pub const HOST_IP: Ipv4Addr = Ipv4Addr::new(10, 1, 0, 10);
 pub const GW_UNPROT_IP: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 1);
 pub const PEER_IP: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 2);
+/// The unprotected port's IPv6 address and the peer's, for the IPv6 outer
+/// forms (documentation prefix, RFC 3849).
+pub const GW_UNPROT_IP6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1);
+pub const PEER_IP6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2);
+
+/// Our end of the tunnels in `outer`'s family.
+pub fn outer_local(outer: Outer) -> IpAddr {
+    if outer.ipv6() {
+        GW_UNPROT_IP6.into()
+    } else {
+        GW_UNPROT_IP.into()
+    }
+}
+
+/// The peer's end of the tunnels in `outer`'s family.
+pub fn outer_remote(outer: Outer) -> IpAddr {
+    if outer.ipv6() {
+        PEER_IP6.into()
+    } else {
+        PEER_IP.into()
+    }
+}
 
 /// Outbound SPI of worker `w`'s tunnel.
 pub fn out_spi(w: usize) -> u32 {
@@ -79,10 +107,18 @@ fn sa_keys(suite: Suite, spi: u32) -> String {
 pub const REPLAY_WINDOW: u32 = 1024;
 
 /// The config text of the bench gateway for `suite` and `workers` tunnels
-/// with the given anti-replay window.
+/// with the given anti-replay window, the tunnels' ESP in the `outer` form.
 /// MTU 9000: a 1500-byte inner packet is encapsulated, not answered with
 /// "fragmentation needed" (the case measures ESP, not PMTU handling).
-pub fn config_text(suite: Suite, workers: usize, replay_window: u32) -> String {
+/// The IPv6 forms add an IPv6 address to the unprotected port and a static
+/// neighbor for the peer's (no ND), the IPv4 ones leave the config as it
+/// always was.
+pub fn config_text(suite: Suite, workers: usize, replay_window: u32, outer: Outer) -> String {
+    let unprot_address = if outer.ipv6() {
+        format!("[\"{GW_UNPROT_IP}/24\", \"{GW_UNPROT_IP6}/64\"]")
+    } else {
+        format!("\"{GW_UNPROT_IP}/24\"")
+    };
     let mut t = format!(
         r#"default_action = "discard"
 [gateway]
@@ -99,7 +135,7 @@ address = "{GW_PROT_IP}/24"
 name = "unprot"
 side = "unprotected"
 device = "net_null1"
-address = "{GW_UNPROT_IP}/24"
+address = {unprot_address}
 [[neighbor]]
 address = "{HOST_IP}"
 mac = "{host}"
@@ -112,13 +148,22 @@ port = "unprot"
         host = mac_text(HOST_MAC),
         peer = mac_text(PEER_MAC),
     );
+    if outer.ipv6() {
+        t.push_str(&format!(
+            "[[neighbor]]\naddress = \"{PEER_IP6}\"\nmac = \"{}\"\nport = \"unprot\"\n",
+            mac_text(PEER_MAC)
+        ));
+    }
+    let (local, remote) = (outer_local(outer), outer_remote(outer));
+    let encap = if outer.udp() { "udp" } else { "none" };
     for w in 0..workers {
         let far = far_host(w).octets();
         t.push_str(&format!(
             r#"[[tunnel]]
 name = "w{w}"
-local = "{GW_UNPROT_IP}"
-remote = "{PEER_IP}"
+local = "{local}"
+remote = "{remote}"
+encap = "{encap}"
 local_ts = ["10.1.0.0/24"]
 remote_ts = ["{}.{}.{}.0/24"]
 esp = "{}"
@@ -152,6 +197,8 @@ pub struct Gateway {
     pub net: Arc<Network>,
     /// The control plane's snapshot the workers read.
     pub tables: Arc<Tables>,
+    /// The tunnels' outer form.
+    pub outer: Outer,
     /// With `--persist-seq`: the SA state and its keeper thread, as in
     /// `espgw run` (stopped and removed on drop).
     persistence: Option<Persistence>,
@@ -185,34 +232,40 @@ impl Gateway {
         Self::build(suite, workers, false)
     }
 
-    /// Like [`Gateway::build`] with `tunnels` tunnels and anti-replay
-    /// window `replay_window` (0: off).
+    /// Like [`Gateway::new`] with the tunnels' ESP in the `outer` form.
+    pub fn with_outer(suite: Suite, workers: usize, outer: Outer) -> Result<Gateway, String> {
+        Self::build_with(suite, workers, REPLAY_WINDOW, false, outer)
+    }
+
+    /// Like [`Gateway::build`] with `tunnels` tunnels, anti-replay
+    /// window `replay_window` (0: off) and the tunnels' ESP in `outer`.
     pub fn build_with(
         suite: Suite,
         tunnels: usize,
         replay_window: u32,
         persist_seq: bool,
+        outer: Outer,
     ) -> Result<Gateway, String> {
         let host = HostFacts {
             cpus: tunnels.max(1),
             check_permissions: false,
         };
-        let text = config_text(suite, tunnels, replay_window);
+        let text = config_text(suite, tunnels, replay_window, outer);
         let (config, _warnings) = espgw_control::parse_str(Path::new("bench.toml"), text, &host)
             .map_err(|d| format!("bench gateway config rejected: {d:?}"))?;
-        Self::from_config(config, persist_seq)
+        Self::from_config(config, persist_seq, outer)
     }
 
     /// Like [`Gateway::new`]; with `persist_seq` the SAs are admitted
     /// through a fresh state directory and a running sequence keeper, as
     /// `espgw run` does, so the measurement includes their cost.
     pub fn build(suite: Suite, workers: usize, persist_seq: bool) -> Result<Gateway, String> {
-        Self::build_with(suite, workers, REPLAY_WINDOW, persist_seq)
+        Self::build_with(suite, workers, REPLAY_WINDOW, persist_seq, Outer::Esp4)
     }
 
-    fn from_config(config: Config, persist_seq: bool) -> Result<Gateway, String> {
+    fn from_config(config: Config, persist_seq: bool, outer: Outer) -> Result<Gateway, String> {
         if persist_seq {
-            return Self::persisted(config);
+            return Self::persisted(config, outer);
         }
         let net = Network::from_config(&config, &[GW_PROT_MAC, GW_UNPROT_MAC])
             .map_err(|e| format!("bench gateway tables: {e}"))?;
@@ -222,11 +275,12 @@ impl Gateway {
             config,
             net: Arc::new(net),
             tables: Arc::new(tables),
+            outer,
             persistence: None,
         })
     }
 
-    fn persisted(config: Config) -> Result<Gateway, String> {
+    fn persisted(config: Config, outer: Outer) -> Result<Gateway, String> {
         static N: AtomicU64 = AtomicU64::new(0);
         let dir = std::env::temp_dir().join(format!(
             "espgw-bench-state-{}-{}",
@@ -253,6 +307,7 @@ impl Gateway {
             net: Arc::new(net),
             tables: Arc::clone(manager.current()),
             config,
+            outer,
             persistence: Some(Persistence {
                 dir,
                 stop,
@@ -321,9 +376,12 @@ pub fn far_frame(w: usize) -> FrameAddrs {
     }
 }
 
-/// The tunnel's outer addresses, as the sink expects them.
-pub fn outer_ips() -> (IpAddr, IpAddr) {
-    (GW_UNPROT_IP.into(), PEER_IP.into())
+impl Gateway {
+    /// Our end of the tunnels: where the peer's ESP is addressed, the
+    /// inbound SAs' lookup key.
+    pub fn local(&self) -> IpAddr {
+        outer_local(self.outer)
+    }
 }
 
 #[cfg(test)]
@@ -342,6 +400,45 @@ mod tests {
             assert_eq!(gw.peer_outbound(1).spi, in_spi(1));
             assert_eq!(gw.peer_outbound(1).local, IpAddr::from(PEER_IP));
         }
+    }
+
+    #[test]
+    fn every_outer_form_compiles_into_tunnels_of_that_form() {
+        use espgw_esp::Encap;
+        for outer in Outer::ALL {
+            let gw = Gateway::with_outer(Suite::Aes128Gcm16, 2, outer)
+                .unwrap_or_else(|e| panic!("{}: {e}", outer.name()));
+            for w in 0..2 {
+                let (o, i) = (gw.outbound(w), gw.inbound(w));
+                assert_eq!(
+                    (o.local, o.remote, i.local),
+                    (outer_local(outer), outer_remote(outer), gw.local()),
+                    "{}",
+                    outer.name()
+                );
+                assert_eq!(o.local.is_ipv6(), outer.ipv6());
+                assert_eq!(
+                    o.encap,
+                    if outer.udp() {
+                        Encap::udp_4500()
+                    } else {
+                        Encap::None
+                    },
+                    "{}",
+                    outer.name()
+                );
+                let slot = gw.tables.sad.inbound(in_spi(w), gw.local());
+                assert!(
+                    slot.is_some(),
+                    "{}: inbound SA by its address",
+                    outer.name()
+                );
+            }
+        }
+        // The IPv4 forms leave the config as it was: no IPv6 anywhere.
+        let esp4 = config_text(Suite::Aes128Gcm16, 1, REPLAY_WINDOW, Outer::Esp4);
+        assert!(!esp4.contains("2001:db8"), "{esp4}");
+        assert!(esp4.contains("encap = \"none\""), "{esp4}");
     }
 
     #[test]

@@ -71,6 +71,67 @@ impl Direction {
     }
 }
 
+/// How the tunnels' ESP travels between the gateways (`--outer`): the
+/// tunnel's `encap` and the family of its `local`/`remote` addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Outer {
+    /// ESP over IPv4 (protocol 50): what the bench always measured.
+    #[default]
+    Esp4,
+    /// ESP in UDP 4500 over IPv4 (RFC 3948, `encap = "udp"`).
+    Udp4,
+    /// ESP over IPv6 (next header 50).
+    Esp6,
+    /// ESP in UDP 4500 over IPv6 (UDP checksum computed, RFC 8200 §8.1).
+    Udp6,
+}
+
+impl Outer {
+    pub const ALL: [Outer; 4] = [Outer::Esp4, Outer::Udp4, Outer::Esp6, Outer::Udp6];
+
+    /// The `--outer` value and the report's label.
+    pub fn name(self) -> &'static str {
+        match self {
+            Outer::Esp4 => "esp4",
+            Outer::Udp4 => "udp4",
+            Outer::Esp6 => "esp6",
+            Outer::Udp6 => "udp6",
+        }
+    }
+
+    /// In words, for the table header.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Outer::Esp4 => "ESP over IPv4 (protocol 50)",
+            Outer::Udp4 => "ESP in UDP 4500 over IPv4 (RFC 3948, UDP checksum 0)",
+            Outer::Esp6 => "ESP over IPv6 (next header 50)",
+            Outer::Udp6 => "ESP in UDP 4500 over IPv6 (RFC 3948, UDP checksum computed)",
+        }
+    }
+
+    pub fn ipv6(self) -> bool {
+        matches!(self, Outer::Esp6 | Outer::Udp6)
+    }
+
+    pub fn udp(self) -> bool {
+        matches!(self, Outer::Udp4 | Outer::Udp6)
+    }
+
+    /// Outer header bytes before the SPI: IPv4 20 or IPv6 40, plus 8 of UDP.
+    pub fn header_len(self) -> usize {
+        let ip = if self.ipv6() { 40 } else { 20 };
+        ip + if self.udp() { 8 } else { 0 }
+    }
+}
+
+/// `--outer`: esp4, udp4, esp6 or udp6.
+pub fn parse_outer(s: &str) -> Result<Outer, OptionError> {
+    Outer::ALL
+        .into_iter()
+        .find(|o| o.name() == s)
+        .ok_or_else(|| OptionError(format!("--outer: {s:?} (esp4, udp4, esp6 or udp6)")))
+}
+
 /// Everything `espgw bench` was asked for.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -94,6 +155,8 @@ pub struct Options {
     /// the tunnel's ESP and the decrypt fan-out spreads its decryption
     /// over every worker (the worker layer; docs/multicore.md).
     pub spread_decrypt: bool,
+    /// The tunnels' outer form (ESP or ESP in UDP, over IPv4 or IPv6).
+    pub outer: Outer,
     pub json: Option<PathBuf>,
     pub svg: Option<PathBuf>,
     /// The command line as typed, for the JSON report.
@@ -118,6 +181,7 @@ impl Default for Options {
             flows: DEFAULT_FLOWS,
             persist_seq: false,
             spread_decrypt: false,
+            outer: Outer::Esp4,
             json: None,
             svg: None,
             command: String::new(),
@@ -298,6 +362,21 @@ mod tests {
         assert!(check_flows(MAX_FLOWS + 1).is_err());
         assert_eq!(check_flows(1), Ok(1));
         assert_eq!(Options::default().flows, 64);
+    }
+
+    #[test]
+    fn outer_parses_the_four_forms_and_nothing_else() {
+        for o in Outer::ALL {
+            assert_eq!(parse_outer(o.name()), Ok(o));
+        }
+        assert_eq!(Options::default().outer, Outer::Esp4);
+        assert_eq!(
+            Outer::ALL.map(Outer::header_len),
+            [20, 28, 40, 48],
+            "IPv4, +UDP, IPv6, +UDP"
+        );
+        assert!(parse_outer("esp").is_err());
+        assert!(parse_outer("ESP4").is_err());
     }
 
     #[test]

@@ -12,6 +12,7 @@ use crate::flows::DST_PORT;
 
 pub const ETH_LEN: usize = 14;
 pub const IPV4_LEN: usize = 20;
+pub const IPV6_LEN: usize = 40;
 pub const UDP_LEN: usize = 8;
 /// Preamble + start delimiter (8), FCS (4) and inter-frame gap (12): what a
 /// frame costs on an Ethernet link beyond its header and payload.
@@ -51,6 +52,34 @@ pub fn checksum(bytes: &[u8]) -> u16 {
     !(sum as u16)
 }
 
+/// The Internet checksum of `parts` as if they were one byte string, 32
+/// bits at a time and without copying them together: what the sink checks
+/// the UDP checksum of ESP in UDP over IPv6 with (a pseudo-header and the
+/// whole packet, for every packet). Every part but the last must have an
+/// even length.
+pub fn checksum_parts(parts: &[&[u8]]) -> u16 {
+    // 2^16 = 1 (mod 0xffff): big-endian 32-bit words add up to the same
+    // ones' complement sum as their two 16-bit halves.
+    let mut sum: u64 = 0;
+    for part in parts {
+        let mut words = part.chunks_exact(4);
+        for w in &mut words {
+            sum += u64::from(u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
+        }
+        let rest = words.remainder();
+        if rest.len() >= 2 {
+            sum += u64::from(u16::from_be_bytes([rest[0], rest[1]]));
+        }
+        if rest.len() % 2 == 1 {
+            sum += u64::from(rest[rest.len() - 1]) << 8;
+        }
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
 /// An IPv4 + UDP packet of exactly `ip_len` bytes (no Ethernet), TTL 64,
 /// from UDP port `sport` to [`DST_PORT`], UDP checksum 0 (allowed over IPv4).
 pub fn ipv4_udp(ip_len: usize, src: Ipv4Addr, dst: Ipv4Addr, sport: u16) -> Vec<u8> {
@@ -78,12 +107,18 @@ pub fn ipv4_udp(ip_len: usize, src: Ipv4Addr, dst: Ipv4Addr, sport: u16) -> Vec<
     p
 }
 
-/// `ip` behind an Ethernet header (IPv4 ethertype).
+/// `ip` behind an Ethernet header: the IPv6 ethertype for an IPv6 packet
+/// (the outer forms esp6, udp6), else IPv4's.
 pub fn ethernet(addrs: &FrameAddrs, ip: &[u8]) -> Vec<u8> {
+    let ethertype: u16 = if ip.first().is_some_and(|b| b >> 4 == 6) {
+        0x86dd
+    } else {
+        0x0800
+    };
     let mut f = Vec::with_capacity(ETH_LEN + ip.len());
     f.extend_from_slice(&addrs.dst_mac);
     f.extend_from_slice(&addrs.src_mac);
-    f.extend_from_slice(&0x0800u16.to_be_bytes());
+    f.extend_from_slice(&ethertype.to_be_bytes());
     f.extend_from_slice(ip);
     f
 }
@@ -97,6 +132,25 @@ mod tests {
         // RFC 1071 section 3 example: the ones' complement sum is 0xddf2.
         let data = [0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7];
         assert_eq!(checksum(&data), !0xddf2);
+    }
+
+    #[test]
+    fn checksum_of_parts_is_the_checksum_of_their_concatenation() {
+        let data: Vec<u8> = (0..1500u32).map(|i| (i * 7919 % 251) as u8).collect();
+        for len in [0, 1, 2, 3, 5, 40, 41, 63, 1420, 1499] {
+            for cut in [0, 2, 16, 40] {
+                if cut > len {
+                    continue;
+                }
+                let (a, b) = data[..len].split_at(cut);
+                assert_eq!(
+                    checksum_parts(&[a, &data[..0], b]),
+                    checksum(&data[..len]),
+                    "{len} bytes cut at {cut}"
+                );
+            }
+        }
+        assert_eq!(checksum_parts(&[&[0xff; 64]]), 0);
     }
 
     #[test]

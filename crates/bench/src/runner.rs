@@ -13,7 +13,7 @@ use crate::case::CaseData;
 use crate::gateway::{self, Gateway};
 use crate::layers::{self, Ctx, Layer};
 use crate::machine::Machine;
-use crate::options::{self, Direction, Options, Size};
+use crate::options::{self, Direction, Options, Outer, Size};
 use crate::stats::{aggregate_rates, efficiency, merge, ratio_to_ceiling, Measured, Rates};
 
 /// Mbufs per worker pool: a burst in flight plus the mempool cache.
@@ -31,6 +31,8 @@ pub struct Row {
     pub workers: usize,
     /// Tunnels the workers carried (worker w: tunnel w % tunnels).
     pub tunnels: usize,
+    /// The tunnels' outer form.
+    pub outer: Outer,
     /// Anti-replay window of the tunnels (0: off; see [`replay_window`]).
     pub replay_window: u32,
     /// Distinct flows per worker.
@@ -155,6 +157,7 @@ pub fn run(opts: &Options) -> Result<Report, String> {
                         direction,
                         workers: n,
                         tunnels: options::tunnels_for(opts.tunnels, n),
+                        outer: opts.outer,
                         replay_window,
                         seconds: opts.seconds,
                         flows: opts.flows,
@@ -229,6 +232,7 @@ struct CaseSpec {
     direction: Direction,
     workers: usize,
     tunnels: usize,
+    outer: Outer,
     replay_window: u32,
     /// Measuring time per layer.
     seconds: f64,
@@ -262,6 +266,7 @@ fn run_case(
         spec.tunnels,
         spec.replay_window,
         spec.persist_seq,
+        spec.outer,
     )?;
     let barrier = Barrier::new(n);
     let rings = spec.spread.then(|| SpreadRings::<Mbuf>::new(n));
@@ -404,6 +409,7 @@ fn rows_of_case(
                 direction,
                 workers: n,
                 tunnels: spec.tunnels,
+                outer: spec.outer,
                 replay_window: spec.replay_window,
                 flows: spec.flows,
                 layer,

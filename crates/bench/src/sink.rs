@@ -3,22 +3,26 @@
 //! can measure a bug at full speed; every output is checked here (outside
 //! the timed region).
 //!
-//! * ESP out (encrypt): Ethernet to the peer, outer IPv4 from our address to
-//!   the peer's, protocol 50, the expected SPI, an outer length that one of
-//!   the case's inner sizes encapsulates to.
+//! * ESP out (encrypt): Ethernet to the peer, the outer form the case asked
+//!   for (`--outer`: the ethertype, IPv4 or IPv6, protocol 50 or UDP from
+//!   4500 to 4500 with the checksum the form calls for: 0 over IPv4, valid
+//!   over IPv6), from our address to the peer's, the expected SPI, an outer
+//!   length that one of the case's inner sizes encapsulates to. A frame in
+//!   another form than the case's fails with `wrong_outer_form`.
 //! * Plaintext out (decrypt): Ethernet to the host, the inner IPv4 header as
 //!   sent (addresses, length, TTL as expected, identification, flags,
 //!   protocol, valid checksum), a source address and UDP source port that
 //!   are one of the case's flows, the rest of the UDP header, and the
 //!   payload byte for byte.
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 
 use espgw_esp::{InboundSa, SaConfig, Verdict};
 use espgw_wire::{MacAddr, PacketBuf, VecBuf};
 
 use crate::flows::Flows;
-use crate::packets::{checksum, ETH_LEN, IPV4_LEN, UDP_LEN};
+use crate::options::Outer;
+use crate::packets::{checksum, checksum_parts, ETH_LEN, IPV4_LEN, IPV6_LEN, UDP_LEN};
 
 /// Why a packet failed the sink.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,6 +42,9 @@ pub enum Invalid {
     UnknownFlow,
     Rejected,
     PeerCannotDecrypt,
+    /// ESP, but not in the case's outer form (IPv4 for IPv6, ESP in UDP
+    /// for plain ESP or the reverse).
+    WrongOuter,
 }
 
 impl Invalid {
@@ -58,19 +65,42 @@ impl Invalid {
             Invalid::UnknownFlow => "unknown_flow",
             Invalid::Rejected => "rejected_by_stage",
             Invalid::PeerCannotDecrypt => "peer_cannot_decrypt",
+            Invalid::WrongOuter => "wrong_outer_form",
         }
     }
 }
 
+const ETHERTYPE_IPV4: [u8; 2] = [0x08, 0x00];
+const ETHERTYPE_IPV6: [u8; 2] = [0x86, 0xdd];
+
 /// Strips an Ethernet header after checking its MACs and IPv4 ethertype.
 pub fn check_ethernet(frame: &[u8], src: MacAddr, dst: MacAddr) -> Result<&[u8], Invalid> {
+    check_ethernet_of(frame, src, dst, false)
+}
+
+/// Strips an Ethernet header after checking its MACs and the ethertype of
+/// IPv6 (`ipv6`) or IPv4; the other IP version's is the wrong outer form.
+pub fn check_ethernet_of(
+    frame: &[u8],
+    src: MacAddr,
+    dst: MacAddr,
+    ipv6: bool,
+) -> Result<&[u8], Invalid> {
     if frame.len() < ETH_LEN {
         return Err(Invalid::Truncated);
     }
     if frame[0..6] != dst || frame[6..12] != src {
         return Err(Invalid::WrongMac);
     }
-    if frame[12..14] != [0x08, 0x00] {
+    let (want, other) = if ipv6 {
+        (ETHERTYPE_IPV6, ETHERTYPE_IPV4)
+    } else {
+        (ETHERTYPE_IPV4, ETHERTYPE_IPV6)
+    };
+    if frame[12..14] == other {
+        return Err(Invalid::WrongOuter);
+    }
+    if frame[12..14] != want {
         return Err(Invalid::NotIpv4);
     }
     Ok(&frame[ETH_LEN..])
@@ -102,27 +132,105 @@ fn check_ipv4(ip: &[u8], src: Option<Ipv4Addr>, dst: Ipv4Addr) -> Result<usize, 
 #[derive(Debug, Clone)]
 pub struct EspExpect {
     pub spi: u32,
-    pub src: Ipv4Addr,
-    pub dst: Ipv4Addr,
+    /// The outer form: IP version and ESP or ESP in UDP.
+    pub outer: Outer,
+    /// Outer source and destination, of `outer`'s family.
+    pub src: IpAddr,
+    pub dst: IpAddr,
     /// Outer IP lengths the case's inner sizes encapsulate to.
     pub outer_lens: Vec<usize>,
 }
 
-/// Checks an outer IPv4 ESP packet (no Ethernet).
+const IPPROTO_ESP: u8 = 50;
+const IPPROTO_UDP: u8 = 17;
+/// RFC 3948: ESP in UDP from and to the NAT-T port (the bench tunnels'
+/// `encap = "udp"`).
+const NAT_T_PORT: u16 = 4500;
+
+/// Checks an outer ESP packet (no Ethernet) in the form `e.outer` says.
 pub fn check_esp(ip: &[u8], e: &EspExpect) -> Result<(), Invalid> {
-    let total = check_ipv4(ip, Some(e.src), e.dst)?;
-    if ip[9] != 50 {
-        return Err(Invalid::NotEsp);
+    let version = ip.first().ok_or(Invalid::Truncated)? >> 4;
+    if version != if e.outer.ipv6() { 6 } else { 4 } {
+        return Err(if version == 4 || version == 6 {
+            Invalid::WrongOuter
+        } else {
+            Invalid::NotIpv4
+        });
     }
-    if ip.len() < IPV4_LEN + 8 {
+    let (total, protocol, ip_len) = match (e.src, e.dst) {
+        (IpAddr::V4(src), IpAddr::V4(dst)) => (check_ipv4(ip, Some(src), dst)?, ip[9], IPV4_LEN),
+        (IpAddr::V6(src), IpAddr::V6(dst)) => {
+            if ip.len() < IPV6_LEN {
+                return Err(Invalid::Truncated);
+            }
+            let total = IPV6_LEN + usize::from(u16::from_be_bytes([ip[4], ip[5]]));
+            if total != ip.len() {
+                return Err(Invalid::WrongLength);
+            }
+            if ip[8..24] != src.octets() || ip[24..40] != dst.octets() {
+                return Err(Invalid::WrongAddress);
+            }
+            (total, ip[6], IPV6_LEN)
+        }
+        _ => return Err(Invalid::WrongAddress),
+    };
+    let want = if e.outer.udp() {
+        IPPROTO_UDP
+    } else {
+        IPPROTO_ESP
+    };
+    if protocol != want {
+        return Err(if protocol == IPPROTO_UDP || protocol == IPPROTO_ESP {
+            Invalid::WrongOuter
+        } else {
+            Invalid::NotEsp
+        });
+    }
+    if e.outer.udp() {
+        check_nat_t(ip, ip_len, e)?;
+    }
+    let at = e.outer.header_len();
+    if ip.len() < at + 8 {
         return Err(Invalid::Truncated);
     }
-    let spi = u32::from_be_bytes([ip[20], ip[21], ip[22], ip[23]]);
+    let spi = u32::from_be_bytes([ip[at], ip[at + 1], ip[at + 2], ip[at + 3]]);
     if spi != e.spi {
         return Err(Invalid::WrongSpi);
     }
     if !e.outer_lens.contains(&total) {
         return Err(Invalid::WrongLength);
+    }
+    Ok(())
+}
+
+/// The UDP header of ESP in UDP at `ip[at..]`: 4500 to 4500, the length to
+/// the end of the packet, checksum 0 over IPv4 (RFC 3948 §2.1, what the
+/// gateway sends) and valid over IPv6 (RFC 8200 §8.1).
+fn check_nat_t(ip: &[u8], at: usize, e: &EspExpect) -> Result<(), Invalid> {
+    if ip.len() < at + UDP_LEN {
+        return Err(Invalid::Truncated);
+    }
+    let udp = &ip[at..];
+    let port = |i: usize| u16::from_be_bytes([udp[i], udp[i + 1]]);
+    if port(0) != NAT_T_PORT || port(2) != NAT_T_PORT {
+        return Err(Invalid::NotEsp);
+    }
+    if usize::from(port(4)) != udp.len() {
+        return Err(Invalid::WrongLength);
+    }
+    let ok = match (e.src, e.dst) {
+        (IpAddr::V6(src), IpAddr::V6(dst)) => {
+            // Pseudo-header (RFC 8200 §8.1) + UDP header and payload sum to
+            // 0xffff when the checksum is right; 0 is not allowed.
+            let len = (udp.len() as u32).to_be_bytes();
+            let next = [0, 0, 0, IPPROTO_UDP];
+            let parts: [&[u8]; 5] = [&src.octets(), &dst.octets(), &len, &next, udp];
+            port(6) != 0 && checksum_parts(&parts) == 0
+        }
+        _ => port(6) == 0,
+    };
+    if !ok {
+        return Err(Invalid::BadChecksum);
     }
     Ok(())
 }
@@ -288,8 +396,9 @@ mod tests {
     fn esp_expect() -> EspExpect {
         EspExpect {
             spi: 0x1000,
-            src: Ipv4Addr::new(192, 0, 2, 1),
-            dst: Ipv4Addr::new(192, 0, 2, 2),
+            outer: Outer::Esp4,
+            src: Ipv4Addr::new(192, 0, 2, 1).into(),
+            dst: Ipv4Addr::new(192, 0, 2, 2).into(),
             outer_lens: vec![120],
         }
     }
@@ -306,12 +415,19 @@ mod tests {
             check_esp(&esp_packet(0x1000, 136), &e),
             Err(Invalid::WrongLength)
         );
+        let mut tcp = esp_packet(0x1000, 120);
+        tcp[9] = 6;
+        tcp[10..12].fill(0);
+        let sum = checksum(&tcp[..20]);
+        tcp[10..12].copy_from_slice(&sum.to_be_bytes());
+        assert_eq!(check_esp(&tcp, &e), Err(Invalid::NotEsp));
+        // UDP where the case sends plain ESP: the other outer form.
         let mut udp = esp_packet(0x1000, 120);
         udp[9] = 17;
         udp[10..12].fill(0);
         let sum = checksum(&udp[..20]);
         udp[10..12].copy_from_slice(&sum.to_be_bytes());
-        assert_eq!(check_esp(&udp, &e), Err(Invalid::NotEsp));
+        assert_eq!(check_esp(&udp, &e), Err(Invalid::WrongOuter));
         let mut bad = esp_packet(0x1000, 120);
         bad[15] ^= 1;
         assert_eq!(check_esp(&bad, &e), Err(Invalid::WrongAddress));

@@ -68,7 +68,14 @@ fn one_tunnel_on_two_workers_validates_every_packet() {
 /// check SPI and shape). Needs no DPDK.
 #[test]
 fn the_shared_tunnel_is_one_outbound_sa() {
-    let gw = espgw_bench::gateway::Gateway::build_with(Suite::Aes128Gcm16, 1, 0, false).unwrap();
+    let gw = espgw_bench::gateway::Gateway::build_with(
+        Suite::Aes128Gcm16,
+        1,
+        0,
+        false,
+        espgw_bench::options::Outer::Esp4,
+    )
+    .unwrap();
     let sas: Vec<&std::sync::Arc<OutboundSa>> =
         gw.tables.tunnels().filter_map(|e| e.out.as_ref()).collect();
     assert_eq!(sas.len(), 1);

@@ -72,6 +72,11 @@ pub enum Command {
         /// (the worker layer's decrypt rows; docs/multicore.md).
         #[arg(long)]
         spread_decrypt: bool,
+        /// The tunnels' outer form: ESP over IPv4 (esp4), ESP in UDP 4500
+        /// over IPv4 (udp4), ESP over IPv6 (esp6), ESP in UDP 4500 over
+        /// IPv6 (udp6); every case and layer runs with it.
+        #[arg(long, value_enum, default_value_t = Outer::Esp4)]
+        outer: Outer,
         /// Write every number, the raw counts, the machine and the command as JSON.
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
@@ -182,6 +187,15 @@ pub enum Direction {
     Both,
 }
 
+/// `espgw bench --outer`: the names crates/bench parses.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outer {
+    Esp4,
+    Udp4,
+    Esp6,
+    Udp6,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -214,5 +228,27 @@ mod tests {
         }
         assert!(Cli::try_parse_from(["espgw", "check"]).is_err());
         assert!(Cli::try_parse_from(["espgw", "bench", "--direction", "sideways"]).is_err());
+        assert!(Cli::try_parse_from(["espgw", "bench", "--outer", "gre"]).is_err());
+    }
+
+    #[test]
+    fn bench_outer_names_are_the_ones_the_bench_parses() {
+        for v in Outer::value_variants() {
+            let name = v.to_possible_value().unwrap().get_name().to_string();
+            let parsed = espgw_bench::options::parse_outer(&name)
+                .unwrap_or_else(|e| panic!("--outer {name}: {e}"));
+            assert_eq!(parsed.name(), name);
+            let line = ["espgw", "bench", "--outer", name.as_str()];
+            assert!(Cli::try_parse_from(line).is_ok(), "{line:?}");
+        }
+        assert_eq!(
+            Outer::value_variants().len(),
+            espgw_bench::options::Outer::ALL.len()
+        );
+        let Command::Bench { outer, .. } = Cli::try_parse_from(["espgw", "bench"]).unwrap().command
+        else {
+            panic!("not bench");
+        };
+        assert_eq!(outer, Outer::Esp4, "the default");
     }
 }

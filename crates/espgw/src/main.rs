@@ -45,6 +45,7 @@ fn main() -> ExitCode {
             flows,
             persist_seq,
             spread_decrypt,
+            outer,
             json,
             svg,
         } => espgw_bench::cli::exit_code(&espgw_bench::cli::Args {
@@ -58,6 +59,7 @@ fn main() -> ExitCode {
             flows,
             persist_seq,
             spread_decrypt,
+            outer: clap::ValueEnum::to_possible_value(&outer).map(|v| v.get_name().to_string()),
             json,
             svg,
         }),

@@ -13,7 +13,6 @@ use espgw_wire::PacketBuf;
 use super::{free_bulk, record_burst, tsc, BurstCycles, Ctx, Step};
 use crate::generator::{Generator, Template, BURST};
 use crate::options::Direction;
-use crate::packets::IPV4_LEN;
 use crate::sink::{check_inner, Invalid};
 use crate::stats::Measured;
 
@@ -46,6 +45,8 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
     let gw_cfg_in = ctx.gateway.inbound(case.tunnel);
     let suite = case.suite;
     let payload_at = 8 + suite.iv_len();
+    // The peer's packets in the case's outer form: ESP starts after it.
+    let esp_at = case.esp_expect.outer.header_len();
     let (templates, c): (Vec<Template>, Box<dyn EspCipher>) = match case.direction {
         Direction::Encrypt => (
             case.inner
@@ -61,7 +62,7 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
             case.esp
                 .iter()
                 .map(|t| Template {
-                    bytes: t.bytes[IPV4_LEN..].to_vec(),
+                    bytes: t.bytes[esp_at..].to_vec(),
                     ..t.clone()
                 })
                 .collect(),
@@ -138,6 +139,43 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The cipher layer's decrypt input: the peer's packets with the outer
+    /// form's header cut off. Opens with the gateway's inbound key into the
+    /// packets the far host sent, in every form.
+    #[test]
+    fn decrypt_input_opens_after_the_outer_header_of_every_form() {
+        use crate::case::CaseData;
+        use crate::gateway::Gateway;
+        use crate::options::{Outer, Size};
+        for outer in Outer::ALL {
+            let gw = Gateway::with_outer(Suite::Aes128Gcm16, 1, outer).unwrap();
+            let case = CaseData::new(
+                &gw,
+                Suite::Aes128Gcm16,
+                Size::Fixed(64),
+                Direction::Decrypt,
+                0,
+                1,
+                4,
+            )
+            .unwrap();
+            let c = cipher(&gw.inbound(0)).unwrap();
+            let at = case.esp_expect.outer.header_len();
+            let payload_at = 8 + Suite::Aes128Gcm16.iv_len();
+            for t in case.esp.iter().take(8) {
+                let mut esp = t.bytes[at..].to_vec();
+                assert!(c.open(&mut esp, t.seq, false).is_ok(), "{}", outer.name());
+                let inner = &esp[payload_at..payload_at + t.inner_len];
+                assert_eq!(
+                    check_inner(inner, &case.inner_expect),
+                    Ok(()),
+                    "{}",
+                    outer.name()
+                );
+            }
+        }
+    }
 
     #[test]
     fn esp_plaintext_is_aligned_with_rfc4303_padding() {

@@ -87,7 +87,7 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
                 let tables = &ctx.gateway.tables;
                 let (_, _, sa) = tables
                     .sad
-                    .inbound(gateway::in_spi(t), gateway::GW_UNPROT_IP.into())
+                    .inbound(gateway::in_spi(t), ctx.gateway.local())
                     .and_then(|i| tables.inbound_sa(i))
                     .ok_or("bench gateway: no inbound SA for the shared tunnel")?;
                 Arc::clone(sa)

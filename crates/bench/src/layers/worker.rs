@@ -18,7 +18,9 @@ use super::{free_bulk, record_burst, tsc, BurstCycles, Ctx, Step, PEER_CHECK_EVE
 use crate::gateway::{self, PROTECTED, UNPROTECTED};
 use crate::generator::{Generator, BURST};
 use crate::options::Direction;
-use crate::sink::{check_esp, check_ethernet, check_inner, Invalid, PeerDecrypt};
+use crate::sink::{
+    check_esp, check_ethernet, check_ethernet_of, check_inner, Invalid, PeerDecrypt,
+};
 use crate::stats::Measured;
 
 /// The worker's buffer source for packets it originates (ARP/ND; none in
@@ -79,7 +81,7 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
     let tables = &ctx.gateway.tables;
     let (_, _, inbound) = tables
         .sad
-        .inbound(gateway::in_spi(t), gateway::GW_UNPROT_IP.into())
+        .inbound(gateway::in_spi(t), ctx.gateway.local())
         .and_then(|i| tables.inbound_sa(i))
         .ok_or("bench gateway: no inbound SA for the worker's SPI")?;
     let inbound = std::sync::Arc::clone(inbound);
@@ -150,7 +152,12 @@ fn check_frame(
     }
     match case.direction {
         Direction::Encrypt => {
-            let ip = check_ethernet(frame.data(), gateway::GW_UNPROT_MAC, gateway::PEER_MAC)?;
+            let ip = check_ethernet_of(
+                frame.data(),
+                gateway::GW_UNPROT_MAC,
+                gateway::PEER_MAC,
+                case.esp_expect.outer.ipv6(),
+            )?;
             check_esp(ip, &case.esp_expect)?;
             peer.map_or(Ok(()), |p| p.check(ip))
         }

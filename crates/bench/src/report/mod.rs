@@ -33,6 +33,7 @@ mod tests {
             direction: Direction::Encrypt,
             workers: 1,
             tunnels: 1,
+            outer: crate::options::Outer::Esp4,
             replay_window: 1024,
             flows: 64,
             layer,

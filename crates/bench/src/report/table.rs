@@ -46,6 +46,12 @@ pub fn render(report: &Report) -> String {
         crate::flows::FIRST_PORT,
         crate::flows::DST_PORT,
     );
+    let _ = writeln!(
+        s,
+        "outer form {}: {}\n",
+        report.options.outer.name(),
+        report.options.outer.describe()
+    );
     if let Some(t) = report.options.tunnels {
         let _ = writeln!(
             s,
