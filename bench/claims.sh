@@ -672,6 +672,39 @@ for tag, name in [("fast", "`V4Meta` through classification, flow cache and sele
         cells.append("%d -> %d (%+d; cipher %+d)" % (wb, wa, wa - wb, cd))
     claim("docs/benchmarks.md", "| %s | 4+4 | %s |" % (name, " | ".join(cells)))
 
+# --- decrypt path, session 7 second part (issue 14, Zen 5): locate_esp_v4, p50 ---
+def s7d_rows(tag, n=4):
+    rows = {}
+    for i in range(1, n + 1):
+        for r in load("epyc-zen5-2vcpu-2026-12-02-s7-dec-%s-%d.json" % (tag, i))["results"]:
+            rows.setdefault((str(r["size"]), r["direction"], r["layer"]), []).append(
+                round(r["cycles_per_packet_p50"]))
+    return rows
+
+
+s7db, s7da = s7d_rows("locate-base"), s7d_rows("locate-try")
+for n in ("64", "1420"):
+    for layer in ("cipher", "engine", "worker"):
+        mb, ma = s6_med(s7db, n, "decrypt", layer), s6_med(s7da, n, "decrypt", layer)
+        claim("docs/benchmarks.md", "| %s | %s | %d (%s) | %d (%s) | %+d |" % (
+            n, layer, mb, ", ".join(map(str, s7db[(n, "decrypt", layer)])), ma,
+            ", ".join(map(str, s7da[(n, "decrypt", layer)])), ma - mb))
+_d = {(l, t): s6_med(r, "64", "decrypt", l) for l in ("cipher", "engine", "worker")
+      for t, r in (("b", s7db), ("a", s7da))}
+claim("docs/benchmarks.md", "At 64 B the worker layer now adds %d cycles over the cipher layer decrypting "
+      "in these runs (%d before); the engine %d (%d before)" % (
+          _d[("worker", "a")] - _d[("cipher", "a")], _d[("worker", "b")] - _d[("cipher", "b")],
+          _d[("engine", "a")] - _d[("cipher", "a")], _d[("engine", "b")] - _d[("cipher", "b")]))
+for tag, name in [("ver", "`Forward::packet`: the IPv6 test only on `parse_v4_fast`'s refusal")]:
+    b, a = s7d_rows(tag + "-base"), s7d_rows(tag + "-try")
+    cells = []
+    for n in ("64", "1420"):
+        wb, wa = s6_med(b, n, "decrypt", "worker"), s6_med(a, n, "decrypt", "worker")
+        ed = s6_med(a, n, "decrypt", "engine") - s6_med(b, n, "decrypt", "engine")
+        cd = s6_med(a, n, "decrypt", "cipher") - s6_med(b, n, "decrypt", "cipher")
+        cells.append("%d -> %d (%+d; engine %+d; cipher %+d)" % (wb, wa, wa - wb, ed, cd))
+    claim("docs/benchmarks.md", "| %s | 4+4 | %s |" % (name, " | ".join(cells)))
+
 # --- withdrawn: sentences the data contradicted, which must not come back ----
 # (a merge of an older branch would bring them back silently otherwise)
 WITHDRAWN = [
