@@ -10,7 +10,6 @@
 
 use core::arch::x86_64::*;
 
-use subtle::ConstantTimeEq;
 use zeroize::Zeroize;
 
 use super::aes::{self, RoundKeys};
@@ -188,16 +187,19 @@ fn tag(s: __m128i, ek_j0: __m128i) -> [u8; TAG_LEN] {
     out
 }
 
-/// Constant-time tag check: the difference is folded into one u64 and
-/// compared with subtle (a byte-slice `ct_eq` costs more than a 64-byte
-/// packet's whole GHASH).
+/// Constant-time tag check: the difference is folded into one u64 without
+/// branches (a byte-slice `ct_eq` costs more than a 64-byte packet's whole
+/// GHASH), then compared with 0 once: a single word has no early exit to
+/// leak where the tags differ, and only the verdict (public: the packet is
+/// dropped or not) decides the branch. subtle's `ct_eq` of the word did the
+/// same through an out-of-line call on every packet.
 #[target_feature(enable = "aes,pclmulqdq,avx")]
 #[inline]
 fn tags_match(computed: __m128i, expected: &[u8; TAG_LEN]) -> bool {
     let (lo, hi) = block::lanes(computed);
     let (want_lo, want_hi) = block::halves(expected);
     let diff = (lo ^ want_lo) | (hi ^ want_hi);
-    bool::from(diff.ct_eq(&0))
+    diff == 0
 }
 
 fn ghash_blocks(aad: &[u8], ct_len: usize) -> usize {
