@@ -189,9 +189,9 @@ fn tag(s: __m128i, ek_j0: __m128i) -> [u8; TAG_LEN] {
 
 /// Constant-time tag check: the difference is folded into one u64 without
 /// branches (a byte-slice `ct_eq` costs more than a 64-byte packet's whole
-/// GHASH), then compared with 0 once: a single word has no early exit to
-/// leak where the tags differ, and only the verdict (public: the packet is
-/// dropped or not) decides the branch. subtle's `ct_eq` of the word did the
+/// GHASH), then compared with 0 once, the word hidden from the optimizer:
+/// no early exit to leak where the tags differ, and only the verdict
+/// (public: the packet is dropped or not) decides the branch. subtle's `ct_eq` of the word did the
 /// same through an out-of-line call on every packet.
 #[target_feature(enable = "aes,pclmulqdq,avx")]
 #[inline]
@@ -199,7 +199,10 @@ fn tags_match(computed: __m128i, expected: &[u8; TAG_LEN]) -> bool {
     let (lo, hi) = block::lanes(computed);
     let (want_lo, want_hi) = block::halves(expected);
     let diff = (lo ^ want_lo) | (hi ^ want_hi);
-    diff == 0
+    // Opaque to the optimizer: `(a ^ b) | (c ^ d) == 0` may otherwise be
+    // rewritten as `a == b && c == d`, a branch on the first half alone
+    // (an early exit that would tell a forger whether 8 tag bytes matched).
+    core::hint::black_box(diff) == 0
 }
 
 fn ghash_blocks(aad: &[u8], ct_len: usize) -> usize {
