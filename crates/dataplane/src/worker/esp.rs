@@ -2,7 +2,7 @@
 //! burst, once [`Classify`](super::classify::Classify) has staged the
 //! burst's packets by SA.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 
 use espgw_control::tables::{SaIndex, Tables, TunnelEntry, TunnelId};
@@ -136,15 +136,53 @@ pub(super) struct EspIn<B> {
     pub(super) spread: Option<Spread<B>>,
 }
 
+/// The inbound selector check of the last address pair, per family: a
+/// burst of one SA is mostly one or a few host pairs, and the prefix scans
+/// per packet showed in the profile (docs/benchmarks.md, "Where the cycles
+/// go"). Used by the owner's path ([`Forward`]) and a fan-out helper's
+/// (spread.rs), one per burst or part.
+#[derive(Default)]
+pub(super) struct SelectorMemo {
+    /// IPv4 (the fast path), on integers.
+    v4: Option<(u32, u32, bool)>,
+    v6: Option<(IpAddr, IpAddr, bool)>,
+}
+
+impl SelectorMemo {
+    /// Does the IPv4 pair `src -> dst` lie inside `tunnel`'s selectors?
+    #[inline]
+    pub(super) fn inside_v4(&mut self, tunnel: &TunnelEntry, src: u32, dst: u32) -> bool {
+        match self.v4 {
+            Some((s, d, inside)) if s == src && d == dst => inside,
+            _ => {
+                let inside = tunnel.inbound_matches(
+                    IpAddr::from(Ipv4Addr::from(src)),
+                    IpAddr::from(Ipv4Addr::from(dst)),
+                );
+                self.v4 = Some((src, dst, inside));
+                inside
+            }
+        }
+    }
+
+    /// The same for a pair of any family (IPv6 in practice).
+    #[inline]
+    pub(super) fn inside(&mut self, tunnel: &TunnelEntry, src: IpAddr, dst: IpAddr) -> bool {
+        match self.v6 {
+            Some((s, d, inside)) if s == src && d == dst => inside,
+            _ => {
+                let inside = tunnel.inbound_matches(src, dst);
+                self.v6 = Some((src, dst, inside));
+                inside
+            }
+        }
+    }
+}
+
 /// The selector check and forwarding of one decrypted packet.
 struct Forward<'a> {
     tunnel: &'a TunnelEntry,
-    /// The selector check of the last address pair: a burst of one SA is
-    /// mostly one or a few host pairs, and the prefix scans per packet
-    /// showed in the profile (docs/benchmarks.md, "Where the cycles go").
-    last_pair: Option<(IpAddr, IpAddr, bool)>,
-    /// The same for IPv4 packets (the IPv4 fast path), on integers.
-    last_v4: Option<(u32, u32, bool)>,
+    memo: SelectorMemo,
 }
 
 impl<'a> Forward<'a> {
@@ -152,8 +190,7 @@ impl<'a> Forward<'a> {
     fn new(tunnel: &'a TunnelEntry) -> Self {
         Forward {
             tunnel,
-            last_pair: None,
-            last_v4: None,
+            memo: SelectorMemo::default(),
         }
     }
 
@@ -185,15 +222,7 @@ impl<'a> Forward<'a> {
                 return;
             }
         };
-        let inside = match self.last_v4 {
-            Some((src, dst, inside)) if src == v.src && dst == v.dst => inside,
-            _ => {
-                let inside = tunnel.inbound_matches(v.src_addr(), v.dst_addr());
-                self.last_v4 = Some((v.src, v.dst, inside));
-                inside
-            }
-        };
-        if !inside {
+        if !self.memo.inside_v4(tunnel, v.src, v.dst) {
             core.counters.tunnel(tunnel.id.0).in_policy_mismatch += 1;
             core.drop_pkt(pkt, DropReason::PolicyMismatch, Some(port));
             return;
@@ -239,15 +268,7 @@ impl<'a> Forward<'a> {
                 return;
             }
         };
-        let inside = match self.last_pair {
-            Some((src, dst, inside)) if src == m.src && dst == m.dst => inside,
-            _ => {
-                let inside = tunnel.inbound_matches(m.src, m.dst);
-                self.last_pair = Some((m.src, m.dst, inside));
-                inside
-            }
-        };
-        if !inside {
+        if !self.memo.inside(tunnel, m.src, m.dst) {
             core.counters.tunnel(tunnel.id.0).in_policy_mismatch += 1;
             core.drop_pkt(pkt, DropReason::PolicyMismatch, Some(port));
             return;

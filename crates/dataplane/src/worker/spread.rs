@@ -49,6 +49,7 @@ use espgw_control::tables::{SaIndex, Tables, TunnelEntry, TunnelId};
 use espgw_esp::Verdict;
 use espgw_wire::{ethernet, ethertype, ip_protocol, tcp, MacAddr, PacketBuf};
 
+use super::esp::SelectorMemo;
 use crate::ip::{decrement_ttl, parse_ip, parse_v4_fast};
 use crate::neighbor::Neighbors;
 use crate::network::Network;
@@ -202,7 +203,7 @@ impl<B: PacketBuf> Job<B> {
         };
         // No lock: any number of workers decrypt for one SA at once.
         sa.decap_burst(&mut self.pkts, &mut self.verdicts, self.now);
-        let mut memo = PairMemo::default();
+        let mut memo = SelectorMemo::default();
         for (pkt, verdict) in self.pkts.iter_mut().zip(&self.verdicts) {
             let o = match *verdict {
                 Verdict::Drop(r) => Outcome::Drop(DropReason::from_esp(r)),
@@ -211,13 +212,6 @@ impl<B: PacketBuf> Job<B> {
             self.outcomes.push(o);
         }
     }
-}
-
-/// The selector check of the last address pair of a part, per family.
-#[derive(Default)]
-struct PairMemo {
-    v4: Option<(u32, u32, bool)>,
-    v6: Option<(IpAddr, IpAddr, bool)>,
 }
 
 /// The forwarding of one decrypted packet as `Forward::packet` does it
@@ -231,7 +225,7 @@ fn finish<B: PacketBuf>(
     neighbors: &mut Neighbors<B>,
     hop_cache: &mut Option<Hop>,
     tunnel: &TunnelEntry,
-    memo: &mut PairMemo,
+    memo: &mut SelectorMemo,
     pkt: &mut B,
 ) -> Outcome {
     if pkt.data().first().is_some_and(|b| b >> 4 == 6) {
@@ -241,15 +235,7 @@ fn finish<B: PacketBuf>(
         Ok(v) => v,
         Err(r) => return Outcome::Drop(r),
     };
-    let inside = match memo.v4 {
-        Some((src, dst, inside)) if src == v.src && dst == v.dst => inside,
-        _ => {
-            let inside = tunnel.inbound_matches(v.src_addr(), v.dst_addr());
-            memo.v4 = Some((v.src, v.dst, inside));
-            inside
-        }
-    };
-    if !inside {
+    if !memo.inside_v4(tunnel, v.src, v.dst) {
         return Outcome::Drop(DropReason::PolicyMismatch);
     }
     if v.ttl <= 1 || net.is_local_v4(v.dst) {
@@ -268,22 +254,14 @@ fn finish_v6<B: PacketBuf>(
     neighbors: &mut Neighbors<B>,
     hop_cache: &mut Option<Hop>,
     tunnel: &TunnelEntry,
-    memo: &mut PairMemo,
+    memo: &mut SelectorMemo,
     pkt: &mut B,
 ) -> Outcome {
     let m = match parse_ip(pkt) {
         Ok(m) => m,
         Err(r) => return Outcome::Drop(r),
     };
-    let inside = match memo.v6 {
-        Some((src, dst, inside)) if src == m.src && dst == m.dst => inside,
-        _ => {
-            let inside = tunnel.inbound_matches(m.src, m.dst);
-            memo.v6 = Some((m.src, m.dst, inside));
-            inside
-        }
-    };
-    if !inside {
+    if !memo.inside(tunnel, m.src, m.dst) {
         return Outcome::Drop(DropReason::PolicyMismatch);
     }
     if m.ttl <= 1 || net.is_local(m.dst) {
