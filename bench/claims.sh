@@ -443,46 +443,44 @@ for kind in ["before", "after"]:
         claim("docs/benchmarks.md", "| %s | %s B | %.2f-%.2f Mpps | %.2f-%.2f Mpps | %.2f-%.2f (median %.2f) | %.2f-%.2f |" % (
             kind, size, min(e), max(e), min(s), max(s), min(q), max(q), med(q), min(w), max(w)))
 
-# --- ipsec-secgw both directions, session 6 (decrypt 5 rounds, encrypt 3) ------
+# --- ipsec-secgw both directions, sessions 6 and 7: one table row per file ----
+def secgw_row(name, label, size):
+    """Checks the docs/benchmarks.md row of one secgw-vs-run.sh result file
+    (every round: espgw TX == RX with no drop, secgw 0 dropped); returns the
+    per-round per-CPU-second ratios."""
+    rs = load(name)["rounds"]
+    assert all(r["espgw"]["packets"] == r["espgw"]["rx_packets"] and not r["espgw"]["drops"]
+               and r["secgw"]["dropped_total"] == 0 for r in rs), name
+    e = [r["espgw"]["mpps_per_cpu_s"] for r in rs]
+    s = [r["secgw"]["mpps_per_cpu_s"] for r in rs]
+    q = [r["ratio_per_cpu_s"] for r in rs]
+    w = [r["ratio_wall"] for r in rs]
+    ld = [float(r["loadavg"][0]) for r in rs]
+    mr = lambda v: "%.2f-%.2f (median %.2f)" % (min(v), max(v), med(v))
+    claim("docs/benchmarks.md", "| %s | %s B | %s Mpps | %s Mpps | %s | %s | %.2f-%.2f |" % (
+        label, size, mr(e), mr(s), mr(q), mr(w), min(ld), max(ld)))
+    return q
+
+
+# Session 6 (decrypt 5 rounds, encrypt 3).
 s6 = {}
 for d, tag in (("decrypt", "decrypt"), ("encrypt", "encrypt-again"), ("decrypt, repeat", "decrypt-repeat")):
     for size in ["64", "1420"]:
-        rs = load("epyc-zen5-2vcpu-2026-12-02-s6-secgw-%s-%s.json" % (tag, size))["rounds"]
-        assert all(r["espgw"]["packets"] == r["espgw"]["rx_packets"] and not r["espgw"]["drops"]
-                   and r["secgw"]["dropped_total"] == 0 for r in rs), (d, size)
-        e = [r["espgw"]["mpps_per_cpu_s"] for r in rs]
-        s = [r["secgw"]["mpps_per_cpu_s"] for r in rs]
-        q = [r["ratio_per_cpu_s"] for r in rs]
-        w = [r["ratio_wall"] for r in rs]
-        ld = [float(r["loadavg"][0]) for r in rs]
-        s6[(d, size)] = med(q)
-        mr = lambda v: "%.2f-%.2f (median %.2f)" % (min(v), max(v), med(v))
-        claim("docs/benchmarks.md", "| %s | %s B | %s Mpps | %s Mpps | %s | %s | %.2f-%.2f |" % (
-            d, size, mr(e), mr(s), mr(q), mr(w), min(ld), max(ld)))
+        s6[(d, size)] = med(secgw_row("epyc-zen5-2vcpu-2026-12-02-s6-secgw-%s-%s.json" % (tag, size), d, size))
 claim("docs/benchmarks.md", "(medians %.2f at 64 B and %.2f at 1420 B), and encrypt in the same window level to "
       "slightly ahead (%.2f and %.2f)" % (s6[("decrypt", "64")], s6[("decrypt", "1420")],
                                          s6[("encrypt", "64")], s6[("encrypt", "1420")]))
 claim("docs/benchmarks.md", "1420 B repeats its median (%.2f against %.2f); 64 B does not (%.2f against %.2f" % (
     s6[("decrypt, repeat", "1420")], s6[("decrypt", "1420")], s6[("decrypt, repeat", "64")], s6[("decrypt", "64")]))
 
-# --- ipsec-secgw both directions, session 7, quiet machine (3 rounds each) -----
-for d, tag, label in [(d, t, d + l) for t, l in (("s7", ""), ("s7b", ", after the decrypt trims"))
-                      for d in ("encrypt", "decrypt")]:
-    for size in ["64", "1420"]:
-        rs = load("epyc-zen5-2vcpu-2026-12-02-%s-secgw-%s-%s.json" % (tag, d, size))["rounds"]
-        assert all(r["espgw"]["packets"] == r["espgw"]["rx_packets"] and not r["espgw"]["drops"]
-                   and r["secgw"]["dropped_total"] == 0 for r in rs), (d, size)
-        e = [r["espgw"]["mpps_per_cpu_s"] for r in rs]
-        s = [r["secgw"]["mpps_per_cpu_s"] for r in rs]
-        q = [r["ratio_per_cpu_s"] for r in rs]
-        w = [r["ratio_wall"] for r in rs]
-        ld = [float(r["loadavg"][0]) for r in rs]
-        mr = lambda v: "%.2f-%.2f (median %.2f)" % (min(v), max(v), med(v))
-        claim("docs/benchmarks.md", "| %s | %s B | %s Mpps | %s Mpps | %s | %s | %.2f-%.2f |" % (
-            label, size, mr(e), mr(s), mr(q), mr(w), min(ld), max(ld)))
-        if size == "64" and tag == "s7":
-            claim("docs/benchmarks.md", "%.2f-%.2fx %s" % (
-                min(q), max(q), "encrypt" if d == "encrypt" else "decrypt at 64 B"))
+# Session 7, quiet machine (3 rounds each), before and after the decrypt trims.
+for tag, suffix in (("s7", ""), ("s7b", ", after the decrypt trims")):
+    for d in ("encrypt", "decrypt"):
+        for size in ["64", "1420"]:
+            q = secgw_row("epyc-zen5-2vcpu-2026-12-02-%s-secgw-%s-%s.json" % (tag, d, size), d + suffix, size)
+            if size == "64" and tag == "s7":
+                claim("docs/benchmarks.md", "%.2f-%.2fx %s" % (
+                    min(q), max(q), "encrypt" if d == "encrypt" else "decrypt at 64 B"))
 
 def ab_ratios(t, su, n, layer):
     out = []
@@ -580,13 +578,19 @@ claim("docs/benchmarks.md", "a quieter stretch: %d cycles at 64 bytes encrypting
 import statistics as _st
 
 
-def s6_rows(tag, n):
+def p50_rows(prefix, tag, n=4):
+    """p50 cycles per (size, direction, layer) over runs 1..n of
+    bench/results/epyc-zen5-2vcpu-2026-12-02-PREFIX-TAG-I.json."""
     rows = {}
     for i in range(1, n + 1):
-        for r in load("epyc-zen5-2vcpu-2026-12-02-s6-wpath-%s-%d.json" % (tag, i))["results"]:
+        for r in load("epyc-zen5-2vcpu-2026-12-02-%s-%s-%d.json" % (prefix, tag, i))["results"]:
             rows.setdefault((str(r["size"]), r["direction"], r["layer"]), []).append(
                 round(r["cycles_per_packet_p50"]))
     return rows
+
+
+def s6_rows(tag, n):
+    return p50_rows("s6-wpath", tag, n)
 
 
 def s6_med(rows, n, d, layer):
@@ -623,12 +627,7 @@ for tag, runs, name in [("located", 3, "ESP location passed to `decap_burst_loca
 
 # --- worker layer per packet, session 7 (issue 14, Zen 5): IPv4 fast path, p50 ---
 def s7_rows(tag, n=4):
-    rows = {}
-    for i in range(1, n + 1):
-        for r in load("epyc-zen5-2vcpu-2026-12-02-s7-v4-%s-%d.json" % (tag, i))["results"]:
-            rows.setdefault((str(r["size"]), r["direction"], r["layer"]), []).append(
-                round(r["cycles_per_packet_p50"]))
-    return rows
+    return p50_rows("s7-v4", tag, n)
 
 
 s7b, s7a = s7_rows("before"), s7_rows("after")
@@ -675,12 +674,7 @@ for tag, name in [("fast", "`V4Meta` through classification, flow cache and sele
 
 # --- decrypt path, session 7 second part (issue 14, Zen 5): decrypt only, p50 ---
 def s7d_rows(tag, n=4):
-    rows = {}
-    for i in range(1, n + 1):
-        for r in load("epyc-zen5-2vcpu-2026-12-02-s7-dec-%s-%d.json" % (tag, i))["results"]:
-            rows.setdefault((str(r["size"]), r["direction"], r["layer"]), []).append(
-                round(r["cycles_per_packet_p50"]))
-    return rows
+    return p50_rows("s7-dec", tag, n)
 
 
 s7db, s7da = s7d_rows("before"), s7d_rows("after")
