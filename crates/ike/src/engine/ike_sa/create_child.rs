@@ -239,20 +239,9 @@ impl IkeSa {
                 if let Some(c) = collision {
                     let ours_lowest = rekey.ni.min(nr) < c.ni.min(c.nr);
                     if ours_lowest {
-                        // Deleting from now on, not only once the delete
-                        // is sent (it waits behind the old SA's): the
-                        // peer, who sees a live SA, may rekey it first,
-                        // and a rekey of a redundant SA would carry it on
-                        // as a second lineage that no 2.8.1 check sees
-                        // again (found by the timed-rekey property test).
-                        // RFC 7296 2.25 answers that rekey TEMPORARY_FAILURE
-                        // and our own timers leave it alone.
-                        if let Some(new) = self.children.iter_mut().find(|c| c.inbound_spi == ours)
-                        {
-                            new.state = ChildState::Deleting;
-                        }
-                        self.pending
-                            .push_back(OwnRequest::DeleteChild { inbound_spi: ours });
+                        // Its delete waits behind the old SA's; meanwhile
+                        // the peer may rekey it (see `queue_delete_child`).
+                        self.queue_delete_child(ours);
                     }
                 }
             }

@@ -84,8 +84,31 @@ impl IkeSa {
                 return Err(EngineError::Protocol("no such CHILD_SA"));
             }
         }
-        self.pending.push_back(request);
+        match request {
+            OwnRequest::DeleteChild { inbound_spi } => self.queue_delete_child(inbound_spi),
+            _ => self.pending.push_back(request),
+        }
         self.pump(now, conn, cfg, rng, out)
+    }
+
+    /// Queues our delete of the CHILD_SA `inbound_spi`. An installed one is
+    /// `Deleting` from now on, not only once the delete is sent (it may
+    /// wait behind other requests): a peer's rekey of it meanwhile is
+    /// answered TEMPORARY_FAILURE (RFC 7296 2.25) and our own timers leave
+    /// it alone. Rekeying it instead would carry on an SA we are closing,
+    /// e.g. the redundant one of a 2.8.1 collision as a second lineage
+    /// that no collision check sees again (found by the timed-rekey
+    /// property test, tests/engine_properties.rs).
+    pub(super) fn queue_delete_child(&mut self, inbound_spi: u32) {
+        if let Some(c) = self
+            .children
+            .iter_mut()
+            .find(|c| c.inbound_spi == inbound_spi && c.state == ChildState::Installed)
+        {
+            c.state = ChildState::Deleting;
+        }
+        self.pending
+            .push_back(OwnRequest::DeleteChild { inbound_spi });
     }
 
     /// Sends the next queued request if none is outstanding.
