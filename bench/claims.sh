@@ -578,12 +578,12 @@ claim("docs/benchmarks.md", "a quieter stretch: %d cycles at 64 bytes encrypting
 import statistics as _st
 
 
-def p50_rows(prefix, tag, n=4):
+def p50_rows(prefix, tag, n=4, date="2026-12-02"):
     """p50 cycles per (size, direction, layer) over runs 1..n of
-    bench/results/epyc-zen5-2vcpu-2026-12-02-PREFIX-TAG-I.json."""
+    bench/results/epyc-zen5-2vcpu-DATE-PREFIX-TAG-I.json."""
     rows = {}
     for i in range(1, n + 1):
-        for r in load("epyc-zen5-2vcpu-2026-12-02-%s-%s-%d.json" % (prefix, tag, i))["results"]:
+        for r in load("epyc-zen5-2vcpu-%s-%s-%s-%d.json" % (date, prefix, tag, i))["results"]:
             rows.setdefault((str(r["size"]), r["direction"], r["layer"]), []).append(
                 round(r["cycles_per_packet_p50"]))
     return rows
@@ -702,6 +702,16 @@ for tag, name in [("locate", "`locate_esp_v4` inlined into `decap_one`"),
         cd = s6_med(a, n, "decrypt", "cipher") - s6_med(b, n, "decrypt", "cipher")
         cells.append("%d -> %d (%+d; engine %+d; cipher %+d)" % (wb, wa, wa - wb, ed, cd))
     claim("docs/benchmarks.md", "| %s | 4+4 | %s |" % (name, " | ".join(cells)))
+
+# --- docs/multicore.md: the wide checksum sum for ESP in UDP over IPv6 (session 8) ---
+csb, csa = (p50_rows("udp6-csum", t, 3, "2026-12-03") for t in ("base", "csum"))
+cells = []
+for layer in ("engine", "worker"):
+    b, a = s6_med(csb, "1420", "encrypt", layer), s6_med(csa, "1420", "encrypt", layer)
+    cells.append("%s %d -> %d" % (layer, b, a))
+wb64, wa64 = s6_med(csb, "64", "encrypt", "worker"), s6_med(csa, "64", "encrypt", "worker")
+claim("docs/multicore.md", "1420-byte udp6 encrypt p50 cycles %s (medians of 3+3 alternating runs; 64 B worker %d -> %d)"
+      % (", ".join(cells), wb64, wa64))
 
 # --- withdrawn: sentences the data contradicted, which must not come back ----
 # (a merge of an older branch would bring them back silently otherwise)
