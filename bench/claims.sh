@@ -717,6 +717,19 @@ wb64, wa64 = s6_med(csb, "64", "encrypt", "worker"), s6_med(csa, "64", "encrypt"
 claim("docs/multicore.md", "1420-byte udp6 encrypt p50 cycles %s (medians of 3+3 alternating runs; 64 B worker %d -> %d)"
       % (", ".join(cells), wb64, wa64))
 
+# --- docs/multicore.md: one tunnel on per-CPU SAs against a shared pair and a tunnel per worker (session 8) ---
+PC = "epyc-zen5-2vcpu-2026-12-03-percpu-%s-%d.json"
+for mode, name in [("percpu", "per-CPU SA pairs (`--per-cpu-sas`)"),
+                   ("shared", "one shared SA pair (`--tunnels 1`)"),
+                   ("pertunnel", "a tunnel per worker (default)")]:
+    cells = []
+    for n, d in (("64", "encrypt"), ("64", "decrypt"), ("1420", "encrypt"), ("1420", "decrypt")):
+        runs = [row(load(PC % (mode, i))["results"], "aes128gcm16", n, d, "worker", 2) for i in (1, 2, 3)]
+        assert all(r["invalid"] == 0 and r["lost"] == 0 for r in runs), (mode, n, d)
+        effs = [r["efficiency"] for r in runs]
+        cells.append("%s (%s)" % (f2(median(effs)), ", ".join(f2(e) for e in effs)))
+    claim("docs/multicore.md", "| %s | %s |" % (name, " | ".join(cells)))
+
 # --- withdrawn: sentences the data contradicted, which must not come back ----
 # (a merge of an older branch would bring them back silently otherwise)
 WITHDRAWN = [

@@ -17,7 +17,8 @@
 #       Writes OUT/one-tunnel-N.json and .txt and prints per N the
 #       aggregate loop Mpps and the efficiency (N workers / N x 1 worker)
 #       of the engine and worker layers. With TUNNELS=1, `run` below does
-#       the same on the device machine.
+#       the same on the device machine. With PER_CPU_SAS=1 too, the one
+#       tunnel runs on per-CPU SA pairs (`--per-cpu-sas`) instead.
 #   bench/scaling.sh run DIR OUT [WORKERS...]
 #       there: one `espgw bench --workers N` per N (default: 2 4 8 and all
 #       CPUs), aes128gcm16 at 64, 1420 and imix, both directions; writes
@@ -137,9 +138,13 @@ one_tunnel_runs() {
             grep -E '^(avx2|avx512f|avx512vl|vaes|vpclmulqdq|aes|pclmulqdq|sha_ni|hypervisor)$' | tr '\n' ' ')"
         echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
     } | tee -a "$out/one-tunnel.txt"
+    # PER_CPU_SAS=1: the tunnel on RFC 9611 per-CPU SA pairs, one per
+    # worker (`--per-cpu-sas`), instead of one shared pair.
+    local mode=(--tunnels 1)
+    [ -n "${PER_CPU_SAS:-}" ] && mode=(--per-cpu-sas)
     for n in "${workers[@]}"; do
         local cmd=("${ESPGW_CMD[@]}" bench --suite aes128gcm16 --sizes 64,1420 --direction both
-            --workers "$n" --tunnels 1 --seconds "$seconds" --json "$out/one-tunnel-$n.json")
+            --workers "$n" "${mode[@]}" --seconds "$seconds" --json "$out/one-tunnel-$n.json")
         echo "== ${cmd[*]}" | tee -a "$out/one-tunnel.txt"
         "${cmd[@]}" >"$out/one-tunnel-$n.txt" 2>&1 || { tail -5 "$out/one-tunnel-$n.txt"; exit 1; }
         summary "$out/one-tunnel-$n.json" | tee -a "$out/one-tunnel.txt"

@@ -24,6 +24,8 @@ pub struct Args {
     pub persist_seq: bool,
     /// The decrypt fan-out: worker 0 receives, all decrypt (default off).
     pub spread_decrypt: bool,
+    /// One tunnel on per-CPU SA pairs, one per worker (default off).
+    pub per_cpu_sas: bool,
     /// The tunnels' outer form: "esp4" (default), "udp4", "esp6", "udp6".
     pub outer: Option<String>,
     pub json: Option<PathBuf>,
@@ -60,6 +62,29 @@ impl Args {
         }
         o.persist_seq = self.persist_seq;
         o.spread_decrypt = self.spread_decrypt;
+        if self.per_cpu_sas {
+            if self.spread_decrypt {
+                return Err(options::OptionError(
+                    "--per-cpu-sas and --spread-decrypt: each worker receives its own SA's ESP, \
+                     there is nothing to spread"
+                        .into(),
+                ));
+            }
+            if self.persist_seq {
+                return Err(options::OptionError(
+                    "--per-cpu-sas with --persist-seq: not supported (the extra SA pairs are \
+                     admitted live, without the state directory)"
+                        .into(),
+                ));
+            }
+            if self.tunnels.is_some_and(|t| t != 1) {
+                return Err(options::OptionError(
+                    "--per-cpu-sas: the workers carry one tunnel (--tunnels 1 or none)".into(),
+                ));
+            }
+            o.per_cpu_sas = true;
+            o.tunnels = Some(1);
+        }
         if let Some(s) = &self.outer {
             o.outer = options::parse_outer(s)?;
         }
@@ -124,6 +149,41 @@ pub fn exit_code(args: &Args) -> std::process::ExitCode {
 mod tests {
     use super::*;
     use crate::options::{Direction, Size};
+
+    #[test]
+    fn per_cpu_sas_means_one_tunnel_and_refuses_what_contradicts_it() {
+        let per_cpu = |tunnels, spread, persist| Args {
+            workers: Some(2),
+            tunnels,
+            per_cpu_sas: true,
+            spread_decrypt: spread,
+            persist_seq: persist,
+            ..Args::default()
+        };
+        let o = per_cpu(None, false, false).options(String::new()).unwrap();
+        assert!(o.per_cpu_sas);
+        assert_eq!(o.tunnels, Some(1));
+        assert!(per_cpu(Some(1), false, false)
+            .options(String::new())
+            .is_ok());
+        for (tunnels, spread, persist) in [
+            (Some(2), false, false),
+            (None, true, false),
+            (None, false, true),
+        ] {
+            let refused = per_cpu(tunnels, spread, persist).options(String::new());
+            assert!(
+                refused.is_err(),
+                "{tunnels:?} spread {spread} persist {persist}"
+            );
+        }
+        // The window stays on: every worker has its own inbound SA.
+        assert_eq!(
+            crate::runner::replay_window(&o),
+            crate::gateway::REPLAY_WINDOW
+        );
+        assert!(!Args::default().options(String::new()).unwrap().per_cpu_sas);
+    }
 
     #[test]
     fn defaults_and_overrides() {

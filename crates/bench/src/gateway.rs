@@ -202,6 +202,9 @@ pub struct Gateway {
     /// With `--persist-seq`: the SA state and its keeper thread, as in
     /// `espgw run` (stopped and removed on drop).
     persistence: Option<Persistence>,
+    /// With `--per-cpu-sas` ([`Gateway::per_cpu`]): the manager that
+    /// added the tunnel's per-CPU SA pairs.
+    _per_cpu: Option<std::sync::Mutex<SaManager<Arc<Tables>>>>,
 }
 
 /// Sequence persistence of a bench gateway: a fresh state directory, the
@@ -277,6 +280,62 @@ impl Gateway {
             tables: Arc::new(tables),
             outer,
             persistence: None,
+            _per_cpu: None,
+        })
+    }
+
+    /// One tunnel on `workers` RFC 9611 per-CPU SA pairs, as
+    /// `per_cpu_sas` negotiates them: tunnel "w0" with its configured pair
+    /// (SPIs `out_spi(0)`, `in_spi(0)`) and pairs 1.. added live through
+    /// [`SaManager::add_extra_pair`] (SPIs `out_spi(w)`, `in_spi(w)`),
+    /// so worker `w` encrypts with outbound SA `w`
+    /// (`Tables::outbound_sa_for`) and the peer sends worker `w`'s
+    /// traffic on inbound SA `w`. [`Gateway::outbound`] and the others
+    /// answer per pair (`w`) as for a gateway of `workers` tunnels, whose
+    /// SA configs these are; the tables hold one tunnel.
+    pub fn per_cpu(
+        suite: Suite,
+        workers: usize,
+        replay_window: u32,
+        outer: Outer,
+    ) -> Result<Gateway, String> {
+        let workers = workers.max(1);
+        let host = HostFacts {
+            cpus: workers,
+            check_permissions: false,
+        };
+        // Every pair's keys as the config of `workers` tunnels has them
+        // (keys follow the SPIs); the gateway's own config has the first
+        // tunnel alone, the others become its per-CPU pairs.
+        let parse = |tunnels| {
+            let text = config_text(suite, tunnels, replay_window, outer);
+            espgw_control::parse_str(Path::new("bench.toml"), text, &host)
+                .map(|(config, _warnings)| config)
+                .map_err(|d| format!("bench gateway config rejected: {d:?}"))
+        };
+        let (config, one) = (parse(workers)?, parse(1)?);
+        let net = Network::from_config(&one, &[GW_PROT_MAC, GW_UNPROT_MAC])
+            .map_err(|e| format!("bench gateway tables: {e}"))?;
+        let mtu = usize::from(one.dataplane.mtu);
+        let mut manager = SaManager::new(
+            &one,
+            0,
+            Box::new(move |view| Arc::new(Tables::from_view(view, mtu))),
+        )
+        .map_err(|e| format!("bench gateway SAs: {e}"))?;
+        let name = one.tunnels[0].name.clone();
+        for t in &config.tunnels[1..] {
+            manager
+                .add_extra_pair(&name, t.outbound.clone(), t.inbound.clone(), 0)
+                .map_err(|e| format!("bench gateway per-CPU SA pair: {e}"))?;
+        }
+        Ok(Gateway {
+            net: Arc::new(net),
+            tables: Arc::clone(manager.current()),
+            config,
+            outer,
+            persistence: None,
+            _per_cpu: Some(std::sync::Mutex::new(manager)),
         })
     }
 
@@ -315,6 +374,7 @@ impl Gateway {
                 state,
                 _manager: std::sync::Mutex::new(manager),
             }),
+            _per_cpu: None,
         })
     }
 
@@ -399,6 +459,25 @@ mod tests {
             assert_eq!(tunnel, TunnelId(2));
             assert_eq!(gw.peer_outbound(1).spi, in_spi(1));
             assert_eq!(gw.peer_outbound(1).local, IpAddr::from(PEER_IP));
+        }
+    }
+
+    #[test]
+    fn per_cpu_gateway_has_one_tunnel_and_a_pair_per_worker() {
+        for outer in Outer::ALL {
+            let gw = Gateway::per_cpu(Suite::Aes128Gcm16, 3, REPLAY_WINDOW, outer).unwrap();
+            assert_eq!(gw.tables.tunnels().count(), 1, "{}", outer.name());
+            for w in 0..3 {
+                // Worker w encrypts with its own pair's outbound SA...
+                let out = gw.tables.outbound_sa_for(TunnelId(0), w).expect("an SA");
+                assert_eq!(out.spi(), out_spi(w), "{} worker {w}", outer.name());
+                assert_eq!(gw.outbound(w).spi, out_spi(w));
+                // ...and its inbound SA decrypts into the one tunnel.
+                let slot = gw.tables.sad.inbound(in_spi(w), gw.local());
+                let (_, tunnel, _) = gw.tables.inbound_sa(slot.expect("pair's SA")).unwrap();
+                assert_eq!(tunnel, TunnelId(0), "{} worker {w}", outer.name());
+                assert_eq!(gw.peer_outbound(w).spi, in_spi(w));
+            }
         }
     }
 

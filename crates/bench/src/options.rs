@@ -155,6 +155,11 @@ pub struct Options {
     /// the tunnel's ESP and the decrypt fan-out spreads its decryption
     /// over every worker (the worker layer; docs/multicore.md).
     pub spread_decrypt: bool,
+    /// RFC 9611 per-CPU SAs: one tunnel (implies `tunnels = Some(1)`)
+    /// whose every worker encrypts with its own outbound SA and receives
+    /// the peer's ESP on its own inbound SA, as `per_cpu_sas` negotiates
+    /// them (docs/multicore.md).
+    pub per_cpu_sas: bool,
     /// The tunnels' outer form (ESP or ESP in UDP, over IPv4 or IPv6).
     pub outer: Outer,
     pub json: Option<PathBuf>,
@@ -181,6 +186,7 @@ impl Default for Options {
             flows: DEFAULT_FLOWS,
             persist_seq: false,
             spread_decrypt: false,
+            per_cpu_sas: false,
             outer: Outer::Esp4,
             json: None,
             svg: None,

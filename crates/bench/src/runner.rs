@@ -165,6 +165,7 @@ pub fn run(opts: &Options) -> Result<Report, String> {
                         spread: opts.spread_decrypt
                             && n > 1
                             && options::tunnels_for(opts.tunnels, n) == 1,
+                        per_cpu: opts.per_cpu_sas,
                         tsc_hz: tsc_hz as f64,
                     };
                     let per_layer = run_case(spec, &pools[..n], &cores)?;
@@ -216,8 +217,10 @@ fn progress(done: usize, total: usize, suite: Suite, size: Size, dir: Direction,
 /// cannot (one worker's reset would refuse the other's numbers), so the
 /// shared-tunnel cases run without the window, the one-worker rows of
 /// the same run too so that the efficiency compares like with like.
+/// (Per-CPU SAs: every worker has its own inbound SA, so the window stays
+/// on, as with a tunnel per worker.)
 pub fn replay_window(opts: &Options) -> u32 {
-    if options::tunnels_for(opts.tunnels, opts.workers) < opts.workers {
+    if !opts.per_cpu_sas && options::tunnels_for(opts.tunnels, opts.workers) < opts.workers {
         0
     } else {
         gateway::REPLAY_WINDOW
@@ -238,6 +241,8 @@ struct CaseSpec {
     seconds: f64,
     flows: usize,
     persist_seq: bool,
+    /// One tunnel on per-CPU SA pairs, one per worker.
+    per_cpu: bool,
     /// The decrypt fan-out between the workers of the one tunnel.
     spread: bool,
     tsc_hz: f64,
@@ -261,13 +266,17 @@ fn run_case(
     cores: &[core_affinity::CoreId],
 ) -> Result<Vec<(Layer, Vec<Measured>)>, String> {
     let n = spec.workers;
-    let gw = Gateway::build_with(
-        spec.suite,
-        spec.tunnels,
-        spec.replay_window,
-        spec.persist_seq,
-        spec.outer,
-    )?;
+    let gw = if spec.per_cpu {
+        Gateway::per_cpu(spec.suite, n, spec.replay_window, spec.outer)?
+    } else {
+        Gateway::build_with(
+            spec.suite,
+            spec.tunnels,
+            spec.replay_window,
+            spec.persist_seq,
+            spec.outer,
+        )?
+    };
     let barrier = Barrier::new(n);
     let rings = spec.spread.then(|| SpreadRings::<Mbuf>::new(n));
     let results: Vec<Result<Vec<Measured>, String>> = std::thread::scope(|s| {
@@ -326,7 +335,7 @@ fn worker_thread(
 /// each slice started together with the other workers.
 fn measure_layers(spec: CaseSpec, env: &WorkerEnv<'_>) -> Result<Vec<Measured>, String> {
     let gw = env.gateway;
-    let case = CaseData::new(
+    let case = CaseData::with_sas(
         gw,
         spec.suite,
         spec.size,
@@ -334,9 +343,10 @@ fn measure_layers(spec: CaseSpec, env: &WorkerEnv<'_>) -> Result<Vec<Measured>, 
         env.w,
         spec.tunnels,
         spec.flows,
+        spec.per_cpu,
     )
     .map(|mut case| {
-        case.shared = spec.tunnels < spec.workers;
+        case.shared = !spec.per_cpu && spec.tunnels < spec.workers;
         case
     });
     let slices = layers::slices(spec.seconds);

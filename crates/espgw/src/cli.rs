@@ -72,6 +72,12 @@ pub enum Command {
         /// (the worker layer's decrypt rows; docs/multicore.md).
         #[arg(long)]
         spread_decrypt: bool,
+        /// One tunnel on RFC 9611 per-CPU SAs (`per_cpu_sas`): with
+        /// --workers N, N SA pairs of the same selectors, worker w
+        /// encrypting with its own outbound SA and receiving the peer's
+        /// ESP on its own inbound SA (implies --tunnels 1; docs/multicore.md)
+        #[arg(long)]
+        per_cpu_sas: bool,
         /// The tunnels' outer form: ESP over IPv4 (esp4), ESP in UDP 4500
         /// over IPv4 (udp4), ESP over IPv6 (esp6), ESP in UDP 4500 over
         /// IPv6 (udp6); every case and layer runs with it.

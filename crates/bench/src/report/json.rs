@@ -81,6 +81,7 @@ pub fn render(report: &Report) -> Value {
             "flows": o.flows,
             "persist_seq": o.persist_seq,
             "spread_decrypt": o.spread_decrypt,
+            "per_cpu_sas": o.per_cpu_sas,
             "burst": crate::generator::BURST,
         },
         "units": {

@@ -52,7 +52,14 @@ pub fn render(report: &Report) -> String {
         report.options.outer.name(),
         report.options.outer.describe()
     );
-    if let Some(t) = report.options.tunnels {
+    if report.options.per_cpu_sas {
+        let _ = writeln!(
+            s,
+            "1 tunnel on per-CPU SA pairs (RFC 9611): worker w encrypts with its own outbound SA \
+             and receives the peer's ESP on its own inbound SA; anti-replay window {}\n",
+            crate::runner::replay_window(&report.options)
+        );
+    } else if let Some(t) = report.options.tunnels {
         let _ = writeln!(
             s,
             "{t} tunnel{} shared by the workers (worker w carries tunnel w % {t}); anti-replay window {}\n",
