@@ -39,6 +39,8 @@ import json
 import os
 import sys
 
+from tunnels import HEADER  # the same gateway, ports and addresses
+
 # (ESP suite, esn, IKE proposal, ESP PFS group or "", outer family)
 CASES = [
     ("aes128gcm16", False, "aes128gcm16-prfsha256-x25519", "", 4),
@@ -74,35 +76,10 @@ IKE_NAMES = {
 
 OUTER = {4: ("192.0.2.1", "192.0.2.2"), 6: ("2001:db8::1", "2001:db8::2")}
 
-HEADER = """default_action = "discard"
-
-[gateway]
-name = "gw-{me}"
-control_socket = "{work}/{me}.sock"
-state_dir = "{work}/state-{me}"
-metrics = "127.0.0.1:9100"
+# [gateway] keys beyond tunnels.py's header: the metrics endpoint and a
+# short IKE retransmission time.
+GATEWAY_EXTRA = """metrics = "127.0.0.1:9100"
 ike_retransmit_ms = 500
-
-[dataplane]
-workers = 1
-mode = "run-to-completion"
-burst = 32
-mbufs = 8191
-mtu = 1500
-poll = "adaptive"
-eal = ["--no-huge", "--no-shconf", "-m", "256", "--no-pci"]
-
-[[port]]
-name = "prot"
-side = "protected"
-device = "net_af_packet0,iface=gw{me}-prot"
-address = ["10.{n}.0.1/16", "fd00:{n}::1/32"]
-
-[[port]]
-name = "unprot"
-side = "unprotected"
-device = "net_af_packet1,iface=gw{me}-unprot"
-address = ["{u4}/24", "{u6}/64"]
 """
 
 
@@ -128,7 +105,9 @@ def cases():
 def config(cs, me, work):
     peer = "b" if me == "a" else "a"
     n, m = (1, 2) if me == "a" else (2, 1)
-    text = HEADER.format(me=me, work=work, n=n, u4=OUTER[4][n - 1], u6=OUTER[6][n - 1])
+    text = HEADER.format(name=f"gw-{me}", sock=f"{work}/{me}.sock", state=f"{work}/state-{me}",
+                         side=f"gw{me}", n=n, u4=OUTER[4][n - 1], u6=OUTER[6][n - 1],
+                         gateway_extra=GATEWAY_EXTRA)
     every_ike = sorted({c["ike"] for c in cs if not c["negative"]})
     for c in cs:
         k = c["k"]

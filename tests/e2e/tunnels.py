@@ -89,13 +89,15 @@ def make_tunnels(name):
     return out
 
 
+# The gateway, its ports and addresses: also ike_pair.py's, which adds
+# [gateway] keys through {gateway_extra} (TOML cannot reopen the table).
 HEADER = """default_action = "discard"
 
 [gateway]
 name = "{name}"
 control_socket = "{sock}"
 state_dir = "{state}"
-
+{gateway_extra}
 [dataplane]
 workers = 1
 mode = "run-to-completion"
@@ -132,7 +134,7 @@ def config(tunnels, me, work):
     m = 2 if me == "a" else 1
     text = HEADER.format(name=f"gw-{me}", sock=f"{work}/{me}.sock", state=f"{work}/state-{me}",
                          side=f"gw{me}", n=n,
-                         u4=OUTER[4][me], u6=OUTER[6][me])
+                         u4=OUTER[4][me], u6=OUTER[6][me], gateway_extra="")
     for t in tunnels:
         k = t["k"]
         o = OUTER[t["outer"]]
