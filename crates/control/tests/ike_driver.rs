@@ -1307,6 +1307,38 @@ mod per_cpu {
         assert!(!a.has_tunnel() && !b.has_tunnel());
     }
 
+    /// The peer deletes the first CHILD_SA of the group (as with its
+    /// `swanctl --terminate --child`): the per-CPU ones go with it on both
+    /// sides, deleted at the peer too (INFORMATIONAL Deletes of their own,
+    /// not only forgotten: the peer would keep sending on them); the IKE
+    /// SA stays.
+    #[test]
+    fn the_peer_deleting_the_first_child_sa_takes_the_per_cpu_ones_with_it() {
+        for deleter_is_b in [true, false] {
+            let (mut a, mut b, now) = pair("per_cpu_sas = 2", "per_cpu_sas = 2");
+            for g in [&a, &b] {
+                assert_eq!(g.driver.list(now)[0].children.len(), 2, "gw{}", g.me);
+            }
+            let sent_before = [a.driver.metrics().sent, b.driver.metrics().sent];
+            let d = if deleter_is_b { &mut b } else { &mut a };
+            d.driver.delete_child(now, "c", "net", &mut d.mgr).unwrap();
+            pump(&mut a, &mut b, now, None);
+            for (g, before) in [(&a, sent_before[0]), (&b, sent_before[1])] {
+                let l = g.driver.list(now);
+                let what = format!("gw{} (deleter b: {deleter_is_b}): {l:?}", g.me);
+                assert_eq!(l.len(), 1, "the IKE SA stays: {what}");
+                assert!(l[0].children.is_empty(), "no CHILD_SA left: {what}");
+                assert!(out_spis(g, now).is_empty(), "no outbound SA left: {what}");
+                assert!(!g.has_tunnel(), "{what}");
+                // One exchange for the first CHILD_SA's Delete, and at
+                // least one more for the per-CPU one's: each side sent a
+                // request or an answer in both.
+                let sent = g.driver.metrics().sent - before;
+                assert!(sent >= 2, "{what}: {sent} message(s) sent");
+            }
+        }
+    }
+
     #[test]
     fn ike_sa_rekey_moves_every_per_cpu_child_sa() {
         let mut a = Gw::new(

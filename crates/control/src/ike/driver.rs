@@ -646,6 +646,33 @@ impl<R: RandomSource> IkeDriver<R> {
             .sum()
     }
 
+    /// Deletes connection `name`'s CHILD_SA of child `child` (INFORMATIONAL
+    /// Delete, RFC 7296 1.4.1), keeping the IKE SA; with RFC 9611 per-CPU
+    /// CHILD_SAs the others go with it (the tunnel goes with its first
+    /// CHILD_SA). What a peer's `swanctl --terminate --child` does; no
+    /// `espgw ctl` command calls it yet (the driver tests do).
+    pub fn delete_child<T: Send + Sync + 'static>(
+        &mut self,
+        now: Time,
+        name: &str,
+        child: &str,
+        manager: &mut SaManager<T>,
+    ) -> Result<(), IkeError> {
+        let id = self.conn_by_name(name)?;
+        if child != self.conns[id].child.name {
+            return ike_err(format!("connection {name:?} has no child {child:?}"));
+        }
+        let Some((sa, c)) = &self.conns[id].current else {
+            return ike_err(format!("{name}/{child} has no CHILD_SA up"));
+        };
+        let (sa, spi) = (*sa, c.inbound_spi);
+        self.engine
+            .delete_child_sa(now, sa, spi)
+            .map_err(|e| IkeError(e.to_string()))?;
+        self.process_events(now, manager);
+        Ok(())
+    }
+
     /// `ike rekey NAME [--child CHILD]`: the IKE SA, or the CHILD_SA.
     pub fn rekey<T: Send + Sync + 'static>(
         &mut self,
