@@ -92,7 +92,8 @@ fn check_memory(count: usize, mean_len: f64, flows: usize) -> Result<(), String>
 }
 
 impl CaseData {
-    /// Worker `w`'s packets on tunnel `w % tunnels` and its SA pair.
+    /// Worker `w`'s packets: tunnel `w % tunnels`'s addresses, and its SA
+    /// pair, or with a [`Gateway::per_cpu`] gateway the worker's own pair.
     pub fn new(
         gw: &Gateway,
         suite: Suite,
@@ -102,29 +103,13 @@ impl CaseData {
         tunnels: usize,
         flows: usize,
     ) -> Result<Self, String> {
-        Self::with_sas(gw, suite, size, direction, w, tunnels, flows, false)
-    }
-
-    /// Like [`CaseData::new`]; with `per_cpu` (a [`Gateway::per_cpu`]
-    /// gateway) worker `w`'s packets go through its own SA pair `w`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn with_sas(
-        gw: &Gateway,
-        suite: Suite,
-        size: Size,
-        direction: Direction,
-        w: usize,
-        tunnels: usize,
-        flows: usize,
-        per_cpu: bool,
-    ) -> Result<Self, String> {
         let pattern = size.pattern();
         let tunnels = tunnels.max(1);
         // Worker w's packets are tunnel `net`'s (its addresses) and go
         // through SA pair `t`: the tunnel's, or with per-CPU SAs
         // (`Gateway::per_cpu`, one tunnel) the worker's own pair.
         let net = w % tunnels;
-        let t = if per_cpu { w } else { net };
+        let t = if gw.is_per_cpu() { w } else { net };
         let our_out = OutboundSa::new(&gw.outbound(t), 0).map_err(|e| e.to_string())?;
         let far = gateway::far_frame(net);
         let near = gateway::protected_frame(net);

@@ -183,6 +183,46 @@ in = {}
     t
 }
 
+/// The bench gateway's config of `tunnels` tunnels on a host of `cpus`.
+fn parse_config(
+    suite: Suite,
+    tunnels: usize,
+    cpus: usize,
+    replay_window: u32,
+    outer: Outer,
+) -> Result<Config, String> {
+    let host = HostFacts {
+        cpus: cpus.max(1),
+        check_permissions: false,
+    };
+    let text = config_text(suite, tunnels, replay_window, outer);
+    espgw_control::parse_str(Path::new("bench.toml"), text, &host)
+        .map(|(config, _warnings)| config)
+        .map_err(|d| format!("bench gateway config rejected: {d:?}"))
+}
+
+/// Ports, routes and static neighbors of `config`.
+fn network(config: &Config) -> Result<Network, String> {
+    Network::from_config(config, &[GW_PROT_MAC, GW_UNPROT_MAC])
+        .map_err(|e| format!("bench gateway tables: {e}"))
+}
+
+/// The SAs of `config` admitted by a live manager (as `espgw run` admits
+/// them), persisted through `keeper` when given.
+fn managed(
+    config: &Config,
+    keeper: Option<Arc<SeqKeeper>>,
+) -> Result<SaManager<Arc<Tables>>, String> {
+    let mtu = usize::from(config.dataplane.mtu);
+    SaManager::with_state(
+        config,
+        0,
+        Box::new(move |view| Arc::new(Tables::from_view(view, mtu))),
+        keeper,
+    )
+    .map_err(|e| format!("bench gateway SAs: {e}"))
+}
+
 fn mac_text(m: MacAddr) -> String {
     m.iter()
         .map(|b| format!("{b:02x}"))
@@ -202,9 +242,8 @@ pub struct Gateway {
     /// With `--persist-seq`: the SA state and its keeper thread, as in
     /// `espgw run` (stopped and removed on drop).
     persistence: Option<Persistence>,
-    /// With `--per-cpu-sas` ([`Gateway::per_cpu`]): the manager that
-    /// added the tunnel's per-CPU SA pairs.
-    _per_cpu: Option<std::sync::Mutex<SaManager<Arc<Tables>>>>,
+    /// Built by [`Gateway::per_cpu`]: one tunnel, SA pair `w` worker `w`'s.
+    per_cpu: bool,
 }
 
 /// Sequence persistence of a bench gateway: a fresh state directory, the
@@ -249,13 +288,7 @@ impl Gateway {
         persist_seq: bool,
         outer: Outer,
     ) -> Result<Gateway, String> {
-        let host = HostFacts {
-            cpus: tunnels.max(1),
-            check_permissions: false,
-        };
-        let text = config_text(suite, tunnels, replay_window, outer);
-        let (config, _warnings) = espgw_control::parse_str(Path::new("bench.toml"), text, &host)
-            .map_err(|d| format!("bench gateway config rejected: {d:?}"))?;
+        let config = parse_config(suite, tunnels, tunnels, replay_window, outer)?;
         Self::from_config(config, persist_seq, outer)
     }
 
@@ -270,8 +303,7 @@ impl Gateway {
         if persist_seq {
             return Self::persisted(config, outer);
         }
-        let net = Network::from_config(&config, &[GW_PROT_MAC, GW_UNPROT_MAC])
-            .map_err(|e| format!("bench gateway tables: {e}"))?;
+        let net = network(&config)?;
         let tables =
             Tables::from_config(&config, 0).map_err(|e| format!("bench gateway tables: {e}"))?;
         Ok(Gateway {
@@ -280,7 +312,7 @@ impl Gateway {
             tables: Arc::new(tables),
             outer,
             persistence: None,
-            _per_cpu: None,
+            per_cpu: false,
         })
     }
 
@@ -300,43 +332,34 @@ impl Gateway {
         outer: Outer,
     ) -> Result<Gateway, String> {
         let workers = workers.max(1);
-        let host = HostFacts {
-            cpus: workers,
-            check_permissions: false,
-        };
         // Every pair's keys as the config of `workers` tunnels has them
         // (keys follow the SPIs); the gateway's own config has the first
         // tunnel alone, the others become its per-CPU pairs.
-        let parse = |tunnels| {
-            let text = config_text(suite, tunnels, replay_window, outer);
-            espgw_control::parse_str(Path::new("bench.toml"), text, &host)
-                .map(|(config, _warnings)| config)
-                .map_err(|d| format!("bench gateway config rejected: {d:?}"))
-        };
-        let (config, one) = (parse(workers)?, parse(1)?);
-        let net = Network::from_config(&one, &[GW_PROT_MAC, GW_UNPROT_MAC])
-            .map_err(|e| format!("bench gateway tables: {e}"))?;
-        let mtu = usize::from(one.dataplane.mtu);
-        let mut manager = SaManager::new(
-            &one,
-            0,
-            Box::new(move |view| Arc::new(Tables::from_view(view, mtu))),
-        )
-        .map_err(|e| format!("bench gateway SAs: {e}"))?;
+        let config = parse_config(suite, workers, workers, replay_window, outer)?;
+        let one = parse_config(suite, 1, workers, replay_window, outer)?;
+        let net = network(&one)?;
+        let mut manager = managed(&one, None)?;
         let name = one.tunnels[0].name.clone();
         for t in &config.tunnels[1..] {
             manager
                 .add_extra_pair(&name, t.outbound.clone(), t.inbound.clone(), 0)
                 .map_err(|e| format!("bench gateway per-CPU SA pair: {e}"))?;
         }
+        // The manager has nothing more to do: the snapshot holds the SAs.
         Ok(Gateway {
             net: Arc::new(net),
             tables: Arc::clone(manager.current()),
             config,
             outer,
             persistence: None,
-            _per_cpu: Some(std::sync::Mutex::new(manager)),
+            per_cpu: true,
         })
+    }
+
+    /// Built by [`Gateway::per_cpu`]: worker `w`'s packets go through SA
+    /// pair `w` of the one tunnel.
+    pub fn is_per_cpu(&self) -> bool {
+        self.per_cpu
     }
 
     fn persisted(config: Config, outer: Outer) -> Result<Gateway, String> {
@@ -348,16 +371,8 @@ impl Gateway {
         ));
         let state = StateDir::open(&dir).map_err(|e| e.to_string())?;
         let state = Arc::new(SeqKeeper::new(state, ReservationPolicy::default()));
-        let net = Network::from_config(&config, &[GW_PROT_MAC, GW_UNPROT_MAC])
-            .map_err(|e| format!("bench gateway tables: {e}"))?;
-        let mtu = usize::from(config.dataplane.mtu);
-        let manager = SaManager::with_state(
-            &config,
-            0,
-            Box::new(move |view| Arc::new(Tables::from_view(view, mtu))),
-            Some(Arc::clone(&state)),
-        )
-        .map_err(|e| format!("bench gateway SAs: {e}"))?;
+        let net = network(&config)?;
+        let manager = managed(&config, Some(Arc::clone(&state)))?;
         let stop = Arc::new(AtomicBool::new(false));
         let keeper = state
             .spawn(Arc::clone(&stop))
@@ -374,7 +389,7 @@ impl Gateway {
                 state,
                 _manager: std::sync::Mutex::new(manager),
             }),
-            _per_cpu: None,
+            per_cpu: false,
         })
     }
 

@@ -335,7 +335,7 @@ fn worker_thread(
 /// each slice started together with the other workers.
 fn measure_layers(spec: CaseSpec, env: &WorkerEnv<'_>) -> Result<Vec<Measured>, String> {
     let gw = env.gateway;
-    let case = CaseData::with_sas(
+    let case = CaseData::new(
         gw,
         spec.suite,
         spec.size,
@@ -343,7 +343,6 @@ fn measure_layers(spec: CaseSpec, env: &WorkerEnv<'_>) -> Result<Vec<Measured>, 
         env.w,
         spec.tunnels,
         spec.flows,
-        spec.per_cpu,
     )
     .map(|mut case| {
         case.shared = !spec.per_cpu && spec.tunnels < spec.workers;

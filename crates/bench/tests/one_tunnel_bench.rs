@@ -5,12 +5,12 @@
 //! distinct sequence numbers, and that the reports say `tunnels`. Its own
 //! test binary: the EAL starts once per process. Not root: skipped.
 
-use espgw_bench::layers::Layer;
-use espgw_bench::options::{Direction, Options, Size};
 use espgw_bench::report;
 use espgw_esp::OutboundSa;
 use espgw_esp::Suite;
 
+#[path = "support/one_tunnel.rs"]
+mod one_tunnel;
 #[path = "../../../tests/support/skip.rs"]
 mod skip_rule;
 use skip_rule::{is_root, skip};
@@ -24,39 +24,8 @@ fn one_tunnel_on_two_workers_validates_every_packet() {
         );
         return;
     }
-    let opts = Options {
-        suites: vec![Suite::Aes128Gcm16],
-        sizes: vec![Size::Fixed(64)],
-        directions: vec![Direction::Encrypt, Direction::Decrypt],
-        workers: 2,
-        tunnels: Some(1),
-        // Long enough that a thread descheduled on a loaded 2-core machine
-        // still gets packets through: at 0.05 s the sinks sometimes
-        // validated nothing (a measuring window spent preempted).
-        seconds: 0.25,
-        progress: false,
-        command: "one_tunnel_bench".into(),
-        ..Options::default()
-    };
-    let rep = espgw_bench::run(&opts).expect("bench runs");
-    // 1 and 2 workers, 2 directions, every layer.
-    assert_eq!(rep.rows.len(), 2 * 2 * Layer::ALL.len());
-    for row in &rep.rows {
-        let what = format!(
-            "{} {} x{}",
-            row.direction.name(),
-            row.layer.name(),
-            row.workers
-        );
-        let t = &row.measured.tally;
-        assert!(t.valid > 0, "{what}: sink validated nothing");
-        assert_eq!(t.invalid, 0, "{what}: invalid ({:?})", t.first_invalid);
-        assert_eq!(row.measured.lost(), 0, "{what}: packets lost in the stage");
-        assert_eq!(row.tunnels, 1, "{what}");
-        assert_eq!(row.replay_window, 0, "{what}");
-        assert_eq!(row.efficiency.is_some(), row.workers == 2, "{what}");
-    }
-    assert!(rep.all_valid());
+    let rep = espgw_bench::run(&one_tunnel::options("one_tunnel_bench")).expect("bench runs");
+    one_tunnel::check_rows(&rep, 0);
     let json = report::json::render(&rep);
     assert_eq!(json["options"]["tunnels"], 1);
     assert_eq!(json["results"][0]["tunnels"], 1);
