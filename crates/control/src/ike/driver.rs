@@ -658,6 +658,22 @@ impl<R: RandomSource> IkeDriver<R> {
         child: &str,
         manager: &mut SaManager<T>,
     ) -> Result<(), IkeError> {
+        let (_, sa, spi) = self.current_child(name, child)?;
+        self.engine
+            .delete_child_sa(now, sa, spi)
+            .map_err(|e| IkeError(e.to_string()))?;
+        self.process_events(now, manager);
+        Ok(())
+    }
+
+    /// Connection `name`'s current CHILD_SA of child `child`: the
+    /// connection, its IKE SA and our inbound SPI (the engine's name for
+    /// the CHILD_SA).
+    fn current_child(
+        &self,
+        name: &str,
+        child: &str,
+    ) -> Result<(ConnectionId, IkeSaId, u32), IkeError> {
         let id = self.conn_by_name(name)?;
         if child != self.conns[id].child.name {
             return ike_err(format!("connection {name:?} has no child {child:?}"));
@@ -665,12 +681,7 @@ impl<R: RandomSource> IkeDriver<R> {
         let Some((sa, c)) = &self.conns[id].current else {
             return ike_err(format!("{name}/{child} has no CHILD_SA up"));
         };
-        let (sa, spi) = (*sa, c.inbound_spi);
-        self.engine
-            .delete_child_sa(now, sa, spi)
-            .map_err(|e| IkeError(e.to_string()))?;
-        self.process_events(now, manager);
-        Ok(())
+        Ok((id, *sa, c.inbound_spi))
     }
 
     /// `ike rekey NAME [--child CHILD]`: the IKE SA, or the CHILD_SA.
@@ -681,22 +692,16 @@ impl<R: RandomSource> IkeDriver<R> {
         child: Option<&str>,
         manager: &mut SaManager<T>,
     ) -> Result<(), IkeError> {
-        let id = self.conn_by_name(name)?;
         match child {
             Some(child) => {
-                if child != self.conns[id].child.name {
-                    return ike_err(format!("connection {name:?} has no child {child:?}"));
-                }
-                let Some((sa, c)) = &self.conns[id].current else {
-                    return ike_err(format!("{name}/{child} has no CHILD_SA up"));
-                };
-                let (sa, spi) = (*sa, c.inbound_spi);
+                let (id, sa, spi) = self.current_child(name, child)?;
                 self.engine
                     .rekey_child_sa(now, sa, spi)
                     .map_err(|e| IkeError(e.to_string()))?;
                 self.conns[id].child_rekeying = true;
             }
             None => {
+                let id = self.conn_by_name(name)?;
                 let sa = self
                     .sas
                     .iter()
