@@ -3,7 +3,7 @@
 mod common;
 use common::*;
 
-use espgw_control::config::{Mode, SpreadDecrypt};
+use espgw_control::config::{Mode, SpreadDecrypt, SpreadLate};
 
 /// The base config (two workers) with `workers` set and extra
 /// `[dataplane]` lines.
@@ -53,6 +53,47 @@ fn another_value_names_the_choices() {
     );
 }
 
+/// `spread_late`: late parts dropped by default, sent with `"send"`; a
+/// third value is refused with the choices named; set without the fan-out
+/// it is kept but warned about, by its key.
+#[test]
+fn spread_late_drops_by_default_sends_when_asked_and_is_warned_about_without_the_fan_out() {
+    let (config, _) = parse(&base()).unwrap_or_else(|d| panic!("{}", render(&d)));
+    assert_eq!(config.dataplane.spread_late, SpreadLate::Drop);
+    for (lines, want, warned) in [
+        ("spread_decrypt = \"auto\"", SpreadLate::Drop, false),
+        (
+            "spread_decrypt = \"auto\"\nspread_late = \"drop\"",
+            SpreadLate::Drop,
+            false,
+        ),
+        (
+            "spread_decrypt = \"auto\"\nspread_late = \"send\"",
+            SpreadLate::Send,
+            false,
+        ),
+        ("spread_late = \"send\"", SpreadLate::Send, true),
+    ] {
+        let (config, diags) =
+            parse(&with_dp(2, lines)).unwrap_or_else(|d| panic!("{}", render(&d)));
+        assert_eq!(config.dataplane.spread_late, want, "{lines}");
+        let shown = render(&diags);
+        assert_eq!(
+            shown.contains("dataplane.spread_late") && shown.contains("no effect"),
+            warned,
+            "{lines}: {shown}"
+        );
+    }
+    let shown = render(&errors(&with_dp(
+        2,
+        "spread_decrypt = \"auto\"\nspread_late = \"reorder\"",
+    )));
+    assert!(
+        shown.contains("dataplane.spread_late") && shown.contains("send"),
+        "{shown}"
+    );
+}
+
 /// `espgw check` prints the queue and core plan (issue 15): queues per
 /// port, where the workers run, and where one peer's ESP is decrypted, as
 /// the runtime will do it for each mode.
@@ -88,6 +129,9 @@ fn check_prints_the_queue_and_core_plan() {
         auto.contains("splits each burst over all 2 workers"),
         "{auto}"
     );
+    assert!(auto.contains("100 us bound is dropped"), "{auto}");
+    let send = plan(2, "spread_decrypt = \"auto\"\nspread_late = \"send\"");
+    assert!(send.contains("100 us bound is sent out of order"), "{send}");
 
     let pinned = plan(2, "lcores = \"3,5\"");
     assert!(

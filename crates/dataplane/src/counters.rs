@@ -71,6 +71,11 @@ pub struct WorkerCounters {
     /// the receiving worker counts them).
     pub spread_out: u64,
     pub spread_in: u64,
+    /// Decrypt fan-out with `spread_late = "send"`: packets of parts that
+    /// came back after their reorder stage gave up on them, sent out of
+    /// arrival order instead of dropped (also counted in `tx` or as what
+    /// became of them: not in the identity on their own).
+    pub reorder_late_sent: u64,
     pub drops: GatewayDropCounts,
     /// Requests (ARP/ND) not sent for lack of a buffer: not packets, so
     /// outside the identity.
@@ -149,6 +154,7 @@ impl WorkerCounters {
         self.spreading += o.spreading;
         self.spread_out += o.spread_out;
         self.spread_in += o.spread_in;
+        self.reorder_late_sent += o.reorder_late_sent;
         self.drops.merge(&o.drops);
         self.alloc_failures += o.alloc_failures;
         self.panics += o.panics;

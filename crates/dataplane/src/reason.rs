@@ -113,7 +113,7 @@ espgw_esp::foreach_esp_drop_reason!(drop_reason_enum {
         ReorderFull => "reorder_full",
             "Decrypt fan-out: the SA's reorder stage had no free slot (every one held a packet not yet released)";
         ReorderLate => "reorder_late",
-            "Decrypt fan-out: decrypted after its reorder stage gave up waiting for it (the bounded wait)";
+            "Decrypt fan-out: decrypted after its reorder stage gave up waiting for it (the bounded wait), with `spread_late = \"drop\"` (the default; with `\"send\"` such packets leave out of order, counted in the worker's `reorder_late_sent`)";
         Shutdown => "shutdown",
             "Still waiting for its next hop when the gateway stopped";
         /// An IKE_SA_INIT flood ends here: the workers never wait for

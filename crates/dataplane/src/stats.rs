@@ -107,6 +107,7 @@ impl Stats {
                     "spreading": w.spreading,
                     "spread_out": w.spread_out,
                     "spread_in": w.spread_in,
+                    "reorder_late_sent": w.reorder_late_sent,
                     "dropped": w.drops.total(),
                     "bursts": w.bursts,
                     "alloc_failures": w.alloc_failures,

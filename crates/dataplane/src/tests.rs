@@ -2101,7 +2101,7 @@ mod acquire {
 /// leaving worker 0 (which received them) in arrival order.
 mod spread {
     use super::*;
-    use crate::worker::SpreadRings;
+    use crate::worker::{LatePart, SpreadRings};
     use std::sync::atomic::{AtomicBool, Ordering};
 
     const FLOWS: u32 = 4;
@@ -2234,6 +2234,13 @@ mod spread {
                 outer,
                 snap: b_snapshot(outer, remote_ts),
                 rings: SpreadRings::new(workers),
+            }
+        }
+        /// B whose fan-out meets late parts with `late`.
+        fn late(outer: Outer, workers: usize, late: LatePart) -> B {
+            B {
+                rings: SpreadRings::with_late(workers, late),
+                ..B::new(outer, workers)
             }
         }
         fn worker(&self, k: usize, shared: &SharedNeighbors) -> Gw {
@@ -2460,23 +2467,32 @@ mod spread {
 
     /// A worker that never returns the parts it took (stuck) holds the SA
     /// up for the reorder stage's bound only: later packets leave after
-    /// them, and the stuck parts, when they finally come back, are dropped
-    /// as `reorder_late`, counted once. A part still queued in its inbox
-    /// when the oldest part is overdue is taken back by the receiving
-    /// worker and done there (not lost); a part handed out after all that
-    /// comes back and leaves in order. In every outer form.
+    /// them. The stuck parts, when they finally come back, are dropped as
+    /// `reorder_late`, counted once (`spread_late = "drop"`, the default),
+    /// or sent on then, behind the later packets, counted in
+    /// `reorder_late_sent` (`"send"`: nothing lost). A part still queued in
+    /// its inbox when the oldest part is overdue is taken back by the
+    /// receiving worker and done there (not lost); a part handed out after
+    /// all that comes back and leaves in order. In every outer form.
     #[test]
     fn a_part_that_never_comes_back_holds_the_sa_for_the_bound_only() {
         for outer in Outer::ALL {
-            a_part_that_never_comes_back(outer);
+            a_part_that_never_comes_back(outer, LatePart::Drop);
         }
     }
 
-    fn a_part_that_never_comes_back(outer: Outer) {
+    #[test]
+    fn a_late_part_is_sent_out_of_order_with_spread_late_send() {
+        for outer in Outer::ALL {
+            a_part_that_never_comes_back(outer, LatePart::Send);
+        }
+    }
+
+    fn a_part_that_never_comes_back(outer: Outer, late: LatePart) {
         use crate::worker::spread_consts::{MAX_WAIT_NS, STEAL_AFTER_NS};
         let stream = esp_stream(outer, 128);
         let (esp, delivered) = (&stream.esp, stream.delivered());
-        let b = B::new(outer, 2);
+        let b = B::late(outer, 2, late);
         let shared = SharedNeighbors::default();
         let mut w0 = b.owner(&shared);
         let mut w1 = b.worker(1, &shared);
@@ -2517,8 +2533,19 @@ mod spread {
         b.rings.unseize(1, stuck);
         w1.w.tick(&mut w1.tx, w1.now);
         w0.w.tick(&mut w0.tx, w0.now);
-        assert_eq!(w0.take()[PROT].len(), 0);
-        assert_eq!(w0.drops(DropReason::ReorderLate), 64);
+        let late_out = w0.take()[PROT].clone();
+        let lost = match late {
+            LatePart::Drop => {
+                assert_eq!(late_out.len(), 0);
+                64
+            }
+            LatePart::Send => {
+                // Both parts, as host A sent them, after the third burst.
+                assert!(late_out == delivered[..64], "{outer:?}");
+                0
+            }
+        };
+        assert_eq!(w0.drops(DropReason::ReorderLate), lost);
         // A part handed out now comes back inside its bound and leaves.
         assert_eq!(w0.rx(UNPROT, &esp[96..128])[PROT].len(), 0);
         w1.w.tick(&mut w1.tx, w1.now);
@@ -2534,8 +2561,10 @@ mod spread {
         assert!(released[..32] == delivered[64..96], "{outer:?}");
         assert!(released[32..] == delivered[96..128], "{outer:?}");
         let c = w0.w.counters();
-        assert_eq!(c.drops.get(DropReason::ReorderLate), 64, "{:?}", c.drops);
-        assert_eq!(c.drops.total(), 64, "{:?}", c.drops);
+        assert_eq!(c.drops.get(DropReason::ReorderLate), lost, "{:?}", c.drops);
+        assert_eq!(c.drops.total(), lost, "{:?}", c.drops);
+        assert_eq!(c.reorder_late_sent, 64 - lost);
+        assert_eq!(c.tx - c.generated, 128 - lost, "{c:?}");
         assert_eq!(c.spreading, 0);
         assert!(c.balanced(), "{c:?}");
         assert_eq!(c.spread_out, 96);

@@ -85,6 +85,9 @@ pub struct Dataplane {
     /// `spread_decrypt`: whether the worker that receives an SA's ESP
     /// spreads its decryption over every worker (docs/multicore.md).
     pub spread_decrypt: SpreadDecrypt,
+    /// `spread_late`: what the fan-out does with a part that comes back
+    /// after its reorder stage stopped waiting for it.
+    pub spread_late: SpreadLate,
 }
 
 /// `[dataplane] spread_decrypt`.
@@ -95,6 +98,18 @@ pub enum SpreadDecrypt {
     /// With 2 or more workers in run-to-completion mode, an SA group of a
     /// burst is split over all workers and reordered.
     Auto,
+}
+
+/// `[dataplane] spread_late`: a part of the decrypt fan-out that a worker
+/// returns after the reorder stage's bound (100 µs) gave up on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpreadLate {
+    /// Dropped as `reorder_late`: nothing ever leaves out of arrival order
+    /// (the default).
+    Drop,
+    /// Sent on at once, behind packets that arrived after it (counted as
+    /// `reorder_late_sent`): no loss, a reordering instead.
+    Send,
 }
 
 impl Dataplane {

@@ -3,7 +3,7 @@
 
 use core::fmt;
 
-use super::model::{Config, EncapMode, Mode, PolicyAction, Poll, Side, SpdEntry};
+use super::model::{Config, EncapMode, Mode, PolicyAction, Poll, Side, SpdEntry, SpreadLate};
 
 /// The queue and core plan (issue 15): which queues each port gets, which
 /// cores poll them, and where one tunnel's ESP is decrypted. It restates
@@ -39,9 +39,14 @@ fn queue_plan(f: &mut fmt::Formatter<'_>, c: &Config) -> fmt::Result {
                      ports (PCI ports) or af_packet's fanout hash (qpairs={n})"
                 )?;
                 let one = if dp.spreads_decrypt() {
+                    let late = match dp.spread_late {
+                        SpreadLate::Drop => "dropped, spread_late = \"drop\"",
+                        SpreadLate::Send => "sent out of order, spread_late = \"send\"",
+                    };
                     format!(
                         "the worker that receives it splits each burst over all {n} workers and \
-                         puts the packets back in arrival order (spread_decrypt = \"auto\")"
+                         puts the packets back in arrival order (spread_decrypt = \"auto\"; a part \
+                         back after the 100 us bound is {late})"
                     )
                 } else {
                     "the worker polling that queue decrypts all of it (spread_decrypt = \"off\")"

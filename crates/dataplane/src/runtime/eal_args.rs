@@ -140,6 +140,7 @@ mod tests {
             idle_sleep_us: 100,
             eal: eal.iter().map(|s| s.to_string()).collect(),
             spread_decrypt: espgw_control::config::SpreadDecrypt::Off,
+            spread_late: espgw_control::config::SpreadLate::Drop,
         }
     }
 

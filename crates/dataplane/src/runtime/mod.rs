@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use dpdk::{lcore, Eal, Mempool, Port, PortConfig, Ring, RingMode};
-use espgw_control::config::{Config, Mode};
+use espgw_control::config::{Config, Mode, SpreadLate};
 use espgw_control::Diagnostic;
 
 use crate::counters::WorkerCounters;
@@ -173,10 +173,13 @@ fn run_with_eal(
         stop: Arc::clone(stop),
         started,
         supervisor: &supervisor,
-        spread: config
-            .dataplane
-            .spreads_decrypt()
-            .then(|| crate::worker::SpreadRings::new(config.dataplane.workers)),
+        spread: config.dataplane.spreads_decrypt().then(|| {
+            let late = match config.dataplane.spread_late {
+                SpreadLate::Drop => crate::worker::LatePart::Drop,
+                SpreadLate::Send => crate::worker::LatePart::Send,
+            };
+            crate::worker::SpreadRings::with_late(config.dataplane.workers, late)
+        }),
     };
     let workers = match setup.launch(config, run) {
         Ok(w) => w,

@@ -12,7 +12,7 @@ use espgw_wire::{ethernet, ip_protocol, reply, PacketBuf};
 use super::egress::{Egress, FrameHeads};
 use super::icmp::{Icmp, IcmpError};
 use super::mss::clamp_mss;
-use super::spread::{Job, Outcome, Spread, MIN_PART};
+use super::spread::{Job, LatePart, Outcome, Spread, MIN_PART};
 use super::{Core, EgressPolicy, Origin, Stage, ORIGINATED};
 use crate::ip::{decrement_ttl, parse_ip, parse_v4_fast, IpMeta};
 use crate::pool::BufPool;
@@ -447,7 +447,7 @@ impl<B: PacketBuf> EspIn<B> {
         }
         while let Some(job) = spread.take_done() {
             work += job.pkts.len();
-            complete(spread, core, job);
+            complete(spread, core, esp_out, icmp, egress, tx, job);
         }
         if core.counters.spreading == 0 {
             return work;
@@ -467,7 +467,7 @@ impl<B: PacketBuf> EspIn<B> {
                     if job.owner == spread.me {
                         // Decrypted here after all: not by another worker.
                         core.counters.spread_out -= n as u64;
-                        complete(spread, core, job);
+                        complete(spread, core, esp_out, icmp, egress, tx, job);
                     } else {
                         core.counters.spread_in += n as u64;
                         spread.give_back(job);
@@ -574,7 +574,7 @@ fn spread_group<B: PacketBuf, P: BufPool<B>>(
             }
         }
         j.process(&core.net, &mut core.neighbors, &mut spread.hop);
-        complete(spread, core, j);
+        complete(spread, core, esp_out, icmp, egress, tx, j);
     }
     spread.staged = staged;
     release(spread, core, esp_out, icmp, egress, tx, slot.0 as usize);
@@ -606,24 +606,39 @@ fn make_room<B: PacketBuf, P: BufPool<B>>(
     }
 }
 
-/// Completes the ticket of a finished job; a job whose ticket was given up
-/// meanwhile has its packets dropped (`reorder_late`, counted here by the
-/// worker that received them) and its box recycled.
+/// Completes the ticket of a finished job. A job whose ticket was given up
+/// meanwhile (the bounded wait) is late: with [`LatePart::Drop`] its
+/// packets are dropped (`reorder_late`, counted here by the worker that
+/// received them), with [`LatePart::Send`] they are delivered now, out of
+/// arrival order (`reorder_late_sent`); either way its box is recycled.
+#[allow(clippy::too_many_arguments)]
 fn complete<B: PacketBuf, P: BufPool<B>>(
     spread: &mut Spread<B>,
     core: &mut Core<B, P>,
+    esp_out: &mut EspOut<B>,
+    icmp: &mut Icmp,
+    egress: &mut Egress,
+    tx: &mut TxQueues<B>,
     job: Box<Job<B>>,
 ) {
     let ticket = job.ticket;
     let slot = job.slot;
-    if let Err((_, Some(mut job))) = spread.reorder(slot).complete(ticket, Some(job)) {
-        // Given up before it came back (the bounded wait).
-        core.counters.spreading -= job.pkts.len() as u64;
-        for (pkt, port) in job.pkts.drain(..).zip(job.ports.drain(..)) {
-            core.drop_pkt(pkt, DropReason::ReorderLate, Some(port));
+    let Err((_, Some(mut job))) = spread.reorder(slot).complete(ticket, Some(job)) else {
+        return;
+    };
+    match spread.late() {
+        LatePart::Drop => {
+            core.counters.spreading -= job.pkts.len() as u64;
+            for (pkt, port) in job.pkts.drain(..).zip(job.ports.drain(..)) {
+                core.drop_pkt(pkt, DropReason::ReorderLate, Some(port));
+            }
         }
-        spread.recycle(job);
+        LatePart::Send => {
+            core.counters.reorder_late_sent += job.pkts.len() as u64;
+            deliver(core, esp_out, icmp, egress, tx, &mut job);
+        }
     }
+    spread.recycle(job);
 }
 
 /// Releases the jobs of SA stage `i` that are in ticket order; returns

@@ -83,23 +83,47 @@ pub const INBOX_DEPTH: usize = 2;
 /// only the part in its hands, not the ones queued behind it.
 pub const STEAL_AFTER_NS: u64 = MAX_WAIT_NS / 4;
 
+/// What the owner does with a part that a worker returns after the SA's
+/// reorder stage gave up waiting for it ([`MAX_WAIT_NS`], or a stage out of
+/// job boxes): its packets are authenticated and finished, only late.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LatePart {
+    /// Dropped as `reorder_late`: what leaves is always in arrival order,
+    /// at the price of losing what a descheduled worker held.
+    Drop,
+    /// Sent on at once, behind packets that arrived after them (counted
+    /// in `reorder_late_sent`): nothing lost, a reordering instead, which
+    /// TCP recovers from without the window cut a loss costs it.
+    Send,
+}
+
 /// The rings between workers: per worker an inbox of jobs to decrypt and
 /// a return ring for the jobs it handed out. Built once for the run by the
 /// runtime and shared by every worker (`Worker::set_spread`).
 pub struct SpreadRings<B> {
     /// Jobs one owner may have out at once.
     max_jobs: usize,
+    /// What an owner does with a part that comes back after its stage
+    /// gave up on it.
+    late: LatePart,
     inbox: Box<[ArrayQueue<Box<Job<B>>>]>,
     done: Box<[ArrayQueue<Box<Job<B>>>]>,
 }
 
 impl<B> SpreadRings<B> {
-    /// Rings for `workers` workers.
+    /// Rings for `workers` workers; late parts are dropped.
     pub fn new(workers: usize) -> Arc<SpreadRings<B>> {
+        Self::with_late(workers, LatePart::Drop)
+    }
+
+    /// Rings for `workers` workers whose late parts meet `late`
+    /// (`[dataplane] spread_late`).
+    pub fn with_late(workers: usize, late: LatePart) -> Arc<SpreadRings<B>> {
         let workers = workers.max(1);
         let max_jobs = MAX_JOBS_PER_WORKER * workers;
         Arc::new(SpreadRings {
             max_jobs,
+            late,
             // Every owner's jobs could sit in one inbox at once.
             inbox: (0..workers)
                 .map(|_| ArrayQueue::new(max_jobs * workers))
@@ -112,6 +136,10 @@ impl<B> SpreadRings<B> {
 
     pub fn workers(&self) -> usize {
         self.inbox.len()
+    }
+
+    pub fn late(&self) -> LatePart {
+        self.late
     }
 
     /// Test hook: takes every job queued for `worker`, as if it had
@@ -386,6 +414,11 @@ impl<B: PacketBuf> Spread<B> {
             verdicts: Vec::with_capacity(self.burst),
             outcomes: Vec::with_capacity(self.burst),
         })
+    }
+
+    /// `[dataplane] spread_late`: what to do with a late part.
+    pub(super) fn late(&self) -> LatePart {
+        self.rings.late
     }
 
     pub(super) fn workers(&self) -> usize {

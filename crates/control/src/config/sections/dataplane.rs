@@ -1,6 +1,6 @@
 //! `[dataplane]`: workers, cores, mode, burst, mbufs, MTU, polling, EAL args.
 
-use crate::config::model::{Dataplane, Mode, Poll, SpreadDecrypt};
+use crate::config::model::{Dataplane, Mode, Poll, SpreadDecrypt, SpreadLate};
 use crate::config::net::parse_lcores;
 use crate::config::reader::{Ctx, Table};
 use crate::config::HostFacts;
@@ -16,6 +16,7 @@ pub(crate) const KEYS: &[&str] = &[
     "idle_sleep_us",
     "eal",
     "spread_decrypt",
+    "spread_late",
 ];
 
 pub const DEFAULT_BURST: u16 = 32;
@@ -57,6 +58,7 @@ pub(crate) fn read(ctx: &mut Ctx, table: Option<Table>, host: &HostFacts) -> Dat
         idle_sleep_us: DEFAULT_IDLE_SLEEP_US,
         eal: Vec::new(),
         spread_decrypt: SpreadDecrypt::Off,
+        spread_late: SpreadLate::Drop,
     };
     let Some(t) = table else { return dp };
 
@@ -170,6 +172,20 @@ pub(crate) fn read(ctx: &mut Ctx, table: Option<Table>, host: &HostFacts) -> Dat
                 &[("off", SpreadDecrypt::Off), ("auto", SpreadDecrypt::Auto)],
             )
             .unwrap_or(dp.spread_decrypt);
+    }
+    if let Some(f) = t.get(ctx, "spread_late") {
+        dp.spread_late = f
+            .choice(
+                ctx,
+                &[("drop", SpreadLate::Drop), ("send", SpreadLate::Send)],
+            )
+            .unwrap_or(dp.spread_late);
+        if dp.spread_decrypt == SpreadDecrypt::Off {
+            ctx.warn(
+                "dataplane.spread_late",
+                "has no effect with spread_decrypt = \"off\" (no reorder stage)".to_string(),
+            );
+        }
     }
     if let Some(f) = t.get(ctx, "eal") {
         let items = f.array(ctx, "a list of strings").unwrap_or_default();
