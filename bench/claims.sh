@@ -482,6 +482,11 @@ for tag, suffix in (("s7", ""), ("s7b", ", after the decrypt trims")):
                 claim("docs/benchmarks.md", "%.2f-%.2fx %s" % (
                     min(q), max(q), "encrypt" if d == "encrypt" else "decrypt at 64 B"))
 
+# Session 9 (5 rounds each, a busier host).
+for d in ("encrypt", "decrypt"):
+    for size in ["64", "1420"]:
+        secgw_row("epyc-zen5-2vcpu-2026-12-03-s9-secgw-%s-%s.json" % (d, size), d, size)
+
 def ab_ratios(t, su, n, layer):
     out = []
     for d in ["encrypt", "decrypt"]:
