@@ -11,7 +11,8 @@ use std::path::PathBuf;
 )]
 pub struct Cli {
     /// Log level or filter (e.g. "info", "espgw_control=debug"); RUST_LOG
-    /// is used when this is not given, and "info" when neither is.
+    /// is used when this is not given, and "info" when neither is ("warn"
+    /// for `bench`, whose per-case SAs would bury its report).
     #[arg(long, global = true, value_name = "FILTER")]
     pub log: Option<String>,
     #[command(subcommand)]
@@ -202,6 +203,19 @@ pub enum Outer {
     Udp6,
 }
 
+impl Command {
+    /// The log filter when neither `--log` nor RUST_LOG gives one: "warn"
+    /// for `bench`, which builds and drops SAs for every case (and, with
+    /// --per-cpu-sas, a pair per worker) whose state-change lines would
+    /// bury its report; "info" for everything else.
+    pub fn default_log_filter(&self) -> &'static str {
+        match self {
+            Command::Bench { .. } => "warn",
+            _ => "info",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -256,5 +270,18 @@ mod tests {
             panic!("not bench");
         };
         assert_eq!(outer, Outer::Esp4, "the default");
+    }
+
+    #[test]
+    fn bench_logs_warnings_only_by_default_and_the_rest_info() {
+        let filter = |args: &[&str]| {
+            Cli::try_parse_from(args)
+                .unwrap()
+                .command
+                .default_log_filter()
+        };
+        assert_eq!(filter(&["espgw", "bench"]), "warn");
+        assert_eq!(filter(&["espgw", "check", "--config", "x.toml"]), "info");
+        assert_eq!(filter(&["espgw", "run", "--config", "x.toml"]), "info");
     }
 }

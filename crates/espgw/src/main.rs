@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
-    init_logging(cli.log.as_deref());
+    init_logging(cli.log.as_deref(), cli.command.default_log_filter());
     match cli.command {
         cli::Command::Check { config } => cmd::check::run(&config),
         cli::Command::Keys {
@@ -81,11 +81,13 @@ fn main() -> ExitCode {
 
 /// Logs go to stderr: one line per state change (SA up, expiry, rekey,
 /// link), never per packet and never a key.
-fn init_logging(filter: Option<&str>) {
+fn init_logging(filter: Option<&str>, default_filter: &str) {
     use tracing_subscriber::EnvFilter;
     let filter = match filter {
         Some(f) => EnvFilter::new(f),
-        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        None => {
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter))
+        }
     };
     tracing_subscriber::fmt()
         .with_env_filter(filter)
