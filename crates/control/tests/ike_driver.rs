@@ -796,6 +796,65 @@ fn trap_acquire_initiates_once_and_the_trap_comes_back() {
         .acquire(now + 10 * ACQUIRE_INTERVAL_MS, id, &mut a.mgr));
 }
 
+/// A trap connection whose CHILD_SA alone is deleted (by either side, as
+/// `ike terminate --child` or a peer's `swanctl --terminate --child` does)
+/// keeps its IKE SA and is trapped again; the next packet's acquire does
+/// not wait for that IKE SA (it can carry no new CHILD_SA here): it
+/// replaces it by a new IKE SA with the CHILD_SA, and both sides end with
+/// one IKE SA and the tunnel up. Fails when a childless IKE SA counts as
+/// busy (the acquire is ignored and the traffic stays trapped).
+#[test]
+fn trap_after_the_child_sa_alone_is_deleted_the_next_packet_brings_it_back() {
+    use espgw_control::ike::ACQUIRE_INTERVAL_MS;
+    for deleter_is_b in [false, true] {
+        let mut a = Gw::new(1, "", "start_action = \"trap\"");
+        let mut b = Gw::new(2, "", "");
+        let mut now = 1_000;
+        a.driver.start(now, &mut a.mgr);
+        b.driver.start(now, &mut b.mgr);
+        let id = trap_state(&a).unwrap().0;
+        assert!(a.driver.acquire(now, id, &mut a.mgr));
+        pump(&mut a, &mut b, now, None);
+        assert!(a.has_tunnel() && b.has_tunnel());
+        let first_ike = a.driver.list(now)[0].spi_i.clone();
+
+        now += 10 * ACQUIRE_INTERVAL_MS;
+        let d = if deleter_is_b { &mut b } else { &mut a };
+        d.driver.delete_child(now, "c", "net", &mut d.mgr).unwrap();
+        pump(&mut a, &mut b, now, None);
+        let what = format!("deleter b: {deleter_is_b}");
+        assert!(!b.has_tunnel(), "{what}");
+        assert_eq!(
+            trap_state(&a).map(|s| (s.1, s.2)),
+            Some((true, false)),
+            "trapped again: {what}"
+        );
+        for g in [&a, &b] {
+            let l = g.driver.list(now);
+            assert_eq!(l.len(), 1, "the IKE SA stays: {what}: {l:?}");
+            assert!(l[0].children.is_empty(), "{what}: {l:?}");
+        }
+
+        // The next packet: the childless IKE SA is replaced.
+        let id = trap_state(&a).unwrap().0;
+        assert!(a.driver.acquire(now, id, &mut a.mgr), "{what}");
+        assert!(
+            !a.driver.acquire(now + 1, id, &mut a.mgr),
+            "the new IKE SA is being set up: {what}"
+        );
+        pump(&mut a, &mut b, now, None);
+        assert!(a.has_tunnel() && b.has_tunnel(), "{what}");
+        assert_eq!(trap_state(&a).map(|s| (s.1, s.2)), Some((false, true)));
+        for g in [&a, &b] {
+            let l = g.driver.list(now);
+            assert_eq!(l.len(), 1, "the old IKE SA deleted: {what}: {l:?}");
+            assert_eq!(l[0].children.len(), 1, "{what}: {l:?}");
+        }
+        assert_ne!(a.driver.list(now)[0].spi_i, first_ike, "{what}");
+        assert_eq!(a.driver.metrics().initiated, 2, "{what}");
+    }
+}
+
 /// A dead peer of a trap connection: after the DPD failure the SAs are
 /// gone, the trap is back (no `start`-style retry), and the next acquire
 /// initiates; the peer being back, the tunnel comes up.

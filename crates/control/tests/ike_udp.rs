@@ -1,7 +1,7 @@
 //! The development transport end to end: two gateways' IKE services on
 //! kernel UDP sockets over loopback (127.0.0.1 and 127.0.0.2, unprivileged
 //! ports), each on its own thread with its own `LiveControl`; the control
-//! requests `ike_list` and `ike_rekey` go through `IkeControl` as the
+//! requests `ike_list`, `ike_rekey` and `ike_terminate --child` go through `IkeControl` as the
 //! control socket sends them. No network namespace, no root.
 
 #[path = "live_support.rs"]
@@ -155,8 +155,36 @@ fn two_gateways_over_loopback_udp() {
     let (a_new, b_new) = (out_spi(&a).unwrap(), out_spi(&b).unwrap());
     assert!(inbound_spis(&a).contains(&b_new) && inbound_spis(&b).contains(&a_new));
 
-    // Shutdown: gateway 1 deletes, gateway 2 follows.
+    // The CHILD_SA alone deleted over the control interface (`ike
+    // terminate c --child net`): both tunnels go, both IKE SAs stay.
+    IkeControl::command(
+        &*a.ike,
+        IkeCommand::Terminate {
+            connection: "c".into(),
+            child: Some("net".into()),
+        },
+        &mut a.live.manager(),
+    )
+    .unwrap();
+    wait_for("the CHILD_SA gone on both sides", || {
+        out_spi(&a).is_none() && out_spi(&b).is_none()
+    });
+    for g in [&a, &b] {
+        let list = IkeControl::command(&*g.ike, IkeCommand::List, &mut g.live.manager()).unwrap();
+        let list: IkeListReply = serde_json::from_value(list).unwrap();
+        assert_eq!(list.sas.len(), 1, "{list:?}");
+        assert_eq!(list.sas[0].state, "established", "{list:?}");
+        assert!(list.sas[0].children.is_empty(), "{list:?}");
+    }
+
+    // Shutdown: gateway 1 deletes its IKE SA (still up), gateway 2 follows.
     assert_eq!(a.ike.shutdown(&mut a.live.manager()), 1);
-    wait_for("the peer's delete", || out_spi(&b).is_none());
+    wait_for("the peer's delete", || {
+        let list = IkeControl::command(&*b.ike, IkeCommand::List, &mut b.live.manager()).unwrap();
+        serde_json::from_value::<IkeListReply>(list)
+            .unwrap()
+            .sas
+            .is_empty()
+    });
     stop.store(true, Ordering::Relaxed);
 }

@@ -68,10 +68,14 @@ enum Ike {
         name: String,
     },
     /// Delete a connection's IKE SAs and CHILD_SAs (its traffic is then
-    /// discarded) and stop re-initiating it.
+    /// discarded) and stop re-initiating it; with --child only that
+    /// CHILD_SA (and its per-CPU ones), keeping the IKE SA.
     Terminate {
         /// Connection name.
         name: String,
+        /// The child whose CHILD_SA to delete instead of the IKE SA.
+        #[arg(long)]
+        child: Option<String>,
     },
     /// Rekey the connection's IKE SA, or with --child its CHILD_SA.
     Rekey {
@@ -333,7 +337,10 @@ fn command(words: &[String], stdin: &mut dyn Read) -> Result<Parsed, (u8, String
         Top::Ike { command } => Request::Ike(match command {
             Ike::List => IkeCommand::List,
             Ike::Initiate { name } => IkeCommand::Initiate { connection: name },
-            Ike::Terminate { name } => IkeCommand::Terminate { connection: name },
+            Ike::Terminate { name, child } => IkeCommand::Terminate {
+                connection: name,
+                child,
+            },
             Ike::Rekey { name, child } => IkeCommand::Rekey {
                 connection: name,
                 child,
@@ -455,6 +462,10 @@ mod tests {
             r#"{"cmd":"ike_terminate","connection":"c"}"#
         );
         assert_eq!(
+            request("ike terminate c --child net"),
+            r#"{"child":"net","cmd":"ike_terminate","connection":"c"}"#
+        );
+        assert_eq!(
             request("ike rekey c"),
             r#"{"cmd":"ike_rekey","connection":"c"}"#
         );
@@ -535,6 +546,11 @@ mod tests {
         assert!(e.contains("no IKE SA up"), "{e}");
         let (_, e) = run("ike rekey c --child net").unwrap_err();
         assert!(e.contains("no CHILD_SA up"), "{e}");
+        let (code, e) = run("ike terminate c --child net").unwrap_err();
+        assert_eq!(code, EXIT_FAILED);
+        assert!(e.contains("no CHILD_SA up"), "{e}");
+        let (_, e) = run("ike terminate c --child other").unwrap_err();
+        assert!(e.contains("has no child \"other\""), "{e}");
         let (_, e) = run("ike initiate nope").unwrap_err();
         assert!(e.contains("no connection named"), "{e}");
         let done = run("ike terminate c").unwrap();

@@ -545,7 +545,9 @@ impl<R: RandomSource> IkeDriver<R> {
     /// its IKE SAs exists (being set up or up: every worker raises its
     /// own acquire for the same traffic, and they initiate once), one was
     /// initiated less than [`ACQUIRE_INTERVAL_MS`] ago, or the gateway is
-    /// shutting down. Returns whether it initiated.
+    /// shutting down. An IKE SA that is up but lost its CHILD_SA counts as
+    /// none: it is deleted and a new one initiated. Returns whether it
+    /// initiated.
     pub fn acquire<T: Send + Sync + 'static>(
         &mut self,
         now: Time,
@@ -562,7 +564,24 @@ impl<R: RandomSource> IkeDriver<R> {
             return false;
         };
         let c = &self.conns[id];
-        let busy = self.sas.values().any(|s| s.connection == id);
+        let own: Vec<(IkeSaId, SaPhase)> = self
+            .sas
+            .iter()
+            .filter(|(_, s)| s.connection == id)
+            .map(|(k, s)| (*k, s.phase))
+            .collect();
+        // An IKE SA up without the connection's CHILD_SA (the peer's or
+        // `ike terminate --child`'s Delete took it): nothing carries the
+        // trapped traffic, and the engine cannot add a first CHILD_SA to an
+        // IKE SA, so a new IKE SA with one replaces it. Anything else of
+        // the connection's (being set up, a CHILD_SA up or being rekeyed)
+        // means an initiation is not needed.
+        let childless = !own.is_empty()
+            && own.iter().all(|(_, p)| *p == SaPhase::Established)
+            && c.current.is_none()
+            && c.pending_switch.is_none()
+            && !c.child_rekeying;
+        let busy = !own.is_empty() && !childless;
         let recent = c
             .last_acquire
             .is_some_and(|t| now.saturating_sub(t) < ACQUIRE_INTERVAL_MS);
@@ -575,7 +594,16 @@ impl<R: RandomSource> IkeDriver<R> {
             self.metrics.acquires_ignored += 1;
             return false;
         }
-        info!(connection = %c.config.name, tunnel = %c.tunnel, "IKE: acquire, initiating");
+        if childless {
+            info!(connection = %c.config.name, tunnel = %c.tunnel, "IKE: acquire with the IKE SA up but no CHILD_SA: replacing the IKE SA");
+            for (sa, _) in &own {
+                if let Err(e) = self.engine.delete_ike_sa(now, *sa) {
+                    warn!(ike_sa = %format!("{sa:016x}"), error = %e, "IKE: delete refused");
+                }
+            }
+        } else {
+            info!(connection = %c.config.name, tunnel = %c.tunnel, "IKE: acquire, initiating");
+        }
         self.metrics.acquires_handled += 1;
         self.conns[id].last_acquire = Some(now);
         self.initiate_id(now, id);
@@ -649,8 +677,10 @@ impl<R: RandomSource> IkeDriver<R> {
     /// Deletes connection `name`'s CHILD_SA of child `child` (INFORMATIONAL
     /// Delete, RFC 7296 1.4.1), keeping the IKE SA; with RFC 9611 per-CPU
     /// CHILD_SAs the others go with it (the tunnel goes with its first
-    /// CHILD_SA). What a peer's `swanctl --terminate --child` does; no
-    /// `espgw ctl` command calls it yet (the driver tests do).
+    /// CHILD_SA). What a peer's `swanctl --terminate --child` does;
+    /// `espgw ctl ike terminate NAME --child CHILD` calls it. A `trap`
+    /// connection is trapped again, and its next packet replaces the IKE
+    /// SA left without a CHILD_SA ([`Self::acquire`]).
     pub fn delete_child<T: Send + Sync + 'static>(
         &mut self,
         now: Time,

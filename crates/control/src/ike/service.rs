@@ -202,7 +202,26 @@ impl<T: Send + Sync + 'static, R: RandomSource + Send> IkeControl<T> for IkeServ
                     done: "initiating".into(),
                 }))
             }
-            IkeCommand::Terminate { connection } => {
+            IkeCommand::Terminate {
+                connection,
+                child: Some(child),
+            } => {
+                self.with(manager, |d, now, m| {
+                    d.delete_child(now, &connection, &child, m)
+                })
+                .map_err(|e| e.to_string())?;
+                json(serde_json::to_value(IkeReply {
+                    connection,
+                    done: format!(
+                        "deleting CHILD_SA {child} (and its per-CPU ones); its tunnel is removed, \
+                         the IKE SA stays"
+                    ),
+                }))
+            }
+            IkeCommand::Terminate {
+                connection,
+                child: None,
+            } => {
                 let n = self
                     .with(manager, |d, now, m| d.terminate(now, &connection, m))
                     .map_err(|e| e.to_string())?;

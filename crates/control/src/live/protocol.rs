@@ -62,8 +62,11 @@ pub enum IkeCommand {
     Initiate {
         connection: String,
     },
+    /// The IKE SA (and its CHILD_SAs), or with `child` only that CHILD_SA
+    /// (the IKE SA stays up).
     Terminate {
         connection: String,
+        child: Option<String>,
     },
     /// The IKE SA, or with `child` that CHILD_SA.
     Rekey {
@@ -119,8 +122,8 @@ impl Request {
             "sa_del" => &["cmd", "tunnel", "spi"],
             "sa_rekey" => &["cmd", "tunnel", "out", "in"],
             "ike_list" => &["cmd"],
-            "ike_initiate" | "ike_terminate" => &["cmd", "connection"],
-            "ike_rekey" => &["cmd", "connection", "child"],
+            "ike_initiate" => &["cmd", "connection"],
+            "ike_terminate" | "ike_rekey" => &["cmd", "connection", "child"],
             _ => {
                 return Err(
                     "unknown cmd (expected status, sa_list, sa_add, sa_del, sa_rekey, stats, \
@@ -142,13 +145,11 @@ impl Request {
                 let connection = str_field(&obj, "connection")?
                     .ok_or_else(|| format!("{cmd} needs \"connection\" (a name)"))?
                     .to_string();
+                let child = str_field(&obj, "child")?.map(str::to_string);
                 Request::Ike(match cmd {
                     "ike_initiate" => IkeCommand::Initiate { connection },
-                    "ike_terminate" => IkeCommand::Terminate { connection },
-                    _ => IkeCommand::Rekey {
-                        connection,
-                        child: str_field(&obj, "child")?.map(str::to_string),
-                    },
+                    "ike_terminate" => IkeCommand::Terminate { connection, child },
+                    _ => IkeCommand::Rekey { connection, child },
                 })
             }
             "sa_add" => match obj.get("tunnel") {
@@ -214,7 +215,10 @@ impl Serialize for Request {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut m = serializer.serialize_map(None)?;
         // Sorted: "child" comes before "cmd".
-        if let Request::Ike(IkeCommand::Rekey { child: Some(c), .. }) = self {
+        if let Request::Ike(
+            IkeCommand::Rekey { child: Some(c), .. } | IkeCommand::Terminate { child: Some(c), .. },
+        ) = self
+        {
             m.serialize_entry("child", c)?;
         }
         m.serialize_entry("cmd", self.command())?;
@@ -222,11 +226,10 @@ impl Serialize for Request {
             Request::Status | Request::SaList | Request::Stats | Request::KeysWireshark => {}
             Request::Ike(IkeCommand::List) => {}
             Request::Ike(
-                IkeCommand::Initiate { connection } | IkeCommand::Terminate { connection },
+                IkeCommand::Initiate { connection }
+                | IkeCommand::Terminate { connection, .. }
+                | IkeCommand::Rekey { connection, .. },
             ) => m.serialize_entry("connection", connection)?,
-            Request::Ike(IkeCommand::Rekey { connection, .. }) => {
-                m.serialize_entry("connection", connection)?;
-            }
             Request::SaAdd { tunnel } => m.serialize_entry("tunnel", tunnel)?,
             Request::SaDel { target } => match target {
                 DelTarget::Spi(spi) => m.serialize_entry("spi", spi)?,
@@ -527,6 +530,11 @@ mod tests {
             }),
             Request::Ike(IkeCommand::Terminate {
                 connection: "c".into(),
+                child: None,
+            }),
+            Request::Ike(IkeCommand::Terminate {
+                connection: "c".into(),
+                child: Some("net".into()),
             }),
             Request::Ike(IkeCommand::Rekey {
                 connection: "c".into(),
