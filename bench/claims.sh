@@ -740,6 +740,22 @@ _pc_all = [(row(load(PC % ("percpu", i))["results"], "aes128gcm16", n, d, "worke
 _lo = min(_pc_all)
 claim("docs/multicore.md", "its lowest round is %.3f (%s B %s, round %d)" % _lo)
 
+# --- session 9: is_local_v4 on eight lanes (dropped) --------------------------
+lb, lt = (p50_rows("s9-localv4", t, 4, "2026-12-03") for t in ("base", "try"))
+ml = lambda rows, n, d, layer: _st.median_low(rows[(n, d, layer)])
+claim("docs/benchmarks.md", "the worker layer %d -> %d cycles at 64 B decrypting" % (
+    ml(lb, "64", "decrypt", "worker"), ml(lt, "64", "decrypt", "worker")))
+claim("docs/benchmarks.md", "the engine and cipher layers moved by %d and %d in the same runs (the worker's margin "
+      "over the engine %d -> %d), 1420 B %+d with the cipher %+d, encrypting %+d and %+d" % (
+    ml(lb, "64", "decrypt", "engine") - ml(lt, "64", "decrypt", "engine"),
+    ml(lb, "64", "decrypt", "cipher") - ml(lt, "64", "decrypt", "cipher"),
+    ml(lb, "64", "decrypt", "worker") - ml(lb, "64", "decrypt", "engine"),
+    ml(lt, "64", "decrypt", "worker") - ml(lt, "64", "decrypt", "engine"),
+    ml(lt, "1420", "decrypt", "worker") - ml(lb, "1420", "decrypt", "worker"),
+    ml(lt, "1420", "decrypt", "cipher") - ml(lb, "1420", "decrypt", "cipher"),
+    ml(lt, "64", "encrypt", "worker") - ml(lb, "64", "encrypt", "worker"),
+    ml(lt, "1420", "encrypt", "worker") - ml(lb, "1420", "encrypt", "worker")))
+
 # --- withdrawn: sentences the data contradicted, which must not come back ----
 # (a merge of an older branch would bring them back silently otherwise)
 WITHDRAWN = [

@@ -93,22 +93,35 @@ impl Backoff {
 /// it taken publishes at the next one).
 pub(super) struct Publisher {
     live: Arc<Mutex<WorkerCounters>>,
-    last: Instant,
+    /// Where [`Self::publish`]'s clock starts.
+    origin: Instant,
+    /// When it last published, in nanoseconds of the caller's clock.
+    last_ns: u64,
 }
 
 impl Publisher {
     pub fn new(live: Arc<Mutex<WorkerCounters>>) -> Self {
         Publisher {
             live,
-            last: Instant::now(),
+            origin: Instant::now(),
+            last_ns: 0,
         }
     }
 
-    /// Call once per loop.
+    /// Call once per loop (reads the clock).
     #[inline]
     pub fn publish(&mut self, counters: &WorkerCounters) {
-        if self.last.elapsed() >= PUBLISH_EVERY {
-            self.last = Instant::now();
+        let now_ns = self.origin.elapsed().as_nanos() as u64;
+        self.publish_at(counters, now_ns);
+    }
+
+    /// Call once per loop with the loop's own clock reading (nanoseconds
+    /// from any fixed origin, the same on every call): a worker's poll
+    /// reads the clock once, for its `Now`, not a second time here.
+    #[inline]
+    pub fn publish_at(&mut self, counters: &WorkerCounters, now_ns: u64) {
+        if now_ns.saturating_sub(self.last_ns) >= PUBLISH_EVERY.as_nanos() as u64 {
+            self.last_ns = now_ns;
             if let Ok(mut live) = self.live.try_lock() {
                 live.clone_from(counters);
             }
@@ -247,7 +260,7 @@ impl<P: Clone> WorkerSetup<P> {
                 worker.set_tables(Arc::clone(self.reader.get()));
             }
             worker.count_poll(got + sent + spread > 0);
-            publisher.publish(worker.counters());
+            publisher.publish_at(worker.counters(), now.ns);
             if stop == Stop::WhenDrained && got == 0 {
                 break;
             }
