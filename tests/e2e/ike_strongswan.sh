@@ -28,6 +28,8 @@
 #     espgw's inbound rate before and during (medians), the flood counted
 #     (engine, punt_full, cookies), the tunnel's SAs unchanged
 #     (tests/e2e/ike_flood_check.py);
+#  3a. `ike terminate ssw --child net`: the CHILD_SA goes on both sides,
+#     both keep the IKE SA;
 #  3. `ike terminate`, then charon initiates: espgw asks it for a cookie
 #     (the flood's half-open SAs are still there), then up again, pings,
 #     SPIs;
@@ -480,6 +482,19 @@ python3 tests/e2e/ike_flood_check.py "$WORK" >"$WORK/flood-check.log" 2>&1 || fa
 cat "$WORK/flood-check.log"
 ping_all a-to-b-flood 5 in_a ping 10.2.0.10
 echo "step 2d ok: IKE_SA_INIT flood and malformed IKE counted, the tunnel kept its SAs and its rate"
+
+# 3a. The CHILD_SA alone: `ike terminate ssw --child net` deletes it on
+# both sides (charon keeps the IKE SA with no CHILD_SA installed), espgw's
+# IKE SA stays with the same SPIs.
+child_ike=$(ike_spi)
+ctl ike terminate ssw --child net >"$WORK/terminate-child.log" 2>&1 || fail "ike terminate --child: $(cat "$WORK/terminate-child.log")"
+for _ in $(seq 1 50); do sw --list-sas | grep -q INSTALLED || break; sleep 0.1; done
+sw --list-sas >"$WORK/sas-childless.txt"
+grep -q INSTALLED "$WORK/sas-childless.txt" && fail "charon still has the CHILD_SA after espgw's terminate --child: $(cat "$WORK/sas-childless.txt")"
+grep -q ESTABLISHED "$WORK/sas-childless.txt" || fail "charon lost the IKE SA on a CHILD_SA delete: $(cat "$WORK/sas-childless.txt")"
+[ "$(ike_spi)" = "$child_ike" ] || fail "terminate --child: espgw's IKE SA changed ($child_ike -> $(ike_spi))"
+ctl ike list --json | grep -q '"in_spi"' && fail "terminate --child: espgw still lists a CHILD_SA"
+echo "step 3a ok: ike terminate --child deleted the CHILD_SA on both sides, the IKE SA stayed"
 
 # 3. charon initiates.
 ctl ike terminate ssw >"$WORK/terminate.log" 2>&1 || fail "ike terminate: $(cat "$WORK/terminate.log")"
