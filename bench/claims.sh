@@ -756,6 +756,25 @@ claim("docs/benchmarks.md", "the engine and cipher layers moved by %d and %d in 
     ml(lt, "64", "encrypt", "worker") - ml(lb, "64", "encrypt", "worker"),
     ml(lt, "1420", "encrypt", "worker") - ml(lb, "1420", "encrypt", "worker")))
 
+# --- session 9: spread_late drop against send (fan-out rows) ------------------
+def late_rows(late):
+    out = []
+    for i in (1, 2, 3, 4):
+        for r in load("epyc-zen5-2vcpu-2026-12-03-s9-late-%s-%d.json" % (late, i))["results"]:
+            if r["layer"] == "worker" and r["workers"] == 2:
+                out.append((r["lost"], 100.0 * r["lost"] / r["packets"], r["efficiency"]))
+    return out
+ld, ls = late_rows("drop"), late_rows("send")
+assert all(x[0] > 0 for x in ld), ld
+sent_lost = [x for x in ls if x[0] > 0]
+claim("docs/multicore.md", "with `drop` %d to %d per row (%.3f %% to %.3f %%), in every row; with `send` none in %d of "
+      "the %d rows and %d (%.3f %%) in one" % (
+          min(x[0] for x in ld), max(x[0] for x in ld), min(x[1] for x in ld), max(x[1] for x in ld),
+          len(ls) - len(sent_lost), len(ls), sent_lost[0][0], sent_lost[0][1]))
+assert len(sent_lost) == 1, ls
+claim("docs/multicore.md", "(efficiency %.2f to %.2f in both)" % (
+    min(x[2] for x in ld + ls), max(x[2] for x in ld + ls)))
+
 # --- withdrawn: sentences the data contradicted, which must not come back ----
 # (a merge of an older branch would bring them back silently otherwise)
 WITHDRAWN = [

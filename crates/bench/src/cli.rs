@@ -24,6 +24,8 @@ pub struct Args {
     pub persist_seq: bool,
     /// The decrypt fan-out: worker 0 receives, all decrypt (default off).
     pub spread_decrypt: bool,
+    /// With the fan-out: "drop" (default) or "send" for late parts.
+    pub spread_late: Option<String>,
     /// One tunnel on per-CPU SA pairs, one per worker (default off).
     pub per_cpu_sas: bool,
     /// The tunnels' outer form: "esp4" (default), "udp4", "esp6", "udp6".
@@ -62,6 +64,16 @@ impl Args {
         }
         o.persist_seq = self.persist_seq;
         o.spread_decrypt = self.spread_decrypt;
+        if let Some(late) = &self.spread_late {
+            if !self.spread_decrypt {
+                return Err(options::OptionError(
+                    "--spread-late: only with --spread-decrypt (it is what the fan-out does with a \
+                     late part)"
+                        .into(),
+                ));
+            }
+            o.spread_late = options::parse_spread_late(late)?;
+        }
         if self.per_cpu_sas {
             if self.spread_decrypt {
                 return Err(options::OptionError(
@@ -183,6 +195,39 @@ mod tests {
             crate::gateway::REPLAY_WINDOW
         );
         assert!(!Args::default().options(String::new()).unwrap().per_cpu_sas);
+    }
+
+    #[test]
+    fn spread_late_needs_the_fan_out_and_takes_drop_or_send() {
+        use espgw_dataplane::worker::LatePart;
+        let late = |spread, value: &str| Args {
+            workers: Some(2),
+            tunnels: Some(1),
+            spread_decrypt: spread,
+            spread_late: Some(value.into()),
+            ..Args::default()
+        };
+        assert_eq!(
+            Args::default().options(String::new()).unwrap().spread_late,
+            LatePart::Drop
+        );
+        assert_eq!(
+            late(true, "send")
+                .options(String::new())
+                .unwrap()
+                .spread_late,
+            LatePart::Send
+        );
+        assert_eq!(
+            late(true, "drop")
+                .options(String::new())
+                .unwrap()
+                .spread_late,
+            LatePart::Drop
+        );
+        assert!(late(false, "send").options(String::new()).is_err());
+        let e = late(true, "reorder").options(String::new()).unwrap_err();
+        assert!(e.0.contains("drop or send"), "{}", e.0);
     }
 
     #[test]

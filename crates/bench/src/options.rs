@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::str::FromStr;
 
+use espgw_dataplane::worker::LatePart;
 use espgw_esp::Suite;
 
 use crate::flows::{DEFAULT_FLOWS, MAX_FLOWS};
@@ -132,6 +133,15 @@ pub fn parse_outer(s: &str) -> Result<Outer, OptionError> {
         .ok_or_else(|| OptionError(format!("--outer: {s:?} (esp4, udp4, esp6 or udp6)")))
 }
 
+/// `--spread-late`: "drop" or "send", as `[dataplane] spread_late`.
+pub fn parse_spread_late(s: &str) -> Result<LatePart, OptionError> {
+    match s {
+        "drop" => Ok(LatePart::Drop),
+        "send" => Ok(LatePart::Send),
+        _ => Err(OptionError(format!("--spread-late: {s:?} (drop or send)"))),
+    }
+}
+
 /// Everything `espgw bench` was asked for.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -155,6 +165,9 @@ pub struct Options {
     /// the tunnel's ESP and the decrypt fan-out spreads its decryption
     /// over every worker (the worker layer; docs/multicore.md).
     pub spread_decrypt: bool,
+    /// With the fan-out: what the receiving worker does with a part back
+    /// after its reorder stage gave up on it (`[dataplane] spread_late`).
+    pub spread_late: LatePart,
     /// RFC 9611 per-CPU SAs: one tunnel (implies `tunnels = Some(1)`)
     /// whose every worker encrypts with its own outbound SA and receives
     /// the peer's ESP on its own inbound SA, as `per_cpu_sas` negotiates
@@ -186,6 +199,7 @@ impl Default for Options {
             flows: DEFAULT_FLOWS,
             persist_seq: false,
             spread_decrypt: false,
+            spread_late: LatePart::Drop,
             per_cpu_sas: false,
             outer: Outer::Esp4,
             json: None,

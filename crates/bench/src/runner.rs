@@ -6,7 +6,7 @@ use std::io::{IsTerminal, Write};
 use std::sync::{Arc, Barrier};
 
 use dpdk::{lcore, Eal, Mbuf, Mempool, MBUF_HEADROOM, SOCKET_ANY};
-use espgw_dataplane::worker::SpreadRings;
+use espgw_dataplane::worker::{LatePart, SpreadRings};
 use espgw_esp::Suite;
 
 use crate::case::CaseData;
@@ -165,6 +165,7 @@ pub fn run(opts: &Options) -> Result<Report, String> {
                         spread: opts.spread_decrypt
                             && n > 1
                             && options::tunnels_for(opts.tunnels, n) == 1,
+                        spread_late: opts.spread_late,
                         per_cpu: opts.per_cpu_sas,
                         tsc_hz: tsc_hz as f64,
                     };
@@ -245,6 +246,8 @@ struct CaseSpec {
     per_cpu: bool,
     /// The decrypt fan-out between the workers of the one tunnel.
     spread: bool,
+    /// What the fan-out does with a late part.
+    spread_late: LatePart,
     tsc_hz: f64,
 }
 
@@ -278,7 +281,9 @@ fn run_case(
         )?
     };
     let barrier = Barrier::new(n);
-    let rings = spec.spread.then(|| SpreadRings::<Mbuf>::new(n));
+    let rings = spec
+        .spread
+        .then(|| SpreadRings::<Mbuf>::with_late(n, spec.spread_late));
     let results: Vec<Result<Vec<Measured>, String>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..n)
             .map(|w| {

@@ -73,6 +73,11 @@ pub enum Command {
         /// (the worker layer's decrypt rows; docs/multicore.md).
         #[arg(long)]
         spread_decrypt: bool,
+        /// With --spread-decrypt: what the receiving worker does with a part
+        /// back after its reorder stage's bound, "drop" (default) or "send"
+        /// (`[dataplane] spread_late`).
+        #[arg(long, value_name = "drop|send")]
+        spread_late: Option<String>,
         /// One tunnel on RFC 9611 per-CPU SAs (`per_cpu_sas`): with
         /// --workers N, N SA pairs of the same selectors, worker w
         /// encrypting with its own outbound SA and receiving the peer's

@@ -81,6 +81,10 @@ pub fn render(report: &Report) -> Value {
             "flows": o.flows,
             "persist_seq": o.persist_seq,
             "spread_decrypt": o.spread_decrypt,
+            "spread_late": match o.spread_late {
+                espgw_dataplane::worker::LatePart::Drop => "drop",
+                espgw_dataplane::worker::LatePart::Send => "send",
+            },
             "per_cpu_sas": o.per_cpu_sas,
             "burst": crate::generator::BURST,
         },
