@@ -29,7 +29,8 @@
 #     (engine, punt_full, cookies), the tunnel's SAs unchanged
 #     (tests/e2e/ike_flood_check.py);
 #  3a. `ike terminate ssw --child net`: the CHILD_SA goes on both sides,
-#     both keep the IKE SA;
+#     both keep the IKE SA; `ike initiate ssw` then asks charon for a new
+#     CHILD_SA on it (CREATE_CHILD_SA): pings both ways, SPIs agree;
 #  3. `ike terminate`, then charon initiates: espgw asks it for a cookie
 #     (the flood's half-open SAs are still there), then up again, pings,
 #     SPIs;
@@ -494,7 +495,17 @@ grep -q INSTALLED "$WORK/sas-childless.txt" && fail "charon still has the CHILD_
 grep -q ESTABLISHED "$WORK/sas-childless.txt" || fail "charon lost the IKE SA on a CHILD_SA delete: $(cat "$WORK/sas-childless.txt")"
 [ "$(ike_spi)" = "$child_ike" ] || fail "terminate --child: espgw's IKE SA changed ($child_ike -> $(ike_spi))"
 ctl ike list --json | grep -q '"in_spi"' && fail "terminate --child: espgw still lists a CHILD_SA"
-echo "step 3a ok: ike terminate --child deleted the CHILD_SA on both sides, the IKE SA stayed"
+# `ike initiate` now asks charon for a new CHILD_SA on that IKE SA
+# (CREATE_CHILD_SA without REKEY_SA), not for a second IKE SA.
+ctl ike initiate ssw >"$WORK/initiate-child.log" 2>&1 || fail "ike initiate (childless): $(cat "$WORK/initiate-child.log")"
+wait_up "a new CHILD_SA on the IKE SA"
+[ "$(ike_spi)" = "$child_ike" ] || fail "ike initiate (childless): espgw's IKE SA changed ($child_ike -> $(ike_spi))"
+[ "$(sw --list-sas | grep -c ESTABLISHED)" -eq 1 ] || fail "charon has a second IKE SA: $(sw --list-sas)"
+wait_ping "a new CHILD_SA"
+ping_all a-to-b-child 5 in_a ping 10.2.0.10
+ping_all b-to-a-child 5 in_b ping 10.1.0.10
+spis new-child
+echo "step 3a ok: ike terminate --child deleted the CHILD_SA on both sides, the IKE SA stayed; ike initiate added a new CHILD_SA to it (pings, SPIs)"
 
 # 3. charon initiates.
 ctl ike terminate ssw >"$WORK/terminate.log" 2>&1 || fail "ike terminate: $(cat "$WORK/terminate.log")"

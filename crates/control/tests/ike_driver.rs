@@ -796,13 +796,27 @@ fn trap_acquire_initiates_once_and_the_trap_comes_back() {
         .acquire(now + 10 * ACQUIRE_INTERVAL_MS, id, &mut a.mgr));
 }
 
+/// The outbound SPIs of tunnel c/net in `g`'s SA manager, sorted.
+fn out_spis(g: &Gw, now: u64) -> Vec<u32> {
+    let mut v: Vec<u32> = g
+        .mgr
+        .sa_list(now / 1000)
+        .iter()
+        .filter(|s| s.tunnel == "c/net" && s.dir == Dir::Out)
+        .map(|s| s.spi)
+        .collect();
+    v.sort_unstable();
+    v
+}
+
 /// A trap connection whose CHILD_SA alone is deleted (by either side, as
 /// `ike terminate --child` or a peer's `swanctl --terminate --child` does)
-/// keeps its IKE SA and is trapped again; the next packet's acquire does
-/// not wait for that IKE SA (it can carry no new CHILD_SA here): it
-/// replaces it by a new IKE SA with the CHILD_SA, and both sides end with
-/// one IKE SA and the tunnel up. Fails when a childless IKE SA counts as
-/// busy (the acquire is ignored and the traffic stays trapped).
+/// keeps its IKE SA and is trapped again; the next packet's acquire asks
+/// for a new CHILD_SA on that IKE SA (CREATE_CHILD_SA, no new IKE SA), and
+/// both sides end with the same IKE SA and the tunnel up. Then `ike
+/// initiate` does the same for a childless IKE SA. Fails when a childless
+/// IKE SA counts as busy (the acquire is ignored and the traffic stays
+/// trapped) or when a new IKE SA is set up instead.
 #[test]
 fn trap_after_the_child_sa_alone_is_deleted_the_next_packet_brings_it_back() {
     use espgw_control::ike::ACQUIRE_INTERVAL_MS;
@@ -817,11 +831,15 @@ fn trap_after_the_child_sa_alone_is_deleted_the_next_packet_brings_it_back() {
         pump(&mut a, &mut b, now, None);
         assert!(a.has_tunnel() && b.has_tunnel());
         let first_ike = a.driver.list(now)[0].spi_i.clone();
+        let first_out = out_spis(&a, now);
 
+        let delete_child = |a: &mut Gw, b: &mut Gw, now| {
+            let d = if deleter_is_b { &mut *b } else { &mut *a };
+            d.driver.delete_child(now, "c", "net", &mut d.mgr).unwrap();
+            pump(a, b, now, None);
+        };
         now += 10 * ACQUIRE_INTERVAL_MS;
-        let d = if deleter_is_b { &mut b } else { &mut a };
-        d.driver.delete_child(now, "c", "net", &mut d.mgr).unwrap();
-        pump(&mut a, &mut b, now, None);
+        delete_child(&mut a, &mut b, now);
         let what = format!("deleter b: {deleter_is_b}");
         assert!(!b.has_tunnel(), "{what}");
         assert_eq!(
@@ -835,23 +853,40 @@ fn trap_after_the_child_sa_alone_is_deleted_the_next_packet_brings_it_back() {
             assert!(l[0].children.is_empty(), "{what}: {l:?}");
         }
 
-        // The next packet: the childless IKE SA is replaced.
+        // The next packet: a new CHILD_SA on the same IKE SA.
         let id = trap_state(&a).unwrap().0;
         assert!(a.driver.acquire(now, id, &mut a.mgr), "{what}");
         assert!(
             !a.driver.acquire(now + 1, id, &mut a.mgr),
-            "the new IKE SA is being set up: {what}"
+            "the CHILD_SA is being created: {what}"
         );
         pump(&mut a, &mut b, now, None);
         assert!(a.has_tunnel() && b.has_tunnel(), "{what}");
         assert_eq!(trap_state(&a).map(|s| (s.1, s.2)), Some((false, true)));
         for g in [&a, &b] {
             let l = g.driver.list(now);
-            assert_eq!(l.len(), 1, "the old IKE SA deleted: {what}: {l:?}");
+            assert_eq!(l.len(), 1, "no second IKE SA: {what}: {l:?}");
             assert_eq!(l[0].children.len(), 1, "{what}: {l:?}");
         }
-        assert_ne!(a.driver.list(now)[0].spi_i, first_ike, "{what}");
-        assert_eq!(a.driver.metrics().initiated, 2, "{what}");
+        assert_eq!(
+            a.driver.list(now)[0].spi_i,
+            first_ike,
+            "the same IKE SA: {what}"
+        );
+        assert_ne!(out_spis(&a, now), first_out, "a new CHILD_SA: {what}");
+        assert_eq!(a.driver.metrics().initiated, 1, "{what}");
+
+        // `ike initiate` on a childless IKE SA: the same, no second IKE SA.
+        now += 10 * ACQUIRE_INTERVAL_MS;
+        delete_child(&mut a, &mut b, now);
+        assert!(!b.has_tunnel(), "{what}");
+        assert_eq!(trap_state(&a).map(|s| (s.1, s.2)), Some((true, false)));
+        a.driver.initiate(now, "c", &mut a.mgr).unwrap();
+        pump(&mut a, &mut b, now, None);
+        assert!(a.has_tunnel() && b.has_tunnel(), "{what}");
+        let l = a.driver.list(now);
+        assert_eq!((l.len(), &l[0].spi_i), (1, &first_ike), "{what}: {l:?}");
+        assert_eq!(a.driver.metrics().initiated, 1, "{what}");
     }
 }
 
@@ -1261,18 +1296,6 @@ mod per_cpu {
         let inb = r.sad.inbound_sa(spi, outer_dst).and_then(|s| s.inbound())?;
         inb.decap_burst(&mut burst, &mut v, now / 1000);
         (v[0] == Verdict::Forward && counter_of(&burst[0]) == Some(7)).then_some(spi)
-    }
-
-    fn out_spis(g: &Gw, now: u64) -> Vec<u32> {
-        let mut v: Vec<u32> = g
-            .mgr
-            .sa_list(now / 1000)
-            .iter()
-            .filter(|s| s.tunnel == "c/net" && s.dir == Dir::Out)
-            .map(|s| s.spi)
-            .collect();
-        v.sort_unstable();
-        v
     }
 
     fn pair(a_child: &str, b_child: &str) -> (Gw, Gw, u64) {

@@ -1,7 +1,7 @@
 //! The development transport end to end: two gateways' IKE services on
 //! kernel UDP sockets over loopback (127.0.0.1 and 127.0.0.2, unprivileged
 //! ports), each on its own thread with its own `LiveControl`; the control
-//! requests `ike_list`, `ike_rekey` and `ike_terminate --child` go through `IkeControl` as the
+//! requests `ike_list`, `ike_rekey`, `ike_terminate --child` and `ike_initiate` go through `IkeControl` as the
 //! control socket sends them. No network namespace, no root.
 
 #[path = "live_support.rs"]
@@ -176,6 +176,30 @@ fn two_gateways_over_loopback_udp() {
         assert_eq!(list.sas[0].state, "established", "{list:?}");
         assert!(list.sas[0].children.is_empty(), "{list:?}");
     }
+
+    // `ike initiate c` on the childless IKE SA: a new CHILD_SA on it
+    // (CREATE_CHILD_SA), not a second IKE SA.
+    let ike_spi = |g: &Gateway| {
+        let list = IkeControl::command(&*g.ike, IkeCommand::List, &mut g.live.manager()).unwrap();
+        let list: IkeListReply = serde_json::from_value(list).unwrap();
+        list.sas.iter().map(|s| s.spi_i.clone()).collect::<Vec<_>>()
+    };
+    let before = ike_spi(&a);
+    IkeControl::command(
+        &*a.ike,
+        IkeCommand::Initiate {
+            connection: "c".into(),
+        },
+        &mut a.live.manager(),
+    )
+    .unwrap();
+    wait_for("a new CHILD_SA on both sides", || {
+        out_spi(&a).is_some() && out_spi(&b).is_some()
+    });
+    assert_eq!(ike_spi(&a), before, "the same single IKE SA");
+    assert_eq!(ike_spi(&b).len(), 1);
+    let (a_out, b_out) = (out_spi(&a).unwrap(), out_spi(&b).unwrap());
+    assert!(inbound_spis(&a).contains(&b_out) && inbound_spis(&b).contains(&a_out));
 
     // Shutdown: gateway 1 deletes its IKE SA (still up), gateway 2 follows.
     assert_eq!(a.ike.shutdown(&mut a.live.manager()), 1);

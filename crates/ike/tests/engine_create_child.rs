@@ -99,6 +99,62 @@ fn rekey(esp: &str, by_a: bool) -> usize {
     create_child_request_len(&p)
 }
 
+/// RFC 7296 1.3.1: an IKE SA whose CHILD_SA was deleted carries a new
+/// one from either side (`create_child_sa`: CREATE_CHILD_SA without
+/// REKEY_SA): the same CHILD_SA on both sides (SPIs and keys crossed),
+/// fresh SPIs and keys, the connection's selectors, not a rekey and not a
+/// per-resource SA on either side (the responder saw no REKEY_SA), no new
+/// IKE SA; with PFS too.
+#[test]
+fn a_new_child_sa_on_an_ike_sa_whose_child_sa_was_deleted() {
+    for (esp, by_a) in [
+        ("aes128gcm16", true),
+        ("aes128gcm16", false),
+        ("aes128gcm16-x25519", true),
+    ] {
+        let (mut p, id_a, id_b, old_a, old_b) = up(esp, esp);
+        p.a.delete_child_sa(p.now, id_a, old_a.inbound_spi).unwrap();
+        p.run(&[], 60_000);
+        assert_eq!(
+            deleted(&p.events_b),
+            vec![(old_b.inbound_spi, old_b.outbound_spi)]
+        );
+        p.events_a.clear();
+        p.events_b.clear();
+        p.sent.clear();
+        if by_a {
+            p.a.create_child_sa(p.now, id_a).unwrap();
+        } else {
+            p.b.create_child_sa(p.now, id_b).unwrap();
+        }
+        p.run(&[], 60_000);
+        let what = format!("{esp} by a: {by_a}: {:?} {:?}", p.events_a, p.events_b);
+        let (na, nb) = (children(&p.events_a), children(&p.events_b));
+        assert_eq!((na.len(), nb.len()), (1, 1), "{what}");
+        assert_same_child(na[0], nb[0]);
+        assert_ne!(na[0].inbound_spi, old_a.inbound_spi, "{what}");
+        assert_ne!(na[0].outbound.key.expose(), old_a.outbound.key.expose());
+        assert_eq!(
+            (&na[0].local_ts, &na[0].remote_ts),
+            (&old_a.local_ts, &old_a.remote_ts),
+            "{what}"
+        );
+        for (c, ike) in [(na[0], id_a), (nb[0], id_b)] {
+            assert_eq!(c.ike_sa, ike, "the same IKE SA: {what}");
+            assert_eq!((c.rekeys, c.per_resource), (None, false), "{what}");
+        }
+        assert_eq!(na[0].initiated_by_us, by_a, "{what}");
+        assert_eq!(nb[0].initiated_by_us, !by_a, "{what}");
+        assert!(
+            !p.events_a
+                .iter()
+                .chain(&p.events_b)
+                .any(|e| matches!(e, Event::IkeSaUp { .. })),
+            "{what}"
+        );
+    }
+}
+
 #[test]
 fn child_sa_rekey_by_the_initiator() {
     rekey("aes128gcm16", true);

@@ -147,6 +147,9 @@ struct ConnState {
     pending_switch: Option<PendingSwitch>,
     /// Our rekey of `current` is in flight.
     child_rekeying: bool,
+    /// Our request for a new CHILD_SA on an IKE SA that lost its own is
+    /// in flight (`create_child_sa`).
+    child_creating: bool,
     /// `start`: when to initiate next, and the wait after that.
     retry_at: Option<Time>,
     backoff_ms: u64,
@@ -327,6 +330,7 @@ impl<R: RandomSource> IkeDriver<R> {
                 collision: false,
                 pending_switch: None,
                 child_rekeying: false,
+                child_creating: false,
                 retry_at: None,
                 backoff_ms: RETRY_BASE_MS,
                 stopped: false,
@@ -534,7 +538,12 @@ impl<R: RandomSource> IkeDriver<R> {
         }
         self.conns[id].stopped = false;
         self.conns[id].backoff_ms = RETRY_BASE_MS;
-        self.initiate_id(now, id);
+        // Its IKE SA is up but lost its CHILD_SA: a new CHILD_SA on it,
+        // not a second IKE SA with the same peer.
+        match self.childless_ike_sa(id) {
+            Some(sa) => self.create_child(now, id, sa),
+            None => self.initiate_id(now, id),
+        }
         self.process_events(now, manager);
         Ok(())
     }
@@ -545,9 +554,9 @@ impl<R: RandomSource> IkeDriver<R> {
     /// its IKE SAs exists (being set up or up: every worker raises its
     /// own acquire for the same traffic, and they initiate once), one was
     /// initiated less than [`ACQUIRE_INTERVAL_MS`] ago, or the gateway is
-    /// shutting down. An IKE SA that is up but lost its CHILD_SA counts as
-    /// none: it is deleted and a new one initiated. Returns whether it
-    /// initiated.
+    /// shutting down. An IKE SA that is up but lost its CHILD_SA gets a
+    /// new CHILD_SA instead (CREATE_CHILD_SA). Returns whether it
+    /// initiated either.
     pub fn acquire<T: Send + Sync + 'static>(
         &mut self,
         now: Time,
@@ -563,25 +572,14 @@ impl<R: RandomSource> IkeDriver<R> {
             self.metrics.acquires_ignored += 1;
             return false;
         };
-        let c = &self.conns[id];
-        let own: Vec<(IkeSaId, SaPhase)> = self
-            .sas
-            .iter()
-            .filter(|(_, s)| s.connection == id)
-            .map(|(k, s)| (*k, s.phase))
-            .collect();
         // An IKE SA up without the connection's CHILD_SA (the peer's or
-        // `ike terminate --child`'s Delete took it): nothing carries the
-        // trapped traffic, and the engine cannot add a first CHILD_SA to an
-        // IKE SA, so a new IKE SA with one replaces it. Anything else of
-        // the connection's (being set up, a CHILD_SA up or being rekeyed)
-        // means an initiation is not needed.
-        let childless = !own.is_empty()
-            && own.iter().all(|(_, p)| *p == SaPhase::Established)
-            && c.current.is_none()
-            && c.pending_switch.is_none()
-            && !c.child_rekeying;
-        let busy = !own.is_empty() && !childless;
+        // `ike terminate --child`'s Delete took it) gets a new CHILD_SA;
+        // anything else of the connection's (an IKE SA being set up, a
+        // CHILD_SA up, being rekeyed or being created) means there is
+        // nothing to initiate.
+        let childless = self.childless_ike_sa(id);
+        let busy = childless.is_none() && self.sas.values().any(|s| s.connection == id);
+        let c = &self.conns[id];
         let recent = c
             .last_acquire
             .is_some_and(|t| now.saturating_sub(t) < ACQUIRE_INTERVAL_MS);
@@ -594,21 +592,52 @@ impl<R: RandomSource> IkeDriver<R> {
             self.metrics.acquires_ignored += 1;
             return false;
         }
-        if childless {
-            info!(connection = %c.config.name, tunnel = %c.tunnel, "IKE: acquire with the IKE SA up but no CHILD_SA: replacing the IKE SA");
-            for (sa, _) in &own {
-                if let Err(e) = self.engine.delete_ike_sa(now, *sa) {
-                    warn!(ike_sa = %format!("{sa:016x}"), error = %e, "IKE: delete refused");
-                }
+        match childless {
+            Some(_) => {
+                info!(connection = %c.config.name, tunnel = %c.tunnel, "IKE: acquire, a new CHILD_SA on the IKE SA up")
             }
-        } else {
-            info!(connection = %c.config.name, tunnel = %c.tunnel, "IKE: acquire, initiating");
+            None => {
+                info!(connection = %c.config.name, tunnel = %c.tunnel, "IKE: acquire, initiating")
+            }
         }
         self.metrics.acquires_handled += 1;
         self.conns[id].last_acquire = Some(now);
-        self.initiate_id(now, id);
+        match childless {
+            Some(sa) => self.create_child(now, id, sa),
+            None => self.initiate_id(now, id),
+        }
         self.process_events(now, manager);
         true
+    }
+
+    /// The connection's established IKE SA that carries none of its
+    /// CHILD_SA (deleted by either side, none being created or rekeyed,
+    /// no other IKE SA of the connection being set up): where a new
+    /// CHILD_SA goes instead of a new IKE SA.
+    fn childless_ike_sa(&self, id: ConnectionId) -> Option<IkeSaId> {
+        let c = &self.conns[id];
+        if c.current.is_some() || c.pending_switch.is_some() || c.child_rekeying || c.child_creating
+        {
+            return None;
+        }
+        let mut own = self.sas.iter().filter(|(_, s)| s.connection == id);
+        let all_up = own
+            .clone()
+            .all(|(_, s)| s.phase == SaPhase::Established && !s.doomed);
+        own.next().filter(|_| all_up).map(|(k, _)| *k)
+    }
+
+    /// Asks for a new CHILD_SA of connection `id` on its IKE SA `sa`
+    /// (CREATE_CHILD_SA, RFC 7296 1.3.1); the answer comes as
+    /// `ChildSaInstalled` or `ChildSaFailed`.
+    fn create_child(&mut self, now: Time, id: ConnectionId, sa: IkeSaId) {
+        self.sync_clock(now);
+        match self.engine.create_child_sa(now, sa) {
+            Ok(()) => self.conns[id].child_creating = true,
+            Err(e) => {
+                warn!(connection = %self.conns[id].config.name, error = %e, "IKE: cannot ask for a new CHILD_SA")
+            }
+        }
     }
 
     /// `ike terminate NAME`: deletes its IKE SAs (and so its CHILD_SAs)
@@ -679,8 +708,8 @@ impl<R: RandomSource> IkeDriver<R> {
     /// CHILD_SAs the others go with it (the tunnel goes with its first
     /// CHILD_SA). What a peer's `swanctl --terminate --child` does;
     /// `espgw ctl ike terminate NAME --child CHILD` calls it. A `trap`
-    /// connection is trapped again, and its next packet replaces the IKE
-    /// SA left without a CHILD_SA ([`Self::acquire`]).
+    /// connection is trapped again, and its next packet asks for a new
+    /// CHILD_SA on that IKE SA ([`Self::acquire`]), as `ike initiate` does.
     pub fn delete_child<T: Send + Sync + 'static>(
         &mut self,
         now: Time,
@@ -1082,6 +1111,8 @@ impl<R: RandomSource> IkeDriver<R> {
             return;
         };
         let id = s.connection;
+        // A new CHILD_SA asked of it will not come.
+        self.conns[id].child_creating = false;
         // Its per-CPU CHILD_SAs go with it (the tunnel and the others stay).
         let tunnel = self.conns[id].tunnel.clone();
         let gone: Vec<u32> = self.conns[id]
@@ -1268,6 +1299,7 @@ impl<R: RandomSource> IkeDriver<R> {
         let ours = c.initiated_by_us;
         if ours {
             self.conns[id].child_rekeying = false;
+            self.conns[id].child_creating = false;
         }
         if takeover {
             self.conns[id].pending_switch = None;
@@ -1663,6 +1695,7 @@ impl<R: RandomSource> IkeDriver<R> {
                     if let Some(s) = self.sas.get(&ike_sa) {
                         let c = &mut self.conns[s.connection];
                         c.child_rekeying = false;
+                        c.child_creating = false;
                         for x in c.extras.iter_mut().filter(|x| x.ike_sa == ike_sa) {
                             x.rekeying = false;
                         }

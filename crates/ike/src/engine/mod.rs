@@ -643,6 +643,16 @@ impl<R: RandomSource> Engine<R> {
         self.informational(now, ike_sa, OwnRequest::DeleteChild { inbound_spi })
     }
 
+    /// A new CHILD_SA on an established IKE SA with its connection's
+    /// selectors and ESP proposals (CREATE_CHILD_SA without REKEY_SA, RFC
+    /// 7296 1.3.1): [`Event::ChildSaInstalled`] when the peer accepts it,
+    /// [`Event::ChildSaFailed`] with its notify when it refuses. For an
+    /// IKE SA whose CHILD_SA was deleted (the connection's traffic again
+    /// without a new IKE SA).
+    pub fn create_child_sa(&mut self, now: Time, ike_sa: IkeSaId) -> Result<(), EngineError> {
+        self.informational(now, ike_sa, OwnRequest::CreateChild)
+    }
+
     /// Rekeys one CHILD_SA (named by our inbound SPI): CREATE_CHILD_SA
     /// with REKEY_SA (PFS when the connection's ESP proposal has a
     /// group), [`Event::ChildSaInstalled`] for the new one, then the old

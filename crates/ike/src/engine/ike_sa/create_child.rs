@@ -37,7 +37,13 @@ impl IkeSa {
             NotifyType::REKEY_SA,
             Vec::new(),
         );
-        let (inner, state) = self.child_request(conn, rng, rekey_sa, old_inbound, &old)?;
+        let (inner, state) = self.child_request(
+            conn,
+            rng,
+            Some(rekey_sa),
+            old_inbound,
+            (&old.local_ts, &old.remote_ts),
+        )?;
         self.send_request(
             now,
             ExchangeType::CREATE_CHILD_SA,
@@ -72,7 +78,13 @@ impl IkeSa {
             .cloned()
             .ok_or(EngineError::Protocol("no CHILD_SA to add to"))?;
         let resource_info = Notify::ike(NotifyType::SA_RESOURCE_INFO, Vec::new());
-        let (inner, state) = self.child_request(conn, rng, resource_info, 0, &first)?;
+        let (inner, state) = self.child_request(
+            conn,
+            rng,
+            Some(resource_info),
+            0,
+            (&first.local_ts, &first.remote_ts),
+        )?;
         self.send_request(
             now,
             ExchangeType::CREATE_CHILD_SA,
@@ -86,19 +98,48 @@ impl IkeSa {
         Ok(())
     }
 
+    /// RFC 7296 1.3.1: sends CREATE_CHILD_SA for a new CHILD_SA with the
+    /// connection's selectors (no REKEY_SA, no SA_RESOURCE_INFO), the
+    /// connection's ESP proposals (with a KE payload when they have a PFS
+    /// group), a fresh nonce and SPI: the IKE SA's CHILD_SA again after
+    /// the one it had was deleted (by either side), without a new IKE SA.
+    pub(super) fn send_create_child(
+        &mut self,
+        now: Time,
+        conn: &Connection,
+        cfg: &EngineConfig,
+        rng: &mut dyn RandomSource,
+        out: &mut Output,
+    ) -> Result<(), EngineError> {
+        let (inner, state) =
+            self.child_request(conn, rng, None, 0, (&conn.local_ts, &conn.remote_ts))?;
+        self.send_request(
+            now,
+            ExchangeType::CREATE_CHILD_SA,
+            &inner,
+            Some(OwnRequest::CreateChild),
+            cfg,
+            rng,
+            out,
+        )?;
+        self.create = Some(state);
+        Ok(())
+    }
+
     /// The payloads of our CREATE_CHILD_SA request for a new CHILD_SA
-    /// with `like`'s selectors (a rekey of it, or RFC 9611 one more of
-    /// its kind): `notify` first (REKEY_SA or SA_RESOURCE_INFO), then a
-    /// fresh SPI in the connection's ESP proposals, a nonce, a KE payload
-    /// of the group the peer asked for in INVALID_KE_PAYLOAD (else the
-    /// first proposal's, if any), TSi/TSr; and the state to finish it.
+    /// with selectors `(local, remote)` (a rekey of a CHILD_SA, RFC 9611
+    /// one more of its kind, or the connection's first): `notify` first
+    /// when there is one (REKEY_SA or SA_RESOURCE_INFO), then a fresh SPI
+    /// in the connection's ESP proposals, a nonce, a KE payload of the
+    /// group the peer asked for in INVALID_KE_PAYLOAD (else the first
+    /// proposal's, if any), TSi/TSr; and the state to finish it.
     fn child_request(
         &mut self,
         conn: &Connection,
         rng: &mut dyn RandomSource,
-        notify: Notify,
+        notify: Option<Notify>,
         old_inbound: u32,
-        like: &ChildRef,
+        (local, remote): (&[TrafficSelector], &[TrafficSelector]),
     ) -> Result<(Vec<Payload>, RekeyState), EngineError> {
         let new_inbound = random_child_spi(rng)?;
         let ni = random_bytes(rng, NONCE_LEN)?;
@@ -116,36 +157,38 @@ impl IkeSa {
             &new_inbound.to_be_bytes(),
             conn.esp_proposals.iter().map(|p| p.transforms()),
         );
-        let mut inner = vec![
-            Payload::Notify(notify),
-            Payload::Sa(offer),
-            Payload::Nonce(Nonce(ni.clone())),
-        ];
+        let mut inner: Vec<Payload> = notify.map(Payload::Notify).into_iter().collect();
+        inner.push(Payload::Sa(offer));
+        inner.push(Payload::Nonce(Nonce(ni.clone())));
         if let Some(k) = &ke {
             inner.push(Payload::Ke(KeyExchange {
                 group: k.group().id(),
                 data: k.public_value().to_vec(),
             }));
         }
-        inner.push(Payload::TsI(TrafficSelectors(like.local_ts.clone())));
-        inner.push(Payload::TsR(TrafficSelectors(like.remote_ts.clone())));
+        inner.push(Payload::TsI(TrafficSelectors(local.to_vec())));
+        inner.push(Payload::TsR(TrafficSelectors(remote.to_vec())));
         let state = RekeyState {
             old_inbound,
             new_inbound,
             ni,
             ke,
-            local_ts: like.local_ts.clone(),
-            remote_ts: like.remote_ts.clone(),
+            local_ts: local.to_vec(),
+            remote_ts: remote.to_vec(),
         };
         Ok((inner, state))
     }
 
-    /// The answer to our per-resource CHILD_SA request. TS_MAX_QUEUE: the
-    /// peer takes no more of these selectors; the rest of our queued
-    /// requests are dropped and the SAs we have carry on (reported as a
-    /// `ChildSaFailed` with that notify, which fails nothing else). Any
-    /// other refusal stops the series the same way.
-    pub(super) fn on_create_resource_response(
+    /// The answer to our request for a new CHILD_SA: RFC 9611's
+    /// per-resource one (`CreateResource`) or the connection's own
+    /// (`CreateChild`). An INVALID_KE_PAYLOAD naming another group of our
+    /// proposals: the same request again with it. For a per-resource SA,
+    /// TS_MAX_QUEUE says the peer takes no more of these selectors: the
+    /// rest of our queued requests are dropped and the SAs we have carry
+    /// on (reported as a `ChildSaFailed` with that notify, which fails
+    /// nothing else); any other refusal stops the series the same way. A
+    /// refused `CreateChild` is a `ChildSaFailed` with the peer's notify.
+    pub(super) fn on_create_child_response(
         &mut self,
         now: Time,
         inner: Inner,
@@ -155,7 +198,10 @@ impl IkeSa {
         out: &mut Output,
     ) -> Result<(), EngineError> {
         self.outstanding = None;
-        self.in_flight = None;
+        let request = match self.in_flight.take() {
+            Some(OwnRequest::CreateChild) => OwnRequest::CreateChild,
+            _ => OwnRequest::CreateResource,
+        };
         let Some(create) = self.create.take() else {
             return Ok(());
         };
@@ -163,19 +209,21 @@ impl IkeSa {
             let ours = create.ke.as_ref().map(|k| k.group());
             if Some(g) != ours && conn.esp_proposals.iter().any(|p| p.ke.contains(&g)) {
                 self.rekey_group = Some(g);
-                self.pending.push_front(OwnRequest::CreateResource);
+                self.pending.push_front(request);
                 return self.pump(now, conn, cfg, rng, out);
             }
         }
         match self.rekeyed_child(&create, &inner, conn) {
             Ok((mut child, _)) => {
-                child.per_resource = true;
+                child.per_resource = request == OwnRequest::CreateResource;
                 self.children.push(ChildRef::of(&child));
                 out.events
                     .push_back(Event::ChildSaInstalled(Box::new(child)));
             }
             Err(notify) => {
-                self.pending.retain(|r| *r != OwnRequest::CreateResource);
+                if request == OwnRequest::CreateResource {
+                    self.pending.retain(|r| *r != OwnRequest::CreateResource);
+                }
                 out.events.push_back(Event::ChildSaFailed {
                     ike_sa: self.id,
                     notify,

@@ -143,6 +143,7 @@ impl IkeSa {
                             .iter()
                             .any(|c| c.state == ChildState::Installed)
                 }
+                OwnRequest::CreateChild => !self.replaced,
                 OwnRequest::Liveness | OwnRequest::DeleteIke => true,
             };
             if live {
@@ -157,6 +158,7 @@ impl IkeSa {
             OwnRequest::CreateResource => {
                 return self.send_create_resource(now, conn, cfg, rng, out)
             }
+            OwnRequest::CreateChild => return self.send_create_child(now, conn, cfg, rng, out),
             OwnRequest::Liveness => Vec::new(),
             OwnRequest::DeleteIke => vec![Payload::Delete(Delete::Ike)],
             OwnRequest::DeleteChild { inbound_spi } => {
@@ -225,7 +227,10 @@ impl IkeSa {
                 }
             }
             Some(
-                OwnRequest::RekeyChild { .. } | OwnRequest::RekeyIke | OwnRequest::CreateResource,
+                OwnRequest::RekeyChild { .. }
+                | OwnRequest::RekeyIke
+                | OwnRequest::CreateResource
+                | OwnRequest::CreateChild,
             ) => {}
             Some(OwnRequest::Liveness) => {
                 out.events.push_back(Event::PeerAlive { ike_sa: self.id })

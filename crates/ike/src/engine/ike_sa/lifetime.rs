@@ -400,8 +400,10 @@ impl IkeSa {
                 r,
                 OwnRequest::RekeyChild { .. }
                     | OwnRequest::DeleteChild { .. }
-                    // RFC 9611 per-resource CHILD_SAs still to create.
+                    // RFC 9611 per-resource CHILD_SAs still to create,
+                    // and the connection's own.
                     | OwnRequest::CreateResource
+                    | OwnRequest::CreateChild
             )
         });
         self.pending = rest.into();

@@ -92,6 +92,10 @@ pub(crate) enum OwnRequest {
     /// RFC 9611: one more per-resource CHILD_SA with the selectors of the
     /// first one (CREATE_CHILD_SA with SA_RESOURCE_INFO).
     CreateResource,
+    /// A new CHILD_SA with the connection's selectors (CREATE_CHILD_SA
+    /// without REKEY_SA, RFC 7296 1.3.1): the IKE SA's CHILD_SA after the
+    /// one it had was deleted.
+    CreateChild,
 }
 
 /// Our CREATE_CHILD_SA request that rekeys the IKE SA.
@@ -633,7 +637,7 @@ impl IkeSa {
                 let Some(inner) = self.open_response(reassembled, datagram, out) else {
                     return;
                 };
-                self.on_create_resource_response(now, inner, conn, cfg, rng, out)
+                self.on_create_child_response(now, inner, conn, cfg, rng, out)
             }
             (State::Established, ExchangeType::CREATE_CHILD_SA) if self.rekey.is_some() => {
                 let Some(inner) = self.open_response(reassembled, datagram, out) else {
