@@ -501,6 +501,10 @@ ctl ike initiate ssw >"$WORK/initiate-child.log" 2>&1 || fail "ike initiate (chi
 wait_up "a new CHILD_SA on the IKE SA"
 [ "$(ike_spi)" = "$child_ike" ] || fail "ike initiate (childless): espgw's IKE SA changed ($child_ike -> $(ike_spi))"
 [ "$(sw --list-sas | grep -c ESTABLISHED)" -eq 1 ] || fail "charon has a second IKE SA: $(sw --list-sas)"
+# A CREATE_CHILD_SA without REKEY_SA, with SA_RESOURCE_INFO (16444; the
+# child has per_cpu_sas = 2), which charon ignores as in step 1c.
+grep -Eq 'parsed CREATE_CHILD_SA request [0-9]+ \[ N\(\(16444\)\) SA No KE TSi TSr \]' "$SSW/charon.log" ||
+    fail "ike initiate (childless): no new-CHILD_SA request in charon's log: $(grep 'CREATE_CHILD_SA request' "$SSW/charon.log" | tail -3)"
 wait_ping "a new CHILD_SA"
 ping_all a-to-b-child 5 in_a ping 10.2.0.10
 ping_all b-to-a-child 5 in_b ping 10.1.0.10

@@ -1418,6 +1418,21 @@ mod per_cpu {
                 let sent = g.driver.metrics().sent - before;
                 assert!(sent >= 2, "{what}: {sent} message(s) sent");
             }
+            // `ike initiate` on the childless IKE SA: the first CHILD_SA
+            // again (CREATE_CHILD_SA with SA_RESOURCE_INFO), then, on the
+            // peer's echo, the per-CPU one, all on the same IKE SA.
+            let ike = a.driver.list(now)[0].spi_i.clone();
+            a.driver.initiate(now, "c", &mut a.mgr).unwrap();
+            pump(&mut a, &mut b, now, None);
+            for g in [&a, &b] {
+                let l = g.driver.list(now);
+                let what = format!("gw{} (deleter b: {deleter_is_b}): {l:?}", g.me);
+                assert_eq!(l.len(), 1, "{what}");
+                assert_eq!(l[0].children.len(), 2, "both CHILD_SAs back: {what}");
+                assert_eq!(out_spis(g, now).len(), 2, "{what}");
+                assert!(g.has_tunnel(), "{what}");
+            }
+            assert_eq!(a.driver.list(now)[0].spi_i, ike);
         }
     }
 

@@ -99,7 +99,8 @@ impl IkeSa {
     }
 
     /// RFC 7296 1.3.1: sends CREATE_CHILD_SA for a new CHILD_SA with the
-    /// connection's selectors (no REKEY_SA, no SA_RESOURCE_INFO), the
+    /// connection's selectors (no REKEY_SA; SA_RESOURCE_INFO only when the
+    /// connection wants RFC 9611 per-resource SAs, as in IKE_AUTH), the
     /// connection's ESP proposals (with a KE payload when they have a PFS
     /// group), a fresh nonce and SPI: the IKE SA's CHILD_SA again after
     /// the one it had was deleted (by either side), without a new IKE SA.
@@ -111,8 +112,17 @@ impl IkeSa {
         rng: &mut dyn RandomSource,
         out: &mut Output,
     ) -> Result<(), EngineError> {
-        let (inner, state) =
-            self.child_request(conn, rng, None, 0, (&conn.local_ts, &conn.remote_ts))?;
+        // RFC 9611: the first CHILD_SA of a per-resource group says so, as
+        // in IKE_AUTH; the peer's echo lets the others follow.
+        let resource_info = (conn.per_resource_sas > 1)
+            .then(|| Notify::ike(NotifyType::SA_RESOURCE_INFO, Vec::new()));
+        let (inner, state) = self.child_request(
+            conn,
+            rng,
+            resource_info,
+            0,
+            (&conn.local_ts, &conn.remote_ts),
+        )?;
         self.send_request(
             now,
             ExchangeType::CREATE_CHILD_SA,
@@ -219,6 +229,17 @@ impl IkeSa {
                 self.children.push(ChildRef::of(&child));
                 out.events
                     .push_back(Event::ChildSaInstalled(Box::new(child)));
+                // The connection's first CHILD_SA again: its per-resource
+                // ones follow when the peer echoed SA_RESOURCE_INFO, as
+                // after IKE_AUTH.
+                if request == OwnRequest::CreateChild
+                    && conn.per_resource_sas > 1
+                    && inner.notify(NotifyType::SA_RESOURCE_INFO).is_some()
+                {
+                    for _ in 1..conn.per_resource_sas {
+                        self.pending.push_back(OwnRequest::CreateResource);
+                    }
+                }
             }
             Err(notify) => {
                 if request == OwnRequest::CreateResource {
