@@ -2477,19 +2477,26 @@ mod spread {
     #[test]
     fn a_part_that_never_comes_back_holds_the_sa_for_the_bound_only() {
         for outer in Outer::ALL {
-            a_part_that_never_comes_back(outer, LatePart::Drop);
+            a_part_that_never_comes_back(outer, LatePart::Drop, false);
         }
     }
 
     #[test]
     fn a_late_part_is_sent_out_of_order_with_spread_late_send() {
         for outer in Outer::ALL {
-            a_part_that_never_comes_back(outer, LatePart::Send);
+            a_part_that_never_comes_back(outer, LatePart::Send, false);
         }
     }
 
-    fn a_part_that_never_comes_back(outer: Outer, late: LatePart) {
-        use crate::worker::spread_consts::{MAX_WAIT_NS, STEAL_AFTER_NS};
+    /// With `"send"`, a part back more than `LATE_SEND_MAX_NS` after it
+    /// was cut is dropped as `reorder_late` all the same.
+    #[test]
+    fn a_late_part_past_the_age_cap_is_dropped_even_with_send() {
+        a_part_that_never_comes_back(Outer::Esp4, LatePart::Send, true);
+    }
+
+    fn a_part_that_never_comes_back(outer: Outer, late: LatePart, stale: bool) {
+        use crate::worker::spread_consts::{LATE_SEND_MAX_NS, MAX_WAIT_NS, STEAL_AFTER_NS};
         let stream = esp_stream(outer, 128);
         let (esp, delivered) = (&stream.esp, stream.delivered());
         let b = B::late(outer, 2, late);
@@ -2529,7 +2536,13 @@ mod spread {
         w0.w.tick(&mut w0.tx, w0.now);
         let mut released = w0.take()[PROT].clone();
         assert_eq!(released.len(), 32, "the third burst");
-        // The stuck worker wakes up: both its parts come back late.
+        // The stuck worker wakes up: both its parts come back late (cut
+        // at 1 ns; with `stale`, past the age cap).
+        if stale {
+            w0.now = Now {
+                ns: 2 + LATE_SEND_MAX_NS,
+            };
+        }
         b.rings.unseize(1, stuck);
         w1.w.tick(&mut w1.tx, w1.now);
         w0.w.tick(&mut w0.tx, w0.now);
@@ -2537,6 +2550,10 @@ mod spread {
         let lost = match late {
             LatePart::Drop => {
                 assert_eq!(late_out.len(), 0);
+                64
+            }
+            LatePart::Send if stale => {
+                assert_eq!(late_out.len(), 0, "too old to send");
                 64
             }
             LatePart::Send => {

@@ -12,12 +12,13 @@ use espgw_wire::{ethernet, ip_protocol, reply, PacketBuf};
 use super::egress::{Egress, FrameHeads};
 use super::icmp::{Icmp, IcmpError};
 use super::mss::clamp_mss;
-use super::spread::{Job, LatePart, Outcome, Spread, MIN_PART};
+use super::spread::{Job, LatePart, Outcome, Spread, LATE_SEND_MAX_NS, MIN_PART};
 use super::{Core, EgressPolicy, Origin, Stage, ORIGINATED};
 use crate::ip::{decrement_ttl, parse_ip, parse_v4_fast, IpMeta};
 use crate::pool::BufPool;
 use crate::ports::PortIdx;
 use crate::reason::DropReason;
+use crate::reorder::Refused;
 use crate::tx::TxQueues;
 
 /// Outbound: packets staged per tunnel (by tunnel id), encrypted with the
@@ -534,6 +535,7 @@ fn spread_group<B: PacketBuf, P: BufPool<B>>(
         j.tunnel = tunnel;
         j.tables = Some(Arc::clone(&core.tables));
         j.now = secs;
+        j.cut_ns = core.now.ns;
         staged.push((dest, j));
     }
     spread.dests = dests;
@@ -610,7 +612,10 @@ fn make_room<B: PacketBuf, P: BufPool<B>>(
 /// meanwhile (the bounded wait) is late: with [`LatePart::Drop`] its
 /// packets are dropped (`reorder_late`, counted here by the worker that
 /// received them), with [`LatePart::Send`] they are delivered now, out of
-/// arrival order (`reorder_late_sent`); either way its box is recycled.
+/// arrival order (`reorder_late_sent`), unless the part is older than
+/// [`LATE_SEND_MAX_NS`]. A result the stage calls bogus (never issued or
+/// completed twice: a bug) is dropped the same way. Either way its box is
+/// recycled.
 #[allow(clippy::too_many_arguments)]
 fn complete<B: PacketBuf, P: BufPool<B>>(
     spread: &mut Spread<B>,
@@ -623,10 +628,13 @@ fn complete<B: PacketBuf, P: BufPool<B>>(
 ) {
     let ticket = job.ticket;
     let slot = job.slot;
-    let Err((_, Some(mut job))) = spread.reorder(slot).complete(ticket, Some(job)) else {
+    let Err((refused, Some(mut job))) = spread.reorder(slot).complete(ticket, Some(job)) else {
         return;
     };
-    match spread.late() {
+    let send = refused == Refused::Late
+        && spread.late() == LatePart::Send
+        && core.now.ns.saturating_sub(job.cut_ns) <= LATE_SEND_MAX_NS;
+    match if send { LatePart::Send } else { LatePart::Drop } {
         LatePart::Drop => {
             core.counters.spreading -= job.pkts.len() as u64;
             for (pkt, port) in job.pkts.drain(..).zip(job.ports.drain(..)) {

@@ -69,7 +69,8 @@ pub use spread::{LatePart, SpreadRings};
 /// The decrypt fan-out's bounds (for tests and docs).
 pub mod spread_consts {
     pub use super::spread::{
-        INBOX_DEPTH, MAX_JOBS_PER_WORKER, MAX_WAIT_NS, MIN_PART, REORDER_CAPACITY, STEAL_AFTER_NS,
+        INBOX_DEPTH, LATE_SEND_MAX_NS, MAX_JOBS_PER_WORKER, MAX_WAIT_NS, MIN_PART,
+        REORDER_CAPACITY, STEAL_AFTER_NS,
     };
 }
 use spread::Spread;

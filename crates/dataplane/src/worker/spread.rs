@@ -77,6 +77,12 @@ pub const MIN_PART: usize = 8;
 /// does not collect the owner's whole stage.
 pub const INBOX_DEPTH: usize = 2;
 
+/// With `spread_late = "send"`, the oldest a late part may be (since it
+/// was cut) and still be sent: far beyond any reordering a transport
+/// rides out, so that a worker stalled for seconds does not release
+/// stale packets; older ones are dropped as `reorder_late` all the same.
+pub const LATE_SEND_MAX_NS: u64 = 100_000_000;
+
 /// How long the owner lets its oldest part wait before it takes back
 /// the parts still queued in other workers' inboxes (not yet started) and
 /// does them itself: a worker that is descheduled or busy then delays
@@ -185,6 +191,9 @@ pub(super) struct Job<B> {
     pub(super) tables: Option<Arc<Tables>>,
     /// The burst's time (engine seconds).
     pub(super) now: u64,
+    /// When the owner cut the part (the worker clock, nanoseconds): how
+    /// late a late part is.
+    pub(super) cut_ns: u64,
     /// The part's order ticket.
     pub(super) ticket: u64,
     pub(super) pkts: Vec<B>,
@@ -408,6 +417,7 @@ impl<B: PacketBuf> Spread<B> {
             tunnel: TunnelId(0),
             tables: None,
             now: 0,
+            cut_ns: 0,
             ticket: 0,
             pkts: Vec::with_capacity(self.burst),
             ports: Vec::with_capacity(self.burst),
