@@ -155,6 +155,48 @@ fn a_new_child_sa_on_an_ike_sa_whose_child_sa_was_deleted() {
     }
 }
 
+/// The peer rekeys the IKE SA while our request for a new CHILD_SA on it
+/// is out: refused with TEMPORARY_FAILURE (RFC 7296 2.25, as while our
+/// CHILD_SA rekey is out), so the new CHILD_SA is installed before the
+/// CHILD_SAs move; the peer's retry then moves it to the new IKE SA, where
+/// it can be deleted. Fails when the rekey is accepted at once (the
+/// CHILD_SA then lands on the old IKE SA and goes with it).
+#[test]
+fn the_peers_ike_rekey_waits_for_our_new_child_sa() {
+    let (mut p, id_a, id_b, old_a, _) = up("aes128gcm16", "aes128gcm16");
+    p.a.delete_child_sa(p.now, id_a, old_a.inbound_spi).unwrap();
+    p.run(&[], 60_000);
+    p.events_a.clear();
+    p.events_b.clear();
+    // Both requests cross on the wire.
+    p.a.create_child_sa(p.now, id_a).unwrap();
+    p.b.rekey_ike_sa(p.now, id_b).unwrap();
+    p.run(&[], 60_000);
+    let what = format!("{:?} {:?}", p.events_a, p.events_b);
+    assert!(
+        matches!(
+            p.events_b[..],
+            [
+                Event::ChildSaInstalled(_),
+                Event::IkeRekeyFailed {
+                    notify: NotifyType::TEMPORARY_FAILURE,
+                    ..
+                },
+                Event::IkeSaRekeyed { .. },
+                ..
+            ]
+        ),
+        "{what}"
+    );
+    let (na, nb) = (children(&p.events_a), children(&p.events_b));
+    assert_eq!((na.len(), nb.len()), (1, 1), "{what}");
+    assert_same_child(na[0], nb[0]);
+    let r = rekeyed(&p.events_a);
+    assert_eq!(r.len(), 1, "{what}");
+    p.a.delete_child_sa(p.now, r[0].1, na[0].inbound_spi)
+        .expect("the new CHILD_SA moved to the new IKE SA");
+}
+
 #[test]
 fn child_sa_rekey_by_the_initiator() {
     rekey("aes128gcm16", true);

@@ -147,9 +147,10 @@ struct ConnState {
     pending_switch: Option<PendingSwitch>,
     /// Our rekey of `current` is in flight.
     child_rekeying: bool,
-    /// Our request for a new CHILD_SA on an IKE SA that lost its own is
-    /// in flight (`create_child_sa`).
-    child_creating: bool,
+    /// The IKE SA we asked for a new CHILD_SA of this connection
+    /// (`create_child_sa`) until it answers: moved with an IKE SA rekey,
+    /// dropped with the IKE SA.
+    child_creating: Option<IkeSaId>,
     /// `start`: when to initiate next, and the wait after that.
     retry_at: Option<Time>,
     backoff_ms: u64,
@@ -330,7 +331,7 @@ impl<R: RandomSource> IkeDriver<R> {
                 collision: false,
                 pending_switch: None,
                 child_rekeying: false,
-                child_creating: false,
+                child_creating: None,
                 retry_at: None,
                 backoff_ms: RETRY_BASE_MS,
                 stopped: false,
@@ -616,8 +617,10 @@ impl<R: RandomSource> IkeDriver<R> {
     /// CHILD_SA goes instead of a new IKE SA.
     fn childless_ike_sa(&self, id: ConnectionId) -> Option<IkeSaId> {
         let c = &self.conns[id];
-        if c.current.is_some() || c.pending_switch.is_some() || c.child_rekeying || c.child_creating
-        {
+        let creating = c
+            .child_creating
+            .is_some_and(|sa| self.sas.contains_key(&sa));
+        if c.current.is_some() || c.pending_switch.is_some() || c.child_rekeying || creating {
             return None;
         }
         let mut own = self.sas.iter().filter(|(_, s)| s.connection == id);
@@ -629,13 +632,16 @@ impl<R: RandomSource> IkeDriver<R> {
 
     /// Asks for a new CHILD_SA of connection `id` on its IKE SA `sa`
     /// (CREATE_CHILD_SA, RFC 7296 1.3.1); the answer comes as
-    /// `ChildSaInstalled` or `ChildSaFailed`.
+    /// `ChildSaInstalled` or `ChildSaFailed`. When the engine refuses to
+    /// ask (the IKE SA is being replaced), a new IKE SA with the CHILD_SA
+    /// is initiated instead.
     fn create_child(&mut self, now: Time, id: ConnectionId, sa: IkeSaId) {
         self.sync_clock(now);
         match self.engine.create_child_sa(now, sa) {
-            Ok(()) => self.conns[id].child_creating = true,
+            Ok(()) => self.conns[id].child_creating = Some(sa),
             Err(e) => {
-                warn!(connection = %self.conns[id].config.name, error = %e, "IKE: cannot ask for a new CHILD_SA")
+                info!(connection = %self.conns[id].config.name, error = %e, "IKE: no new CHILD_SA on this IKE SA; initiating a new one");
+                self.initiate_id(now, id);
             }
         }
     }
@@ -1112,7 +1118,9 @@ impl<R: RandomSource> IkeDriver<R> {
         };
         let id = s.connection;
         // A new CHILD_SA asked of it will not come.
-        self.conns[id].child_creating = false;
+        if self.conns[id].child_creating == Some(sa) {
+            self.conns[id].child_creating = None;
+        }
         // Its per-CPU CHILD_SAs go with it (the tunnel and the others stay).
         let tunnel = self.conns[id].tunnel.clone();
         let gone: Vec<u32> = self.conns[id]
@@ -1233,6 +1241,11 @@ impl<R: RandomSource> IkeDriver<R> {
         manager: &mut SaManager<T>,
     ) {
         let id = c.connection;
+        // The answer to our request for the connection's CHILD_SA, whatever
+        // becomes of it below.
+        if c.initiated_by_us && !c.per_resource && c.rekeys.is_none() {
+            self.conns[id].child_creating = None;
+        }
         if self.sas.get(&c.ike_sa).is_some_and(|s| s.doomed) {
             return;
         }
@@ -1299,7 +1312,6 @@ impl<R: RandomSource> IkeDriver<R> {
         let ours = c.initiated_by_us;
         if ours {
             self.conns[id].child_rekeying = false;
-            self.conns[id].child_creating = false;
         }
         if takeover {
             self.conns[id].pending_switch = None;
@@ -1685,6 +1697,12 @@ impl<R: RandomSource> IkeDriver<R> {
                     self.child_deleted(now, inbound_spi, manager)
                 }
                 Event::ChildSaFailed { ike_sa, notify } => {
+                    if let Some(s) = self.sas.get(&ike_sa) {
+                        let c = &mut self.conns[s.connection];
+                        if c.child_creating == Some(ike_sa) {
+                            c.child_creating = None;
+                        }
+                    }
                     // RFC 9611: the peer takes no more per-CPU CHILD_SAs;
                     // the ones up carry on. Not a failure.
                     if notify == espgw_ike::message::NotifyType::TS_MAX_QUEUE {
@@ -1695,7 +1713,6 @@ impl<R: RandomSource> IkeDriver<R> {
                     if let Some(s) = self.sas.get(&ike_sa) {
                         let c = &mut self.conns[s.connection];
                         c.child_rekeying = false;
-                        c.child_creating = false;
                         for x in c.extras.iter_mut().filter(|x| x.ike_sa == ike_sa) {
                             x.rekeying = false;
                         }
@@ -1758,6 +1775,12 @@ impl<R: RandomSource> IkeDriver<R> {
                     };
                     self.sas.insert(new, state);
                     let conn = &mut self.conns[id];
+                    // A queued request for a new CHILD_SA moved with the
+                    // CHILD_SAs (the engine refuses the peer's rekey while
+                    // one is in flight).
+                    if conn.child_creating == Some(old) {
+                        conn.child_creating = Some(new);
+                    }
                     for (sa, _) in [&mut conn.current, &mut conn.previous]
                         .into_iter()
                         .flatten()

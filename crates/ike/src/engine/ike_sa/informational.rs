@@ -77,6 +77,11 @@ impl IkeSa {
         if self.state != State::Established {
             return Err(EngineError::Protocol("IKE SA not established"));
         }
+        if request == OwnRequest::CreateChild && self.replaced {
+            // The request would be skipped unsent (`pump`): the caller
+            // asks the SA that replaced this one.
+            return Err(EngineError::Protocol("IKE SA replaced"));
+        }
         if let OwnRequest::DeleteChild { inbound_spi } | OwnRequest::RekeyChild { inbound_spi } =
             request
         {
@@ -148,6 +153,13 @@ impl IkeSa {
             };
             if live {
                 break request;
+            }
+            if request == OwnRequest::CreateChild {
+                // Its asker waits for an answer either way.
+                out.events.push_back(Event::ChildSaFailed {
+                    ike_sa: self.id,
+                    notify: NotifyType::TEMPORARY_FAILURE,
+                });
             }
         };
         let inner = match request {

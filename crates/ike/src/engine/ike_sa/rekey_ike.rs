@@ -262,8 +262,12 @@ impl IkeSa {
         out: &mut Output,
     ) -> (Vec<Payload>, Vec<Event>) {
         let refuse = |n: Notify| (vec![Payload::Notify(n)], Vec::new());
-        let child_exchange =
-            self.rekey.is_some() || matches!(self.in_flight, Some(OwnRequest::DeleteChild { .. }));
+        // `create`: our request for a new CHILD_SA (the connection's own
+        // or RFC 9611's) whose answer would arrive on this SA after its
+        // CHILD_SAs moved.
+        let child_exchange = self.rekey.is_some()
+            || self.create.is_some()
+            || matches!(self.in_flight, Some(OwnRequest::DeleteChild { .. }));
         if self.replaced || child_exchange {
             // RFC 7296 2.25: this SA is already replaced (our rekey or
             // reauthentication completed) and our delete of it follows.
