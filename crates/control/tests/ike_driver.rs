@@ -876,6 +876,16 @@ fn trap_after_the_child_sa_alone_is_deleted_the_next_packet_brings_it_back() {
         assert_ne!(out_spis(&a, now), first_out, "a new CHILD_SA: {what}");
         assert_eq!(a.driver.metrics().initiated, 1, "{what}");
 
+        // Not while our rekey of it is out (the answer would install a
+        // CHILD_SA the delete did not cover).
+        a.driver.rekey(now, "c", Some("net"), &mut a.mgr).unwrap();
+        let e = a
+            .driver
+            .delete_child(now, "c", "net", &mut a.mgr)
+            .unwrap_err();
+        assert!(e.to_string().contains("being rekeyed"), "{e}");
+        pump(&mut a, &mut b, now, None);
+
         // `ike initiate` on a childless IKE SA: the same, no second IKE SA.
         now += 10 * ACQUIRE_INTERVAL_MS;
         delete_child(&mut a, &mut b, now);

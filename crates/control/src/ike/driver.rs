@@ -723,7 +723,14 @@ impl<R: RandomSource> IkeDriver<R> {
         child: &str,
         manager: &mut SaManager<T>,
     ) -> Result<(), IkeError> {
-        let (_, sa, spi) = self.current_child(name, child)?;
+        let (id, sa, spi) = self.current_child(name, child)?;
+        // Our rekey of it is out: deleting the old one now would leave the
+        // new one the answer installs. The operator tries again.
+        if self.conns[id].child_rekeying {
+            return ike_err(format!(
+                "{name}/{child} is being rekeyed: try again in a moment"
+            ));
+        }
         self.engine
             .delete_child_sa(now, sa, spi)
             .map_err(|e| IkeError(e.to_string()))?;
