@@ -78,24 +78,17 @@ impl IkeSa {
             .cloned()
             .ok_or(EngineError::Protocol("no CHILD_SA to add to"))?;
         let resource_info = Notify::ike(NotifyType::SA_RESOURCE_INFO, Vec::new());
-        let (inner, state) = self.child_request(
-            conn,
-            rng,
-            Some(resource_info),
-            0,
-            (&first.local_ts, &first.remote_ts),
-        )?;
-        self.send_request(
+        let ts = (&first.local_ts[..], &first.remote_ts[..]);
+        self.send_new_child(
             now,
-            ExchangeType::CREATE_CHILD_SA,
-            &inner,
-            Some(OwnRequest::CreateResource),
+            OwnRequest::CreateResource,
+            Some(resource_info),
+            ts,
+            conn,
             cfg,
             rng,
             out,
-        )?;
-        self.create = Some(state);
-        Ok(())
+        )
     }
 
     /// RFC 7296 1.3.1: sends CREATE_CHILD_SA for a new CHILD_SA with the
@@ -116,18 +109,40 @@ impl IkeSa {
         // in IKE_AUTH; the peer's echo lets the others follow.
         let resource_info = (conn.per_resource_sas > 1)
             .then(|| Notify::ike(NotifyType::SA_RESOURCE_INFO, Vec::new()));
-        let (inner, state) = self.child_request(
-            conn,
-            rng,
+        let ts = (&conn.local_ts[..], &conn.remote_ts[..]);
+        self.send_new_child(
+            now,
+            OwnRequest::CreateChild,
             resource_info,
-            0,
-            (&conn.local_ts, &conn.remote_ts),
-        )?;
+            ts,
+            conn,
+            cfg,
+            rng,
+            out,
+        )
+    }
+
+    /// Sends our CREATE_CHILD_SA `request` for a new CHILD_SA (not a
+    /// rekey) with selectors `ts`, `notify` first when there is one, and
+    /// keeps its state in `create` for the answer.
+    #[allow(clippy::too_many_arguments)]
+    fn send_new_child(
+        &mut self,
+        now: Time,
+        request: OwnRequest,
+        notify: Option<Notify>,
+        ts: (&[TrafficSelector], &[TrafficSelector]),
+        conn: &Connection,
+        cfg: &EngineConfig,
+        rng: &mut dyn RandomSource,
+        out: &mut Output,
+    ) -> Result<(), EngineError> {
+        let (inner, state) = self.child_request(conn, rng, notify, 0, ts)?;
         self.send_request(
             now,
             ExchangeType::CREATE_CHILD_SA,
             &inner,
-            Some(OwnRequest::CreateChild),
+            Some(request),
             cfg,
             rng,
             out,
