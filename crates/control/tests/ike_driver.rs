@@ -851,6 +851,8 @@ fn trap_after_the_child_sa_alone_is_deleted_the_next_packet_brings_it_back() {
             let l = g.driver.list(now);
             assert_eq!(l.len(), 1, "the IKE SA stays: {what}: {l:?}");
             assert!(l[0].children.is_empty(), "{what}: {l:?}");
+            let text = espgw_control::live::client::render_ike(&l);
+            assert!(text.ends_with("\n  no CHILD_SA\n"), "{what}: {text}");
         }
 
         // The next packet: a new CHILD_SA on the same IKE SA.

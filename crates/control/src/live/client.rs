@@ -197,6 +197,11 @@ pub fn render_ike(sas: &[IkeSaInfo]) -> String {
             out.push_str(&format!(", rekey in {r} s"));
         }
         out.push('\n');
+        if s.children.is_empty() && s.state == "established" {
+            // Deleted by either side (`ike terminate NAME --child`):
+            // `ike initiate` or the next packet of a trap adds one.
+            out.push_str("  no CHILD_SA\n");
+        }
         for c in &s.children {
             out.push_str(&format!(
                 "  child {} (tunnel {:?}){}: in {:#010x} out {:#010x} {}{}, {} s old{}{}\n",
