@@ -39,11 +39,17 @@ impl CountersSource for FakeDataplane {
                     worker: 0,
                     busy_ratio: 0.5,
                     mss_clamped: 0,
+                    spread_out: 40,
+                    spread_in: 0,
+                    reorder_late_sent: 0,
                 },
                 WorkerLoad {
                     worker: 1,
                     busy_ratio: 0.125,
                     mss_clamped: 17,
+                    spread_out: 0,
+                    spread_in: 40,
+                    reorder_late_sent: 3,
                 },
             ],
             drops: BTreeMap::from([("no_route".to_string(), 4), ("policy".to_string(), 6)]),
@@ -201,6 +207,9 @@ fn scrape_parses_and_carries_every_family() {
         ("espgw_port_tx_packets_total", "counter"),
         ("espgw_worker_busy_ratio", "gauge"),
         ("espgw_worker_mss_clamped_total", "counter"),
+        ("espgw_worker_spread_out_total", "counter"),
+        ("espgw_worker_spread_in_total", "counter"),
+        ("espgw_worker_reorder_late_sent_total", "counter"),
         ("espgw_sa_packets_total", "counter"),
         ("espgw_sa_bytes_total", "counter"),
         ("espgw_sa_drops_total", "counter"),
@@ -231,6 +240,18 @@ fn scrape_parses_and_carries_every_family() {
     assert_eq!(
         value("espgw_worker_mss_clamped_total", &[("worker", "1")]),
         17.0
+    );
+    assert_eq!(
+        value("espgw_worker_spread_out_total", &[("worker", "0")]),
+        40.0
+    );
+    assert_eq!(
+        value("espgw_worker_spread_in_total", &[("worker", "1")]),
+        40.0
+    );
+    assert_eq!(
+        value("espgw_worker_reorder_late_sent_total", &[("worker", "1")]),
+        3.0
     );
     assert_eq!(value("espgw_drops_total", &[("reason", "policy")]), 6.0);
     let out_sa = [("tunnel", "t"), ("dir", "out"), ("spi", "0x0000a001")];

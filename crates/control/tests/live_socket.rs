@@ -39,6 +39,7 @@ impl CountersSource for FakeDataplane {
                 worker: 0,
                 busy_ratio: 0.25,
                 mss_clamped: 2,
+                ..WorkerLoad::default()
             }],
             drops: BTreeMap::from([("policy_discard".to_string(), 3)]),
         }

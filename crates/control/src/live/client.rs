@@ -536,11 +536,24 @@ pub fn render_stats(s: &StatsSnapshot) -> Result<String, String> {
                 w.worker.to_string(),
                 format!("{:.3}", w.busy_ratio),
                 w.mss_clamped.to_string(),
+                w.spread_out.to_string(),
+                w.spread_in.to_string(),
+                w.reorder_late_sent.to_string(),
             ]
         })
         .collect();
     out.push('\n');
-    out.push_str(&table(&["WORKER", "BUSY", "MSS_CLAMPED"], &workers));
+    out.push_str(&table(
+        &[
+            "WORKER",
+            "BUSY",
+            "MSS_CLAMPED",
+            "SPREAD_OUT",
+            "SPREAD_IN",
+            "LATE_SENT",
+        ],
+        &workers,
+    ));
     let drops: Vec<Vec<String>> = s
         .drops
         .iter()

@@ -140,6 +140,28 @@ pub fn render(s: &StatsSnapshot) -> String {
             f.sample(name, &[("worker", &w.worker.to_string())], w.mss_clamped);
         }
     }
+    for (name, help, get) in [
+        (
+            "espgw_worker_spread_out_total",
+            "Decrypt fan-out: packets the worker handed to other workers to decrypt.",
+            (|w: &super::status::WorkerLoad| w.spread_out) as fn(&_) -> u64,
+        ),
+        (
+            "espgw_worker_spread_in_total",
+            "Decrypt fan-out: packets the worker decrypted for other workers.",
+            |w| w.spread_in,
+        ),
+        (
+            "espgw_worker_reorder_late_sent_total",
+            "Decrypt fan-out with spread_late = send: packets of late parts sent out of arrival order.",
+            |w| w.reorder_late_sent,
+        ),
+    ] {
+        let mut f = Family::start(&mut out, name, "counter", help);
+        for w in &s.workers {
+            f.sample(name, &[("worker", &w.worker.to_string())], get(w));
+        }
+    }
     {
         let name = "espgw_drops_total";
         let mut f = Family::start(&mut out, name, "counter", "Packets dropped, by reason.");

@@ -180,6 +180,16 @@ pub struct WorkerLoad {
     /// TCP SYN / SYN-ACK whose MSS option the worker lowered (`mss_clamp`).
     #[serde(default)]
     pub mss_clamped: u64,
+    /// Decrypt fan-out (`spread_decrypt`): packets this worker handed to
+    /// others to decrypt, and packets it decrypted for others.
+    #[serde(default)]
+    pub spread_out: u64,
+    #[serde(default)]
+    pub spread_in: u64,
+    /// Decrypt fan-out with `spread_late = "send"`: packets of late parts
+    /// sent out of arrival order instead of dropped.
+    #[serde(default)]
+    pub reorder_late_sent: u64,
 }
 
 /// What the runtime reports about itself (everything except SAs, which

@@ -163,6 +163,9 @@ impl CountersSource for LiveCounters {
                     c.busy_polls as f64 / c.polls as f64
                 },
                 mss_clamped: c.mss_clamped,
+                spread_out: c.spread_out,
+                spread_in: c.spread_in,
+                reorder_late_sent: c.reorder_late_sent,
             });
         }
         let ports = self
@@ -380,6 +383,8 @@ mod tests {
             c.busy_polls = busy;
             c.mss_clamped = clamped;
             c.ports[0].rx_packets = rx;
+            // The fan-out's counters, distinct per worker.
+            (c.spread_out, c.spread_in, c.reorder_late_sent) = (rx + 1, rx + 2, rx + 3);
             Arc::new(Mutex::new(c))
         };
         let live = LiveCounters {
@@ -395,6 +400,11 @@ mod tests {
         assert_eq!(
             (c.workers[1].busy_ratio, c.workers[1].mss_clamped),
             (0.0, 0)
+        );
+        let fan = |w: &live::WorkerLoad| (w.spread_out, w.spread_in, w.reorder_late_sent);
+        assert_eq!(
+            (fan(&c.workers[0]), fan(&c.workers[1])),
+            ((11, 12, 13), (6, 7, 8))
         );
         assert_eq!(c.ports[0].rx_packets, 15);
         assert_eq!(c.ports[1].name, "unprot");
