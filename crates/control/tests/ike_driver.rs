@@ -902,6 +902,47 @@ fn trap_after_the_child_sa_alone_is_deleted_the_next_packet_brings_it_back() {
     }
 }
 
+/// A responder-only connection (remote = "%any") whose CHILD_SA the
+/// initiator deleted alone: `ike initiate` adds a new CHILD_SA to the IKE
+/// SA the peer set up (its address is known there); with no IKE SA it
+/// still refuses (it cannot reach an unnamed peer).
+#[test]
+fn a_responder_only_connection_re_adds_its_child_sa_on_the_peers_ike_sa() {
+    let mut a = Gw::new(1, "start_action = \"start\"", "");
+    let cfg = gateway_config(2, "", "");
+    let any = config({
+        let mut g = GatewayToml::demo(2).default_action("discard");
+        g.tunnels.clear();
+        g.extra(&connection(2, "", "").replace("remote = \"192.0.2.1\"", "remote = \"%any\""))
+            .render()
+    });
+    assert!(any.connections[0].remote.is_none(), "b is responder-only");
+    let mut b = Gw {
+        me: 2,
+        driver: IkeDriver::new(&any.connections, engine_config(), SystemRandom::new()).unwrap(),
+        mgr: SaManager::with_control_tables(&cfg, 0).unwrap(),
+        wire: MemoryTransport::default(),
+    };
+    let now = 1_000;
+    let e = b.driver.initiate(now, "c", &mut b.mgr).unwrap_err();
+    assert!(e.to_string().contains("can only respond"), "{e}");
+    a.driver.start(now, &mut a.mgr);
+    pump(&mut a, &mut b, now, None);
+    assert!(a.has_tunnel() && b.has_tunnel());
+    let ike = b.driver.list(now)[0].spi_i.clone();
+    a.driver.delete_child(now, "c", "net", &mut a.mgr).unwrap();
+    pump(&mut a, &mut b, now, None);
+    assert!(!a.has_tunnel() && !b.has_tunnel());
+    b.driver.initiate(now, "c", &mut b.mgr).unwrap();
+    pump(&mut a, &mut b, now, None);
+    assert!(a.has_tunnel() && b.has_tunnel());
+    for g in [&a, &b] {
+        let l = g.driver.list(now);
+        assert_eq!((l.len(), l[0].children.len()), (1, 1), "gw{}: {l:?}", g.me);
+    }
+    assert_eq!(b.driver.list(now)[0].spi_i, ike, "the same IKE SA");
+}
+
 /// A dead peer of a trap connection: after the DPD failure the SAs are
 /// gone, the trap is back (no `start`-style retry), and the next acquire
 /// initiates; the peer being back, the tunnel comes up.

@@ -532,9 +532,12 @@ impl<R: RandomSource> IkeDriver<R> {
         manager: &mut SaManager<T>,
     ) -> Result<(), IkeError> {
         let id = self.conn_by_name(name)?;
-        if self.conns[id].config.remote.is_none() {
+        if self.conns[id].config.remote.is_none() && self.childless_ike_sa(id).is_none() {
+            // Only a CHILD_SA on the IKE SA the peer set up (its address is
+            // known there) is ours to ask for.
             return ike_err(format!(
-                "connection {name:?} has remote = \"%any\": it can only respond"
+                "connection {name:?} has remote = \"%any\": it can only respond \
+                 (or add a CHILD_SA to an IKE SA the peer set up)"
             ));
         }
         self.conns[id].stopped = false;
@@ -634,14 +637,17 @@ impl<R: RandomSource> IkeDriver<R> {
     /// (CREATE_CHILD_SA, RFC 7296 1.3.1); the answer comes as
     /// `ChildSaInstalled` or `ChildSaFailed`. When the engine refuses to
     /// ask (the IKE SA is being replaced), a new IKE SA with the CHILD_SA
-    /// is initiated instead.
+    /// is initiated instead (when the connection names its peer).
     fn create_child(&mut self, now: Time, id: ConnectionId, sa: IkeSaId) {
         self.sync_clock(now);
         match self.engine.create_child_sa(now, sa) {
             Ok(()) => self.conns[id].child_creating = Some(sa),
-            Err(e) => {
+            Err(e) if self.conns[id].config.remote.is_some() => {
                 info!(connection = %self.conns[id].config.name, error = %e, "IKE: no new CHILD_SA on this IKE SA; initiating a new one");
                 self.initiate_id(now, id);
+            }
+            Err(e) => {
+                warn!(connection = %self.conns[id].config.name, error = %e, "IKE: no new CHILD_SA on this IKE SA")
             }
         }
     }
