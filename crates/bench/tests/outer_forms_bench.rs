@@ -10,9 +10,13 @@
 //! skipped.
 
 use espgw_bench::layers::Layer;
-use espgw_bench::options::{parse_outer, Direction, Options, Outer, Size};
+use espgw_bench::options::{parse_outer, Direction, Options, Outer};
 use espgw_bench::report;
-use espgw_esp::Suite;
+
+// Its `check_rows` is the other binaries'.
+#[allow(dead_code)]
+#[path = "support/one_tunnel.rs"]
+mod one_tunnel;
 
 #[path = "../../../tests/support/skip.rs"]
 mod skip_rule;
@@ -63,50 +67,20 @@ fn one_outer_form() {
     let name = std::env::var("ESPGW_BENCH_OUTER").expect("ESPGW_BENCH_OUTER");
     let outer = parse_outer(&name).expect("a form");
     let opts = Options {
-        suites: vec![Suite::Aes128Gcm16],
-        sizes: vec![Size::Fixed(64)],
-        directions: vec![Direction::Encrypt, Direction::Decrypt],
-        workers: 2,
-        tunnels: Some(1),
         spread_decrypt: true,
         outer,
-        seconds: 0.25,
-        progress: false,
-        command: format!("outer_forms_bench {name}"),
-        ..Options::default()
+        ..one_tunnel::options(&format!("outer_forms_bench {name}"))
     };
     let rep = espgw_bench::run(&opts).expect("bench runs");
-    // 1 and 2 workers, 2 directions, every layer.
-    assert_eq!(rep.rows.len(), 2 * 2 * Layer::ALL.len());
-    for row in &rep.rows {
-        let what = format!(
-            "{name} {} {} x{}",
-            row.direction.name(),
-            row.layer.name(),
-            row.workers
-        );
-        let t = &row.measured.tally;
-        assert!(t.valid > 0, "{what}: sink validated nothing");
-        assert_eq!(t.invalid, 0, "{what}: invalid ({:?})", t.first_invalid);
-        let spread_row =
-            row.workers == 2 && row.direction == Direction::Decrypt && row.layer == Layer::Worker;
-        if spread_row {
-            // The fan-out's reorder stage drops a part later than its bound
-            // (`reorder_late`: parts still out when a slice ends, or a
-            // helper descheduled; docs/multicore.md): a matter of timing,
-            // not of the form, and large in a debug build on a loaded
-            // machine (a fifth here). Shown, not judged; what the sink saw
-            // is (above).
-            eprintln!(
-                "{what}: lost {} of {}",
-                row.measured.lost(),
-                row.measured.packets
-            );
-        } else {
-            assert_eq!(row.measured.lost(), 0, "{what}: packets lost in the stage");
-        }
-        assert_eq!(row.outer, outer, "{what}");
-    }
+    // The fan-out's row may lose what its reorder stage drops late (a part
+    // still out when a slice ends, or a helper descheduled;
+    // docs/multicore.md): a matter of timing, not of the form, and large in
+    // a debug build on a loaded machine (a fifth here). Shown, not judged;
+    // what the sink saw is. Two workers on one tunnel: the window is off.
+    one_tunnel::check_rows_losing(&rep, 0, |row| {
+        row.workers == 2 && row.direction == Direction::Decrypt && row.layer == Layer::Worker
+    });
+    assert!(rep.rows.iter().all(|row| row.outer == outer));
     let json = report::json::render(&rep);
     assert_eq!(json["options"]["outer"], name.as_str());
     assert_eq!(json["results"][0]["outer"], name.as_str());
