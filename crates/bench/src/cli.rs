@@ -199,7 +199,7 @@ mod tests {
 
     #[test]
     fn spread_late_needs_the_fan_out_and_takes_drop_or_send() {
-        use espgw_dataplane::worker::LatePart;
+        use espgw_control::config::SpreadLate;
         let late = |spread, value: &str| Args {
             workers: Some(2),
             tunnels: Some(1),
@@ -209,21 +209,21 @@ mod tests {
         };
         assert_eq!(
             Args::default().options(String::new()).unwrap().spread_late,
-            LatePart::Drop
+            SpreadLate::Drop
         );
         assert_eq!(
             late(true, "send")
                 .options(String::new())
                 .unwrap()
                 .spread_late,
-            LatePart::Send
+            SpreadLate::Send
         );
         assert_eq!(
             late(true, "drop")
                 .options(String::new())
                 .unwrap()
                 .spread_late,
-            LatePart::Drop
+            SpreadLate::Drop
         );
         assert!(late(false, "send").options(String::new()).is_err());
         let e = late(true, "reorder").options(String::new()).unwrap_err();

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::str::FromStr;
 
-use espgw_dataplane::worker::LatePart;
+use espgw_control::config::SpreadLate;
 use espgw_esp::Suite;
 
 use crate::flows::{DEFAULT_FLOWS, MAX_FLOWS};
@@ -134,12 +134,11 @@ pub fn parse_outer(s: &str) -> Result<Outer, OptionError> {
 }
 
 /// `--spread-late`: "drop" or "send", as `[dataplane] spread_late`.
-pub fn parse_spread_late(s: &str) -> Result<LatePart, OptionError> {
-    match s {
-        "drop" => Ok(LatePart::Drop),
-        "send" => Ok(LatePart::Send),
-        _ => Err(OptionError(format!("--spread-late: {s:?} (drop or send)"))),
-    }
+pub fn parse_spread_late(s: &str) -> Result<SpreadLate, OptionError> {
+    SpreadLate::ALL
+        .into_iter()
+        .find(|l| l.name() == s)
+        .ok_or_else(|| OptionError(format!("--spread-late: {s:?} (drop or send)")))
 }
 
 /// Everything `espgw bench` was asked for.
@@ -167,7 +166,7 @@ pub struct Options {
     pub spread_decrypt: bool,
     /// With the fan-out: what the receiving worker does with a part back
     /// after its reorder stage gave up on it (`[dataplane] spread_late`).
-    pub spread_late: LatePart,
+    pub spread_late: SpreadLate,
     /// RFC 9611 per-CPU SAs: one tunnel (implies `tunnels = Some(1)`)
     /// whose every worker encrypts with its own outbound SA and receives
     /// the peer's ESP on its own inbound SA, as `per_cpu_sas` negotiates
@@ -199,7 +198,7 @@ impl Default for Options {
             flows: DEFAULT_FLOWS,
             persist_seq: false,
             spread_decrypt: false,
-            spread_late: LatePart::Drop,
+            spread_late: SpreadLate::Drop,
             per_cpu_sas: false,
             outer: Outer::Esp4,
             json: None,

@@ -6,7 +6,8 @@ use std::io::{IsTerminal, Write};
 use std::sync::{Arc, Barrier};
 
 use dpdk::{lcore, Eal, Mbuf, Mempool, MBUF_HEADROOM, SOCKET_ANY};
-use espgw_dataplane::worker::{LatePart, SpreadRings};
+use espgw_control::config::SpreadLate;
+use espgw_dataplane::worker::SpreadRings;
 use espgw_esp::Suite;
 
 use crate::case::CaseData;
@@ -247,7 +248,7 @@ struct CaseSpec {
     /// The decrypt fan-out between the workers of the one tunnel.
     spread: bool,
     /// What the fan-out does with a late part.
-    spread_late: LatePart,
+    spread_late: SpreadLate,
     tsc_hz: f64,
 }
 

@@ -2101,7 +2101,8 @@ mod acquire {
 /// leaving worker 0 (which received them) in arrival order.
 mod spread {
     use super::*;
-    use crate::worker::{LatePart, SpreadRings};
+    use crate::worker::SpreadRings;
+    use espgw_control::config::SpreadLate;
     use std::sync::atomic::{AtomicBool, Ordering};
 
     const FLOWS: u32 = 4;
@@ -2237,7 +2238,7 @@ mod spread {
             }
         }
         /// B whose fan-out meets late parts with `late`.
-        fn late(outer: Outer, workers: usize, late: LatePart) -> B {
+        fn late(outer: Outer, workers: usize, late: SpreadLate) -> B {
             B {
                 rings: SpreadRings::with_late(workers, late),
                 ..B::new(outer, workers)
@@ -2477,14 +2478,14 @@ mod spread {
     #[test]
     fn a_part_that_never_comes_back_holds_the_sa_for_the_bound_only() {
         for outer in Outer::ALL {
-            a_part_that_never_comes_back(outer, LatePart::Drop, false);
+            a_part_that_never_comes_back(outer, SpreadLate::Drop, false);
         }
     }
 
     #[test]
     fn a_late_part_is_sent_out_of_order_with_spread_late_send() {
         for outer in Outer::ALL {
-            a_part_that_never_comes_back(outer, LatePart::Send, false);
+            a_part_that_never_comes_back(outer, SpreadLate::Send, false);
         }
     }
 
@@ -2492,10 +2493,10 @@ mod spread {
     /// was cut is dropped as `reorder_late` all the same.
     #[test]
     fn a_late_part_past_the_age_cap_is_dropped_even_with_send() {
-        a_part_that_never_comes_back(Outer::Esp4, LatePart::Send, true);
+        a_part_that_never_comes_back(Outer::Esp4, SpreadLate::Send, true);
     }
 
-    fn a_part_that_never_comes_back(outer: Outer, late: LatePart, stale: bool) {
+    fn a_part_that_never_comes_back(outer: Outer, late: SpreadLate, stale: bool) {
         use crate::worker::spread_consts::{LATE_SEND_MAX_NS, MAX_WAIT_NS, STEAL_AFTER_NS};
         let stream = esp_stream(outer, 128);
         let (esp, delivered) = (&stream.esp, stream.delivered());
@@ -2548,15 +2549,15 @@ mod spread {
         w0.w.tick(&mut w0.tx, w0.now);
         let late_out = w0.take()[PROT].clone();
         let lost = match late {
-            LatePart::Drop => {
+            SpreadLate::Drop => {
                 assert_eq!(late_out.len(), 0);
                 64
             }
-            LatePart::Send if stale => {
+            SpreadLate::Send if stale => {
                 assert_eq!(late_out.len(), 0, "too old to send");
                 64
             }
-            LatePart::Send => {
+            SpreadLate::Send => {
                 // Both parts, as host A sent them, after the third burst.
                 assert!(late_out == delivered[..64], "{outer:?}");
                 0

@@ -81,10 +81,7 @@ pub fn render(report: &Report) -> Value {
             "flows": o.flows,
             "persist_seq": o.persist_seq,
             "spread_decrypt": o.spread_decrypt,
-            "spread_late": match o.spread_late {
-                espgw_dataplane::worker::LatePart::Drop => "drop",
-                espgw_dataplane::worker::LatePart::Send => "send",
-            },
+            "spread_late": o.spread_late.name(),
             "per_cpu_sas": o.per_cpu_sas,
             "burst": crate::generator::BURST,
         },

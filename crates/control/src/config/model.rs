@@ -100,16 +100,32 @@ pub enum SpreadDecrypt {
     Auto,
 }
 
-/// `[dataplane] spread_late`: a part of the decrypt fan-out that a worker
-/// returns after the reorder stage's bound (100 µs) gave up on it.
+/// `[dataplane] spread_late`: what the decrypt fan-out's receiving worker
+/// does with a part another worker returns after the SA's reorder stage
+/// gave up waiting for it (its bound, or a stage out of job boxes): its
+/// packets are authenticated and finished, only late.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SpreadLate {
-    /// Dropped as `reorder_late`: nothing ever leaves out of arrival order
-    /// (the default).
+    /// Dropped as `reorder_late`: what leaves is always in arrival order,
+    /// at the price of losing what a descheduled worker held (the
+    /// default).
     Drop,
-    /// Sent on at once, behind packets that arrived after it (counted as
-    /// `reorder_late_sent`): no loss, a reordering instead.
+    /// Sent on at once, behind packets that arrived after them (counted
+    /// in `reorder_late_sent`): nothing lost, a reordering instead, which
+    /// TCP recovers from without the window cut a loss costs it.
     Send,
+}
+
+impl SpreadLate {
+    pub const ALL: [SpreadLate; 2] = [SpreadLate::Drop, SpreadLate::Send];
+
+    /// The config value (`"drop"`, `"send"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            SpreadLate::Drop => "drop",
+            SpreadLate::Send => "send",
+        }
+    }
 }
 
 impl Dataplane {

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use dpdk::{lcore, Eal, Mempool, Port, PortConfig, Ring, RingMode};
-use espgw_control::config::{Config, Mode, SpreadLate};
+use espgw_control::config::{Config, Mode};
 use espgw_control::Diagnostic;
 
 use crate::counters::WorkerCounters;
@@ -174,11 +174,10 @@ fn run_with_eal(
         started,
         supervisor: &supervisor,
         spread: config.dataplane.spreads_decrypt().then(|| {
-            let late = match config.dataplane.spread_late {
-                SpreadLate::Drop => crate::worker::LatePart::Drop,
-                SpreadLate::Send => crate::worker::LatePart::Send,
-            };
-            crate::worker::SpreadRings::with_late(config.dataplane.workers, late)
+            crate::worker::SpreadRings::with_late(
+                config.dataplane.workers,
+                config.dataplane.spread_late,
+            )
         }),
     };
     let workers = match setup.launch(config, run) {

@@ -5,6 +5,7 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 
+use espgw_control::config::SpreadLate;
 use espgw_control::tables::{SaIndex, Tables, TunnelEntry, TunnelId};
 use espgw_esp::Verdict;
 use espgw_wire::{ethernet, ip_protocol, reply, PacketBuf};
@@ -12,7 +13,7 @@ use espgw_wire::{ethernet, ip_protocol, reply, PacketBuf};
 use super::egress::{Egress, FrameHeads};
 use super::icmp::{Icmp, IcmpError};
 use super::mss::clamp_mss;
-use super::spread::{Job, LatePart, Outcome, Spread, LATE_SEND_MAX_NS, MIN_PART};
+use super::spread::{Job, Outcome, Spread, LATE_SEND_MAX_NS, MIN_PART};
 use super::{Core, EgressPolicy, Origin, Stage, ORIGINATED};
 use crate::ip::{decrement_ttl, parse_ip, parse_v4_fast, IpMeta};
 use crate::pool::BufPool;
@@ -609,9 +610,9 @@ fn make_room<B: PacketBuf, P: BufPool<B>>(
 }
 
 /// Completes the ticket of a finished job. A job whose ticket was given up
-/// meanwhile (the bounded wait) is late: with [`LatePart::Drop`] its
+/// meanwhile (the bounded wait) is late: with [`SpreadLate::Drop`] its
 /// packets are dropped (`reorder_late`, counted here by the worker that
-/// received them), with [`LatePart::Send`] they are delivered now, out of
+/// received them), with [`SpreadLate::Send`] they are delivered now, out of
 /// arrival order (`reorder_late_sent`), unless the part is older than
 /// [`LATE_SEND_MAX_NS`]. A result the stage calls bogus (never issued or
 /// completed twice: a bug) is dropped the same way. Either way its box is
@@ -632,18 +633,15 @@ fn complete<B: PacketBuf, P: BufPool<B>>(
         return;
     };
     let send = refused == Refused::Late
-        && spread.late() == LatePart::Send
+        && spread.late() == SpreadLate::Send
         && core.now.ns.saturating_sub(job.cut_ns) <= LATE_SEND_MAX_NS;
-    match if send { LatePart::Send } else { LatePart::Drop } {
-        LatePart::Drop => {
-            core.counters.spreading -= job.pkts.len() as u64;
-            for (pkt, port) in job.pkts.drain(..).zip(job.ports.drain(..)) {
-                core.drop_pkt(pkt, DropReason::ReorderLate, Some(port));
-            }
-        }
-        LatePart::Send => {
-            core.counters.reorder_late_sent += job.pkts.len() as u64;
-            deliver(core, esp_out, icmp, egress, tx, &mut job);
+    if send {
+        core.counters.reorder_late_sent += job.pkts.len() as u64;
+        deliver(core, esp_out, icmp, egress, tx, &mut job);
+    } else {
+        core.counters.spreading -= job.pkts.len() as u64;
+        for (pkt, port) in job.pkts.drain(..).zip(job.ports.drain(..)) {
+            core.drop_pkt(pkt, DropReason::ReorderLate, Some(port));
         }
     }
     spread.recycle(job);

@@ -44,7 +44,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use crossbeam_queue::ArrayQueue;
-use espgw_control::config::Side;
+use espgw_control::config::{Side, SpreadLate};
 use espgw_control::tables::{SaIndex, Tables, TunnelEntry, TunnelId};
 use espgw_esp::Verdict;
 use espgw_wire::{ethernet, ethertype, ip_protocol, tcp, MacAddr, PacketBuf};
@@ -89,20 +89,6 @@ pub const LATE_SEND_MAX_NS: u64 = 100_000_000;
 /// only the part in its hands, not the ones queued behind it.
 pub const STEAL_AFTER_NS: u64 = MAX_WAIT_NS / 4;
 
-/// What the owner does with a part that a worker returns after the SA's
-/// reorder stage gave up waiting for it ([`MAX_WAIT_NS`], or a stage out of
-/// job boxes): its packets are authenticated and finished, only late.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LatePart {
-    /// Dropped as `reorder_late`: what leaves is always in arrival order,
-    /// at the price of losing what a descheduled worker held.
-    Drop,
-    /// Sent on at once, behind packets that arrived after them (counted
-    /// in `reorder_late_sent`): nothing lost, a reordering instead, which
-    /// TCP recovers from without the window cut a loss costs it.
-    Send,
-}
-
 /// The rings between workers: per worker an inbox of jobs to decrypt and
 /// a return ring for the jobs it handed out. Built once for the run by the
 /// runtime and shared by every worker (`Worker::set_spread`).
@@ -111,7 +97,7 @@ pub struct SpreadRings<B> {
     max_jobs: usize,
     /// What an owner does with a part that comes back after its stage
     /// gave up on it.
-    late: LatePart,
+    late: SpreadLate,
     inbox: Box<[ArrayQueue<Box<Job<B>>>]>,
     done: Box<[ArrayQueue<Box<Job<B>>>]>,
 }
@@ -119,12 +105,12 @@ pub struct SpreadRings<B> {
 impl<B> SpreadRings<B> {
     /// Rings for `workers` workers; late parts are dropped.
     pub fn new(workers: usize) -> Arc<SpreadRings<B>> {
-        Self::with_late(workers, LatePart::Drop)
+        Self::with_late(workers, SpreadLate::Drop)
     }
 
     /// Rings for `workers` workers whose late parts meet `late`
     /// (`[dataplane] spread_late`).
-    pub fn with_late(workers: usize, late: LatePart) -> Arc<SpreadRings<B>> {
+    pub fn with_late(workers: usize, late: SpreadLate) -> Arc<SpreadRings<B>> {
         let workers = workers.max(1);
         let max_jobs = MAX_JOBS_PER_WORKER * workers;
         Arc::new(SpreadRings {
@@ -144,7 +130,7 @@ impl<B> SpreadRings<B> {
         self.inbox.len()
     }
 
-    pub fn late(&self) -> LatePart {
+    pub fn late(&self) -> SpreadLate {
         self.late
     }
 
@@ -427,7 +413,7 @@ impl<B: PacketBuf> Spread<B> {
     }
 
     /// `[dataplane] spread_late`: what to do with a late part.
-    pub(super) fn late(&self) -> LatePart {
+    pub(super) fn late(&self) -> SpreadLate {
         self.rings.late
     }
 

@@ -175,10 +175,7 @@ pub(crate) fn read(ctx: &mut Ctx, table: Option<Table>, host: &HostFacts) -> Dat
     }
     if let Some(f) = t.get(ctx, "spread_late") {
         dp.spread_late = f
-            .choice(
-                ctx,
-                &[("drop", SpreadLate::Drop), ("send", SpreadLate::Send)],
-            )
+            .choice(ctx, &SpreadLate::ALL.map(|l| (l.name(), l)))
             .unwrap_or(dp.spread_late);
         if dp.spread_decrypt == SpreadDecrypt::Off {
             ctx.warn(
