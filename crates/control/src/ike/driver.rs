@@ -542,12 +542,8 @@ impl<R: RandomSource> IkeDriver<R> {
         }
         self.conns[id].stopped = false;
         self.conns[id].backoff_ms = RETRY_BASE_MS;
-        // Its IKE SA is up but lost its CHILD_SA: a new CHILD_SA on it,
-        // not a second IKE SA with the same peer.
-        match self.childless_ike_sa(id) {
-            Some(sa) => self.create_child(now, id, sa),
-            None => self.initiate_id(now, id),
-        }
+        let childless = self.childless_ike_sa(id);
+        self.bring_up(now, id, childless);
         self.process_events(now, manager);
         Ok(())
     }
@@ -596,20 +592,14 @@ impl<R: RandomSource> IkeDriver<R> {
             self.metrics.acquires_ignored += 1;
             return false;
         }
-        match childless {
-            Some(_) => {
-                info!(connection = %c.config.name, tunnel = %c.tunnel, "IKE: acquire, a new CHILD_SA on the IKE SA up")
-            }
-            None => {
-                info!(connection = %c.config.name, tunnel = %c.tunnel, "IKE: acquire, initiating")
-            }
-        }
+        let action = match childless {
+            Some(_) => "a new CHILD_SA on the IKE SA up",
+            None => "initiating",
+        };
+        info!(connection = %c.config.name, tunnel = %c.tunnel, action, "IKE: acquire");
         self.metrics.acquires_handled += 1;
         self.conns[id].last_acquire = Some(now);
-        match childless {
-            Some(sa) => self.create_child(now, id, sa),
-            None => self.initiate_id(now, id),
-        }
+        self.bring_up(now, id, childless);
         self.process_events(now, manager);
         true
     }
@@ -626,11 +616,20 @@ impl<R: RandomSource> IkeDriver<R> {
         if c.current.is_some() || c.pending_switch.is_some() || c.child_rekeying || creating {
             return None;
         }
+        let up = |s: &IkeSaState| s.phase == SaPhase::Established && !s.doomed;
         let mut own = self.sas.iter().filter(|(_, s)| s.connection == id);
-        let all_up = own
-            .clone()
-            .all(|(_, s)| s.phase == SaPhase::Established && !s.doomed);
-        own.next().filter(|_| all_up).map(|(k, _)| *k)
+        let (&first, s) = own.next()?;
+        (up(s) && own.all(|(_, s)| up(s))).then_some(first)
+    }
+
+    /// Connection `id`'s CHILD_SA: on `childless` (its IKE SA that lost
+    /// its CHILD_SA, [`Self::childless_ike_sa`]) when there is one, not on
+    /// a second IKE SA with the same peer; else with a new IKE SA.
+    fn bring_up(&mut self, now: Time, id: ConnectionId, childless: Option<IkeSaId>) {
+        match childless {
+            Some(sa) => self.create_child(now, id, sa),
+            None => self.initiate_id(now, id),
+        }
     }
 
     /// Asks for a new CHILD_SA of connection `id` on its IKE SA `sa`
