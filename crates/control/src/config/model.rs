@@ -111,8 +111,9 @@ pub enum SpreadLate {
     /// default).
     Drop,
     /// Sent on at once, behind packets that arrived after them (counted
-    /// in `reorder_late_sent`): nothing lost, a reordering instead, which
-    /// TCP recovers from without the window cut a loss costs it.
+    /// in `reorder_late_sent`): nothing lost, a reordering instead (which
+    /// a TCP sender usually rides out without the window cut a loss
+    /// causes; not measured here).
     Send,
 }
 
