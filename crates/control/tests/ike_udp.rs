@@ -104,6 +104,17 @@ fn inbound_spis(g: &Gateway) -> Vec<u32> {
         .collect()
 }
 
+/// `cmd` through `g`'s control interface, as the control socket hands it
+/// over; its answer.
+fn ike(g: &Gateway, cmd: IkeCommand) -> serde_json::Value {
+    IkeControl::command(&*g.ike, cmd, &mut g.live.manager()).unwrap()
+}
+
+/// `g`'s `ike_list` answer.
+fn ike_list(g: &Gateway) -> IkeListReply {
+    serde_json::from_value(ike(g, IkeCommand::List)).unwrap()
+}
+
 fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while !f() {
@@ -130,8 +141,7 @@ fn two_gateways_over_loopback_udp() {
     assert_eq!(inbound_spis(&a), vec![b_out]);
     assert_eq!(inbound_spis(&b), vec![a_out]);
 
-    let list = IkeControl::command(&*a.ike, IkeCommand::List, &mut a.live.manager()).unwrap();
-    let list: IkeListReply = serde_json::from_value(list).unwrap();
+    let list = ike_list(&a);
     assert_eq!(list.sas.len(), 1);
     assert_eq!(list.sas[0].state, "established");
     assert_eq!(
@@ -140,15 +150,13 @@ fn two_gateways_over_loopback_udp() {
     );
 
     // A CHILD_SA rekey asked for over the control interface.
-    IkeControl::command(
-        &*b.ike,
+    ike(
+        &b,
         IkeCommand::Rekey {
             connection: "c".into(),
             child: Some("net".into()),
         },
-        &mut b.live.manager(),
-    )
-    .unwrap();
+    );
     wait_for("the rekeyed SAs", || {
         out_spi(&a).is_some_and(|s| s != a_out) && out_spi(&b).is_some_and(|s| s != b_out)
     });
@@ -157,21 +165,18 @@ fn two_gateways_over_loopback_udp() {
 
     // The CHILD_SA alone deleted over the control interface (`ike
     // terminate c --child net`): both tunnels go, both IKE SAs stay.
-    IkeControl::command(
-        &*a.ike,
+    ike(
+        &a,
         IkeCommand::Terminate {
             connection: "c".into(),
             child: Some("net".into()),
         },
-        &mut a.live.manager(),
-    )
-    .unwrap();
+    );
     wait_for("the CHILD_SA gone on both sides", || {
         out_spi(&a).is_none() && out_spi(&b).is_none()
     });
     for g in [&a, &b] {
-        let list = IkeControl::command(&*g.ike, IkeCommand::List, &mut g.live.manager()).unwrap();
-        let list: IkeListReply = serde_json::from_value(list).unwrap();
+        let list = ike_list(g);
         assert_eq!(list.sas.len(), 1, "{list:?}");
         assert_eq!(list.sas[0].state, "established", "{list:?}");
         assert!(list.sas[0].children.is_empty(), "{list:?}");
@@ -180,19 +185,16 @@ fn two_gateways_over_loopback_udp() {
     // `ike initiate c` on the childless IKE SA: a new CHILD_SA on it
     // (CREATE_CHILD_SA), not a second IKE SA.
     let ike_spi = |g: &Gateway| {
-        let list = IkeControl::command(&*g.ike, IkeCommand::List, &mut g.live.manager()).unwrap();
-        let list: IkeListReply = serde_json::from_value(list).unwrap();
+        let list = ike_list(g);
         list.sas.iter().map(|s| s.spi_i.clone()).collect::<Vec<_>>()
     };
     let before = ike_spi(&a);
-    IkeControl::command(
-        &*a.ike,
+    ike(
+        &a,
         IkeCommand::Initiate {
             connection: "c".into(),
         },
-        &mut a.live.manager(),
-    )
-    .unwrap();
+    );
     wait_for("a new CHILD_SA on both sides", || {
         out_spi(&a).is_some() && out_spi(&b).is_some()
     });
@@ -203,12 +205,6 @@ fn two_gateways_over_loopback_udp() {
 
     // Shutdown: gateway 1 deletes its IKE SA (still up), gateway 2 follows.
     assert_eq!(a.ike.shutdown(&mut a.live.manager()), 1);
-    wait_for("the peer's delete", || {
-        let list = IkeControl::command(&*b.ike, IkeCommand::List, &mut b.live.manager()).unwrap();
-        serde_json::from_value::<IkeListReply>(list)
-            .unwrap()
-            .sas
-            .is_empty()
-    });
+    wait_for("the peer's delete", || ike_list(&b).sas.is_empty());
     stop.store(true, Ordering::Relaxed);
 }
