@@ -128,23 +128,16 @@ pub fn render(s: &StatsSnapshot) -> String {
             f.sample(name, &[("worker", &w.worker.to_string())], w.busy_ratio);
         }
     }
-    {
-        let name = "espgw_worker_mss_clamped_total";
-        let mut f = Family::start(
-            &mut out,
-            name,
-            "counter",
-            "TCP SYN / SYN-ACK segments whose MSS option the worker lowered (mss_clamp).",
-        );
-        for w in &s.workers {
-            f.sample(name, &[("worker", &w.worker.to_string())], w.mss_clamped);
-        }
-    }
     for (name, help, get) in [
+        (
+            "espgw_worker_mss_clamped_total",
+            "TCP SYN / SYN-ACK segments whose MSS option the worker lowered (mss_clamp).",
+            (|w: &super::status::WorkerLoad| w.mss_clamped) as fn(&_) -> u64,
+        ),
         (
             "espgw_worker_spread_out_total",
             "Decrypt fan-out: packets the worker handed to other workers to decrypt.",
-            (|w: &super::status::WorkerLoad| w.spread_out) as fn(&_) -> u64,
+            |w| w.spread_out,
         ),
         (
             "espgw_worker_spread_in_total",
