@@ -34,6 +34,8 @@ pub struct CaseData {
     pub tunnel: usize,
     /// Whether other workers carry it too (one SA pair shared).
     pub shared: bool,
+    /// Tunnels of the run (`--tunnels`, at most the workers).
+    pub tunnels: usize,
     /// Distinct flows the packets cycle over.
     pub flows: usize,
     /// Inner IP packets (no Ethernet) our host sends (encrypt cases only):
@@ -194,6 +196,7 @@ impl CaseData {
             worker: w,
             tunnel: t,
             shared: false,
+            tunnels,
             flows,
             inner,
             esp,

@@ -160,9 +160,10 @@ pub struct Options {
     /// Admit the SAs through a state directory and run the sequence keeper
     /// (persisted reservations, as `espgw run` does).
     pub persist_seq: bool,
-    /// With several workers sharing one tunnel: worker 0 alone receives
-    /// the tunnel's ESP and the decrypt fan-out spreads its decryption
-    /// over every worker (the worker layer; docs/multicore.md).
+    /// The decrypt fan-out between the workers (the worker layer;
+    /// docs/multicore.md): the first `tunnels` workers each receive their
+    /// tunnel's ESP (worker 0 alone with one tunnel) and spread its
+    /// decryption; the others only decrypt parts.
     pub spread_decrypt: bool,
     /// With the fan-out: what the receiving worker does with a part back
     /// after its reorder stage gave up on it (`[dataplane] spread_late`).

@@ -163,9 +163,7 @@ pub fn run(opts: &Options) -> Result<Report, String> {
                         seconds: opts.seconds,
                         flows: opts.flows,
                         persist_seq: opts.persist_seq,
-                        spread: opts.spread_decrypt
-                            && n > 1
-                            && options::tunnels_for(opts.tunnels, n) == 1,
+                        spread: opts.spread_decrypt && n > 1,
                         spread_late: opts.spread_late,
                         per_cpu: opts.per_cpu_sas,
                         tsc_hz: tsc_hz as f64,
@@ -222,7 +220,10 @@ fn progress(done: usize, total: usize, suite: Suite, size: Size, dir: Direction,
 /// (Per-CPU SAs: every worker has its own inbound SA, so the window stays
 /// on, as with a tunnel per worker.)
 pub fn replay_window(opts: &Options) -> u32 {
-    if !opts.per_cpu_sas && options::tunnels_for(opts.tunnels, opts.workers) < opts.workers {
+    let shared = options::tunnels_for(opts.tunnels, opts.workers) < opts.workers;
+    // With the fan-out other workers update a tunnel's window too, so no
+    // worker may reset it either.
+    if (!opts.per_cpu_sas && shared) || opts.spread_decrypt {
         0
     } else {
         gateway::REPLAY_WINDOW

@@ -67,9 +67,11 @@ pub enum Command {
         /// persisted sequence reservations (docs/operations.md).
         #[arg(long)]
         persist_seq: bool,
-        /// With --workers N > 1 and --tunnels 1: the decrypt fan-out
-        /// (`spread_decrypt`): worker 0 alone receives the tunnel's ESP and
-        /// spreads its decryption over all workers, which receive nothing
+        /// With --workers N > 1: the decrypt fan-out (`spread_decrypt`). With
+        /// --tunnels 1 worker 0 alone receives the tunnel's ESP and spreads
+        /// its decryption over all workers, which receive nothing; with
+        /// --tunnels K > 1 each of the first K workers receives its own
+        /// tunnel's ESP and spreads it to workers not busy with their own
         /// (the worker layer's decrypt rows; docs/multicore.md).
         #[arg(long)]
         spread_decrypt: bool,

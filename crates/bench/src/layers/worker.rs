@@ -52,9 +52,11 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
     if let Some(rings) = ctx.spread {
         worker.set_spread(std::sync::Arc::clone(rings));
     }
-    // With the decrypt fan-out, worker 0 alone receives the tunnel's ESP;
-    // the others only decrypt its parts (and count no packets).
-    let helper = ctx.spread.is_some() && w != 0 && case.direction == Direction::Decrypt;
+    // With the decrypt fan-out, the first `tunnels` workers receive their
+    // tunnel's ESP (worker 0 alone with one tunnel, as RSS puts it on one
+    // queue) and spread it; the others only decrypt parts (and count no
+    // packets).
+    let helper = ctx.spread.is_some() && w >= case.tunnels && case.direction == Direction::Decrypt;
     // Released packets come in the ticks after the burst that brought
     // them, up to several bursts at once.
     let txq_depth = if ctx.spread.is_some() { 64 } else { 2 } * BURST;
@@ -99,7 +101,7 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
         let f0 = tsc();
         let wrapped = gen.fill(ctx.pool, &mut pkts)?;
         let filled = tsc() - f0;
-        if wrapped && case.direction == Direction::Decrypt && !case.shared {
+        if wrapped && case.direction == Direction::Decrypt && !case.shared && ctx.spread.is_none() {
             // The same sequence numbers again: a fresh window for this
             // worker's own tunnel (no other worker uses it). Not timed: a
             // real peer's sequence numbers just go on. A shared tunnel runs
