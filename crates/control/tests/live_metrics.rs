@@ -41,6 +41,7 @@ impl CountersSource for FakeDataplane {
                     mss_clamped: 0,
                     spread_out: 40,
                     spread_in: 0,
+                    spread_kept: 9,
                     reorder_late_sent: 0,
                 },
                 WorkerLoad {
@@ -49,6 +50,7 @@ impl CountersSource for FakeDataplane {
                     mss_clamped: 17,
                     spread_out: 0,
                     spread_in: 40,
+                    spread_kept: 0,
                     reorder_late_sent: 3,
                 },
             ],
@@ -209,6 +211,7 @@ fn scrape_parses_and_carries_every_family() {
         ("espgw_worker_mss_clamped_total", "counter"),
         ("espgw_worker_spread_out_total", "counter"),
         ("espgw_worker_spread_in_total", "counter"),
+        ("espgw_worker_spread_kept_total", "counter"),
         ("espgw_worker_reorder_late_sent_total", "counter"),
         ("espgw_sa_packets_total", "counter"),
         ("espgw_sa_bytes_total", "counter"),
@@ -248,6 +251,10 @@ fn scrape_parses_and_carries_every_family() {
     assert_eq!(
         value("espgw_worker_spread_in_total", &[("worker", "1")]),
         40.0
+    );
+    assert_eq!(
+        value("espgw_worker_spread_kept_total", &[("worker", "0")]),
+        9.0
     );
     assert_eq!(
         value("espgw_worker_reorder_late_sent_total", &[("worker", "1")]),

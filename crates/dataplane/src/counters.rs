@@ -71,6 +71,10 @@ pub struct WorkerCounters {
     /// the receiving worker counts them).
     pub spread_out: u64,
     pub spread_in: u64,
+    /// Decrypt fan-out: packets of groups worth spreading that this worker
+    /// decrypted itself, whole, because every other worker was busy with
+    /// its own traffic or had a full inbox (not in the identity).
+    pub spread_kept: u64,
     /// Decrypt fan-out with `spread_late = "send"`: packets of parts that
     /// came back after their reorder stage gave up on them, sent out of
     /// arrival order instead of dropped (also counted in `tx` or as what
@@ -154,6 +158,7 @@ impl WorkerCounters {
         self.spreading += o.spreading;
         self.spread_out += o.spread_out;
         self.spread_in += o.spread_in;
+        self.spread_kept += o.spread_kept;
         self.reorder_late_sent += o.reorder_late_sent;
         self.drops.merge(&o.drops);
         self.alloc_failures += o.alloc_failures;

@@ -2387,6 +2387,59 @@ mod spread {
         assert_eq!(sa.drops.get(espgw_esp::DropReason::Replayed), replays);
     }
 
+    /// A worker whose own receive fills whole bursts (saturated by its own
+    /// traffic, as every worker is when RSS spreads many tunnels) is handed
+    /// no part: the owner decrypts its groups itself on the direct path,
+    /// counted as `spread_kept`, with no ticket and no job. Once that
+    /// worker's receive falls below a burst, it gets parts again. What
+    /// leaves is the same either way, in order.
+    #[test]
+    fn a_worker_busy_with_its_own_traffic_gets_no_parts() {
+        let outer = Outer::Esp4;
+        let stream = esp_stream(outer, 256);
+        let expected = stream.delivered();
+        let b = B::new(outer, 2);
+        let shared = SharedNeighbors::default();
+        let mut w0 = b.owner(&shared);
+        let mut w1 = b.worker(1, &shared);
+        // Worker 1's own traffic: a whole burst of frames it drops.
+        let own: Vec<Vec<u8>> = (0..32)
+            .map(|_| eth(B_UNPROT_MAC, A_UNPROT_MAC, 0x88b5, &[0u8; 46]))
+            .collect();
+        let (busy_part, idle_part) = stream.esp.split_at(128);
+        let mut out = Vec::new();
+        for burst in busy_part.chunks(32) {
+            w1.rx(UNPROT, &own);
+            w1.w.tick(&mut w1.tx, w1.now);
+            assert!(b.rings.is_busy(1));
+            out.extend(w0.rx(UNPROT, burst)[PROT].iter().cloned());
+            w0.w.tick(&mut w0.tx, w0.now);
+            out.extend(w0.take()[PROT].iter().cloned());
+        }
+        let c = w0.w.counters();
+        assert_eq!((c.spread_out, c.spread_kept, c.spreading), (0, 128, 0));
+        assert_eq!(out.len(), 128, "decrypted directly, at once");
+        assert_eq!(w1.w.counters().spread_in, 0);
+        // A poll of worker 1 with less than a burst: free again.
+        w1.w.tick(&mut w1.tx, w1.now);
+        assert!(!b.rings.is_busy(1));
+        for burst in idle_part.chunks(32) {
+            out.extend(w0.rx(UNPROT, burst)[PROT].iter().cloned());
+            w1.w.tick(&mut w1.tx, w1.now);
+            while w0.w.counters().spreading != 0 {
+                w0.w.tick(&mut w0.tx, w0.now);
+                out.extend(w0.take()[PROT].iter().cloned());
+            }
+        }
+        let c = w0.w.counters();
+        assert!(c.spread_out >= 64, "spread {} of 128", c.spread_out);
+        assert_eq!(c.spread_kept, 128);
+        assert_eq!(w1.w.counters().spread_in, c.spread_out);
+        assert_eq!(out, expected);
+        assert!(c.balanced() && c.drops.total() == 0, "{c:?}");
+        assert_eq!(w1.w.counters().drops.total(), 4 * 32, "its own frames");
+    }
+
     /// Every packet of every flow leaves once and in order; the other
     /// workers did decrypt part of it; replays (in one burst, maybe on two
     /// workers, and long after the original) are each dropped once as

@@ -538,6 +538,7 @@ pub fn render_stats(s: &StatsSnapshot) -> Result<String, String> {
                 w.mss_clamped.to_string(),
                 w.spread_out.to_string(),
                 w.spread_in.to_string(),
+                w.spread_kept.to_string(),
                 w.reorder_late_sent.to_string(),
             ]
         })
@@ -550,6 +551,7 @@ pub fn render_stats(s: &StatsSnapshot) -> Result<String, String> {
             "MSS_CLAMPED",
             "SPREAD_OUT",
             "SPREAD_IN",
+            "SPREAD_KEPT",
             "LATE_SENT",
         ],
         &workers,

@@ -145,6 +145,11 @@ pub fn render(s: &StatsSnapshot) -> String {
             |w| w.spread_in,
         ),
         (
+            "espgw_worker_spread_kept_total",
+            "Decrypt fan-out: packets of groups worth spreading the worker decrypted itself, every other worker being busy with its own traffic.",
+            |w| w.spread_kept,
+        ),
+        (
             "espgw_worker_reorder_late_sent_total",
             "Decrypt fan-out with spread_late = send: packets of late parts sent out of arrival order.",
             |w| w.reorder_late_sent,

@@ -186,6 +186,11 @@ pub struct WorkerLoad {
     pub spread_out: u64,
     #[serde(default)]
     pub spread_in: u64,
+    /// Decrypt fan-out: packets of groups worth spreading that this worker
+    /// decrypted itself because every other worker was busy with its own
+    /// traffic (or had a full inbox).
+    #[serde(default)]
+    pub spread_kept: u64,
     /// Decrypt fan-out with `spread_late = "send"`: packets of late parts
     /// sent out of arrival order instead of dropped.
     #[serde(default)]

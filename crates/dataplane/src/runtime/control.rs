@@ -165,6 +165,7 @@ impl CountersSource for LiveCounters {
                 mss_clamped: c.mss_clamped,
                 spread_out: c.spread_out,
                 spread_in: c.spread_in,
+                spread_kept: c.spread_kept,
                 reorder_late_sent: c.reorder_late_sent,
             });
         }
@@ -385,6 +386,7 @@ mod tests {
             c.ports[0].rx_packets = rx;
             // The fan-out's counters, distinct per worker.
             (c.spread_out, c.spread_in, c.reorder_late_sent) = (rx + 1, rx + 2, rx + 3);
+            c.spread_kept = rx + 4;
             Arc::new(Mutex::new(c))
         };
         let live = LiveCounters {
@@ -401,10 +403,17 @@ mod tests {
             (c.workers[1].busy_ratio, c.workers[1].mss_clamped),
             (0.0, 0)
         );
-        let fan = |w: &live::WorkerLoad| (w.spread_out, w.spread_in, w.reorder_late_sent);
+        let fan = |w: &live::WorkerLoad| {
+            (
+                w.spread_out,
+                w.spread_in,
+                w.reorder_late_sent,
+                w.spread_kept,
+            )
+        };
         assert_eq!(
             (fan(&c.workers[0]), fan(&c.workers[1])),
-            ((11, 12, 13), (6, 7, 8))
+            ((11, 12, 13, 14), (6, 7, 8, 9))
         );
         assert_eq!(c.ports[0].rx_packets, 15);
         assert_eq!(c.ports[1].name, "unprot");

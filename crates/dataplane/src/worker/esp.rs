@@ -485,13 +485,15 @@ impl<B: PacketBuf> EspIn<B> {
 }
 
 /// Cuts SA group `stage` into parts, one per other worker with room in
-/// its inbox (at least [`MIN_PART`] packets each), or, when none has room,
-/// one part this worker does itself; tickets in arrival order. A part
-/// kept here (or refused by a full inbox) is decrypted and finished at
-/// once and waits for its turn like the others. False (the group
-/// untouched) when no job box is free even after giving up this SA's
-/// outstanding parts: the caller then decrypts the group directly (the SA
-/// has nothing outstanding by then, so nothing is overtaken).
+/// its inbox and not busy with its own traffic (at least [`MIN_PART`]
+/// packets each), or, when none is free, one part this worker does
+/// itself; tickets in arrival order. A part kept here (or refused by a
+/// full inbox) is decrypted and finished at once and waits for its turn
+/// like the others. False (the group untouched, for the caller to decrypt
+/// directly) when no other worker is free and nothing of the SA is
+/// outstanding (counted as `spread_kept`), or when no job box is free even
+/// after giving up this SA's outstanding parts (the SA has nothing
+/// outstanding by then): either way nothing is overtaken.
 #[allow(clippy::too_many_arguments)]
 fn spread_group<B: PacketBuf, P: BufPool<B>>(
     spread: &mut Spread<B>,
@@ -512,6 +514,14 @@ fn spread_group<B: PacketBuf, P: BufPool<B>>(
     let mut targets = std::mem::take(&mut spread.targets);
     let max_helpers = (n / MIN_PART).clamp(1, spread.workers() - 1);
     spread.helpers_with_room(max_helpers, &mut targets);
+    if targets.is_empty() && spread.outstanding(slot) == 0 {
+        // Every other worker is busy with its own traffic or has a full
+        // inbox, and nothing of this SA is out to be overtaken: the
+        // direct path, without a ticket or a job box.
+        spread.targets = targets;
+        core.counters.spread_kept += n as u64;
+        return false;
+    }
     // `None`: this worker's own part. Kept only when no other worker has
     // room: when this worker is the bottleneck (it also classifies and
     // transmits every packet), it decrypts only what the others cannot.

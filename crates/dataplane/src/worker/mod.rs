@@ -324,6 +324,9 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
             bytes += pkt.len() as u64;
         }
         let n = pkts.len() as u64;
+        if let Some(spread) = &mut self.esp_in.spread {
+            spread.received(pkts.len());
+        }
         core.counters.rx += n;
         let pc = &mut core.counters.ports[port];
         pc.rx_packets += n;
@@ -363,7 +366,8 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
     /// of this poll for the idle back-off).
     pub fn tick(&mut self, tx: &mut TxQueues<B>, now: Now) -> usize {
         let mut work = 0;
-        if self.esp_in.spread.is_some() {
+        if let Some(spread) = &mut self.esp_in.spread {
+            spread.publish_busy();
             let core = &mut self.core;
             core.now = now;
             work = self.esp_in.poll_spread(

@@ -41,6 +41,7 @@
 //! number of buffers.
 
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crossbeam_queue::ArrayQueue;
@@ -90,8 +91,9 @@ pub const LATE_SEND_MAX_NS: u64 = 100_000_000;
 pub const STEAL_AFTER_NS: u64 = MAX_WAIT_NS / 4;
 
 /// The rings between workers: per worker an inbox of jobs to decrypt and
-/// a return ring for the jobs it handed out. Built once for the run by the
-/// runtime and shared by every worker (`Worker::set_spread`).
+/// a return ring for the jobs it handed out, and whether it is busy with
+/// its own traffic. Built once for the run by the runtime and shared by
+/// every worker (`Worker::set_spread`).
 pub struct SpreadRings<B> {
     /// Jobs one owner may have out at once.
     max_jobs: usize,
@@ -100,7 +102,19 @@ pub struct SpreadRings<B> {
     late: SpreadLate,
     inbox: Box<[ArrayQueue<Box<Job<B>>>]>,
     done: Box<[ArrayQueue<Box<Job<B>>>]>,
+    /// Per worker: its last poll's receive filled a whole burst, i.e. its
+    /// own RX queues keep it busy. No owner hands such a worker a part:
+    /// with every worker saturated by its own tunnels (the many-tunnel
+    /// case RSS already spreads) the fan-out would only move the same
+    /// work between cores and add the ring hops and cache misses
+    /// (docs/multicore.md, "Busy workers take no parts").
+    busy: Box<[BusyFlag]>,
 }
+
+/// A worker's busy flag on a cache line of its own: written by that
+/// worker only (when it changes), read by the owners choosing helpers.
+#[repr(align(128))]
+struct BusyFlag(AtomicBool);
 
 impl<B> SpreadRings<B> {
     /// Rings for `workers` workers; late parts are dropped.
@@ -123,7 +137,17 @@ impl<B> SpreadRings<B> {
             // At most `max_jobs` of an owner's jobs exist: its return ring
             // never refuses one.
             done: (0..workers).map(|_| ArrayQueue::new(max_jobs)).collect(),
+            busy: (0..workers)
+                .map(|_| BusyFlag(AtomicBool::new(false)))
+                .collect(),
         })
+    }
+
+    /// Whether `worker` said last that its own traffic keeps it busy.
+    pub fn is_busy(&self, worker: usize) -> bool {
+        self.busy
+            .get(worker)
+            .is_some_and(|b| b.0.load(Ordering::Relaxed))
     }
 
     pub fn workers(&self) -> usize {
@@ -376,6 +400,10 @@ pub(super) struct Spread<B> {
     /// Scratch: the workers a group is cut for (kept for its capacity).
     pub(super) targets: Vec<usize>,
     pub(super) dests: Vec<Option<usize>>,
+    /// A receive of this poll filled a whole burst.
+    full_rx: bool,
+    /// What this worker last published as its busy flag.
+    busy_published: bool,
 }
 
 impl<B: PacketBuf> Spread<B> {
@@ -393,7 +421,27 @@ impl<B: PacketBuf> Spread<B> {
             hop: None,
             targets: Vec::with_capacity(workers),
             dests: Vec::with_capacity(workers),
+            full_rx: false,
+            busy_published: false,
         }
+    }
+
+    /// Notes a receive of `n` packets (of this worker's own RX queues).
+    pub(super) fn received(&mut self, n: usize) {
+        self.full_rx |= n >= self.burst;
+    }
+
+    /// Once per poll: publishes whether this poll's receive filled a
+    /// burst (a store only when that changed, so an idle or a saturated
+    /// worker writes nothing), and starts the next poll's count.
+    pub(super) fn publish_busy(&mut self) {
+        if self.full_rx != self.busy_published {
+            self.busy_published = self.full_rx;
+            self.rings.busy[self.me]
+                .0
+                .store(self.full_rx, Ordering::Relaxed);
+        }
+        self.full_rx = false;
     }
 
     fn new_box(&self) -> Box<Job<B>> {
@@ -460,8 +508,8 @@ impl<B: PacketBuf> Spread<B> {
         self.free.push(job);
     }
 
-    /// Up to `max` other workers with room in their inbox, round robin
-    /// (into `out`).
+    /// Up to `max` other workers with room in their inbox and not busy
+    /// with their own traffic, round robin (into `out`).
     pub(super) fn helpers_with_room(&mut self, max: usize, out: &mut Vec<usize>) {
         out.clear();
         let n = self.workers();
@@ -470,7 +518,10 @@ impl<B: PacketBuf> Spread<B> {
                 break;
             }
             self.next = (self.next + 1) % n;
-            if self.next != self.me && self.rings.inbox[self.next].len() < INBOX_DEPTH {
+            if self.next != self.me
+                && self.rings.inbox[self.next].len() < INBOX_DEPTH
+                && !self.rings.is_busy(self.next)
+            {
                 out.push(self.next);
             }
         }
