@@ -487,6 +487,11 @@ for d in ("encrypt", "decrypt"):
     for size in ["64", "1420"]:
         secgw_row("epyc-zen5-2vcpu-2026-12-03-s9-secgw-%s-%s.json" % (d, size), d, size)
 
+# Session 10 (5 rounds each, a quieter host).
+for d in ("encrypt", "decrypt"):
+    for size in ["64", "1420"]:
+        secgw_row("epyc-zen5-2vcpu-2026-12-03-s10-secgw-%s-%s.json" % (d, size), d, size)
+
 def ab_ratios(t, su, n, layer):
     out = []
     for d in ["encrypt", "decrypt"]:
