@@ -88,6 +88,37 @@ impl AesGcm {
         }
     }
 
+    /// The same key with the 512-bit short `open` turned off, so that the
+    /// 128-bit path is what runs (for tests and measurements on CPUs that
+    /// would take the 512-bit one).
+    #[doc(hidden)]
+    pub fn narrow(self) -> Self {
+        #[cfg(target_arch = "x86_64")]
+        {
+            Self {
+                key: self.key.narrow(),
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            self
+        }
+    }
+
+    /// Whether `open` of inputs of 49 to 80 bytes (AAD up to 16) runs the
+    /// 512-bit path (AVX-512, VAES, VPCLMULQDQ) with this key.
+    #[doc(hidden)]
+    pub fn uses_wide_open(&self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            self.key.uses_wide_open()
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
+    }
+
     /// Bytes of the AES key (16 or 32).
     pub fn key_len(&self) -> usize {
         #[cfg(target_arch = "x86_64")]

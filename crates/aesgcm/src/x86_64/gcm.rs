@@ -28,9 +28,11 @@ const SMALL_BYTES: usize = 3 * 16;
 const MEDIUM_BYTES: usize = 5 * 16;
 
 pub(super) struct KeyMaterial {
-    rk: RoundKeys,
-    aes256: bool,
+    pub(super) rk: RoundKeys,
+    pub(super) aes256: bool,
     powers: HPowers,
+    /// The powers again, descending, for the 512-bit short open.
+    pub(super) desc: super::wide::DescPowers,
 }
 
 impl Drop for KeyMaterial {
@@ -58,7 +60,13 @@ impl KeyMaterial {
         block::store(&mut h_block, h[0]);
         let powers = HPowers::new(&h_block);
         h_block.zeroize();
-        Some(Self { rk, aes256, powers })
+        let desc = super::wide::DescPowers::new(powers.ascending());
+        Some(Self {
+            rk,
+            aes256,
+            powers,
+            desc,
+        })
     }
 
     pub(super) fn key_len(&self) -> usize {

@@ -95,6 +95,11 @@ fn mul(a: __m128i, b: __m128i) -> __m128i {
 }
 
 impl HPowers {
+    /// P_1..P_8, ascending.
+    pub(super) fn ascending(&self) -> &[__m128i; POWERS] {
+        &self.h
+    }
+
     /// From H = AES_K(0^128), in GCM's byte order.
     #[target_feature(enable = "aes,pclmulqdq,avx")]
     pub(super) fn new(h_block: &[u8; 16]) -> Self {

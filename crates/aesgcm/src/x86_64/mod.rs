@@ -7,6 +7,7 @@ mod aes;
 mod block;
 mod gcm;
 mod ghash;
+mod wide;
 
 use crate::{OpenError, NONCE_LEN, TAG_LEN};
 
@@ -27,9 +28,28 @@ impl CpuFeatures {
     }
 }
 
+/// Proof that the running CPU also has AVX-512 (F, BW, VL), VAES and
+/// VPCLMULQDQ, the features of `wide`'s functions.
+#[derive(Clone, Copy)]
+pub(crate) struct WideFeatures(());
+
+impl WideFeatures {
+    pub(crate) fn detect() -> Option<Self> {
+        let all = std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512bw")
+            && std::arch::is_x86_feature_detected!("avx512vl")
+            && std::arch::is_x86_feature_detected!("vaes")
+            && std::arch::is_x86_feature_detected!("vpclmulqdq");
+        (all && CpuFeatures::detect().is_some()).then_some(Self(()))
+    }
+}
+
 /// An expanded key plus the proof that its functions may run here.
 pub(crate) struct Key {
     _cpu: CpuFeatures,
+    /// Present when the CPU runs the 512-bit short open (and it is not
+    /// turned off for this key: [`Key::narrow`]).
+    wide: Option<WideFeatures>,
     material: gcm::KeyMaterial,
 }
 
@@ -45,8 +65,20 @@ impl Key {
         let material = unsafe { gcm::KeyMaterial::new(key) }?;
         Some(Self {
             _cpu: cpu,
+            wide: WideFeatures::detect(),
             material,
         })
+    }
+
+    /// The same key without the 512-bit path (tests: the 128-bit path
+    /// stays tested on machines that would not take it).
+    pub(crate) fn narrow(mut self) -> Self {
+        self.wide = None;
+        self
+    }
+
+    pub(crate) fn uses_wide_open(&self) -> bool {
+        self.wide.is_some()
     }
 
     pub(crate) fn key_len(&self) -> usize {
@@ -86,6 +118,17 @@ impl Key {
         buf: &mut [u8],
         tag: &[u8; TAG_LEN],
     ) -> Result<(), OpenError> {
+        let n = buf.len();
+        if self.wide.is_some()
+            && (wide::MIN_BYTES..=wide::MAX_BYTES).contains(&n)
+            && aad.len() <= wide::MAX_AAD
+        {
+            let m = &self.material;
+            // SAFETY: `self.wide` exists only after the run-time check of
+            // every feature `wide::open` is compiled for; the lengths are
+            // within its limits (checked just above).
+            return unsafe { wide::open(&m.rk, m.aes256, &m.desc, nonce, aad, buf, tag) };
+        }
         // SAFETY: as in `seal`: `self._cpu` proves the features.
         unsafe { gcm::open(&self.material, nonce, aad, buf, tag) }
     }
