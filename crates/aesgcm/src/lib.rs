@@ -63,6 +63,19 @@ pub fn is_supported() -> bool {
     }
 }
 
+/// Whether this CPU also runs the 512-bit short `open` (AVX-512 F, BW and
+/// VL, VAES, VPCLMULQDQ): inputs of 49 to 80 bytes with AAD up to 16.
+pub fn has_wide_open() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        x86_64::WideFeatures::detect().is_some()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
 /// An AES-128-GCM or AES-256-GCM key, expanded once. The round keys and
 /// the powers of H are zeroized on drop.
 pub struct AesGcm {
