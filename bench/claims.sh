@@ -806,6 +806,25 @@ claim("docs/multicore.md", "now runs at %.2fx of the rate without it at 64 bytes
           bmed("t2busy", "64") / bmed("t2off", "64"), bmed("t2busy", "1420") / bmed("t2off", "1420"),
           bmed("t2old", "64") / bmed("t2off", "64"), bmed("t2old", "1420") / bmed("t2off", "1420")))
 
+# --- session 10: the 512-bit short open and seal_two (4+4 alternating runs) ---
+def ab_p50(prefix, tag):
+    acc = {}
+    for i in (1, 2, 3, 4):
+        for r in load("epyc-zen5-2vcpu-2026-12-03-%s-%s-%d.json" % (prefix, tag, i))["results"]:
+            acc.setdefault((r["suite"], r["layer"]), []).append(r["cycles_per_packet_p50"])
+    def m(xs):
+        xs = sorted(xs)
+        return (xs[1] + xs[2]) / 2
+    return {k: m(v) for k, v in acc.items()}
+def num(x):
+    return ("%.1f" % x).rstrip("0").rstrip(".")
+for prefix, tag in (("s10-wide", "wide"), ("s10-wseal", "wseal")):
+    b, a = ab_p50(prefix, "base"), ab_p50(prefix, tag)
+    for (suite, layer) in sorted(b):
+        claim("docs/benchmarks.md", "| %s | %s | %s | %s | %s |" % (
+            suite, layer, num(b[(suite, layer)]), num(a[(suite, layer)]),
+            num(a[(suite, layer)] - b[(suite, layer)])))
+
 # --- withdrawn: sentences the data contradicted, which must not come back ----
 # (a merge of an older branch would bring them back silently otherwise)
 WITHDRAWN = [

@@ -102,6 +102,15 @@ impl Key {
         a: (&[u8; NONCE_LEN], &[u8], &mut [u8]),
         b: (&[u8; NONCE_LEN], &[u8], &mut [u8]),
     ) -> [[u8; TAG_LEN]; 2] {
+        let wide_fits = |p: &(&[u8; NONCE_LEN], &[u8], &mut [u8])| {
+            (wide::MIN_BYTES..=wide::MAX_BYTES).contains(&p.2.len()) && p.1.len() <= wide::MAX_AAD
+        };
+        if self.wide.is_some() && wide_fits(&a) && wide_fits(&b) {
+            let m = &self.material;
+            // SAFETY: as in `open`: `self.wide` proves the features, and
+            // both inputs are within `wide`'s limits (checked just above).
+            return unsafe { wide::seal_two(&m.rk, m.aes256, &m.desc, a, b) };
+        }
         if a.2.len() <= gcm::TWO_MAX_BYTES && b.2.len() <= gcm::TWO_MAX_BYTES {
             // SAFETY: as in `seal`; `gcm::seal_two` needs both inputs at
             // most TWO_MAX_BYTES long, checked just above.

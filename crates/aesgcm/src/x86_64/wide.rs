@@ -99,23 +99,13 @@ fn reduce(lo: __m128i, mid: __m128i, hi: __m128i) -> __m128i {
     _mm_xor_si128(hi, lo)
 }
 
+/// J0 and the counter blocks J0+1 .. J0+7 through AES: `a` = E(J0), ks1,
+/// ks2, ks3; `b` = ks4, ks5 (and two unused).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,vaes,vpclmulqdq,aes,pclmulqdq,avx")]
 #[inline]
-fn open_rounds<const R: usize>(
-    rk: &RoundKeys,
-    powers: &DescPowers,
-    nonce: &[u8; NONCE_LEN],
-    aad: &[u8],
-    buf: &mut [u8],
-    expected: &[u8; TAG_LEN],
-) -> Result<(), OpenError> {
-    let len = buf.len();
-    // Never past the blocks this path computes.
-    assert!(len <= MAX_BYTES && aad.len() <= MAX_AAD);
-    let k = len.div_ceil(16);
-
-    // Counter blocks J0 .. J0+7 (J0+0 is J0, then the data's), in GCM
-    // byte order: the 32-bit counter in lane order, added to, reversed.
+fn keystream<const R: usize>(rk: &RoundKeys, nonce: &[u8; NONCE_LEN]) -> (__m512i, __m512i) {
+    // In GCM byte order: the 32-bit counter in lane order, added to,
+    // reversed.
     let (head, tail) = nonce.split_at(8);
     let head = u64::from_be_bytes(head.try_into().expect("8 bytes"));
     let tail = u32::from_be_bytes(tail.try_into().expect("4 bytes"));
@@ -139,30 +129,37 @@ fn open_rounds<const R: usize>(
         b = _mm512_aesenc_epi128(b, key);
     }
     let key = _mm512_broadcast_i32x4(rk[R]);
-    let (a, b) = (
+    (
         _mm512_aesenclast_epi128(a, key),
         _mm512_aesenclast_epi128(b, key),
-    );
-    // a = E(J0), ks1, ks2, ks3; b = ks4, ks5, (unused).
+    )
+}
 
-    // The data, zero beyond its end: blocks 1-4, and block 5.
+/// The byte masks of an input of `len` (<= 80) bytes: its first (up to)
+/// 64 bytes, and the rest.
+#[inline]
+fn masks(len: usize) -> (usize, u64, u16) {
     let first = len.min(64);
-    let m_first = mask64(first);
-    let m_fifth = mask64(len - first) as u16;
-    // SAFETY: masked loads touch only the bytes their mask selects (AVX-512
-    // suppresses faults on the others), all inside `buf`.
-    let d = unsafe { _mm512_maskz_loadu_epi8(m_first, buf.as_ptr() as *const i8) };
-    let d5 = unsafe { _mm_maskz_loadu_epi8(m_fifth, buf.as_ptr().add(first) as *const i8) };
-    let ad = unsafe { _mm_maskz_loadu_epi8(mask64(aad.len()) as u16, aad.as_ptr() as *const i8) };
+    (first, mask64(first), mask64(len - first) as u16)
+}
 
-    // GHASH: AAD x P_(k+2), data block j x P_(k+2-j), lengths x P_1.
+/// GHASH (POLYVAL order) of `aad` and the `len`-byte ciphertext whose
+/// blocks 1-4 are `c` and block 5 is `c5`, both zero beyond `len`: AAD x
+/// P_(k+2), block j x P_(k+2-j), lengths x P_1, for k = ceil(len / 16).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,vaes,vpclmulqdq,aes,pclmulqdq,avx")]
+#[inline]
+fn ghash(powers: &DescPowers, aad: &[u8], c: __m512i, c5: __m128i, len: usize) -> __m128i {
+    let k = len.div_ceil(16);
+    // SAFETY: a masked load touches only the bytes its mask selects
+    // (AVX-512 suppresses faults on the others), all inside `aad`.
+    let ad = unsafe { _mm_maskz_loadu_epi8(mask64(aad.len()) as u16, aad.as_ptr() as *const i8) };
     let bits = |n: usize| (n as u64).wrapping_mul(8) as i64;
     let lengths = _mm_set_epi64x(bits(aad.len()), bits(len));
-    let x1 = reverse_lanes(d);
+    let x1 = reverse_lanes(c);
     // SAFETY: desc has 12 entries and 7 - k + 3 <= 10 for k <= 5.
     let h1 = unsafe { _mm512_loadu_si512(powers.desc.as_ptr().add(7 - k) as *const _) };
     let rest = _mm512_inserti32x4::<2>(
-        _mm512_inserti32x4::<1>(_mm512_zextsi128_si512(ad), d5),
+        _mm512_inserti32x4::<1>(_mm512_zextsi128_si512(ad), c5),
         lengths,
     );
     // The other lanes: AAD, block 5, lengths reversed, zero beside.
@@ -200,11 +197,48 @@ fn open_rounds<const R: usize>(
             _mm512_clmulepi64_epi128::<0x10>(x2, h2),
         ),
     );
-    let s = reduce(fold_lanes(lo), fold_lanes(mid), fold_lanes(hi));
+    reduce(fold_lanes(lo), fold_lanes(mid), fold_lanes(hi))
+}
 
-    let ek_j0 = _mm512_castsi512_si128(a);
+/// GHASH in POLYVAL order `s`, to GCM's, xor E(J0) (lane 0 of `a`).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,vaes,vpclmulqdq,aes,pclmulqdq,avx")]
+#[inline]
+fn tag_block(s: __m128i, a: __m512i) -> __m128i {
     let idx = _mm_set_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    let computed = _mm_xor_si128(_mm_shuffle_epi8(s, idx), ek_j0);
+    _mm_xor_si128(_mm_shuffle_epi8(s, idx), _mm512_castsi512_si128(a))
+}
+
+/// The keystream of data blocks 1-4 (`a`'s lanes 1-3 and `b`'s lane 0)
+/// and of block 5 (`b`'s lane 1).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,vaes,vpclmulqdq,aes,pclmulqdq,avx")]
+#[inline]
+fn data_keystream(a: __m512i, b: __m512i) -> (__m512i, __m128i) {
+    (
+        _mm512_alignr_epi64::<2>(b, a),
+        _mm512_extracti32x4_epi32::<1>(b),
+    )
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,vaes,vpclmulqdq,aes,pclmulqdq,avx")]
+#[inline]
+fn open_rounds<const R: usize>(
+    rk: &RoundKeys,
+    powers: &DescPowers,
+    nonce: &[u8; NONCE_LEN],
+    aad: &[u8],
+    buf: &mut [u8],
+    expected: &[u8; TAG_LEN],
+) -> Result<(), OpenError> {
+    let len = buf.len();
+    // Never past the blocks this path computes.
+    assert!(len <= MAX_BYTES && aad.len() <= MAX_AAD);
+    let (a, b) = keystream::<R>(rk, nonce);
+    let (first, m_first, m_fifth) = masks(len);
+    // SAFETY: masked loads touch only the bytes their mask selects, all
+    // inside `buf`; zero beyond its end.
+    let d = unsafe { _mm512_maskz_loadu_epi8(m_first, buf.as_ptr() as *const i8) };
+    let d5 = unsafe { _mm_maskz_loadu_epi8(m_fifth, buf.as_ptr().add(first) as *const i8) };
+    let computed = tag_block(ghash(powers, aad, d, d5, len), a);
     let (lo, hi) = block::lanes(computed);
     let (want_lo, want_hi) = block::halves(expected);
     // As `gcm::tags_match`: one word, compared once, hidden from the
@@ -212,10 +246,7 @@ fn open_rounds<const R: usize>(
     if core::hint::black_box((lo ^ want_lo) | (hi ^ want_hi)) != 0 {
         return Err(OpenError);
     }
-    // Keystream for blocks 1-4 is a's lanes 1-3 and b's lane 0; block 5's
-    // is b's lane 1.
-    let ks = _mm512_alignr_epi64::<2>(b, a);
-    let ks5 = _mm512_extracti32x4_epi32::<1>(b);
+    let (ks, ks5) = data_keystream(a, b);
     // SAFETY: masked stores write only the selected bytes, inside `buf`.
     unsafe {
         _mm512_mask_storeu_epi8(
@@ -230,6 +261,70 @@ fn open_rounds<const R: usize>(
         );
     }
     Ok(())
+}
+
+/// One seal of [`seal_two_rounds`]: encrypts in place, returns the tag.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,vaes,vpclmulqdq,aes,pclmulqdq,avx")]
+#[inline]
+fn seal_one<const R: usize>(
+    rk: &RoundKeys,
+    powers: &DescPowers,
+    nonce: &[u8; NONCE_LEN],
+    aad: &[u8],
+    buf: &mut [u8],
+) -> [u8; TAG_LEN] {
+    let len = buf.len();
+    // Never past the blocks this path computes.
+    assert!(len <= MAX_BYTES && aad.len() <= MAX_AAD);
+    let (a, b) = keystream::<R>(rk, nonce);
+    let (first, m_first, m_fifth) = masks(len);
+    let (ks, ks5) = data_keystream(a, b);
+    // SAFETY: as in `open_rounds`.
+    let d = unsafe { _mm512_maskz_loadu_epi8(m_first, buf.as_ptr() as *const i8) };
+    let d5 = unsafe { _mm_maskz_loadu_epi8(m_fifth, buf.as_ptr().add(first) as *const i8) };
+    // The ciphertext, zero beyond the end (the keystream is not).
+    let c = _mm512_maskz_mov_epi8(m_first, _mm512_xor_si512(d, ks));
+    let c5 = _mm_maskz_mov_epi8(m_fifth, _mm_xor_si128(d5, ks5));
+    // SAFETY: masked stores write only the selected bytes, inside `buf`.
+    unsafe {
+        _mm512_mask_storeu_epi8(buf.as_mut_ptr() as *mut i8, m_first, c);
+        _mm_mask_storeu_epi8(buf.as_mut_ptr().add(first) as *mut i8, m_fifth, c5);
+    }
+    let mut out = [0u8; TAG_LEN];
+    block::store(&mut out, tag_block(ghash(powers, aad, c, c5, len), a));
+    out
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,vaes,vpclmulqdq,aes,pclmulqdq,avx")]
+#[inline]
+fn seal_two_rounds<const R: usize>(
+    rk: &RoundKeys,
+    powers: &DescPowers,
+    a: super::gcm::Packet<'_>,
+    b: super::gcm::Packet<'_>,
+) -> [[u8; TAG_LEN]; 2] {
+    // Two independent chains in one body: the CPU overlaps them.
+    [
+        seal_one::<R>(rk, powers, a.0, a.1, a.2),
+        seal_one::<R>(rk, powers, b.0, b.1, b.2),
+    ]
+}
+
+/// Seals two packets (each at most [`MAX_BYTES`], AAD at most
+/// [`MAX_AAD`]) as two `gcm::seal` calls would.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,vaes,vpclmulqdq,aes,pclmulqdq,avx")]
+pub(super) fn seal_two(
+    rk: &RoundKeys,
+    aes256: bool,
+    powers: &DescPowers,
+    a: super::gcm::Packet<'_>,
+    b: super::gcm::Packet<'_>,
+) -> [[u8; TAG_LEN]; 2] {
+    if aes256 {
+        seal_two_rounds::<14>(rk, powers, a, b)
+    } else {
+        seal_two_rounds::<10>(rk, powers, a, b)
+    }
 }
 
 /// Checks the tag, then decrypts `buf` (at most [`MAX_BYTES`], AAD at most
