@@ -143,7 +143,7 @@ fn main() {
         let ours = AesGcm::new(&key).expect("AES-NI and PCLMULQDQ");
         let narrow = AesGcm::new(&key).expect("AES-NI and PCLMULQDQ").narrow();
         let other = [8u8; 12];
-        for size in [48, 64, 68, 80] {
+        for size in [48, 64, 68, 80, 96, 111] {
             let (mut a, mut b) = (vec![3u8; size], vec![4u8; size]);
             let (mut c, mut d) = (vec![3u8; size], vec![4u8; size]);
             let (mut e, mut f) = (vec![3u8; size], vec![4u8; size]);
@@ -195,7 +195,7 @@ fn main() {
         let narrow = AesGcm::new(&key).expect("AES-NI and PCLMULQDQ").narrow();
         for aad_len in [8usize, 12] {
             let aad = &[1u8; 12][..aad_len];
-            for size in [16, 48, 64, 68, 80] {
+            for size in [16, 48, 64, 68, 80, 96, 111] {
                 let mut ct = vec![3u8; size];
                 let tag = wide.seal(&nonce, aad, &mut ct);
                 let (mut a, mut b) = (ct.clone(), ct.clone());

@@ -60,7 +60,7 @@ impl KeyMaterial {
         block::store(&mut h_block, h[0]);
         let powers = HPowers::new(&h_block);
         h_block.zeroize();
-        let desc = super::wide::DescPowers::new(powers.ascending());
+        let desc = super::wide::DescPowers::new(powers.ascending(), powers.ninth());
         Some(Self {
             rk,
             aes256,

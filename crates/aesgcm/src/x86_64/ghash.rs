@@ -100,6 +100,12 @@ impl HPowers {
         &self.h
     }
 
+    /// P_9 (the wide path's longest group has nine blocks).
+    #[target_feature(enable = "aes,pclmulqdq,avx")]
+    pub(super) fn ninth(&self) -> __m128i {
+        mul(self.h[POWERS - 1], self.h[0])
+    }
+
     /// From H = AES_K(0^128), in GCM's byte order.
     #[target_feature(enable = "aes,pclmulqdq,avx")]
     pub(super) fn new(h_block: &[u8; 16]) -> Self {

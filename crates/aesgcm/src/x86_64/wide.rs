@@ -1,17 +1,18 @@
-//! `open` of a short input (49 to 80 bytes, AAD at most 16: a 64-byte IP
-//! packet's ESP payload region is 68) on 512-bit registers, for CPUs with
-//! AVX-512 (F, BW, VL), VAES and VPCLMULQDQ: J0 and the five counter blocks
-//! go through AES as two ZMM registers (22 AESENCs for AES-128 where the
-//! XMM path issues 66), the data's GHASH products as one ZMM of four
-//! blocks and one of AAD, the fifth block and the lengths (8 carry-less
-//! multiplies instead of 21), and the data is read and written with byte
-//! masks instead of block by block. Same result as `gcm::open` (checked
+//! `open` and `seal` of a short input (49 to 112 bytes, AAD at most 16: a
+//! 64-byte IP packet's ESP payload region is 68) on 512-bit registers, for
+//! CPUs with AVX-512 (F, BW, VL), VAES and VPCLMULQDQ: J0 and the seven
+//! counter blocks go through AES as two ZMM registers (22 AESENCs for
+//! AES-128 where the XMM path issues 66 for a 68-byte input), the GHASH
+//! products as three ZMM multiplies (data blocks 1-4, blocks 5-7, AAD and
+//! the lengths: 12 carry-less multiplies where the XMM path does 21 for
+//! 68 bytes), and the data is read and written with byte masks instead
+//! of block by block. Same result as `gcm::open` (checked
 //! against it for every length and against ring, the known answers and
 //! Wycheproof: tests/differential_ring.rs and the crate's tests).
 //!
 //! GHASH as in `ghash.rs` (POLYVAL order, Montgomery powers P_i): the
-//! k + 2 blocks (AAD, k data blocks, lengths) form one group, block i of it
-//! multiplied by P_(k+3-i), one reduction. Products are schoolbook (lo, hi
+//! k + 2 blocks (AAD, k <= 7 data blocks, lengths) form one group, block i
+//! of it multiplied by P_(k+3-i) (up to P_9), one reduction. Products are schoolbook (lo, hi
 //! and both cross terms), summed lane-wise, folded to 128 bits, reduced.
 
 use core::arch::x86_64::*;
@@ -24,17 +25,18 @@ use crate::{OpenError, NONCE_LEN, TAG_LEN};
 
 /// Inputs this path takes: longer than 48 bytes (below, the 128-bit path's
 /// four-block pass is as fast or faster: benches/short.rs measured 0.81x
-/// at 16 bytes, 0.97-1.02x at 48, 1.20-1.31x at 64-80), at most 80.
+/// at 16 bytes, 0.97-1.02x at 48, 1.20-1.31x at 64-80), at most 112
+/// (seven blocks: J0 and their counters fill two ZMM registers).
 pub(super) const MIN_BYTES: usize = 49;
 /// Longest input (and AAD) this path takes.
-pub(super) const MAX_BYTES: usize = 80;
+pub(super) const MAX_BYTES: usize = 112;
 pub(super) const MAX_AAD: usize = 16;
 
 /// The hash key's powers in descending order with zero padding, so that
-/// four consecutive ones load as one ZMM: `desc[t]` = P_(8-t) for t < 8,
+/// four consecutive ones load as one ZMM: `desc[t]` = P_(9-t) for t < 9,
 /// zero beyond.
 pub(super) struct DescPowers {
-    desc: [__m128i; 12],
+    desc: [__m128i; 16],
 }
 
 impl Drop for DescPowers {
@@ -44,11 +46,12 @@ impl Drop for DescPowers {
 }
 
 impl DescPowers {
-    /// From the ascending powers P_1..P_8.
+    /// From the ascending powers P_1..P_8 and P_9.
     #[target_feature(enable = "aes,pclmulqdq,avx")]
-    pub(super) fn new(ascending: &[__m128i; 8]) -> Self {
-        let mut desc = [_mm_setzero_si128(); 12];
-        for (t, d) in desc.iter_mut().take(8).enumerate() {
+    pub(super) fn new(ascending: &[__m128i; 8], ninth: __m128i) -> Self {
+        let mut desc = [_mm_setzero_si128(); 16];
+        desc[0] = ninth;
+        for (t, d) in desc.iter_mut().skip(1).take(8).enumerate() {
             *d = ascending[7 - t];
         }
         Self { desc }
@@ -135,69 +138,63 @@ fn keystream<const R: usize>(rk: &RoundKeys, nonce: &[u8; NONCE_LEN]) -> (__m512
     )
 }
 
-/// The byte masks of an input of `len` (<= 80) bytes: its first (up to)
+/// The byte masks of an input of `len` (<= 112) bytes: its first (up to)
 /// 64 bytes, and the rest.
 #[inline]
-fn masks(len: usize) -> (usize, u64, u16) {
+fn masks(len: usize) -> (usize, u64, u64) {
     let first = len.min(64);
-    (first, mask64(first), mask64(len - first) as u16)
+    (first, mask64(first), mask64(len - first))
 }
 
 /// GHASH (POLYVAL order) of `aad` and the `len`-byte ciphertext whose
-/// blocks 1-4 are `c` and block 5 is `c5`, both zero beyond `len`: AAD x
-/// P_(k+2), block j x P_(k+2-j), lengths x P_1, for k = ceil(len / 16).
+/// blocks 1-4 are `c` and blocks 5-7 are `c_hi`, both zero beyond `len`:
+/// AAD x P_(k+2), block j x P_(k+2-j), lengths x P_1, for k = ceil(len /
+/// 16).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,vaes,vpclmulqdq,aes,pclmulqdq,avx")]
 #[inline]
-fn ghash(powers: &DescPowers, aad: &[u8], c: __m512i, c5: __m128i, len: usize) -> __m128i {
+fn ghash(powers: &DescPowers, aad: &[u8], c: __m512i, c_hi: __m512i, len: usize) -> __m128i {
     let k = len.div_ceil(16);
     // SAFETY: a masked load touches only the bytes its mask selects
     // (AVX-512 suppresses faults on the others), all inside `aad`.
     let ad = unsafe { _mm_maskz_loadu_epi8(mask64(aad.len()) as u16, aad.as_ptr() as *const i8) };
     let bits = |n: usize| (n as u64).wrapping_mul(8) as i64;
     let lengths = _mm_set_epi64x(bits(aad.len()), bits(len));
-    let x1 = reverse_lanes(c);
-    // SAFETY: desc has 12 entries and 7 - k + 3 <= 10 for k <= 5.
-    let h1 = unsafe { _mm512_loadu_si512(powers.desc.as_ptr().add(7 - k) as *const _) };
-    let rest = _mm512_inserti32x4::<2>(
-        _mm512_inserti32x4::<1>(_mm512_zextsi128_si512(ad), c5),
-        lengths,
-    );
-    // The other lanes: AAD, block 5, lengths reversed, zero beside.
-    let x2 = _mm512_maskz_shuffle_epi8(
-        0x0000_ffff_ffff_ffff,
-        rest,
-        _mm512_broadcast_i32x4(_mm_set_epi8(
-            0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
-        )),
-    );
-    // Lengths are in POLYVAL order already: put them back unreversed.
-    let x2 = _mm512_mask_blend_epi64(0b0011_0000, x2, rest);
     let p = &powers.desc;
-    // Block 5 exists only when k == 5, its power then P_2 (= desc[6]);
-    // otherwise it is zero and its power does not matter.
-    let h2 = _mm512_inserti32x4::<2>(
-        _mm512_inserti32x4::<1>(_mm512_zextsi128_si512(p[6 - k]), p[6]),
-        p[7],
-    );
-    let lo = _mm512_xor_si512(
-        _mm512_clmulepi64_epi128::<0x00>(x1, h1),
-        _mm512_clmulepi64_epi128::<0x00>(x2, h2),
-    );
-    let hi = _mm512_xor_si512(
-        _mm512_clmulepi64_epi128::<0x11>(x1, h1),
-        _mm512_clmulepi64_epi128::<0x11>(x2, h2),
-    );
-    let mid = _mm512_xor_si512(
-        _mm512_xor_si512(
-            _mm512_clmulepi64_epi128::<0x01>(x1, h1),
-            _mm512_clmulepi64_epi128::<0x10>(x1, h1),
-        ),
-        _mm512_xor_si512(
-            _mm512_clmulepi64_epi128::<0x01>(x2, h2),
-            _mm512_clmulepi64_epi128::<0x10>(x2, h2),
-        ),
-    );
-    reduce(fold_lanes(lo), fold_lanes(mid), fold_lanes(hi))
+    // Block j's power P_(k+2-j) is desc[7-k+j]: blocks 1-4 from desc[8-k],
+    // 5-8 from desc[12-k] (block 8 is zero; 12 - k + 3 <= 15 for any k).
+    // SAFETY: both loads read four entries of the 16 of `desc`.
+    let (h1, h2) = unsafe {
+        (
+            _mm512_loadu_si512(p.as_ptr().add(8 - k) as *const _),
+            _mm512_loadu_si512(p.as_ptr().add(12 - k) as *const _),
+        )
+    };
+    let x1 = reverse_lanes(c);
+    let x2 = reverse_lanes(c_hi);
+    // AAD reversed in lane 0, the lengths (already in POLYVAL order) in
+    // lane 1, zero beyond; their powers P_(k+2) = desc[7-k] and P_1.
+    let rest = _mm512_inserti32x4::<1>(_mm512_zextsi128_si512(ad), lengths);
+    let x3 = _mm512_mask_blend_epi64(0b0000_1100, reverse_lanes(rest), rest);
+    let h3 = _mm512_inserti32x4::<1>(_mm512_zextsi128_si512(p[7 - k]), p[8]);
+    let mul = |x: __m512i, h: __m512i| {
+        (
+            _mm512_clmulepi64_epi128::<0x00>(x, h),
+            _mm512_xor_si512(
+                _mm512_clmulepi64_epi128::<0x01>(x, h),
+                _mm512_clmulepi64_epi128::<0x10>(x, h),
+            ),
+            _mm512_clmulepi64_epi128::<0x11>(x, h),
+        )
+    };
+    let (l1, m1, u1) = mul(x1, h1);
+    let (l2, m2, u2) = mul(x2, h2);
+    let (l3, m3, u3) = mul(x3, h3);
+    let xor3 = |a, b, c| _mm512_ternarylogic_epi64::<0x96>(a, b, c);
+    reduce(
+        fold_lanes(xor3(l1, l2, l3)),
+        fold_lanes(xor3(m1, m2, m3)),
+        fold_lanes(xor3(u1, u2, u3)),
+    )
 }
 
 /// GHASH in POLYVAL order `s`, to GCM's, xor E(J0) (lane 0 of `a`).
@@ -209,13 +206,13 @@ fn tag_block(s: __m128i, a: __m512i) -> __m128i {
 }
 
 /// The keystream of data blocks 1-4 (`a`'s lanes 1-3 and `b`'s lane 0)
-/// and of block 5 (`b`'s lane 1).
+/// and of blocks 5-7 (`b`'s lanes 1-3, zero beside).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,vaes,vpclmulqdq,aes,pclmulqdq,avx")]
 #[inline]
-fn data_keystream(a: __m512i, b: __m512i) -> (__m512i, __m128i) {
+fn data_keystream(a: __m512i, b: __m512i) -> (__m512i, __m512i) {
     (
         _mm512_alignr_epi64::<2>(b, a),
-        _mm512_extracti32x4_epi32::<1>(b),
+        _mm512_alignr_epi64::<2>(_mm512_setzero_si512(), b),
     )
 }
 
@@ -233,12 +230,12 @@ fn open_rounds<const R: usize>(
     // Never past the blocks this path computes.
     assert!(len <= MAX_BYTES && aad.len() <= MAX_AAD);
     let (a, b) = keystream::<R>(rk, nonce);
-    let (first, m_first, m_fifth) = masks(len);
+    let (first, m_first, m_rest) = masks(len);
     // SAFETY: masked loads touch only the bytes their mask selects, all
     // inside `buf`; zero beyond its end.
     let d = unsafe { _mm512_maskz_loadu_epi8(m_first, buf.as_ptr() as *const i8) };
-    let d5 = unsafe { _mm_maskz_loadu_epi8(m_fifth, buf.as_ptr().add(first) as *const i8) };
-    let computed = tag_block(ghash(powers, aad, d, d5, len), a);
+    let d_hi = unsafe { _mm512_maskz_loadu_epi8(m_rest, buf.as_ptr().add(first) as *const i8) };
+    let computed = tag_block(ghash(powers, aad, d, d_hi, len), a);
     let (lo, hi) = block::lanes(computed);
     let (want_lo, want_hi) = block::halves(expected);
     // As `gcm::tags_match`: one word, compared once, hidden from the
@@ -246,7 +243,7 @@ fn open_rounds<const R: usize>(
     if core::hint::black_box((lo ^ want_lo) | (hi ^ want_hi)) != 0 {
         return Err(OpenError);
     }
-    let (ks, ks5) = data_keystream(a, b);
+    let (ks, ks_hi) = data_keystream(a, b);
     // SAFETY: masked stores write only the selected bytes, inside `buf`.
     unsafe {
         _mm512_mask_storeu_epi8(
@@ -254,10 +251,10 @@ fn open_rounds<const R: usize>(
             m_first,
             _mm512_xor_si512(d, ks),
         );
-        _mm_mask_storeu_epi8(
+        _mm512_mask_storeu_epi8(
             buf.as_mut_ptr().add(first) as *mut i8,
-            m_fifth,
-            _mm_xor_si128(d5, ks5),
+            m_rest,
+            _mm512_xor_si512(d_hi, ks_hi),
         );
     }
     Ok(())
@@ -277,21 +274,21 @@ fn seal_one<const R: usize>(
     // Never past the blocks this path computes.
     assert!(len <= MAX_BYTES && aad.len() <= MAX_AAD);
     let (a, b) = keystream::<R>(rk, nonce);
-    let (first, m_first, m_fifth) = masks(len);
-    let (ks, ks5) = data_keystream(a, b);
+    let (first, m_first, m_rest) = masks(len);
+    let (ks, ks_hi) = data_keystream(a, b);
     // SAFETY: as in `open_rounds`.
     let d = unsafe { _mm512_maskz_loadu_epi8(m_first, buf.as_ptr() as *const i8) };
-    let d5 = unsafe { _mm_maskz_loadu_epi8(m_fifth, buf.as_ptr().add(first) as *const i8) };
+    let d_hi = unsafe { _mm512_maskz_loadu_epi8(m_rest, buf.as_ptr().add(first) as *const i8) };
     // The ciphertext, zero beyond the end (the keystream is not).
     let c = _mm512_maskz_mov_epi8(m_first, _mm512_xor_si512(d, ks));
-    let c5 = _mm_maskz_mov_epi8(m_fifth, _mm_xor_si128(d5, ks5));
+    let c_hi = _mm512_maskz_mov_epi8(m_rest, _mm512_xor_si512(d_hi, ks_hi));
     // SAFETY: masked stores write only the selected bytes, inside `buf`.
     unsafe {
         _mm512_mask_storeu_epi8(buf.as_mut_ptr() as *mut i8, m_first, c);
-        _mm_mask_storeu_epi8(buf.as_mut_ptr().add(first) as *mut i8, m_fifth, c5);
+        _mm512_mask_storeu_epi8(buf.as_mut_ptr().add(first) as *mut i8, m_rest, c_hi);
     }
     let mut out = [0u8; TAG_LEN];
-    block::store(&mut out, tag_block(ghash(powers, aad, c, c5, len), a));
+    block::store(&mut out, tag_block(ghash(powers, aad, c, c_hi, len), a));
     out
 }
 
