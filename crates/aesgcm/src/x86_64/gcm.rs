@@ -81,7 +81,7 @@ impl KeyMaterial {
 /// Byte reversal: GCM's byte order <-> POLYVAL's (and the counter's).
 #[target_feature(enable = "aes,pclmulqdq,avx")]
 #[inline]
-fn reverse(v: __m128i) -> __m128i {
+pub(super) fn reverse(v: __m128i) -> __m128i {
     let idx = _mm_set_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     _mm_shuffle_epi8(v, idx)
 }
@@ -97,7 +97,7 @@ fn polyval_order(lo: u64, hi: u64) -> __m128i {
 /// with `_mm_add_epi32` is GCM's inc32 (mod 2^32).
 #[target_feature(enable = "aes,pclmulqdq,avx")]
 #[inline]
-fn counter_base(nonce: &[u8; NONCE_LEN]) -> __m128i {
+pub(super) fn counter_base(nonce: &[u8; NONCE_LEN]) -> __m128i {
     let (head, tail) = nonce.split_at(8);
     let head = u64::from_be_bytes(head.try_into().expect("8 bytes"));
     let tail = u32::from_be_bytes(tail.try_into().expect("4 bytes"));
@@ -189,7 +189,7 @@ macro_rules! xor_keystream {
 /// The tag: GHASH (POLYVAL order `s`) in GCM byte order, xor AES_K(J0).
 #[target_feature(enable = "aes,pclmulqdq,avx")]
 #[inline]
-fn tag(s: __m128i, ek_j0: __m128i) -> [u8; TAG_LEN] {
+pub(super) fn tag(s: __m128i, ek_j0: __m128i) -> [u8; TAG_LEN] {
     let mut out = [0u8; TAG_LEN];
     block::store(&mut out, _mm_xor_si128(reverse(s), ek_j0));
     out
@@ -203,7 +203,7 @@ fn tag(s: __m128i, ek_j0: __m128i) -> [u8; TAG_LEN] {
 /// same through an out-of-line call on every packet.
 #[target_feature(enable = "aes,pclmulqdq,avx")]
 #[inline]
-fn tags_match(computed: __m128i, expected: &[u8; TAG_LEN]) -> bool {
+pub(super) fn tags_match(computed: __m128i, expected: &[u8; TAG_LEN]) -> bool {
     let (lo, hi) = block::lanes(computed);
     let (want_lo, want_hi) = block::halves(expected);
     let diff = (lo ^ want_lo) | (hi ^ want_hi);

@@ -77,9 +77,16 @@ fn add(a: Wide, b: Wide) -> Wide {
 #[target_feature(enable = "aes,pclmulqdq,avx")]
 #[inline]
 fn reduce(w: Wide) -> __m128i {
-    let mid = _mm_xor_si128(w.mid, _mm_xor_si128(w.lo, w.hi));
-    let lo = _mm_xor_si128(w.lo, _mm_slli_si128::<8>(mid));
-    let hi = _mm_xor_si128(w.hi, _mm_srli_si128::<8>(mid));
+    reduce_schoolbook(w.lo, _mm_xor_si128(w.mid, _mm_xor_si128(w.lo, w.hi)), w.hi)
+}
+
+/// [`reduce`] of a product given as its low, middle (both cross terms
+/// xored: schoolbook, not Karatsuba's) and high 128-bit parts.
+#[target_feature(enable = "aes,pclmulqdq,avx")]
+#[inline]
+pub(super) fn reduce_schoolbook(lo: __m128i, mid: __m128i, hi: __m128i) -> __m128i {
+    let lo = _mm_xor_si128(lo, _mm_slli_si128::<8>(mid));
+    let hi = _mm_xor_si128(hi, _mm_srli_si128::<8>(mid));
     let poly = _mm_set_epi64x((POLY >> 64) as i64, POLY as i64);
     let t = _mm_clmulepi64_si128::<0x10>(lo, poly);
     let lo = _mm_xor_si128(_mm_shuffle_epi32::<0x4e>(lo), t);

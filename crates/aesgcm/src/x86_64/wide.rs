@@ -20,7 +20,7 @@ use core::arch::x86_64::*;
 use zeroize::Zeroize;
 
 use super::aes::RoundKeys;
-use super::block;
+use super::{gcm, ghash};
 use crate::{OpenError, NONCE_LEN, TAG_LEN};
 
 /// Inputs this path takes: longer than 48 bytes (below, the 128-bit path's
@@ -86,36 +86,14 @@ fn fold_lanes(v: __m512i) -> __m128i {
     _mm_xor_si128(_mm256_castsi256_si128(y), _mm256_extracti128_si256::<1>(y))
 }
 
-/// Montgomery reduction of the schoolbook sum (lo, mid, hi), as
-/// `ghash::reduce` does for Karatsuba's.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,vaes,vpclmulqdq,aes,pclmulqdq,avx")]
-#[inline]
-fn reduce(lo: __m128i, mid: __m128i, hi: __m128i) -> __m128i {
-    const POLY: u128 = 0xc200_0000_0000_0000_0000_0000_0000_0001;
-    let lo = _mm_xor_si128(lo, _mm_slli_si128::<8>(mid));
-    let hi = _mm_xor_si128(hi, _mm_srli_si128::<8>(mid));
-    let poly = _mm_set_epi64x((POLY >> 64) as i64, POLY as i64);
-    let t = _mm_clmulepi64_si128::<0x10>(lo, poly);
-    let lo = _mm_xor_si128(_mm_shuffle_epi32::<0x4e>(lo), t);
-    let t = _mm_clmulepi64_si128::<0x10>(lo, poly);
-    let lo = _mm_xor_si128(_mm_shuffle_epi32::<0x4e>(lo), t);
-    _mm_xor_si128(hi, lo)
-}
-
 /// J0 and the counter blocks J0+1 .. J0+7 through AES: `a` = E(J0), ks1,
-/// ks2, ks3; `b` = ks4, ks5 (and two unused).
+/// ks2, ks3; `b` = ks4 .. ks7.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,vaes,vpclmulqdq,aes,pclmulqdq,avx")]
 #[inline]
 fn keystream<const R: usize>(rk: &RoundKeys, nonce: &[u8; NONCE_LEN]) -> (__m512i, __m512i) {
-    // In GCM byte order: the 32-bit counter in lane order, added to,
-    // reversed.
-    let (head, tail) = nonce.split_at(8);
-    let head = u64::from_be_bytes(head.try_into().expect("8 bytes"));
-    let tail = u32::from_be_bytes(tail.try_into().expect("4 bytes"));
-    let base = _mm512_broadcast_i32x4(_mm_set_epi64x(
-        head as i64,
-        ((u64::from(tail) << 32) | 1) as i64,
-    ));
+    // As `gcm::counters`: the 32-bit counter in lane order, added to,
+    // reversed into GCM byte order.
+    let base = _mm512_broadcast_i32x4(gcm::counter_base(nonce));
     let c0 = reverse_lanes(_mm512_add_epi32(
         base,
         _mm512_set_epi32(0, 0, 0, 3, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0),
@@ -138,12 +116,51 @@ fn keystream<const R: usize>(rk: &RoundKeys, nonce: &[u8; NONCE_LEN]) -> (__m512
     )
 }
 
-/// The byte masks of an input of `len` (<= 112) bytes: its first (up to)
-/// 64 bytes, and the rest.
-#[inline]
-fn masks(len: usize) -> (usize, u64, u64) {
-    let first = len.min(64);
-    (first, mask64(first), mask64(len - first))
+/// An input of at most 128 bytes as two ZMM registers: its first (up to)
+/// 64 bytes and the rest, each under a byte mask (zero beyond the end when
+/// loaded, nothing beyond it written when stored).
+struct Masked {
+    first: usize,
+    lo: u64,
+    hi: u64,
+}
+
+impl Masked {
+    fn of(len: usize) -> Self {
+        let first = len.min(64);
+        Masked {
+            first,
+            lo: mask64(first),
+            hi: mask64(len - first),
+        }
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,vaes,vpclmulqdq,aes,pclmulqdq,avx")]
+    #[inline]
+    fn load(&self, buf: &[u8]) -> (__m512i, __m512i) {
+        debug_assert!(self.first <= buf.len());
+        // SAFETY: a masked load touches only the bytes its mask selects
+        // (AVX-512 suppresses faults on the others): `Masked::of(buf.len())`
+        // selects bytes inside `buf` only.
+        unsafe {
+            (
+                _mm512_maskz_loadu_epi8(self.lo, buf.as_ptr() as *const i8),
+                _mm512_maskz_loadu_epi8(self.hi, buf.as_ptr().add(self.first) as *const i8),
+            )
+        }
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,vaes,vpclmulqdq,aes,pclmulqdq,avx")]
+    #[inline]
+    fn store(&self, buf: &mut [u8], lo: __m512i, hi: __m512i) {
+        debug_assert!(self.first <= buf.len());
+        // SAFETY: a masked store writes only the bytes its mask selects,
+        // inside `buf` as in `load`.
+        unsafe {
+            _mm512_mask_storeu_epi8(buf.as_mut_ptr() as *mut i8, self.lo, lo);
+            _mm512_mask_storeu_epi8(buf.as_mut_ptr().add(self.first) as *mut i8, self.hi, hi);
+        }
+    }
 }
 
 /// GHASH (POLYVAL order) of `aad` and the `len`-byte ciphertext whose
@@ -190,19 +207,11 @@ fn ghash(powers: &DescPowers, aad: &[u8], c: __m512i, c_hi: __m512i, len: usize)
     let (l2, m2, u2) = mul(x2, h2);
     let (l3, m3, u3) = mul(x3, h3);
     let xor3 = |a, b, c| _mm512_ternarylogic_epi64::<0x96>(a, b, c);
-    reduce(
+    ghash::reduce_schoolbook(
         fold_lanes(xor3(l1, l2, l3)),
         fold_lanes(xor3(m1, m2, m3)),
         fold_lanes(xor3(u1, u2, u3)),
     )
-}
-
-/// GHASH in POLYVAL order `s`, to GCM's, xor E(J0) (lane 0 of `a`).
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,vaes,vpclmulqdq,aes,pclmulqdq,avx")]
-#[inline]
-fn tag_block(s: __m128i, a: __m512i) -> __m128i {
-    let idx = _mm_set_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    _mm_xor_si128(_mm_shuffle_epi8(s, idx), _mm512_castsi512_si128(a))
 }
 
 /// The keystream of data blocks 1-4 (`a`'s lanes 1-3 and `b`'s lane 0)
@@ -230,33 +239,15 @@ fn open_rounds<const R: usize>(
     // Never past the blocks this path computes.
     assert!(len <= MAX_BYTES && aad.len() <= MAX_AAD);
     let (a, b) = keystream::<R>(rk, nonce);
-    let (first, m_first, m_rest) = masks(len);
-    // SAFETY: masked loads touch only the bytes their mask selects, all
-    // inside `buf`; zero beyond its end.
-    let d = unsafe { _mm512_maskz_loadu_epi8(m_first, buf.as_ptr() as *const i8) };
-    let d_hi = unsafe { _mm512_maskz_loadu_epi8(m_rest, buf.as_ptr().add(first) as *const i8) };
-    let computed = tag_block(ghash(powers, aad, d, d_hi, len), a);
-    let (lo, hi) = block::lanes(computed);
-    let (want_lo, want_hi) = block::halves(expected);
-    // As `gcm::tags_match`: one word, compared once, hidden from the
-    // optimizer (no early exit on half the tag).
-    if core::hint::black_box((lo ^ want_lo) | (hi ^ want_hi)) != 0 {
+    let masked = Masked::of(len);
+    let (d, d_hi) = masked.load(buf);
+    let s = ghash(powers, aad, d, d_hi, len);
+    let computed = _mm_xor_si128(gcm::reverse(s), _mm512_castsi512_si128(a));
+    if !gcm::tags_match(computed, expected) {
         return Err(OpenError);
     }
     let (ks, ks_hi) = data_keystream(a, b);
-    // SAFETY: masked stores write only the selected bytes, inside `buf`.
-    unsafe {
-        _mm512_mask_storeu_epi8(
-            buf.as_mut_ptr() as *mut i8,
-            m_first,
-            _mm512_xor_si512(d, ks),
-        );
-        _mm512_mask_storeu_epi8(
-            buf.as_mut_ptr().add(first) as *mut i8,
-            m_rest,
-            _mm512_xor_si512(d_hi, ks_hi),
-        );
-    }
+    masked.store(buf, _mm512_xor_si512(d, ks), _mm512_xor_si512(d_hi, ks_hi));
     Ok(())
 }
 
@@ -274,22 +265,14 @@ fn seal_one<const R: usize>(
     // Never past the blocks this path computes.
     assert!(len <= MAX_BYTES && aad.len() <= MAX_AAD);
     let (a, b) = keystream::<R>(rk, nonce);
-    let (first, m_first, m_rest) = masks(len);
+    let masked = Masked::of(len);
     let (ks, ks_hi) = data_keystream(a, b);
-    // SAFETY: as in `open_rounds`.
-    let d = unsafe { _mm512_maskz_loadu_epi8(m_first, buf.as_ptr() as *const i8) };
-    let d_hi = unsafe { _mm512_maskz_loadu_epi8(m_rest, buf.as_ptr().add(first) as *const i8) };
+    let (d, d_hi) = masked.load(buf);
     // The ciphertext, zero beyond the end (the keystream is not).
-    let c = _mm512_maskz_mov_epi8(m_first, _mm512_xor_si512(d, ks));
-    let c_hi = _mm512_maskz_mov_epi8(m_rest, _mm512_xor_si512(d_hi, ks_hi));
-    // SAFETY: masked stores write only the selected bytes, inside `buf`.
-    unsafe {
-        _mm512_mask_storeu_epi8(buf.as_mut_ptr() as *mut i8, m_first, c);
-        _mm512_mask_storeu_epi8(buf.as_mut_ptr().add(first) as *mut i8, m_rest, c_hi);
-    }
-    let mut out = [0u8; TAG_LEN];
-    block::store(&mut out, tag_block(ghash(powers, aad, c, c_hi, len), a));
-    out
+    let c = _mm512_maskz_mov_epi8(masked.lo, _mm512_xor_si512(d, ks));
+    let c_hi = _mm512_maskz_mov_epi8(masked.hi, _mm512_xor_si512(d_hi, ks_hi));
+    masked.store(buf, c, c_hi);
+    gcm::tag(ghash(powers, aad, c, c_hi, len), _mm512_castsi512_si128(a))
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,vaes,vpclmulqdq,aes,pclmulqdq,avx")]
