@@ -40,28 +40,36 @@ pub fn check_rows(rep: &Report, replay_window: u32) {
 pub fn check_rows_losing(rep: &Report, replay_window: u32, may_lose: impl Fn(&Row) -> bool) {
     assert_eq!(rep.rows.len(), 2 * 2 * Layer::ALL.len());
     for row in &rep.rows {
-        let what = format!(
-            "{} {} {} x{}",
-            row.outer.name(),
-            row.direction.name(),
-            row.layer.name(),
-            row.workers
-        );
-        let t = &row.measured.tally;
-        assert!(t.valid > 0, "{what}: sink validated nothing");
-        assert_eq!(t.invalid, 0, "{what}: invalid ({:?})", t.first_invalid);
-        if may_lose(row) {
-            eprintln!(
-                "{what}: lost {} of {}",
-                row.measured.lost(),
-                row.measured.packets
-            );
-        } else {
-            assert_eq!(row.measured.lost(), 0, "{what}: packets lost in the stage");
-        }
+        let what = check_sink(row, may_lose(row));
         assert_eq!(row.tunnels, 1, "{what}");
         assert_eq!(row.replay_window, replay_window, "{what}");
         assert_eq!(row.efficiency.is_some(), row.workers == 2, "{what}");
     }
     assert!(rep.rows.iter().filter(|r| !may_lose(r)).all(Row::valid));
+}
+
+/// One row's sink: it validated packets and found none invalid; none was
+/// lost in the stage unless `may_lose` (then the loss is printed, `ROW:
+/// lost N of M`). Returns the row's name for further messages.
+pub fn check_sink(row: &Row, may_lose: bool) -> String {
+    let what = format!(
+        "{} {} {} x{}",
+        row.outer.name(),
+        row.direction.name(),
+        row.layer.name(),
+        row.workers
+    );
+    let t = &row.measured.tally;
+    assert!(t.valid > 0, "{what}: sink validated nothing");
+    assert_eq!(t.invalid, 0, "{what}: invalid ({:?})", t.first_invalid);
+    if may_lose {
+        eprintln!(
+            "{what}: lost {} of {}",
+            row.measured.lost(),
+            row.measured.packets
+        );
+    } else {
+        assert_eq!(row.measured.lost(), 0, "{what}: packets lost in the stage");
+    }
+    what
 }
