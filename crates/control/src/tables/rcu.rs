@@ -23,29 +23,27 @@
 //! Only safe Rust: `Arc`, `Mutex` and atomics.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+
+// Each slot alone on its cache line(s) (128 bytes on x86_64, where
+// adjacent-line prefetch pairs 64-byte lines): a worker's stores to its own
+// slot do not slow down other workers' loads.
+use crossbeam_utils::CachePadded;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 /// Counts publications; the initial snapshot is generation 0.
 pub type Generation = u64;
 
-/// A value alone on its cache line(s): 128 bytes, because adjacent-line
-/// prefetch pairs 64-byte lines on x86. Keeps a worker's stores to its own
-/// slot from slowing down other workers' loads.
-#[derive(Debug, Default)]
-#[repr(align(128))]
-struct Padded<T>(T);
-
 /// One reader's progress: the generation of the snapshot it holds.
 #[derive(Debug, Default)]
 struct Slot {
-    seen: Padded<AtomicU64>,
+    seen: CachePadded<AtomicU64>,
 }
 
 /// What the publisher and its readers share.
 struct Shared<T> {
     /// Read by every worker once per poll; written once per publish.
-    generation: Padded<AtomicU64>,
+    generation: CachePadded<AtomicU64>,
     /// The current snapshot and its generation, for readers catching up.
     current: Mutex<(Generation, Arc<T>)>,
     /// Slots of the registered readers.
@@ -72,7 +70,7 @@ impl<T: Send + Sync> Publisher<T> {
     pub fn new(initial: Arc<T>) -> Publisher<T> {
         Publisher {
             shared: Arc::new(Shared {
-                generation: Padded(AtomicU64::new(0)),
+                generation: CachePadded::new(AtomicU64::new(0)),
                 current: Mutex::new((0, Arc::clone(&initial))),
                 readers: Mutex::new(Vec::new()),
             }),
@@ -93,7 +91,7 @@ impl<T: Send + Sync> Publisher<T> {
             (current.0, Arc::clone(&current.1))
         };
         let slot = Arc::new(Slot {
-            seen: Padded(AtomicU64::new(generation)),
+            seen: CachePadded::new(AtomicU64::new(generation)),
         });
         readers.push(Arc::clone(&slot));
         drop(readers);
@@ -120,7 +118,6 @@ impl<T: Send + Sync> Publisher<T> {
         // finds this snapshot (or a newer one) under the lock.
         self.shared
             .generation
-            .0
             .store(self.generation, Ordering::Release);
         let previous = std::mem::replace(&mut self.current, next);
         self.retired.push((self.generation - 1, previous));
@@ -132,7 +129,7 @@ impl<T: Send + Sync> Publisher<T> {
     fn oldest_in_use(&self) -> Generation {
         lock(&self.shared.readers)
             .iter()
-            .map(|slot| slot.seen.0.load(Ordering::Acquire))
+            .map(|slot| slot.seen.load(Ordering::Acquire))
             .min()
             .unwrap_or(self.generation)
     }
@@ -219,12 +216,7 @@ impl<T> Reader<T> {
     /// if there is one and returns true; otherwise costs one Acquire load.
     #[inline]
     pub fn quiescent(&mut self) -> bool {
-        let published = self
-            .registration
-            .shared
-            .generation
-            .0
-            .load(Ordering::Acquire);
+        let published = self.registration.shared.generation.load(Ordering::Acquire);
         if published == self.generation {
             return false;
         }
@@ -246,7 +238,6 @@ impl<T> Reader<T> {
         self.registration
             .slot
             .seen
-            .0
             .store(generation, Ordering::Release);
     }
 

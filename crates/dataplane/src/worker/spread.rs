@@ -45,6 +45,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crossbeam_queue::ArrayQueue;
+use crossbeam_utils::CachePadded;
 use espgw_control::config::{Side, SpreadLate};
 use espgw_control::tables::{SaIndex, Tables, TunnelEntry, TunnelId};
 use espgw_esp::Verdict;
@@ -108,13 +109,10 @@ pub struct SpreadRings<B> {
     /// case RSS already spreads) the fan-out would only move the same
     /// work between cores and add the ring hops and cache misses
     /// (docs/multicore.md, "Busy workers take no parts").
-    busy: Box<[BusyFlag]>,
+    /// Each flag on a cache line of its own: written by its worker only
+    /// (when it changes), read by the owners choosing helpers.
+    busy: Box<[CachePadded<AtomicBool>]>,
 }
-
-/// A worker's busy flag on a cache line of its own: written by that
-/// worker only (when it changes), read by the owners choosing helpers.
-#[repr(align(128))]
-struct BusyFlag(AtomicBool);
 
 impl<B> SpreadRings<B> {
     /// Rings for `workers` workers; late parts are dropped.
@@ -138,7 +136,7 @@ impl<B> SpreadRings<B> {
             // never refuses one.
             done: (0..workers).map(|_| ArrayQueue::new(max_jobs)).collect(),
             busy: (0..workers)
-                .map(|_| BusyFlag(AtomicBool::new(false)))
+                .map(|_| CachePadded::new(AtomicBool::new(false)))
                 .collect(),
         })
     }
@@ -147,7 +145,7 @@ impl<B> SpreadRings<B> {
     pub fn is_busy(&self, worker: usize) -> bool {
         self.busy
             .get(worker)
-            .is_some_and(|b| b.0.load(Ordering::Relaxed))
+            .is_some_and(|b| b.load(Ordering::Relaxed))
     }
 
     pub fn workers(&self) -> usize {
@@ -437,9 +435,7 @@ impl<B: PacketBuf> Spread<B> {
     pub(super) fn publish_busy(&mut self) {
         if self.full_rx != self.busy_published {
             self.busy_published = self.full_rx;
-            self.rings.busy[self.me]
-                .0
-                .store(self.full_rx, Ordering::Relaxed);
+            self.rings.busy[self.me].store(self.full_rx, Ordering::Relaxed);
         }
         self.full_rx = false;
     }
