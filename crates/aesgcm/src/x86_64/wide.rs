@@ -24,9 +24,11 @@ use super::{gcm, ghash};
 use crate::{OpenError, NONCE_LEN, TAG_LEN};
 
 /// Inputs this path takes: longer than 48 bytes (below, the 128-bit path's
-/// four-block pass is as fast or faster: benches/short.rs measured 0.81x
-/// at 16 bytes, 0.97-1.02x at 48, 1.20-1.31x at 64-80), at most 112
-/// (seven blocks: J0 and their counters fill two ZMM registers).
+/// four-block pass is faster: benches/short.rs with this limit set to 1
+/// measured this path's open at 0.75-0.79x of it at 16 bytes, 0.90-0.94x
+/// at 48, 1.13-1.25x at 64; bench/results/...-s10-wide-min1-short.txt),
+/// at most 112 (seven blocks: J0 and their counters fill two ZMM
+/// registers).
 pub(super) const MIN_BYTES: usize = 49;
 /// Longest input (and AAD) this path takes.
 pub(super) const MAX_BYTES: usize = 112;
