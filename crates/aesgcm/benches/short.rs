@@ -181,7 +181,7 @@ fn main() {
     // VAES, VPCLMULQDQ; the same key as the CPU runs it), ESP's 8- and
     // 12-byte AAD; nanoseconds per open.
     let wide = AesGcm::new(&[0x5a; 16]).expect("AES-NI and PCLMULQDQ");
-    if !wide.uses_wide_open() {
+    if !wide.uses_wide_path() {
         println!();
         println!("(no 512-bit short open on this CPU)");
         return;

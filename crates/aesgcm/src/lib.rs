@@ -122,10 +122,10 @@ impl AesGcm {
     /// Whether `open` and `seal_two` of inputs of 49 to 112 bytes (AAD up to
     /// 16) run the 512-bit path (AVX-512, VAES, VPCLMULQDQ) with this key.
     #[doc(hidden)]
-    pub fn uses_wide_open(&self) -> bool {
+    pub fn uses_wide_path(&self) -> bool {
         #[cfg(target_arch = "x86_64")]
         {
-            self.key.uses_wide_open()
+            self.key.uses_wide_path()
         }
         #[cfg(not(target_arch = "x86_64"))]
         {

@@ -77,8 +77,8 @@ fn open_short_inputs_on_both_paths_matches_ring() {
         for narrow in [false, true] {
             let ours = AesGcm::new(&key).expect(NEW_FAILS);
             let ours = if narrow { ours.narrow() } else { ours };
-            assert!(!narrow || !ours.uses_wide_open());
-            wide_ran |= ours.uses_wide_open();
+            assert!(!narrow || !ours.uses_wide_path());
+            wide_ran |= ours.uses_wide_path();
             for aad_len in 0..=17usize {
                 let aad: Vec<u8> = (0..aad_len).map(|i| (i * 7 + 3) as u8).collect();
                 for len in 0..=128usize {

@@ -77,7 +77,7 @@ impl Key {
         self
     }
 
-    pub(crate) fn uses_wide_open(&self) -> bool {
+    pub(crate) fn uses_wide_path(&self) -> bool {
         self.wide.is_some()
     }
 
