@@ -63,9 +63,9 @@ pub fn is_supported() -> bool {
     }
 }
 
-/// Whether this CPU also runs the 512-bit short `open` (AVX-512 F, BW and
-/// VL, VAES, VPCLMULQDQ) and pairs of seals: inputs of 49 to 112 bytes with
-/// AAD up to 16.
+/// Whether this CPU also runs the 512-bit short `seal`, `seal_two` and
+/// `open` (AVX-512 F, BW and VL, VAES, VPCLMULQDQ): inputs of 49 to 112
+/// bytes with AAD up to 16.
 pub fn has_wide_open() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
@@ -119,8 +119,8 @@ impl AesGcm {
         }
     }
 
-    /// Whether `open` and `seal_two` of inputs of 49 to 112 bytes (AAD up to
-    /// 16) run the 512-bit path (AVX-512, VAES, VPCLMULQDQ) with this key.
+    /// Whether `seal`, `seal_two` and `open` of inputs of 49 to 112 bytes
+    /// (AAD up to 16) run the 512-bit path (AVX-512, VAES, VPCLMULQDQ) with this key.
     #[doc(hidden)]
     pub fn uses_wide_path(&self) -> bool {
         #[cfg(target_arch = "x86_64")]

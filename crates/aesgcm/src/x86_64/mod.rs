@@ -44,10 +44,15 @@ impl WideFeatures {
     }
 }
 
+/// Whether `wide`'s seal and open take this input (the CPU aside).
+fn wide_fits(aad: &[u8], buf: &[u8]) -> bool {
+    (wide::MIN_BYTES..=wide::MAX_BYTES).contains(&buf.len()) && aad.len() <= wide::MAX_AAD
+}
+
 /// An expanded key plus the proof that its functions may run here.
 pub(crate) struct Key {
     _cpu: CpuFeatures,
-    /// Present when the CPU runs the 512-bit short open (and it is not
+    /// Present when the CPU runs the 512-bit short seal and open (and it is not
     /// turned off for this key: [`Key::narrow`]).
     wide: Option<WideFeatures>,
     material: gcm::KeyMaterial,
@@ -91,6 +96,12 @@ impl Key {
         aad: &[u8],
         buf: &mut [u8],
     ) -> [u8; TAG_LEN] {
+        if self.wide.is_some() && wide_fits(aad, buf) {
+            let m = &self.material;
+            // SAFETY: as in `open`: `self.wide` proves the features, and
+            // the input is within `wide`'s limits (checked just above).
+            return unsafe { wide::seal(&m.rk, m.aes256, &m.desc, nonce, aad, buf) };
+        }
         // SAFETY: a `Key` holds a `CpuFeatures`, made only after the run-time
         // check of the features `gcm::seal` is compiled for.
         unsafe { gcm::seal(&self.material, nonce, aad, buf) }
@@ -102,10 +113,7 @@ impl Key {
         a: (&[u8; NONCE_LEN], &[u8], &mut [u8]),
         b: (&[u8; NONCE_LEN], &[u8], &mut [u8]),
     ) -> [[u8; TAG_LEN]; 2] {
-        let wide_fits = |p: &(&[u8; NONCE_LEN], &[u8], &mut [u8])| {
-            (wide::MIN_BYTES..=wide::MAX_BYTES).contains(&p.2.len()) && p.1.len() <= wide::MAX_AAD
-        };
-        if self.wide.is_some() && wide_fits(&a) && wide_fits(&b) {
+        if self.wide.is_some() && wide_fits(a.1, a.2) && wide_fits(b.1, b.2) {
             let m = &self.material;
             // SAFETY: as in `open`: `self.wide` proves the features, and
             // both inputs are within `wide`'s limits (checked just above).
@@ -127,11 +135,7 @@ impl Key {
         buf: &mut [u8],
         tag: &[u8; TAG_LEN],
     ) -> Result<(), OpenError> {
-        let n = buf.len();
-        if self.wide.is_some()
-            && (wide::MIN_BYTES..=wide::MAX_BYTES).contains(&n)
-            && aad.len() <= wide::MAX_AAD
-        {
+        if self.wide.is_some() && wide_fits(aad, buf) {
             let m = &self.material;
             // SAFETY: `self.wide` exists only after the run-time check of
             // every feature `wide::open` is compiled for; the lengths are
