@@ -17,8 +17,17 @@ use espgw_wire::MacAddr;
 
 use crate::ports::PortIdx;
 
-/// Packets held per unresolved next hop; more are dropped (counted).
-pub const MAX_HELD_PER_HOP: usize = 8;
+/// Packets held per unresolved next hop; more are dropped (counted as
+/// `neighbor_queue_full`). Linux holds about 100 (`unres_qlen`); with 8,
+/// the first burst to a next hop not yet resolved (a gateway coming up
+/// with tens of tunnels to one peer, ND on IPv6 taking a few
+/// milliseconds on a busy host) lost everything past its eighth packet
+/// (tests/e2e/suites.sh saw 10 such drops on a loaded machine).
+pub const MAX_HELD_PER_HOP: usize = 64;
+/// Packets one worker holds for all its unresolved next hops together;
+/// more are dropped (counted as `neighbor_queue_full`): held packets are
+/// mbufs the receive path cannot use (the default pool has 4095).
+pub const MAX_HELD_PER_WORKER: usize = 512;
 /// Next hops being resolved at once; more are dropped (counted).
 pub const MAX_PENDING_HOPS: usize = 256;
 /// Time between two requests for the same next hop.
@@ -141,6 +150,9 @@ impl<B> Neighbors<B> {
     /// Queues `pkt` until `ip` on `port` resolves.
     pub fn hold(&mut self, port: PortIdx, ip: IpAddr, pkt: B, now_ns: u64) -> Held<B> {
         let key = (port, ip);
+        if self.held_count >= MAX_HELD_PER_WORKER {
+            return Held::Full(pkt);
+        }
         if let Some(p) = self.pending.get_mut(&key) {
             if p.held.len() >= MAX_HELD_PER_HOP {
                 return Held::Full(pkt);
@@ -152,7 +164,8 @@ impl<B> Neighbors<B> {
         if self.pending.len() >= MAX_PENDING_HOPS {
             return Held::Full(pkt);
         }
-        let mut held = Vec::with_capacity(MAX_HELD_PER_HOP);
+        // Room for a typical first burst; grows up to MAX_HELD_PER_HOP.
+        let mut held = Vec::with_capacity(8);
         held.push(pkt);
         self.pending.insert(
             key,
@@ -261,6 +274,28 @@ mod tests {
             ));
         }
         assert!(matches!(n.hold(0, ip("10.1.0.10"), 99, 0), Held::Full(99)));
+    }
+
+    #[test]
+    fn all_held_packets_of_a_worker_are_bounded_too() {
+        let mut n: Neighbors<usize> = Neighbors::new(&[], SharedNeighbors::default());
+        let hops = MAX_HELD_PER_WORKER.div_ceil(MAX_HELD_PER_HOP) + 1;
+        assert!(
+            hops <= MAX_PENDING_HOPS,
+            "the per-worker bound is the one reached"
+        );
+        let mut queued = 0;
+        for h in 0..hops {
+            let hop = ip(&format!("10.1.{}.{}", h / 200, h % 200 + 1));
+            for i in 0..MAX_HELD_PER_HOP {
+                if matches!(n.hold(0, hop, i, 0), Held::Queued { .. }) {
+                    queued += 1;
+                }
+            }
+        }
+        assert_eq!(queued, MAX_HELD_PER_WORKER);
+        assert_eq!(n.held(), MAX_HELD_PER_WORKER);
+        assert!(matches!(n.hold(0, ip("10.9.9.9"), 7, 0), Held::Full(7)));
     }
 
     #[test]
