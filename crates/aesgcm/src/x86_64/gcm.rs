@@ -359,11 +359,7 @@ fn seal_two_rounds<const R: usize>(
 /// in one interleaved pass; the same result as two [`seal`] calls.
 #[target_feature(enable = "aes,pclmulqdq,avx")]
 pub(super) fn seal_two(k: &KeyMaterial, a: Packet<'_>, b: Packet<'_>) -> [[u8; TAG_LEN]; 2] {
-    if k.aes256 {
-        seal_two_rounds::<14>(k, a, b)
-    } else {
-        seal_two_rounds::<10>(k, a, b)
-    }
+    by_key_size!(k.aes256, seal_two_rounds(k, a, b))
 }
 
 /// Encrypts `buf` in place; returns the tag.
@@ -374,11 +370,7 @@ pub(super) fn seal(
     aad: &[u8],
     buf: &mut [u8],
 ) -> [u8; TAG_LEN] {
-    if k.aes256 {
-        seal_rounds::<14>(k, nonce, aad, buf)
-    } else {
-        seal_rounds::<10>(k, nonce, aad, buf)
-    }
+    by_key_size!(k.aes256, seal_rounds(k, nonce, aad, buf))
 }
 
 /// Checks the tag, then decrypts `buf` in place; `buf` is untouched on
@@ -391,9 +383,5 @@ pub(super) fn open(
     buf: &mut [u8],
     tag: &[u8; TAG_LEN],
 ) -> Result<(), OpenError> {
-    if k.aes256 {
-        open_rounds::<14>(k, nonce, aad, buf, tag)
-    } else {
-        open_rounds::<10>(k, nonce, aad, buf, tag)
-    }
+    by_key_size!(k.aes256, open_rounds(k, nonce, aad, buf, tag))
 }

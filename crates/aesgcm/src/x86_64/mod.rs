@@ -3,6 +3,19 @@
 //! module is the one place that calls them, and only through a [`Key`],
 //! which holds the proof ([`CpuFeatures`]) that the CPU has those features.
 
+/// `$f::<14>(args)` for an AES-256 key, `$f::<10>(args)` for AES-128: the
+/// round count is a const generic, so each key size runs its own unrolled
+/// rounds and the choice is made once per call.
+macro_rules! by_key_size {
+    ($aes256:expr, $f:ident($($arg:expr),* $(,)?)) => {
+        if $aes256 {
+            $f::<14>($($arg),*)
+        } else {
+            $f::<10>($($arg),*)
+        }
+    };
+}
+
 mod aes;
 mod block;
 mod gcm;
@@ -100,7 +113,7 @@ impl Key {
             let m = &self.material;
             // SAFETY: as in `open`: `self.wide` proves the features, and
             // the input is within `wide`'s limits (checked just above).
-            return unsafe { wide::seal(&m.rk, m.aes256, &m.desc, nonce, aad, buf) };
+            return unsafe { wide::seal(m, nonce, aad, buf) };
         }
         // SAFETY: a `Key` holds a `CpuFeatures`, made only after the run-time
         // check of the features `gcm::seal` is compiled for.
@@ -117,7 +130,7 @@ impl Key {
             let m = &self.material;
             // SAFETY: as in `open`: `self.wide` proves the features, and
             // both inputs are within `wide`'s limits (checked just above).
-            return unsafe { wide::seal_two(&m.rk, m.aes256, &m.desc, a, b) };
+            return unsafe { wide::seal_two(m, a, b) };
         }
         if a.2.len() <= gcm::TWO_MAX_BYTES && b.2.len() <= gcm::TWO_MAX_BYTES {
             // SAFETY: as in `seal`; `gcm::seal_two` needs both inputs at
@@ -140,7 +153,7 @@ impl Key {
             // SAFETY: `self.wide` exists only after the run-time check of
             // every feature `wide::open` is compiled for; the lengths are
             // within its limits (checked just above).
-            return unsafe { wide::open(&m.rk, m.aes256, &m.desc, nonce, aad, buf, tag) };
+            return unsafe { wide::open(m, nonce, aad, buf, tag) };
         }
         // SAFETY: as in `seal`: `self._cpu` proves the features.
         unsafe { gcm::open(&self.material, nonce, aad, buf, tag) }

@@ -20,6 +20,7 @@ use core::arch::x86_64::*;
 use zeroize::Zeroize;
 
 use super::aes::RoundKeys;
+use super::gcm::KeyMaterial;
 use super::{gcm, ghash};
 use crate::{OpenError, NONCE_LEN, TAG_LEN};
 
@@ -230,8 +231,7 @@ fn data_keystream(a: __m512i, b: __m512i) -> (__m512i, __m512i) {
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,vaes,vpclmulqdq,aes,pclmulqdq,avx")]
 #[inline]
 fn open_rounds<const R: usize>(
-    rk: &RoundKeys,
-    powers: &DescPowers,
+    k: &KeyMaterial,
     nonce: &[u8; NONCE_LEN],
     aad: &[u8],
     buf: &mut [u8],
@@ -240,10 +240,10 @@ fn open_rounds<const R: usize>(
     let len = buf.len();
     // Never past the blocks this path computes.
     assert!(len <= MAX_BYTES && aad.len() <= MAX_AAD);
-    let (a, b) = keystream::<R>(rk, nonce);
+    let (a, b) = keystream::<R>(&k.rk, nonce);
     let masked = Masked::of(len);
     let (d, d_hi) = masked.load(buf);
-    let s = ghash(powers, aad, d, d_hi, len);
+    let s = ghash(&k.desc, aad, d, d_hi, len);
     let computed = _mm_xor_si128(gcm::reverse(s), _mm512_castsi512_si128(a));
     if !gcm::tags_match(computed, expected) {
         return Err(OpenError);
@@ -278,9 +278,19 @@ fn seal_with(
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,vaes,vpclmulqdq,aes,pclmulqdq,avx")]
 #[inline]
+fn seal_rounds<const R: usize>(
+    k: &KeyMaterial,
+    nonce: &[u8; NONCE_LEN],
+    aad: &[u8],
+    buf: &mut [u8],
+) -> [u8; TAG_LEN] {
+    seal_with(&k.desc, keystream::<R>(&k.rk, nonce), aad, buf)
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,vaes,vpclmulqdq,aes,pclmulqdq,avx")]
+#[inline]
 fn seal_two_rounds<const R: usize>(
-    rk: &RoundKeys,
-    powers: &DescPowers,
+    k: &KeyMaterial,
     a: super::gcm::Packet<'_>,
     b: super::gcm::Packet<'_>,
 ) -> [[u8; TAG_LEN]; 2] {
@@ -288,8 +298,8 @@ fn seal_two_rounds<const R: usize>(
     // core overlaps them. (Both keystreams in one pass of four ZMM
     // AESENC chains measured slower: docs/crypto.md.)
     [
-        seal_with(powers, keystream::<R>(rk, a.0), a.1, a.2),
-        seal_with(powers, keystream::<R>(rk, b.0), b.1, b.2),
+        seal_rounds::<R>(k, a.0, a.1, a.2),
+        seal_rounds::<R>(k, b.0, b.1, b.2),
     ]
 }
 
@@ -297,52 +307,34 @@ fn seal_two_rounds<const R: usize>(
 /// [`MAX_AAD`]) as two `gcm::seal` calls would.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,vaes,vpclmulqdq,aes,pclmulqdq,avx")]
 pub(super) fn seal_two(
-    rk: &RoundKeys,
-    aes256: bool,
-    powers: &DescPowers,
+    k: &KeyMaterial,
     a: super::gcm::Packet<'_>,
     b: super::gcm::Packet<'_>,
 ) -> [[u8; TAG_LEN]; 2] {
-    if aes256 {
-        seal_two_rounds::<14>(rk, powers, a, b)
-    } else {
-        seal_two_rounds::<10>(rk, powers, a, b)
-    }
+    by_key_size!(k.aes256, seal_two_rounds(k, a, b))
 }
 
 /// Encrypts `buf` (at most [`MAX_BYTES`], AAD at most [`MAX_AAD`]) in
 /// place and returns the tag, as `gcm::seal` does.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,vaes,vpclmulqdq,aes,pclmulqdq,avx")]
 pub(super) fn seal(
-    rk: &RoundKeys,
-    aes256: bool,
-    powers: &DescPowers,
+    k: &KeyMaterial,
     nonce: &[u8; NONCE_LEN],
     aad: &[u8],
     buf: &mut [u8],
 ) -> [u8; TAG_LEN] {
-    if aes256 {
-        seal_with(powers, keystream::<14>(rk, nonce), aad, buf)
-    } else {
-        seal_with(powers, keystream::<10>(rk, nonce), aad, buf)
-    }
+    by_key_size!(k.aes256, seal_rounds(k, nonce, aad, buf))
 }
 
 /// Checks the tag, then decrypts `buf` (at most [`MAX_BYTES`], AAD at most
 /// [`MAX_AAD`]) in place; `buf` is untouched on error.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,vaes,vpclmulqdq,aes,pclmulqdq,avx")]
 pub(super) fn open(
-    rk: &RoundKeys,
-    aes256: bool,
-    powers: &DescPowers,
+    k: &KeyMaterial,
     nonce: &[u8; NONCE_LEN],
     aad: &[u8],
     buf: &mut [u8],
     tag: &[u8; TAG_LEN],
 ) -> Result<(), OpenError> {
-    if aes256 {
-        open_rounds::<14>(rk, powers, nonce, aad, buf, tag)
-    } else {
-        open_rounds::<10>(rk, powers, nonce, aad, buf, tag)
-    }
+    by_key_size!(k.aes256, open_rounds(k, nonce, aad, buf, tag))
 }
