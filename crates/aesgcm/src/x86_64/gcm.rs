@@ -100,8 +100,8 @@ fn polyval_order(lo: u64, hi: u64) -> __m128i {
 pub(super) fn counter_base(nonce: &[u8; NONCE_LEN]) -> __m128i {
     // Bytes 0..8, then 8..12: the two stores `esp_nonce` writes, so a nonce
     // built just before the call is forwarded from the store buffer (a
-    // load spanning two stores waits until both reach the cache: about 40
-    // cycles a call with ESP's salt-then-IV stores; docs/crypto.md, "A
+    // load spanning two stores waits until both reach the cache: 18 ns on
+    // a 64-byte seal with ESP's salt-then-IV stores; docs/crypto.md, "A
     // freshly built nonce").
     let (head, tail) = nonce.split_at(8);
     let head = u64::from_be_bytes(head.try_into().expect("8 bytes"));
