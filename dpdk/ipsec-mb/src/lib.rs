@@ -195,6 +195,13 @@ impl GcmKey {
     /// ciphertext.
     pub fn seal(&self, nonce: &[u8; 12], aad: &[u8], buf: &mut [u8]) -> [u8; TAG_LEN] {
         let mut tag = [0u8; TAG_LEN];
+        self.seal_into(nonce, aad, buf, &mut tag);
+        tag
+    }
+
+    /// [`GcmKey::seal`] with the tag written to `tag` by the library
+    /// itself (for ESP: straight into the packet's ICV).
+    pub fn seal_into(&self, nonce: &[u8; 12], aad: &[u8], buf: &mut [u8], tag: &mut [u8; TAG_LEN]) {
         // SAFETY: `buf` is valid for `buf.len()` reads and writes (in
         // place is supported), `nonce` for 12 reads, `aad` for `aad.len()`
         // reads and `tag` for 16 writes; the key data was expanded by
@@ -213,7 +220,6 @@ impl GcmKey {
                 tag.as_mut_ptr(),
             )
         };
-        tag
     }
 
     /// Decrypts `buf` in place if `tag` verifies over `aad` and the
@@ -317,8 +323,8 @@ thread_local! {
     static JOB_MGR: Option<JobMgr> = JobMgr::new();
 }
 
-/// Runs one ChaCha20-Poly1305 job on this thread's manager; the computed
-/// tag. Panics only if the manager cannot be made on this thread (out of
+/// Runs one ChaCha20-Poly1305 job on this thread's manager, the computed
+/// tag written to `tag`. Panics only if the manager cannot be made on this thread (out of
 /// memory: `ChachaKey::new` made one on its own thread, so the library
 /// runs on this CPU) or the library refuses a job whose parameters are all
 /// in range (a broken library).
@@ -328,8 +334,8 @@ fn chacha_job(
     nonce: &[u8; 12],
     aad: &[u8],
     buf: &mut [u8],
-) -> [u8; TAG_LEN] {
-    let mut tag = [0u8; TAG_LEN];
+    tag: &mut [u8; TAG_LEN],
+) {
     let done = JOB_MGR.with(|mgr| {
         let mgr = mgr
             .as_ref()
@@ -356,7 +362,6 @@ fn chacha_job(
         }
     });
     assert_eq!(done, 0, "intel-ipsec-mb refused a ChaCha20-Poly1305 job");
-    tag
 }
 
 /// A ChaCha20-Poly1305 key (RFC 8439 AEAD) for intel-ipsec-mb's job API.
@@ -380,7 +385,15 @@ impl ChachaKey {
     /// Encrypts `buf` in place and returns the tag over `aad` and the
     /// ciphertext.
     pub fn seal(&self, nonce: &[u8; 12], aad: &[u8], buf: &mut [u8]) -> [u8; TAG_LEN] {
-        chacha_job(true, &self.key, nonce, aad, buf)
+        let mut tag = [0u8; TAG_LEN];
+        self.seal_into(nonce, aad, buf, &mut tag);
+        tag
+    }
+
+    /// [`ChachaKey::seal`] with the tag written to `tag` by the library
+    /// itself (see [`GcmKey::seal_into`]).
+    pub fn seal_into(&self, nonce: &[u8; 12], aad: &[u8], buf: &mut [u8], tag: &mut [u8; TAG_LEN]) {
+        chacha_job(true, &self.key, nonce, aad, buf, tag);
     }
 
     /// Decrypts `buf` in place if `tag` verifies over `aad` and the
@@ -395,7 +408,8 @@ impl ChachaKey {
         buf: &mut [u8],
         tag: &[u8; TAG_LEN],
     ) -> Result<(), TagMismatch> {
-        let computed = chacha_job(false, &self.key, nonce, aad, buf);
+        let mut computed = [0u8; TAG_LEN];
+        chacha_job(false, &self.key, nonce, aad, buf, &mut computed);
         verify_or_restore(&computed, tag, || {
             let _ = self.seal(nonce, aad, buf);
         })

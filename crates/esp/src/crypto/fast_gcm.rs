@@ -127,6 +127,24 @@ impl<L: LongGcm> AeadPrimitive for SplitGcm<L> {
         }
     }
 
+    fn seal_into(&self, nonce: &[u8; 12], aad: &[u8], buf: &mut [u8], tag: &mut [u8; TAG_LEN]) {
+        match self.short_for(buf.len()) {
+            Some(short) => *tag = short.seal(nonce, aad, buf),
+            None => self.long.seal_into(nonce, aad, buf, tag),
+        }
+    }
+
+    fn seal_two_into(&self, a: SealInput<'_>, b: SealInput<'_>, tags: [&mut [u8; TAG_LEN]; 2]) {
+        let [a_out, b_out] = tags;
+        match (self.short_for(a.2.len()), self.short_for(b.2.len())) {
+            (Some(short), Some(_)) => [*a_out, *b_out] = short.seal_two(a, b),
+            _ => {
+                self.seal_into(a.0, a.1, a.2, a_out);
+                self.seal_into(b.0, b.1, b.2, b_out);
+            }
+        }
+    }
+
     fn implementation(&self, payload_len: usize) -> Implementation {
         match self.short_for(payload_len) {
             Some(_) => Implementation::EspgwAesGcm,

@@ -57,6 +57,13 @@ impl AeadPrimitive for IpsecMbAead {
         }
     }
 
+    fn seal_into(&self, nonce: &[u8; 12], aad: &[u8], buf: &mut [u8], tag: &mut [u8; TAG_LEN]) {
+        match &self.key {
+            Key::Gcm(k) => k.seal_into(nonce, aad, buf, tag),
+            Key::Chacha(k) => k.seal_into(nonce, aad, buf, tag),
+        }
+    }
+
     fn open(
         &self,
         nonce: &[u8; 12],
