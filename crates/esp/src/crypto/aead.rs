@@ -42,12 +42,6 @@ pub trait AeadPrimitive: Send + Sync + Sized {
     /// The code that handles `payload_len` bytes (the routing `seal` and
     /// `open` take).
     fn implementation(&self, payload_len: usize) -> Implementation;
-    /// Seals two packets under this key, each `(nonce, aad, buf)`: the same
-    /// result as two [`AeadPrimitive::seal`] calls. A backend that can
-    /// interleave two short packets' AES and GHASH overrides it.
-    fn seal_two(&self, a: SealInput<'_>, b: SealInput<'_>) -> [[u8; TAG_LEN]; 2] {
-        [self.seal(a.0, a.1, a.2), self.seal(b.0, b.1, b.2)]
-    }
     /// [`AeadPrimitive::seal`] writing the tag to `tag` ([`EspAead`]: the
     /// packet's ICV). A backend whose library writes the tag through a
     /// pointer overrides it and hands the library `tag`: the tag then goes
@@ -56,16 +50,18 @@ pub trait AeadPrimitive: Send + Sync + Sized {
     fn seal_into(&self, nonce: &[u8; 12], aad: &[u8], buf: &mut [u8], tag: &mut [u8; TAG_LEN]) {
         *tag = self.seal(nonce, aad, buf);
     }
-    /// [`AeadPrimitive::seal_two`] writing the tags to `tags`.
+    /// Seals two packets under this key, each `(nonce, aad, buf)`, their
+    /// tags written to `tags`: the same result as two
+    /// [`AeadPrimitive::seal_into`] calls. A backend that can interleave
+    /// two short packets' AES and GHASH overrides it.
     fn seal_two_into(&self, a: SealInput<'_>, b: SealInput<'_>, tags: [&mut [u8; TAG_LEN]; 2]) {
-        let [ta, tb] = self.seal_two(a, b);
         let [a_out, b_out] = tags;
-        *a_out = ta;
-        *b_out = tb;
+        self.seal_into(a.0, a.1, a.2, a_out);
+        self.seal_into(b.0, b.1, b.2, b_out);
     }
 }
 
-/// One packet of [`AeadPrimitive::seal_two`]: nonce, AAD, buffer.
+/// One packet of [`AeadPrimitive::seal_two_into`]: nonce, AAD, buffer.
 pub type SealInput<'a> = (&'a [u8; 12], &'a [u8], &'a mut [u8]);
 
 /// One SA direction of an AEAD suite.

@@ -117,16 +117,6 @@ impl<L: LongGcm> AeadPrimitive for SplitGcm<L> {
         }
     }
 
-    /// Two short payloads go through `espgw-aesgcm`'s interleaved pass
-    /// (`AesGcm::seal_two`, which itself seals one at a time above its
-    /// length limit); anything else is routed packet by packet.
-    fn seal_two(&self, a: SealInput<'_>, b: SealInput<'_>) -> [[u8; TAG_LEN]; 2] {
-        match (self.short_for(a.2.len()), self.short_for(b.2.len())) {
-            (Some(short), Some(_)) => short.seal_two(a, b),
-            _ => [self.seal(a.0, a.1, a.2), self.seal(b.0, b.1, b.2)],
-        }
-    }
-
     fn seal_into(&self, nonce: &[u8; 12], aad: &[u8], buf: &mut [u8], tag: &mut [u8; TAG_LEN]) {
         match self.short_for(buf.len()) {
             Some(short) => *tag = short.seal(nonce, aad, buf),
@@ -134,6 +124,9 @@ impl<L: LongGcm> AeadPrimitive for SplitGcm<L> {
         }
     }
 
+    /// Two short payloads go through `espgw-aesgcm`'s interleaved pass
+    /// (`AesGcm::seal_two`, which itself seals one at a time above its
+    /// length limit); anything else is routed packet by packet.
     fn seal_two_into(&self, a: SealInput<'_>, b: SealInput<'_>, tags: [&mut [u8; TAG_LEN]; 2]) {
         let [a_out, b_out] = tags;
         match (self.short_for(a.2.len()), self.short_for(b.2.len())) {
