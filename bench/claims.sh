@@ -947,6 +947,23 @@ claim("docs/benchmarks.md", "had decrypt 1420 B at %s, encrypt 1420 B at %s, 64 
       "decrypting" % (xq[("decrypt", "1420")], xq[("encrypt", "1420")], xq[("encrypt", "64")],
                       xq[("decrypt", "64")]))
 
+# --- issue 14's status table (docs/benchmarks.md, top) -------------------------
+s12q = {}
+for d in ("encrypt", "decrypt"):
+    for size in ("64", "1420"):
+        s12q[(d, size)] = [r["ratio_per_cpu_s"] for r in load(
+            "epyc-zen5-2vcpu-2026-12-03-s12-secgw-%s-%s.json" % (d, size))["rounds"]]
+claim("docs/benchmarks.md", "session 12: medians %.2f encrypt, %.2f decrypt, every round >= %.2f" % (
+    med(s12q[("encrypt", "64")]), med(s12q[("decrypt", "64")]),
+    min(s12q[("encrypt", "64")] + s12q[("decrypt", "64")])))
+claim("docs/benchmarks.md", "session 12: worker %s against cipher %s p50 cycles, encrypt" % (
+    num(true_median(ti[("worker", "try")])), num(true_median(ti[("cipher", "try")]))))
+claim("docs/benchmarks.md", "session 11: encrypt %s - %s = %s, decrypt %s - %s = %s" % (
+    num(med(nb[("64", "encrypt", "worker", "fix")])), num(med(nb[("64", "encrypt", "cipher", "fix")])),
+    num(med(nb[("64", "encrypt", "worker", "fix")]) - med(nb[("64", "encrypt", "cipher", "fix")])),
+    num(med(nb[("64", "decrypt", "worker", "fix")])), num(med(nb[("64", "decrypt", "cipher", "fix")])),
+    num(med(nb[("64", "decrypt", "worker", "fix")]) - med(nb[("64", "decrypt", "cipher", "fix")]))))
+
 # --- withdrawn: sentences the data contradicted, which must not come back ----
 # (a merge of an older branch would bring them back silently otherwise)
 WITHDRAWN = [
