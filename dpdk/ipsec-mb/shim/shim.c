@@ -23,10 +23,10 @@ size_t espgw_imb_gcm_key_bytes(void) { return sizeof(struct gcm_key_data); }
  * or 16 bytes. A load that spans two stores cannot take its bytes from the
  * store buffer and waits until both reach the cache: measured at 16-18 ns
  * per 64-byte seal on Zen 5 and 11 ns (13 %) per 1420-byte one
- * (docs/crypto.md, "A freshly built nonce"). A 4-byte word lies inside one store for any
- * writer that stores 4 bytes or more at a time on 4-byte boundaries, and
- * the library's load then lies inside this one store. SSE2 only (every
- * x86-64 CPU). */
+ * (docs/crypto.md, "A freshly built nonce"). A 4-byte word lies inside
+ * one store for any writer that stores 4 bytes or more at a time on 4-byte
+ * boundaries, and the library's load then lies inside this one store.
+ * SSE2 only (every x86-64 CPU). */
 static inline void espgw_stage_iv(const uint8_t *iv, uint8_t out[16])
 {
         uint32_t w0, w1, w2;

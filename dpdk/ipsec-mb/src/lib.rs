@@ -324,10 +324,10 @@ thread_local! {
 }
 
 /// Runs one ChaCha20-Poly1305 job on this thread's manager, the computed
-/// tag written to `tag`. Panics only if the manager cannot be made on this thread (out of
-/// memory: `ChachaKey::new` made one on its own thread, so the library
-/// runs on this CPU) or the library refuses a job whose parameters are all
-/// in range (a broken library).
+/// tag written to `tag`. Panics only if the manager cannot be made on this
+/// thread (out of memory: `ChachaKey::new` made one on its own thread, so
+/// the library runs on this CPU) or the library refuses a job whose
+/// parameters are all in range (a broken library).
 fn chacha_job(
     encrypt: bool,
     key: &[u8; 32],
