@@ -29,6 +29,8 @@
 #[allow(unsafe_code)]
 mod x86_64;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 /// Bytes of the authentication tag.
 pub const TAG_LEN: usize = 16;
 /// Bytes of the nonce.
@@ -85,9 +87,29 @@ pub fn esp_nonce(salt: [u8; 4], iv: u64) -> [u8; NONCE_LEN] {
     nonce
 }
 
-/// Whether this CPU also runs the 512-bit short `seal`, `seal_two` and
+/// Set when the 512-bit code is turned off ([`allow_512_bit`]).
+static NO_512_BIT: AtomicBool = AtomicBool::new(false);
+
+/// Lets keys made from now on use the 512-bit short path where the CPU has
+/// it (`true`, the default), or keeps them on the 128-bit path as on a CPU
+/// without AVX-512 (`false`). Keys already made keep what they had. For a
+/// gateway whose operator caps the vector width (espgw's `[dataplane]
+/// max_simd_bitwidth`, as DPDK's `--force-max-simd-bitwidth`: some CPUs
+/// lower their clock for 512-bit code), and to measure the code an
+/// AVX2-only CPU runs on one that has AVX-512.
+pub fn allow_512_bit(allowed: bool) {
+    NO_512_BIT.store(!allowed, Ordering::Relaxed);
+}
+
+/// Whether [`allow_512_bit`] allows the 512-bit path (the CPU aside).
+pub fn is_512_bit_allowed() -> bool {
+    !NO_512_BIT.load(Ordering::Relaxed)
+}
+
+/// Whether keys made now run the 512-bit short `seal`, `seal_two` and
 /// `open` (AVX-512 F, BW and VL, VAES, VPCLMULQDQ): inputs of 49 to 112
-/// bytes with AAD up to 16.
+/// bytes with AAD up to 16. False when the CPU lacks them or
+/// [`allow_512_bit`] turned them off.
 pub fn has_wide_open() -> bool {
     #[cfg(target_arch = "x86_64")]
     {

@@ -30,6 +30,9 @@ pub struct Args {
     pub per_cpu_sas: bool,
     /// The tunnels' outer form: "esp4" (default), "udp4", "esp6", "udp6".
     pub outer: Option<String>,
+    /// 256 or 512 (default): the ciphers' widest vector registers, as
+    /// `[dataplane] max_simd_bitwidth`.
+    pub max_simd_bitwidth: Option<u16>,
     pub json: Option<PathBuf>,
     pub svg: Option<PathBuf>,
 }
@@ -99,6 +102,9 @@ impl Args {
         }
         if let Some(s) = &self.outer {
             o.outer = options::parse_outer(s)?;
+        }
+        if let Some(bits) = self.max_simd_bitwidth {
+            o.simd_width = options::parse_simd_width(bits)?;
         }
         o.json = self.json.clone();
         o.svg = self.svg.clone();
@@ -269,6 +275,19 @@ mod tests {
             ..Args::default()
         };
         assert!(no_outer.options(String::new()).is_err());
+        use espgw_esp::crypto::provider::SimdWidth;
+        assert_eq!(o.simd_width, SimdWidth::Bits512, "the default");
+        let width = |bits| {
+            Args {
+                max_simd_bitwidth: Some(bits),
+                ..Args::default()
+            }
+            .options(String::new())
+            .map(|o| o.simd_width)
+        };
+        assert_eq!(width(256), Ok(SimdWidth::Bits256));
+        assert_eq!(width(512), Ok(SimdWidth::Bits512));
+        assert!(width(128).is_err_and(|e| e.0.contains("--max-simd-bitwidth")));
         let bad = Args {
             workers: Some(0),
             ..Args::default()

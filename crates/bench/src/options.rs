@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use espgw_control::config::SpreadLate;
+use espgw_esp::crypto::provider::SimdWidth;
 use espgw_esp::Suite;
 
 use crate::flows::{DEFAULT_FLOWS, MAX_FLOWS};
@@ -141,6 +142,15 @@ pub fn parse_spread_late(s: &str) -> Result<SpreadLate, OptionError> {
         .ok_or_else(|| OptionError(format!("--spread-late: {s:?} (drop or send)")))
 }
 
+/// `--max-simd-bitwidth`: 256 or 512, as `[dataplane] max_simd_bitwidth`.
+pub fn parse_simd_width(bits: u16) -> Result<SimdWidth, OptionError> {
+    SimdWidth::from_bits(bits).ok_or_else(|| {
+        OptionError(format!(
+            "--max-simd-bitwidth: {bits} (256: no AVX-512 code, or 512: whatever the CPU has)"
+        ))
+    })
+}
+
 /// Everything `espgw bench` was asked for.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -175,6 +185,9 @@ pub struct Options {
     pub per_cpu_sas: bool,
     /// The tunnels' outer form (ESP or ESP in UDP, over IPv4 or IPv6).
     pub outer: Outer,
+    /// The ciphers' widest vector registers (`--max-simd-bitwidth`):
+    /// 256 measures, on a CPU with AVX-512, the code an AVX2-only CPU runs.
+    pub simd_width: SimdWidth,
     pub json: Option<PathBuf>,
     pub svg: Option<PathBuf>,
     /// The command line as typed, for the JSON report.
@@ -202,6 +215,7 @@ impl Default for Options {
             spread_late: SpreadLate::Drop,
             per_cpu_sas: false,
             outer: Outer::Esp4,
+            simd_width: SimdWidth::Bits512,
             json: None,
             svg: None,
             command: String::new(),

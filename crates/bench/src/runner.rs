@@ -2,6 +2,7 @@
 //! worker, each with its own generator, pool and sink (no cross-core
 //! handoff), all layers in turn, the threads starting each layer together.
 
+use espgw_esp::crypto::provider::SimdWidth;
 use std::io::{IsTerminal, Write};
 use std::sync::{Arc, Barrier};
 
@@ -84,7 +85,7 @@ fn free_hugepages() -> u64 {
 /// EAL arguments: no PCI devices (no NIC needed), hugepages when enough are
 /// free (what a real deployment uses), plain memory otherwise, sized for
 /// `workers` pools of about 10 MiB.
-pub fn eal_args(hugepages: bool, workers: usize) -> Vec<String> {
+pub fn eal_args(hugepages: bool, workers: usize, simd: SimdWidth) -> Vec<String> {
     let mut a: Vec<String> = vec![
         "-l".into(),
         "0".into(),
@@ -103,6 +104,10 @@ pub fn eal_args(hugepages: bool, workers: usize) -> Vec<String> {
         ]);
     }
     a.push(format!("--file-prefix=espgw-bench-{}", std::process::id()));
+    // As `espgw run` does with `max_simd_bitwidth` below 512.
+    if simd != SimdWidth::Bits512 {
+        a.push(format!("--force-max-simd-bitwidth={}", simd.bits()));
+    }
     a
 }
 
@@ -114,7 +119,9 @@ pub fn run(opts: &Options) -> Result<Report, String> {
     // map DPDK's hugepage areas).
     let forced_off = std::env::var_os("ESPGW_BENCH_NO_HUGEPAGES").is_some_and(|v| v == "1");
     let hugepages = !forced_off && free_hugepages() >= 16 + 8 * opts.workers as u64;
-    let args = eal_args(hugepages, opts.workers);
+    let args = eal_args(hugepages, opts.workers, opts.simd_width);
+    // Before any cipher is built: the width the ciphers may use.
+    espgw_esp::crypto::provider::set_max_simd_width(opts.simd_width);
     // Before the EAL pins this thread to lcore 0: the CPUs we may use.
     let cores = core_affinity::get_core_ids().unwrap_or_default();
     let eal = Eal::init(&args).map_err(|e| format!("DPDK EAL init failed: {e}"))?;

@@ -91,6 +91,11 @@ pub enum Command {
         /// IPv6 (udp6); every case and layer runs with it.
         #[arg(long, value_enum, default_value_t = Outer::Esp4)]
         outer: Outer,
+        /// The ciphers' widest vector registers, as `[dataplane]
+        /// max_simd_bitwidth`: 512 (default, whatever the CPU has) or 256
+        /// (no AVX-512 code: what an AVX2-only CPU runs; docs/crypto.md)
+        #[arg(long, value_name = "256|512")]
+        max_simd_bitwidth: Option<u16>,
         /// Write every number, the raw counts, the machine and the command as JSON.
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,

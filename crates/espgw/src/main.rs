@@ -48,6 +48,7 @@ fn main() -> ExitCode {
             spread_late,
             per_cpu_sas,
             outer,
+            max_simd_bitwidth,
             json,
             svg,
         } => espgw_bench::cli::exit_code(&espgw_bench::cli::Args {
@@ -64,6 +65,7 @@ fn main() -> ExitCode {
             spread_late,
             per_cpu_sas,
             outer: clap::ValueEnum::to_possible_value(&outer).map(|v| v.get_name().to_string()),
+            max_simd_bitwidth,
             json,
             svg,
         }),

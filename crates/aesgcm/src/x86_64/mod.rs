@@ -42,12 +42,16 @@ impl CpuFeatures {
 }
 
 /// Proof that the running CPU also has AVX-512 (F, BW, VL), VAES and
-/// VPCLMULQDQ, the features of `wide`'s functions.
+/// VPCLMULQDQ, the features of `wide`'s functions (and that they are not
+/// turned off: [`crate::allow_512_bit`]).
 #[derive(Clone, Copy)]
 pub(crate) struct WideFeatures(());
 
 impl WideFeatures {
     pub(crate) fn detect() -> Option<Self> {
+        if !crate::is_512_bit_allowed() {
+            return None;
+        }
         let all = std::arch::is_x86_feature_detected!("avx512f")
             && std::arch::is_x86_feature_detected!("avx512bw")
             && std::arch::is_x86_feature_detected!("avx512vl")

@@ -83,6 +83,7 @@ pub fn render(report: &Report) -> Value {
             "spread_decrypt": o.spread_decrypt,
             "spread_late": o.spread_late.name(),
             "per_cpu_sas": o.per_cpu_sas,
+            "max_simd_bitwidth": o.simd_width.bits(),
             "burst": crate::generator::BURST,
         },
         "units": {

@@ -70,6 +70,9 @@ pub fn render(report: &Report) -> String {
             },
         );
     }
+    if let Some(note) = espgw_esp::crypto::provider::simd_width_note() {
+        let _ = writeln!(s, "{note}");
+    }
     for suite in &report.options.suites {
         let _ = writeln!(
             s,

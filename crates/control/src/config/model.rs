@@ -4,6 +4,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
+use espgw_esp::crypto::provider::SimdWidth;
 use espgw_esp::{SecretBytes, Suite};
 
 use super::net::{IfAddr, MacAddr, PortRange, Prefix};
@@ -88,7 +89,29 @@ pub struct Dataplane {
     /// `spread_late`: what the fan-out does with a part that comes back
     /// after its reorder stage stopped waiting for it.
     pub spread_late: SpreadLate,
+    /// `max_simd_bitwidth`: the widest vector registers the ciphers (and
+    /// DPDK, through `--force-max-simd-bitwidth`) may use, 256 or 512
+    /// (the default: whatever the CPU has). 256 keeps a CPU with AVX-512
+    /// on the code an AVX2-only CPU runs (docs/crypto.md, "No 512-bit code").
+    pub max_simd_bitwidth: u16,
 }
+
+impl Dataplane {
+    /// `max_simd_bitwidth` as the cipher provider's setting (the config
+    /// admits only 256 and 512).
+    pub fn simd_width(&self) -> SimdWidth {
+        SimdWidth::from_bits(self.max_simd_bitwidth).unwrap_or(SimdWidth::Bits512)
+    }
+
+    /// Holds the ciphers built from now on to `max_simd_bitwidth`
+    /// (process-wide): call it before the first SA of this config is built.
+    pub fn apply_simd_width(&self) {
+        espgw_esp::crypto::provider::set_max_simd_width(self.simd_width());
+    }
+}
+
+/// `[dataplane] max_simd_bitwidth` when the config does not say.
+pub const DEFAULT_MAX_SIMD_BITWIDTH: u16 = 512;
 
 /// `[dataplane] spread_decrypt`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -116,7 +116,7 @@ impl fmt::Display for Summary<'_> {
         });
         writeln!(
             f,
-            "dataplane: {} on lcores {lcores}, {}, {}, burst {}, {} mbufs, mtu {}",
+            "dataplane: {} on lcores {lcores}, {}, {}, burst {}, {} mbufs, mtu {}{}",
             plural(dp.workers, "worker"),
             match dp.mode {
                 Mode::RunToCompletion => "run-to-completion",
@@ -131,7 +131,12 @@ impl fmt::Display for Summary<'_> {
             },
             dp.burst,
             dp.mbufs,
-            dp.mtu
+            dp.mtu,
+            if dp.max_simd_bitwidth < 512 {
+                format!(", vectors up to {} bits", dp.max_simd_bitwidth)
+            } else {
+                String::new()
+            }
         )?;
         queue_plan(f, c)?;
         if let Some(sock) = &c.gateway.control_socket {

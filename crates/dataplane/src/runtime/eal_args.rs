@@ -108,6 +108,14 @@ pub fn eal_args(dp: &Dataplane, ports: &[Port], gateway: &str, cpus: usize) -> V
             .collect();
         args.push(format!("--file-prefix=espgw_{name}"));
     }
+    // `max_simd_bitwidth` below 512: DPDK's own vector code (drivers'
+    // RX/TX paths, lookups) is held to the same width as the ciphers.
+    if dp.max_simd_bitwidth < 512 && !has(&["--force-max-simd-bitwidth"]) {
+        args.push(format!(
+            "--force-max-simd-bitwidth={}",
+            dp.max_simd_bitwidth
+        ));
+    }
     for p in ports {
         if is_pci(&p.device) {
             args.push("-a".into());
@@ -141,6 +149,7 @@ mod tests {
             eal: eal.iter().map(|s| s.to_string()).collect(),
             spread_decrypt: espgw_control::config::SpreadDecrypt::Off,
             spread_late: espgw_control::config::SpreadLate::Drop,
+            max_simd_bitwidth: 512,
         }
     }
 
@@ -203,6 +212,18 @@ mod tests {
                 "0-3"
             ]
         );
+        // A width cap reaches DPDK too, unless the user's EAL list sets it.
+        let mut capped = dp(1, None, &["--in-memory"]);
+        capped.max_simd_bitwidth = 256;
+        let a = eal_args(&capped, &ports[..1], "g", 4);
+        assert!(
+            a.iter().any(|x| x == "--force-max-simd-bitwidth=256"),
+            "{a:?}"
+        );
+        capped.eal.push("--force-max-simd-bitwidth=128".into());
+        let a = eal_args(&capped, &ports[..1], "g", 4);
+        let given: Vec<_> = a.iter().filter(|x| x.contains("simd")).collect();
+        assert_eq!(given, ["--force-max-simd-bitwidth=128"]);
         assert_eq!(
             device_arg("net_af_packet0,iface=a,qdisc_bypass=1,framecnt=64", 1),
             "net_af_packet0,iface=a,qdisc_bypass=1,framecnt=64"

@@ -116,6 +116,11 @@ pub fn run(opts: &RunOptions) -> Result<serde_json::Value, RunError> {
     for w in &warnings {
         eprintln!("{w}");
     }
+    // Before any SA is built: the ciphers' vector width.
+    config.dataplane.apply_simd_width();
+    if let Some(note) = espgw_esp::crypto::provider::simd_width_note() {
+        eprintln!("espgw {}: {note}", config.gateway.name);
+    }
     // Every SA is built once before DPDK starts, so a key the cipher
     // refuses stops the run before any port comes up.
     Tables::from_config(&config, 0).map_err(RunError::Tables)?;

@@ -9,6 +9,7 @@
 //! [`super::EspCipher::implementation`] shows which code a packet length
 //! reaches. Why each entry of the table wins: docs/crypto.md.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
 use super::{aead, cbc_hmac, fast_gcm, integrity, ipsec_mb_aead, ring_aead, rustcrypto_cbc};
@@ -30,15 +31,90 @@ pub struct Cpu {
 }
 
 impl Cpu {
-    /// This machine's features, detected on the first call only.
+    /// This machine's features, detected on the first call only, with
+    /// `vaes_avx512` false while [`max_simd_width`] is 256 bits.
     pub fn detected() -> Cpu {
         static DETECTED: OnceLock<Cpu> = OnceLock::new();
-        *DETECTED.get_or_init(|| Cpu {
+        let cpu = *DETECTED.get_or_init(|| Cpu {
             aes_gcm_short: espgw_aesgcm::is_supported(),
             ipsec_mb: ipsec_mb::Library::get().is_some(),
             vaes_avx512: ipsec_mb_aead::IpsecMbAead::has_vaes_avx512(),
-        })
+        });
+        Cpu {
+            vaes_avx512: cpu.vaes_avx512 && max_simd_width() == SimdWidth::Bits512,
+            ..cpu
+        }
     }
+}
+
+/// The widest vector registers the code [`choose`] picks may use:
+/// `[dataplane] max_simd_bitwidth` (`espgw bench --max-simd-bitwidth`),
+/// after DPDK's `--force-max-simd-bitwidth`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SimdWidth {
+    /// No 512-bit (AVX-512) code: what a CPU with AVX2 and no AVX-512
+    /// runs. For CPUs that lower their clock for 512-bit code (several
+    /// Intel Xeon generations), and to measure that path on one that has
+    /// AVX-512.
+    Bits256,
+    /// Whatever the CPU has (the default).
+    Bits512,
+}
+
+impl SimdWidth {
+    pub fn bits(self) -> u16 {
+        match self {
+            SimdWidth::Bits256 => 256,
+            SimdWidth::Bits512 => 512,
+        }
+    }
+
+    /// 256 or 512; nothing else is a width espgw can run at (its 128-bit
+    /// AES-GCM is only its short-packet half; ring picks its own code).
+    pub fn from_bits(bits: u16) -> Option<SimdWidth> {
+        match bits {
+            256 => Some(SimdWidth::Bits256),
+            512 => Some(SimdWidth::Bits512),
+            _ => None,
+        }
+    }
+}
+
+/// Set while [`SimdWidth::Bits256`] is in force.
+static MAX_256_BIT: AtomicBool = AtomicBool::new(false);
+
+/// Sets the widest vector registers of the ciphers built from now on
+/// (process-wide; ciphers already built keep their code): with
+/// [`SimdWidth::Bits256`], [`choose`] picks what it picks on a CPU without
+/// AVX-512 (intel-ipsec-mb is not chosen, espgw-aesgcm keeps to its
+/// 128-bit path). A backend forced by name ([`new_cipher_with`]) is built
+/// as asked. Call it before the first SA is built: `espgw run`, `check`
+/// and `bench` do, from the config or the option.
+pub fn set_max_simd_width(width: SimdWidth) {
+    MAX_256_BIT.store(width == SimdWidth::Bits256, Ordering::Relaxed);
+    espgw_aesgcm::allow_512_bit(width == SimdWidth::Bits512);
+}
+
+/// What [`set_max_simd_width`] set ([`SimdWidth::Bits512`] until then).
+pub fn max_simd_width() -> SimdWidth {
+    if MAX_256_BIT.load(Ordering::Relaxed) {
+        SimdWidth::Bits256
+    } else {
+        SimdWidth::Bits512
+    }
+}
+
+/// One line for `espgw check` and `espgw bench` when the width is capped
+/// on a CPU that has more: `None` otherwise.
+pub fn simd_width_note() -> Option<String> {
+    let has_512 = {
+        static RAW: OnceLock<bool> = OnceLock::new();
+        *RAW.get_or_init(ipsec_mb_aead::IpsecMbAead::has_vaes_avx512)
+    };
+    (max_simd_width() == SimdWidth::Bits256 && has_512).then(|| {
+        "max_simd_bitwidth = 256: the ciphers run no 512-bit code (this CPU has AVX-512 and VAES)"
+            .to_string()
+    })
 }
 
 /// A cipher implementation that can be asked for by name.

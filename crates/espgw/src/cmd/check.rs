@@ -21,8 +21,13 @@ pub fn run(config: &Path) -> ExitCode {
             // Through `write!`, not `print!`: a reader that stops early
             // (`espgw check ... | head`) is not a reason to panic.
             let _ = write!(std::io::stdout(), "{}", Summary(&config));
-            // Which code each suite's ESP runs on this machine.
+            // Which code each suite's ESP runs on this machine, at the
+            // config's vector width.
+            config.dataplane.apply_simd_width();
             let mut out = std::io::stdout().lock();
+            if let Some(note) = espgw_esp::crypto::provider::simd_width_note() {
+                let _ = writeln!(out, "{note}");
+            }
             for suite in espgw_esp::Suite::ALL {
                 let described = espgw_esp::crypto::provider::describe(suite);
                 let _ = writeln!(out, "cipher {suite}: {described}");

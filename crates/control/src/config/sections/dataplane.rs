@@ -1,6 +1,8 @@
 //! `[dataplane]`: workers, cores, mode, burst, mbufs, MTU, polling, EAL args.
 
-use crate::config::model::{Dataplane, Mode, Poll, SpreadDecrypt, SpreadLate};
+use crate::config::model::{
+    Dataplane, Mode, Poll, SpreadDecrypt, SpreadLate, DEFAULT_MAX_SIMD_BITWIDTH,
+};
 use crate::config::net::parse_lcores;
 use crate::config::reader::{Ctx, Table};
 use crate::config::HostFacts;
@@ -17,6 +19,7 @@ pub(crate) const KEYS: &[&str] = &[
     "eal",
     "spread_decrypt",
     "spread_late",
+    "max_simd_bitwidth",
 ];
 
 pub const DEFAULT_BURST: u16 = 32;
@@ -59,6 +62,7 @@ pub(crate) fn read(ctx: &mut Ctx, table: Option<Table>, host: &HostFacts) -> Dat
         eal: Vec::new(),
         spread_decrypt: SpreadDecrypt::Off,
         spread_late: SpreadLate::Drop,
+        max_simd_bitwidth: DEFAULT_MAX_SIMD_BITWIDTH,
     };
     let Some(t) = table else { return dp };
 
@@ -182,6 +186,21 @@ pub(crate) fn read(ctx: &mut Ctx, table: Option<Table>, host: &HostFacts) -> Dat
                 "dataplane.spread_late",
                 "has no effect with spread_decrypt = \"off\" (no reorder stage)".to_string(),
             );
+        }
+    }
+    if let Some(f) = t.get(ctx, "max_simd_bitwidth") {
+        // The widths the ciphers can be held to (the 128-bit AES-GCM is
+        // only espgw-aesgcm's short-packet half; ring picks its own code).
+        if let Some(bits) = f.int(ctx, 256, 512) {
+            if bits == 256 || bits == 512 {
+                dp.max_simd_bitwidth = bits as u16;
+            } else {
+                f.error(
+                    ctx,
+                    format!("{bits} is not a vector width espgw runs at"),
+                    Some("256 (no AVX-512 code) or 512 (whatever the CPU has, the default)"),
+                );
+            }
         }
     }
     if let Some(f) = t.get(ctx, "eal") {

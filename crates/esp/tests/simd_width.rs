@@ -1,0 +1,95 @@
+//! `set_max_simd_width(Bits256)`: the ciphers built afterwards are what a
+//! CPU without AVX-512 gets (no intel-ipsec-mb, espgw-aesgcm on its
+//! 128-bit path), they seal to the same bytes as the ones built before it,
+//! and `Bits512` brings the CPU's own choice back. Its own test binary (so
+//! its own process): the setting is process-wide.
+
+use espgw_esp::crypto::new_cipher;
+use espgw_esp::crypto::provider::{
+    choose, describe, max_simd_width, set_max_simd_width, simd_width_note, Backend, Cpu,
+    Implementation, SimdWidth,
+};
+use espgw_esp::Suite;
+
+/// The backend an AVX2-only CPU gets for `suite` (this machine's other
+/// features kept).
+fn without_avx512(suite: Suite) -> Backend {
+    choose(
+        suite,
+        Cpu {
+            vaes_avx512: false,
+            ..Cpu::detected()
+        },
+    )
+}
+
+fn sealed(suite: Suite, len: usize) -> Vec<u8> {
+    let key: Vec<u8> = (0..suite.key_len() as u8).collect();
+    let cipher = new_cipher(suite, &key, &[]).unwrap();
+    let mut esp = vec![0u8; 16 + len + 16];
+    esp[..4].copy_from_slice(&0x0102_0304u32.to_be_bytes());
+    for (i, b) in esp[16..16 + len].iter_mut().enumerate() {
+        *b = (i * 7) as u8;
+    }
+    cipher.seal(&mut esp, 42, true);
+    esp
+}
+
+#[test]
+fn a_256_bit_cap_picks_what_a_cpu_without_avx512_gets() {
+    const AEAD: [Suite; 3] = [
+        Suite::Aes128Gcm16,
+        Suite::Aes256Gcm16,
+        Suite::Chacha20Poly1305,
+    ];
+    let raw = Cpu::detected();
+    assert_eq!(max_simd_width(), SimdWidth::Bits512);
+    assert!(simd_width_note().is_none());
+    let lens = [49, 64, 100, 112, 400, 1420];
+    let before: Vec<Vec<u8>> = AEAD
+        .iter()
+        .flat_map(|&s| lens.iter().map(move |&l| sealed(s, l)))
+        .collect();
+
+    set_max_simd_width(SimdWidth::Bits256);
+    assert_eq!(max_simd_width(), SimdWidth::Bits256);
+    assert!(!Cpu::detected().vaes_avx512);
+    assert_eq!(simd_width_note().is_some(), raw.vaes_avx512);
+    for suite in Suite::ALL {
+        let backend = choose(suite, Cpu::detected());
+        assert_eq!(backend, without_avx512(suite), "{suite}");
+        assert!(!matches!(backend, Backend::SplitIpsecMb | Backend::IpsecMb));
+        let text = describe(suite);
+        assert!(
+            !text.contains("ipsec-mb") && !text.contains("AVX-512"),
+            "{text}"
+        );
+    }
+    for suite in AEAD {
+        let key: Vec<u8> = (0..suite.key_len() as u8).collect();
+        let cipher = new_cipher(suite, &key, &[]).unwrap();
+        for len in lens {
+            let runs = cipher.implementation(len);
+            assert!(
+                runs != Some(Implementation::IpsecMb),
+                "{suite} {len}: {runs:?}"
+            );
+        }
+    }
+    // The same bytes as the ciphers built before (whatever those ran).
+    let after: Vec<Vec<u8>> = AEAD
+        .iter()
+        .flat_map(|&s| lens.iter().map(move |&l| sealed(s, l)))
+        .collect();
+    assert!(before == after);
+
+    set_max_simd_width(SimdWidth::Bits512);
+    assert_eq!(Cpu::detected(), raw);
+    for suite in Suite::ALL {
+        assert_eq!(
+            choose(suite, Cpu::detected()),
+            choose(suite, raw),
+            "{suite}"
+        );
+    }
+}
