@@ -107,7 +107,7 @@ def config(cs, me, work):
     n, m = (1, 2) if me == "a" else (2, 1)
     text = HEADER.format(name=f"gw-{me}", sock=f"{work}/{me}.sock", state=f"{work}/state-{me}",
                          side=f"gw{me}", n=n, u4=OUTER[4][n - 1], u6=OUTER[6][n - 1],
-                         gateway_extra=GATEWAY_EXTRA)
+                         gateway_extra=GATEWAY_EXTRA, dataplane_extra="")
     every_ike = sorted({c["ike"] for c in cs if not c["negative"]})
     for c in cs:
         k = c["k"]

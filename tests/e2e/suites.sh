@@ -3,7 +3,11 @@
 # aes128-sha256, aes256-sha256, aes128-sha1) x ESN on/off x outer IPv4/IPv6
 # x UDP encapsulation on/off: 48 tunnels between ONE pair of espgw
 # gateways (configs made by tunnels.py), each carrying IPv4 and IPv6 inner
-# traffic between its own pair of host addresses.
+# traffic between its own pair of host addresses. Gateway B runs with
+# `max_simd_bitwidth = 256`: on a CPU with AVX-512 and VAES the two
+# gateways then seal and open with different code (A: intel-ipsec-mb and
+# espgw-aesgcm's 512-bit path; B: the 128-bit path and ring, what an
+# AVX2-only CPU runs), checked with `espgw check` and B's log.
 #
 # Per tunnel and inner family: pings of 30, 500 and 1300 bytes carrying a
 # marker ("espgwclear"; ping lays the pattern at the data offset modulo its
@@ -39,6 +43,20 @@ tunnel_hosts "$N" ab
 gateway_start a "$WORK/gw-a.toml"
 gateway_start b "$WORK/gw-b.toml"
 gateways_wait_ping -I 10.1.1.10 10.2.1.10 >"$WORK/up.log" 2>&1 || fail "the first tunnel did not come up"
+# Gateway B is held to 256-bit vectors (max_simd_bitwidth, tests/e2e/tunnels.py):
+# on a CPU with AVX-512 and VAES, A runs intel-ipsec-mb and espgw-aesgcm's
+# 512-bit path, B what an AVX2-only CPU runs, so every AEAD tunnel below
+# crosses between the two implementations.
+a_gcm=$("$ESPGW" check --config "$WORK/gw-a.toml" 2>/dev/null | grep '^cipher aes128gcm16') || fail "espgw check gw-a.toml"
+b_gcm=$("$ESPGW" check --config "$WORK/gw-b.toml" 2>/dev/null | grep '^cipher aes128gcm16') || fail "espgw check gw-b.toml"
+case $b_gcm in *ipsec-mb*|*AVX-512*) fail "gateway B (max_simd_bitwidth = 256) would run: $b_gcm" ;; esac
+CROSS=""
+case $a_gcm in
+    *ipsec-mb*)
+        grep -q 'max_simd_bitwidth = 256' "$WORK/b.log" || fail "gateway B did not say it runs no 512-bit code: $(tail -5 "$WORK/b.log")"
+        CROSS=", gateway A on 512-bit code and B held to 256 bits" ;;
+esac
+echo "ciphers: A $a_gcm; B $b_gcm"
 
 # Capture the middle link (espgw's af_packet ports do not bypass the qdisc,
 # so one end sees both directions), and host A's link, where the markers
@@ -120,4 +138,4 @@ gateways_stop || fail "a gateway did not exit with status 0 on SIGINT"
 python3 tests/e2e/sastats.py "$WORK/tunnels.json" 12 "$WORK/a.json" "$WORK/b.json" || fail "per-SA counters"
 python3 tests/e2e/midlink.py --positive "$WORK/prot-a.pcap" "$WORK/tunnels.json" espgwclear,espgw-xfer-clear "$WORK/mid.pcap" \
     || fail "middle link"
-echo "PASS: $N tunnels (6 suites x ESN x outer IPv4/IPv6 x UDP encap), IPv4+IPv6 inner, in $(( $(date +%s) - start ))s"
+echo "PASS: $N tunnels (6 suites x ESN x outer IPv4/IPv6 x UDP encap), IPv4+IPv6 inner$CROSS, in $(( $(date +%s) - start ))s"

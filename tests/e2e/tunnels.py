@@ -106,7 +106,7 @@ mbufs = 8191
 mtu = 1500
 poll = "adaptive"
 eal = ["--no-huge", "--no-shconf", "-m", "256", "--no-pci"]
-
+{dataplane_extra}
 [[port]]
 name = "prot"
 side = "protected"
@@ -128,13 +128,21 @@ def sa(spi, key, auth):
     return s + " }"
 
 
-def config(tunnels, me, work):
+# The "suites" set holds gateway B to 256-bit vectors (`max_simd_bitwidth`):
+# on a CPU with AVX-512, A seals and opens with intel-ipsec-mb and
+# espgw-aesgcm's 512-bit path, B with what an AVX2-only CPU runs (the
+# 128-bit path, ring), so every AEAD suite crosses between the two.
+DATAPLANE_EXTRA = {"suites": {"b": "max_simd_bitwidth = 256\n"}}
+
+
+def config(tunnels, me, work, dataplane_extra=""):
     peer = "b" if me == "a" else "a"
     n = 1 if me == "a" else 2
     m = 2 if me == "a" else 1
     text = HEADER.format(name=f"gw-{me}", sock=f"{work}/{me}.sock", state=f"{work}/state-{me}",
                          side=f"gw{me}", n=n,
-                         u4=OUTER[4][me], u6=OUTER[6][me], gateway_extra="")
+                         u4=OUTER[4][me], u6=OUTER[6][me], gateway_extra="",
+                         dataplane_extra=dataplane_extra)
     for t in tunnels:
         k = t["k"]
         o = OUTER[t["outer"]]
@@ -189,8 +197,9 @@ def seed_state(tunnels, state):
 
 def gen(name, work):
     tunnels = make_tunnels(name)
-    write_private(f"{work}/gw-a.toml", config(tunnels, "a", work))
-    write_private(f"{work}/gw-b.toml", config(tunnels, "b", work))
+    extra = DATAPLANE_EXTRA.get(name, {})
+    write_private(f"{work}/gw-a.toml", config(tunnels, "a", work, extra.get("a", "")))
+    write_private(f"{work}/gw-b.toml", config(tunnels, "b", work, extra.get("b", "")))
     write_private(f"{work}/tunnels.json", json.dumps(tunnels, indent=1))
     if any(t["ab_seq_start"] > 1 for t in tunnels):
         seed_state(tunnels, f"{work}/state-a")
