@@ -8,7 +8,7 @@ use std::sync::{Arc, Barrier};
 
 use dpdk::{lcore, Eal, Mbuf, Mempool, MBUF_HEADROOM, SOCKET_ANY};
 use espgw_control::config::SpreadLate;
-use espgw_dataplane::worker::SpreadRings;
+use espgw_dataplane::worker::{SpreadRings, SpreadWhen};
 use espgw_esp::Suite;
 
 use crate::case::CaseData;
@@ -292,7 +292,9 @@ fn run_case(
     let barrier = Barrier::new(n);
     let rings = spec
         .spread
-        .then(|| SpreadRings::<Mbuf>::with_late(n, spec.spread_late));
+        // As `spread_decrypt = "auto"`: the owner spreads while its
+        // receive fills whole bursts, which the generator's always do.
+        .then(|| SpreadRings::<Mbuf>::with_options(n, spec.spread_late, SpreadWhen::Behind));
     let results: Vec<Result<Vec<Measured>, String>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..n)
             .map(|w| {

@@ -27,6 +27,18 @@ fn off_by_default_and_auto_only_spreads_with_several_workers_in_run_to_completio
         (2, "spread_decrypt = \"auto\"", SpreadDecrypt::Auto, true),
         (
             2,
+            "spread_decrypt = \"always\"",
+            SpreadDecrypt::Always,
+            true,
+        ),
+        (
+            1,
+            "spread_decrypt = \"always\"",
+            SpreadDecrypt::Always,
+            false,
+        ),
+        (
+            2,
             "spread_decrypt = \"auto\"\nmode = \"pipeline\"",
             SpreadDecrypt::Auto,
             false,
@@ -48,7 +60,9 @@ fn another_value_names_the_choices() {
     let text = with_dp(2, "spread_decrypt = \"on\"");
     let shown = render(&errors(&text));
     assert!(
-        shown.contains("dataplane.spread_decrypt") && shown.contains("auto"),
+        shown.contains("dataplane.spread_decrypt")
+            && shown.contains("auto")
+            && shown.contains("always"),
         "{shown}"
     );
 }
@@ -126,8 +140,14 @@ fn check_prints_the_queue_and_core_plan() {
 
     let auto = plan(2, "spread_decrypt = \"auto\"");
     assert!(
-        auto.contains("splits each burst over all 2 workers"),
+        auto.contains("splits each burst while it is behind (its receive fills whole bursts) over all 2 workers"),
         "{auto}"
+    );
+    let always = plan(2, "spread_decrypt = \"always\"");
+    assert!(
+        always.contains("splits each burst over all 2 workers")
+            && always.contains("spread_decrypt = \"always\""),
+        "{always}"
     );
     assert!(auto.contains("100 us bound is dropped"), "{auto}");
     let send = plan(2, "spread_decrypt = \"auto\"\nspread_late = \"send\"");

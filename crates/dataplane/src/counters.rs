@@ -72,7 +72,8 @@ pub struct WorkerCounters {
     pub spread_out: u64,
     pub spread_in: u64,
     /// Decrypt fan-out: packets of groups worth spreading that this worker
-    /// decrypted itself, whole, because every other worker was busy with
+    /// decrypted itself, whole, because it kept up alone (`"auto"`: its
+    /// receive did not fill a burst) or every other worker was busy with
     /// its own traffic or had a full inbox (not in the identity).
     pub spread_kept: u64,
     /// Decrypt fan-out with `spread_late = "send"`: packets of parts that

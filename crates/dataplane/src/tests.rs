@@ -2101,7 +2101,7 @@ mod acquire {
 /// leaving worker 0 (which received them) in arrival order.
 mod spread {
     use super::*;
-    use crate::worker::SpreadRings;
+    use crate::worker::{SpreadRings, SpreadWhen};
     use espgw_control::config::SpreadLate;
     use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -2438,6 +2438,69 @@ mod spread {
         assert_eq!(out, expected);
         assert!(c.balanced() && c.drops.total() == 0, "{c:?}");
         assert_eq!(w1.w.counters().drops.total(), 4 * 32, "its own frames");
+    }
+
+    /// `spread_decrypt = "auto"` ([`SpreadWhen::Behind`]): an owner whose
+    /// receive does not fill a burst keeps up alone and decrypts its groups
+    /// itself (counted as `spread_kept`, nothing handed out, every packet
+    /// out at once); once its receives fill whole bursts it spreads. With
+    /// `"always"` the same short bursts are spread (the control: the gate,
+    /// not the group size, kept them). Either way the stream leaves whole
+    /// and in order.
+    #[test]
+    fn an_owner_that_keeps_up_spreads_nothing_under_auto() {
+        let outer = Outer::Esp4;
+        let stream = esp_stream(outer, 248);
+        let expected = stream.delivered();
+        for when in [SpreadWhen::Behind, SpreadWhen::Always] {
+            let b = B {
+                rings: SpreadRings::with_options(2, SpreadLate::Drop, when),
+                ..B::new(outer, 2)
+            };
+            let shared = SharedNeighbors::default();
+            let mut w0 = b.owner(&shared);
+            let mut w1 = b.worker(1, &shared);
+            let (short, full) = stream.esp.split_at(120);
+            let mut out = Vec::new();
+            let step = |w0: &mut Gw, w1: &mut Gw, burst: &[Vec<u8>], out: &mut Vec<Vec<u8>>| {
+                out.extend(w0.rx(UNPROT, burst)[PROT].iter().cloned());
+                w0.w.tick(&mut w0.tx, w0.now);
+                loop {
+                    w1.w.tick(&mut w1.tx, w1.now);
+                    w0.w.tick(&mut w0.tx, w0.now);
+                    out.extend(w0.take()[PROT].iter().cloned());
+                    if w0.w.counters().spreading == 0 {
+                        break;
+                    }
+                }
+            };
+            // Bursts of 24: worth splitting (16 or more), but less than
+            // the worker's burst of 32.
+            for burst in short.chunks(24) {
+                step(&mut w0, &mut w1, burst, &mut out);
+            }
+            let c = w0.w.counters().clone();
+            match when {
+                SpreadWhen::Behind => {
+                    assert_eq!((c.spread_out, c.spread_kept), (0, 120), "{when:?}");
+                    assert_eq!(w1.w.counters().spread_in, 0);
+                }
+                SpreadWhen::Always => {
+                    assert!(c.spread_out > 0, "{when:?}: {c:?}");
+                    assert_eq!(c.spread_kept, 0, "{when:?}");
+                }
+            }
+            assert_eq!(out.len(), 120, "{when:?}: every packet out");
+            // Whole bursts: behind, so the group is spread in both modes.
+            for burst in full.chunks(32) {
+                step(&mut w0, &mut w1, burst, &mut out);
+            }
+            let c2 = w0.w.counters();
+            assert!(c2.spread_out >= c.spread_out + 64, "{when:?}: {c2:?}");
+            assert_eq!(w1.w.counters().spread_in, c2.spread_out);
+            assert_eq!(out, expected, "{when:?}");
+            assert!(c2.balanced() && c2.drops.total() == 0, "{c2:?}");
+        }
     }
 
     /// Every packet of every flow leaves once and in order; the other

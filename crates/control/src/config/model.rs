@@ -119,8 +119,13 @@ pub enum SpreadDecrypt {
     /// Each worker decrypts what it receives (the default).
     Off,
     /// With 2 or more workers in run-to-completion mode, an SA group of a
-    /// burst is split over all workers and reordered.
+    /// burst is split over all workers and reordered, while the worker
+    /// that receives it is behind (its receive fills whole bursts); a
+    /// worker that keeps up decrypts what it receives itself.
     Auto,
+    /// As `Auto`, but every group worth splitting is split, even when the
+    /// receiving worker keeps up alone (tests, measurements).
+    Always,
 }
 
 /// `[dataplane] spread_late`: what the decrypt fan-out's receiving worker
@@ -155,7 +160,7 @@ impl SpreadLate {
 impl Dataplane {
     /// Whether the decrypt fan-out runs with this configuration.
     pub fn spreads_decrypt(&self) -> bool {
-        self.spread_decrypt == SpreadDecrypt::Auto
+        self.spread_decrypt != SpreadDecrypt::Off
             && self.workers > 1
             && self.mode == Mode::RunToCompletion
     }

@@ -3,7 +3,9 @@
 
 use core::fmt;
 
-use super::model::{Config, EncapMode, Mode, PolicyAction, Poll, Side, SpdEntry, SpreadLate};
+use super::model::{
+    Config, EncapMode, Mode, PolicyAction, Poll, Side, SpdEntry, SpreadDecrypt, SpreadLate,
+};
 
 /// The queue and core plan (issue 15): which queues each port gets, which
 /// cores poll them, and where one tunnel's ESP is decrypted. It restates
@@ -43,9 +45,16 @@ fn queue_plan(f: &mut fmt::Formatter<'_>, c: &Config) -> fmt::Result {
                         SpreadLate::Drop => "dropped, spread_late = \"drop\"",
                         SpreadLate::Send => "sent out of order, spread_late = \"send\"",
                     };
+                    let (when, value) = match dp.spread_decrypt {
+                        SpreadDecrypt::Always => ("each burst", "always"),
+                        _ => (
+                            "each burst while it is behind (its receive fills whole bursts)",
+                            "auto",
+                        ),
+                    };
                     format!(
-                        "the worker that receives it splits each burst over all {n} workers and \
-                         puts the packets back in arrival order (spread_decrypt = \"auto\"; a part \
+                        "the worker that receives it splits {when} over all {n} workers and \
+                         puts the packets back in arrival order (spread_decrypt = \"{value}\"; a part \
                          back after the 100 us bound is {late})"
                     )
                 } else {

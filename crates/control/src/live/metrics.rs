@@ -146,7 +146,7 @@ pub fn render(s: &StatsSnapshot) -> String {
         ),
         (
             "espgw_worker_spread_kept_total",
-            "Decrypt fan-out: packets of groups worth spreading the worker decrypted itself, every other worker being busy with its own traffic.",
+            "Decrypt fan-out: packets of groups worth spreading the worker decrypted itself, keeping up alone or every other worker being busy with its own traffic.",
             |w| w.spread_kept,
         ),
         (

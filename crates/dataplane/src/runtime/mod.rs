@@ -179,9 +179,15 @@ fn run_with_eal(
         started,
         supervisor: &supervisor,
         spread: config.dataplane.spreads_decrypt().then(|| {
-            crate::worker::SpreadRings::with_late(
+            crate::worker::SpreadRings::with_options(
                 config.dataplane.workers,
                 config.dataplane.spread_late,
+                match config.dataplane.spread_decrypt {
+                    espgw_control::config::SpreadDecrypt::Always => {
+                        crate::worker::SpreadWhen::Always
+                    }
+                    _ => crate::worker::SpreadWhen::Behind,
+                },
             )
         }),
     };

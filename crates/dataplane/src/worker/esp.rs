@@ -392,14 +392,21 @@ impl<B: PacketBuf> EspIn<B> {
                 continue;
             };
             if let Some(spread) = &mut self.spread {
-                // Spread a group worth splitting; and once an SA has
-                // tickets out, every group of it goes through its
-                // reorder stage, or a small group would overtake them.
-                if (stage.pkts.len() >= 2 * MIN_PART || spread.outstanding(slot) != 0)
+                // Spread a group worth splitting while this worker needs
+                // help; and once an SA has tickets out, every group of it
+                // goes through its reorder stage, or a small group would
+                // overtake them.
+                let worth = stage.pkts.len() >= 2 * MIN_PART;
+                let outstanding = spread.outstanding(slot) != 0;
+                if ((worth && spread.wants_help()) || outstanding)
                     && spread_group(spread, core, esp_out, icmp, egress, tx, slot, &mut stage)
                 {
                     self.groups[t] = stage;
                     continue;
+                }
+                if worth && !outstanding && !spread.wants_help() {
+                    // Keeping up alone: the direct path.
+                    core.counters.spread_kept += stage.pkts.len() as u64;
                 }
             }
             self.verdicts.clear();

@@ -65,7 +65,7 @@ use esp::{EspIn, EspOut};
 use icmp::Icmp;
 use link::Link;
 use punt::Punt;
-pub use spread::SpreadRings;
+pub use spread::{SpreadRings, SpreadWhen};
 /// The decrypt fan-out's bounds (for tests and docs).
 pub mod spread_consts {
     pub use super::spread::{

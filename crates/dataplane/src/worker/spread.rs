@@ -91,6 +91,19 @@ pub const LATE_SEND_MAX_NS: u64 = 100_000_000;
 /// only the part in its hands, not the ones queued behind it.
 pub const STEAL_AFTER_NS: u64 = MAX_WAIT_NS / 4;
 
+/// When a worker hands parts of the SA groups it receives to the others
+/// (`[dataplane] spread_decrypt`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpreadWhen {
+    /// Only while its own receive fills whole bursts (its RX queues have a
+    /// backlog: it is behind), `"auto"`. A worker that keeps up decrypts
+    /// its groups itself: no ring hops, no reorder stage, nothing a
+    /// descheduled helper can hold past the bound.
+    Behind,
+    /// Every group of at least two parts, `"always"`.
+    Always,
+}
+
 /// The rings between workers: per worker an inbox of jobs to decrypt and
 /// a return ring for the jobs it handed out, and whether it is busy with
 /// its own traffic. Built once for the run by the runtime and shared by
@@ -98,6 +111,8 @@ pub const STEAL_AFTER_NS: u64 = MAX_WAIT_NS / 4;
 pub struct SpreadRings<B> {
     /// Jobs one owner may have out at once.
     max_jobs: usize,
+    /// When an owner spreads.
+    when: SpreadWhen,
     /// What an owner does with a part that comes back after its stage
     /// gave up on it.
     late: SpreadLate,
@@ -115,18 +130,26 @@ pub struct SpreadRings<B> {
 }
 
 impl<B> SpreadRings<B> {
-    /// Rings for `workers` workers; late parts are dropped.
+    /// Rings for `workers` workers; late parts are dropped; every group
+    /// worth splitting is split ([`SpreadWhen::Always`]).
     pub fn new(workers: usize) -> Arc<SpreadRings<B>> {
         Self::with_late(workers, SpreadLate::Drop)
     }
 
     /// Rings for `workers` workers whose late parts meet `late`
-    /// (`[dataplane] spread_late`).
+    /// (`[dataplane] spread_late`), splitting every group worth it.
     pub fn with_late(workers: usize, late: SpreadLate) -> Arc<SpreadRings<B>> {
+        Self::with_options(workers, late, SpreadWhen::Always)
+    }
+
+    /// Rings for `workers` workers whose late parts meet `late` and whose
+    /// owners spread `when` (`spread_decrypt = "auto"`: [`SpreadWhen::Behind`]).
+    pub fn with_options(workers: usize, late: SpreadLate, when: SpreadWhen) -> Arc<SpreadRings<B>> {
         let workers = workers.max(1);
         let max_jobs = MAX_JOBS_PER_WORKER * workers;
         Arc::new(SpreadRings {
             max_jobs,
+            when,
             late,
             // Every owner's jobs could sit in one inbox at once.
             inbox: (0..workers)
@@ -427,6 +450,13 @@ impl<B: PacketBuf> Spread<B> {
     /// Notes a receive of `n` packets (of this worker's own RX queues).
     pub(super) fn received(&mut self, n: usize) {
         self.full_rx |= n >= self.burst;
+    }
+
+    /// Whether this worker hands out parts of its groups now: always, or
+    /// (`SpreadWhen::Behind`) only when a receive of this poll filled a
+    /// whole burst.
+    pub(super) fn wants_help(&self) -> bool {
+        self.rings.when == SpreadWhen::Always || self.full_rx
     }
 
     /// Once per poll: publishes whether this poll's receive filled a

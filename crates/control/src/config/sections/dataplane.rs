@@ -173,7 +173,11 @@ pub(crate) fn read(ctx: &mut Ctx, table: Option<Table>, host: &HostFacts) -> Dat
         dp.spread_decrypt = f
             .choice(
                 ctx,
-                &[("off", SpreadDecrypt::Off), ("auto", SpreadDecrypt::Auto)],
+                &[
+                    ("off", SpreadDecrypt::Off),
+                    ("auto", SpreadDecrypt::Auto),
+                    ("always", SpreadDecrypt::Always),
+                ],
             )
             .unwrap_or(dp.spread_decrypt);
     }
