@@ -972,6 +972,10 @@ claim("docs/crypto.md", "path %d to %d cycles cheaper at 64 B" % (min(cq), max(c
 d12 = [av[(" (12 runs)", "1420", "decrypt", "worker", s)] for s in ("10c8737", "cap256")]
 claim("docs/crypto.md", "has the worker %s cycles cheaper at the median" % num(_st.median(d12[0]) - _st.median(d12[1])))
 
+fav = sum(1 for (tag, size, d, layer, side) in av if side == "cap256"
+          and _st.median(av[(tag, size, d, layer, "cap256")]) > _st.median(av[(tag, size, d, layer, "10c8737")]))
+claim("docs/crypto.md", "The medians are less kind: %d of the 15 favour 10c8737" % fav)
+claim("docs/crypto.md", "(40 in the 12-run set of 1420 B decrypt)" if min(av[(" (12 runs)", "1420", "decrypt", "worker", "10c8737")]) - min(av[(" (12 runs)", "1420", "decrypt", "worker", "cap256")]) == 40 else "40-mismatch")
 arch = {}
 for line in open(R + "epyc-zen5-2vcpu-2026-12-03-s13-imb-gcm-arch.txt"):
     m = re.match(r"(\w+) +(\d+) B: p50 \d+ cycles \(min (\d+)\)", line)
@@ -983,6 +987,42 @@ claim("docs/crypto.md", "its AVX2 path takes %d to %d cycles at the quietest (it
 claim("docs/crypto.md", "against %d for ring's seal in the capped runs above" % min(av[("", "1420", "encrypt", "cipher", "cap256")]))
 claim("docs/crypto.md", "at 64 B its AVX2 path takes %d to %d against espgw-aesgcm's %d" % (
     min(arch[("avx2", "64")]), max(arch[("avx2", "64")]), min(av[("", "64", "encrypt", "cipher", "cap256")])))
+
+# --- session 13: the fan-out's gate end to end (tests/e2e/spread.sh pairs) ----
+sp, cur = {}, None
+for line in open(R + "epyc-zen5-2vcpu-2026-12-03-s13-spread-e2e.txt"):
+    if line.startswith("== "):
+        cur = line.split()[1]
+        continue
+    m = re.match(r"fan-out (on, UDP|on)[^:]*: .*?(\d+) datagrams, (\d+) lost, (\d+) out of order; "
+                 r"B workers spread_out=\[(\d+), (\d+)\].*?reorder_late_sent=\[(\d+), (\d+)\]; B drops (.*)", line)
+    if cur and m:
+        late = re.search(r"'reorder_late': (\d+)", m.group(9))
+        sp.setdefault((cur, m.group(1)), []).append(dict(
+            lost=int(m.group(3)), ooo=int(m.group(4)), out=int(m.group(5)) + int(m.group(6)),
+            late=int(late.group(1)) if late else 0, sent=int(m.group(7)) + int(m.group(8))))
+def seq(build, phase, key):
+    return [r[key] for r in sp[(build, phase)]]
+def words(xs):
+    return ", ".join(str(x) for x in xs[:-1]) + " and " + str(xs[-1])
+claim("docs/multicore.md", "the owner handed out %s packets before, %s now" % (
+    words(seq("head", "on", "out")), words(seq("gated2", "on", "out"))))
+claim("docs/multicore.md", "dropped %s packets as late before, %s now" % (
+    words(seq("head", "on", "late")), words(seq("gated2", "on", "late"))))
+claim("docs/multicore.md", "the streams lost %s datagrams of about 120 000 before, %s now" % (
+    words(seq("head", "on", "lost")), words(seq("gated2", "on", "lost"))))
+ra = lambda b: [r["sent"] / r["out"] for r in sp[(b, "on, UDP")]]
+claim("docs/multicore.md", "sent late / handed out %.2f to %.2f before, %.2f to %.2f now" % (
+    min(ra("head")), max(ra("head")), min(ra("gated2")), max(ra("gated2"))))
+claim("docs/multicore.md", "(%d to %d packets before, %d to %d now)" % (
+    min(seq("head", "on, UDP", "out")), max(seq("head", "on, UDP", "out")),
+    min(seq("gated2", "on, UDP", "out")), max(seq("gated2", "on, UDP", "out"))))
+claim("docs/multicore.md", "the datagrams out of order were %d to %d before and %d to %d now" % (
+    min(seq("head", "on, UDP", "ooo")), max(seq("head", "on, UDP", "ooo")),
+    min(seq("gated2", "on, UDP", "ooo")), max(seq("gated2", "on, UDP", "ooo"))))
+claim("docs/multicore.md", "the late drops went from %d-%d to %d-%d packets a run" % (
+    min(seq("head", "on", "late")), max(seq("head", "on", "late")),
+    min(seq("gated2", "on", "late")), max(seq("gated2", "on", "late"))))
 
 # --- issue 14's status table (docs/benchmarks.md, top) -------------------------
 s12q = {}

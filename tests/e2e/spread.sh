@@ -33,6 +33,7 @@
 #
 # Needs root. ESPGW overrides the binary (default target/release/espgw).
 SPREAD_MODE=${SPREAD_MODE:-always}
+case $SPREAD_MODE in always | auto) ;; *) echo "SPREAD_MODE must be always or auto, not '$SPREAD_MODE'" >&2; exit 2 ;; esac
 P=spread
 LOG_TAIL=200
 . "$(dirname "$0")/common.bash"
@@ -126,8 +127,12 @@ for p in "${CLIS[@]}" "${SRVS[@]}"; do wait "$p" || fail "an iperf3 of step 3 fa
 gateways_stop || fail "a gateway did not exit cleanly (step 3)"
 cp "$WORK/b.json" "$WORK/b-tunnels.json"
 
-python3 - "$WORK/udp-on.json" "$WORK/b-on.json" "$WORK/udp-off.json" "$WORK/b-off.json" "$WORK/b-tunnels.json" "$WORK"/udp-t[0-9]*.json <<'PY' || fail "the checks above failed"
-import json, sys
+SPREAD_MODE=$SPREAD_MODE python3 - "$WORK/udp-on.json" "$WORK/b-on.json" "$WORK/udp-off.json" "$WORK/b-off.json" "$WORK/b-tunnels.json" "$WORK"/udp-t[0-9]*.json <<'PY' || fail "the checks above failed"
+import json, os, sys
+
+# "auto" spreads only while the receiving worker is behind: on a machine
+# where it keeps up, it hands out nothing and keeps every group instead.
+AUTO = os.environ.get("SPREAD_MODE") == "auto"
 
 def streams(path):
     j = json.load(open(path))
@@ -178,8 +183,12 @@ for tag, udps, stats in runs:
         # other decrypts them (which one receives depends on the hash).
         out = [w["spread_out"] for w in ws]
         inn = [w["spread_in"] for w in ws]
-        if not (sum(out) > 0 and sum(inn) > 0):
-            print("FAIL (on): B's workers show no fan-out (spread_out/spread_in zero)"); ok = False
+        kept = sum(w.get("spread_kept", 0) for w in ws)
+        if not (sum(out) > 0 and sum(inn) > 0) and not (AUTO and kept > 0):
+            print("FAIL (on): B's workers show no fan-out (spread_out/spread_in zero"
+                  + (", nothing kept either" if AUTO else "") + ")"); ok = False
+        if AUTO:
+            print(f"auto: B kept {kept} packets of groups worth spreading (keeping up alone)")
         if d.get("reorder_late") or d.get("reorder_full"):
             print(f"note: the reorder stage dropped {d.get('reorder_late', 0)} late and "
                   f"{d.get('reorder_full', 0)} over its bound (a preempted worker on a shared machine)")

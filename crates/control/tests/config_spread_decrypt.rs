@@ -140,12 +140,15 @@ fn check_prints_the_queue_and_core_plan() {
 
     let auto = plan(2, "spread_decrypt = \"auto\"");
     assert!(
-        auto.contains("splits each burst while it is behind (its receive fills whole bursts) over all 2 workers"),
+        auto.contains(
+            "splits each SA group of 16 or more packets, while it is behind (a receive filled \
+             a whole burst), over all 2 workers"
+        ),
         "{auto}"
     );
     let always = plan(2, "spread_decrypt = \"always\"");
     assert!(
-        always.contains("splits each burst over all 2 workers")
+        always.contains("splits each SA group of 16 or more packets over all 2 workers")
             && always.contains("spread_decrypt = \"always\""),
         "{always}"
     );
@@ -165,5 +168,5 @@ fn check_prints_the_queue_and_core_plan() {
         pipeline.contains("steers each flow to one of 2 workers"),
         "{pipeline}"
     );
-    assert!(!pipeline.contains("splits each burst"), "{pipeline}");
+    assert!(!pipeline.contains("splits each"), "{pipeline}");
 }

@@ -2445,12 +2445,14 @@ mod spread {
     /// itself (counted as `spread_kept`, nothing handed out, every packet
     /// out at once); once its receives fill whole bursts it spreads. With
     /// `"always"` the same short bursts are spread (the control: the gate,
-    /// not the group size, kept them). Either way the stream leaves whole
-    /// and in order.
+    /// not the group size, kept them). A short burst that comes while a
+    /// part is still out is not handed out under `"auto"` either (it is
+    /// the owner's own part, behind the one out). Either way the stream
+    /// leaves whole and in order.
     #[test]
     fn an_owner_that_keeps_up_spreads_nothing_under_auto() {
         let outer = Outer::Esp4;
-        let stream = esp_stream(outer, 248);
+        let stream = esp_stream(outer, 304);
         let expected = stream.delivered();
         for when in [SpreadWhen::Behind, SpreadWhen::Always] {
             let b = B {
@@ -2460,7 +2462,9 @@ mod spread {
             let shared = SharedNeighbors::default();
             let mut w0 = b.owner(&shared);
             let mut w1 = b.worker(1, &shared);
-            let (short, full) = stream.esp.split_at(120);
+            let (short, rest) = stream.esp.split_at(120);
+            let (full, rest) = rest.split_at(128);
+            let (behind, after) = rest.split_at(32);
             let mut out = Vec::new();
             let step = |w0: &mut Gw, w1: &mut Gw, burst: &[Vec<u8>], out: &mut Vec<Vec<u8>>| {
                 out.extend(w0.rx(UNPROT, burst)[PROT].iter().cloned());
@@ -2495,11 +2499,35 @@ mod spread {
             for burst in full.chunks(32) {
                 step(&mut w0, &mut w1, burst, &mut out);
             }
-            let c2 = w0.w.counters();
+            let c2 = w0.w.counters().clone();
             assert!(c2.spread_out >= c.spread_out + 64, "{when:?}: {c2:?}");
             assert_eq!(w1.w.counters().spread_in, c2.spread_out);
+            // A whole burst handed to worker 1, which does not run yet,
+            // then a short burst while that part is still out: under
+            // "auto" the owner keeps it (a ticketed part of its own, in
+            // order behind the one out), under "always" it hands it out too.
+            out.extend(w0.rx(UNPROT, behind)[PROT].iter().cloned());
+            w0.w.tick(&mut w0.tx, w0.now);
+            let c3 = w0.w.counters().clone();
+            assert_eq!(c3.spread_out, c2.spread_out + 32, "{when:?}");
+            out.extend(w0.rx(UNPROT, after)[PROT].iter().cloned());
+            w0.w.tick(&mut w0.tx, w0.now);
+            let c4 = w0.w.counters().clone();
+            let handed = c4.spread_out - c3.spread_out;
+            match when {
+                SpreadWhen::Behind => assert_eq!(handed, 0, "kept while keeping up"),
+                SpreadWhen::Always => assert_eq!(handed, 24),
+            }
+            assert!(out.len() <= 248, "nothing overtook the part still out");
+            while w0.w.counters().spreading != 0 {
+                w1.w.tick(&mut w1.tx, w1.now);
+                w0.w.tick(&mut w0.tx, w0.now);
+                out.extend(w0.take()[PROT].iter().cloned());
+            }
+            let c5 = w0.w.counters();
+            assert_eq!(w1.w.counters().spread_in, c5.spread_out);
             assert_eq!(out, expected, "{when:?}");
-            assert!(c2.balanced() && c2.drops.total() == 0, "{c2:?}");
+            assert!(c5.balanced() && c5.drops.total() == 0, "{c5:?}");
         }
     }
 

@@ -93,25 +93,19 @@ pub struct Dataplane {
     /// DPDK, through `--force-max-simd-bitwidth`) may use, 256 or 512
     /// (the default: whatever the CPU has). 256 keeps a CPU with AVX-512
     /// on the code an AVX2-only CPU runs (docs/crypto.md, "No 512-bit code").
-    pub max_simd_bitwidth: u16,
+    pub max_simd_bitwidth: SimdWidth,
 }
 
 impl Dataplane {
-    /// `max_simd_bitwidth` as the cipher provider's setting (the config
-    /// admits only 256 and 512).
-    pub fn simd_width(&self) -> SimdWidth {
-        SimdWidth::from_bits(self.max_simd_bitwidth).unwrap_or(SimdWidth::Bits512)
-    }
-
     /// Holds the ciphers built from now on to `max_simd_bitwidth`
     /// (process-wide): call it before the first SA of this config is built.
     pub fn apply_simd_width(&self) {
-        espgw_esp::crypto::provider::set_max_simd_width(self.simd_width());
+        espgw_esp::crypto::provider::set_max_simd_width(self.max_simd_bitwidth);
     }
 }
 
 /// `[dataplane] max_simd_bitwidth` when the config does not say.
-pub const DEFAULT_MAX_SIMD_BITWIDTH: u16 = 512;
+pub const DEFAULT_MAX_SIMD_BITWIDTH: SimdWidth = SimdWidth::Bits512;
 
 /// `[dataplane] spread_decrypt`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

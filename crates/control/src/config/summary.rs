@@ -3,6 +3,8 @@
 
 use core::fmt;
 
+use espgw_esp::crypto::provider::SimdWidth;
+
 use super::model::{
     Config, EncapMode, Mode, PolicyAction, Poll, Side, SpdEntry, SpreadDecrypt, SpreadLate,
 };
@@ -46,9 +48,10 @@ fn queue_plan(f: &mut fmt::Formatter<'_>, c: &Config) -> fmt::Result {
                         SpreadLate::Send => "sent out of order, spread_late = \"send\"",
                     };
                     let (when, value) = match dp.spread_decrypt {
-                        SpreadDecrypt::Always => ("each burst", "always"),
-                        _ => (
-                            "each burst while it is behind (its receive fills whole bursts)",
+                        SpreadDecrypt::Always => ("each SA group of 16 or more packets", "always"),
+                        SpreadDecrypt::Auto | SpreadDecrypt::Off => (
+                            "each SA group of 16 or more packets, while it is behind (a receive \
+                             filled a whole burst),",
                             "auto",
                         ),
                     };
@@ -141,8 +144,8 @@ impl fmt::Display for Summary<'_> {
             dp.burst,
             dp.mbufs,
             dp.mtu,
-            if dp.max_simd_bitwidth < 512 {
-                format!(", vectors up to {} bits", dp.max_simd_bitwidth)
+            if dp.max_simd_bitwidth != SimdWidth::Bits512 {
+                format!(", vectors up to {} bits", dp.max_simd_bitwidth.bits())
             } else {
                 String::new()
             }

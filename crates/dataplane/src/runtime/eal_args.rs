@@ -2,6 +2,7 @@
 //! argument per port, then the config's own `eal` list passed through.
 
 use espgw_control::config::{Dataplane, Mode, Port};
+use espgw_esp::crypto::provider::SimdWidth;
 
 /// True when `arg` (or `arg=...`) is one of `flags`.
 fn is_flag(arg: &str, flags: &[&str]) -> bool {
@@ -110,10 +111,10 @@ pub fn eal_args(dp: &Dataplane, ports: &[Port], gateway: &str, cpus: usize) -> V
     }
     // `max_simd_bitwidth` below 512: DPDK's own vector code (drivers'
     // RX/TX paths, lookups) is held to the same width as the ciphers.
-    if dp.max_simd_bitwidth < 512 && !has(&["--force-max-simd-bitwidth"]) {
+    if dp.max_simd_bitwidth != SimdWidth::Bits512 && !has(&["--force-max-simd-bitwidth"]) {
         args.push(format!(
             "--force-max-simd-bitwidth={}",
-            dp.max_simd_bitwidth
+            dp.max_simd_bitwidth.bits()
         ));
     }
     for p in ports {
@@ -149,7 +150,7 @@ mod tests {
             eal: eal.iter().map(|s| s.to_string()).collect(),
             spread_decrypt: espgw_control::config::SpreadDecrypt::Off,
             spread_late: espgw_control::config::SpreadLate::Drop,
-            max_simd_bitwidth: 512,
+            max_simd_bitwidth: SimdWidth::Bits512,
         }
     }
 
@@ -214,7 +215,7 @@ mod tests {
         );
         // A width cap reaches DPDK too, unless the user's EAL list sets it.
         let mut capped = dp(1, None, &["--in-memory"]);
-        capped.max_simd_bitwidth = 256;
+        capped.max_simd_bitwidth = SimdWidth::Bits256;
         let a = eal_args(&capped, &ports[..1], "g", 4);
         assert!(
             a.iter().any(|x| x == "--force-max-simd-bitwidth=256"),

@@ -186,7 +186,11 @@ fn run_with_eal(
                     espgw_control::config::SpreadDecrypt::Always => {
                         crate::worker::SpreadWhen::Always
                     }
-                    _ => crate::worker::SpreadWhen::Behind,
+                    // (`Off` builds no rings: `spreads_decrypt` is false.)
+                    espgw_control::config::SpreadDecrypt::Auto
+                    | espgw_control::config::SpreadDecrypt::Off => {
+                        crate::worker::SpreadWhen::Behind
+                    }
                 },
             )
         }),

@@ -519,8 +519,15 @@ fn spread_group<B: PacketBuf, P: BufPool<B>>(
         return false;
     };
     let mut targets = std::mem::take(&mut spread.targets);
-    let max_helpers = (n / MIN_PART).clamp(1, spread.workers() - 1);
-    spread.helpers_with_room(max_helpers, &mut targets);
+    targets.clear();
+    // A worker that keeps up alone (`"auto"`) hands out nothing more; a
+    // group that comes while its earlier parts are still out becomes its
+    // own ticketed part below, so it does not overtake them, and the SA's
+    // outstanding parts drain.
+    if spread.wants_help() {
+        let max_helpers = (n / MIN_PART).clamp(1, spread.workers() - 1);
+        spread.helpers_with_room(max_helpers, &mut targets);
+    }
     if targets.is_empty() && spread.outstanding(slot) == 0 {
         // Every other worker is busy with its own traffic or has a full
         // inbox, and nothing of this SA is out to be overtaken: the

@@ -107,10 +107,16 @@ pub fn max_simd_width() -> SimdWidth {
 /// One line for `espgw check` and `espgw bench` when the width is capped
 /// on a CPU that has more: `None` otherwise.
 pub fn simd_width_note() -> Option<String> {
-    let has_512 = {
-        static RAW: OnceLock<bool> = OnceLock::new();
-        *RAW.get_or_init(ipsec_mb_aead::IpsecMbAead::has_vaes_avx512)
-    };
+    // The CPU's own features, whatever intel-ipsec-mb (present or not)
+    // and the cap say: espgw-aesgcm's 512-bit path needs these.
+    #[cfg(target_arch = "x86_64")]
+    let has_512 = std::arch::is_x86_feature_detected!("avx512f")
+        && std::arch::is_x86_feature_detected!("avx512bw")
+        && std::arch::is_x86_feature_detected!("avx512vl")
+        && std::arch::is_x86_feature_detected!("vaes")
+        && std::arch::is_x86_feature_detected!("vpclmulqdq");
+    #[cfg(not(target_arch = "x86_64"))]
+    let has_512 = false;
     (max_simd_width() == SimdWidth::Bits256 && has_512).then(|| {
         "max_simd_bitwidth = 256: the ciphers run no 512-bit code (this CPU has AVX-512 and VAES)"
             .to_string()

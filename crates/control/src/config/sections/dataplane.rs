@@ -6,6 +6,7 @@ use crate::config::model::{
 use crate::config::net::parse_lcores;
 use crate::config::reader::{Ctx, Table};
 use crate::config::HostFacts;
+use espgw_esp::crypto::provider::SimdWidth;
 
 pub(crate) const KEYS: &[&str] = &[
     "workers",
@@ -195,15 +196,17 @@ pub(crate) fn read(ctx: &mut Ctx, table: Option<Table>, host: &HostFacts) -> Dat
     if let Some(f) = t.get(ctx, "max_simd_bitwidth") {
         // The widths the ciphers can be held to (the 128-bit AES-GCM is
         // only espgw-aesgcm's short-packet half; ring picks its own code).
-        if let Some(bits) = f.int(ctx, 256, 512) {
-            if bits == 256 || bits == 512 {
-                dp.max_simd_bitwidth = bits as u16;
-            } else {
-                f.error(
+        const WIDTHS: &str = "256 (no AVX-512 code) or 512 (whatever the CPU has, the default)";
+        if !f.is_int() {
+            f.error(ctx, "not an integer", Some(WIDTHS));
+        } else if let Some(bits) = f.int(ctx, i128::from(i64::MIN), i128::from(i64::MAX)) {
+            match u16::try_from(bits).ok().and_then(SimdWidth::from_bits) {
+                Some(w) => dp.max_simd_bitwidth = w,
+                None => f.error(
                     ctx,
                     format!("{bits} is not a vector width espgw runs at"),
-                    Some("256 (no AVX-512 code) or 512 (whatever the CPU has, the default)"),
-                );
+                    Some(WIDTHS),
+                ),
             }
         }
     }
@@ -224,6 +227,47 @@ pub(crate) fn read(ctx: &mut Ctx, table: Option<Table>, host: &HostFacts) -> Dat
             dp.eal.push(arg.to_string());
         }
     }
+    // DPDK's own width cap given in `eal` and the ciphers' key disagree:
+    // the ciphers follow `max_simd_bitwidth`, which operators who cap
+    // DPDK the usual way may not know (espgw passes the flag to DPDK
+    // itself when the key is 256).
+    if let Some(raw) = eal_simd_bitwidth(&dp.eal) {
+        let dpdk_capped = raw != 0 && raw < 512;
+        let ciphers_capped = dp.max_simd_bitwidth == SimdWidth::Bits256;
+        if dpdk_capped && !ciphers_capped {
+            ctx.warn(
+                "dataplane.eal",
+                format!(
+                    "--force-max-simd-bitwidth={raw} holds DPDK's code to {raw} bits but not the \
+                     ciphers, which follow max_simd_bitwidth: add max_simd_bitwidth = 256 to hold \
+                     them too"
+                ),
+            );
+        } else if ciphers_capped && !dpdk_capped {
+            ctx.warn(
+                "dataplane.eal",
+                format!(
+                    "--force-max-simd-bitwidth={raw} lets DPDK's code use more than the 256 bits \
+                     max_simd_bitwidth holds the ciphers to"
+                ),
+            );
+        }
+    }
     t.finish(ctx);
     dp
+}
+
+/// The value of DPDK's `--force-max-simd-bitwidth` in an EAL argument list
+/// (`--force-max-simd-bitwidth=N` or `--force-max-simd-bitwidth N`; DPDK
+/// reads 0 as no limit).
+fn eal_simd_bitwidth(eal: &[String]) -> Option<u16> {
+    const FLAG: &str = "--force-max-simd-bitwidth";
+    let value = eal.iter().enumerate().find_map(|(i, a)| {
+        if a == FLAG {
+            eal.get(i + 1).map(String::as_str)
+        } else {
+            a.strip_prefix(FLAG)?.strip_prefix('=')
+        }
+    })?;
+    value.parse::<u16>().ok()
 }
