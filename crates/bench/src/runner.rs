@@ -393,8 +393,23 @@ fn measure_layers(spec: CaseSpec, env: &WorkerEnv<'_>) -> Result<Vec<Measured>, 
             if failure.is_some() {
                 continue;
             }
-            if let Err(e) = layers::run_for(slice, &mut measured[i], &mut steps[i]) {
-                failure = Some(e);
+            // A panicking stage must not leave this thread's share of the
+            // barrier to the others (they would wait for it forever): it
+            // becomes this thread's failure, reported like an error.
+            let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                layers::run_for(slice, &mut measured[i], &mut steps[i])
+            }));
+            match run {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => failure = Some(e),
+                Err(panic) => {
+                    let what = panic
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "a panic".to_string());
+                    failure = Some(format!("the {:?} layer panicked: {what}", Layer::ALL[i]));
+                }
             }
         }
     }

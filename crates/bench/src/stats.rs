@@ -44,6 +44,10 @@ pub struct Measured {
     pub burst_cycles: Histogram<u64>,
     /// The same for the I/O-inclusive cycles.
     pub io_burst_cycles: Histogram<u64>,
+    /// Decrypt fan-out (worker layer): packets the receiving worker handed
+    /// to other workers while measuring, so a row shows whether the
+    /// fan-out it measures did fan out.
+    pub spread_out: u64,
 }
 
 impl Measured {
@@ -63,6 +67,7 @@ impl Measured {
                 .expect("valid histogram bounds"),
             io_burst_cycles: Histogram::new_with_bounds(1, 100_000_000_000, 3)
                 .expect("valid histogram bounds"),
+            spread_out: 0,
         }
     }
 
@@ -227,6 +232,7 @@ pub fn merge(per_worker: &[Measured]) -> Measured {
         all.cycles += m.cycles;
         all.io_cycles += m.io_cycles;
         all.loop_ns = all.loop_ns.max(m.loop_ns);
+        all.spread_out += m.spread_out;
         all.tally.merge(&m.tally);
         // Same bounds on both sides: add cannot fail.
         let _ = all.latency_ns.add(&m.latency_ns);

@@ -81,8 +81,24 @@ fn one_outer_form() {
         row.workers == 2 && row.direction == Direction::Decrypt && row.layer == Layer::Worker
     });
     assert!(rep.rows.iter().all(|row| row.outer == outer));
+    // The fan-out measured did fan out (as `spread_decrypt = "auto"`,
+    // whose gate opens for the generator's whole bursts), and only there.
+    for row in &rep.rows {
+        let fanned =
+            row.workers == 2 && row.direction == Direction::Decrypt && row.layer == Layer::Worker;
+        assert_eq!(
+            row.measured.spread_out > 0,
+            fanned,
+            "{name} {:?} {:?} W{}: spread_out {}",
+            row.direction,
+            row.layer,
+            row.workers,
+            row.measured.spread_out
+        );
+    }
     let json = report::json::render(&rep);
     assert_eq!(json["options"]["outer"], name.as_str());
     assert_eq!(json["results"][0]["outer"], name.as_str());
+    assert!(json["results"][0]["spread_out"].is_u64());
     assert!(report::table::render(&rep).contains(&format!("outer form {name}:")));
 }

@@ -97,6 +97,8 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
         PEER_CHECK_EVERY,
     )?;
     let started = Instant::now();
+    // The worker's fan-out counter when the last burst ended.
+    let mut spread_before = worker.counters().spread_out;
     Ok(Box::new(move |m: &mut Measured, record: bool| {
         let f0 = tsc();
         let wrapped = gen.fill(ctx.pool, &mut pkts)?;
@@ -129,6 +131,14 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
             }
         }
         pkts.extend(sent.drain(..).map(|(_, frame)| frame));
+        // Signed: a part taken back from a helper's inbox is un-counted
+        // (`spread_out` goes down).
+        let spread_now = worker.counters().spread_out;
+        if record {
+            let delta = spread_now as i64 - spread_before as i64;
+            m.spread_out = m.spread_out.saturating_add_signed(delta);
+        }
+        spread_before = spread_now;
         let freed = free_bulk(&mut pkts, &mut staging);
         if record {
             let cycles = BurstCycles {

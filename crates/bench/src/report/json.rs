@@ -47,6 +47,7 @@ fn row(r: &Row) -> Value {
         "invalid": r.measured.tally.invalid,
         "first_invalid": r.measured.tally.first_invalid,
         "lost": r.measured.lost(),
+        "spread_out": r.measured.spread_out,
     })
 }
 
