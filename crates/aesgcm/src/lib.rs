@@ -106,6 +106,19 @@ pub fn is_512_bit_allowed() -> bool {
     !NO_512_BIT.load(Ordering::Relaxed)
 }
 
+/// Whether the CPU has what the 512-bit short path needs (AVX-512 F, BW
+/// and VL, VAES, VPCLMULQDQ), whatever [`allow_512_bit`] says.
+pub fn cpu_has_512_bit() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        x86_64::WideFeatures::cpu_has_them()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
 /// Whether keys made now run the 512-bit short `seal`, `seal_two` and
 /// `open` (AVX-512 F, BW and VL, VAES, VPCLMULQDQ): inputs of 49 to 112
 /// bytes with AAD up to 16. False when the CPU lacks them or

@@ -49,15 +49,17 @@ pub(crate) struct WideFeatures(());
 
 impl WideFeatures {
     pub(crate) fn detect() -> Option<Self> {
-        if !crate::is_512_bit_allowed() {
-            return None;
-        }
+        (crate::is_512_bit_allowed() && Self::cpu_has_them()).then_some(Self(()))
+    }
+
+    /// The CPU's features alone (the switch aside).
+    pub(crate) fn cpu_has_them() -> bool {
         let all = std::arch::is_x86_feature_detected!("avx512f")
             && std::arch::is_x86_feature_detected!("avx512bw")
             && std::arch::is_x86_feature_detected!("avx512vl")
             && std::arch::is_x86_feature_detected!("vaes")
             && std::arch::is_x86_feature_detected!("vpclmulqdq");
-        (all && CpuFeatures::detect().is_some()).then_some(Self(()))
+        all && CpuFeatures::detect().is_some()
     }
 }
 

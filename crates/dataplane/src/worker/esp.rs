@@ -397,14 +397,12 @@ impl<B: PacketBuf> EspIn<B> {
                 // goes through its reorder stage, or a small group would
                 // overtake them.
                 let worth = stage.pkts.len() >= 2 * MIN_PART;
-                let outstanding = spread.outstanding(slot) != 0;
-                if ((worth && spread.wants_help()) || outstanding)
-                    && spread_group(spread, core, esp_out, icmp, egress, tx, slot, &mut stage)
-                {
-                    self.groups[t] = stage;
-                    continue;
-                }
-                if worth && !outstanding && !spread.wants_help() {
+                if spread.outstanding(slot) != 0 || (worth && spread.wants_help()) {
+                    if spread_group(spread, core, esp_out, icmp, egress, tx, slot, &mut stage) {
+                        self.groups[t] = stage;
+                        continue;
+                    }
+                } else if worth {
                     // Keeping up alone: the direct path.
                     core.counters.spread_kept += stage.pkts.len() as u64;
                 }

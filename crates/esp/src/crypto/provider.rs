@@ -9,7 +9,6 @@
 //! [`super::EspCipher::implementation`] shows which code a packet length
 //! reaches. Why each entry of the table wins: docs/crypto.md.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
 use super::{aead, cbc_hmac, fast_gcm, integrity, ipsec_mb_aead, ring_aead, rustcrypto_cbc};
@@ -80,9 +79,6 @@ impl SimdWidth {
     }
 }
 
-/// Set while [`SimdWidth::Bits256`] is in force.
-static MAX_256_BIT: AtomicBool = AtomicBool::new(false);
-
 /// Sets the widest vector registers of the ciphers built from now on
 /// (process-wide; ciphers already built keep their code): with
 /// [`SimdWidth::Bits256`], [`choose`] picks what it picks on a CPU without
@@ -90,17 +86,20 @@ static MAX_256_BIT: AtomicBool = AtomicBool::new(false);
 /// 128-bit path). A backend forced by name ([`new_cipher_with`]) is built
 /// as asked. Call it before the first SA is built: `espgw run`, `check`
 /// and `bench` do, from the config or the option.
+///
+/// The one switch is espgw-aesgcm's ([`espgw_aesgcm::allow_512_bit`]):
+/// `choose` reads it back through [`max_simd_width`], so the two can
+/// never disagree.
 pub fn set_max_simd_width(width: SimdWidth) {
-    MAX_256_BIT.store(width == SimdWidth::Bits256, Ordering::Relaxed);
     espgw_aesgcm::allow_512_bit(width == SimdWidth::Bits512);
 }
 
 /// What [`set_max_simd_width`] set ([`SimdWidth::Bits512`] until then).
 pub fn max_simd_width() -> SimdWidth {
-    if MAX_256_BIT.load(Ordering::Relaxed) {
-        SimdWidth::Bits256
-    } else {
+    if espgw_aesgcm::is_512_bit_allowed() {
         SimdWidth::Bits512
+    } else {
+        SimdWidth::Bits256
     }
 }
 
@@ -108,15 +107,8 @@ pub fn max_simd_width() -> SimdWidth {
 /// on a CPU that has more: `None` otherwise.
 pub fn simd_width_note() -> Option<String> {
     // The CPU's own features, whatever intel-ipsec-mb (present or not)
-    // and the cap say: espgw-aesgcm's 512-bit path needs these.
-    #[cfg(target_arch = "x86_64")]
-    let has_512 = std::arch::is_x86_feature_detected!("avx512f")
-        && std::arch::is_x86_feature_detected!("avx512bw")
-        && std::arch::is_x86_feature_detected!("avx512vl")
-        && std::arch::is_x86_feature_detected!("vaes")
-        && std::arch::is_x86_feature_detected!("vpclmulqdq");
-    #[cfg(not(target_arch = "x86_64"))]
-    let has_512 = false;
+    // and the cap say.
+    let has_512 = espgw_aesgcm::cpu_has_512_bit();
     (max_simd_width() == SimdWidth::Bits256 && has_512).then(|| {
         "max_simd_bitwidth = 256: the ciphers run no 512-bit code (this CPU has AVX-512 and VAES)"
             .to_string()
