@@ -183,12 +183,17 @@ for tag, udps, stats in runs:
         # other decrypts them (which one receives depends on the hash).
         out = [w["spread_out"] for w in ws]
         inn = [w["spread_in"] for w in ws]
+        unneeded = sum(w.get("spread_unneeded", 0) for w in ws)
         kept = sum(w.get("spread_kept", 0) for w in ws)
-        if not (sum(out) > 0 and sum(inn) > 0) and not (AUTO and kept > 0):
+        if not (sum(out) > 0 and sum(inn) > 0) and not (AUTO and unneeded > 0):
             print("FAIL (on): B's workers show no fan-out (spread_out/spread_in zero"
-                  + (", nothing kept either" if AUTO else "") + ")"); ok = False
+                  + (", none kept as unneeded either" if AUTO else "") + ")"); ok = False
+        if not AUTO and unneeded:
+            print(f"FAIL (on): {unneeded} packets kept as unneeded under spread_decrypt = always"); ok = False
         if AUTO:
-            print(f"auto: B kept {kept} packets of groups worth spreading (keeping up alone)")
+            print(f"auto: B decrypted {unneeded} packets of groups worth spreading itself, keeping up alone")
+        if kept:
+            print(f"note: B found no free helper for {kept} packets (spread_kept)")
         if d.get("reorder_late") or d.get("reorder_full"):
             print(f"note: the reorder stage dropped {d.get('reorder_late', 0)} late and "
                   f"{d.get('reorder_full', 0)} over its bound (a preempted worker on a shared machine)")

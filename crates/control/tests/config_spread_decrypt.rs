@@ -3,7 +3,7 @@
 mod common;
 use common::*;
 
-use espgw_control::config::{Mode, SpreadDecrypt, SpreadLate};
+use espgw_control::config::{Mode, SpreadDecrypt, SpreadLate, SpreadWhen};
 
 /// The base config (two workers) with `workers` set and extra
 /// `[dataplane]` lines.
@@ -21,34 +21,47 @@ fn off_by_default_and_auto_only_spreads_with_several_workers_in_run_to_completio
     let (config, _) = parse(&base()).unwrap_or_else(|d| panic!("{}", render(&d)));
     assert_eq!(config.dataplane.spread_decrypt, SpreadDecrypt::Off);
     assert!(!config.dataplane.spreads_decrypt());
-    for (workers, lines, want, spreads) in [
-        (2, "spread_decrypt = \"off\"", SpreadDecrypt::Off, false),
-        (1, "spread_decrypt = \"auto\"", SpreadDecrypt::Auto, false),
-        (2, "spread_decrypt = \"auto\"", SpreadDecrypt::Auto, true),
+    assert_eq!(config.dataplane.spread_when(), None);
+    let (behind, always) = (Some(SpreadWhen::Behind), Some(SpreadWhen::Always));
+    for (workers, lines, want, when) in [
+        (2, "spread_decrypt = \"off\"", SpreadDecrypt::Off, None),
+        (1, "spread_decrypt = \"auto\"", SpreadDecrypt::Auto, None),
+        (2, "spread_decrypt = \"auto\"", SpreadDecrypt::Auto, behind),
         (
             2,
             "spread_decrypt = \"always\"",
             SpreadDecrypt::Always,
-            true,
+            always,
         ),
         (
             1,
             "spread_decrypt = \"always\"",
             SpreadDecrypt::Always,
-            false,
+            None,
         ),
         (
             2,
             "spread_decrypt = \"auto\"\nmode = \"pipeline\"",
             SpreadDecrypt::Auto,
-            false,
+            None,
+        ),
+        (
+            2,
+            "spread_decrypt = \"always\"\nmode = \"pipeline\"",
+            SpreadDecrypt::Always,
+            None,
         ),
     ] {
         let text = with_dp(workers, lines);
         let (config, _) = parse(&text).unwrap_or_else(|d| panic!("{}", render(&d)));
         assert_eq!(config.dataplane.workers, workers as usize);
         assert_eq!(config.dataplane.spread_decrypt, want, "{lines}");
-        assert_eq!(config.dataplane.spreads_decrypt(), spreads, "{lines}");
+        assert_eq!(config.dataplane.spread_when(), when, "{lines}");
+        assert_eq!(
+            config.dataplane.spreads_decrypt(),
+            when.is_some(),
+            "{lines}"
+        );
         if lines.contains("pipeline") {
             assert_eq!(config.dataplane.mode, Mode::Pipeline);
         }

@@ -42,6 +42,7 @@ impl CountersSource for FakeDataplane {
                     spread_out: 40,
                     spread_in: 0,
                     spread_kept: 9,
+                    spread_unneeded: 21,
                     reorder_late_sent: 0,
                 },
                 WorkerLoad {
@@ -51,6 +52,7 @@ impl CountersSource for FakeDataplane {
                     spread_out: 0,
                     spread_in: 40,
                     spread_kept: 0,
+                    spread_unneeded: 0,
                     reorder_late_sent: 3,
                 },
             ],
@@ -212,6 +214,7 @@ fn scrape_parses_and_carries_every_family() {
         ("espgw_worker_spread_out_total", "counter"),
         ("espgw_worker_spread_in_total", "counter"),
         ("espgw_worker_spread_kept_total", "counter"),
+        ("espgw_worker_spread_unneeded_total", "counter"),
         ("espgw_worker_reorder_late_sent_total", "counter"),
         ("espgw_sa_packets_total", "counter"),
         ("espgw_sa_bytes_total", "counter"),
@@ -255,6 +258,10 @@ fn scrape_parses_and_carries_every_family() {
     assert_eq!(
         value("espgw_worker_spread_kept_total", &[("worker", "0")]),
         9.0
+    );
+    assert_eq!(
+        value("espgw_worker_spread_unneeded_total", &[("worker", "0")]),
+        21.0
     );
     assert_eq!(
         value("espgw_worker_reorder_late_sent_total", &[("worker", "1")]),

@@ -72,10 +72,15 @@ pub struct WorkerCounters {
     pub spread_out: u64,
     pub spread_in: u64,
     /// Decrypt fan-out: packets of groups worth spreading that this worker
-    /// decrypted itself, whole, because it kept up alone (`"auto"`: its
-    /// receive did not fill a burst) or every other worker was busy with
-    /// its own traffic or had a full inbox (not in the identity).
+    /// wanted help with but decrypted itself, whole, because every other
+    /// worker was busy with its own traffic or had a full inbox (not in
+    /// the identity). Many of these: the cores are saturated.
     pub spread_kept: u64,
+    /// Decrypt fan-out (`"auto"`): packets of groups worth spreading that
+    /// this worker decrypted itself because it kept up alone (no receive
+    /// of its poll filled a burst), so no help was needed (not in the
+    /// identity).
+    pub spread_unneeded: u64,
     /// Decrypt fan-out with `spread_late = "send"`: packets of parts that
     /// came back after their reorder stage gave up on them, sent out of
     /// arrival order instead of dropped (also counted in `tx` or as what
@@ -160,6 +165,7 @@ impl WorkerCounters {
         self.spread_out += o.spread_out;
         self.spread_in += o.spread_in;
         self.spread_kept += o.spread_kept;
+        self.spread_unneeded += o.spread_unneeded;
         self.reorder_late_sent += o.reorder_late_sent;
         self.drops.merge(&o.drops);
         self.alloc_failures += o.alloc_failures;

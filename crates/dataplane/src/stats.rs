@@ -7,7 +7,7 @@
 //!   "ports":   [{"name","device","side","mac","rx_packets","rx_bytes","tx_packets",
 //!                "tx_bytes","rx_dropped","tx_dropped","nic":{...}}],
 //!   "workers": [{"id","rx","tx","generated","local","held","spreading","spread_out",
-//!                "spread_in","spread_kept","reorder_late_sent","dropped","bursts",
+//!                "spread_in","spread_kept","spread_unneeded","reorder_late_sent","dropped","bursts",
 //!                "alloc_failures","icmp_rate_limited","mss_clamped","panics"}],
 //!   "sas":     [{"tunnel","dir":"out"|"in","spi","packets","bytes","drops":{reason:n}}],
 //!              (a per-CPU outbound SA, RFC 9611, also has "per_cpu": true)
@@ -109,6 +109,7 @@ impl Stats {
                     "spread_out": w.spread_out,
                     "spread_in": w.spread_in,
                     "spread_kept": w.spread_kept,
+                    "spread_unneeded": w.spread_unneeded,
                     "reorder_late_sent": w.reorder_late_sent,
                     "dropped": w.drops.total(),
                     "bursts": w.bursts,

@@ -2418,6 +2418,10 @@ mod spread {
         }
         let c = w0.w.counters();
         assert_eq!((c.spread_out, c.spread_kept, c.spreading), (0, 128, 0));
+        assert_eq!(
+            c.spread_unneeded, 0,
+            "it wanted help: behind on whole bursts"
+        );
         assert_eq!(out.len(), 128, "decrypted directly, at once");
         assert_eq!(w1.w.counters().spread_in, 0);
         // A poll of worker 1 with less than a burst: free again.
@@ -2442,7 +2446,8 @@ mod spread {
 
     /// `spread_decrypt = "auto"` ([`SpreadWhen::Behind`]): an owner whose
     /// receive does not fill a burst keeps up alone and decrypts its groups
-    /// itself (counted as `spread_kept`, nothing handed out, every packet
+    /// itself (counted as `spread_unneeded`, not as `spread_kept`, which
+    /// counts help wanted but not found; nothing handed out, every packet
     /// out at once); once its receives fill whole bursts it spreads. With
     /// `"always"` the same short bursts are spread (the control: the gate,
     /// not the group size, kept them). A short burst that comes while a
@@ -2486,12 +2491,16 @@ mod spread {
             let c = w0.w.counters().clone();
             match when {
                 SpreadWhen::Behind => {
-                    assert_eq!((c.spread_out, c.spread_kept), (0, 120), "{when:?}");
+                    assert_eq!(
+                        (c.spread_out, c.spread_unneeded, c.spread_kept),
+                        (0, 120, 0),
+                        "{when:?}"
+                    );
                     assert_eq!(w1.w.counters().spread_in, 0);
                 }
                 SpreadWhen::Always => {
                     assert!(c.spread_out > 0, "{when:?}: {c:?}");
-                    assert_eq!(c.spread_kept, 0, "{when:?}");
+                    assert_eq!((c.spread_kept, c.spread_unneeded), (0, 0), "{when:?}");
                 }
             }
             assert_eq!(out.len(), 120, "{when:?}: every packet out");

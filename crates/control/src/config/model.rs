@@ -122,6 +122,20 @@ pub enum SpreadDecrypt {
     Always,
 }
 
+/// When a receiving worker hands parts of the SA groups it receives to
+/// the other workers: what `spread_decrypt` means once the fan-out runs
+/// ([`Dataplane::spread_when`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpreadWhen {
+    /// Only while its own receive fills whole bursts (its RX queues have a
+    /// backlog: it is behind), `"auto"`. A worker that keeps up decrypts
+    /// its groups itself: no ring hops, no reorder stage, nothing a
+    /// descheduled helper can hold past the bound.
+    Behind,
+    /// Every group of at least two parts, `"always"`.
+    Always,
+}
+
 /// `[dataplane] spread_late`: what the decrypt fan-out's receiving worker
 /// does with a part another worker returns after the SA's reorder stage
 /// gave up waiting for it (its bound, or a stage out of job boxes): its
@@ -154,9 +168,21 @@ impl SpreadLate {
 impl Dataplane {
     /// Whether the decrypt fan-out runs with this configuration.
     pub fn spreads_decrypt(&self) -> bool {
-        self.spread_decrypt != SpreadDecrypt::Off
-            && self.workers > 1
-            && self.mode == Mode::RunToCompletion
+        self.spread_when().is_some()
+    }
+
+    /// When the decrypt fan-out spreads, if it runs at all: it needs 2 or
+    /// more workers in run-to-completion mode (`"auto"` and `"always"` do
+    /// nothing otherwise).
+    pub fn spread_when(&self) -> Option<SpreadWhen> {
+        if self.workers < 2 || self.mode != Mode::RunToCompletion {
+            return None;
+        }
+        match self.spread_decrypt {
+            SpreadDecrypt::Off => None,
+            SpreadDecrypt::Auto => Some(SpreadWhen::Behind),
+            SpreadDecrypt::Always => Some(SpreadWhen::Always),
+        }
     }
 }
 

@@ -6,7 +6,7 @@ use core::fmt;
 use espgw_esp::crypto::provider::SimdWidth;
 
 use super::model::{
-    Config, EncapMode, Mode, PolicyAction, Poll, Side, SpdEntry, SpreadDecrypt, SpreadLate,
+    Config, EncapMode, Mode, PolicyAction, Poll, Side, SpdEntry, SpreadLate, SpreadWhen,
 };
 
 /// The queue and core plan (issue 15): which queues each port gets, which
@@ -42,14 +42,14 @@ fn queue_plan(f: &mut fmt::Formatter<'_>, c: &Config) -> fmt::Result {
                     "  received packets spread over the RX queues by RSS on IP addresses and TCP/UDP \
                      ports (PCI ports) or af_packet's fanout hash (qpairs={n})"
                 )?;
-                let one = if dp.spreads_decrypt() {
+                let one = if let Some(when) = dp.spread_when() {
                     let late = match dp.spread_late {
                         SpreadLate::Drop => "dropped, spread_late = \"drop\"",
                         SpreadLate::Send => "sent out of order, spread_late = \"send\"",
                     };
-                    let (when, value) = match dp.spread_decrypt {
-                        SpreadDecrypt::Always => ("each SA group of 16 or more packets", "always"),
-                        SpreadDecrypt::Auto | SpreadDecrypt::Off => (
+                    let (when, value) = match when {
+                        SpreadWhen::Always => ("each SA group of 16 or more packets", "always"),
+                        SpreadWhen::Behind => (
                             "each SA group of 16 or more packets, while it is behind (a receive \
                              filled a whole burst),",
                             "auto",

@@ -539,6 +539,7 @@ pub fn render_stats(s: &StatsSnapshot) -> Result<String, String> {
                 w.spread_out.to_string(),
                 w.spread_in.to_string(),
                 w.spread_kept.to_string(),
+                w.spread_unneeded.to_string(),
                 w.reorder_late_sent.to_string(),
             ]
         })
@@ -552,6 +553,7 @@ pub fn render_stats(s: &StatsSnapshot) -> Result<String, String> {
             "SPREAD_OUT",
             "SPREAD_IN",
             "SPREAD_KEPT",
+            "SPREAD_UNNEEDED",
             "LATE_SENT",
         ],
         &workers,

@@ -146,8 +146,13 @@ pub fn render(s: &StatsSnapshot) -> String {
         ),
         (
             "espgw_worker_spread_kept_total",
-            "Decrypt fan-out: packets of groups worth spreading the worker decrypted itself, keeping up alone or every other worker being busy with its own traffic.",
+            "Decrypt fan-out: packets of groups worth spreading the worker wanted help with but decrypted itself, every other worker being busy with its own traffic or its inbox full.",
             |w| w.spread_kept,
+        ),
+        (
+            "espgw_worker_spread_unneeded_total",
+            "Decrypt fan-out (spread_decrypt = auto): packets of groups worth spreading the worker decrypted itself because it kept up alone.",
+            |w| w.spread_unneeded,
         ),
         (
             "espgw_worker_reorder_late_sent_total",

@@ -191,6 +191,11 @@ pub struct WorkerLoad {
     /// traffic (or had a full inbox).
     #[serde(default)]
     pub spread_kept: u64,
+    /// Decrypt fan-out (`spread_decrypt = "auto"`): packets of groups worth
+    /// spreading that this worker decrypted itself because it kept up
+    /// alone (no help needed).
+    #[serde(default)]
+    pub spread_unneeded: u64,
     /// Decrypt fan-out with `spread_late = "send"`: packets of late parts
     /// sent out of arrival order instead of dropped.
     #[serde(default)]

@@ -166,6 +166,7 @@ impl CountersSource for LiveCounters {
                 spread_out: c.spread_out,
                 spread_in: c.spread_in,
                 spread_kept: c.spread_kept,
+                spread_unneeded: c.spread_unneeded,
                 reorder_late_sent: c.reorder_late_sent,
             });
         }
@@ -386,7 +387,7 @@ mod tests {
             c.ports[0].rx_packets = rx;
             // The fan-out's counters, distinct per worker.
             (c.spread_out, c.spread_in, c.reorder_late_sent) = (rx + 1, rx + 2, rx + 3);
-            c.spread_kept = rx + 4;
+            (c.spread_kept, c.spread_unneeded) = (rx + 4, rx + 5);
             Arc::new(Mutex::new(c))
         };
         let live = LiveCounters {
@@ -409,11 +410,12 @@ mod tests {
                 w.spread_in,
                 w.reorder_late_sent,
                 w.spread_kept,
+                w.spread_unneeded,
             )
         };
         assert_eq!(
             (fan(&c.workers[0]), fan(&c.workers[1])),
-            ((11, 12, 13, 14), (6, 7, 8, 9))
+            ((11, 12, 13, 14, 15), (6, 7, 8, 9, 10))
         );
         assert_eq!(c.ports[0].rx_packets, 15);
         assert_eq!(c.ports[1].name, "unprot");

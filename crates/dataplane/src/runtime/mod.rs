@@ -178,20 +178,11 @@ fn run_with_eal(
         stop: Arc::clone(stop),
         started,
         supervisor: &supervisor,
-        spread: config.dataplane.spreads_decrypt().then(|| {
+        spread: config.dataplane.spread_when().map(|when| {
             crate::worker::SpreadRings::with_options(
                 config.dataplane.workers,
                 config.dataplane.spread_late,
-                match config.dataplane.spread_decrypt {
-                    espgw_control::config::SpreadDecrypt::Always => {
-                        crate::worker::SpreadWhen::Always
-                    }
-                    // (`Off` builds no rings: `spreads_decrypt` is false.)
-                    espgw_control::config::SpreadDecrypt::Auto
-                    | espgw_control::config::SpreadDecrypt::Off => {
-                        crate::worker::SpreadWhen::Behind
-                    }
-                },
+                when,
             )
         }),
     };

@@ -404,7 +404,7 @@ impl<B: PacketBuf> EspIn<B> {
                     }
                 } else if worth {
                     // Keeping up alone: the direct path.
-                    core.counters.spread_kept += stage.pkts.len() as u64;
+                    core.counters.spread_unneeded += stage.pkts.len() as u64;
                 }
             }
             self.verdicts.clear();

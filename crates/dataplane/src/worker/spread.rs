@@ -46,6 +46,7 @@ use std::sync::Arc;
 
 use crossbeam_queue::ArrayQueue;
 use crossbeam_utils::CachePadded;
+pub use espgw_control::config::SpreadWhen;
 use espgw_control::config::{Side, SpreadLate};
 use espgw_control::tables::{SaIndex, Tables, TunnelEntry, TunnelId};
 use espgw_esp::Verdict;
@@ -90,19 +91,6 @@ pub const LATE_SEND_MAX_NS: u64 = 100_000_000;
 /// does them itself: a worker that is descheduled or busy then delays
 /// only the part in its hands, not the ones queued behind it.
 pub const STEAL_AFTER_NS: u64 = MAX_WAIT_NS / 4;
-
-/// When a worker hands parts of the SA groups it receives to the others
-/// (`[dataplane] spread_decrypt`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SpreadWhen {
-    /// Only while its own receive fills whole bursts (its RX queues have a
-    /// backlog: it is behind), `"auto"`. A worker that keeps up decrypts
-    /// its groups itself: no ring hops, no reorder stage, nothing a
-    /// descheduled helper can hold past the bound.
-    Behind,
-    /// Every group of at least two parts, `"always"`.
-    Always,
-}
 
 /// The rings between workers: per worker an inbox of jobs to decrypt and
 /// a return ring for the jobs it handed out, and whether it is busy with
