@@ -203,6 +203,30 @@ mod tests {
         assert!(!Args::default().options(String::new()).unwrap().per_cpu_sas);
     }
 
+    /// The window is off only where several workers receive one tunnel's
+    /// ESP (their resets would refuse each other's numbers); with the
+    /// fan-out one worker receives each tunnel, so it stays on.
+    #[test]
+    fn the_window_is_off_only_where_workers_receive_one_tunnel() {
+        let window = |workers, tunnels, spread| {
+            let o = Args {
+                workers: Some(workers),
+                tunnels,
+                spread_decrypt: spread,
+                ..Args::default()
+            }
+            .options(String::new())
+            .unwrap();
+            crate::runner::replay_window(&o)
+        };
+        let on = crate::gateway::REPLAY_WINDOW;
+        assert_eq!(window(2, None, false), on, "a tunnel per worker");
+        assert_eq!(window(2, Some(1), false), 0, "both receive one tunnel");
+        assert_eq!(window(2, Some(1), true), on, "the fan-out: one receives");
+        assert_eq!(window(4, Some(2), true), on);
+        assert_eq!(window(1, Some(1), false), on);
+    }
+
     #[test]
     fn spread_late_needs_the_fan_out_and_takes_drop_or_send() {
         use espgw_control::config::SpreadLate;

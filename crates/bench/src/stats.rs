@@ -34,6 +34,10 @@ pub struct Measured {
     pub io_cycles: u64,
     /// Wall-clock nanoseconds of the whole loop (generator and sink included).
     pub loop_ns: u64,
+    /// Wall time inside the loop that is the bench's own business, not the
+    /// stage's (the fan-out's drain before a window reset), left out of
+    /// `loop_ns` by `layers::run_for`.
+    pub untimed_ns: u64,
     pub tally: Tally,
     /// Nanoseconds from the end of a burst's generation to the sink, one
     /// sample per packet.
@@ -48,6 +52,10 @@ pub struct Measured {
     /// to other workers while measuring, so a row shows whether the
     /// fan-out it measures did fan out.
     pub spread_out: u64,
+    /// Worker layer: the packets the worker dropped while measuring, by
+    /// reason (what `lost` consists of: `reorder_late` from the fan-out's
+    /// bound, `replayed` from a window that missed, ...).
+    pub drops: std::collections::BTreeMap<&'static str, u64>,
 }
 
 impl Measured {
@@ -59,6 +67,7 @@ impl Measured {
             cycles: 0,
             io_cycles: 0,
             loop_ns: 0,
+            untimed_ns: 0,
             tally: Tally::default(),
             // 1 ns .. 10 s, 3 significant digits.
             latency_ns: Histogram::new_with_bounds(1, 10_000_000_000, 3)
@@ -68,6 +77,7 @@ impl Measured {
             io_burst_cycles: Histogram::new_with_bounds(1, 100_000_000_000, 3)
                 .expect("valid histogram bounds"),
             spread_out: 0,
+            drops: std::collections::BTreeMap::new(),
         }
     }
 
@@ -233,6 +243,9 @@ pub fn merge(per_worker: &[Measured]) -> Measured {
         all.io_cycles += m.io_cycles;
         all.loop_ns = all.loop_ns.max(m.loop_ns);
         all.spread_out += m.spread_out;
+        for (reason, n) in &m.drops {
+            *all.drops.entry(reason).or_default() += n;
+        }
         all.tally.merge(&m.tally);
         // Same bounds on both sides: add cannot fail.
         let _ = all.latency_ns.add(&m.latency_ns);

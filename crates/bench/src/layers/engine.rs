@@ -79,7 +79,13 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
         }
         Direction::Decrypt => {
             let cfg = ctx.gateway.inbound(t);
-            let mut sa: Arc<InboundSa> = if case.shared {
+            // With the fan-out the run keeps the window on (its worker
+            // layer has one receiving worker per tunnel), which a shared SA
+            // here cannot: each worker's generator sends the same numbers.
+            // So each worker decrypts on an SA of its own then, the
+            // engine's cost without the sharing.
+            let shared = case.shared && ctx.spread.is_none();
+            let mut sa: Arc<InboundSa> = if shared {
                 // As the data plane shares it: no lock, as many workers as
                 // carry the tunnel decrypt with it at once. The
                 // shared cases run with the window off (runner::replay_window),
@@ -99,7 +105,7 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
                 let f0 = tsc();
                 let wrapped = gen.fill(ctx.pool, &mut pkts)?;
                 let filled = tsc() - f0;
-                if wrapped && !case.shared {
+                if wrapped && !shared {
                     // The same sequence numbers again: a fresh window (not
                     // timed: a real peer's sequence numbers just go on).
                     sa = Arc::new(InboundSa::new(&cfg, 0).map_err(|e| e.to_string())?);

@@ -34,6 +34,37 @@ impl BufPool<Mbuf> for PoolSource {
     }
 }
 
+/// Ticks the receiving worker of a fan-out until none of its packets is
+/// out at another worker or waiting in its reorder stage, collecting what
+/// it releases into `sent`. Bounded: a part that never comes back is a
+/// bench failure, not a hang.
+fn drain_fan_out(
+    worker: &mut Worker<Mbuf, PoolSource>,
+    txq: &mut TxQueues<Mbuf>,
+    sent: &mut Vec<(usize, Mbuf)>,
+    ports: usize,
+    started: Instant,
+) -> Result<(), String> {
+    let deadline = Instant::now() + std::time::Duration::from_secs(2);
+    while worker.counters().spreading != 0 {
+        if Instant::now() > deadline {
+            return Err(format!(
+                "fan-out: {} packets still out 2 s after the generator's pass ended",
+                worker.counters().spreading
+            ));
+        }
+        let now = Now {
+            ns: started.elapsed().as_nanos() as u64,
+        };
+        worker.tick(txq, now);
+        for port in 0..ports {
+            sent.extend(txq.drain(port).map(|frame| (port, frame)));
+        }
+        std::hint::spin_loop();
+    }
+    Ok(())
+}
+
 /// The worker stage of `ctx`'s case.
 pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
     let case = ctx.case;
@@ -99,15 +130,30 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
     let started = Instant::now();
     // The worker's fan-out counter when the last burst ended.
     let mut spread_before = worker.counters().spread_out;
+    // Its drop counters then, so that a row says why packets were lost.
+    let mut drops_before = worker.counters().drops;
     Ok(Box::new(move |m: &mut Measured, record: bool| {
         let f0 = tsc();
         let wrapped = gen.fill(ctx.pool, &mut pkts)?;
         let filled = tsc() - f0;
-        if wrapped && case.direction == Direction::Decrypt && !case.shared && ctx.spread.is_none() {
+        // (With the fan-out each tunnel has one receiving worker: this one.)
+        let own_window = !case.shared || ctx.spread.is_some();
+        if wrapped && case.direction == Direction::Decrypt && own_window {
             // The same sequence numbers again: a fresh window for this
-            // worker's own tunnel (no other worker uses it). Not timed: a
-            // real peer's sequence numbers just go on. A shared tunnel runs
-            // with the window off instead (runner::replay_window).
+            // worker's own tunnel. Not timed: a real peer's sequence numbers
+            // just go on. With the fan-out the other workers update this
+            // window too, so first every part of the last pass comes back
+            // (nothing out, nothing waiting in the reorder stage): a part
+            // decrypted after the reset would mark the next pass's numbers
+            // as seen. A tunnel received by several workers runs with the
+            // window off instead (runner::replay_window).
+            if ctx.spread.is_some() {
+                let drain = Instant::now();
+                drain_fan_out(&mut worker, &mut txq, &mut sent, ports, started)?;
+                if record {
+                    m.untimed_ns += drain.elapsed().as_nanos() as u64;
+                }
+            }
             inbound.reset_replay_window_for_bench();
         }
         let now = Now {
@@ -139,6 +185,15 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
             m.spread_out = m.spread_out.saturating_add_signed(delta);
         }
         spread_before = spread_now;
+        let drops_now = worker.counters().drops;
+        if record && drops_now != drops_before {
+            for ((reason, now), (_, before)) in drops_now.iter().zip(drops_before.iter()) {
+                if now > before {
+                    *m.drops.entry(reason.name()).or_default() += now - before;
+                }
+            }
+        }
+        drops_before = drops_now;
         let freed = free_bulk(&mut pkts, &mut staging);
         if record {
             let cycles = BurstCycles {

@@ -48,6 +48,7 @@ fn row(r: &Row) -> Value {
         "first_invalid": r.measured.tally.first_invalid,
         "lost": r.measured.lost(),
         "spread_out": r.measured.spread_out,
+        "drops": r.measured.drops,
     })
 }
 

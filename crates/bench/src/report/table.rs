@@ -22,7 +22,17 @@ fn check(row: &Row) -> String {
     } else if t.invalid > 0 {
         format!("BAD {} ({})", t.invalid, t.first_invalid.unwrap_or("?"))
     } else if row.measured.lost() > 0 {
-        format!("LOST {}", row.measured.lost())
+        let why: Vec<String> = row
+            .measured
+            .drops
+            .iter()
+            .map(|(reason, n)| format!("{reason} {n}"))
+            .collect();
+        if why.is_empty() {
+            format!("LOST {}", row.measured.lost())
+        } else {
+            format!("LOST {} ({})", row.measured.lost(), why.join(", "))
+        }
     } else {
         "NO PACKETS".into()
     }

@@ -50,7 +50,9 @@ pub fn check_rows_losing(rep: &Report, replay_window: u32, may_lose: impl Fn(&Ro
 
 /// One row's sink: it validated packets and found none invalid; none was
 /// lost in the stage unless `may_lose` (then the loss is printed, `ROW:
-/// lost N of M`). Returns the row's name for further messages.
+/// lost N of M`, and only the reorder stage may have dropped: a
+/// `replayed` drop would be the anti-replay window refusing a packet the
+/// fan-out merely delayed). Returns the row's name for further messages.
 pub fn check_sink(row: &Row, may_lose: bool) -> String {
     let what = format!(
         "{} {} {} x{}",
@@ -64,11 +66,24 @@ pub fn check_sink(row: &Row, may_lose: bool) -> String {
     assert_eq!(t.invalid, 0, "{what}: invalid ({:?})", t.first_invalid);
     if may_lose {
         eprintln!(
-            "{what}: lost {} of {}",
+            "{what}: lost {} of {} (dropped: {:?})",
             row.measured.lost(),
-            row.measured.packets
+            row.measured.packets,
+            row.measured.drops
         );
+        for reason in row.measured.drops.keys() {
+            assert!(
+                ["reorder_late", "reorder_full"].contains(reason),
+                "{what}: dropped as {reason}: {:?}",
+                row.measured.drops
+            );
+        }
     } else {
+        assert!(
+            row.measured.drops.is_empty(),
+            "{what}: {:?}",
+            row.measured.drops
+        );
         assert_eq!(row.measured.lost(), 0, "{what}: packets lost in the stage");
     }
     what
