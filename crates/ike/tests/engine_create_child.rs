@@ -413,3 +413,142 @@ fn an_unanswered_delete_after_an_ike_rekey_is_no_failure() {
         p.events_b
     );
 }
+
+/// Whether `events` hold `ChildSaInstalled` for the CHILD_SA whose
+/// outbound SPI is `spi`, and whether it was deleted again afterwards.
+fn installed_then_deleted(events: &[Event], outbound_spi: u32) -> (bool, bool) {
+    let installed = children(events)
+        .iter()
+        .any(|c| c.outbound_spi == outbound_spi);
+    let deleted = deleted(events).iter().any(|&(_, out)| out == outbound_spi);
+    (installed, deleted)
+}
+
+/// The SPI a sent a CHILD_SA request with: what b sends to (its outbound
+/// SPI of the CHILD_SA it creates). `ChildSaFailed` carries no SPI, so it
+/// is read back from b's side: the one CHILD_SA b installed that a did not.
+fn strays(p: &Pair) -> Vec<u32> {
+    let a_has: Vec<u32> = children(&p.events_a)
+        .iter()
+        .map(|c| c.inbound_spi)
+        .collect();
+    children(&p.events_b)
+        .iter()
+        .map(|c| c.outbound_spi)
+        .filter(|spi| !a_has.contains(spi))
+        .collect()
+}
+
+/// We refuse an answer that created a CHILD_SA at the peer (here: our ESP
+/// proposals changed while the request was out, as an operator's reload
+/// does, so the peer's choice is no longer ours): the peer installed it
+/// and would send on it, so we delete it (RFC 7296 2.9), named by the
+/// inbound SPI we offered. Checked for a CHILD_SA rekey (the old one
+/// carries on at both ends) and for a new CHILD_SA. Fails without the
+/// delete: b keeps a CHILD_SA that a never installed.
+#[test]
+fn a_child_sa_the_peer_created_but_we_refused_is_deleted() {
+    for rekey_it in [true, false] {
+        let (mut p, id_a, _, old_a, old_b) = up("aes128gcm16", "aes128gcm16-aes256gcm16");
+        if rekey_it {
+            p.a.rekey_child_sa(p.now, id_a, old_a.inbound_spi).unwrap();
+        } else {
+            p.a.delete_child_sa(p.now, id_a, old_a.inbound_spi).unwrap();
+            p.run(&[], 60_000);
+            p.events_a.clear();
+            p.events_b.clear();
+            p.a.create_child_sa(p.now, id_a).unwrap();
+        }
+        // The request is out (queued for b); now a takes only AES-256.
+        p.a.connection_mut(0).unwrap().esp_proposals =
+            espgw_ike::crypto::parse_esp_proposals("aes256gcm16").unwrap();
+        p.run(&[], 60_000);
+        let what = if rekey_it { "rekey" } else { "new CHILD_SA" };
+        assert!(
+            p.events_a.iter().any(|e| matches!(
+                e,
+                Event::ChildSaFailed {
+                    notify: NotifyType::NO_PROPOSAL_CHOSEN,
+                    ..
+                }
+            )),
+            "{what}: {:?}",
+            p.events_a
+        );
+        assert!(
+            children(&p.events_a).is_empty(),
+            "{what}: a installed nothing"
+        );
+        let stray = strays(&p);
+        assert_eq!(stray.len(), 1, "{what}: b created one: {:?}", p.events_b);
+        assert_eq!(
+            installed_then_deleted(&p.events_b, stray[0]),
+            (true, true),
+            "{what}: b's CHILD_SA of our refused answer is deleted: {:?}",
+            p.events_b
+        );
+        // Nothing a has was touched: a's events are the failure only.
+        assert!(deleted(&p.events_a).is_empty(), "{what}: {:?}", p.events_a);
+        if rekey_it {
+            // The old CHILD_SA is still there at both ends.
+            assert!(deleted(&p.events_b)
+                .iter()
+                .all(|&(inb, _)| inb != old_b.inbound_spi));
+            p.a.delete_child_sa(p.now, id_a, old_a.inbound_spi).unwrap();
+            p.run(&[], 60_000);
+            assert!(deleted(&p.events_b)
+                .iter()
+                .any(|&(inb, _)| inb == old_b.inbound_spi));
+        }
+    }
+}
+
+/// The same for the IKE_AUTH CHILD_SA: the responder installed it with
+/// its IKE_AUTH answer; our selectors changed while the request was out,
+/// so we refuse it and delete it; the IKE SA stays up.
+#[test]
+fn an_ike_auth_child_sa_we_refused_is_deleted() {
+    let ike = "aes256gcm16-prfsha384-ecp384";
+    let (a, b) = connections(PSK, PSK, ike, ike, "aes128gcm16", "aes128gcm16");
+    let mut p = Pair::new(a, b, test_config());
+    p.a.initiate(0, 0).unwrap();
+    // IKE_SA_INIT by hand, so that a's IKE_AUTH request is out before the
+    // change.
+    let init = p.a.poll_transmit().unwrap();
+    p.b.handle_datagram(0, init.src, init.dst, &init.payload);
+    let answer = p.b.poll_transmit().unwrap();
+    p.a.handle_datagram(0, answer.src, answer.dst, &answer.payload);
+    // a's IKE_AUTH request is queued; now a wants another local subnet.
+    let local = vec![espgw_ike::engine::cidr_selector("10.9.0.0/24").unwrap()];
+    p.a.connection_mut(0).unwrap().local_ts = local;
+    p.run(&[], 60_000);
+    assert!(p
+        .events_a
+        .iter()
+        .any(|e| matches!(e, Event::IkeSaUp { .. })));
+    assert!(
+        p.events_a.iter().any(|e| matches!(
+            e,
+            Event::ChildSaFailed {
+                notify: NotifyType::TS_UNACCEPTABLE,
+                ..
+            }
+        )),
+        "{:?}",
+        p.events_a
+    );
+    let stray = strays(&p);
+    assert_eq!(stray.len(), 1, "{:?}", p.events_b);
+    assert_eq!(
+        installed_then_deleted(&p.events_b, stray[0]),
+        (true, true),
+        "{:?}",
+        p.events_b
+    );
+    assert!(
+        !p.events_b
+            .iter()
+            .any(|e| matches!(e, Event::IkeSaDeleted { .. })),
+        "the IKE SA stays"
+    );
+}

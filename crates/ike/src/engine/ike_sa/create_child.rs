@@ -260,6 +260,7 @@ impl IkeSa {
                 if request == OwnRequest::CreateResource {
                     self.pending.retain(|r| *r != OwnRequest::CreateResource);
                 }
+                self.delete_if_peer_created(&inner, create.new_inbound);
                 out.events.push_back(Event::ChildSaFailed {
                     ike_sa: self.id,
                     notify,
@@ -333,6 +334,8 @@ impl IkeSa {
                 if notify == NotifyType::TEMPORARY_FAILURE {
                     self.retry_rekey_later(now, rekey.old_inbound);
                 }
+                // (The old CHILD_SA carries on; the peer's new one goes.)
+                self.delete_if_peer_created(&inner, rekey.new_inbound);
                 out.events.push_back(Event::ChildSaFailed {
                     ike_sa: self.id,
                     notify,
@@ -340,6 +343,19 @@ impl IkeSa {
             }
         }
         self.pump(now, conn, cfg, rng, out)
+    }
+
+    /// After we refused an answer that created a CHILD_SA at the peer (an
+    /// SA payload and no error notify: the peer installed it), queues its
+    /// delete ahead of our other requests, so that the peer does not keep
+    /// an SA we cannot decrypt, and may send on (RFC 7296 2.9: an
+    /// initiator that does not accept the narrowed selectors deletes the
+    /// CHILD_SA). A refusal by the peer created nothing.
+    pub(super) fn delete_if_peer_created(&mut self, inner: &Inner, inbound_spi: u32) {
+        if inner.error_notify().is_none() && inner.find(PayloadType::SA).is_some() {
+            self.pending
+                .push_front(OwnRequest::DeleteRefused { inbound_spi });
+        }
     }
 
     pub(super) fn rekeyed_child(

@@ -332,10 +332,14 @@ impl IkeSa {
                     }
                 }
             }
-            Err(notify) => out.events.push_back(Event::ChildSaFailed {
-                ike_sa: self.id,
-                notify,
-            }),
+            Err(notify) => {
+                let spi = self.child_spi;
+                self.delete_if_peer_created(&inner, spi);
+                out.events.push_back(Event::ChildSaFailed {
+                    ike_sa: self.id,
+                    notify,
+                });
+            }
         }
         Ok(())
     }

@@ -149,7 +149,9 @@ impl IkeSa {
                             .any(|c| c.state == ChildState::Installed)
                 }
                 OwnRequest::CreateChild => !self.replaced,
-                OwnRequest::Liveness | OwnRequest::DeleteIke => true,
+                OwnRequest::Liveness | OwnRequest::DeleteIke | OwnRequest::DeleteRefused { .. } => {
+                    true
+                }
             };
             if live {
                 break request;
@@ -173,6 +175,10 @@ impl IkeSa {
             OwnRequest::CreateChild => return self.send_create_child(now, conn, cfg, rng, out),
             OwnRequest::Liveness => Vec::new(),
             OwnRequest::DeleteIke => vec![Payload::Delete(Delete::Ike)],
+            OwnRequest::DeleteRefused { inbound_spi } => vec![Payload::Delete(Delete::Child {
+                protocol: ProtocolId::ESP,
+                spis: vec![inbound_spi],
+            })],
             OwnRequest::DeleteChild { inbound_spi } => {
                 // RFC 7296 2.25: a rekey of the peer for it is now
                 // answered TEMPORARY_FAILURE.
@@ -238,11 +244,14 @@ impl IkeSa {
                     }
                 }
             }
+            // The peer's half of a CHILD_SA we refused is gone (its answer
+            // names its own inbound SPI, which we never installed).
             Some(
                 OwnRequest::RekeyChild { .. }
                 | OwnRequest::RekeyIke
                 | OwnRequest::CreateResource
-                | OwnRequest::CreateChild,
+                | OwnRequest::CreateChild
+                | OwnRequest::DeleteRefused { .. },
             ) => {}
             Some(OwnRequest::Liveness) => {
                 out.events.push_back(Event::PeerAlive { ike_sa: self.id })

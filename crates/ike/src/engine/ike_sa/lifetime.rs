@@ -400,6 +400,9 @@ impl IkeSa {
                 r,
                 OwnRequest::RekeyChild { .. }
                     | OwnRequest::DeleteChild { .. }
+                    // The peer moves the CHILD_SA we refused with the
+                    // others: its delete goes on the new IKE SA.
+                    | OwnRequest::DeleteRefused { .. }
                     // RFC 9611 per-resource CHILD_SAs still to create,
                     // and the connection's own.
                     | OwnRequest::CreateResource

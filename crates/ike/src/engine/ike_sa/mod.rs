@@ -79,6 +79,16 @@ pub(crate) enum OwnRequest {
         /// Our inbound SPI.
         inbound_spi: u32,
     },
+    /// Delete the CHILD_SA the peer created in answer to our request
+    /// (IKE_AUTH or CREATE_CHILD_SA) when we refused its answer (a
+    /// proposal or selectors we no longer accept): never installed here,
+    /// but the peer has it and would send on it. Named, as every ESP
+    /// delete, by our inbound SPI, which the peer sends to (RFC 7296
+    /// 3.11).
+    DeleteRefused {
+        /// Our inbound SPI of the refused CHILD_SA.
+        inbound_spi: u32,
+    },
     /// Replace one CHILD_SA (named by our inbound SPI) by a new one with
     /// fresh keys (CREATE_CHILD_SA with REKEY_SA, RFC 7296 1.3.3), then
     /// delete the old one.

@@ -267,7 +267,10 @@ impl IkeSa {
         // CHILD_SAs moved.
         let child_exchange = self.rekey.is_some()
             || self.create.is_some()
-            || matches!(self.in_flight, Some(OwnRequest::DeleteChild { .. }));
+            || matches!(
+                self.in_flight,
+                Some(OwnRequest::DeleteChild { .. } | OwnRequest::DeleteRefused { .. })
+            );
         if self.replaced || child_exchange {
             // RFC 7296 2.25: this SA is already replaced (our rekey or
             // reauthentication completed) and our delete of it follows.
