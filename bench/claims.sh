@@ -1058,6 +1058,24 @@ claim("docs/benchmarks.md", "session 11: encrypt %s - %s = %s, decrypt %s - %s =
     num(med(nb[("64", "decrypt", "worker", "fix")])), num(med(nb[("64", "decrypt", "cipher", "fix")])),
     num(med(nb[("64", "decrypt", "worker", "fix")]) - med(nb[("64", "decrypt", "cipher", "fix")]))))
 
+# session 14: the fan-out with the anti-replay window on (docs/multicore.md)
+F = "epyc-zen5-2vcpu-2026-12-03-s14-fanout-window-%s-%d.json"
+s14w = {}
+for mode in ("off", "on"):
+    for i in range(1, 7):
+        for r in load(F % (mode, i))["results"]:
+            if r["workers"] == 2 and r["direction"] == "decrypt":
+                s14w.setdefault((mode, str(r["size"]), r["layer"]), []).append(r["efficiency"])
+                if r["layer"] == "worker":
+                    assert r["replay_window"] == (1024 if mode == "on" else 0), r["replay_window"]
+                    s14w.setdefault((mode, str(r["size"]), "lost"), []).append(r["lost"])
+for size in ("64", "1420"):
+    off, on = s14w[("off", size, "worker")], s14w[("on", size, "worker")]
+    claim("docs/multicore.md", "| %s | %.2f (%.2f to %.2f) | %.2f (%.2f to %.2f) | %.2f (%.2f to %.2f) | %.2f (%.2f to %.2f) |" % (
+        size, _st.median(off), min(off), max(off), _st.median(on), min(on), max(on),
+        _st.median(s14w[("off", size, "cipher")]), min(s14w[("off", size, "cipher")]), max(s14w[("off", size, "cipher")]),
+        _st.median(s14w[("on", size, "cipher")]), min(s14w[("on", size, "cipher")]), max(s14w[("on", size, "cipher")])))
+
 # --- withdrawn: sentences the data contradicted, which must not come back ----
 # (a merge of an older branch would bring them back silently otherwise)
 WITHDRAWN = [

@@ -10,9 +10,13 @@ pub struct Machine {
     /// The CPU features that decide ESP speed (aes, vaes, avx2, ...).
     pub cpu_features: Vec<String>,
     pub kernel: String,
+    /// The commit of the checkout the binary was run from.
     pub git_commit: Option<String>,
     /// Uncommitted changes in the checkout the binary was run from.
     pub git_dirty: Option<bool>,
+    /// The commit the binary was built from (HEAD at build time; it may
+    /// have had uncommitted changes then, which nothing records).
+    pub build_commit: Option<String>,
     pub tsc_hz: u64,
     pub hugepages: bool,
 }
@@ -25,6 +29,8 @@ const FEATURES: &[&str] = &[
     "vpclmulqdq",
     "avx2",
     "avx512f",
+    "avx512bw",
+    "avx512vl",
     "sha_ni",
     "bmi2",
     "adx",
@@ -77,6 +83,7 @@ impl Machine {
             git_commit: git(&["rev-parse", "HEAD"]),
             git_dirty: git(&["status", "--porcelain", "--untracked-files=no"])
                 .map(|s| !s.is_empty()),
+            build_commit: Some(env!("ESPGW_BUILD_COMMIT").to_string()).filter(|c| !c.is_empty()),
             tsc_hz,
             hugepages,
         }

@@ -82,6 +82,14 @@ fn tiny_bench_validates_every_packet_of_every_layer() {
     assert_eq!(json["results"][2]["flows"], 64);
     assert!(json["results"][2]["io_mpps"].as_f64().unwrap_or(0.0) > 0.0);
     assert!(json["machine"]["tsc_hz"].as_u64().unwrap_or(0) > 0);
+    // Built in a git checkout (CI's clean clone): the commit the binary
+    // was built from, a full hash.
+    if let Some(commit) = json["machine"]["build_commit"].as_str() {
+        assert!(
+            commit.len() == 40 && commit.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{commit}"
+        );
+    }
     let svg = report::svg::render(&rep);
     assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
     assert!(svg.contains("<polyline"));

@@ -66,6 +66,7 @@ pub fn render(report: &Report) -> Value {
             "tsc_hz": m.tsc_hz,
             "hugepages": m.hugepages,
             "git_commit": m.git_commit,
+            "build_commit": m.build_commit,
             "git_dirty": m.git_dirty,
         },
         "cipher_backends": o.suites.iter()

@@ -249,8 +249,9 @@ pub fn render(report: &Report) -> String {
             report.options.command,
             report
                 .machine
-                .git_commit
+                .build_commit
                 .as_deref()
+                .or(report.machine.git_commit.as_deref())
                 .unwrap_or("no git commit")
         ))
     );
