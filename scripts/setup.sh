@@ -19,7 +19,7 @@ fi
 # IKE interop (tests/ike/): strongSwan 5.9.8's charon, swanctl and pki; the
 # standard and extra plugins bring AES-GCM, x25519 and the openssl crypto,
 # libcharon-extra-plugins kernel-libipsec (user-space ESP: the kernels here
-# have no XFRM).
+# have no XFRM); nftables for the NAT in front of charon (step 8).
 # Packaging (scripts/package.sh, tests/e2e/package.sh): dpkg-dev for
 # dpkg-shlibdeps, binutils for objcopy/readelf, systemd for
 # `systemd-analyze verify` of the unit (it works offline, without a
@@ -28,7 +28,7 @@ fi
 # bench/secgw-vs-run.sh builds ipsec-secgw (the comparison of issue 14).
 PACKAGES=(
     libdpdk-dev dpdk-dev pkg-config clang libclang-dev cmake libipsec-mb-dev
-    libpcap-dev iproute2 ethtool iperf3 tcpdump tshark iputils-ping
+    libpcap-dev iproute2 ethtool iperf3 tcpdump tshark iputils-ping nftables
     python3 python3-pip
     dpkg-dev binutils systemd
     dpdk-doc

@@ -45,8 +45,11 @@
 #     SPIs; then charon's certificate from a CA espgw does not trust, and
 #     an expired one: refused, counted in espgw_ike_auth_failures_total,
 #     the reason logged, no SA up.
+#  8. charon behind a NAT (nftables) that maps its port 4500 to 40500
+#     initiates: espgw's IKE SA and its ESP in UDP go to 40500 (nothing to
+#     4500: counted by the NAT's drop rule), pings both ways, SPIs.
 #
-# Needs root, strongSwan (scripts/setup.sh), iperf3. ESPGW overrides
+# Needs root, strongSwan (scripts/setup.sh), iperf3, nft. ESPGW overrides
 # the binary; LOAD_* and FLOOD_* (below) the load and the flood.
 P=iks
 LOG_TAIL=60
@@ -703,4 +706,52 @@ for r in "192.0.2.5:4500 (id gw-u.example) failed: Certificate(UntrustedIssuer)"
     grep -F "authentication of peer $r" "$WORK/ac-plain.txt" || fail "certificates: espgw did not log \"$r\""
 done
 echo "step 7b ok: an untrusted and an expired certificate refused, $fails authentication failures counted, the good tunnel kept"
-echo "PASS: IKEv2 with strongSwan: both initiators, rekeys both ways (also under load), flood and malformed IKE, DPD and recovery, Delete on SIGTERM, IPv6 outer, certificates"
+# 8. charon behind a NAT that maps its port 4500 to 40500 (nftables in its
+# namespace: SNAT of what it sends from 4500, and a drop of anything sent
+# to its 4500 that is not the NAT's reply traffic, as a NAT in front of it
+# would have nowhere to send that): charon initiates; espgw must send its
+# IKE and its ESP in UDP to 40500, the port charon's messages came from.
+# Fails with ESP sent to 4500 (pings lost, the drop counted).
+command -v nft >/dev/null || fail "no nft (scripts/setup.sh installs nftables)"
+sed -e 's#^start_action = "start"#start_action = "none"#' -e 's#state-a"#state-an"#' "$WORK/a-conn.toml" >"$WORK/an.toml"
+chmod 600 "$WORK/an.toml"
+grep -q '^start_action = "none"' "$WORK/an.toml" || fail "NAT step: config not derived"
+ip netns exec "$GB" nft -f - <<'NFT' || fail "NAT step: nft rules"
+table ip natt {
+    chain pre { type nat hook prerouting priority dstnat; }
+    chain post {
+        type nat hook postrouting priority srcnat;
+        ip daddr 192.0.2.1 udp sport 4500 snat to 192.0.2.2:40500
+    }
+    chain in {
+        type filter hook input priority filter;
+        ip saddr 192.0.2.1 udp dport 4500 ct direction original counter drop
+    }
+}
+NFT
+ip netns exec "$P-gwa" "$ESPGW" run --config "$WORK/an.toml" --stats-json "$WORK/an.json" >"$WORK/an.log" 2>&1 &
+GW_PIDS+=($!)
+GW=${GW_PIDS[0]}
+for _ in $(seq 1 50); do ctl ike list >/dev/null 2>&1 && break; sleep 0.1; done
+sw --initiate --child net >"$WORK/initiate-nat.log" 2>&1 || fail "swanctl --initiate (NAT): $(tail -5 "$WORK/initiate-nat.log")"
+wait_up "behind a NAT"
+wait_ping "behind a NAT"
+ping_all a-to-b-nat 5 in_a ping 10.2.0.10
+ping_all b-to-a-nat 5 in_b ping 10.1.0.10
+spis nat
+ctl ike list --json >"$WORK/ike-nat.json"
+python3 - "$WORK/ike-nat.json" <<'PY' || fail "NAT step: espgw's IKE SA is not with charon's mapped port"
+import json, sys
+sa = json.load(open(sys.argv[1]))["sas"][0]
+assert sa["remote"] == "192.0.2.2:40500", sa["remote"]
+assert sa["children"][0]["udp_encap"], sa["children"][0]
+print("NAT: espgw's IKE SA with", sa["remote"], "CHILD_SA in UDP")
+PY
+dropped=$(ip netns exec "$GB" nft list chain ip natt in | sed -n 's/.*counter packets \([0-9]*\).*/\1/p')
+[ "$dropped" = 0 ] || fail "NAT step: espgw sent $dropped packets to charon's 4500 past the NAT mapping"
+kill -TERM "$GW"
+wait "$GW" || fail "espgw (NAT) did not exit with status 0 on SIGTERM"
+GW_PIDS=()
+ip netns exec "$GB" nft delete table ip natt
+echo "step 8 ok: charon behind a NAT mapping 4500 to 40500: espgw's IKE and ESP went to 40500 (none to 4500), pings both ways, SPIs agree"
+echo "PASS: IKEv2 with strongSwan: both initiators, rekeys both ways (also under load), flood and malformed IKE, DPD and recovery, Delete on SIGTERM, IPv6 outer, certificates, behind a port-mapping NAT"

@@ -1316,7 +1316,12 @@ fn encap_udp_moves_ike_to_4500_and_encapsulates_without_a_nat() {
         // The SA manager's tunnels are ESP in UDP 4500 both ways.
         for g in [&a, &b] {
             let t = g.mgr.tunnel("c/net").unwrap();
-            assert_eq!(t.encap, espgw_control::config::EncapMode::Udp, "gw{}", g.me);
+            assert_eq!(
+                t.encap,
+                espgw_control::config::EncapMode::udp_4500(),
+                "gw{}",
+                g.me
+            );
         }
     }
     // Without it, on the same addresses: no encapsulation.
@@ -1324,6 +1329,65 @@ fn encap_udp_moves_ike_to_4500_and_encapsulates_without_a_nat() {
     for g in [&a, &b] {
         assert!(!g.driver.list(now)[0].children[0].udp_encap);
     }
+}
+
+/// [`pump`] through a NAT in front of a that maps a's port 4500 to
+/// `mapped` (the source port b sees, and the port b's answers go to).
+fn pump_through_nat(a: &mut Gw, b: &mut Gw, now: u64, mapped: u16) {
+    loop {
+        a.flush();
+        b.flush();
+        if let Some(mut t) = a.wire.sent.pop_front() {
+            if t.src.port() == 4500 {
+                t.src.set_port(mapped);
+            }
+            b.driver
+                .handle_datagram(now, t.src, t.dst, &t.payload, &mut b.mgr);
+        } else if let Some(mut t) = b.wire.sent.pop_front() {
+            if t.dst.port() == mapped {
+                t.dst.set_port(4500);
+            }
+            a.driver
+                .handle_datagram(now, t.src, t.dst, &t.payload, &mut a.mgr);
+        } else {
+            break;
+        }
+    }
+}
+
+/// A peer behind a NAT that maps its NAT-T port 4500 to another (here
+/// a, forcing encapsulation, so that it floats to 4500 and the NAT
+/// rewrites that): b's CHILD_SA sends its ESP in UDP to the port a's IKE
+/// messages came from, not to 4500, or a's NAT would have nowhere to send
+/// it; a, not behind the NAT's port mapping, sends to b's 4500. Fails
+/// with the port fixed at 4500.
+#[test]
+fn esp_in_udp_goes_to_the_port_a_nat_mapped_the_peers_4500_to() {
+    let mapped = 40_001;
+    let mut a = Gw::new(1, "start_action = \"start\"\nencap = \"udp\"", "");
+    let mut b = Gw::new(2, "", "");
+    let now = 1_000;
+    a.driver.start(now, &mut a.mgr);
+    pump_through_nat(&mut a, &mut b, now, mapped);
+    for g in [&a, &b] {
+        let l = g.driver.list(now);
+        assert_eq!(l.len(), 1, "gw{}", g.me);
+        assert!(l[0].children[0].udp_encap, "gw{}: {:?}", g.me, l[0]);
+    }
+    let tb = b.mgr.tunnel("c/net").unwrap();
+    assert_eq!(
+        tb.encap,
+        espgw_control::config::EncapMode::Udp { peer_port: mapped }
+    );
+    assert_eq!(
+        tb.outbound_sa().encap,
+        espgw_esp::Encap::Udp {
+            local_port: 4500,
+            remote_port: mapped
+        }
+    );
+    let ta = a.mgr.tunnel("c/net").unwrap();
+    assert_eq!(ta.encap, espgw_control::config::EncapMode::udp_4500());
 }
 
 /// RFC 9611 per-CPU CHILD_SAs (`per_cpu_sas`) between two drivers.

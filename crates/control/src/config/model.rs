@@ -252,8 +252,25 @@ pub struct Route {
 pub enum EncapMode {
     /// Plain ESP (IP protocol 50).
     None,
-    /// ESP in UDP (RFC 3948), port 4500 both ways.
-    Udp,
+    /// ESP in UDP (RFC 3948) from our port 4500 to the peer's `peer_port`:
+    /// 4500 (a config's `encap = "udp"`), or, for a CHILD_SA negotiated
+    /// with a peer behind a NAT that maps its port 4500 to another, the
+    /// port its IKE messages came from (the IKE driver sets it).
+    Udp { peer_port: u16 },
+}
+
+impl EncapMode {
+    /// ESP in UDP on port 4500 at both ends (`encap = "udp"`).
+    pub const fn udp_4500() -> Self {
+        EncapMode::Udp {
+            peer_port: espgw_esp::Encap::NAT_T_PORT,
+        }
+    }
+
+    /// Whether ESP goes in UDP.
+    pub fn is_udp(&self) -> bool {
+        matches!(self, EncapMode::Udp { .. })
+    }
 }
 
 /// SA lifetime limits. `None` is unlimited.

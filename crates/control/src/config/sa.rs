@@ -29,7 +29,10 @@ impl Tunnel {
             replay_window: self.replay_window,
             encap: match self.encap {
                 EncapMode::None => EspEncap::None,
-                EncapMode::Udp => EspEncap::udp_4500(),
+                EncapMode::Udp { peer_port } => EspEncap::Udp {
+                    local_port: EspEncap::NAT_T_PORT,
+                    remote_port: peer_port,
+                },
             },
             local: self.local,
             remote: self.remote,

@@ -5,9 +5,7 @@ use core::fmt;
 
 use espgw_esp::crypto::provider::SimdWidth;
 
-use super::model::{
-    Config, EncapMode, Mode, PolicyAction, Poll, Side, SpdEntry, SpreadLate, SpreadWhen,
-};
+use super::model::{Config, Mode, PolicyAction, Poll, Side, SpdEntry, SpreadLate, SpreadWhen};
 
 /// The queue and core plan (issue 15): which queues each port gets, which
 /// cores poll them, and where one tunnel's ESP is decrypted. It restates
@@ -222,7 +220,7 @@ impl fmt::Display for Summary<'_> {
                         t.outbound.spi,
                         t.inbound.spi,
                         if t.esn { " esn" } else { "" },
-                        if t.encap == EncapMode::Udp { " udp-encap" } else { "" },
+                        if t.encap.is_udp() { " udp-encap" } else { "" },
                         t.replay_window,
                     )?;
                 }

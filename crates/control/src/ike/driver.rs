@@ -451,7 +451,7 @@ impl<R: RandomSource> IkeDriver<R> {
             esn: false,
             replay_window: conn.child.replay_window,
             encap: if c.force_encap {
-                Encap::Udp
+                Encap::udp_4500()
             } else {
                 Encap::None
             },
@@ -1217,7 +1217,24 @@ impl<R: RandomSource> IkeDriver<R> {
             suite,
             esn: c.esn,
             replay_window: ch.replay_window,
-            encap: if c.udp_encap { Encap::Udp } else { Encap::None },
+            // The peer's NAT-T port as its IKE messages came from: 4500,
+            // or what a NAT in front of it mapped 4500 to (the engine
+            // follows the source of each authenticated request; RFC 3948
+            // sends ESP back the same way). Taken when the tunnel is
+            // installed: a CHILD_SA rekey keeps the tunnel's port; a new
+            // IKE SA from another port (the peer restarted behind its NAT)
+            // does not take the tunnel over but re-creates it with its port.
+            encap: if c.udp_encap {
+                Encap::Udp {
+                    peer_port: match c.remote.port() {
+                        // (Not floated: cannot be, with udp_encap.)
+                        500 | 0 => espgw_esp::Encap::NAT_T_PORT,
+                        port => port,
+                    },
+                }
+            } else {
+                Encap::None
+            },
             // The manager's soft expiry is the rekey trigger (time, bytes,
             // packets from the data plane's counters); the hard one
             // removes the SA when no rekey came in time.

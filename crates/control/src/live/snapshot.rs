@@ -81,7 +81,7 @@ pub fn tunnel_entry(
         port: t.port.0,
         local_ts: t.local_ts.clone(),
         remote_ts: t.remote_ts.clone(),
-        udp_encap: t.encap == cfg::EncapMode::Udp,
+        udp_encap: t.encap.is_udp(),
         mss_clamp: t
             .mss_clamp
             .and_then(|c| mss_limits(c, out.map(|o| &**o), mtu)),

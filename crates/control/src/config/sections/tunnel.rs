@@ -288,7 +288,10 @@ pub(crate) fn read(ctx: &mut Ctx, t: Table, env: &Env) -> ReadTunnel {
         );
     }
     let encap = t.get(ctx, "encap").map_or(Some(EncapMode::None), |f| {
-        f.choice(ctx, &[("none", EncapMode::None), ("udp", EncapMode::Udp)])
+        f.choice(
+            ctx,
+            &[("none", EncapMode::None), ("udp", EncapMode::udp_4500())],
+        )
     });
     let lifetime = t
         .get(ctx, "lifetime")
