@@ -1355,12 +1355,33 @@ fn pump_through_nat(a: &mut Gw, b: &mut Gw, now: u64, mapped: u16) {
     }
 }
 
+/// The UDP destination port of a packet of the tunnel's traffic sealed
+/// by `from`'s current outbound SA (ESP in UDP over IPv4).
+fn sealed_udp_port(from: &Gw, to: u8, now: u64) -> Option<u16> {
+    let (src, dst) = (format!("10.{}.0.7", from.me), format!("10.{to}.0.9"));
+    let t = from.mgr.current();
+    let Action::Protect(tunnel) = t.spd.lookup(&flow(&src, &dst)) else {
+        return None;
+    };
+    let sa = t.sad.outbound_sa(tunnel).and_then(|s| s.outbound())?;
+    let mut burst = [inner_packet(ipv4(&src), ipv4(&dst), 42)];
+    let mut v = [Verdict::Forward];
+    if sa.encap_burst(&mut burst, &mut v, now / 1000) != 1 {
+        return None;
+    }
+    let outer = espgw_wire::PacketBuf::data(&burst[0]);
+    // IPv4 (no options here) carrying UDP.
+    (outer.len() > 28 && outer[9] == 17).then(|| u16::from_be_bytes([outer[22], outer[23]]))
+}
+
 /// A peer behind a NAT that maps its NAT-T port 4500 to another (here
 /// a, forcing encapsulation, so that it floats to 4500 and the NAT
 /// rewrites that): b's CHILD_SA sends its ESP in UDP to the port a's IKE
 /// messages came from, not to 4500, or a's NAT would have nowhere to send
-/// it; a, not behind the NAT's port mapping, sends to b's 4500. Fails
-/// with the port fixed at 4500.
+/// it; a, not behind the NAT's port mapping, sends to b's 4500. Then the
+/// NAT maps a's 4500 anew (as after a NAT reboot) and a rekeys the
+/// CHILD_SA through it: b's new outbound SA sends to the new port. Fails
+/// with the port fixed at 4500, and without the rekey following.
 #[test]
 fn esp_in_udp_goes_to_the_port_a_nat_mapped_the_peers_4500_to() {
     let mapped = 40_001;
@@ -1388,6 +1409,71 @@ fn esp_in_udp_goes_to_the_port_a_nat_mapped_the_peers_4500_to() {
     );
     let ta = a.mgr.tunnel("c/net").unwrap();
     assert_eq!(ta.encap, espgw_control::config::EncapMode::udp_4500());
+    assert_eq!(sealed_udp_port(&b, 1, now), Some(mapped));
+    assert_eq!(sealed_udp_port(&a, 2, now), Some(4500));
+    // The NAT maps a's 4500 anew; a rekeys the CHILD_SA through it.
+    let remapped = 40_002;
+    let out_before = b
+        .mgr
+        .current()
+        .sad
+        .outbound_sa(
+            match b.mgr.current().spd.lookup(&flow("10.2.0.7", "10.1.0.9")) {
+                Action::Protect(t) => t,
+                other => panic!("{other:?}"),
+            },
+        )
+        .and_then(|s| s.outbound())
+        .map(|s| s.spi());
+    let now = 2_000;
+    a.driver.rekey(now, "c", Some("net"), &mut a.mgr).unwrap();
+    pump_through_nat(&mut a, &mut b, now, remapped);
+    advance_through_nat(&mut a, &mut b, now, 10_000, remapped);
+    let tb = b.mgr.tunnel("c/net").unwrap();
+    assert_eq!(
+        tb.encap,
+        espgw_control::config::EncapMode::Udp {
+            peer_port: remapped
+        }
+    );
+    assert_eq!(sealed_udp_port(&b, 1, 10_000), Some(remapped));
+    let out_after = b
+        .mgr
+        .current()
+        .sad
+        .outbound_sa(
+            match b.mgr.current().spd.lookup(&flow("10.2.0.7", "10.1.0.9")) {
+                Action::Protect(t) => t,
+                other => panic!("{other:?}"),
+            },
+        )
+        .and_then(|s| s.outbound())
+        .map(|s| s.spi());
+    assert_ne!(
+        out_before, out_after,
+        "b switched to the rekey's outbound SA"
+    );
+    assert_eq!(sealed_udp_port(&a, 2, 10_000), Some(4500));
+}
+
+/// [`advance`] with [`pump_through_nat`].
+fn advance_through_nat(a: &mut Gw, b: &mut Gw, from: u64, until: u64, mapped: u16) {
+    let mut now = from;
+    while now < until {
+        now = [a.driver.poll_timeout(), b.driver.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(until)
+            .max(now + 1)
+            .min(until)
+            .min((now / 1000 + 1) * 1000);
+        for g in [&mut *a, &mut *b] {
+            g.mgr.tick(now / 1000);
+            g.driver.handle_timeout(now, &mut g.mgr);
+        }
+        pump_through_nat(a, b, now, mapped);
+    }
 }
 
 /// RFC 9611 per-CPU CHILD_SAs (`per_cpu_sas`) between two drivers.

@@ -1220,10 +1220,10 @@ impl<R: RandomSource> IkeDriver<R> {
             // The peer's NAT-T port as its IKE messages came from: 4500,
             // or what a NAT in front of it mapped 4500 to (the engine
             // follows the source of each authenticated request; RFC 3948
-            // sends ESP back the same way). Taken when the tunnel is
-            // installed: a CHILD_SA rekey keeps the tunnel's port; a new
-            // IKE SA from another port (the peer restarted behind its NAT)
-            // does not take the tunnel over but re-creates it with its port.
+            // sends ESP back the same way). A CHILD_SA rekey's outbound SA
+            // follows a new mapping (`follow_peer_port`); a new IKE SA from
+            // another port (the peer restarted behind its NAT) does not
+            // take the tunnel over but re-creates it with its port.
             encap: if c.udp_encap {
                 Encap::Udp {
                     peer_port: match c.remote.port() {
@@ -1384,6 +1384,10 @@ impl<R: RandomSource> IkeDriver<R> {
         }
         match rekey_of {
             Some(old_inbound) if manager.tunnel(&name).is_some() => {
+                // A NAT in front of the peer that mapped its 4500 anew during
+                // this IKE SA: the new outbound SA sends to where the
+                // peer's messages come from now.
+                manager.follow_peer_port(&name, tunnel.encap);
                 // Make before break: the new inbound SA first (published to
                 // the workers before the call returns), then the outbound.
                 if let Err(e) = manager.install_inbound(&name, tunnel.inbound.clone(), secs) {
@@ -1488,6 +1492,7 @@ impl<R: RandomSource> IkeDriver<R> {
     ) {
         let name = tunnel.name.clone();
         let secs = now / 1000;
+        manager.follow_peer_port(&name, tunnel.encap);
         if let Err(e) = manager.rekey_extra_inbound(&name, old, tunnel.inbound.clone(), secs) {
             warn!(tunnel = %name, error = %e, "IKE: new inbound SA of a per-CPU CHILD_SA refused; deleting it");
             let _ = self.engine.delete_child_sa(now, c.ike_sa, c.inbound_spi);

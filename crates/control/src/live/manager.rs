@@ -19,7 +19,7 @@ use super::snapshot::{InboundView, LiveView, SnapshotBuilder, TunnelView};
 use super::status::{
     Dir, Event, EventCounts, LifetimeLeft, SaInfo, SaRef, SaState, TunnelStatus, TunnelTotals,
 };
-use crate::config::{Config, SaKeys, SpdEntry, Tunnel};
+use crate::config::{Config, EncapMode, SaKeys, SpdEntry, Tunnel};
 use crate::state::{Admission, KeyHasher, KeyId, KeyRefused, Record, SaDir, SeqKeeper};
 use crate::tables::{
     Action, Generation, Publisher, Reader, Rule, SharedInbound, SharedOutbound, Spd, Tables,
@@ -703,6 +703,30 @@ impl<T: Send + Sync + 'static> SaManager<T> {
         self.publish();
         self.wait_for_workers("new inbound SA");
         Ok(())
+    }
+
+    /// A tunnel in UDP whose peer's NAT now maps its port 4500 to
+    /// another (the IKE driver saw its messages come from there): the
+    /// outbound SAs made from now on (the next switch, a rekey's) send to
+    /// `encap`'s port. The SAs in use keep theirs: an SA's outer header is
+    /// fixed with its sequence counter, and a second SA on the same keys
+    /// would start its numbers again (nonce reuse). True when it changed
+    /// something; nothing for a tunnel not in UDP or not there.
+    pub fn follow_peer_port(&mut self, name: &str, encap: EncapMode) -> bool {
+        let Some(i) = self.find(name) else {
+            return false;
+        };
+        let config = &mut self.tunnels[i].config;
+        match (config.encap, encap) {
+            (EncapMode::Udp { peer_port: old }, EncapMode::Udp { peer_port: new })
+                if old != new =>
+            {
+                info!(tunnel = %name, old_port = old, new_port = new, "the peer's NAT maps its port 4500 to another: the next outbound SA follows");
+                config.encap = encap;
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Rekey step 2 (switch): the tunnel encrypts with a new outbound SA
