@@ -410,7 +410,13 @@ wait "$udp_pid" || fail "iperf3 UDP: $(cat "$WORK/iperf-udp.err") $(tail -5 "$WO
 in_b iperf3 -s -1 -B 10.2.0.10 -p 5302 >"$WORK/iperf-tcp-server.out" 2>&1 &
 BG+=($!)
 sleep 0.3
-in_a iperf3 -c 10.2.0.10 -B 10.1.0.10 -p 5302 -t 4 --json >"$WORK/iperf-tcp.json" 2>"$WORK/iperf-tcp.err" &
+# At 300 Mbit/s: unlimited, TCP overran charon's kernel-libipsec (500-600
+# Mbit/s with ~20k retransmits), and once (session 14's CI) no answer came
+# to any of the rekey's three tries (0.5 + 1 + 2 s, this test's short DPD
+# timers; espgw counted no punt or transmit drop, so most likely lost at
+# charon, behind the ESP on its UDP 4500 socket): the IKE SA failed and
+# was set up anew. The rekey under load is the point, not the rate.
+in_a iperf3 -c 10.2.0.10 -B 10.1.0.10 -p 5302 -t 4 -b 300M --json >"$WORK/iperf-tcp.json" 2>"$WORK/iperf-tcp.err" &
 tcp_pid=$!
 BG+=("$tcp_pid")
 sleep 1.5

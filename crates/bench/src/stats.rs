@@ -243,6 +243,7 @@ pub fn merge(per_worker: &[Measured]) -> Measured {
         all.io_cycles += m.io_cycles;
         all.loop_ns = all.loop_ns.max(m.loop_ns);
         all.spread_out += m.spread_out;
+        all.untimed_ns += m.untimed_ns;
         for (reason, n) in &m.drops {
             *all.drops.entry(reason).or_default() += n;
         }

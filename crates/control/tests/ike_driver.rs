@@ -1453,7 +1453,55 @@ fn esp_in_udp_goes_to_the_port_a_nat_mapped_the_peers_4500_to() {
         out_before, out_after,
         "b switched to the rekey's outbound SA"
     );
+    // `sa list` says where the outbound SA sends.
+    let listed: Vec<Option<u16>> = b
+        .mgr
+        .sa_list(10)
+        .iter()
+        .filter(|s| s.dir == Dir::Out && Some(s.spi) == out_after)
+        .map(|s| s.udp_port)
+        .collect();
+    assert_eq!(listed, vec![Some(remapped)]);
     assert_eq!(sealed_udp_port(&a, 2, 10_000), Some(4500));
+}
+
+/// The peer behind the NAT restarts (no Delete: a new gateway with no
+/// state) and its NAT maps its 4500 anew: its new IKE SA takes the tunnel
+/// over at b (INITIAL_CONTACT) and b's outbound follows the new port.
+/// Fails when a new port keeps the new IKE SA from taking the tunnel over
+/// (the fallback re-creates the tunnel: a different path, with state left
+/// from the old IKE SA) or when the takeover keeps the old port.
+#[test]
+fn a_peer_back_from_a_new_nat_mapping_takes_its_tunnel_over() {
+    let mut a = Gw::new(1, "start_action = \"start\"\nencap = \"udp\"", "");
+    let mut b = Gw::new(2, "", "");
+    let now = 1_000;
+    a.driver.start(now, &mut a.mgr);
+    pump_through_nat(&mut a, &mut b, now, 40_001);
+    assert_eq!(sealed_udp_port(&b, 1, now), Some(40_001));
+    let installed = b.driver.metrics().children_installed;
+    let deleted = b.mgr.events().tunnels_deleted;
+    // a again, from scratch, through the NAT's new mapping.
+    let mut a = Gw::new(1, "start_action = \"start\"\nencap = \"udp\"", "");
+    let now = 2_000;
+    a.driver.start(now, &mut a.mgr);
+    pump_through_nat(&mut a, &mut b, now, 40_002);
+    assert_eq!(b.driver.metrics().children_installed, installed + 1);
+    // Taken over (new SAs in the tunnel), not deleted and added again.
+    assert_eq!(b.mgr.events().tunnels_deleted, deleted, "a takeover");
+    assert_eq!(
+        b.mgr.tunnel("c/net").unwrap().encap,
+        espgw_control::config::EncapMode::Udp { peer_port: 40_002 }
+    );
+    assert_eq!(sealed_udp_port(&b, 1, now), Some(40_002));
+    // b takes what a sends on its new SA.
+    let a_out = out_spis(&a, now);
+    assert_eq!(a_out.len(), 1);
+    assert!(b
+        .mgr
+        .sa_list(now / 1000)
+        .iter()
+        .any(|s| s.dir == Dir::In && s.spi == a_out[0]));
 }
 
 /// [`advance`] with [`pump_through_nat`].

@@ -311,6 +311,7 @@ fn label_values_are_escaped() {
                 ..LifetimeLeft::default()
             },
             age_seconds: 1,
+            udp_port: None,
         }],
         ..StatsSnapshot::default()
     };

@@ -167,6 +167,12 @@ impl OutboundSa {
         self.max_seq
     }
 
+    /// ESP in UDP: the peer's UDP port this SA sends to; `None` for
+    /// plain ESP.
+    pub fn udp_remote_port(&self) -> Option<u16> {
+        self.template.udp_remote_port()
+    }
+
     pub fn spi(&self) -> u32 {
         self.spi
     }

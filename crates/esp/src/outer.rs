@@ -106,6 +106,13 @@ impl OuterTemplate {
         t
     }
 
+    /// The UDP destination port (ESP in UDP), `None` for plain ESP.
+    pub(crate) fn udp_remote_port(&self) -> Option<u16> {
+        let at = if self.ipv6 { IPV6_HEADER } else { IPV4_HEADER };
+        self.udp
+            .then(|| u16::from_be_bytes([self.bytes[at + 2], self.bytes[at + 3]]))
+    }
+
     /// Bytes of outer headers this template writes.
     #[inline]
     pub(crate) fn len(&self) -> usize {
@@ -383,6 +390,34 @@ mod tests {
             locate_esp(&packet_with(&bare, &spi0, 1), Encap::None).map(|l| l.spi),
             Err(DropReason::UnknownSpi)
         );
+    }
+
+    /// The port a template sends to is the one it was built with (a NAT's
+    /// mapping of the peer's 4500 too), read back from the header bytes
+    /// it writes; none without UDP.
+    #[test]
+    fn udp_remote_port_is_what_the_header_carries() {
+        for (local, remote) in [v4(), v6()] {
+            for port in [4500u16, 40_001, 1] {
+                let encap = Encap::Udp {
+                    local_port: 4500,
+                    remote_port: port,
+                };
+                let t = OuterTemplate::new(local, remote, encap);
+                assert_eq!(t.udp_remote_port(), Some(port));
+                let p = packet_with(&t, &[0x11; 24], 1);
+                let at = if local.is_ipv6() {
+                    IPV6_HEADER
+                } else {
+                    IPV4_HEADER
+                };
+                assert_eq!(u16::from_be_bytes([p[at + 2], p[at + 3]]), port);
+            }
+            assert_eq!(
+                OuterTemplate::new(local, remote, Encap::None).udp_remote_port(),
+                None
+            );
+        }
     }
 
     #[test]

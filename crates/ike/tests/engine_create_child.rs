@@ -462,7 +462,8 @@ fn a_child_sa_the_peer_created_but_we_refused_is_deleted() {
         // The request is out (queued for b); now a takes only AES-256.
         p.a.connection_mut(0).unwrap().esp_proposals =
             espgw_ike::crypto::parse_esp_proposals("aes256gcm16").unwrap();
-        p.run(&[], 60_000);
+        // Less than the 10 s after which a refused rekey is tried again.
+        p.run(&[], 5_000);
         let what = if rekey_it { "rekey" } else { "new CHILD_SA" };
         assert!(
             p.events_a.iter().any(|e| matches!(
@@ -490,15 +491,33 @@ fn a_child_sa_the_peer_created_but_we_refused_is_deleted() {
         // Nothing a has was touched: a's events are the failure only.
         assert!(deleted(&p.events_a).is_empty(), "{what}: {:?}", p.events_a);
         if rekey_it {
-            // The old CHILD_SA is still there at both ends.
+            // The old CHILD_SA is still there at both ends; a tries its
+            // rekey again 10 s later, and b takes it (the old SA is no
+            // longer "rekeyed" there: its replacement went first): with
+            // a's proposal of now, one new CHILD_SA on both sides, the old
+            // one deleted at both. Fails when a does not try again, or b
+            // still holds the old one as rekeyed (TEMPORARY_FAILURE).
             assert!(deleted(&p.events_b)
                 .iter()
                 .all(|&(inb, _)| inb != old_b.inbound_spi));
-            p.a.delete_child_sa(p.now, id_a, old_a.inbound_spi).unwrap();
+            p.events_a.clear();
+            p.events_b.clear();
             p.run(&[], 60_000);
+            let (na, nb) = (children(&p.events_a), children(&p.events_b));
+            assert_eq!(
+                (na.len(), nb.len()),
+                (1, 1),
+                "{:?} {:?}",
+                p.events_a,
+                p.events_b
+            );
+            assert_same_child(na[0], nb[0]);
             assert!(deleted(&p.events_b)
                 .iter()
                 .any(|&(inb, _)| inb == old_b.inbound_spi));
+            assert!(deleted(&p.events_a)
+                .iter()
+                .any(|&(inb, _)| inb == old_a.inbound_spi));
         }
     }
 }

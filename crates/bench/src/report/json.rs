@@ -49,6 +49,7 @@ fn row(r: &Row) -> Value {
         "lost": r.measured.lost(),
         "spread_out": r.measured.spread_out,
         "drops": r.measured.drops,
+        "untimed_ns": r.measured.untimed_ns,
     })
 }
 

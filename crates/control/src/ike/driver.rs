@@ -1220,15 +1220,15 @@ impl<R: RandomSource> IkeDriver<R> {
             // The peer's NAT-T port as its IKE messages came from: 4500,
             // or what a NAT in front of it mapped 4500 to (the engine
             // follows the source of each authenticated request; RFC 3948
-            // sends ESP back the same way). A CHILD_SA rekey's outbound SA
-            // follows a new mapping (`follow_peer_port`); a new IKE SA from
-            // another port (the peer restarted behind its NAT) does not
-            // take the tunnel over but re-creates it with its port.
+            // sends ESP back the same way). Every new outbound SA of the
+            // tunnel (a CHILD_SA rekey's, a per-CPU one's, a new IKE SA's
+            // taking the tunnel over) follows a new mapping
+            // (`SaManager::follow_peer_port`).
             encap: if c.udp_encap {
                 Encap::Udp {
                     peer_port: match c.remote.port() {
-                        // (Not floated: cannot be, with udp_encap.)
-                        500 | 0 => espgw_esp::Encap::NAT_T_PORT,
+                        // (No port: not from a datagram; cannot be.)
+                        0 => espgw_esp::Encap::NAT_T_PORT,
                         port => port,
                     },
                 }
@@ -1332,9 +1332,14 @@ impl<R: RandomSource> IkeDriver<R> {
         // one (a restart) and has the new CHILD_SA as soon as it has our
         // answer, as for a first CHILD_SA; nothing to wait for.
         let restarted = self.sas.get(&c.ike_sa).is_some_and(|s| s.initial_contact);
+        // (The peer's NAT-mapped port may differ: a peer back from a NAT
+        // that mapped it anew still takes its tunnel over, and the new SAs
+        // follow its port.)
         let takeover = current.is_some_and(|(sa, _)| *sa != c.ike_sa)
             && manager.tunnel(&name).is_some_and(|t| {
-                t.local == tunnel.local && t.remote == tunnel.remote && t.encap == tunnel.encap
+                t.local == tunnel.local
+                    && t.remote == tunnel.remote
+                    && t.encap.is_udp() == tunnel.encap.is_udp()
             });
         // Our exchange: the peer (its responder) installed it both ways
         // before answering.
@@ -1343,6 +1348,7 @@ impl<R: RandomSource> IkeDriver<R> {
             self.conns[id].child_rekeying = false;
         }
         if takeover {
+            manager.follow_peer_port(&name, tunnel.encap);
             self.conns[id].pending_switch = None;
             self.conns[id].previous = None;
             self.conns[id].collision = false;
@@ -1452,6 +1458,10 @@ impl<R: RandomSource> IkeDriver<R> {
     ) {
         let name = tunnel.name.clone();
         let up = manager.tunnel(&name).is_some() && !manager.is_trap(&name);
+        if up {
+            // Its outbound SA is new: to the peer's port as of now.
+            manager.follow_peer_port(&name, tunnel.encap);
+        }
         let r = if up {
             manager.add_extra_pair(&name, tunnel.outbound, tunnel.inbound, now / 1000)
         } else {

@@ -1173,7 +1173,10 @@ impl<T: Send + Sync + 'static> SaManager<T> {
                 } else {
                     SaState::Active
                 };
-                sa_info(c, Dir::Out, o.spi, o.created, state, o.sa.stats(), now)
+                SaInfo {
+                    udp_port: o.sa.udp_remote_port(),
+                    ..sa_info(c, Dir::Out, o.spi, o.created, state, o.sa.stats(), now)
+                }
             };
             // No lock: a scrape must never wait for a worker's burst. Soft
             // expiry as of the last tick (once a second).
@@ -1504,6 +1507,7 @@ fn sa_info(
             packets: hard.packets.map(|p| p.saturating_sub(stats.packets)),
         },
         age_seconds: now.saturating_sub(created),
+        udp_port: None,
     }
 }
 

@@ -76,6 +76,10 @@ pub struct SaInfo {
     pub lifetime_left: LifetimeLeft,
     /// Seconds since the SA was installed.
     pub age_seconds: u64,
+    /// Outbound ESP in UDP: the peer's port it is sent to (4500, or what
+    /// a NAT in front of the peer mapped 4500 to); `None` otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp_port: Option<u16>,
 }
 
 /// A tunnel's traffic in one direction over all its SAs, past ones

@@ -334,8 +334,11 @@ impl IkeSa {
                 if notify == NotifyType::TEMPORARY_FAILURE {
                     self.retry_rekey_later(now, rekey.old_inbound);
                 }
-                // (The old CHILD_SA carries on; the peer's new one goes.)
-                self.delete_if_peer_created(&inner, rekey.new_inbound);
+                // (The old CHILD_SA carries on; the peer's new one goes, and
+                // the old one is rekeyed again later.)
+                if self.delete_if_peer_created(&inner, rekey.new_inbound) {
+                    self.retry_rekey_later(now, rekey.old_inbound);
+                }
                 out.events.push_back(Event::ChildSaFailed {
                     ike_sa: self.id,
                     notify,
@@ -351,11 +354,13 @@ impl IkeSa {
     /// an SA we cannot decrypt, and may send on (RFC 7296 2.9: an
     /// initiator that does not accept the narrowed selectors deletes the
     /// CHILD_SA). A refusal by the peer created nothing.
-    pub(super) fn delete_if_peer_created(&mut self, inner: &Inner, inbound_spi: u32) {
-        if inner.error_notify().is_none() && inner.find(PayloadType::SA).is_some() {
+    pub(super) fn delete_if_peer_created(&mut self, inner: &Inner, inbound_spi: u32) -> bool {
+        let created = inner.error_notify().is_none() && inner.find(PayloadType::SA).is_some();
+        if created {
             self.pending
                 .push_front(OwnRequest::DeleteRefused { inbound_spi });
         }
+        created
     }
 
     pub(super) fn rekeyed_child(

@@ -37,9 +37,25 @@ impl IkeSa {
                                 inbound_spi,
                                 outbound_spi,
                                 state,
+                                rekeys,
                                 ..
                             } = self.children.remove(pos);
                             ours.push(inbound_spi);
+                            // The replacement of an SA not yet deleted goes
+                            // first (the peer refused its rekey's answer,
+                            // RFC 7296 2.9): the old SA is ours again to
+                            // rekey, unless another replacement of it (a
+                            // collision's) is still there.
+                            if let Some(old) = rekeys {
+                                let replaced = self.children.iter().any(|c| c.rekeys == Some(old));
+                                if let Some(o) = self.children.iter_mut().find(|c| {
+                                    c.inbound_spi == old && c.state == ChildState::Rekeyed
+                                }) {
+                                    if !replaced {
+                                        o.state = ChildState::Installed;
+                                    }
+                                }
+                            }
                             // An expired one was announced already.
                             if state != ChildState::Expired {
                                 out.events.push_back(Event::ChildSaDeleted {

@@ -137,6 +137,8 @@ pub(crate) struct ChildRef {
     state: ChildState,
     /// Its soft and hard limits, armed by the engine when it appears.
     life: Option<ChildLife>,
+    /// Our inbound SPI of the CHILD_SA it replaces (a rekey's).
+    rekeys: Option<u32>,
 }
 
 impl ChildRef {
@@ -148,6 +150,7 @@ impl ChildRef {
             remote_ts: c.remote_ts.clone(),
             state: ChildState::Installed,
             life: None,
+            rekeys: c.rekeys,
         }
     }
 
