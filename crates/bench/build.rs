@@ -4,22 +4,42 @@
 
 use std::process::Command;
 
-fn main() {
-    // Rebuilt when HEAD moves (a commit, a checkout).
-    for path in [
-        "../../.git/HEAD",
-        "../../.git/refs/heads",
-        "../../.git/packed-refs",
-    ] {
-        println!("cargo:rerun-if-changed={path}");
-    }
-    println!("cargo:rerun-if-changed=build.rs");
-    let commit = Command::new("git")
-        .args(["rev-parse", "HEAD"])
+fn git(args: &[&str]) -> Option<String> {
+    Command::new("git")
+        .args(args)
         .output()
         .ok()
         .filter(|o| o.status.success())
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default();
+}
+
+fn main() {
+    println!("cargo:rerun-if-changed=build.rs");
+    // Rebuilt when HEAD moves (a commit, a checkout): the files that say
+    // where it is, wherever this checkout keeps them (a worktree's HEAD is
+    // in its own git dir, the branches in the common one).
+    if let (Some(dir), Some(common)) = (
+        git(&["rev-parse", "--absolute-git-dir"]),
+        git(&["rev-parse", "--git-common-dir"]),
+    ) {
+        let common = if std::path::Path::new(&common).is_absolute() {
+            common
+        } else {
+            format!(
+                "{}/{common}",
+                std::env::current_dir().unwrap_or_default().display()
+            )
+        };
+        for path in [
+            format!("{dir}/HEAD"),
+            format!("{common}/refs/heads"),
+            format!("{common}/packed-refs"),
+        ] {
+            if std::path::Path::new(&path).exists() {
+                println!("cargo:rerun-if-changed={path}");
+            }
+        }
+    }
+    let commit = git(&["rev-parse", "HEAD"]).unwrap_or_default();
     println!("cargo:rustc-env=ESPGW_BUILD_COMMIT={commit}");
 }
