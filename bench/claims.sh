@@ -1076,6 +1076,19 @@ for size in ("64", "1420"):
         _st.median(s14w[("off", size, "cipher")]), min(s14w[("off", size, "cipher")]), max(s14w[("off", size, "cipher")]),
         _st.median(s14w[("on", size, "cipher")]), min(s14w[("on", size, "cipher")]), max(s14w[("on", size, "cipher")])))
 
+# session 14: the prefetch tried and dropped (docs/benchmarks.md)
+PF = "epyc-zen5-2vcpu-2026-12-03-s14-tried-prefetch-%s-%d.json"
+s14pf = {}
+for side in ("base", "grow"):
+    for i in range(1, 7):
+        for r in load(PF % (side, i))["results"]:
+            s14pf.setdefault((side, r["size"], r["direction"], r["layer"]), []).append(int(r["cycles_per_packet_p50"]))
+for (size, d) in (("1420", "encrypt"), ("1420", "decrypt"), ("64", "encrypt"), ("64", "decrypt")):
+    for layer in ("engine", "worker"):
+        b, g = s14pf[("base", size, d, layer)], s14pf[("grow", size, d, layer)]
+        claim("docs/benchmarks.md", "| %s | %s | %s | %s (%s) | %s (%s) |" % (
+            size, d, layer, num(_st.median(b)), ", ".join(map(str, b)), num(_st.median(g)), ", ".join(map(str, g))))
+
 # --- withdrawn: sentences the data contradicted, which must not come back ----
 # (a merge of an older branch would bring them back silently otherwise)
 WITHDRAWN = [
