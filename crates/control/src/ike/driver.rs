@@ -1221,9 +1221,7 @@ impl<R: RandomSource> IkeDriver<R> {
             // or what a NAT in front of it mapped 4500 to (the engine
             // follows the source of each authenticated request; RFC 3948
             // sends ESP back the same way). Every new outbound SA of the
-            // tunnel (a CHILD_SA rekey's, a per-CPU one's, a new IKE SA's
-            // taking the tunnel over) follows a new mapping
-            // (`SaManager::follow_peer_port`).
+            // tunnel follows a new mapping (`child_installed`).
             encap: if c.udp_encap {
                 Encap::Udp {
                     peer_port: match c.remote.port() {
@@ -1302,6 +1300,12 @@ impl<R: RandomSource> IkeDriver<R> {
         };
         let name = tunnel.name.clone();
         let secs = now / 1000;
+        // Whatever this CHILD_SA becomes below (a rekey, a per-CPU pair, a
+        // takeover by a new IKE SA), its outbound SA is new: it goes to the
+        // port the peer's messages come from now, which a NAT in front of
+        // the peer may have mapped anew. (A tunnel re-created below gets
+        // the port from `tunnel` itself.)
+        manager.follow_peer_port(&name, tunnel.encap);
         // RFC 9611 per-CPU CHILD_SAs: their own pairs of the tunnel.
         let lane_of = |x: &Extra, spi: u32| x.child.inbound_spi == spi;
         if let Some(old) = c
@@ -1348,7 +1352,6 @@ impl<R: RandomSource> IkeDriver<R> {
             self.conns[id].child_rekeying = false;
         }
         if takeover {
-            manager.follow_peer_port(&name, tunnel.encap);
             self.conns[id].pending_switch = None;
             self.conns[id].previous = None;
             self.conns[id].collision = false;
@@ -1390,10 +1393,6 @@ impl<R: RandomSource> IkeDriver<R> {
         }
         match rekey_of {
             Some(old_inbound) if manager.tunnel(&name).is_some() => {
-                // A NAT in front of the peer that mapped its 4500 anew during
-                // this IKE SA: the new outbound SA sends to where the
-                // peer's messages come from now.
-                manager.follow_peer_port(&name, tunnel.encap);
                 // Make before break: the new inbound SA first (published to
                 // the workers before the call returns), then the outbound.
                 if let Err(e) = manager.install_inbound(&name, tunnel.inbound.clone(), secs) {
@@ -1458,10 +1457,6 @@ impl<R: RandomSource> IkeDriver<R> {
     ) {
         let name = tunnel.name.clone();
         let up = manager.tunnel(&name).is_some() && !manager.is_trap(&name);
-        if up {
-            // Its outbound SA is new: to the peer's port as of now.
-            manager.follow_peer_port(&name, tunnel.encap);
-        }
         let r = if up {
             manager.add_extra_pair(&name, tunnel.outbound, tunnel.inbound, now / 1000)
         } else {
@@ -1502,7 +1497,6 @@ impl<R: RandomSource> IkeDriver<R> {
     ) {
         let name = tunnel.name.clone();
         let secs = now / 1000;
-        manager.follow_peer_port(&name, tunnel.encap);
         if let Err(e) = manager.rekey_extra_inbound(&name, old, tunnel.inbound.clone(), secs) {
             warn!(tunnel = %name, error = %e, "IKE: new inbound SA of a per-CPU CHILD_SA refused; deleting it");
             let _ = self.engine.delete_child_sa(now, c.ike_sa, c.inbound_spi);

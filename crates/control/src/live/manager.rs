@@ -710,22 +710,20 @@ impl<T: Send + Sync + 'static> SaManager<T> {
     /// outbound SAs made from now on (the next switch, a rekey's) send to
     /// `encap`'s port. The SAs in use keep theirs: an SA's outer header is
     /// fixed with its sequence counter, and a second SA on the same keys
-    /// would start its numbers again (nonce reuse). True when it changed
-    /// something; nothing for a tunnel not in UDP or not there.
-    pub fn follow_peer_port(&mut self, name: &str, encap: EncapMode) -> bool {
+    /// would start its numbers again (nonce reuse). Nothing for a tunnel
+    /// not in UDP or not there.
+    pub fn follow_peer_port(&mut self, name: &str, encap: EncapMode) {
         let Some(i) = self.find(name) else {
-            return false;
+            return;
         };
         let config = &mut self.tunnels[i].config;
-        match (config.encap, encap) {
-            (EncapMode::Udp { peer_port: old }, EncapMode::Udp { peer_port: new })
-                if old != new =>
-            {
+        if let (EncapMode::Udp { peer_port: old }, EncapMode::Udp { peer_port: new }) =
+            (config.encap, encap)
+        {
+            if old != new {
                 info!(tunnel = %name, old_port = old, new_port = new, "the peer's NAT maps its port 4500 to another: the next outbound SA follows");
                 config.encap = encap;
-                true
             }
-            _ => false,
         }
     }
 
