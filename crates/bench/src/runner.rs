@@ -406,11 +406,7 @@ fn measure_layers(spec: CaseSpec, env: &WorkerEnv<'_>) -> Result<Vec<Measured>, 
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => failure = Some(e),
                 Err(panic) => {
-                    let what = panic
-                        .downcast_ref::<&str>()
-                        .map(|s| s.to_string())
-                        .or_else(|| panic.downcast_ref::<String>().cloned())
-                        .unwrap_or_else(|| "a panic".to_string());
+                    let what = espgw_dataplane::supervise::panic_message(&*panic);
                     failure = Some(format!("the {:?} layer panicked: {what}", Layer::ALL[i]));
                 }
             }

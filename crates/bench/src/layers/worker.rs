@@ -177,15 +177,16 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
             }
         }
         pkts.extend(sent.drain(..).map(|(_, frame)| frame));
+        let counters = worker.counters();
         // Signed: a part taken back from a helper's inbox is un-counted
         // (`spread_out` goes down).
-        let spread_now = worker.counters().spread_out;
+        let spread_now = counters.spread_out;
         if record {
             let delta = spread_now as i64 - spread_before as i64;
             m.spread_out = m.spread_out.saturating_add_signed(delta);
         }
         spread_before = spread_now;
-        let drops_now = worker.counters().drops;
+        let drops_now = counters.drops;
         if record && drops_now != drops_before {
             for ((reason, now), (_, before)) in drops_now.iter().zip(drops_before.iter()) {
                 if now > before {
