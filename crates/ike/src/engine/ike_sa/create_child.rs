@@ -331,12 +331,10 @@ impl IkeSa {
                 }
             }
             Err(notify) => {
-                if notify == NotifyType::TEMPORARY_FAILURE {
-                    self.retry_rekey_later(now, rekey.old_inbound);
-                }
-                // (The old CHILD_SA carries on; the peer's new one goes, and
-                // the old one is rekeyed again later.)
-                if self.delete_if_peer_created(&inner, rekey.new_inbound) {
+                // The old CHILD_SA carries on and is rekeyed again later; a
+                // new one the peer made for our refused answer goes.
+                let created = self.delete_if_peer_created(&inner, rekey.new_inbound);
+                if notify == NotifyType::TEMPORARY_FAILURE || created {
                     self.retry_rekey_later(now, rekey.old_inbound);
                 }
                 out.events.push_back(Event::ChildSaFailed {

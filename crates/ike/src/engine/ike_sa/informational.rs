@@ -41,20 +41,8 @@ impl IkeSa {
                                 ..
                             } = self.children.remove(pos);
                             ours.push(inbound_spi);
-                            // The replacement of an SA not yet deleted goes
-                            // first (the peer refused its rekey's answer,
-                            // RFC 7296 2.9): the old SA is ours again to
-                            // rekey, unless another replacement of it (a
-                            // collision's) is still there.
                             if let Some(old) = rekeys {
-                                let replaced = self.children.iter().any(|c| c.rekeys == Some(old));
-                                if let Some(o) = self.children.iter_mut().find(|c| {
-                                    c.inbound_spi == old && c.state == ChildState::Rekeyed
-                                }) {
-                                    if !replaced {
-                                        o.state = ChildState::Installed;
-                                    }
-                                }
+                                self.replacement_gone(old);
                             }
                             // An expired one was announced already.
                             if state != ChildState::Expired {
@@ -77,6 +65,23 @@ impl IkeSa {
             }
         }
         reply
+    }
+
+    /// A replacement of our CHILD_SA `old` (inbound SPI) went before `old`
+    /// did: the peer refused its rekey's answer (RFC 7296 2.9). `old` is
+    /// ours again to rekey, unless another replacement of it (a
+    /// collision's) is still there.
+    fn replacement_gone(&mut self, old: u32) {
+        if self.children.iter().any(|c| c.rekeys == Some(old)) {
+            return;
+        }
+        if let Some(o) = self
+            .children
+            .iter_mut()
+            .find(|c| c.inbound_spi == old && c.state == ChildState::Rekeyed)
+        {
+            o.state = ChildState::Installed;
+        }
     }
 
     /// Queues one of our INFORMATIONAL requests; it is sent when the
