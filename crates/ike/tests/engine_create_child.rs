@@ -424,6 +424,13 @@ fn installed_then_deleted(events: &[Event], outbound_spi: u32) -> (bool, bool) {
     (installed, deleted)
 }
 
+/// Whether `events` report a CHILD_SA that failed with `notify`.
+fn failed_with(events: &[Event], notify: NotifyType) -> bool {
+    events
+        .iter()
+        .any(|e| matches!(e, Event::ChildSaFailed { notify: n, .. } if *n == notify))
+}
+
 /// The SPI a sent a CHILD_SA request with: what b sends to (its outbound
 /// SPI of the CHILD_SA it creates). `ChildSaFailed` carries no SPI, so it
 /// is read back from b's side: the one CHILD_SA b installed that a did not.
@@ -466,13 +473,7 @@ fn a_child_sa_the_peer_created_but_we_refused_is_deleted() {
         p.run(&[], 5_000);
         let what = if rekey_it { "rekey" } else { "new CHILD_SA" };
         assert!(
-            p.events_a.iter().any(|e| matches!(
-                e,
-                Event::ChildSaFailed {
-                    notify: NotifyType::NO_PROPOSAL_CHOSEN,
-                    ..
-                }
-            )),
+            failed_with(&p.events_a, NotifyType::NO_PROPOSAL_CHOSEN),
             "{what}: {:?}",
             p.events_a
         );
@@ -546,13 +547,7 @@ fn an_ike_auth_child_sa_we_refused_is_deleted() {
         .iter()
         .any(|e| matches!(e, Event::IkeSaUp { .. })));
     assert!(
-        p.events_a.iter().any(|e| matches!(
-            e,
-            Event::ChildSaFailed {
-                notify: NotifyType::TS_UNACCEPTABLE,
-                ..
-            }
-        )),
+        failed_with(&p.events_a, NotifyType::TS_UNACCEPTABLE),
         "{:?}",
         p.events_a
     );
