@@ -156,6 +156,19 @@ fn pump(a: &mut Gw, b: &mut Gw, now: u64, drop_to: Option<u8>) -> usize {
 
 /// Runs timers (and the managers' ticks) until `until`, pumping between.
 fn advance(a: &mut Gw, b: &mut Gw, from: u64, until: u64, drop_to: Option<u8>) {
+    advance_with(a, b, from, until, |a, b, now| {
+        pump(a, b, now, drop_to);
+    });
+}
+
+/// [`advance`] with its own way of passing datagrams between the two.
+fn advance_with(
+    a: &mut Gw,
+    b: &mut Gw,
+    from: u64,
+    until: u64,
+    mut pump: impl FnMut(&mut Gw, &mut Gw, u64),
+) {
     let mut now = from;
     while now < until {
         let next = [a.driver.poll_timeout(), b.driver.poll_timeout()]
@@ -172,7 +185,7 @@ fn advance(a: &mut Gw, b: &mut Gw, from: u64, until: u64, drop_to: Option<u8>) {
             g.mgr.tick(now / 1000);
             g.driver.handle_timeout(now, &mut g.mgr);
         }
-        pump(a, b, now, drop_to);
+        pump(a, b, now);
     }
 }
 
@@ -1417,7 +1430,9 @@ fn esp_in_udp_goes_to_the_port_a_nat_mapped_the_peers_4500_to() {
     let now = 2_000;
     a.driver.rekey(now, "c", Some("net"), &mut a.mgr).unwrap();
     pump_through_nat(&mut a, &mut b, now, remapped);
-    advance_through_nat(&mut a, &mut b, now, 10_000, remapped);
+    advance_with(&mut a, &mut b, now, 10_000, |a, b, now| {
+        pump_through_nat(a, b, now, remapped)
+    });
     let tb = b.mgr.tunnel("c/net").unwrap();
     assert_eq!(
         tb.encap,
@@ -1481,26 +1496,6 @@ fn a_peer_back_from_a_new_nat_mapping_takes_its_tunnel_over() {
         .sa_list(now / 1000)
         .iter()
         .any(|s| s.dir == Dir::In && s.spi == a_out[0]));
-}
-
-/// [`advance`] with [`pump_through_nat`].
-fn advance_through_nat(a: &mut Gw, b: &mut Gw, from: u64, until: u64, mapped: u16) {
-    let mut now = from;
-    while now < until {
-        now = [a.driver.poll_timeout(), b.driver.poll_timeout()]
-            .into_iter()
-            .flatten()
-            .min()
-            .unwrap_or(until)
-            .max(now + 1)
-            .min(until)
-            .min((now / 1000 + 1) * 1000);
-        for g in [&mut *a, &mut *b] {
-            g.mgr.tick(now / 1000);
-            g.driver.handle_timeout(now, &mut g.mgr);
-        }
-        pump_through_nat(a, b, now, mapped);
-    }
 }
 
 /// RFC 9611 per-CPU CHILD_SAs (`per_cpu_sas`) between two drivers.

@@ -64,6 +64,21 @@ fn create_child_request_len(p: &Pair) -> usize {
         .len()
 }
 
+/// The one CHILD_SA each side installed, the same at both ends (SPIs and
+/// keys crossed).
+fn one_new_child_each(p: &Pair) -> (&ChildSa, &ChildSa) {
+    let (na, nb) = (children(&p.events_a), children(&p.events_b));
+    assert_eq!(
+        (na.len(), nb.len()),
+        (1, 1),
+        "{:?} {:?}",
+        p.events_a,
+        p.events_b
+    );
+    assert_same_child(na[0], nb[0]);
+    (na[0], nb[0])
+}
+
 /// Rekeys (a or b initiating) and checks both sides: one new CHILD_SA
 /// with the same keys, crossed SPIs, new keys, the old one deleted.
 fn rekey(esp: &str, by_a: bool) -> usize {
@@ -74,18 +89,10 @@ fn rekey(esp: &str, by_a: bool) -> usize {
         p.b.rekey_child_sa(p.now, id_b, old_b.inbound_spi).unwrap();
     }
     p.run(&[], 60_000);
-    let (na, nb) = (children(&p.events_a), children(&p.events_b));
-    assert_eq!(
-        (na.len(), nb.len()),
-        (1, 1),
-        "{:?} {:?}",
-        p.events_a,
-        p.events_b
-    );
-    assert_same_child(na[0], nb[0]);
-    assert_ne!(na[0].inbound_spi, old_a.inbound_spi);
-    assert_ne!(na[0].outbound.key.expose(), old_a.outbound.key.expose());
-    assert_eq!(na[0].local_ts, old_a.local_ts);
+    let (na, _) = one_new_child_each(&p);
+    assert_ne!(na.inbound_spi, old_a.inbound_spi);
+    assert_ne!(na.outbound.key.expose(), old_a.outbound.key.expose());
+    assert_eq!(na.local_ts, old_a.local_ts);
     assert_eq!(
         deleted(&p.events_a),
         vec![(old_a.inbound_spi, old_a.outbound_spi)]
@@ -253,15 +260,7 @@ fn rekey_under_loss_and_duplication() {
         ],
         60_000,
     );
-    let (na, nb) = (children(&p.events_a), children(&p.events_b));
-    assert_eq!(
-        (na.len(), nb.len()),
-        (1, 1),
-        "{:?} {:?}",
-        p.events_a,
-        p.events_b
-    );
-    assert_same_child(na[0], nb[0]);
+    one_new_child_each(&p);
     assert_eq!(deleted(&p.events_a).len(), 1);
     assert_eq!(deleted(&p.events_b).len(), 1);
 }
@@ -327,16 +326,8 @@ fn ike_rekey(by_a: bool) {
         .events_b
         .iter()
         .any(|e| matches!(e, Event::PeerAlive { .. })));
-    let (na, nb) = (children(&p.events_a), children(&p.events_b));
-    assert_eq!(
-        (na.len(), nb.len()),
-        (1, 1),
-        "{:?} {:?}",
-        p.events_a,
-        p.events_b
-    );
-    assert_same_child(na[0], nb[0]);
-    assert_eq!(na[0].ike_sa, new_a);
+    let (na, _) = one_new_child_each(&p);
+    assert_eq!(na.ike_sa, new_a);
 }
 
 #[test]
@@ -504,15 +495,7 @@ fn a_child_sa_the_peer_created_but_we_refused_is_deleted() {
             p.events_a.clear();
             p.events_b.clear();
             p.run(&[], 60_000);
-            let (na, nb) = (children(&p.events_a), children(&p.events_b));
-            assert_eq!(
-                (na.len(), nb.len()),
-                (1, 1),
-                "{:?} {:?}",
-                p.events_a,
-                p.events_b
-            );
-            assert_same_child(na[0], nb[0]);
+            one_new_child_each(&p);
             assert!(deleted(&p.events_b)
                 .iter()
                 .any(|&(inb, _)| inb == old_b.inbound_spi));
