@@ -34,9 +34,10 @@ pub struct Measured {
     pub io_cycles: u64,
     /// Wall-clock nanoseconds of the whole loop (generator and sink included).
     pub loop_ns: u64,
-    /// Wall time inside the loop that is the bench's own business, not the
-    /// stage's (the fan-out's drain before a window reset), left out of
-    /// `loop_ns` by `layers::run_for`.
+    /// Wall time of the loop the bench spent on its own business, not a
+    /// peer's traffic: the fan-out's drain before a window reset. Part of
+    /// `loop_ns` (a row's `loop_ns` is its slowest worker's, and helpers
+    /// run the whole time anyway), given so that its share can be read.
     pub untimed_ns: u64,
     pub tally: Tally,
     /// Nanoseconds from the end of a burst's generation to the sink, one

@@ -97,7 +97,6 @@ pub fn run_for(
     mut step: impl FnMut(&mut Measured, bool) -> Result<(), String>,
 ) -> Result<(), String> {
     let start = Instant::now();
-    let untimed_before = measured.untimed_ns;
     let warm_until = seconds * WARMUP_SHARE;
     let mut counting_since: Option<Instant> = None;
     let mut bursts = 0u64;
@@ -115,8 +114,7 @@ pub fn run_for(
         step(measured, counting_since.is_some())?;
         bursts += 1;
     }
-    let counted = counting_since.map_or(0, |t| t.elapsed().as_nanos() as u64);
-    measured.loop_ns += counted.saturating_sub(measured.untimed_ns - untimed_before);
+    measured.loop_ns += counting_since.map_or(0, |t| t.elapsed().as_nanos() as u64);
     Ok(())
 }
 
