@@ -1089,6 +1089,15 @@ for (size, d) in (("1420", "encrypt"), ("1420", "decrypt"), ("64", "encrypt"), (
         claim("docs/benchmarks.md", "| %s | %s | %s | %s (%s) | %s (%s) |" % (
             size, d, layer, num(_st.median(b)), ", ".join(map(str, b)), num(_st.median(g)), ", ".join(map(str, g))))
 
+# session 14: the fan-out's drain share of the loop time (docs/multicore.md)
+s14d = {"64": [], "1420": []}
+for i in (1, 2, 3):
+    for r in load("epyc-zen5-2vcpu-2026-12-04-s14-fanout-drain-%d.json" % i)["results"]:
+        if r["workers"] == 2 and r["layer"] == "worker":
+            s14d[r["size"]].append("%.1f" % (100.0 * r["untimed_ns"] / r["loop_ns"]))
+claim("docs/multicore.md", "the drain took %s, %s, %s %% of the loop time at 64 B and %s, %s, %s %% at 1420 B" % (
+    tuple(s14d["64"]) + tuple(s14d["1420"])))
+
 # --- withdrawn: sentences the data contradicted, which must not come back ----
 # (a merge of an older branch would bring them back silently otherwise)
 WITHDRAWN = [
