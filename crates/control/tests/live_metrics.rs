@@ -44,6 +44,9 @@ impl CountersSource for FakeDataplane {
                     spread_kept: 9,
                     spread_unneeded: 21,
                     reorder_late_sent: 0,
+                    sa_handoff_out: 64,
+                    sa_handoff_in: 0,
+                    sa_handoff_kept: 5,
                 },
                 WorkerLoad {
                     worker: 1,
@@ -54,6 +57,9 @@ impl CountersSource for FakeDataplane {
                     spread_kept: 0,
                     spread_unneeded: 0,
                     reorder_late_sent: 3,
+                    sa_handoff_out: 0,
+                    sa_handoff_in: 64,
+                    sa_handoff_kept: 0,
                 },
             ],
             drops: BTreeMap::from([("no_route".to_string(), 4), ("policy".to_string(), 6)]),
@@ -216,6 +222,9 @@ fn scrape_parses_and_carries_every_family() {
         ("espgw_worker_spread_kept_total", "counter"),
         ("espgw_worker_spread_unneeded_total", "counter"),
         ("espgw_worker_reorder_late_sent_total", "counter"),
+        ("espgw_worker_sa_handoff_out_total", "counter"),
+        ("espgw_worker_sa_handoff_in_total", "counter"),
+        ("espgw_worker_sa_handoff_kept_total", "counter"),
         ("espgw_sa_packets_total", "counter"),
         ("espgw_sa_bytes_total", "counter"),
         ("espgw_sa_drops_total", "counter"),
@@ -266,6 +275,18 @@ fn scrape_parses_and_carries_every_family() {
     assert_eq!(
         value("espgw_worker_reorder_late_sent_total", &[("worker", "1")]),
         3.0
+    );
+    assert_eq!(
+        value("espgw_worker_sa_handoff_out_total", &[("worker", "0")]),
+        64.0
+    );
+    assert_eq!(
+        value("espgw_worker_sa_handoff_in_total", &[("worker", "1")]),
+        64.0
+    );
+    assert_eq!(
+        value("espgw_worker_sa_handoff_kept_total", &[("worker", "0")]),
+        5.0
     );
     assert_eq!(value("espgw_drops_total", &[("reason", "policy")]), 6.0);
     let out_sa = [("tunnel", "t"), ("dir", "out"), ("spi", "0x0000a001")];

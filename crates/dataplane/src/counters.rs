@@ -3,7 +3,7 @@
 //!
 //! The accounting identity every worker keeps (tested):
 //!
-//! `rx + generated == tx + dropped + local + held + spreading`
+//! `rx + generated + sa_handoff_in == tx + dropped + local + held + spreading + sa_handoff_out`
 //!
 //! `rx`: packets received. `generated`: packets the gateway made (ARP
 //! requests and replies, ICMP echo replies and errors, ND). `tx`: packets
@@ -13,6 +13,10 @@
 //! next-hop resolution right now. `spreading`: packets this worker received
 //! that are out at other workers for decryption or wait in its reorder
 //! stage (the decrypt fan-out, docs/multicore.md) right now.
+//! `sa_handoff_out`: packets this worker received and handed, whole, to the
+//! worker that decrypts their per-CPU SA; `sa_handoff_in`: packets handed to
+//! this worker so (it decrypts, forwards and counts them from then on).
+//! Summed over workers the two differ by what is in the rings between them.
 
 use crate::reason::{DropReason, GatewayDropCounts};
 
@@ -86,6 +90,17 @@ pub struct WorkerCounters {
     /// arrival order instead of dropped (also counted in `tx` or as what
     /// became of them: not in the identity on their own).
     pub reorder_late_sent: u64,
+    /// Per-CPU SA handoff (docs/multicore.md): packets of an RFC 9611
+    /// per-CPU inbound SA this worker received and handed to the SA's
+    /// worker, and packets other workers handed to this one (both in the
+    /// identity).
+    pub sa_handoff_out: u64,
+    pub sa_handoff_in: u64,
+    /// Per-CPU SA handoff: packets this worker decrypted itself although
+    /// their SA is another worker's, because that worker's inbox was full
+    /// (or no job box was free) and nothing of the SA was queued there
+    /// (not in the identity).
+    pub sa_handoff_kept: u64,
     pub drops: GatewayDropCounts,
     /// Requests (ARP/ND) not sent for lack of a buffer: not packets, so
     /// outside the identity.
@@ -150,8 +165,13 @@ impl WorkerCounters {
 
     /// True when the accounting identity holds.
     pub fn balanced(&self) -> bool {
-        self.rx + self.generated
-            == self.tx + self.drops.total() + self.local + self.held + self.spreading
+        self.rx + self.generated + self.sa_handoff_in
+            == self.tx
+                + self.drops.total()
+                + self.local
+                + self.held
+                + self.spreading
+                + self.sa_handoff_out
     }
 
     /// Adds `o` (another worker's counters) to these.
@@ -167,6 +187,9 @@ impl WorkerCounters {
         self.spread_kept += o.spread_kept;
         self.spread_unneeded += o.spread_unneeded;
         self.reorder_late_sent += o.reorder_late_sent;
+        self.sa_handoff_out += o.sa_handoff_out;
+        self.sa_handoff_in += o.sa_handoff_in;
+        self.sa_handoff_kept += o.sa_handoff_kept;
         self.drops.merge(&o.drops);
         self.alloc_failures += o.alloc_failures;
         self.panics += o.panics;

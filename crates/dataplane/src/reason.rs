@@ -114,6 +114,11 @@ espgw_esp::foreach_esp_drop_reason!(drop_reason_enum {
             "Decrypt fan-out: the SA's reorder stage had no free slot (every one held a packet not yet released)";
         ReorderLate => "reorder_late",
             "Decrypt fan-out: decrypted after its reorder stage gave up waiting for it (the bounded wait), with `spread_late = \"drop\"` (the default; with `\"send\"` such packets leave out of order, counted in the worker's `reorder_late_sent`)";
+        /// VPP's handoff drops the same way ("congestion drop"): the
+        /// alternative, decrypting it here, would let it overtake the
+        /// SA's packets queued at the other worker.
+        SaHandoffFull => "sa_handoff_full",
+            "Per-CPU SA handoff: the worker that decrypts the SA (its lane) had a full inbox, or the receiving worker no free job box, while packets of the SA were still queued there";
         Shutdown => "shutdown",
             "Still waiting for its next hop when the gateway stopped";
         /// An IKE_SA_INIT flood ends here: the workers never wait for

@@ -7,7 +7,8 @@
 //!   "ports":   [{"name","device","side","mac","rx_packets","rx_bytes","tx_packets",
 //!                "tx_bytes","rx_dropped","tx_dropped","nic":{...}}],
 //!   "workers": [{"id","rx","tx","generated","local","held","spreading","spread_out",
-//!                "spread_in","spread_kept","spread_unneeded","reorder_late_sent","dropped","bursts",
+//!                "spread_in","spread_kept","spread_unneeded","reorder_late_sent",
+//!                "sa_handoff_out","sa_handoff_in","sa_handoff_kept","dropped","bursts",
 //!                "alloc_failures","icmp_rate_limited","mss_clamped","panics"}],
 //!   "sas":     [{"tunnel","dir":"out"|"in","spi","packets","bytes","drops":{reason:n}}],
 //!              (a per-CPU outbound SA, RFC 9611, also has "per_cpu": true)
@@ -17,7 +18,8 @@
 //!               "worker_panics"} }
 //! ```
 //! `balanced` is the accounting identity `rx + generated == tx + dropped +
-//! local + held` over all workers.
+//! local + held` over all workers (`spreading` and the per-CPU SA handoff's
+//! packets in the rings between workers are zero once the run stopped).
 
 use serde_json::{json, Map, Value};
 
@@ -111,6 +113,9 @@ impl Stats {
                     "spread_kept": w.spread_kept,
                     "spread_unneeded": w.spread_unneeded,
                     "reorder_late_sent": w.reorder_late_sent,
+                    "sa_handoff_out": w.sa_handoff_out,
+                    "sa_handoff_in": w.sa_handoff_in,
+                    "sa_handoff_kept": w.sa_handoff_kept,
                     "dropped": w.drops.total(),
                     "bursts": w.bursts,
                     "alloc_failures": w.alloc_failures,

@@ -1367,6 +1367,266 @@ mod live {
             assert_eq!(t.outbound_sa_for(TunnelId(0), w).unwrap().spi(), 0xa001);
         }
     }
+
+    /// Gateways A and B with a tunnel of four RFC 9611 per-CPU SA pairs
+    /// (the tunnel's own and three extra); A's four workers, each sealing
+    /// on its own SA (worker k on lane k); B's snapshot.
+    fn per_cpu_pair() -> (Vec<Gw>, (Arc<Network>, Arc<Tables>)) {
+        let (net_a, mut ma) = manager(
+            config_text(false, "10.1.0.0/24", ""),
+            [A_PROT_MAC, A_UNPROT_MAC],
+        );
+        let (net_b, mut mb) = manager(config_text(true, "", ""), [B_PROT_MAC, B_UNPROT_MAC]);
+        let keys = |spi: u32, hex: String| SaKeys {
+            spi,
+            key: KeyBytes::from_hex(&hex).unwrap(),
+            auth_key: None,
+        };
+        for k in 3..6u32 {
+            let a_to_b = format!("00112233445566778899aabbccddeeff0102030{k}");
+            let b_to_a = format!("ffeeddccbbaa99887766554433221100a0b0c0d{k}");
+            ma.add_extra_pair(
+                "t",
+                keys(0xa000 + k, a_to_b.clone()),
+                keys(0xb000 + k, b_to_a.clone()),
+                1,
+            )
+            .unwrap();
+            mb.add_extra_pair("t", keys(0xb000 + k, b_to_a), keys(0xa000 + k, a_to_b), 1)
+                .unwrap();
+        }
+        let tables_a = Arc::clone(ma.reader().get());
+        let a = (0..4)
+            .map(|id| {
+                let ports = net_a.ports.len();
+                let mut g = Gw {
+                    w: Worker::new(
+                        id,
+                        Arc::clone(&net_a),
+                        Arc::clone(&tables_a),
+                        VecBufPool,
+                        32,
+                        SharedNeighbors::default(),
+                    ),
+                    tx: TxQueues::new(ports, 64),
+                    now: Now { ns: 1 },
+                };
+                for f in 0..4 {
+                    g.learn_by_arp(PROT, &format!("10.1.0.{}", 20 + f), HOST_A_MAC, "10.1.0.1");
+                }
+                g.learn_by_arp(UNPROT, "192.0.2.2", B_UNPROT_MAC, "192.0.2.1");
+                g
+            })
+            .collect();
+        (a, (net_b, Arc::clone(mb.reader().get())))
+    }
+
+    /// B's worker `k` of two, sharing `rings` (the decrypt fan-out on).
+    fn b_worker(
+        k: usize,
+        (net, tables): &(Arc<Network>, Arc<Tables>),
+        rings: &Arc<crate::worker::SpreadRings<VecBuf>>,
+    ) -> Gw {
+        let ports = net.ports.len();
+        let mut w = Worker::new(
+            k,
+            Arc::clone(net),
+            Arc::clone(tables),
+            VecBufPool,
+            32,
+            SharedNeighbors::default(),
+        );
+        w.set_spread(Arc::clone(rings));
+        let mut g = Gw {
+            w,
+            tx: TxQueues::new(ports, 1 << 12),
+            now: Now { ns: 1 },
+        };
+        g.learn_by_arp(PROT, "10.2.0.10", HOST_B_MAC, "10.2.0.1");
+        g
+    }
+
+    /// A's worker `k` seals `n` packets of its own flow (source 10.1.0.2k,
+    /// each carrying its sequence number) on its per-CPU SA.
+    fn sealed_by(a: &mut Gw, k: u32, from: u32, n: u32) -> Vec<Vec<u8>> {
+        let frames: Vec<Vec<u8>> = (from..from + n)
+            .map(|seq| {
+                let mut p = udp4(&format!("10.1.0.{}", 20 + k), "10.2.0.10", 64, true, 16);
+                p[28..32].copy_from_slice(&k.to_be_bytes());
+                p[32..36].copy_from_slice(&seq.to_be_bytes());
+                from_host_a(&p)
+            })
+            .collect();
+        let mut esp = Vec::new();
+        for chunk in frames.chunks(32) {
+            esp.extend(a.rx(PROT, chunk)[UNPROT].iter().cloned());
+        }
+        assert_eq!(esp.len(), n as usize);
+        esp
+    }
+
+    /// (flow, sequence) of what left B's protected port.
+    fn flows(frames: &[Vec<u8>]) -> Vec<(u32, u32)> {
+        frames
+            .iter()
+            .map(|f| {
+                let (_, ip) = l3(f);
+                (
+                    u32::from_be_bytes(ip[28..32].try_into().unwrap()),
+                    u32::from_be_bytes(ip[32..36].try_into().unwrap()),
+                )
+            })
+            .collect()
+    }
+
+    /// The per-CPU SA handoff: B's worker 0 receives all of a per-CPU
+    /// tunnel's ESP (one RX queue: RSS cannot tell its SAs apart) and
+    /// hands each SA's groups whole to the SA's worker (lane k on worker
+    /// k % 2), which decrypts, forwards and counts them; each SA's packets
+    /// leave in arrival order, from the worker of their lane, nothing lost.
+    #[test]
+    fn per_cpu_sas_are_handed_whole_to_their_lanes_worker() {
+        let (mut a, b_snap) = per_cpu_pair();
+        let lanes: Vec<_> = b_snap
+            .1
+            .inbound_sas()
+            .iter()
+            .map(|(spi, _, _)| {
+                (
+                    *spi,
+                    b_snap
+                        .1
+                        .sad
+                        .inbound(*spi, v4("192.0.2.2").into())
+                        .and_then(|i| b_snap.1.inbound_lane(i)),
+                )
+            })
+            .collect();
+        assert_eq!(
+            lanes,
+            vec![
+                (0xa001, Some(0)),
+                (0xa003, Some(1)),
+                (0xa004, Some(2)),
+                (0xa005, Some(3))
+            ]
+        );
+        let rings = crate::worker::SpreadRings::new(2);
+        let mut b0 = b_worker(0, &b_snap, &rings);
+        let mut b1 = b_worker(1, &b_snap, &rings);
+        // 120 packets per A worker, interleaved in runs of 5, 13 and 7
+        // (so that bursts mix the SAs in varying shares).
+        let n = 120u32;
+        let esp: Vec<Vec<Vec<u8>>> = (0..4)
+            .map(|k| sealed_by(&mut a[k as usize], k, 0, n))
+            .collect();
+        let mut arrivals = Vec::new();
+        let mut next = [0usize; 4];
+        let runs = [5usize, 13, 7];
+        let mut r = 0;
+        while next.iter().any(|&i| i < n as usize) {
+            for k in 0..4 {
+                let take = runs[r % 3].min(n as usize - next[k]);
+                arrivals.extend(esp[k][next[k]..next[k] + take].iter().cloned());
+                next[k] += take;
+                r += 1;
+            }
+        }
+        let (mut out0, mut out1) = (Vec::new(), Vec::new());
+        for burst in arrivals.chunks(32) {
+            out0.extend(b0.rx(UNPROT, burst)[PROT].iter().cloned());
+            b1.w.tick(&mut b1.tx, b1.now);
+            out1.extend(b1.take()[PROT].iter().cloned());
+            b0.w.tick(&mut b0.tx, b0.now);
+            out0.extend(b0.take()[PROT].iter().cloned());
+        }
+        let expect = |lanes: [u32; 2]| {
+            let mut e: Vec<(u32, u32)> = Vec::new();
+            for k in lanes {
+                e.extend((0..n).map(|s| (k, s)));
+            }
+            e.sort();
+            e
+        };
+        // Each lane's flow in order on its worker, every packet there.
+        let in_order = |out: &[Vec<u8>], lanes: [u32; 2]| {
+            let got = flows(out);
+            for k in lanes {
+                let seqs: Vec<u32> = got.iter().filter(|f| f.0 == k).map(|f| f.1).collect();
+                assert_eq!(seqs, (0..n).collect::<Vec<_>>(), "lane {k}");
+            }
+            let mut sorted = got;
+            sorted.sort();
+            assert_eq!(sorted, expect(lanes));
+        };
+        in_order(&out0, [0, 2]);
+        in_order(&out1, [1, 3]);
+        let (c0, c1) = (b0.w.counters(), b1.w.counters());
+        assert_eq!(c0.sa_handoff_out, 2 * u64::from(n));
+        assert_eq!(c1.sa_handoff_in, 2 * u64::from(n));
+        assert_eq!((c0.sa_handoff_kept, c0.spread_out, c0.spreading), (0, 0, 0));
+        assert_eq!((c0.drops.total(), c1.drops.total()), (0, 0));
+        assert_eq!(
+            c1.tx - c1.generated,
+            2 * u64::from(n),
+            "worker 1 sent its lanes"
+        );
+        assert!(c0.balanced() && c1.balanced());
+        assert_eq!(b0.w.handed_off(), 0, "every box back");
+    }
+
+    /// A full handoff: while B's worker 1 does not run, worker 0 hands
+    /// lane 1's groups on until its job boxes are all out; the next group
+    /// of lane 1 is dropped (`sa_handoff_full`: decrypting it here would
+    /// overtake the queued ones), one of lane 3 (worker 1's too, nothing
+    /// of it queued) is decrypted by worker 0 itself (`sa_handoff_kept`).
+    /// Once worker 1 runs, everything queued leaves in order and lane 1
+    /// is handed off again.
+    #[test]
+    fn a_full_handoff_drops_only_what_would_overtake() {
+        let (mut a, b_snap) = per_cpu_pair();
+        let rings = crate::worker::SpreadRings::new(2);
+        let mut b0 = b_worker(0, &b_snap, &rings);
+        let mut b1 = b_worker(1, &b_snap, &rings);
+        let boxes = crate::worker::spread_consts::MAX_JOBS_PER_WORKER * 2;
+        let lane1 = sealed_by(&mut a[1], 1, 0, 4 * (boxes as u32 + 2));
+        let lane3 = sealed_by(&mut a[3], 3, 0, 4);
+        let mut out0 = Vec::new();
+        let chunks: Vec<&[Vec<u8>]> = lane1.chunks(4).collect();
+        for c in &chunks[..boxes] {
+            out0.extend(b0.rx(UNPROT, c)[PROT].iter().cloned());
+            b0.w.tick(&mut b0.tx, b0.now);
+        }
+        assert_eq!(b0.w.handed_off(), boxes as u64);
+        // No box left: lane 1's next group would overtake, lane 3's would not.
+        out0.extend(b0.rx(UNPROT, chunks[boxes])[PROT].iter().cloned());
+        assert_eq!(b0.drops(DropReason::SaHandoffFull), 4);
+        out0.extend(b0.rx(UNPROT, &lane3)[PROT].iter().cloned());
+        assert_eq!(b0.w.counters().sa_handoff_kept, 4);
+        assert_eq!(flows(&out0), (0..4).map(|s| (3, s)).collect::<Vec<_>>());
+        let mut out1 = Vec::new();
+        while b0.w.handed_off() != 0 {
+            b1.w.tick(&mut b1.tx, b1.now);
+            out1.extend(b1.take()[PROT].iter().cloned());
+            b0.w.tick(&mut b0.tx, b0.now);
+        }
+        // The last group goes to worker 1 again.
+        b0.rx(UNPROT, chunks[boxes + 1]);
+        b1.w.tick(&mut b1.tx, b1.now);
+        out1.extend(b1.take()[PROT].iter().cloned());
+        let lost = 4 * boxes as u32..4 * boxes as u32 + 4;
+        let expect: Vec<(u32, u32)> = (0..4 * (boxes as u32 + 2))
+            .filter(|s| !lost.contains(s))
+            .map(|s| (1, s))
+            .collect();
+        assert_eq!(flows(&out1), expect);
+        let (c0, c1) = (b0.w.counters(), b1.w.counters());
+        assert_eq!(
+            (c0.sa_handoff_out, c1.sa_handoff_in),
+            (4 * (boxes as u64 + 1), 4 * (boxes as u64 + 1))
+        );
+        assert!(c0.balanced() && c1.balanced(), "{c0:?} {c1:?}");
+    }
 }
 
 /// The receive counters, added once per burst: every packet of it and its

@@ -541,6 +541,8 @@ pub fn render_stats(s: &StatsSnapshot) -> Result<String, String> {
                 w.spread_kept.to_string(),
                 w.spread_unneeded.to_string(),
                 w.reorder_late_sent.to_string(),
+                w.sa_handoff_out.to_string(),
+                w.sa_handoff_in.to_string(),
             ]
         })
         .collect();
@@ -555,6 +557,8 @@ pub fn render_stats(s: &StatsSnapshot) -> Result<String, String> {
             "SPREAD_KEPT",
             "SPREAD_UNNEEDED",
             "LATE_SENT",
+            "HANDOFF_OUT",
+            "HANDOFF_IN",
         ],
         &workers,
     ));

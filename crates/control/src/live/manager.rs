@@ -1465,11 +1465,13 @@ fn view<'a>(spd: &'a Arc<Spd>, rules: &'a [Rule], tunnels: &'a [LiveTunnel]) -> 
                         spi: i.spi,
                         sa: &i.sa,
                         draining: i.drain.is_some(),
+                        pair: 0,
                     })
-                    .chain(t.extra.iter().map(|x| InboundView {
+                    .chain(t.extra.iter().zip(1..).map(|(x, pair)| InboundView {
                         spi: x.inbound.spi,
                         sa: &x.inbound.sa,
                         draining: false,
+                        pair,
                     }))
                     .collect(),
                 trap: t.trap,

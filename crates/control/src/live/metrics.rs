@@ -159,6 +159,21 @@ pub fn render(s: &StatsSnapshot) -> String {
             "Decrypt fan-out with spread_late = send: packets of late parts sent out of arrival order.",
             |w| w.reorder_late_sent,
         ),
+        (
+            "espgw_worker_sa_handoff_out_total",
+            "Per-CPU SA handoff: packets the worker received and handed to the worker of their RFC 9611 per-CPU SA.",
+            |w| w.sa_handoff_out,
+        ),
+        (
+            "espgw_worker_sa_handoff_in_total",
+            "Per-CPU SA handoff: packets other workers handed to this one to decrypt and forward.",
+            |w| w.sa_handoff_in,
+        ),
+        (
+            "espgw_worker_sa_handoff_kept_total",
+            "Per-CPU SA handoff: packets of another worker's SA the worker decrypted itself, that worker's inbox being full and nothing of the SA queued there.",
+            |w| w.sa_handoff_kept,
+        ),
     ] {
         let mut f = Family::start(&mut out, name, "counter", help);
         for w in &s.workers {

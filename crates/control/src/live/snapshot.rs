@@ -26,6 +26,9 @@ pub struct InboundView<'a> {
     pub sa: &'a SharedInbound,
     /// An old SA kept after a rekey until it drains; it still decrypts.
     pub draining: bool,
+    /// Which SA pair of the tunnel it belongs to: 0 for the tunnel's own
+    /// (current or draining), 1.. for RFC 9611 per-CPU extra pairs.
+    pub pair: u32,
 }
 
 /// One tunnel as the workers should see it.
@@ -129,6 +132,8 @@ impl Tables {
                 // discarding.
                 let _ = sad.set_outbound(t.id, Arc::new(LiveSa::Outbound(Arc::clone(out))));
             }
+            // Lanes only where there is more than one pair to spread.
+            let per_cpu = t.inbound.iter().any(|i| i.pair != 0);
             for i in &t.inbound {
                 // The manager refuses duplicate and reserved SPIs before
                 // they get here.
@@ -136,6 +141,7 @@ impl Tables {
                     spi: i.spi,
                     tunnel: t.id,
                     draining: i.draining,
+                    lane: per_cpu.then_some(i.pair),
                     sa: Arc::clone(i.sa),
                 };
                 let _ = sad.insert_inbound(i.spi, t.tunnel.local, Arc::new(sa));
@@ -170,6 +176,7 @@ impl Tables {
                 spi: t.inbound.spi,
                 tunnel: id,
                 draining: false,
+                lane: None,
                 sa: Arc::new(sa),
             };
             sad.insert_inbound(t.inbound.spi, t.local, Arc::new(sa))

@@ -204,6 +204,17 @@ pub struct WorkerLoad {
     /// sent out of arrival order instead of dropped.
     #[serde(default)]
     pub reorder_late_sent: u64,
+    /// Per-CPU SA handoff (RFC 9611 SAs with the fan-out on): packets this
+    /// worker handed to the worker of their SA, and packets handed to it.
+    #[serde(default)]
+    pub sa_handoff_out: u64,
+    #[serde(default)]
+    pub sa_handoff_in: u64,
+    /// Per-CPU SA handoff: packets of another worker's SA this worker
+    /// decrypted itself (that worker's inbox full, nothing of the SA
+    /// queued there).
+    #[serde(default)]
+    pub sa_handoff_kept: u64,
 }
 
 /// What the runtime reports about itself (everything except SAs, which

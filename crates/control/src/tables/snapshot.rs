@@ -34,6 +34,14 @@ pub enum LiveSa {
         tunnel: TunnelId,
         /// An old SA kept after a rekey until it drains; it still decrypts.
         draining: bool,
+        /// With RFC 9611 per-CPU SAs, which of the tunnel's inbound SAs
+        /// this is (0: the tunnel's own pair, 1..: its extra pairs in
+        /// order; an SA draining after a rekey is 0, as the manager keeps
+        /// every draining SA with the tunnel's own): the data plane hands
+        /// the SA's ESP to worker `lane % workers` to decrypt (the decrypt
+        /// fan-out's per-SA handoff, docs/multicore.md). `None` for a
+        /// tunnel with one SA pair.
+        lane: Option<u32>,
         sa: SharedInbound,
     },
 }
@@ -263,6 +271,16 @@ impl Tables<LiveSa> {
         }
     }
 
+    /// The per-CPU lane of the inbound SA at `index` (see
+    /// [`LiveSa::Inbound`]): `None` unless its tunnel has per-CPU SAs.
+    #[inline]
+    pub fn inbound_lane(&self, index: SaIndex) -> Option<u32> {
+        match self.sad.sa(index).map(|s| &**s) {
+            Some(LiveSa::Inbound { lane, .. }) => *lane,
+            _ => None,
+        }
+    }
+
     /// Every inbound SA as (SPI, tunnel, SA), by tunnel id, each tunnel's
     /// current SA before its draining ones (for reports; not per packet).
     pub fn inbound_sas(&self) -> Vec<(u32, TunnelId, &SharedInbound)> {
@@ -276,6 +294,7 @@ impl Tables<LiveSa> {
                     tunnel,
                     draining,
                     sa,
+                    ..
                 } => Some((*tunnel, *draining, *spi, sa)),
                 LiveSa::Outbound(_) => None,
             })

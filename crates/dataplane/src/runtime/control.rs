@@ -168,6 +168,9 @@ impl CountersSource for LiveCounters {
                 spread_kept: c.spread_kept,
                 spread_unneeded: c.spread_unneeded,
                 reorder_late_sent: c.reorder_late_sent,
+                sa_handoff_out: c.sa_handoff_out,
+                sa_handoff_in: c.sa_handoff_in,
+                sa_handoff_kept: c.sa_handoff_kept,
             });
         }
         let ports = self
@@ -388,6 +391,7 @@ mod tests {
             // The fan-out's counters, distinct per worker.
             (c.spread_out, c.spread_in, c.reorder_late_sent) = (rx + 1, rx + 2, rx + 3);
             (c.spread_kept, c.spread_unneeded) = (rx + 4, rx + 5);
+            (c.sa_handoff_out, c.sa_handoff_in, c.sa_handoff_kept) = (rx + 6, rx + 7, rx + 8);
             Arc::new(Mutex::new(c))
         };
         let live = LiveCounters {
@@ -416,6 +420,11 @@ mod tests {
         assert_eq!(
             (fan(&c.workers[0]), fan(&c.workers[1])),
             ((11, 12, 13, 14, 15), (6, 7, 8, 9, 10))
+        );
+        let handoff = |w: &live::WorkerLoad| (w.sa_handoff_out, w.sa_handoff_in, w.sa_handoff_kept);
+        assert_eq!(
+            (handoff(&c.workers[0]), handoff(&c.workers[1])),
+            ((16, 17, 18), (11, 12, 13))
         );
         assert_eq!(c.ports[0].rx_packets, 15);
         assert_eq!(c.ports[1].name, "unprot");

@@ -392,12 +392,26 @@ impl<B: PacketBuf> EspIn<B> {
                 continue;
             };
             if let Some(spread) = &mut self.spread {
-                // Spread a group worth splitting while this worker needs
-                // help; and once an SA has tickets out, every group of it
-                // goes through its reorder stage, or a small group would
-                // overtake them.
+                // A per-CPU SA's groups go whole to the SA's worker (the
+                // handoff; or stay here, below, when that is this worker
+                // or its inbox is full with nothing of the SA queued),
+                // unless parts of the SA are still out in the fan-out (it
+                // just became per-CPU): those go first, through it.
+                let outstanding = spread.outstanding(slot);
+                let lane = tables.inbound_lane(slot).filter(|_| outstanding == 0);
+                // Otherwise the fan-out: a group worth splitting is spread
+                // while this worker needs help; and once an SA has tickets
+                // out, every group of it goes through its reorder stage, or
+                // a small group would overtake them.
                 let worth = stage.pkts.len() >= 2 * MIN_PART;
-                if spread.outstanding(slot) != 0 || (worth && spread.wants_help()) {
+                if let Some(lane) = lane {
+                    if let Some(to) = spread.lane_worker(lane) {
+                        if hand_off(spread, core, to, slot, tunnel.id, &mut stage) {
+                            self.groups[t] = stage;
+                            continue;
+                        }
+                    }
+                } else if outstanding != 0 || (worth && spread.wants_help()) {
                     if spread_group(spread, core, esp_out, icmp, egress, tx, slot, &mut stage) {
                         self.groups[t] = stage;
                         continue;
@@ -441,6 +455,17 @@ impl<B: PacketBuf> EspIn<B> {
             return 0;
         };
         let mut work = 0;
+        // Per-CPU SAs' groups handed to this worker: decrypted, forwarded
+        // and counted here, the empty box back to its owner. Bounded per
+        // poll, like the fan-out's jobs below.
+        for _ in 0..2 * spread.workers() {
+            let Some(mut job) = spread.take_handoff() else {
+                break;
+            };
+            work += job.pkts.len();
+            finish_handoff(core, esp_out, icmp, egress, tx, &mut job);
+            spread.give_back(job);
+        }
         // A bounded number per poll, so that this worker's own RX is not
         // starved by others' work.
         for _ in 0..2 * spread.workers() {
@@ -453,6 +478,10 @@ impl<B: PacketBuf> EspIn<B> {
             spread.give_back(job);
         }
         while let Some(job) = spread.take_done() {
+            if job.handoff {
+                spread.handoff_back(job);
+                continue;
+            }
             work += job.pkts.len();
             complete(spread, core, esp_out, icmp, egress, tx, job);
         }
@@ -486,6 +515,95 @@ impl<B: PacketBuf> EspIn<B> {
             work += release(spread, core, esp_out, icmp, egress, tx, i);
         }
         work
+    }
+}
+
+/// Hands SA group `stage` (of a per-CPU SA whose worker is `to`) whole to
+/// that worker, which decrypts, forwards and counts it
+/// ([`finish_handoff`]). True when it went (or, see below, was dropped);
+/// false, the group untouched, when this worker is to decrypt it itself:
+/// no job box was free or `to`'s handoff ring was full, and nothing of the
+/// SA is queued there (counted as `sa_handoff_kept`). With something of
+/// the SA queued there, decrypting the group here would let it overtake:
+/// it is dropped (`sa_handoff_full`), as a full handoff queue drops in VPP.
+fn hand_off<B: PacketBuf, P: BufPool<B>>(
+    spread: &mut Spread<B>,
+    core: &mut Core<B, P>,
+    to: usize,
+    slot: SaIndex,
+    tunnel: TunnelId,
+    stage: &mut Stage<B>,
+) -> bool {
+    let n = stage.pkts.len() as u64;
+    if let Some(mut j) = spread.job() {
+        j.slot = slot;
+        j.tunnel = tunnel;
+        j.tables = Some(Arc::clone(&core.tables));
+        j.now = core.now.secs();
+        j.cut_ns = core.now.ns;
+        // The vectors change places (both keep a burst's capacity): no
+        // copy, no allocation.
+        std::mem::swap(&mut j.pkts, &mut stage.pkts);
+        std::mem::swap(&mut j.ports, &mut stage.ports);
+        match spread.hand_off(to, j) {
+            Ok(()) => {
+                core.counters.sa_handoff_out += n;
+                return true;
+            }
+            Err(mut j) => {
+                std::mem::swap(&mut j.pkts, &mut stage.pkts);
+                std::mem::swap(&mut j.ports, &mut stage.ports);
+                spread.recycle(j);
+            }
+        }
+    }
+    if spread.handed(slot) == 0 {
+        core.counters.sa_handoff_kept += n;
+        return false;
+    }
+    for (pkt, port) in stage.pkts.drain(..).zip(stage.ports.drain(..)) {
+        core.drop_pkt(pkt, DropReason::SaHandoffFull, Some(port));
+    }
+    true
+}
+
+/// Decrypts and forwards a per-CPU SA's group another worker handed to
+/// this one ([`hand_off`]), as that worker's direct path would, with the
+/// SA and tunnel of the snapshot it was classified with; this worker
+/// counts every packet from here (`sa_handoff_in`, then sent or dropped).
+/// Leaves the box empty, for its owner.
+fn finish_handoff<B: PacketBuf, P: BufPool<B>>(
+    core: &mut Core<B, P>,
+    esp_out: &mut EspOut<B>,
+    icmp: &mut Icmp,
+    egress: &mut Egress,
+    tx: &mut TxQueues<B>,
+    job: &mut Job<B>,
+) {
+    core.counters.sa_handoff_in += job.pkts.len() as u64;
+    // Taken: the owner drops its reference when the box is back anyway.
+    let tables = job.tables.take();
+    let found = tables.as_deref().and_then(|t| {
+        let (_, _, sa) = t.inbound_sa(job.slot)?;
+        Some((sa, t.tunnel(job.tunnel)?))
+    });
+    let Some((sa, tunnel)) = found else {
+        // Classified with this snapshot, so both exist; dropped, not trusted.
+        for (pkt, port) in job.pkts.drain(..).zip(job.ports.drain(..)) {
+            core.drop_pkt(pkt, DropReason::UnknownSpi, Some(port));
+        }
+        return;
+    };
+    job.verdicts.clear();
+    job.verdicts.resize(job.pkts.len(), Verdict::default());
+    sa.decap_burst(&mut job.pkts, &mut job.verdicts, job.now);
+    let mut fwd = Forward::new(tunnel);
+    for (i, (pkt, port)) in job.pkts.drain(..).zip(job.ports.drain(..)).enumerate() {
+        if let Verdict::Drop(r) = job.verdicts[i] {
+            core.drop_pkt(pkt, DropReason::from_esp(r), Some(port));
+            continue;
+        }
+        fwd.packet(core, esp_out, icmp, egress, tx, pkt, port);
     }
 }
 

@@ -69,7 +69,7 @@ pub use spread::{SpreadRings, SpreadWhen};
 /// The decrypt fan-out's bounds (for tests and docs).
 pub mod spread_consts {
     pub use super::spread::{
-        INBOX_DEPTH, LATE_SEND_MAX_NS, MAX_JOBS_PER_WORKER, MAX_WAIT_NS, MIN_PART,
+        HANDOFF_DEPTH, INBOX_DEPTH, LATE_SEND_MAX_NS, MAX_JOBS_PER_WORKER, MAX_WAIT_NS, MIN_PART,
         REORDER_CAPACITY, STEAL_AFTER_NS,
     };
 }
@@ -279,6 +279,12 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
     }
 
     /// The counters so far (`held` is current).
+    /// Groups of per-CPU SAs this worker handed to other workers that are
+    /// not back yet (the handoff; 0 without the fan-out).
+    pub fn handed_off(&self) -> u64 {
+        self.esp_in.spread.as_ref().map_or(0, |s| s.handed_total())
+    }
+
     pub fn counters(&self) -> &WorkerCounters {
         &self.core.counters
     }
@@ -413,10 +419,18 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         work
     }
 
-    /// Drops every packet still waiting for a next hop (at shutdown), and
-    /// what waits in the decrypt fan-out's reorder stages.
+    /// Drops every packet still waiting for a next hop (at shutdown), what
+    /// waits in the decrypt fan-out's reorder stages, and the per-CPU SA
+    /// groups other workers handed to this one and it has not started.
     pub fn shutdown(&mut self) {
         if let Some(spread) = &mut self.esp_in.spread {
+            while let Some(mut job) = spread.take_handoff() {
+                self.core.counters.sa_handoff_in += job.pkts.len() as u64;
+                for (pkt, port) in job.pkts.drain(..).zip(job.ports.drain(..)) {
+                    self.core.drop_pkt(pkt, DropReason::Shutdown, Some(port));
+                }
+                spread.give_back(job);
+            }
             for mut job in spread.drain() {
                 self.core.counters.spreading -= job.pkts.len() as u64;
                 for (pkt, port) in job.pkts.drain(..).zip(job.ports.drain(..)) {

@@ -39,6 +39,19 @@
 //! waiting, decrypts the group itself outside the stage. That is also the
 //! owner's back-pressure: a slow worker cannot make it hold an unbounded
 //! number of buffers.
+//!
+//! Per-CPU SAs (RFC 9611) take another way through the same rings: the
+//! *handoff*. Each such inbound SA has a lane (`Tables::inbound_lane`),
+//! and the owner hands each of its groups whole, in a job box, to worker
+//! `lane % workers` (its handoff ring, FIFO), which decrypts, forwards,
+//! transmits and counts the packets itself and returns only the empty box.
+//! No ticket, no reorder stage: one SA's packets are decrypted by one
+//! worker in arrival order, each SA with its own replay window, so nothing
+//! can come late; SAs are independent (the peer's own workers send on
+//! them), so their relative order is not kept. A full ring does not let a
+//! group overtake the ones queued: the owner drops it (`sa_handoff_full`)
+//! unless nothing of that SA is queued, in which case it decrypts the group
+//! itself (`sa_handoff_kept`).
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -79,6 +92,11 @@ pub const MIN_PART: usize = 8;
 /// runs dry between the owner's bursts, few enough that a slow helper
 /// does not collect the owner's whole stage.
 pub const INBOX_DEPTH: usize = 2;
+/// Jobs (groups of up to a burst) a worker's handoff ring holds, from all
+/// owners together: about a millisecond of one worker's decryption at
+/// 64 B, enough to ride out a descheduled slice, few enough that an
+/// overloaded worker's queue does not hold the mempool.
+pub const HANDOFF_DEPTH: usize = 64;
 
 /// With `spread_late = "send"`, the oldest a late part may be (since it
 /// was cut) and still be sent: far beyond any reordering a transport
@@ -106,6 +124,9 @@ pub struct SpreadRings<B> {
     late: SpreadLate,
     inbox: Box<[ArrayQueue<Box<Job<B>>>]>,
     done: Box<[ArrayQueue<Box<Job<B>>>]>,
+    /// Per worker: groups of per-CPU SAs handed to it whole (the
+    /// handoff), in arrival order; never taken back by another worker.
+    handoff: Box<[ArrayQueue<Box<Job<B>>>]>,
     /// Per worker: its last poll's receive filled a whole burst, i.e. its
     /// own RX queues keep it busy. No owner hands such a worker a part:
     /// with every worker saturated by its own tunnels (the many-tunnel
@@ -146,6 +167,9 @@ impl<B> SpreadRings<B> {
             // At most `max_jobs` of an owner's jobs exist: its return ring
             // never refuses one.
             done: (0..workers).map(|_| ArrayQueue::new(max_jobs)).collect(),
+            handoff: (0..workers)
+                .map(|_| ArrayQueue::new(HANDOFF_DEPTH))
+                .collect(),
             busy: (0..workers)
                 .map(|_| CachePadded::new(AtomicBool::new(false)))
                 .collect(),
@@ -213,11 +237,14 @@ pub(super) struct Job<B> {
     /// When the owner cut the part (the worker clock, nanoseconds): how
     /// late a late part is.
     pub(super) cut_ns: u64,
-    /// The part's order ticket.
+    /// The part's order ticket (not used by a handoff).
     pub(super) ticket: u64,
+    /// A per-CPU SA's group handed off whole: the worker that takes it
+    /// decrypts, forwards and counts it, and returns the empty box.
+    pub(super) handoff: bool,
     pub(super) pkts: Vec<B>,
     pub(super) ports: Vec<PortIdx>,
-    verdicts: Vec<Verdict>,
+    pub(super) verdicts: Vec<Verdict>,
     pub(super) outcomes: Vec<Outcome>,
 }
 
@@ -409,6 +436,9 @@ pub(super) struct Spread<B> {
     /// Scratch: the workers a group is cut for (kept for its capacity).
     pub(super) targets: Vec<usize>,
     pub(super) dests: Vec<Option<usize>>,
+    /// By SAD index: this owner's handoff jobs of the SA not back yet
+    /// (queued at or being done by the SA's worker).
+    handed: Vec<u32>,
     /// A receive of this poll filled a whole burst.
     full_rx: bool,
     /// What this worker last published as its busy flag.
@@ -430,6 +460,7 @@ impl<B: PacketBuf> Spread<B> {
             hop: None,
             targets: Vec::with_capacity(workers),
             dests: Vec::with_capacity(workers),
+            handed: Vec::new(),
             full_rx: false,
             busy_published: false,
         }
@@ -467,6 +498,7 @@ impl<B: PacketBuf> Spread<B> {
             now: 0,
             cut_ns: 0,
             ticket: 0,
+            handoff: false,
             pkts: Vec::with_capacity(self.burst),
             ports: Vec::with_capacity(self.burst),
             verdicts: Vec::with_capacity(self.burst),
@@ -516,6 +548,7 @@ impl<B: PacketBuf> Spread<B> {
     /// A box back (emptied) for reuse.
     pub(super) fn recycle(&mut self, mut job: Box<Job<B>>) {
         job.tables = None;
+        job.handoff = false;
         job.pkts.clear();
         job.ports.clear();
         job.outcomes.clear();
@@ -580,6 +613,56 @@ impl<B: PacketBuf> Spread<B> {
     /// A job of this worker's back from another worker.
     pub(super) fn take_done(&self) -> Option<Box<Job<B>>> {
         self.rings.done[self.me].pop()
+    }
+
+    /// The worker that decrypts the per-CPU SA of lane `lane`, when it is
+    /// not this one.
+    pub(super) fn lane_worker(&self, lane: u32) -> Option<usize> {
+        let to = lane as usize % self.workers();
+        (to != self.me).then_some(to)
+    }
+
+    /// This owner's handoff jobs of SA `slot` not back yet.
+    pub(super) fn handed(&self, slot: SaIndex) -> u32 {
+        self.handed.get(slot.0 as usize).copied().unwrap_or(0)
+    }
+
+    /// Every handoff job of this owner not back yet (all SAs).
+    pub(super) fn handed_total(&self) -> u64 {
+        self.handed.iter().map(|&n| u64::from(n)).sum()
+    }
+
+    /// Hands `job` (a per-CPU SA's whole group) to worker `to`; gives it
+    /// back if that worker's handoff ring is full.
+    pub(super) fn hand_off(&mut self, to: usize, mut job: Box<Job<B>>) -> Result<(), Box<Job<B>>> {
+        job.handoff = true;
+        let i = job.slot.0 as usize;
+        match self.rings.handoff[to].push(job) {
+            Ok(()) => {
+                if self.handed.len() <= i {
+                    self.handed.resize(i + 1, 0);
+                }
+                self.handed[i] += 1;
+                Ok(())
+            }
+            Err(mut job) => {
+                job.handoff = false;
+                Err(job)
+            }
+        }
+    }
+
+    /// A handoff job of this worker's own returned empty: recycled.
+    pub(super) fn handoff_back(&mut self, job: Box<Job<B>>) {
+        if let Some(n) = self.handed.get_mut(job.slot.0 as usize) {
+            *n = n.saturating_sub(1);
+        }
+        self.recycle(job);
+    }
+
+    /// A group handed to this worker, to decrypt and forward.
+    pub(super) fn take_handoff(&self) -> Option<Box<Job<B>>> {
+        self.rings.handoff[self.me].pop()
     }
 
     /// Every job waiting in a reorder stage, finished (at shutdown).
