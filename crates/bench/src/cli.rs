@@ -78,13 +78,8 @@ impl Args {
             o.spread_late = options::parse_spread_late(late)?;
         }
         if self.per_cpu_sas {
-            if self.spread_decrypt {
-                return Err(options::OptionError(
-                    "--per-cpu-sas and --spread-decrypt: each worker receives its own SA's ESP, \
-                     there is nothing to spread"
-                        .into(),
-                ));
-            }
+            // With --spread-decrypt: the per-CPU SA handoff (worker 0
+            // receives every SA's ESP and hands each to its worker).
             if self.persist_seq {
                 return Err(options::OptionError(
                     "--per-cpu-sas with --persist-seq: not supported (the extra SA pairs are \
@@ -170,6 +165,7 @@ mod tests {
 
     #[test]
     fn per_cpu_sas_means_one_tunnel_and_refuses_what_contradicts_it() {
+        // (--spread-decrypt with it: the per-CPU SA handoff, not refused.)
         let per_cpu = |tunnels, spread, persist| Args {
             workers: Some(2),
             tunnels,
@@ -184,11 +180,14 @@ mod tests {
         assert!(per_cpu(Some(1), false, false)
             .options(String::new())
             .is_ok());
-        for (tunnels, spread, persist) in [
-            (Some(2), false, false),
-            (None, true, false),
-            (None, false, true),
-        ] {
+        // With the fan-out: the per-CPU SA handoff, the window on too.
+        let handoff = per_cpu(None, true, false).options(String::new()).unwrap();
+        assert!(handoff.per_cpu_sas && handoff.spread_decrypt);
+        assert_eq!(
+            crate::runner::replay_window(&handoff),
+            crate::gateway::REPLAY_WINDOW
+        );
+        for (tunnels, spread, persist) in [(Some(2), false, false), (None, false, true)] {
             let refused = per_cpu(tunnels, spread, persist).options(String::new());
             assert!(
                 refused.is_err(),

@@ -181,7 +181,9 @@ pub struct Options {
     /// RFC 9611 per-CPU SAs: one tunnel (implies `tunnels = Some(1)`)
     /// whose every worker encrypts with its own outbound SA and receives
     /// the peer's ESP on its own inbound SA, as `per_cpu_sas` negotiates
-    /// them (docs/multicore.md).
+    /// them (docs/multicore.md). With `spread_decrypt` (decrypt rows of the
+    /// worker layer): worker 0 receives every SA's ESP and hands each SA's
+    /// groups to the SA's worker (the per-CPU SA handoff).
     pub per_cpu_sas: bool,
     /// The tunnels' outer form (ESP or ESP in UDP, over IPv4 or IPv6).
     pub outer: Outer,

@@ -270,6 +270,10 @@ struct WorkerEnv<'a> {
     barrier: &'a Barrier,
     pool: &'a Mempool,
     spread: Option<&'a Arc<SpreadRings<Mbuf>>>,
+    /// The per-CPU SA handoff: slices of the worker layer worker 0 (the
+    /// receiving worker) has finished; the others run each slice until it
+    /// has, so that it never waits on a worker that stopped.
+    owner_slices: &'a std::sync::atomic::AtomicUsize,
 }
 
 /// Runs every layer of one case on `spec.workers` workers (one pool each,
@@ -293,6 +297,7 @@ fn run_case(
         )?
     };
     let barrier = Barrier::new(n);
+    let owner_slices = std::sync::atomic::AtomicUsize::new(0);
     let rings = spec
         .spread
         // As `spread_decrypt = "auto"`: the owner spreads while its
@@ -307,6 +312,7 @@ fn run_case(
                     barrier: &barrier,
                     pool: &pools[w],
                     spread: rings.as_ref(),
+                    owner_slices: &owner_slices,
                 };
                 let core = (!cores.is_empty()).then(|| cores[w % cores.len()]);
                 s.spawn(move || worker_thread(spec, env, core))
@@ -371,12 +377,37 @@ fn measure_layers(spec: CaseSpec, env: &WorkerEnv<'_>) -> Result<Vec<Measured>, 
     let slice = spec.seconds / slices as f64;
     let mut measured: Vec<Measured> = Layer::ALL.iter().map(|_| Measured::new()).collect();
     let mut failure: Option<String> = case.as_ref().err().cloned();
+    // The per-CPU SA handoff: worker 0 receives every pair's ESP, as one
+    // RX queue does when RSS cannot tell the SAs apart.
+    let handoff = spec.per_cpu && env.spread.is_some() && spec.direction == Direction::Decrypt;
+    let lanes: Result<Vec<CaseData>, String> = if handoff && env.w == 0 {
+        let lane = |k| {
+            CaseData::new(
+                gw,
+                spec.suite,
+                spec.size,
+                spec.direction,
+                k,
+                spec.tunnels,
+                spec.flows,
+            )
+        };
+        (1..spec.workers).map(lane).collect()
+    } else {
+        Ok(Vec::new())
+    };
+    // (A failure waits at the barriers with the others, below.)
+    let lanes = lanes.unwrap_or_else(|e| {
+        failure.get_or_insert(e);
+        Vec::new()
+    });
     let ctx = case.as_ref().ok().map(|case| Ctx {
         gateway: gw,
         case,
         pool: env.pool,
         tsc_hz: spec.tsc_hz,
         spread: env.spread,
+        lanes: &lanes,
     });
     let mut steps = Vec::new();
     if let Some(ctx) = &ctx {
@@ -389,19 +420,29 @@ fn measure_layers(spec: CaseSpec, env: &WorkerEnv<'_>) -> Result<Vec<Measured>, 
             }
         }
     }
-    for _ in 0..slices {
-        for (i, _) in Layer::ALL.iter().enumerate() {
+    use std::sync::atomic::Ordering;
+    for s in 0..slices {
+        for (i, layer) in Layer::ALL.iter().enumerate() {
             // Every thread waits here even after an error, or the others hang.
             env.barrier.wait();
+            let waited_on = handoff && *layer == Layer::Worker;
             if failure.is_some() {
+                if waited_on && env.w == 0 {
+                    env.owner_slices.fetch_add(1, Ordering::Release);
+                }
                 continue;
             }
+            // The handoff's other workers run until worker 0 is done.
+            let more = || waited_on && env.w != 0 && env.owner_slices.load(Ordering::Acquire) <= s;
             // A panicking stage must not leave this thread's share of the
             // barrier to the others (they would wait for it forever): it
             // becomes this thread's failure, reported like an error.
             let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                layers::run_for(slice, &mut measured[i], &mut steps[i])
+                layers::run_for_then_while(slice, more, &mut measured[i], &mut steps[i])
             }));
+            if waited_on && env.w == 0 {
+                env.owner_slices.fetch_add(1, Ordering::Release);
+            }
             match run {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => failure = Some(e),

@@ -83,7 +83,10 @@ pub enum Command {
         /// One tunnel on RFC 9611 per-CPU SAs (`per_cpu_sas`): with
         /// --workers N, N SA pairs of the same selectors, worker w
         /// encrypting with its own outbound SA and receiving the peer's
-        /// ESP on its own inbound SA (implies --tunnels 1; docs/multicore.md)
+        /// ESP on its own inbound SA (implies --tunnels 1; docs/multicore.md).
+        /// With --spread-decrypt: the per-CPU SA handoff, worker 0 receiving
+        /// every SA's ESP (one packet of each in turn) and handing each SA's
+        /// groups to its worker, which decrypts and forwards them.
         #[arg(long)]
         per_cpu_sas: bool,
         /// The tunnels' outer form: ESP over IPv4 (esp4), ESP in UDP 4500

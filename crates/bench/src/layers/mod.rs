@@ -52,6 +52,11 @@ pub struct Ctx<'a> {
     pub tsc_hz: f64,
     /// The decrypt fan-out's rings, shared by the case's workers.
     pub spread: Option<&'a std::sync::Arc<espgw_dataplane::worker::SpreadRings<Mbuf>>>,
+    /// The per-CPU SA handoff (per-CPU SAs with the fan-out on), worker 0
+    /// only: the cases of the other workers' SA pairs (lanes 1..), whose
+    /// ESP worker 0 receives too, interleaved with its own, and hands to
+    /// their workers. Empty otherwise.
+    pub lanes: &'a [CaseData],
 }
 
 /// One layer's loop body: one burst from the generator through the stage
@@ -94,6 +99,18 @@ const WARMUP_SHARE: f64 = 0.1;
 pub fn run_for(
     seconds: f64,
     measured: &mut Measured,
+    step: impl FnMut(&mut Measured, bool) -> Result<(), String>,
+) -> Result<(), String> {
+    run_for_then_while(seconds, || false, measured, step)
+}
+
+/// [`run_for`], then on while `more()` says so (checked with the clock):
+/// a worker that others wait on (the per-CPU SA handoff's) runs as long
+/// as the worker that hands it work.
+pub fn run_for_then_while(
+    seconds: f64,
+    more: impl Fn() -> bool,
+    measured: &mut Measured,
     mut step: impl FnMut(&mut Measured, bool) -> Result<(), String>,
 ) -> Result<(), String> {
     let start = Instant::now();
@@ -104,7 +121,7 @@ pub fn run_for(
         // The clock is read every 16 bursts: cheap, and at most a few µs late.
         if bursts & 15 == 0 {
             let t = start.elapsed().as_secs_f64();
-            if t >= seconds {
+            if t >= seconds && !more() {
                 break;
             }
             if counting_since.is_none() && t >= warm_until {

@@ -11,12 +11,13 @@ use std::time::Instant;
 
 use dpdk::{Burst, Mbuf, Mempool};
 use espgw_dataplane::neighbor::SharedNeighbors;
-use espgw_dataplane::{BufPool, Now, TxQueues, Worker};
+use espgw_dataplane::worker::spread_consts::MAX_JOBS_PER_WORKER;
+use espgw_dataplane::{BufPool, GatewayDropCounts, Now, TxQueues, Worker};
 use espgw_wire::PacketBuf;
 
 use super::{free_bulk, record_burst, tsc, BurstCycles, Ctx, Step, PEER_CHECK_EVERY};
 use crate::gateway::{self, PROTECTED, UNPROTECTED};
-use crate::generator::{Generator, BURST};
+use crate::generator::{Generator, Template, BURST};
 use crate::options::Direction;
 use crate::sink::{
     check_esp, check_ethernet, check_ethernet_of, check_inner, Invalid, PeerDecrypt,
@@ -35,9 +36,10 @@ impl BufPool<Mbuf> for PoolSource {
 }
 
 /// Ticks the receiving worker of a fan-out until none of its packets is
-/// out at another worker or waiting in its reorder stage, collecting what
-/// it releases into `sent`. Bounded: a part that never comes back is a
-/// bench failure, not a hang.
+/// out at another worker or waiting in its reorder stage, and every group
+/// it handed off (per-CPU SAs) is back, collecting what it releases into
+/// `sent`. Bounded: a part that never comes back is a bench failure, not a
+/// hang.
 fn drain_fan_out(
     worker: &mut Worker<Mbuf, PoolSource>,
     txq: &mut TxQueues<Mbuf>,
@@ -46,11 +48,61 @@ fn drain_fan_out(
     started: Instant,
 ) -> Result<(), String> {
     let deadline = Instant::now() + std::time::Duration::from_secs(2);
-    while worker.counters().spreading != 0 {
+    while worker.counters().spreading != 0 || worker.handed_off() != 0 {
         if Instant::now() > deadline {
             return Err(format!(
-                "fan-out: {} packets still out 2 s after the generator's pass ended",
-                worker.counters().spreading
+                "fan-out: {} packets and {} handed-off groups still out 2 s after the generator's pass ended",
+                worker.counters().spreading,
+                worker.handed_off()
+            ));
+        }
+        let now = Now {
+            ns: started.elapsed().as_nanos() as u64,
+        };
+        worker.tick(txq, now);
+        for port in 0..ports {
+            sent.extend(txq.drain(port).map(|frame| (port, frame)));
+        }
+        std::hint::spin_loop();
+    }
+    Ok(())
+}
+
+/// The per-CPU SA handoff: the receiving worker generates its next burst
+/// only while fewer of the groups it handed off than this are still out.
+/// The generator plays a NIC that receives at whatever rate it is given,
+/// while the gateway drops (`sa_handoff_full`) what a worker it hands to
+/// cannot take: unpaced, the rows would count packets generated but
+/// dropped. Paced, the loop rate is what the workers together sustain.
+/// The limit: the job boxes the receiving worker has, less one group per
+/// other worker (what one burst can hand off), so that the gateway never
+/// runs out of boxes (and drops) because of the generator.
+fn handoff_pace(workers: usize) -> u64 {
+    (MAX_JOBS_PER_WORKER * workers)
+        .saturating_sub(workers)
+        .max(1) as u64
+}
+
+/// Waits (ticking, collecting what leaves into `sent`) until fewer than
+/// `limit` ([`handoff_pace`]) groups handed off are out. Bounded like
+/// [`drain_fan_out`].
+fn pace_handoff(
+    limit: u64,
+    worker: &mut Worker<Mbuf, PoolSource>,
+    txq: &mut TxQueues<Mbuf>,
+    sent: &mut Vec<(usize, Mbuf)>,
+    ports: usize,
+    started: Instant,
+) -> Result<(), String> {
+    if worker.handed_off() < limit {
+        return Ok(());
+    }
+    let deadline = Instant::now() + std::time::Duration::from_secs(2);
+    while worker.handed_off() >= limit {
+        if Instant::now() > deadline {
+            return Err(format!(
+                "handoff: {} groups still out after 2 s",
+                worker.handed_off()
             ));
         }
         let now = Now {
@@ -94,14 +146,63 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
     let mut txq: TxQueues<Mbuf> = TxQueues::new(ports, txq_depth);
     if helper {
         let started = Instant::now();
-        return Ok(Box::new(move |_m: &mut Measured, _record: bool| {
+        // The per-CPU SA handoff: this worker forwards its SA's packets
+        // itself; the sink checks them here (the receiving worker counts
+        // them as its packets: it generated them).
+        let handoff = ctx.gateway.is_per_cpu();
+        let out_port = PROTECTED;
+        let mut sent: Vec<Mbuf> = Vec::with_capacity(4 * BURST);
+        let mut staging: Burst<BURST> = Burst::new();
+        let mut drops_before = worker.counters().drops;
+        let mut handed_in_before = worker.counters().sa_handoff_in;
+        return Ok(Box::new(move |m: &mut Measured, record: bool| {
             let now = Now {
                 ns: started.elapsed().as_nanos() as u64,
             };
+            let t0 = tsc();
             worker.tick(&mut txq, now);
-            // Nothing leaves a helper (the receiving worker forwards).
+            let ticked = tsc() - t0;
+            if !handoff {
+                // Nothing leaves a fan-out helper (the receiving worker
+                // forwards).
+                for port in 0..ports {
+                    txq.drain(port).for_each(drop);
+                }
+                return Ok(());
+            }
+            let t1 = tsc();
+            let mut out = Delivered::default();
             for port in 0..ports {
-                txq.drain(port).for_each(drop);
+                for frame in txq.drain(port) {
+                    if record {
+                        m.tally
+                            .record(check_frame(case, port, out_port, &frame, None));
+                        out.add(case, &frame);
+                    }
+                    sent.push(frame);
+                }
+            }
+            let drained = tsc() - t1;
+            let counters = worker.counters();
+            // The packets handed to this worker: its to forward, and to
+            // count (the receiving worker counts the others).
+            let handed_in = counters.sa_handoff_in - handed_in_before;
+            handed_in_before = counters.sa_handoff_in;
+            let drops_now = counters.drops;
+            if record {
+                record_drops(m, &drops_now, &drops_before);
+            }
+            drops_before = drops_now;
+            let freed = free_bulk(&mut sent, &mut staging);
+            if record && handed_in > 0 {
+                // Ticks with nothing to do are the idle loop, not work.
+                // No latency: the generation time is the other worker's.
+                let cycles = BurstCycles {
+                    stage: ticked,
+                    io: ticked + drained + freed,
+                    latency: 0,
+                };
+                out.record(m, handed_in, cycles, ctx.tsc_hz);
             }
             Ok(())
         }));
@@ -110,14 +211,24 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
     // What the worker queued, with the port it queued it for.
     let mut sent: Vec<(usize, Mbuf)> = Vec::with_capacity(4 * BURST);
     let mut staging: Burst<BURST> = Burst::new();
-    let mut gen = Generator::new(case.frames());
+    // With the per-CPU SA handoff, every SA pair's ESP, one packet of each
+    // in turn (the finest interleaving: each SA's group of a burst is the
+    // smallest it can be).
+    let mut gen = Generator::new(interleave(case, ctx.lanes));
     let tables = &ctx.gateway.tables;
-    let (_, _, inbound) = tables
-        .sad
-        .inbound(gateway::in_spi(t), ctx.gateway.local())
-        .and_then(|i| tables.inbound_sa(i))
-        .ok_or("bench gateway: no inbound SA for the worker's SPI")?;
-    let inbound = std::sync::Arc::clone(inbound);
+    let inbound_of = |t: usize| {
+        tables
+            .sad
+            .inbound(gateway::in_spi(t), ctx.gateway.local())
+            .and_then(|i| tables.inbound_sa(i))
+            .map(|(_, _, sa)| std::sync::Arc::clone(sa))
+            .ok_or("bench gateway: no inbound SA for the worker's SPI")
+    };
+    // This worker's SA, and those of the lanes it receives for.
+    let inbound = std::iter::once(t)
+        .chain(ctx.lanes.iter().map(|l| l.tunnel))
+        .map(inbound_of)
+        .collect::<Result<Vec<_>, _>>()?;
     let (in_port, out_port) = match case.direction {
         Direction::Encrypt => (PROTECTED, UNPROTECTED),
         Direction::Decrypt => (UNPROTECTED, PROTECTED),
@@ -129,10 +240,16 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
     )?;
     let started = Instant::now();
     // The worker's fan-out counter when the last burst ended.
-    let mut spread_before = worker.counters().spread_out;
+    let mut spread_before = worker.counters().spread_out + worker.counters().sa_handoff_out;
+    let mut handed_before = worker.counters().sa_handoff_out;
     // Its drop counters then, so that a row says why packets were lost.
     let mut drops_before = worker.counters().drops;
+    let pace = !ctx.lanes.is_empty();
+    let pace_limit = handoff_pace(ctx.lanes.len() + 1);
     Ok(Box::new(move |m: &mut Measured, record: bool| {
+        if pace {
+            pace_handoff(pace_limit, &mut worker, &mut txq, &mut sent, ports, started)?;
+        }
         let f0 = tsc();
         let wrapped = gen.fill(ctx.pool, &mut pkts)?;
         let filled = tsc() - f0;
@@ -154,7 +271,9 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
                     m.untimed_ns += drain.elapsed().as_nanos() as u64;
                 }
             }
-            inbound.reset_replay_window_for_bench();
+            for sa in &inbound {
+                sa.reset_replay_window_for_bench();
+            }
         }
         let now = Now {
             ns: started.elapsed().as_nanos() as u64,
@@ -168,44 +287,123 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
             sent.extend(txq.drain(port).map(|frame| (port, frame)));
         }
         let drained = tsc() - t2;
+        let mut out = Delivered::default();
         if record {
             let sample = case.direction == Direction::Encrypt && peer.sample_next_burst();
             for (port, frame) in &sent {
                 let peer = if sample { Some(&mut peer) } else { None };
                 m.tally
                     .record(check_frame(case, *port, out_port, frame, peer));
+                if pace {
+                    out.add(case, frame);
+                }
             }
         }
         pkts.extend(sent.drain(..).map(|(_, frame)| frame));
         let counters = worker.counters();
         // Signed: a part taken back from a helper's inbox is un-counted
         // (`spread_out` goes down).
-        let spread_now = counters.spread_out;
+        // (With the per-CPU SA handoff, the groups handed off count too.)
+        let spread_now = counters.spread_out + counters.sa_handoff_out;
         if record {
             let delta = spread_now as i64 - spread_before as i64;
             m.spread_out = m.spread_out.saturating_add_signed(delta);
         }
         spread_before = spread_now;
         let drops_now = counters.drops;
-        if record && drops_now != drops_before {
-            for ((reason, now), (_, before)) in drops_now.iter().zip(drops_before.iter()) {
-                if now > before {
-                    *m.drops.entry(reason.name()).or_default() += now - before;
-                }
-            }
+        if record {
+            record_drops(m, &drops_now, &drops_before);
         }
         drops_before = drops_now;
         let freed = free_bulk(&mut pkts, &mut staging);
+        let handed = worker.counters().sa_handoff_out - handed_before;
+        handed_before += handed;
         if record {
             let cycles = BurstCycles {
                 stage: t1 - t0,
                 io: filled + (t2 - t0) + drained + freed,
                 latency: t2 - t0,
             };
-            record_burst(m, case, &gen.slots, cycles, ctx.tsc_hz);
+            if pace {
+                // The handoff: the packets handed off are the other
+                // workers' to count; this one counts the rest (what it
+                // sent or dropped) and the bytes it sent.
+                out.record(m, gen.slots.len() as u64 - handed, cycles, ctx.tsc_hz);
+            } else {
+                record_burst(m, case, &gen.slots, cycles, ctx.tsc_hz);
+            }
         }
         Ok(())
     }))
+}
+
+/// What one worker of the per-CPU SA handoff sent in one burst or tick
+/// (decrypted frames: Ethernet and the inner packet).
+#[derive(Default)]
+struct Delivered {
+    frames: u64,
+    inner_bytes: u64,
+    wire_bytes: u64,
+}
+
+impl Delivered {
+    fn add(&mut self, case: &crate::case::CaseData, frame: &Mbuf) {
+        let inner = frame.len().saturating_sub(crate::packets::ETH_LEN);
+        self.frames += 1;
+        self.inner_bytes += inner as u64;
+        self.wire_bytes += case.wire_bytes(inner) as u64;
+    }
+
+    /// Records `packets` (those this worker is to account for: the sink
+    /// checks that as many frames left) with the bytes it sent and the
+    /// cycles; latency (if any) for the frames it sent.
+    fn record(&self, m: &mut Measured, packets: u64, cycles: BurstCycles, tsc_hz: f64) {
+        m.packets += packets;
+        m.cycles += cycles.stage;
+        m.io_cycles += cycles.io;
+        m.inner_bytes += self.inner_bytes;
+        m.wire_bytes += self.wire_bytes;
+        if let (Some(stage), Some(io)) = (
+            cycles.stage.checked_div(packets),
+            cycles.io.checked_div(packets),
+        ) {
+            let _ = m.burst_cycles.record(stage.max(1));
+            let _ = m.io_burst_cycles.record(io.max(1));
+        }
+        if cycles.latency > 0 && self.frames > 0 {
+            let ns = (cycles.latency as f64 * 1e9 / tsc_hz) as u64;
+            let _ = m
+                .latency_ns
+                .record_n(ns.clamp(1, 10_000_000_000), self.frames);
+        }
+    }
+}
+
+/// Adds the drops between two copies of a worker's drop counters to `m`,
+/// by reason.
+fn record_drops(m: &mut Measured, now: &GatewayDropCounts, before: &GatewayDropCounts) {
+    if now == before {
+        return;
+    }
+    for ((reason, now), (_, before)) in now.iter().zip(before.iter()) {
+        if now > before {
+            *m.drops.entry(reason.name()).or_default() += now - before;
+        }
+    }
+}
+
+/// `case`'s frames, or with `lanes` (the per-CPU SA handoff) every lane's
+/// in turn, one packet each: a pass is every lane's pass (whole bursts, as
+/// each lane's is).
+fn interleave(case: &crate::case::CaseData, lanes: &[crate::case::CaseData]) -> Vec<Template> {
+    let all: Vec<Vec<Template>> = std::iter::once(case)
+        .chain(lanes)
+        .map(|c| c.frames())
+        .collect();
+    let len = all.iter().map(Vec::len).min().unwrap_or(0);
+    (0..len)
+        .flat_map(|i| all.iter().map(move |f| f[i].clone()))
+        .collect()
 }
 
 fn check_frame(

@@ -66,7 +66,15 @@ pub fn render(report: &Report) -> String {
         let _ = writeln!(
             s,
             "1 tunnel on per-CPU SA pairs (RFC 9611): worker w encrypts with its own outbound SA \
-             and receives the peer's ESP on its own inbound SA; anti-replay window {}\n",
+             and {}; anti-replay window {}\n",
+            if report.options.spread_decrypt {
+                "decrypts the peer's ESP on its own inbound SA, all of which worker 0 receives \
+                 (one packet of each SA in turn) and hands to the SA's worker (the per-CPU SA \
+                 handoff; worker layer: the generator paced to what the workers take; each \
+                 worker counts what it forwards, latency only worker 0's own)"
+            } else {
+                "receives the peer's ESP on its own inbound SA"
+            },
             crate::runner::replay_window(&report.options)
         );
     } else if let Some(t) = report.options.tunnels {

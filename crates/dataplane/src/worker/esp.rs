@@ -392,10 +392,11 @@ impl<B: PacketBuf> EspIn<B> {
                 continue;
             };
             if let Some(spread) = &mut self.spread {
-                // A per-CPU SA's groups go whole to the SA's worker (the
-                // handoff; or stay here, below, when that is this worker
-                // or its inbox is full with nothing of the SA queued),
-                // unless parts of the SA are still out in the fan-out (it
+                // A per-CPU SA's groups go whole to the worker of its lane
+                // (the handoff, `Spread::lane_worker`), or stay here, below:
+                // this worker's own lanes, or when the lane's worker cannot
+                // take the group and nothing of the SA is queued there. Not
+                // while parts of the SA are still out in the fan-out (it
                 // just became per-CPU): those go first, through it.
                 let outstanding = spread.outstanding(slot);
                 let lane = tables.inbound_lane(slot).filter(|_| outstanding == 0);
@@ -405,12 +406,19 @@ impl<B: PacketBuf> EspIn<B> {
                 // a small group would overtake them.
                 let worth = stage.pkts.len() >= 2 * MIN_PART;
                 if let Some(lane) = lane {
-                    if let Some(to) = spread.lane_worker(lane) {
+                    if let Some(to) = spread.lane_worker(slot, lane) {
                         if hand_off(spread, core, to, slot, tunnel.id, &mut stage) {
                             self.groups[t] = stage;
                             continue;
                         }
+                    } else if !spread.wants_help() {
+                        core.counters.spread_unneeded += stage.pkts.len() as u64;
                     }
+                    // (A per-CPU SA of this worker's own lane through the
+                    // fan-out instead, to take load off this worker, which
+                    // also classifies every packet: tried in session 15,
+                    // the two mechanisms' back-pressures fought and lost
+                    // packets; docs/multicore.md.)
                 } else if outstanding != 0 || (worth && spread.wants_help()) {
                     if spread_group(spread, core, esp_out, icmp, egress, tx, slot, &mut stage) {
                         self.groups[t] = stage;

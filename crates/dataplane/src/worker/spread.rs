@@ -437,8 +437,8 @@ pub(super) struct Spread<B> {
     pub(super) targets: Vec<usize>,
     pub(super) dests: Vec<Option<usize>>,
     /// By SAD index: this owner's handoff jobs of the SA not back yet
-    /// (queued at or being done by the SA's worker).
-    handed: Vec<u32>,
+    /// (queued at or being done by the SA's worker), and that worker.
+    handed: Vec<(u32, u16)>,
     /// A receive of this poll filled a whole burst.
     full_rx: bool,
     /// What this worker last published as its busy flag.
@@ -615,21 +615,39 @@ impl<B: PacketBuf> Spread<B> {
         self.rings.done[self.me].pop()
     }
 
-    /// The worker that decrypts the per-CPU SA of lane `lane`, when it is
-    /// not this one.
-    pub(super) fn lane_worker(&self, lane: u32) -> Option<usize> {
-        let to = lane as usize % self.workers();
-        (to != self.me).then_some(to)
+    /// The worker a group of the per-CPU SA at `slot`, of lane `lane`,
+    /// goes to; `None`: this one decrypts it. While groups of the SA are
+    /// out, the worker they went to (its ring is FIFO: no overtaking).
+    /// Otherwise, when this worker keeps up alone (`"auto"`), itself; else
+    /// the lane's home worker, `lane % workers` (itself for its own
+    /// lanes), as RSS on the SPI would place the SA.
+    ///
+    /// (Tried in session 15: a lane whose home is this worker handed to
+    /// another worker while that one had few of this one's groups. With
+    /// FIFO per SA a lane moves back only once all of it is back, so under
+    /// load it never did: the other worker decrypted everything, and the
+    /// pair ran no faster than with the static split; docs/multicore.md.)
+    pub(super) fn lane_worker(&self, slot: SaIndex, lane: u32) -> Option<usize> {
+        if let Some(&(n, to)) = self.handed.get(slot.0 as usize) {
+            if n != 0 {
+                return Some(usize::from(to));
+            }
+        }
+        if !self.wants_help() {
+            return None;
+        }
+        let home = lane as usize % self.workers();
+        (home != self.me).then_some(home)
     }
 
     /// This owner's handoff jobs of SA `slot` not back yet.
     pub(super) fn handed(&self, slot: SaIndex) -> u32 {
-        self.handed.get(slot.0 as usize).copied().unwrap_or(0)
+        self.handed.get(slot.0 as usize).map_or(0, |h| h.0)
     }
 
     /// Every handoff job of this owner not back yet (all SAs).
     pub(super) fn handed_total(&self) -> u64 {
-        self.handed.iter().map(|&n| u64::from(n)).sum()
+        self.handed.iter().map(|h| u64::from(h.0)).sum()
     }
 
     /// Hands `job` (a per-CPU SA's whole group) to worker `to`; gives it
@@ -640,9 +658,10 @@ impl<B: PacketBuf> Spread<B> {
         match self.rings.handoff[to].push(job) {
             Ok(()) => {
                 if self.handed.len() <= i {
-                    self.handed.resize(i + 1, 0);
+                    self.handed.resize(i + 1, (0, 0));
                 }
-                self.handed[i] += 1;
+                // (Worker indexes fit: a run has at most a few hundred.)
+                self.handed[i] = (self.handed[i].0 + 1, to as u16);
                 Ok(())
             }
             Err(mut job) => {
@@ -654,8 +673,8 @@ impl<B: PacketBuf> Spread<B> {
 
     /// A handoff job of this worker's own returned empty: recycled.
     pub(super) fn handoff_back(&mut self, job: Box<Job<B>>) {
-        if let Some(n) = self.handed.get_mut(job.slot.0 as usize) {
-            *n = n.saturating_sub(1);
+        if let Some(h) = self.handed.get_mut(job.slot.0 as usize) {
+            h.0 = h.0.saturating_sub(1);
         }
         self.recycle(job);
     }
