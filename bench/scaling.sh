@@ -18,7 +18,10 @@
 #       aggregate loop Mpps and the efficiency (N workers / N x 1 worker)
 #       of the engine and worker layers. With TUNNELS=1, `run` below does
 #       the same on the device machine. With PER_CPU_SAS=1 too, the one
-#       tunnel runs on per-CPU SA pairs (`--per-cpu-sas`) instead.
+#       tunnel runs on per-CPU SA pairs (`--per-cpu-sas`) instead. With
+#       SPREAD=1, `--spread-decrypt` too: worker 0 receives the tunnel's
+#       ESP and fans it out (one shared pair) or hands each SA to its
+#       worker (PER_CPU_SAS=1: the per-CPU SA handoff).
 #   bench/scaling.sh run DIR OUT [WORKERS...]
 #       there: one `espgw bench --workers N` per N (default: 2 4 8 and all
 #       CPUs), aes128gcm16 at 64, 1420 and imix, both directions; writes
@@ -142,6 +145,8 @@ one_tunnel_runs() {
     # worker (`--per-cpu-sas`), instead of one shared pair.
     local mode=(--tunnels 1)
     [ -n "${PER_CPU_SAS:-}" ] && mode=(--per-cpu-sas)
+    # SPREAD=1: one receiving worker, the fan-out or the handoff.
+    [ -n "${SPREAD:-}" ] && mode+=(--spread-decrypt)
     for n in "${workers[@]}"; do
         local cmd=("${ESPGW_CMD[@]}" bench --suite aes128gcm16 --sizes 64,1420 --direction both
             --workers "$n" "${mode[@]}" --seconds "$seconds" --json "$out/one-tunnel-$n.json")

@@ -5,21 +5,29 @@
 #   [pc-hosta] -- espgw A -- link -- espgw B -- [pc-hostb]
 #   10.1.0.10   10.1.0.1 | 192.0.2.1  192.0.2.2 | 10.2.0.1   10.2.0.10
 #
-# A: one worker, start_action = "start", per_cpu_sas = 2. B: two workers
-# (af_packet qpairs=2, fanout hash), per_cpu_sas = "auto" (= 2). In order,
-# each step failing the test:
+# A: two workers, start_action = "start", per_cpu_sas = 2. B: two workers,
+# per_cpu_sas = "auto" (= 2). Both: af_packet qpairs=2 (fanout hash), ESP
+# in UDP 4500 (encap = "udp": every SA's packets one UDP flow, so one RX
+# queue, as RSS on an 82599 puts them), and the per-CPU SA handoff on
+# (spread_decrypt = "always", per_cpu_handoff = true): the worker that
+# receives the tunnel's ESP hands each SA's groups to worker (its pair %
+# 2), so with both SAs carrying traffic one of them is handed off. In
+# order, each step failing the test:
 #  1. Both `ctl ike list`s show one IKE SA with 2 CHILD_SAs with identical
 #     selectors (one marked per-cpu); both `ctl sa list`s 2 outbound SAs of
 #     the tunnel.
 #  2. 20 pings answered; a TCP transfer A -> B and one B -> A arrive whole
 #     (sha256 at both ends); 8 parallel TCP streams from host B: both of B's
 #     outbound SAs carried packets (its two workers encrypt on different
-#     SAs), and A decrypted on both of its inbound SAs.
+#     SAs), and A decrypted on both of its inbound SAs, A handed one of them
+#     to its other worker; 8 streams from host A arrive whole, and B handed
+#     one of its SAs' packets to its other worker (`sa_handoff_out` > 0).
 #  3. `ctl ike rekey pair --child net` on A rekeys the first CHILD_SA: the
 #     per-CPU one keeps its SPIs on both sides, the first one has new ones,
 #     and 20 pings are answered, 8 streams arrive whole.
 #  4. SIGINT: both stats JSONs balance (their SA lists are empty: the
-#     gateways delete their IKE SAs, so the tunnels, before writing them).
+#     gateways delete their IKE SAs, so the tunnels, before writing them),
+#     and every packet B's workers handed off was taken by the other.
 # PERCPU=1 runs the same steps with per_cpu_sas = 1 on both: it must fail at
 # step 1, which shows the test tells.
 # Needs root. ESPGW overrides the binary.
@@ -51,6 +59,9 @@ conf() {
     grep -q "^workers = $workers$" "$f" || fail "could not set workers = $workers in $f"
     sed -i "/^\[gateway\]/a state_dir = \"$WORK/state-$side\"" "$f"
     sed -i "/^\[gateway\]/a ike_retransmit_ms = 500\nike_retransmit_tries = 3" "$f"
+    if [ "$workers" -gt 1 ]; then
+        sed -i "/^\[dataplane\]/a spread_decrypt = \"always\"\nper_cpu_handoff = true" "$f"
+    fi
     cat >>"$f" <<EOF
 
 [[connection]]
@@ -62,6 +73,7 @@ remote_id = "gw$peer.example"
 psk = "$PSK"
 proposals = ["aes128gcm16-prfsha256-x25519"]
 start_action = "$action"
+encap = "udp"
 
 [[connection.child]]
 name = "net"
@@ -124,18 +136,20 @@ xfer() {
     echo "step 2: TCP $tag: $(cat "$WORK/xfer-$tag-serve.out") (length, sha256) equal at both ends"
 }
 
-# streams: 8 parallel TCP connections host B -> host A (different ports,
-# so B's af_packet fanout hash spreads them over its two workers; all 8 on
-# one worker, 2 chances in 256, fails the counter checks).
+# streams [FROM]: 8 parallel TCP connections host B -> host A (FROM = a:
+# host A -> host B), different ports, so the sender's gateway's af_packet
+# fanout hash spreads them over its two workers; all 8 on one worker, 2
+# chances in 256, fails the counter checks.
 streams() {
-    local pids=() k
+    local pids=() k from=${1:-b} to src dst
+    if [ "$from" = a ]; then to=b src=10.1.0.10 dst=10.2.0.10; else to=a src=10.2.0.10 dst=10.1.0.10; fi
     for k in $(seq 1 8); do
-        in_a python3 tests/e2e/xfer.py serve 10.1.0.10 $((5400 + k)) >"$WORK/st-$k-serve.out" 2>&1 &
+        "in_$to" python3 tests/e2e/xfer.py serve "$dst" $((5400 + k)) >"$WORK/st-$k-serve.out" 2>&1 &
         pids+=($!)
     done
     sleep 0.5
     for k in $(seq 1 8); do
-        in_b python3 tests/e2e/xfer.py send 10.2.0.10 10.1.0.10 $((5400 + k)) 500000 >"$WORK/st-$k-send.out" 2>&1 &
+        "in_$from" python3 tests/e2e/xfer.py send "$src" "$dst" $((5400 + k)) 500000 >"$WORK/st-$k-send.out" 2>&1 &
         pids+=($!)
     done
     for p in "${pids[@]}"; do wait "$p" || fail "step 2: a parallel stream failed: $(tail -2 "$WORK"/st-*-send.out)"; done
@@ -145,7 +159,7 @@ streams() {
 }
 
 scripts/netns.sh up "$P"
-conf a 1 2 gateway.toml 1 start "$WANT_A"
+conf a 1 2 gateway.toml 2 start "$WANT_A"
 conf b 2 1 configs/gateway-b.toml 2 none "$WANT_B"
 
 # 1. Two CHILD_SAs, one selector pair.
@@ -187,7 +201,19 @@ assert len(b) == 2 and all(x["packets"] > 0 for x in b), "both of B's outbound S
 got = {x["spi"]: x["packets"] for x in a}
 assert all(got.get(x["spi"], 0) > 0 for x in b), "A decrypts on both"
 PY
-echo "step 2 ok: pings, two whole TCP transfers, 8 streams; both of B's outbound SAs carried traffic"
+streams a
+for s in a b; do
+    ctl $s stats --json >"$WORK/stats-$s.json" 2>&1 || fail "step 2: ctl stats $s: $(cat "$WORK/stats-$s.json")"
+    python3 - "$WORK/stats-$s.json" "$s" <<'PY' || fail "step 2: $s's handoff"
+import json, sys
+ws = json.load(open(sys.argv[1]))["workers"]
+out = [w.get("sa_handoff_out", 0) for w in ws]
+into = [w.get("sa_handoff_in", 0) for w in ws]
+print(f"step 2: {sys.argv[2].upper()}'s handoff: out {out}, in {into}, kept {[w.get('sa_handoff_kept', 0) for w in ws]}")
+assert sum(out) > 0, "the receiving worker handed nothing to the other"
+PY
+done
+echo "step 2 ok: pings, two whole TCP transfers, 8 streams each way; both of B's outbound SAs carried traffic, A and B handed off"
 
 # 3. Rekey of the first CHILD_SA keeps the per-CPU one.
 before=$(children a)
@@ -216,8 +242,15 @@ gateways_stop || fail "a gateway did not exit cleanly"
 for s in a b; do
     python3 - "$WORK/$s.json" <<'PY' || fail "step 4: stats JSON of $s"
 import json, sys
-t = json.load(open(sys.argv[1]))["totals"]
+j = json.load(open(sys.argv[1]))
+t = j["totals"]
 assert t["balanced"], t
+out = [w.get("sa_handoff_out", 0) for w in j["workers"]]
+into = [w.get("sa_handoff_in", 0) for w in j["workers"]]
+print(f"step 4: {sys.argv[1].rsplit('/', 1)[-1]}: handoff out {out}, in {into}, kept",
+      [w.get("sa_handoff_kept", 0) for w in j["workers"]], "drops sa_handoff_full",
+      j["drops"].get("sa_handoff_full", 0))
+assert sum(out) == sum(into), (out, into)
 PY
 done
 echo "PASS: ike_percpu"

@@ -302,7 +302,10 @@ fn run_case(
         .spread
         // As `spread_decrypt = "auto"`: the owner spreads while its
         // receive fills whole bursts, which the generator's always do.
-        .then(|| SpreadRings::<Mbuf>::with_options(n, spec.spread_late, SpreadWhen::Behind));
+        // With per-CPU SAs, the handoff.
+        .then(|| {
+            SpreadRings::<Mbuf>::with_handoff(n, spec.spread_late, SpreadWhen::Behind, spec.per_cpu)
+        });
     let results: Vec<Result<Vec<Measured>, String>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..n)
             .map(|w| {

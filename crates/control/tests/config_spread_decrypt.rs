@@ -121,6 +121,49 @@ fn spread_late_drops_by_default_sends_when_asked_and_is_warned_about_without_the
     );
 }
 
+/// `per_cpu_handoff`: off by default; `true` kept, and warned about
+/// without the fan-out; not a boolean: an error naming the key; `espgw
+/// check`'s plan says what it does.
+#[test]
+fn per_cpu_handoff_is_off_by_default_and_needs_the_fan_out() {
+    let (config, _) = parse(&base()).unwrap_or_else(|d| panic!("{}", render(&d)));
+    assert!(!config.dataplane.per_cpu_handoff);
+    for (lines, want, warned) in [
+        (
+            "spread_decrypt = \"auto\"\nper_cpu_handoff = true",
+            true,
+            false,
+        ),
+        (
+            "spread_decrypt = \"auto\"\nper_cpu_handoff = false",
+            false,
+            false,
+        ),
+        ("per_cpu_handoff = true", true, true),
+    ] {
+        let (config, diags) =
+            parse(&with_dp(2, lines)).unwrap_or_else(|d| panic!("{}", render(&d)));
+        assert_eq!(config.dataplane.per_cpu_handoff, want, "{lines}");
+        let shown = render(&diags);
+        assert_eq!(
+            shown.contains("dataplane.per_cpu_handoff") && shown.contains("no effect"),
+            warned,
+            "{lines}: {shown}"
+        );
+        let plan = espgw_control::config::Summary(&config).to_string();
+        assert_eq!(
+            plan.contains("per_cpu_handoff = true"),
+            want && !warned,
+            "{lines}: {plan}"
+        );
+    }
+    let shown = render(&errors(&with_dp(
+        2,
+        "spread_decrypt = \"auto\"\nper_cpu_handoff = \"yes\"",
+    )));
+    assert!(shown.contains("dataplane.per_cpu_handoff"), "{shown}");
+}
+
 /// `espgw check` prints the queue and core plan (issue 15): queues per
 /// port, where the workers run, and where one peer's ESP is decrypted, as
 /// the runtime will do it for each mode.

@@ -97,8 +97,8 @@ pub struct WorkerCounters {
     pub sa_handoff_out: u64,
     pub sa_handoff_in: u64,
     /// Per-CPU SA handoff: packets this worker decrypted itself although
-    /// their SA is another worker's, because that worker's inbox was full
-    /// (or no job box was free) and nothing of the SA was queued there
+    /// their SA is another worker's, because that worker's handoff ring was
+    /// full (or no job box was free) and nothing of the SA was queued there
     /// (not in the identity).
     pub sa_handoff_kept: u64,
     pub drops: GatewayDropCounts,

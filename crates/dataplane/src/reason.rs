@@ -118,7 +118,7 @@ espgw_esp::foreach_esp_drop_reason!(drop_reason_enum {
         /// alternative, decrypting it here, would let it overtake the
         /// SA's packets queued at the other worker.
         SaHandoffFull => "sa_handoff_full",
-            "Per-CPU SA handoff: the worker that decrypts the SA (its lane) had a full inbox, or the receiving worker no free job box, while packets of the SA were still queued there";
+            "Per-CPU SA handoff (`per_cpu_handoff`): the worker the SA's groups go to had a full handoff ring, or the receiving worker no free handoff job box, while groups of the SA were still queued there";
         Shutdown => "shutdown",
             "Still waiting for its next hop when the gateway stopped";
         /// An IKE_SA_INIT flood ends here: the workers never wait for

@@ -1371,8 +1371,8 @@ mod live {
 
     /// Gateways A and B with a tunnel of four RFC 9611 per-CPU SA pairs
     /// (the tunnel's own and three extra); A's four workers, each sealing
-    /// on its own SA (worker k on lane k); B's snapshot.
-    fn per_cpu_pair() -> (Vec<Gw>, (Arc<Network>, Arc<Tables>)) {
+    /// on its own SA (worker k on lane k); B's snapshot and manager.
+    fn per_cpu_pair() -> (Vec<Gw>, Snapshot, SaManager<Arc<Tables>>) {
         let (net_a, mut ma) = manager(
             config_text(false, "10.1.0.0/24", ""),
             [A_PROT_MAC, A_UNPROT_MAC],
@@ -1419,13 +1419,14 @@ mod live {
                 g
             })
             .collect();
-        (a, (net_b, Arc::clone(mb.reader().get())))
+        let tables_b = Arc::clone(mb.reader().get());
+        (a, (net_b, tables_b), mb)
     }
 
     /// B's worker `k` of two, sharing `rings` (the decrypt fan-out on).
     fn b_worker(
         k: usize,
-        (net, tables): &(Arc<Network>, Arc<Tables>),
+        (net, tables): &Snapshot,
         rings: &Arc<crate::worker::SpreadRings<VecBuf>>,
     ) -> Gw {
         let ports = net.ports.len();
@@ -1445,6 +1446,12 @@ mod live {
         };
         g.learn_by_arp(PROT, "10.2.0.10", HOST_B_MAC, "10.2.0.1");
         g
+    }
+
+    /// Two workers' fan-out rings with the per-CPU SA handoff on
+    /// (`per_cpu_handoff = true`).
+    fn handoff_rings(when: SpreadWhen) -> Arc<crate::worker::SpreadRings<VecBuf>> {
+        crate::worker::SpreadRings::with_handoff(2, SpreadLate::Drop, when, true)
     }
 
     /// A's worker `k` seals `n` packets of its own flow (source 10.1.0.2k,
@@ -1488,7 +1495,7 @@ mod live {
     /// their lane's worker, nothing is lost.
     #[test]
     fn per_cpu_sas_are_handed_whole_to_their_lanes_worker_in_order() {
-        let (mut a, b_snap) = per_cpu_pair();
+        let (mut a, b_snap, _) = per_cpu_pair();
         let lanes: Vec<_> = b_snap
             .1
             .inbound_sas()
@@ -1507,7 +1514,7 @@ mod live {
                 (0xa005, Some(3))
             ]
         );
-        let rings = crate::worker::SpreadRings::new(2);
+        let rings = handoff_rings(SpreadWhen::Always);
         let mut b0 = b_worker(0, &b_snap, &rings);
         let mut b1 = b_worker(1, &b_snap, &rings);
         // 120 packets per A worker, interleaved in runs of 5, 13 and 7
@@ -1540,6 +1547,9 @@ mod live {
             b0.w.tick(&mut b0.tx, b0.now);
             out.extend(flows(&b0.take()[PROT]).into_iter().map(|f| (0, f)));
         }
+        // Worker 1 returns the boxes of what it sent at its next poll.
+        b1.w.tick(&mut b1.tx, b1.now);
+        b0.w.tick(&mut b0.tx, b0.now);
         for k in 0..4 {
             let seqs: Vec<u32> = out.iter().filter(|o| o.1 .0 == k).map(|o| o.1 .1).collect();
             assert_eq!(
@@ -1561,14 +1571,94 @@ mod live {
         assert_eq!(b0.w.handed_off(), 0, "every box back");
     }
 
+    /// The handoff's bookkeeping follows the SA, not its place in the
+    /// snapshot: with a group of pair 3's SA out at worker 1, B's pair 2
+    /// goes (a Delete), so in the next snapshot that SA has another SAD
+    /// index and lane 2, whose worker is worker 0; its next group still
+    /// goes to worker 1, behind the first, and only once both are back
+    /// does worker 0 decrypt the SA's groups itself. In order throughout.
+    #[test]
+    fn a_snapshot_change_does_not_let_a_group_overtake_its_handed_ones() {
+        let (mut a, b_snap, mut mb) = per_cpu_pair();
+        let rings = handoff_rings(SpreadWhen::Always);
+        let mut b0 = b_worker(0, &b_snap, &rings);
+        let mut b1 = b_worker(1, &b_snap, &rings);
+        let esp = sealed_by(&mut a[3], 3, 0, 48);
+        let mut out: Vec<(usize, (u32, u32))> = Vec::new();
+        out.extend(
+            flows(&b0.rx(UNPROT, &esp[..16])[PROT])
+                .into_iter()
+                .map(|f| (0, f)),
+        );
+        assert_eq!(b0.w.handed_off(), 1, "pair 3's group at worker 1");
+        let slot = |t: &Tables| t.sad.inbound(0xa005, v4("192.0.2.2").into()).unwrap();
+        let before = slot(&b_snap.1);
+        mb.remove_extra_pair("t", 0xa004, 2).unwrap();
+        let now = Arc::clone(mb.reader().get());
+        assert_ne!(slot(&now), before, "the SA moved in the SAD");
+        assert_eq!(now.inbound_lane(slot(&now)), Some(2));
+        b0.w.set_tables(Arc::clone(&now));
+        b1.w.set_tables(Arc::clone(&now));
+        out.extend(
+            flows(&b0.rx(UNPROT, &esp[16..32])[PROT])
+                .into_iter()
+                .map(|f| (0, f)),
+        );
+        assert_eq!(b0.w.handed_off(), 2, "behind the first, at worker 1");
+        while b0.w.handed_off() != 0 {
+            b1.w.tick(&mut b1.tx, b1.now);
+            out.extend(flows(&b1.take()[PROT]).into_iter().map(|f| (1, f)));
+            b0.w.tick(&mut b0.tx, b0.now);
+        }
+        out.extend(
+            flows(&b0.rx(UNPROT, &esp[32..])[PROT])
+                .into_iter()
+                .map(|f| (0, f)),
+        );
+        assert_eq!(
+            b0.w.counters().sa_handoff_out,
+            32,
+            "the last group decrypted by worker 0"
+        );
+        let seqs: Vec<u32> = out.iter().map(|o| o.1 .1).collect();
+        assert_eq!(seqs, (0..48).collect::<Vec<_>>(), "{out:?}");
+        assert!(out[..32].iter().all(|o| o.0 == 1) && out[32..].iter().all(|o| o.0 == 0));
+    }
+
+    /// Without `per_cpu_handoff` a per-CPU SA is spread like any SA: its
+    /// groups cut into parts for the other workers, through its reorder
+    /// stage, nothing handed off whole.
+    #[test]
+    fn without_the_handoff_per_cpu_sas_go_through_the_fan_out() {
+        let (mut a, b_snap, _) = per_cpu_pair();
+        let rings = crate::worker::SpreadRings::new(2);
+        let mut b0 = b_worker(0, &b_snap, &rings);
+        let mut b1 = b_worker(1, &b_snap, &rings);
+        let esp = sealed_by(&mut a[1], 1, 0, 64);
+        let mut out = Vec::new();
+        for burst in esp.chunks(32) {
+            out.extend(b0.rx(UNPROT, burst)[PROT].iter().cloned());
+            b1.w.tick(&mut b1.tx, b1.now);
+            assert!(
+                b1.take()[PROT].is_empty(),
+                "worker 0 sends what the fan-out decrypts"
+            );
+            b0.w.tick(&mut b0.tx, b0.now);
+            out.extend(b0.take()[PROT].iter().cloned());
+        }
+        assert_eq!(flows(&out), (0..64).map(|s| (1, s)).collect::<Vec<_>>());
+        let (c0, c1) = (b0.w.counters(), b1.w.counters());
+        assert_eq!((c0.sa_handoff_out, c1.sa_handoff_in), (0, 0));
+        assert_eq!((c0.spread_out, c1.spread_in), (64, 64));
+    }
+
     /// With `spread_decrypt = "auto"`, a receiving worker that keeps up
     /// alone (no receive fills a burst) hands nothing off: it decrypts
     /// every lane itself (counted as `spread_unneeded`).
     #[test]
     fn a_receiver_that_keeps_up_hands_nothing_off() {
-        let (mut a, b_snap) = per_cpu_pair();
-        let rings =
-            crate::worker::SpreadRings::with_options(2, SpreadLate::Drop, SpreadWhen::Behind);
+        let (mut a, b_snap, _) = per_cpu_pair();
+        let rings = handoff_rings(SpreadWhen::Behind);
         let mut b0 = b_worker(0, &b_snap, &rings);
         let esp = sealed_by(&mut a[1], 1, 0, 40);
         let mut out = Vec::new();
@@ -1582,7 +1672,8 @@ mod live {
     }
 
     /// A full handoff: while B's worker 1 does not run, worker 0 hands
-    /// lane 1's groups on until its job boxes are all out; the next group
+    /// lane 1's groups (whole bursts) on until the handoff's budget is
+    /// spent; the next group
     /// of lane 1 is dropped (`sa_handoff_full`: decrypting it here would
     /// overtake the queued ones), one of lane 3 (worker 1's too, nothing
     /// of it queued) is decrypted by worker 0 itself (`sa_handoff_kept`).
@@ -1590,23 +1681,27 @@ mod live {
     /// is handed off again.
     #[test]
     fn a_full_handoff_drops_only_what_would_overtake() {
-        let (mut a, b_snap) = per_cpu_pair();
-        let rings = crate::worker::SpreadRings::new(2);
+        let (mut a, b_snap, _) = per_cpu_pair();
+        let rings = handoff_rings(SpreadWhen::Always);
         let mut b0 = b_worker(0, &b_snap, &rings);
         let mut b1 = b_worker(1, &b_snap, &rings);
+        // Whole bursts: the handoff's budget is as many packets as the
+        // fan-out may hold, its job boxes' worth of bursts.
+        let g = 32u32;
         let boxes = crate::worker::spread_consts::MAX_JOBS_PER_WORKER * 2;
-        let lane1 = sealed_by(&mut a[1], 1, 0, 4 * (boxes as u32 + 2));
+        let lane1 = sealed_by(&mut a[1], 1, 0, g * (boxes as u32 + 2));
         let lane3 = sealed_by(&mut a[3], 3, 0, 4);
         let mut out0 = Vec::new();
-        let chunks: Vec<&[Vec<u8>]> = lane1.chunks(4).collect();
+        let chunks: Vec<&[Vec<u8>]> = lane1.chunks(g as usize).collect();
         for c in &chunks[..boxes] {
             out0.extend(b0.rx(UNPROT, c)[PROT].iter().cloned());
             b0.w.tick(&mut b0.tx, b0.now);
         }
         assert_eq!(b0.w.handed_off(), boxes as u64);
-        // No box left: lane 1's next group would overtake, lane 3's would not.
+        // No box left for it: lane 1's next group would overtake, lane 3's
+        // would not.
         out0.extend(b0.rx(UNPROT, chunks[boxes])[PROT].iter().cloned());
-        assert_eq!(b0.drops(DropReason::SaHandoffFull), 4);
+        assert_eq!(b0.drops(DropReason::SaHandoffFull), u64::from(g));
         out0.extend(b0.rx(UNPROT, &lane3)[PROT].iter().cloned());
         assert_eq!(b0.w.counters().sa_handoff_kept, 4);
         assert_eq!(flows(&out0), (0..4).map(|s| (3, s)).collect::<Vec<_>>());
@@ -1620,8 +1715,8 @@ mod live {
         b0.rx(UNPROT, chunks[boxes + 1]);
         b1.w.tick(&mut b1.tx, b1.now);
         out1.extend(b1.take()[PROT].iter().cloned());
-        let lost = 4 * boxes as u32..4 * boxes as u32 + 4;
-        let expect: Vec<(u32, u32)> = (0..4 * (boxes as u32 + 2))
+        let lost = g * boxes as u32..g * (boxes as u32 + 1);
+        let expect: Vec<(u32, u32)> = (0..g * (boxes as u32 + 2))
             .filter(|s| !lost.contains(s))
             .map(|s| (1, s))
             .collect();
@@ -1629,7 +1724,10 @@ mod live {
         let (c0, c1) = (b0.w.counters(), b1.w.counters());
         assert_eq!(
             (c0.sa_handoff_out, c1.sa_handoff_in),
-            (4 * (boxes as u64 + 1), 4 * (boxes as u64 + 1))
+            (
+                u64::from(g) * (boxes as u64 + 1),
+                u64::from(g) * (boxes as u64 + 1)
+            )
         );
         assert!(c0.balanced() && c1.balanced(), "{c0:?} {c1:?}");
     }

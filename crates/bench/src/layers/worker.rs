@@ -147,8 +147,9 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
     if helper {
         let started = Instant::now();
         // The per-CPU SA handoff: this worker forwards its SA's packets
-        // itself; the sink checks them here (the receiving worker counts
-        // them as its packets: it generated them).
+        // itself, so the sink checks them here, and this worker counts
+        // them (the receiving worker counts the rest: what it generated
+        // less what it handed off).
         let handoff = ctx.gateway.is_per_cpu();
         let out_port = PROTECTED;
         let mut sent: Vec<Mbuf> = Vec::with_capacity(4 * BURST);

@@ -89,6 +89,10 @@ pub struct Dataplane {
     /// `spread_late`: what the fan-out does with a part that comes back
     /// after its reorder stage stopped waiting for it.
     pub spread_late: SpreadLate,
+    /// `per_cpu_handoff`: with the fan-out on, the groups of an RFC 9611
+    /// per-CPU tunnel's inbound SAs go whole to each SA's worker (the
+    /// handoff, no reorder stage) instead of being split like any SA's.
+    pub per_cpu_handoff: bool,
     /// `max_simd_bitwidth`: the widest vector registers the ciphers (and
     /// DPDK, through `--force-max-simd-bitwidth`) may use, 256 or 512
     /// (the default: whatever the CPU has). 256 keeps a CPU with AVX-512

@@ -66,6 +66,13 @@ fn queue_plan(f: &mut fmt::Formatter<'_>, c: &Config) -> fmt::Result {
                     f,
                     "  one peer's ESP (same outer addresses, no ports to hash) arrives on one queue: {one}"
                 )?;
+                if dp.per_cpu_handoff && dp.spread_when().is_some() {
+                    writeln!(
+                        f,
+                        "  a per-CPU tunnel's SAs (RFC 9611) are not split: each SA's packets go whole to \
+                         worker (its pair's index % {n}), which decrypts and sends them (per_cpu_handoff = true)"
+                    )?;
+                }
             }
         }
         Mode::Pipeline => {

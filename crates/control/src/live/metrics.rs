@@ -171,7 +171,7 @@ pub fn render(s: &StatsSnapshot) -> String {
         ),
         (
             "espgw_worker_sa_handoff_kept_total",
-            "Per-CPU SA handoff: packets of another worker's SA the worker decrypted itself, that worker's inbox being full and nothing of the SA queued there.",
+            "Per-CPU SA handoff: packets of another worker's SA the worker decrypted itself, that worker's handoff ring being full (or no job box free) and nothing of the SA queued there.",
             |w| w.sa_handoff_kept,
         ),
     ] {

@@ -211,8 +211,8 @@ pub struct WorkerLoad {
     #[serde(default)]
     pub sa_handoff_in: u64,
     /// Per-CPU SA handoff: packets of another worker's SA this worker
-    /// decrypted itself (that worker's inbox full, nothing of the SA
-    /// queued there).
+    /// decrypted itself (that worker's handoff ring full or no job box
+    /// free, nothing of the SA queued there).
     #[serde(default)]
     pub sa_handoff_kept: u64,
 }

@@ -179,10 +179,11 @@ fn run_with_eal(
         started,
         supervisor: &supervisor,
         spread: config.dataplane.spread_when().map(|when| {
-            crate::worker::SpreadRings::with_options(
+            crate::worker::SpreadRings::with_handoff(
                 config.dataplane.workers,
                 config.dataplane.spread_late,
                 when,
+                config.dataplane.per_cpu_handoff,
             )
         }),
     };

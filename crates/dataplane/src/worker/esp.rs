@@ -13,7 +13,7 @@ use espgw_wire::{ethernet, ip_protocol, reply, PacketBuf};
 use super::egress::{Egress, FrameHeads};
 use super::icmp::{Icmp, IcmpError};
 use super::mss::clamp_mss;
-use super::spread::{Job, Outcome, Spread, LATE_SEND_MAX_NS, MIN_PART};
+use super::spread::{sa_key, Job, Outcome, Spread, LATE_SEND_MAX_NS, MIN_PART};
 use super::{Core, EgressPolicy, Origin, Stage, ORIGINATED};
 use crate::ip::{decrement_ttl, parse_ip, parse_v4_fast, IpMeta};
 use crate::pool::BufPool;
@@ -397,17 +397,24 @@ impl<B: PacketBuf> EspIn<B> {
                 // this worker's own lanes, or when the lane's worker cannot
                 // take the group and nothing of the SA is queued there. Not
                 // while parts of the SA are still out in the fan-out (it
-                // just became per-CPU): those go first, through it.
+                // just became per-CPU): those go first, through it. And
+                // while groups of it are out at a worker, whatever the
+                // snapshot now says of its lane, to that worker.
+                let key = sa_key(sa);
+                let pending = spread.handed_to(key);
                 let outstanding = spread.outstanding(slot);
-                let lane = tables.inbound_lane(slot).filter(|_| outstanding == 0);
+                let lane = (spread.hands_off() && outstanding == 0 && pending.is_none())
+                    .then(|| tables.inbound_lane(slot))
+                    .flatten();
                 // Otherwise the fan-out: a group worth splitting is spread
                 // while this worker needs help; and once an SA has tickets
                 // out, every group of it goes through its reorder stage, or
                 // a small group would overtake them.
                 let worth = stage.pkts.len() >= 2 * MIN_PART;
-                if let Some(lane) = lane {
-                    if let Some(to) = spread.lane_worker(slot, lane) {
-                        if hand_off(spread, core, to, slot, tunnel.id, &mut stage) {
+                if pending.is_some() || lane.is_some() {
+                    let to = pending.or_else(|| lane.and_then(|l| spread.lane_worker(l)));
+                    if let Some(to) = to {
+                        if hand_off(spread, core, to, slot, key, tunnel.id, &mut stage) {
                             self.groups[t] = stage;
                             continue;
                         }
@@ -464,15 +471,17 @@ impl<B: PacketBuf> EspIn<B> {
         };
         let mut work = 0;
         // Per-CPU SAs' groups handed to this worker: decrypted, forwarded
-        // and counted here, the empty box back to its owner. Bounded per
-        // poll, like the fan-out's jobs below.
+        // and counted here, the empty box back to its owner at the next
+        // poll (what it became sent by then). Bounded per poll, like the
+        // fan-out's jobs below.
+        spread.return_finished();
         for _ in 0..2 * spread.workers() {
             let Some(mut job) = spread.take_handoff() else {
                 break;
             };
             work += job.pkts.len();
             finish_handoff(core, esp_out, icmp, egress, tx, &mut job);
-            spread.give_back(job);
+            spread.finished(job);
         }
         // A bounded number per poll, so that this worker's own RX is not
         // starved by others' work.
@@ -530,8 +539,9 @@ impl<B: PacketBuf> EspIn<B> {
 /// that worker, which decrypts, forwards and counts it
 /// ([`finish_handoff`]). True when it went (or, see below, was dropped);
 /// false, the group untouched, when this worker is to decrypt it itself:
-/// no job box was free or `to`'s handoff ring was full, and nothing of the
-/// SA is queued there (counted as `sa_handoff_kept`). With something of
+/// the handoff's budget was spent (`Spread::handoff_job`) or
+/// `to`'s handoff ring was full, and nothing of SA `sa` ([`sa_key`]) is
+/// queued there (counted as `sa_handoff_kept`). With something of
 /// the SA queued there, decrypting the group here would let it overtake:
 /// it is dropped (`sa_handoff_full`), as a full handoff queue drops in VPP.
 fn hand_off<B: PacketBuf, P: BufPool<B>>(
@@ -539,11 +549,12 @@ fn hand_off<B: PacketBuf, P: BufPool<B>>(
     core: &mut Core<B, P>,
     to: usize,
     slot: SaIndex,
+    sa: usize,
     tunnel: TunnelId,
     stage: &mut Stage<B>,
 ) -> bool {
     let n = stage.pkts.len() as u64;
-    if let Some(mut j) = spread.job() {
+    if let Some(mut j) = spread.handoff_job(stage.pkts.len()) {
         j.slot = slot;
         j.tunnel = tunnel;
         j.tables = Some(Arc::clone(&core.tables));
@@ -553,7 +564,7 @@ fn hand_off<B: PacketBuf, P: BufPool<B>>(
         // copy, no allocation.
         std::mem::swap(&mut j.pkts, &mut stage.pkts);
         std::mem::swap(&mut j.ports, &mut stage.ports);
-        match spread.hand_off(to, j) {
+        match spread.hand_off(to, sa, j) {
             Ok(()) => {
                 core.counters.sa_handoff_out += n;
                 return true;
@@ -565,7 +576,7 @@ fn hand_off<B: PacketBuf, P: BufPool<B>>(
             }
         }
     }
-    if spread.handed(slot) == 0 {
+    if spread.handed_to(sa).is_none() {
         core.counters.sa_handoff_kept += n;
         return false;
     }

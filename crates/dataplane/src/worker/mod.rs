@@ -69,8 +69,8 @@ pub use spread::{SpreadRings, SpreadWhen};
 /// The decrypt fan-out's bounds (for tests and docs).
 pub mod spread_consts {
     pub use super::spread::{
-        HANDOFF_DEPTH, INBOX_DEPTH, LATE_SEND_MAX_NS, MAX_JOBS_PER_WORKER, MAX_WAIT_NS, MIN_PART,
-        REORDER_CAPACITY, STEAL_AFTER_NS,
+        HANDOFF_DEPTH, HANDOFF_JOBS, INBOX_DEPTH, LATE_SEND_MAX_NS, MAX_JOBS_PER_WORKER,
+        MAX_WAIT_NS, MIN_PART, REORDER_CAPACITY, STEAL_AFTER_NS,
     };
 }
 use spread::Spread;
@@ -278,13 +278,13 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         self.id
     }
 
-    /// The counters so far (`held` is current).
     /// Groups of per-CPU SAs this worker handed to other workers that are
     /// not back yet (the handoff; 0 without the fan-out).
     pub fn handed_off(&self) -> u64 {
         self.esp_in.spread.as_ref().map_or(0, |s| s.handed_total())
     }
 
+    /// The counters so far (`held` is current).
     pub fn counters(&self) -> &WorkerCounters {
         &self.core.counters
     }
@@ -421,15 +421,19 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
 
     /// Drops every packet still waiting for a next hop (at shutdown), what
     /// waits in the decrypt fan-out's reorder stages, and the per-CPU SA
-    /// groups other workers handed to this one and it has not started.
+    /// groups handed off and not started: those of every worker's ring,
+    /// since a worker that stopped first takes no more from its own.
     pub fn shutdown(&mut self) {
         if let Some(spread) = &mut self.esp_in.spread {
-            while let Some(mut job) = spread.take_handoff() {
-                self.core.counters.sa_handoff_in += job.pkts.len() as u64;
-                for (pkt, port) in job.pkts.drain(..).zip(job.ports.drain(..)) {
-                    self.core.drop_pkt(pkt, DropReason::Shutdown, Some(port));
+            spread.return_finished();
+            for w in 0..spread.workers() {
+                while let Some(mut job) = spread.take_handoff_of(w) {
+                    self.core.counters.sa_handoff_in += job.pkts.len() as u64;
+                    for (pkt, port) in job.pkts.drain(..).zip(job.ports.drain(..)) {
+                        self.core.drop_pkt(pkt, DropReason::Shutdown, Some(port));
+                    }
+                    spread.give_back(job);
                 }
-                spread.give_back(job);
             }
             for mut job in spread.drain() {
                 self.core.counters.spreading -= job.pkts.len() as u64;

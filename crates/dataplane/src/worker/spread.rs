@@ -33,7 +33,8 @@
 //! Bounds: a ticket not back `max_wait` after it was issued is given up
 //! (its packets, if they come back later, are dropped as `reorder_late`).
 //! Jobs are boxes the owner allocates up to [`MAX_JOBS_PER_WORKER`] per
-//! worker and then reuses: in steady state nothing allocates. With every
+//! worker (and as many more for the handoff below) and then reuses: in
+//! steady state nothing allocates. With every
 //! box out, the owner gives up its oldest outstanding part (as if its
 //! bound had passed) to free the boxes waiting behind it, and, if none is
 //! waiting, decrypts the group itself outside the stage. That is also the
@@ -51,7 +52,11 @@
 //! them), so their relative order is not kept. A full ring does not let a
 //! group overtake the ones queued: the owner drops it (`sa_handoff_full`)
 //! unless nothing of that SA is queued, in which case it decrypts the group
-//! itself (`sa_handoff_kept`).
+//! itself (`sa_handoff_kept`). The taking worker returns the box at its
+//! next poll, once what the group became has been sent, so that an owner
+//! that decrypts the SA's next group itself cannot send it first. The
+//! owner's bookkeeping of what it handed off is keyed by the SA (its
+//! address), which stays the same when a new snapshot moves it in the SAD.
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -93,10 +98,20 @@ pub const MIN_PART: usize = 8;
 /// does not collect the owner's whole stage.
 pub const INBOX_DEPTH: usize = 2;
 /// Jobs (groups of up to a burst) a worker's handoff ring holds, from all
-/// owners together: about a millisecond of one worker's decryption at
-/// 64 B, enough to ride out a descheduled slice, few enough that an
-/// overloaded worker's queue does not hold the mempool.
-pub const HANDOFF_DEPTH: usize = 64;
+/// owners together. What bounds the buffers is each owner's budget
+/// ([`HANDOFF_JOBS`] groups, and as many packets as its fan-out may hold);
+/// the ring only has to take them.
+pub const HANDOFF_DEPTH: usize = 256;
+/// Groups one owner may have handed off and not back, per
+/// [`MAX_JOBS_PER_WORKER`] of its fan-out: under a light load groups are
+/// a packet or a few, and a worker descheduled for a slice (milliseconds
+/// on a shared machine) must not make the owner drop them
+/// (`sa_handoff_full`) while few packets wait (with 4, tests/e2e/
+/// ike_percpu.sh dropped up to 161 packets a gateway on 2 shared vCPUs;
+/// with 16, none). The packets are bounded as the fan-out's are
+/// (`MAX_JOBS_PER_WORKER` x workers x burst); boxes are allocated only as
+/// needed (about 1 KB each).
+pub const HANDOFF_JOBS: usize = 16;
 
 /// With `spread_late = "send"`, the oldest a late part may be (since it
 /// was cut) and still be sent: far beyond any reordering a transport
@@ -122,6 +137,9 @@ pub struct SpreadRings<B> {
     /// What an owner does with a part that comes back after its stage
     /// gave up on it.
     late: SpreadLate,
+    /// Per-CPU SAs' groups go whole to their lane's worker (the handoff,
+    /// `[dataplane] per_cpu_handoff`) instead of through the fan-out.
+    handoff_lanes: bool,
     inbox: Box<[ArrayQueue<Box<Job<B>>>]>,
     done: Box<[ArrayQueue<Box<Job<B>>>]>,
     /// Per worker: groups of per-CPU SAs handed to it whole (the
@@ -154,19 +172,34 @@ impl<B> SpreadRings<B> {
     /// Rings for `workers` workers whose late parts meet `late` and whose
     /// owners spread `when` (`spread_decrypt = "auto"`: [`SpreadWhen::Behind`]).
     pub fn with_options(workers: usize, late: SpreadLate, when: SpreadWhen) -> Arc<SpreadRings<B>> {
+        Self::with_handoff(workers, late, when, false)
+    }
+
+    /// [`Self::with_options`], and with `handoff` the groups of per-CPU
+    /// SAs go whole to their lane's worker (`[dataplane] per_cpu_handoff`).
+    pub fn with_handoff(
+        workers: usize,
+        late: SpreadLate,
+        when: SpreadWhen,
+        handoff: bool,
+    ) -> Arc<SpreadRings<B>> {
         let workers = workers.max(1);
         let max_jobs = MAX_JOBS_PER_WORKER * workers;
         Arc::new(SpreadRings {
             max_jobs,
             when,
             late,
+            handoff_lanes: handoff,
             // Every owner's jobs could sit in one inbox at once.
             inbox: (0..workers)
                 .map(|_| ArrayQueue::new(max_jobs * workers))
                 .collect(),
-            // At most `max_jobs` of an owner's jobs exist: its return ring
+            // At most `max_jobs` of an owner's fan-out jobs and
+            // `HANDOFF_JOBS` x as many handoff jobs exist: its return ring
             // never refuses one.
-            done: (0..workers).map(|_| ArrayQueue::new(max_jobs)).collect(),
+            done: (0..workers)
+                .map(|_| ArrayQueue::new((1 + HANDOFF_JOBS) * max_jobs))
+                .collect(),
             handoff: (0..workers)
                 .map(|_| ArrayQueue::new(HANDOFF_DEPTH))
                 .collect(),
@@ -174,6 +207,11 @@ impl<B> SpreadRings<B> {
                 .map(|_| CachePadded::new(AtomicBool::new(false)))
                 .collect(),
         })
+    }
+
+    /// Whether per-CPU SAs' groups are handed off whole.
+    pub fn hands_off(&self) -> bool {
+        self.handoff_lanes
     }
 
     /// Whether `worker` said last that its own traffic keeps it busy.
@@ -242,6 +280,10 @@ pub(super) struct Job<B> {
     /// A per-CPU SA's group handed off whole: the worker that takes it
     /// decrypts, forwards and counts it, and returns the empty box.
     pub(super) handoff: bool,
+    /// With `handoff`: the SA's [`sa_key`] and the group's packets, for
+    /// the owner's bookkeeping.
+    pub(super) handoff_sa: usize,
+    pub(super) handoff_pkts: u32,
     pub(super) pkts: Vec<B>,
     pub(super) ports: Vec<PortIdx>,
     pub(super) verdicts: Vec<Verdict>,
@@ -412,6 +454,23 @@ fn forward<B: PacketBuf>(
     Outcome::Tx(hop.port)
 }
 
+/// An SA whose groups this owner handed off and are not all back.
+struct Handed {
+    /// The SA ([`sa_key`]).
+    sa: usize,
+    /// The worker they are at.
+    to: u16,
+    jobs: u32,
+    pkts: u32,
+}
+
+/// An inbound SA's identity for the handoff's bookkeeping: its address,
+/// the same in every snapshot that holds it (and it stays allocated while
+/// a job out holds the snapshot it came from).
+pub(super) fn sa_key(sa: &espgw_control::tables::SharedInbound) -> usize {
+    Arc::as_ptr(sa) as usize
+}
+
 /// What one worker keeps for the fan-out: its end of the rings, its job
 /// boxes, and (as an owner) the reorder stage of each SA it spreads.
 /// Jobs stay boxed while they wait here: the rings move one pointer per
@@ -421,8 +480,9 @@ pub(super) struct Spread<B> {
     pub(super) me: usize,
     rings: Arc<SpreadRings<B>>,
     free: Vec<Box<Job<B>>>,
-    /// Job boxes allocated so far (at most `rings.max_jobs`).
-    boxes: usize,
+    /// Job boxes allocated so far (at most `rings.max_jobs` for the
+    /// fan-out and as many for the handoff).
+    boxes: u64,
     /// Round robin over the other workers.
     next: usize,
     pub(super) burst: usize,
@@ -436,9 +496,14 @@ pub(super) struct Spread<B> {
     /// Scratch: the workers a group is cut for (kept for its capacity).
     pub(super) targets: Vec<usize>,
     pub(super) dests: Vec<Option<usize>>,
-    /// By SAD index: this owner's handoff jobs of the SA not back yet
-    /// (queued at or being done by the SA's worker), and that worker.
-    handed: Vec<(u32, u16)>,
+    /// This owner's handoff jobs not back yet (queued at or being done by
+    /// another worker), by SA: a few entries (the SAs with groups out).
+    handed: Vec<Handed>,
+    /// Handoff jobs this worker finished, returned to their owners at its
+    /// next poll: after the runtime sent what they became (an owner that
+    /// saw its last group of an SA back could otherwise decrypt the next
+    /// one itself and send it first).
+    finished: Vec<Box<Job<B>>>,
     /// A receive of this poll filled a whole burst.
     full_rx: bool,
     /// What this worker last published as its busy flag.
@@ -461,6 +526,7 @@ impl<B: PacketBuf> Spread<B> {
             targets: Vec::with_capacity(workers),
             dests: Vec::with_capacity(workers),
             handed: Vec::new(),
+            finished: Vec::new(),
             full_rx: false,
             busy_published: false,
         }
@@ -469,6 +535,11 @@ impl<B: PacketBuf> Spread<B> {
     /// Notes a receive of `n` packets (of this worker's own RX queues).
     pub(super) fn received(&mut self, n: usize) {
         self.full_rx |= n >= self.burst;
+    }
+
+    /// Whether per-CPU SAs' groups go whole to their lane's worker.
+    pub(super) fn hands_off(&self) -> bool {
+        self.rings.hands_off()
     }
 
     /// Whether this worker hands out parts of its groups now: always, or
@@ -499,6 +570,8 @@ impl<B: PacketBuf> Spread<B> {
             cut_ns: 0,
             ticket: 0,
             handoff: false,
+            handoff_sa: 0,
+            handoff_pkts: 0,
             pkts: Vec::with_capacity(self.burst),
             ports: Vec::with_capacity(self.burst),
             verdicts: Vec::with_capacity(self.burst),
@@ -533,13 +606,34 @@ impl<B: PacketBuf> Spread<B> {
             .map_or(0, Reorder::outstanding)
     }
 
-    /// An empty job box, if this owner may have one more out.
+    /// An empty job box for the fan-out, if this owner may have one more
+    /// of its parts out (`max_jobs`; the handoff has its own, so that a
+    /// worker slow to take per-CPU SAs' groups cannot make the fan-out of
+    /// ordinary SAs give up parts to free boxes).
     pub(super) fn job(&mut self) -> Option<Box<Job<B>>> {
+        let out = (self.boxes - self.free.len() as u64).saturating_sub(self.handed_total());
+        self.box_within(out, self.rings.max_jobs as u64)
+    }
+
+    /// An empty job box for the handoff of a group of `n` packets, if this
+    /// owner may have one more out: [`HANDOFF_JOBS`] x `max_jobs` groups,
+    /// `max_jobs` x burst packets (as many as the fan-out may hold).
+    pub(super) fn handoff_job(&mut self, n: usize) -> Option<Box<Job<B>>> {
+        let max = self.rings.max_jobs as u64;
+        let pkts: u64 = self.handed.iter().map(|h| u64::from(h.pkts)).sum();
+        if pkts + n as u64 > max * self.burst as u64 {
+            return None;
+        }
+        self.box_within(self.handed_total(), HANDOFF_JOBS as u64 * max)
+    }
+
+    /// A box, free or new, if `out` (of its kind) is under `max`.
+    fn box_within(&mut self, out: u64, max: u64) -> Option<Box<Job<B>>> {
+        if out >= max {
+            return None;
+        }
         if let Some(j) = self.free.pop() {
             return Some(j);
-        }
-        if self.boxes == self.rings.max_jobs {
-            return None;
         }
         self.boxes += 1;
         Some(self.new_box())
@@ -615,24 +709,19 @@ impl<B: PacketBuf> Spread<B> {
         self.rings.done[self.me].pop()
     }
 
-    /// The worker a group of the per-CPU SA at `slot`, of lane `lane`,
-    /// goes to; `None`: this one decrypts it. While groups of the SA are
-    /// out, the worker they went to (its ring is FIFO: no overtaking).
-    /// Otherwise, when this worker keeps up alone (`"auto"`), itself; else
-    /// the lane's home worker, `lane % workers` (itself for its own
-    /// lanes), as RSS on the SPI would place the SA.
+    /// The worker a group of a per-CPU SA of lane `lane`, with none of
+    /// its groups out, goes to; `None`: this one decrypts it. When this
+    /// worker keeps up alone (`"auto"`), itself; else the lane's home
+    /// worker, `lane % workers` (itself for its own lanes), as RSS on the
+    /// SPI would place the SA. (While groups of the SA are out, they go to
+    /// where those went: [`Self::handed_to`].)
     ///
     /// (Tried in session 15: a lane whose home is this worker handed to
     /// another worker while that one had few of this one's groups. With
     /// FIFO per SA a lane moves back only once all of it is back, so under
     /// load it never did: the other worker decrypted everything, and the
     /// pair ran no faster than with the static split; docs/multicore.md.)
-    pub(super) fn lane_worker(&self, slot: SaIndex, lane: u32) -> Option<usize> {
-        if let Some(&(n, to)) = self.handed.get(slot.0 as usize) {
-            if n != 0 {
-                return Some(usize::from(to));
-            }
-        }
+    pub(super) fn lane_worker(&self, lane: u32) -> Option<usize> {
         if !self.wants_help() {
             return None;
         }
@@ -640,28 +729,49 @@ impl<B: PacketBuf> Spread<B> {
         (home != self.me).then_some(home)
     }
 
-    /// This owner's handoff jobs of SA `slot` not back yet.
-    pub(super) fn handed(&self, slot: SaIndex) -> u32 {
-        self.handed.get(slot.0 as usize).map_or(0, |h| h.0)
+    /// The worker this owner's groups of SA `sa` (its [`sa_key`]) are out
+    /// at, if any are: its next groups must go there too, or they would
+    /// overtake them. Keyed by the SA, not its SAD index: the index of an
+    /// SA can change from one snapshot to the next, the SA cannot.
+    pub(super) fn handed_to(&self, sa: usize) -> Option<usize> {
+        self.handed
+            .iter()
+            .find(|h| h.sa == sa)
+            .map(|h| usize::from(h.to))
     }
 
     /// Every handoff job of this owner not back yet (all SAs).
     pub(super) fn handed_total(&self) -> u64 {
-        self.handed.iter().map(|h| u64::from(h.0)).sum()
+        self.handed.iter().map(|h| u64::from(h.jobs)).sum()
     }
 
-    /// Hands `job` (a per-CPU SA's whole group) to worker `to`; gives it
-    /// back if that worker's handoff ring is full.
-    pub(super) fn hand_off(&mut self, to: usize, mut job: Box<Job<B>>) -> Result<(), Box<Job<B>>> {
+    /// Hands `job` (a whole group of SA `sa`, by its [`sa_key`]) to worker
+    /// `to`; gives it back if that worker's handoff ring is full.
+    pub(super) fn hand_off(
+        &mut self,
+        to: usize,
+        sa: usize,
+        mut job: Box<Job<B>>,
+    ) -> Result<(), Box<Job<B>>> {
         job.handoff = true;
-        let i = job.slot.0 as usize;
+        job.handoff_sa = sa;
+        let n = job.pkts.len() as u32;
+        job.handoff_pkts = n;
         match self.rings.handoff[to].push(job) {
             Ok(()) => {
-                if self.handed.len() <= i {
-                    self.handed.resize(i + 1, (0, 0));
+                match self.handed.iter_mut().find(|h| h.sa == sa) {
+                    Some(h) => {
+                        h.jobs += 1;
+                        h.pkts += n;
+                    }
+                    // (Worker indexes fit: a run has at most a few hundred.)
+                    None => self.handed.push(Handed {
+                        sa,
+                        to: to as u16,
+                        jobs: 1,
+                        pkts: n,
+                    }),
                 }
-                // (Worker indexes fit: a run has at most a few hundred.)
-                self.handed[i] = (self.handed[i].0 + 1, to as u16);
                 Ok(())
             }
             Err(mut job) => {
@@ -673,15 +783,38 @@ impl<B: PacketBuf> Spread<B> {
 
     /// A handoff job of this worker's own returned empty: recycled.
     pub(super) fn handoff_back(&mut self, job: Box<Job<B>>) {
-        if let Some(h) = self.handed.get_mut(job.slot.0 as usize) {
-            h.0 = h.0.saturating_sub(1);
+        if let Some(i) = self.handed.iter().position(|h| h.sa == job.handoff_sa) {
+            self.handed[i].jobs -= 1;
+            self.handed[i].pkts = self.handed[i].pkts.saturating_sub(job.handoff_pkts);
+            if self.handed[i].jobs == 0 {
+                self.handed.swap_remove(i);
+            }
         }
         self.recycle(job);
+    }
+
+    /// A group handed to worker `w` (any worker's ring: at shutdown every
+    /// worker drains them all, as a worker that stopped takes no more).
+    pub(super) fn take_handoff_of(&self, w: usize) -> Option<Box<Job<B>>> {
+        self.rings.handoff.get(w)?.pop()
     }
 
     /// A group handed to this worker, to decrypt and forward.
     pub(super) fn take_handoff(&self) -> Option<Box<Job<B>>> {
         self.rings.handoff[self.me].pop()
+    }
+
+    /// Keeps a finished handoff job for [`Self::return_finished`].
+    pub(super) fn finished(&mut self, job: Box<Job<B>>) {
+        self.finished.push(job);
+    }
+
+    /// Returns the handoff jobs finished in the last poll to their owners
+    /// (their packets sent by now).
+    pub(super) fn return_finished(&mut self) {
+        while let Some(job) = self.finished.pop() {
+            self.give_back(job);
+        }
     }
 
     /// Every job waiting in a reorder stage, finished (at shutdown).

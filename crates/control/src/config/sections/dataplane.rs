@@ -20,6 +20,7 @@ pub(crate) const KEYS: &[&str] = &[
     "eal",
     "spread_decrypt",
     "spread_late",
+    "per_cpu_handoff",
     "max_simd_bitwidth",
 ];
 
@@ -63,6 +64,7 @@ pub(crate) fn read(ctx: &mut Ctx, table: Option<Table>, host: &HostFacts) -> Dat
         eal: Vec::new(),
         spread_decrypt: SpreadDecrypt::Off,
         spread_late: SpreadLate::Drop,
+        per_cpu_handoff: false,
         max_simd_bitwidth: DEFAULT_MAX_SIMD_BITWIDTH,
     };
     let Some(t) = table else { return dp };
@@ -190,6 +192,16 @@ pub(crate) fn read(ctx: &mut Ctx, table: Option<Table>, host: &HostFacts) -> Dat
             ctx.warn(
                 "dataplane.spread_late",
                 "has no effect with spread_decrypt = \"off\" (no reorder stage)".to_string(),
+            );
+        }
+    }
+    if let Some(f) = t.get(ctx, "per_cpu_handoff") {
+        dp.per_cpu_handoff = f.bool(ctx).unwrap_or(dp.per_cpu_handoff);
+        if dp.per_cpu_handoff && dp.spread_decrypt == SpreadDecrypt::Off {
+            ctx.warn(
+                "dataplane.per_cpu_handoff",
+                "has no effect with spread_decrypt = \"off\" (the handoff runs on the fan-out's rings)"
+                    .to_string(),
             );
         }
     }
