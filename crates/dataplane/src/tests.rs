@@ -2751,6 +2751,68 @@ mod spread {
         assert_eq!(sa.drops.get(espgw_esp::DropReason::Replayed), replays);
     }
 
+    /// A newer snapshot waits while the owner has parts out (the reorder
+    /// stages are kept by SAD index, which the new snapshot may give to
+    /// another SA): `ready_for_new_tables` says no, and meanwhile the
+    /// owner hands out nothing, decrypting its next group itself behind
+    /// the parts out. Once they are back it says yes and parts go out
+    /// again. What leaves is the stream, in order.
+    #[test]
+    fn a_new_snapshot_waits_for_the_parts_out_and_none_go_out_meanwhile() {
+        let outer = Outer::Esp4;
+        let stream = esp_stream(outer, 96);
+        let b = B::new(outer, 2);
+        let shared = SharedNeighbors::default();
+        let mut w0 = b.owner(&shared);
+        let mut w1 = b.worker(1, &shared);
+        let mut out = Vec::new();
+        out.extend(w0.rx(UNPROT, &stream.esp[..32])[PROT].iter().cloned());
+        let handed = w0.w.counters().spread_out;
+        assert!(handed > 0 && w0.w.counters().spreading > 0);
+        assert!(!w0.w.ready_for_new_tables(w0.now));
+        out.extend(w0.rx(UNPROT, &stream.esp[32..64])[PROT].iter().cloned());
+        assert_eq!(
+            w0.w.counters().spread_out,
+            handed,
+            "nothing handed out while holding"
+        );
+        assert!(!w0.w.ready_for_new_tables(w0.now));
+        w1.w.tick(&mut w1.tx, w1.now);
+        while w0.w.counters().spreading != 0 {
+            w0.w.tick(&mut w0.tx, w0.now);
+            out.extend(w0.take()[PROT].iter().cloned());
+        }
+        assert!(w0.w.ready_for_new_tables(w0.now));
+        out.extend(w0.rx(UNPROT, &stream.esp[64..])[PROT].iter().cloned());
+        assert!(w0.w.counters().spread_out > handed, "parts go out again");
+        w1.w.tick(&mut w1.tx, w1.now);
+        while w0.w.counters().spreading != 0 {
+            w0.w.tick(&mut w0.tx, w0.now);
+            out.extend(w0.take()[PROT].iter().cloned());
+        }
+        assert_eq!(out, stream.delivered());
+        assert!(w0.w.counters().balanced());
+    }
+
+    /// A helper that never brings its part back holds a newer snapshot up
+    /// for `SWITCH_WAIT_NS` at most.
+    #[test]
+    fn a_stalled_helper_holds_a_new_snapshot_up_for_the_bound_only() {
+        let outer = Outer::Esp4;
+        let stream = esp_stream(outer, 32);
+        let b = B::new(outer, 2);
+        let shared = SharedNeighbors::default();
+        let mut w0 = b.owner(&shared);
+        let _w1 = b.worker(1, &shared);
+        w0.rx(UNPROT, &stream.esp);
+        assert!(w0.w.counters().spreading > 0);
+        assert!(!w0.w.ready_for_new_tables(w0.now));
+        let bound = crate::worker::spread_consts::SWITCH_WAIT_NS;
+        let later = |ns| Now { ns: w0.now.ns + ns };
+        assert!(!w0.w.ready_for_new_tables(later(bound - 1)));
+        assert!(w0.w.ready_for_new_tables(later(bound)));
+    }
+
     /// A worker whose own receive fills whole bursts (saturated by its own
     /// traffic, as every worker is when RSS spreads many tunnels) is handed
     /// no part: the owner decrypts its groups itself on the direct path,

@@ -26,7 +26,9 @@
 //! the finishing worker checks the selectors of the job's tunnel in that
 //! snapshot, the one the owner classified the packets with. If the owner
 //! switched to another snapshot before the release (a rekey, a removed
-//! tunnel), every ready frame of the job is checked again at release
+//! tunnel; the runtime puts a switch off while the owner has parts out,
+//! `Worker::ready_for_new_tables`, but only for `SWITCH_WAIT_NS`, and
+//! tests switch directly), every ready frame of the job is checked again at release
 //! against the tunnel as the owner's current snapshot has it (gone:
 //! `unknown_spi`; selectors no longer matching: `policy_mismatch`).
 //!
@@ -124,6 +126,12 @@ pub const LATE_SEND_MAX_NS: u64 = 100_000_000;
 /// does them itself: a worker that is descheduled or busy then delays
 /// only the part in its hands, not the ones queued behind it.
 pub const STEAL_AFTER_NS: u64 = MAX_WAIT_NS / 4;
+
+/// How long a worker with parts out may put off switching to a newer
+/// snapshot (`Worker::ready_for_new_tables`): parts come back in
+/// microseconds and are given up after [`MAX_WAIT_NS`]; a helper stalled
+/// longer must not hold the control plane's publication up.
+pub const SWITCH_WAIT_NS: u64 = 10 * MAX_WAIT_NS;
 
 /// The rings between workers: per worker an inbox of jobs to decrypt and
 /// a return ring for the jobs it handed out, and whether it is busy with
@@ -506,6 +514,10 @@ pub(super) struct Spread<B> {
     finished: Vec<Box<Job<B>>>,
     /// A receive of this poll filled a whole burst.
     full_rx: bool,
+    /// Since when (worker clock) a newer snapshot waits for this owner's
+    /// parts to come back (`Worker::ready_for_new_tables`); meanwhile it
+    /// hands out none.
+    holding_since: Option<u64>,
     /// What this worker last published as its busy flag.
     busy_published: bool,
 }
@@ -528,6 +540,7 @@ impl<B: PacketBuf> Spread<B> {
             handed: Vec::new(),
             finished: Vec::new(),
             full_rx: false,
+            holding_since: None,
             busy_published: false,
         }
     }
@@ -545,8 +558,20 @@ impl<B: PacketBuf> Spread<B> {
     /// Whether this worker hands out parts of its groups now: always, or
     /// (`SpreadWhen::Behind`) only when a receive of this poll filled a
     /// whole burst.
+    /// Never while a newer snapshot waits for this owner's parts.
     pub(super) fn wants_help(&self) -> bool {
-        self.rings.when == SpreadWhen::Always || self.full_rx
+        self.holding_since.is_none() && (self.rings.when == SpreadWhen::Always || self.full_rx)
+    }
+
+    /// A newer snapshot waits (since `now` if it did not already): hand
+    /// out nothing more. Returns how long it has waited.
+    pub(super) fn hold(&mut self, now: u64) -> u64 {
+        now.saturating_sub(*self.holding_since.get_or_insert(now))
+    }
+
+    /// The newer snapshot is taken: hand out parts again.
+    pub(super) fn end_hold(&mut self) {
+        self.holding_since = None;
     }
 
     /// Once per poll: publishes whether this poll's receive filled a
