@@ -156,23 +156,62 @@ pub fn record_burst(
     cycles: BurstCycles,
     tsc_hz: f64,
 ) {
-    m.packets += slots.len() as u64;
+    let mut bytes = Bytes::default();
+    for s in slots {
+        bytes.add(case, s.inner_len);
+    }
+    let n = slots.len() as u64;
+    record_counts(m, n, &bytes, cycles, n, tsc_hz);
+}
+
+/// Some packets: how many, their inner and their wire bytes.
+#[derive(Debug, Default)]
+pub struct Bytes {
+    pub packets: u64,
+    pub inner: u64,
+    pub wire: u64,
+}
+
+impl Bytes {
+    /// One packet of `inner_len` inner bytes of `case`.
+    #[inline]
+    pub fn add(&mut self, case: &CaseData, inner_len: usize) {
+        self.packets += 1;
+        self.inner += inner_len as u64;
+        self.wire += case.wire_bytes(inner_len) as u64;
+    }
+}
+
+/// Records `packets` with their `bytes` and `cycles`, and the burst's
+/// latency (`cycles.latency`; none when 0) as `latency_samples` samples.
+#[inline]
+pub fn record_counts(
+    m: &mut Measured,
+    packets: u64,
+    bytes: &Bytes,
+    cycles: BurstCycles,
+    latency_samples: u64,
+    tsc_hz: f64,
+) {
+    m.packets += packets;
     m.cycles += cycles.stage;
     m.io_cycles += cycles.io;
-    for s in slots {
-        m.inner_bytes += s.inner_len as u64;
-        m.wire_bytes += case.wire_bytes(s.inner_len) as u64;
+    m.inner_bytes += bytes.inner;
+    m.wire_bytes += bytes.wire;
+    if let (Some(stage), Some(io)) = (
+        cycles.stage.checked_div(packets),
+        cycles.io.checked_div(packets),
+    ) {
+        let _ = m.burst_cycles.record(stage.max(1));
+        let _ = m.io_burst_cycles.record(io.max(1));
     }
-    if !slots.is_empty() {
-        let n = slots.len() as u64;
-        let _ = m.burst_cycles.record((cycles.stage / n).max(1));
-        let _ = m.io_burst_cycles.record((cycles.io / n).max(1));
+    if cycles.latency > 0 && latency_samples > 0 {
+        let ns = (cycles.latency as f64 * 1e9 / tsc_hz) as u64;
+        // Saturate rather than fail on an absurd sample (a preempted thread).
+        let _ = m
+            .latency_ns
+            .record_n(ns.clamp(1, 10_000_000_000), latency_samples);
     }
-    let ns = (cycles.latency as f64 * 1e9 / tsc_hz) as u64;
-    // Saturate rather than fail on an absurd sample (a preempted thread).
-    let _ = m
-        .latency_ns
-        .record_n(ns.clamp(1, 10_000_000_000), slots.len() as u64);
 }
 
 /// Frees every mbuf of `pkts` with bulk calls (what a PMD's TX does with

@@ -15,7 +15,9 @@ use espgw_dataplane::worker::spread_consts::MAX_JOBS_PER_WORKER;
 use espgw_dataplane::{BufPool, GatewayDropCounts, Now, TxQueues, Worker};
 use espgw_wire::PacketBuf;
 
-use super::{free_bulk, record_burst, tsc, BurstCycles, Ctx, Step, PEER_CHECK_EVERY};
+use super::{
+    free_bulk, record_burst, record_counts, tsc, BurstCycles, Bytes, Ctx, Step, PEER_CHECK_EVERY,
+};
 use crate::gateway::{self, PROTECTED, UNPROTECTED};
 use crate::generator::{Generator, Template, BURST};
 use crate::options::Direction;
@@ -35,12 +37,14 @@ impl BufPool<Mbuf> for PoolSource {
     }
 }
 
-/// Ticks the receiving worker of a fan-out until none of its packets is
-/// out at another worker or waiting in its reorder stage, and every group
-/// it handed off (per-CPU SAs) is back, collecting what it releases into
-/// `sent`. Bounded: a part that never comes back is a bench failure, not a
-/// hang.
-fn drain_fan_out(
+/// Ticks the receiving worker while `busy` says so, collecting what it
+/// releases into `sent`: until none of its fan-out packets is out or in a
+/// reorder stage and every group it handed off is back (the drain before
+/// a window reset), or until fewer than [`handoff_pace`] groups are out
+/// (the handoff's pacing). Bounded: a part that never comes back is a
+/// bench failure, not a hang.
+fn tick_while(
+    busy: impl Fn(&Worker<Mbuf, PoolSource>) -> bool,
     worker: &mut Worker<Mbuf, PoolSource>,
     txq: &mut TxQueues<Mbuf>,
     sent: &mut Vec<(usize, Mbuf)>,
@@ -48,10 +52,10 @@ fn drain_fan_out(
     started: Instant,
 ) -> Result<(), String> {
     let deadline = Instant::now() + std::time::Duration::from_secs(2);
-    while worker.counters().spreading != 0 || worker.handed_off() != 0 {
+    while busy(worker) {
         if Instant::now() > deadline {
             return Err(format!(
-                "fan-out: {} packets and {} handed-off groups still out 2 s after the generator's pass ended",
+                "fan-out: {} packets and {} handed-off groups still out after 2 s",
                 worker.counters().spreading,
                 worker.handed_off()
             ));
@@ -68,6 +72,11 @@ fn drain_fan_out(
     Ok(())
 }
 
+/// Whether a fan-out's receiving worker still has anything out.
+fn anything_out(worker: &Worker<Mbuf, PoolSource>) -> bool {
+    worker.counters().spreading != 0 || worker.handed_off() != 0
+}
+
 /// The per-CPU SA handoff: the receiving worker generates its next burst
 /// only while fewer of the groups it handed off than this are still out.
 /// The generator plays a NIC that receives at whatever rate it is given,
@@ -81,40 +90,6 @@ fn handoff_pace(workers: usize) -> u64 {
     (MAX_JOBS_PER_WORKER * workers)
         .saturating_sub(workers)
         .max(1) as u64
-}
-
-/// Waits (ticking, collecting what leaves into `sent`) until fewer than
-/// `limit` ([`handoff_pace`]) groups handed off are out. Bounded like
-/// [`drain_fan_out`].
-fn pace_handoff(
-    limit: u64,
-    worker: &mut Worker<Mbuf, PoolSource>,
-    txq: &mut TxQueues<Mbuf>,
-    sent: &mut Vec<(usize, Mbuf)>,
-    ports: usize,
-    started: Instant,
-) -> Result<(), String> {
-    if worker.handed_off() < limit {
-        return Ok(());
-    }
-    let deadline = Instant::now() + std::time::Duration::from_secs(2);
-    while worker.handed_off() >= limit {
-        if Instant::now() > deadline {
-            return Err(format!(
-                "handoff: {} groups still out after 2 s",
-                worker.handed_off()
-            ));
-        }
-        let now = Now {
-            ns: started.elapsed().as_nanos() as u64,
-        };
-        worker.tick(txq, now);
-        for port in 0..ports {
-            sent.extend(txq.drain(port).map(|frame| (port, frame)));
-        }
-        std::hint::spin_loop();
-    }
-    Ok(())
 }
 
 /// The worker stage of `ctx`'s case.
@@ -172,13 +147,13 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
                 return Ok(());
             }
             let t1 = tsc();
-            let mut out = Delivered::default();
+            let mut out = Bytes::default();
             for port in 0..ports {
                 for frame in txq.drain(port) {
                     if record {
                         m.tally
                             .record(check_frame(case, port, out_port, &frame, None));
-                        out.add(case, &frame);
+                        out.add(case, inner_len(&frame));
                     }
                     sent.push(frame);
                 }
@@ -203,7 +178,7 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
                     io: ticked + drained + freed,
                     latency: 0,
                 };
-                out.record(m, handed_in, cycles, ctx.tsc_hz);
+                record_counts(m, handed_in, &out, cycles, 0, ctx.tsc_hz);
             }
             Ok(())
         }));
@@ -249,7 +224,8 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
     let pace_limit = handoff_pace(ctx.lanes.len() + 1);
     Ok(Box::new(move |m: &mut Measured, record: bool| {
         if pace {
-            pace_handoff(pace_limit, &mut worker, &mut txq, &mut sent, ports, started)?;
+            let pacing = |w: &Worker<Mbuf, PoolSource>| w.handed_off() >= pace_limit;
+            tick_while(pacing, &mut worker, &mut txq, &mut sent, ports, started)?;
         }
         let f0 = tsc();
         let wrapped = gen.fill(ctx.pool, &mut pkts)?;
@@ -267,7 +243,14 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
             // window off instead (runner::replay_window).
             if ctx.spread.is_some() {
                 let drain = Instant::now();
-                drain_fan_out(&mut worker, &mut txq, &mut sent, ports, started)?;
+                tick_while(
+                    anything_out,
+                    &mut worker,
+                    &mut txq,
+                    &mut sent,
+                    ports,
+                    started,
+                )?;
                 if record {
                     m.untimed_ns += drain.elapsed().as_nanos() as u64;
                 }
@@ -288,7 +271,7 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
             sent.extend(txq.drain(port).map(|frame| (port, frame)));
         }
         let drained = tsc() - t2;
-        let mut out = Delivered::default();
+        let mut out = Bytes::default();
         if record {
             let sample = case.direction == Direction::Encrypt && peer.sample_next_burst();
             for (port, frame) in &sent {
@@ -296,7 +279,7 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
                 m.tally
                     .record(check_frame(case, *port, out_port, frame, peer));
                 if pace {
-                    out.add(case, frame);
+                    out.add(case, inner_len(frame));
                 }
             }
         }
@@ -329,7 +312,8 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
                 // The handoff: the packets handed off are the other
                 // workers' to count; this one counts the rest (what it
                 // sent or dropped) and the bytes it sent.
-                out.record(m, gen.slots.len() as u64 - handed, cycles, ctx.tsc_hz);
+                let own = gen.slots.len() as u64 - handed;
+                record_counts(m, own, &out, cycles, out.packets, ctx.tsc_hz);
             } else {
                 record_burst(m, case, &gen.slots, cycles, ctx.tsc_hz);
             }
@@ -338,46 +322,9 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
     }))
 }
 
-/// What one worker of the per-CPU SA handoff sent in one burst or tick
-/// (decrypted frames: Ethernet and the inner packet).
-#[derive(Default)]
-struct Delivered {
-    frames: u64,
-    inner_bytes: u64,
-    wire_bytes: u64,
-}
-
-impl Delivered {
-    fn add(&mut self, case: &crate::case::CaseData, frame: &Mbuf) {
-        let inner = frame.len().saturating_sub(crate::packets::ETH_LEN);
-        self.frames += 1;
-        self.inner_bytes += inner as u64;
-        self.wire_bytes += case.wire_bytes(inner) as u64;
-    }
-
-    /// Records `packets` (those this worker is to account for: the sink
-    /// checks that as many frames left) with the bytes it sent and the
-    /// cycles; latency (if any) for the frames it sent.
-    fn record(&self, m: &mut Measured, packets: u64, cycles: BurstCycles, tsc_hz: f64) {
-        m.packets += packets;
-        m.cycles += cycles.stage;
-        m.io_cycles += cycles.io;
-        m.inner_bytes += self.inner_bytes;
-        m.wire_bytes += self.wire_bytes;
-        if let (Some(stage), Some(io)) = (
-            cycles.stage.checked_div(packets),
-            cycles.io.checked_div(packets),
-        ) {
-            let _ = m.burst_cycles.record(stage.max(1));
-            let _ = m.io_burst_cycles.record(io.max(1));
-        }
-        if cycles.latency > 0 && self.frames > 0 {
-            let ns = (cycles.latency as f64 * 1e9 / tsc_hz) as u64;
-            let _ = m
-                .latency_ns
-                .record_n(ns.clamp(1, 10_000_000_000), self.frames);
-        }
-    }
+/// A decrypted frame's inner packet bytes (Ethernet and the inner packet).
+fn inner_len(frame: &Mbuf) -> usize {
+    frame.len().saturating_sub(crate::packets::ETH_LEN)
 }
 
 /// Adds the drops between two copies of a worker's drop counters to `m`,
