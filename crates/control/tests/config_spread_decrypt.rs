@@ -80,6 +80,15 @@ fn another_value_names_the_choices() {
     );
 }
 
+/// The `[dataplane]` of 2 workers with `lines`, and whether `key` was
+/// warned about as having no effect.
+fn parse_warned(lines: &str, key: &str) -> (espgw_control::config::Config, bool) {
+    let (config, diags) = parse(&with_dp(2, lines)).unwrap_or_else(|d| panic!("{}", render(&d)));
+    let shown = render(&diags);
+    let warned = shown.contains(&format!("dataplane.{key}")) && shown.contains("no effect");
+    (config, warned)
+}
+
 /// `spread_late`: late parts dropped by default, sent with `"send"`; a
 /// third value is refused with the choices named; set without the fan-out
 /// it is kept but warned about, by its key.
@@ -101,15 +110,9 @@ fn spread_late_drops_by_default_sends_when_asked_and_is_warned_about_without_the
         ),
         ("spread_late = \"send\"", SpreadLate::Send, true),
     ] {
-        let (config, diags) =
-            parse(&with_dp(2, lines)).unwrap_or_else(|d| panic!("{}", render(&d)));
+        let (config, was_warned) = parse_warned(lines, "spread_late");
         assert_eq!(config.dataplane.spread_late, want, "{lines}");
-        let shown = render(&diags);
-        assert_eq!(
-            shown.contains("dataplane.spread_late") && shown.contains("no effect"),
-            warned,
-            "{lines}: {shown}"
-        );
+        assert_eq!(was_warned, warned, "{lines}");
     }
     let shown = render(&errors(&with_dp(
         2,
@@ -141,15 +144,9 @@ fn per_cpu_handoff_is_off_by_default_and_needs_the_fan_out() {
         ),
         ("per_cpu_handoff = true", true, true),
     ] {
-        let (config, diags) =
-            parse(&with_dp(2, lines)).unwrap_or_else(|d| panic!("{}", render(&d)));
+        let (config, was_warned) = parse_warned(lines, "per_cpu_handoff");
         assert_eq!(config.dataplane.per_cpu_handoff, want, "{lines}");
-        let shown = render(&diags);
-        assert_eq!(
-            shown.contains("dataplane.per_cpu_handoff") && shown.contains("no effect"),
-            warned,
-            "{lines}: {shown}"
-        );
+        assert_eq!(was_warned, warned, "{lines}");
         let plan = espgw_control::config::Summary(&config).to_string();
         assert_eq!(
             plan.contains("per_cpu_handoff = true"),

@@ -1473,6 +1473,18 @@ mod live {
         esp
     }
 
+    /// One poll of `gw` without a receive (its handoff and fan-out work):
+    /// what it sent to the protected side.
+    fn poll(gw: &mut Gw) -> Vec<Vec<u8>> {
+        gw.w.tick(&mut gw.tx, gw.now);
+        std::mem::take(&mut gw.take()[PROT])
+    }
+
+    /// [`flows`] of `frames`, each marked with the worker that sent it.
+    fn sent_by(worker: usize, frames: &[Vec<u8>]) -> Vec<(usize, (u32, u32))> {
+        flows(frames).into_iter().map(|f| (worker, f)).collect()
+    }
+
     /// (flow, sequence) of what left B's protected port.
     fn flows(frames: &[Vec<u8>]) -> Vec<(u32, u32)> {
         frames
@@ -1540,16 +1552,12 @@ mod live {
         // back.
         let mut out: Vec<(usize, (u32, u32))> = Vec::new();
         for burst in arrivals.chunks(32) {
-            let o = b0.rx(UNPROT, burst);
-            out.extend(flows(&o[PROT]).into_iter().map(|f| (0, f)));
-            b1.w.tick(&mut b1.tx, b1.now);
-            out.extend(flows(&b1.take()[PROT]).into_iter().map(|f| (1, f)));
-            b0.w.tick(&mut b0.tx, b0.now);
-            out.extend(flows(&b0.take()[PROT]).into_iter().map(|f| (0, f)));
+            out.extend(sent_by(0, &b0.rx(UNPROT, burst)[PROT]));
+            out.extend(sent_by(1, &poll(&mut b1)));
+            out.extend(sent_by(0, &poll(&mut b0)));
         }
         // Worker 1 returns the boxes of what it sent at its next poll.
-        b1.w.tick(&mut b1.tx, b1.now);
-        b0.w.tick(&mut b0.tx, b0.now);
+        assert!(poll(&mut b1).is_empty() && poll(&mut b0).is_empty());
         for k in 0..4 {
             let seqs: Vec<u32> = out.iter().filter(|o| o.1 .0 == k).map(|o| o.1 .1).collect();
             assert_eq!(
@@ -1585,11 +1593,7 @@ mod live {
         let mut b1 = b_worker(1, &b_snap, &rings);
         let esp = sealed_by(&mut a[3], 3, 0, 48);
         let mut out: Vec<(usize, (u32, u32))> = Vec::new();
-        out.extend(
-            flows(&b0.rx(UNPROT, &esp[..16])[PROT])
-                .into_iter()
-                .map(|f| (0, f)),
-        );
+        out.extend(sent_by(0, &b0.rx(UNPROT, &esp[..16])[PROT]));
         assert_eq!(b0.w.handed_off(), 1, "pair 3's group at worker 1");
         let slot = |t: &Tables| t.sad.inbound(0xa005, v4("192.0.2.2").into()).unwrap();
         let before = slot(&b_snap.1);
@@ -1599,22 +1603,13 @@ mod live {
         assert_eq!(now.inbound_lane(slot(&now)), Some(2));
         b0.w.set_tables(Arc::clone(&now));
         b1.w.set_tables(Arc::clone(&now));
-        out.extend(
-            flows(&b0.rx(UNPROT, &esp[16..32])[PROT])
-                .into_iter()
-                .map(|f| (0, f)),
-        );
+        out.extend(sent_by(0, &b0.rx(UNPROT, &esp[16..32])[PROT]));
         assert_eq!(b0.w.handed_off(), 2, "behind the first, at worker 1");
         while b0.w.handed_off() != 0 {
-            b1.w.tick(&mut b1.tx, b1.now);
-            out.extend(flows(&b1.take()[PROT]).into_iter().map(|f| (1, f)));
-            b0.w.tick(&mut b0.tx, b0.now);
+            out.extend(sent_by(1, &poll(&mut b1)));
+            assert!(poll(&mut b0).is_empty());
         }
-        out.extend(
-            flows(&b0.rx(UNPROT, &esp[32..])[PROT])
-                .into_iter()
-                .map(|f| (0, f)),
-        );
+        out.extend(sent_by(0, &b0.rx(UNPROT, &esp[32..])[PROT]));
         assert_eq!(
             b0.w.counters().sa_handoff_out,
             32,
@@ -1638,13 +1633,11 @@ mod live {
         let mut out = Vec::new();
         for burst in esp.chunks(32) {
             out.extend(b0.rx(UNPROT, burst)[PROT].iter().cloned());
-            b1.w.tick(&mut b1.tx, b1.now);
             assert!(
-                b1.take()[PROT].is_empty(),
+                poll(&mut b1).is_empty(),
                 "worker 0 sends what the fan-out decrypts"
             );
-            b0.w.tick(&mut b0.tx, b0.now);
-            out.extend(b0.take()[PROT].iter().cloned());
+            out.extend(poll(&mut b0));
         }
         assert_eq!(flows(&out), (0..64).map(|s| (1, s)).collect::<Vec<_>>());
         let (c0, c1) = (b0.w.counters(), b1.w.counters());
@@ -1707,14 +1700,12 @@ mod live {
         assert_eq!(flows(&out0), (0..4).map(|s| (3, s)).collect::<Vec<_>>());
         let mut out1 = Vec::new();
         while b0.w.handed_off() != 0 {
-            b1.w.tick(&mut b1.tx, b1.now);
-            out1.extend(b1.take()[PROT].iter().cloned());
-            b0.w.tick(&mut b0.tx, b0.now);
+            out1.extend(poll(&mut b1));
+            assert!(poll(&mut b0).is_empty());
         }
         // The last group goes to worker 1 again.
         b0.rx(UNPROT, chunks[boxes + 1]);
-        b1.w.tick(&mut b1.tx, b1.now);
-        out1.extend(b1.take()[PROT].iter().cloned());
+        out1.extend(poll(&mut b1));
         let lost = g * boxes as u32..g * (boxes as u32 + 1);
         let expect: Vec<(u32, u32)> = (0..g * (boxes as u32 + 2))
             .filter(|s| !lost.contains(s))

@@ -188,20 +188,16 @@ pub(crate) fn read(ctx: &mut Ctx, table: Option<Table>, host: &HostFacts) -> Dat
         dp.spread_late = f
             .choice(ctx, &SpreadLate::ALL.map(|l| (l.name(), l)))
             .unwrap_or(dp.spread_late);
-        if dp.spread_decrypt == SpreadDecrypt::Off {
-            ctx.warn(
-                "dataplane.spread_late",
-                "has no effect with spread_decrypt = \"off\" (no reorder stage)".to_string(),
-            );
-        }
+        warn_without_fan_out(ctx, &dp, "spread_late", "no reorder stage");
     }
     if let Some(f) = t.get(ctx, "per_cpu_handoff") {
         dp.per_cpu_handoff = f.bool(ctx).unwrap_or(dp.per_cpu_handoff);
-        if dp.per_cpu_handoff && dp.spread_decrypt == SpreadDecrypt::Off {
-            ctx.warn(
-                "dataplane.per_cpu_handoff",
-                "has no effect with spread_decrypt = \"off\" (the handoff runs on the fan-out's rings)"
-                    .to_string(),
+        if dp.per_cpu_handoff {
+            warn_without_fan_out(
+                ctx,
+                &dp,
+                "per_cpu_handoff",
+                "the handoff runs on the fan-out's rings",
             );
         }
     }
@@ -282,4 +278,15 @@ fn eal_simd_bitwidth(eal: &[String]) -> Option<u16> {
         }
     })?;
     value.parse::<u16>().ok()
+}
+
+/// Warns that `[dataplane] key` does nothing while the decrypt fan-out is
+/// off (`why`: what it would act on).
+fn warn_without_fan_out(ctx: &mut Ctx, dp: &Dataplane, key: &str, why: &str) {
+    if dp.spread_decrypt == SpreadDecrypt::Off {
+        ctx.warn(
+            &format!("dataplane.{key}"),
+            format!("has no effect with spread_decrypt = \"off\" ({why})"),
+        );
+    }
 }
