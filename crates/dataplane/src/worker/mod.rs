@@ -250,8 +250,9 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
     /// another index (a rekey of any tunnel renumbers the SAD), so a group
     /// cut after the switch could overtake the SA's parts cut before it,
     /// or share a stage with another SA. Meanwhile the worker hands out no
-    /// parts (it decrypts every group itself, still behind what is out:
-    /// they drain in microseconds); past `SWITCH_WAIT_NS` it switches
+    /// parts (it decrypts every group itself, still behind what is out, so
+    /// that drains: back or given up within the reorder bound); past
+    /// `SWITCH_WAIT_NS` it switches
     /// anyway (a part back after that may be dropped as `reorder_late`).
     pub fn ready_for_new_tables(&mut self, now: Now) -> bool {
         let Some(spread) = &mut self.esp_in.spread else {
