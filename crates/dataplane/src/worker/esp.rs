@@ -476,7 +476,7 @@ impl<B: PacketBuf> EspIn<B> {
         // fan-out's jobs below.
         spread.return_finished();
         for _ in 0..2 * spread.workers() {
-            let Some(mut job) = spread.take_handoff() else {
+            let Some(mut job) = spread.take_handoff_of(spread.me) else {
                 break;
             };
             work += job.pkts.len();

@@ -818,15 +818,11 @@ impl<B: PacketBuf> Spread<B> {
         self.recycle(job);
     }
 
-    /// A group handed to worker `w` (any worker's ring: at shutdown every
-    /// worker drains them all, as a worker that stopped takes no more).
+    /// A group handed to worker `w`: its own to decrypt and forward, or
+    /// (at shutdown, when every worker drains every ring, as a worker that
+    /// stopped takes no more) another's.
     pub(super) fn take_handoff_of(&self, w: usize) -> Option<Box<Job<B>>> {
         self.rings.handoff.get(w)?.pop()
-    }
-
-    /// A group handed to this worker, to decrypt and forward.
-    pub(super) fn take_handoff(&self) -> Option<Box<Job<B>>> {
-        self.rings.handoff[self.me].pop()
     }
 
     /// Keeps a finished handoff job for [`Self::return_finished`].
