@@ -1620,6 +1620,82 @@ mod live {
         assert!(out[..32].iter().all(|o| o.0 == 1) && out[32..].iter().all(|o| o.0 == 0));
     }
 
+    /// The fan-out's reorder stages follow the SA, not its SAD index:
+    /// with two parts of pair 3's SA out at worker 1 (its inbox full), B's
+    /// pair 2 goes (a Delete), so in the next snapshot the SA has another
+    /// SAD index. Its next group, which worker 0 decrypts itself (no
+    /// worker has room), still waits behind the two parts in the SA's
+    /// stage. (Kept by SAD index, the group found a stage with nothing
+    /// outstanding, took the direct path and left first.)
+    #[test]
+    fn a_snapshot_change_does_not_let_a_group_overtake_its_parts_out() {
+        let (mut a, b_snap, mut mb) = per_cpu_pair();
+        let rings = crate::worker::SpreadRings::new(2);
+        let mut b0 = b_worker(0, &b_snap, &rings);
+        let mut b1 = b_worker(1, &b_snap, &rings);
+        let esp = sealed_by(&mut a[3], 3, 0, 48);
+        let mut out = Vec::new();
+        out.extend(b0.rx(UNPROT, &esp[..16])[PROT].iter().cloned());
+        out.extend(b0.rx(UNPROT, &esp[16..32])[PROT].iter().cloned());
+        assert_eq!(b0.w.counters().spread_out, 32, "two parts at worker 1");
+        let slot = |t: &Tables| t.sad.inbound(0xa005, v4("192.0.2.2").into()).unwrap();
+        let before = slot(&b_snap.1);
+        mb.remove_extra_pair("t", 0xa004, 2).unwrap();
+        let now = Arc::clone(mb.reader().get());
+        assert_ne!(slot(&now), before, "the SA moved in the SAD");
+        b0.w.set_tables(Arc::clone(&now));
+        b1.w.set_tables(now);
+        out.extend(b0.rx(UNPROT, &esp[32..])[PROT].iter().cloned());
+        assert!(out.is_empty(), "the third group waits for the first two");
+        assert_eq!(b0.w.counters().spread_kept, 0);
+        while b0.w.counters().spreading != 0 {
+            assert!(poll(&mut b1).is_empty());
+            out.extend(poll(&mut b0));
+        }
+        assert_eq!(flows(&out), (0..48).map(|s| (3, s)).collect::<Vec<_>>());
+        let c = b0.w.counters();
+        assert_eq!((c.spread_out, b1.w.counters().spread_in), (32, 32));
+        assert!(c.balanced() && c.drops.total() == 0, "{c:?}");
+    }
+
+    /// A part given up (its bound passed) whose SA's stage is dropped at a
+    /// switch (nothing outstanding in it any more) and that comes back
+    /// after the SA's next part got a new stage, whose tickets start at 0
+    /// again: late (dropped as `reorder_late`), not taken for the new
+    /// stage's ticket 0, whose own part leaves.
+    #[test]
+    fn a_part_back_after_its_stage_was_dropped_is_late() {
+        use crate::worker::spread_consts::MAX_WAIT_NS;
+        let (mut a, b_snap, mut mb) = per_cpu_pair();
+        let rings = crate::worker::SpreadRings::new(2);
+        let mut b0 = b_worker(0, &b_snap, &rings);
+        let mut b1 = b_worker(1, &b_snap, &rings);
+        let esp = sealed_by(&mut a[3], 3, 0, 64);
+        assert!(b0.rx(UNPROT, &esp[..32])[PROT].is_empty());
+        // Worker 1 takes the part and stalls past the bound.
+        let stalled = rings.seize(1);
+        b0.now = Now {
+            ns: b0.now.ns + MAX_WAIT_NS + 1,
+        };
+        assert!(poll(&mut b0).is_empty());
+        assert_eq!(b0.w.counters().spreading, 32, "given up, not back");
+        rings.unseize(1, stalled);
+        mb.remove_extra_pair("t", 0xa004, 2).unwrap();
+        let now = Arc::clone(mb.reader().get());
+        b0.w.set_tables(Arc::clone(&now));
+        b1.w.set_tables(now);
+        assert!(b0.rx(UNPROT, &esp[32..])[PROT].is_empty());
+        assert_eq!(b0.w.counters().spread_out, 64);
+        // Worker 1 finishes the old part first, then the new one.
+        assert!(poll(&mut b1).is_empty());
+        let out = poll(&mut b0);
+        assert_eq!(flows(&out), (32..64).map(|s| (3, s)).collect::<Vec<_>>());
+        let c = b0.w.counters();
+        assert_eq!(c.drops.get(DropReason::ReorderLate), 32);
+        assert_eq!(c.drops.total(), 32, "{:?}", c.drops);
+        assert!(c.balanced() && c.spreading == 0, "{c:?}");
+    }
+
     /// Without `per_cpu_handoff` a per-CPU SA is spread like any SA: its
     /// groups cut into parts for the other workers, through its reorder
     /// stage, nothing handed off whole.
@@ -2740,68 +2816,6 @@ mod spread {
         let sa = w0.w.tables().inbound_sas()[0].2.stats();
         assert_eq!(sa.packets, u64::from(n));
         assert_eq!(sa.drops.get(espgw_esp::DropReason::Replayed), replays);
-    }
-
-    /// A newer snapshot waits while the owner has parts out (the reorder
-    /// stages are kept by SAD index, which the new snapshot may give to
-    /// another SA): `ready_for_new_tables` says no, and meanwhile the
-    /// owner hands out nothing, decrypting its next group itself behind
-    /// the parts out. Once they are back it says yes and parts go out
-    /// again. What leaves is the stream, in order.
-    #[test]
-    fn a_new_snapshot_waits_for_the_parts_out_and_none_go_out_meanwhile() {
-        let outer = Outer::Esp4;
-        let stream = esp_stream(outer, 96);
-        let b = B::new(outer, 2);
-        let shared = SharedNeighbors::default();
-        let mut w0 = b.owner(&shared);
-        let mut w1 = b.worker(1, &shared);
-        let mut out = Vec::new();
-        out.extend(w0.rx(UNPROT, &stream.esp[..32])[PROT].iter().cloned());
-        let handed = w0.w.counters().spread_out;
-        assert!(handed > 0 && w0.w.counters().spreading > 0);
-        assert!(!w0.w.ready_for_new_tables(w0.now));
-        out.extend(w0.rx(UNPROT, &stream.esp[32..64])[PROT].iter().cloned());
-        assert_eq!(
-            w0.w.counters().spread_out,
-            handed,
-            "nothing handed out while holding"
-        );
-        assert!(!w0.w.ready_for_new_tables(w0.now));
-        w1.w.tick(&mut w1.tx, w1.now);
-        while w0.w.counters().spreading != 0 {
-            w0.w.tick(&mut w0.tx, w0.now);
-            out.extend(w0.take()[PROT].iter().cloned());
-        }
-        assert!(w0.w.ready_for_new_tables(w0.now));
-        out.extend(w0.rx(UNPROT, &stream.esp[64..])[PROT].iter().cloned());
-        assert!(w0.w.counters().spread_out > handed, "parts go out again");
-        w1.w.tick(&mut w1.tx, w1.now);
-        while w0.w.counters().spreading != 0 {
-            w0.w.tick(&mut w0.tx, w0.now);
-            out.extend(w0.take()[PROT].iter().cloned());
-        }
-        assert_eq!(out, stream.delivered());
-        assert!(w0.w.counters().balanced());
-    }
-
-    /// A helper that never brings its part back holds a newer snapshot up
-    /// for `SWITCH_WAIT_NS` at most.
-    #[test]
-    fn a_stalled_helper_holds_a_new_snapshot_up_for_the_bound_only() {
-        let outer = Outer::Esp4;
-        let stream = esp_stream(outer, 32);
-        let b = B::new(outer, 2);
-        let shared = SharedNeighbors::default();
-        let mut w0 = b.owner(&shared);
-        let _w1 = b.worker(1, &shared);
-        w0.rx(UNPROT, &stream.esp);
-        assert!(w0.w.counters().spreading > 0);
-        assert!(!w0.w.ready_for_new_tables(w0.now));
-        let bound = crate::worker::spread_consts::SWITCH_WAIT_NS;
-        let later = |ns| Now { ns: w0.now.ns + ns };
-        assert!(!w0.w.ready_for_new_tables(later(bound - 1)));
-        assert!(w0.w.ready_for_new_tables(later(bound)));
     }
 
     /// A worker whose own receive fills whole bursts (saturated by its own

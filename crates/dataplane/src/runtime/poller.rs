@@ -255,12 +255,9 @@ impl<P: Clone> WorkerSetup<P> {
             let spread = worker.tick(&mut txq, now);
             let sent = path.send(&mut worker, &mut txq);
             // A quiescent point: between bursts, holding nothing from the
-            // old snapshot but the worker's own reference. (With the
-            // decrypt fan-out, once the parts the worker has out are back.)
-            if self.reader.newer_published()
-                && worker.ready_for_new_tables(now)
-                && self.reader.quiescent()
-            {
+            // old snapshot but the worker's own reference (the decrypt
+            // fan-out's parts out hold their own).
+            if self.reader.quiescent() {
                 worker.set_tables(Arc::clone(self.reader.get()));
             }
             worker.count_poll(got + sent + spread > 0);

@@ -402,7 +402,7 @@ impl<B: PacketBuf> EspIn<B> {
                 // snapshot now says of its lane, to that worker.
                 let key = sa_key(sa);
                 let pending = spread.handed_to(key);
-                let outstanding = spread.outstanding(slot);
+                let outstanding = spread.outstanding(slot, key);
                 let lane = (spread.hands_off() && outstanding == 0 && pending.is_none())
                     .then(|| tables.inbound_lane(slot))
                     .flatten();
@@ -427,7 +427,9 @@ impl<B: PacketBuf> EspIn<B> {
                     // the two mechanisms' back-pressures fought and lost
                     // packets; docs/multicore.md.)
                 } else if outstanding != 0 || (worth && spread.wants_help()) {
-                    if spread_group(spread, core, esp_out, icmp, egress, tx, slot, &mut stage) {
+                    if spread_group(
+                        spread, core, esp_out, icmp, egress, tx, slot, key, &mut stage,
+                    ) {
                         self.groups[t] = stage;
                         continue;
                     }
@@ -528,8 +530,8 @@ impl<B: PacketBuf> EspIn<B> {
                 }
             }
         }
-        for i in 0..spread.reorders.len() {
-            work += release(spread, core, esp_out, icmp, egress, tx, i);
+        for p in 0..spread.stages.len() {
+            work += release(spread, core, esp_out, icmp, egress, tx, p);
         }
         work
     }
@@ -645,6 +647,7 @@ fn spread_group<B: PacketBuf, P: BufPool<B>>(
     egress: &mut Egress,
     tx: &mut TxQueues<B>,
     slot: SaIndex,
+    sa: usize,
     stage: &mut Stage<B>,
 ) -> bool {
     let n = stage.pkts.len();
@@ -663,7 +666,7 @@ fn spread_group<B: PacketBuf, P: BufPool<B>>(
         let max_helpers = (n / MIN_PART).clamp(1, spread.workers() - 1);
         spread.helpers_with_room(max_helpers, &mut targets);
     }
-    if targets.is_empty() && spread.outstanding(slot) == 0 {
+    if targets.is_empty() && spread.outstanding(slot, sa) == 0 {
         // Every other worker is busy with its own traffic or has a full
         // inbox, and nothing of this SA is out to be overtaken: the
         // direct path, without a ticket or a job box.
@@ -688,7 +691,7 @@ fn spread_group<B: PacketBuf, P: BufPool<B>>(
     for &dest in &dests {
         let j = match spread.job() {
             Some(j) => Some(j),
-            None => make_room(spread, core, esp_out, icmp, egress, tx, slot),
+            None => make_room(spread, core, esp_out, icmp, egress, tx, slot, sa),
         };
         let Some(mut j) = j else { break };
         j.slot = slot;
@@ -703,6 +706,10 @@ fn spread_group<B: PacketBuf, P: BufPool<B>>(
         spread.staged = staged;
         return false;
     }
+    // The SA's stage: made now if it has none (its position stays the
+    // same until the next snapshot switch).
+    let p = spread.stage_for(slot, sa);
+    let stage_id = spread.stage_id(p);
     let part_len = n.div_ceil(staged.len());
     for (i, (pkt, port)) in stage.pkts.drain(..).zip(stage.ports.drain(..)).enumerate() {
         let j = &mut staged[i / part_len].1;
@@ -715,7 +722,7 @@ fn spread_group<B: PacketBuf, P: BufPool<B>>(
             spread.recycle(j);
             continue;
         }
-        let Some(ticket) = spread.reorder(slot).ticket(now) else {
+        let Some(ticket) = spread.stages[p].reorder.ticket(now) else {
             // Not with a stage that holds every box; counted, not trusted.
             core.counters.spreading -= j.pkts.len() as u64;
             for (pkt, port) in j.pkts.drain(..).zip(j.ports.drain(..)) {
@@ -725,6 +732,8 @@ fn spread_group<B: PacketBuf, P: BufPool<B>>(
             continue;
         };
         j.ticket = ticket;
+        j.sa = sa;
+        j.stage = stage_id;
         let handed = j.pkts.len() as u64;
         if let Some(to) = dest {
             match spread.send(to, j) {
@@ -739,7 +748,7 @@ fn spread_group<B: PacketBuf, P: BufPool<B>>(
         complete(spread, core, esp_out, icmp, egress, tx, j);
     }
     spread.staged = staged;
-    release(spread, core, esp_out, icmp, egress, tx, slot.0 as usize);
+    release(spread, core, esp_out, icmp, egress, tx, p);
     true
 }
 
@@ -756,13 +765,15 @@ fn make_room<B: PacketBuf, P: BufPool<B>>(
     egress: &mut Egress,
     tx: &mut TxQueues<B>,
     slot: SaIndex,
+    sa: usize,
 ) -> Option<Box<Job<B>>> {
     loop {
-        release(spread, core, esp_out, icmp, egress, tx, slot.0 as usize);
+        let p = spread.stage_of(slot, sa)?;
+        release(spread, core, esp_out, icmp, egress, tx, p);
         if let Some(j) = spread.job() {
             return Some(j);
         }
-        if !spread.reorder(slot).give_up_oldest() {
+        if !spread.stages[p].reorder.give_up_oldest() {
             return None;
         }
     }
@@ -787,8 +798,13 @@ fn complete<B: PacketBuf, P: BufPool<B>>(
     job: Box<Job<B>>,
 ) {
     let ticket = job.ticket;
-    let slot = job.slot;
-    let Err((refused, Some(mut job))) = spread.reorder(slot).complete(ticket, Some(job)) else {
+    // A part whose stage is gone (dropped at a switch once nothing of it
+    // was outstanding: this part had been given up) is late.
+    let done = match spread.stage_of_job(&job) {
+        Some(p) => spread.stages[p].reorder.complete(ticket, Some(job)),
+        None => Err((Refused::Late, Some(job))),
+    };
+    let Err((refused, Some(mut job))) = done else {
         return;
     };
     let send = refused == Refused::Late
@@ -806,8 +822,8 @@ fn complete<B: PacketBuf, P: BufPool<B>>(
     spread.recycle(job);
 }
 
-/// Releases the jobs of SA stage `i` that are in ticket order; returns
-/// the packets moved.
+/// Releases the jobs of the SA stage at position `p` that are in ticket
+/// order; returns the packets moved.
 #[allow(clippy::too_many_arguments)]
 fn release<B: PacketBuf, P: BufPool<B>>(
     spread: &mut Spread<B>,
@@ -816,12 +832,12 @@ fn release<B: PacketBuf, P: BufPool<B>>(
     icmp: &mut Icmp,
     egress: &mut Egress,
     tx: &mut TxQueues<B>,
-    i: usize,
+    p: usize,
 ) -> usize {
     let now = core.now.ns;
     let mut moved = 0;
     loop {
-        let Some(reorder) = spread.reorders.get_mut(i).and_then(Option::as_mut) else {
+        let Some(reorder) = spread.stages.get_mut(p).map(|s| &mut s.reorder) else {
             return moved;
         };
         if reorder.outstanding() == 0 {

@@ -70,7 +70,7 @@ pub use spread::{SpreadRings, SpreadWhen};
 pub mod spread_consts {
     pub use super::spread::{
         HANDOFF_DEPTH, HANDOFF_JOBS, INBOX_DEPTH, LATE_SEND_MAX_NS, MAX_JOBS_PER_WORKER,
-        MAX_WAIT_NS, MIN_PART, REORDER_CAPACITY, STEAL_AFTER_NS, SWITCH_WAIT_NS,
+        MAX_WAIT_NS, MIN_PART, REORDER_CAPACITY, STEAL_AFTER_NS,
     };
 }
 use spread::Spread;
@@ -240,29 +240,12 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
         self.esp_out.resize(&tables);
         self.esp_in.resize(&tables);
         self.classify.forget();
-        self.core.tables = tables;
-    }
-
-    /// Whether this worker may switch to a newer snapshot now (the runtime
-    /// asks before each switch). With the decrypt fan-out a switch waits
-    /// until none of this worker's parts is out or in a reorder stage: the
-    /// stages are kept by SAD index, and a new snapshot can give an SA
-    /// another index (a rekey of any tunnel renumbers the SAD), so a group
-    /// cut after the switch could overtake the SA's parts cut before it,
-    /// or share a stage with another SA. Meanwhile the worker hands out no
-    /// parts (it decrypts every group itself, still behind what is out, so
-    /// that drains: back or given up within the reorder bound); past
-    /// `SWITCH_WAIT_NS` it switches
-    /// anyway (a part back after that may be dropped as `reorder_late`).
-    pub fn ready_for_new_tables(&mut self, now: Now) -> bool {
-        let Some(spread) = &mut self.esp_in.spread else {
-            return true;
-        };
-        if self.core.counters.spreading == 0 || spread.hold(now.ns) >= spread::SWITCH_WAIT_NS {
-            spread.end_hold();
-            return true;
+        if let Some(spread) = &mut self.esp_in.spread {
+            // SAD indexes may name other SAs now; the fan-out's reorder
+            // stages are kept by SA and stay (worker/spread.rs).
+            spread.new_snapshot();
         }
-        false
+        self.core.tables = tables;
     }
 
     /// Hands IKE for our addresses on unprotected ports to the control

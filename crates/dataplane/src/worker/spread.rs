@@ -26,11 +26,17 @@
 //! the finishing worker checks the selectors of the job's tunnel in that
 //! snapshot, the one the owner classified the packets with. If the owner
 //! switched to another snapshot before the release (a rekey, a removed
-//! tunnel; the runtime puts a switch off while the owner has parts out,
-//! `Worker::ready_for_new_tables`, but only for `SWITCH_WAIT_NS`, and
-//! tests switch directly), every ready frame of the job is checked again at release
+//! tunnel), every ready frame of the job is checked again at release
 //! against the tunnel as the owner's current snapshot has it (gone:
 //! `unknown_spi`; selectors no longer matching: `policy_mismatch`).
+//! The reorder stages are kept by SA (its address, [`sa_key`]), not by
+//! SAD index: a new snapshot may give an SA another index (a rekey of any
+//! tunnel renumbers the SAD), and the SA's next group must still queue
+//! behind its parts out, in the same stage, and never share a stage with
+//! another SA. A job names its stage by the SA and the stage's id, so a
+//! part that comes back after its stage was dropped (at a switch, once
+//! nothing of it was outstanding) is late, never taken for another
+//! stage's ticket.
 //!
 //! Bounds: a ticket not back `max_wait` after it was issued is given up
 //! (its packets, if they come back later, are dropped as `reorder_late`).
@@ -126,12 +132,6 @@ pub const LATE_SEND_MAX_NS: u64 = 100_000_000;
 /// does them itself: a worker that is descheduled or busy then delays
 /// only the part in its hands, not the ones queued behind it.
 pub const STEAL_AFTER_NS: u64 = MAX_WAIT_NS / 4;
-
-/// How long a worker with parts out may put off switching to a newer
-/// snapshot (`Worker::ready_for_new_tables`): parts come back in
-/// microseconds and are given up after [`MAX_WAIT_NS`]; a helper stalled
-/// longer must not hold the control plane's publication up.
-pub const SWITCH_WAIT_NS: u64 = 10 * MAX_WAIT_NS;
 
 /// The rings between workers: per worker an inbox of jobs to decrypt and
 /// a return ring for the jobs it handed out, and whether it is busy with
@@ -285,12 +285,15 @@ pub(super) struct Job<B> {
     pub(super) cut_ns: u64,
     /// The part's order ticket (not used by a handoff).
     pub(super) ticket: u64,
+    /// The SA's [`sa_key`]: with `stage`, which reorder stage the ticket
+    /// is of; for a handoff, the owner's bookkeeping.
+    pub(super) sa: usize,
+    /// The id of the reorder stage that issued the ticket ([`SaStage`]).
+    pub(super) stage: u64,
     /// A per-CPU SA's group handed off whole: the worker that takes it
     /// decrypts, forwards and counts it, and returns the empty box.
     pub(super) handoff: bool,
-    /// With `handoff`: the SA's [`sa_key`] and the group's packets, for
-    /// the owner's bookkeeping.
-    pub(super) handoff_sa: usize,
+    /// With `handoff`: the group's packets, for the owner's bookkeeping.
     pub(super) handoff_pkts: u32,
     pub(super) pkts: Vec<B>,
     pub(super) ports: Vec<PortIdx>,
@@ -479,6 +482,17 @@ pub(super) fn sa_key(sa: &espgw_control::tables::SharedInbound) -> usize {
     Arc::as_ptr(sa) as usize
 }
 
+/// The reorder stage of one SA an owner spread.
+pub(super) struct SaStage<B> {
+    /// The SA ([`sa_key`]).
+    sa: usize,
+    /// Unique among this owner's stages, ever: a part carries it, so that
+    /// one back after its stage was dropped and another made for the same
+    /// SA (tickets start again at 0) is late, not a ticket of the new one.
+    id: u64,
+    pub(super) reorder: Reorder<Box<Job<B>>>,
+}
+
 /// What one worker keeps for the fan-out: its end of the rings, its job
 /// boxes, and (as an owner) the reorder stage of each SA it spreads.
 /// Jobs stay boxed while they wait here: the rings move one pointer per
@@ -494,9 +508,17 @@ pub(super) struct Spread<B> {
     /// Round robin over the other workers.
     next: usize,
     pub(super) burst: usize,
-    /// By SAD index: the reorder stage (of jobs) of an SA this worker
-    /// spread.
-    pub(super) reorders: Vec<Option<Reorder<Box<Job<B>>>>>,
+    /// The reorder stages (of jobs) of the SAs this worker spread, by SA
+    /// (a few: the SAs with parts out, or spread since the last snapshot
+    /// switch, [`Self::new_snapshot`]).
+    pub(super) stages: Vec<SaStage<B>>,
+    /// By SAD index of the current snapshot: the stage of that index's SA
+    /// (its position in `stages` + 1; 0: not looked up yet). A memo,
+    /// cleared at each switch, so that a group finds its stage without a
+    /// search.
+    stage_of_slot: Vec<u32>,
+    /// The id of the next stage made.
+    next_stage_id: u64,
     /// The parts of the group being split (empty between groups).
     pub(super) staged: Vec<(Option<usize>, Box<Job<B>>)>,
     /// The next hop this worker resolved last for a part it finished.
@@ -514,10 +536,6 @@ pub(super) struct Spread<B> {
     finished: Vec<Box<Job<B>>>,
     /// A receive of this poll filled a whole burst.
     full_rx: bool,
-    /// Since when (worker clock) a newer snapshot waits for this owner's
-    /// parts to come back (`Worker::ready_for_new_tables`); meanwhile it
-    /// hands out none.
-    holding_since: Option<u64>,
     /// What this worker last published as its busy flag.
     busy_published: bool,
 }
@@ -532,7 +550,9 @@ impl<B: PacketBuf> Spread<B> {
             boxes: 0,
             next: me,
             burst,
-            reorders: Vec::new(),
+            stages: Vec::new(),
+            stage_of_slot: Vec::new(),
+            next_stage_id: 0,
             staged: Vec::with_capacity(workers),
             hop: None,
             targets: Vec::with_capacity(workers),
@@ -540,7 +560,6 @@ impl<B: PacketBuf> Spread<B> {
             handed: Vec::new(),
             finished: Vec::new(),
             full_rx: false,
-            holding_since: None,
             busy_published: false,
         }
     }
@@ -558,20 +577,17 @@ impl<B: PacketBuf> Spread<B> {
     /// Whether this worker hands out parts of its groups now: always, or
     /// (`SpreadWhen::Behind`) only when a receive of this poll filled a
     /// whole burst.
-    /// Never while a newer snapshot waits for this owner's parts.
     pub(super) fn wants_help(&self) -> bool {
-        self.holding_since.is_none() && (self.rings.when == SpreadWhen::Always || self.full_rx)
+        self.rings.when == SpreadWhen::Always || self.full_rx
     }
 
-    /// A newer snapshot waits (since `now` if it did not already): hand
-    /// out nothing more. Returns how long it has waited.
-    pub(super) fn hold(&mut self, now: u64) -> u64 {
-        now.saturating_sub(*self.holding_since.get_or_insert(now))
-    }
-
-    /// The newer snapshot is taken: hand out parts again.
-    pub(super) fn end_hold(&mut self) {
-        self.holding_since = None;
+    /// The owner switched to another snapshot: SAD indexes may now name
+    /// other SAs, so the index memo goes, and so do the stages with
+    /// nothing outstanding (their SA may be gone; one spread again gets a
+    /// new stage). Stages with parts out stay, found by their SA.
+    pub(super) fn new_snapshot(&mut self) {
+        self.stage_of_slot.clear();
+        self.stages.retain(|s| s.reorder.outstanding() != 0);
     }
 
     /// Once per poll: publishes whether this poll's receive filled a
@@ -594,8 +610,9 @@ impl<B: PacketBuf> Spread<B> {
             now: 0,
             cut_ns: 0,
             ticket: 0,
+            sa: 0,
+            stage: 0,
             handoff: false,
-            handoff_sa: 0,
             handoff_pkts: 0,
             pkts: Vec::with_capacity(self.burst),
             ports: Vec::with_capacity(self.burst),
@@ -613,22 +630,67 @@ impl<B: PacketBuf> Spread<B> {
         self.rings.workers()
     }
 
-    /// The reorder stage of SA `slot`, made on first use.
-    pub(super) fn reorder(&mut self, slot: SaIndex) -> &mut Reorder<Box<Job<B>>> {
-        let i = slot.0 as usize;
-        if self.reorders.len() <= i {
-            self.reorders.resize_with(i + 1, || None);
+    /// The position in `stages` of the stage of SA `sa` ([`sa_key`]),
+    /// SAD index `slot` of the current snapshot, if it has one.
+    pub(super) fn stage_of(&self, slot: SaIndex, sa: usize) -> Option<usize> {
+        let memo = self
+            .stage_of_slot
+            .get(slot.0 as usize)
+            .copied()
+            .unwrap_or(0);
+        let p = (memo as usize).wrapping_sub(1);
+        if self.stages.get(p).is_some_and(|s| s.sa == sa) {
+            return Some(p);
         }
-        let cap = self.rings.max_jobs.min(REORDER_CAPACITY);
-        self.reorders[i].get_or_insert_with(|| Reorder::new(cap, MAX_WAIT_NS))
+        self.stages.iter().position(|s| s.sa == sa)
     }
 
-    /// Outstanding tickets of SA `slot` (0 when it has no stage).
-    pub(super) fn outstanding(&self, slot: SaIndex) -> usize {
-        self.reorders
-            .get(slot.0 as usize)
-            .and_then(Option::as_ref)
-            .map_or(0, Reorder::outstanding)
+    /// [`Self::stage_of`], made on first use (and remembered for `slot`).
+    pub(super) fn stage_for(&mut self, slot: SaIndex, sa: usize) -> usize {
+        let p = match self.stage_of(slot, sa) {
+            Some(p) => p,
+            None => {
+                let cap = self.rings.max_jobs.min(REORDER_CAPACITY);
+                self.stages.push(SaStage {
+                    sa,
+                    id: self.next_stage_id,
+                    reorder: Reorder::new(cap, MAX_WAIT_NS),
+                });
+                self.next_stage_id += 1;
+                self.stages.len() - 1
+            }
+        };
+        let i = slot.0 as usize;
+        if self.stage_of_slot.len() <= i {
+            self.stage_of_slot.resize(i + 1, 0);
+        }
+        self.stage_of_slot[i] = p as u32 + 1;
+        p
+    }
+
+    /// The id of the stage at position `p` (for the jobs it tickets).
+    pub(super) fn stage_id(&self, p: usize) -> u64 {
+        self.stages[p].id
+    }
+
+    /// The position of the stage that ticketed `job`, if it is still
+    /// there (else the job is late).
+    pub(super) fn stage_of_job(&self, job: &Job<B>) -> Option<usize> {
+        let hint = self.stage_of(job.slot, job.sa);
+        match hint {
+            Some(p) if self.stages[p].id == job.stage => Some(p),
+            _ => self
+                .stages
+                .iter()
+                .position(|s| s.sa == job.sa && s.id == job.stage),
+        }
+    }
+
+    /// Outstanding tickets of SA `sa` ([`sa_key`], SAD index `slot`; 0
+    /// when it has no stage).
+    pub(super) fn outstanding(&self, slot: SaIndex, sa: usize) -> usize {
+        self.stage_of(slot, sa)
+            .map_or(0, |p| self.stages[p].reorder.outstanding())
     }
 
     /// An empty job box for the fan-out, if this owner may have one more
@@ -715,8 +777,9 @@ impl<B: PacketBuf> Spread<B> {
     /// True when one of this worker's SAs has waited `STEAL_AFTER_NS` or
     /// more at `now` for its oldest part.
     pub(super) fn overdue(&self, now: u64) -> bool {
-        self.reorders.iter().flatten().any(|r| {
-            r.oldest_pending_since()
+        self.stages.iter().any(|s| {
+            s.reorder
+                .oldest_pending_since()
                 .is_some_and(|t| now.saturating_sub(t) >= STEAL_AFTER_NS)
         })
     }
@@ -779,7 +842,7 @@ impl<B: PacketBuf> Spread<B> {
         mut job: Box<Job<B>>,
     ) -> Result<(), Box<Job<B>>> {
         job.handoff = true;
-        job.handoff_sa = sa;
+        job.sa = sa;
         let n = job.pkts.len() as u32;
         job.handoff_pkts = n;
         match self.rings.handoff[to].push(job) {
@@ -808,7 +871,7 @@ impl<B: PacketBuf> Spread<B> {
 
     /// A handoff job of this worker's own returned empty: recycled.
     pub(super) fn handoff_back(&mut self, job: Box<Job<B>>) {
-        if let Some(i) = self.handed.iter().position(|h| h.sa == job.handoff_sa) {
+        if let Some(i) = self.handed.iter().position(|h| h.sa == job.sa) {
             self.handed[i].jobs -= 1;
             self.handed[i].pkts = self.handed[i].pkts.saturating_sub(job.handoff_pkts);
             if self.handed[i].jobs == 0 {
@@ -842,7 +905,7 @@ impl<B: PacketBuf> Spread<B> {
     #[allow(clippy::vec_box)]
     pub(super) fn drain(&mut self) -> Vec<Box<Job<B>>> {
         let mut out = Vec::new();
-        for r in self.reorders.iter_mut().flatten() {
+        for r in self.stages.iter_mut().map(|s| &mut s.reorder) {
             while r.outstanding() != 0 {
                 match r.pop(u64::MAX) {
                     Some(p) => out.push(p),
