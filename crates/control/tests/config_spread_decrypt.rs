@@ -53,7 +53,20 @@ fn off_by_default_and_auto_only_spreads_with_several_workers_in_run_to_completio
         ),
     ] {
         let text = with_dp(workers, lines);
-        let (config, _) = parse(&text).unwrap_or_else(|d| panic!("{}", render(&d)));
+        let (config, diags) = parse(&text).unwrap_or_else(|d| panic!("{}", render(&d)));
+        // Set where it does nothing (1 worker, pipeline mode): warned
+        // about, by its key, saying why.
+        let shown = render(&diags);
+        let warned = shown.contains("dataplane.spread_decrypt") && shown.contains("no effect");
+        assert_eq!(
+            warned,
+            when.is_none() && want != SpreadDecrypt::Off,
+            "{lines}: {shown}"
+        );
+        if warned {
+            let why = if workers == 1 { "1 worker" } else { "pipeline" };
+            assert!(shown.contains(why), "{shown}");
+        }
         assert_eq!(config.dataplane.workers, workers as usize);
         assert_eq!(config.dataplane.spread_decrypt, want, "{lines}");
         assert_eq!(config.dataplane.spread_when(), when, "{lines}");

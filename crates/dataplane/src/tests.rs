@@ -1620,6 +1620,40 @@ mod live {
         assert!(out[..32].iter().all(|o| o.0 == 1) && out[32..].iter().all(|o| o.0 == 0));
     }
 
+    /// A per-CPU pair's inbound SA replaced by a rekey keeps its pair's
+    /// lane while it drains (before, a draining SA was lane 0): what the
+    /// peer still sends on it is handed to the worker its pair's traffic
+    /// went to, as is what comes on the new SA.
+    #[test]
+    fn a_draining_per_cpu_sa_keeps_its_lane() {
+        let (mut a, (net_b, _), mut mb) = per_cpu_pair();
+        let new_keys = SaKeys {
+            spi: 0xa105,
+            key: KeyBytes::from_hex("00112233445566778899aabbccddeeff01020315").unwrap(),
+            auth_key: None,
+        };
+        mb.rekey_extra_inbound("t", 0xa005, new_keys, 1).unwrap();
+        let now = Arc::clone(mb.reader().get());
+        let lane = |spi: u32| {
+            let slot = now.sad.inbound(spi, v4("192.0.2.2").into()).unwrap();
+            now.inbound_lane(slot)
+        };
+        assert_eq!((lane(0xa005), lane(0xa105)), (Some(3), Some(3)));
+        assert_eq!(
+            (lane(0xa001), lane(0xa003), lane(0xa004)),
+            (Some(0), Some(1), Some(2))
+        );
+        // A still sends on the old SA: worker 1 (lane 3 of 2 workers) gets it.
+        let rings = handoff_rings(SpreadWhen::Always);
+        let b_snap = (net_b, now);
+        let mut b0 = b_worker(0, &b_snap, &rings);
+        let mut b1 = b_worker(1, &b_snap, &rings);
+        let esp = sealed_by(&mut a[3], 3, 0, 16);
+        assert!(b0.rx(UNPROT, &esp)[PROT].is_empty());
+        let out = sent_by(1, &poll(&mut b1));
+        assert_eq!(out, (0..16).map(|s| (1, (3, s))).collect::<Vec<_>>());
+    }
+
     /// The fan-out's reorder stages follow the SA, not its SAD index:
     /// with two parts of pair 3's SA out at worker 1 (its inbox full), B's
     /// pair 2 goes (a Delete), so in the next snapshot the SA has another

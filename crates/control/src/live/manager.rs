@@ -80,6 +80,13 @@ struct Drain {
     /// Packet count at the last tick, and when it last changed.
     last_packets: u64,
     active_at: u64,
+    /// The per-CPU pair it served before its rekey (0: the tunnel's own),
+    /// kept as its lane while it drains, so that what the peer still
+    /// sends on it is decrypted where that pair's traffic was (the
+    /// handoff, `Tables::inbound_lane`). (Its pair number as of the
+    /// rekey: a pair removed since shifts the later ones, which only
+    /// moves where it is decrypted.)
+    pair: u32,
 }
 
 struct InboundSlot {
@@ -683,6 +690,7 @@ impl<T: Send + Sync + 'static> SaManager<T> {
                 since: now,
                 last_packets: packets,
                 active_at: now,
+                pair: 0,
             });
             old_spis.push(slot.spi);
         }
@@ -899,6 +907,8 @@ impl<T: Send + Sync + 'static> SaManager<T> {
             since: now,
             last_packets: old.counters.stats().packets,
             active_at: now,
+            // (`extra` pairs are numbered from 1, as in the view.)
+            pair: x as u32 + 1,
         });
         t.inbound.push(old);
         info!(tunnel = %name, dir = "in", spi = %hex_spi(spi), old_spi = %hex_spi(old_in), "rekey of a per-CPU SA pair: new inbound SA installed, old one draining");
@@ -1020,6 +1030,7 @@ impl<T: Send + Sync + 'static> SaManager<T> {
                 since: now,
                 last_packets: packets,
                 active_at: now,
+                pair: 0,
             });
         }
         let mut slot = t.inbound.remove(pos);
@@ -1465,7 +1476,7 @@ fn view<'a>(spd: &'a Arc<Spd>, rules: &'a [Rule], tunnels: &'a [LiveTunnel]) -> 
                         spi: i.spi,
                         sa: &i.sa,
                         draining: i.drain.is_some(),
-                        pair: 0,
+                        pair: i.drain.as_ref().map_or(0, |d| d.pair),
                     })
                     .chain(t.extra.iter().zip(1..).map(|(x, pair)| InboundView {
                         spi: x.inbound.spi,

@@ -183,6 +183,22 @@ pub(crate) fn read(ctx: &mut Ctx, table: Option<Table>, host: &HostFacts) -> Dat
                 ],
             )
             .unwrap_or(dp.spread_decrypt);
+        // What the runtime does with it anyway (each worker decrypts what
+        // it receives), said where the operator looks.
+        if dp.spread_decrypt != SpreadDecrypt::Off {
+            if dp.mode == Mode::Pipeline {
+                ctx.warn(
+                    "dataplane.spread_decrypt",
+                    "has no effect with mode = \"pipeline\" (the fan-out is run-to-completion's)"
+                        .to_string(),
+                );
+            } else if dp.workers < 2 {
+                ctx.warn(
+                    "dataplane.spread_decrypt",
+                    "has no effect with 1 worker (no other worker to spread to)".to_string(),
+                );
+            }
+        }
     }
     if let Some(f) = t.get(ctx, "spread_late") {
         dp.spread_late = f
