@@ -1623,7 +1623,8 @@ mod live {
     /// A per-CPU pair's inbound SA replaced by a rekey keeps its pair's
     /// lane while it drains (before, a draining SA was lane 0): what the
     /// peer still sends on it is handed to the worker its pair's traffic
-    /// went to, as is what comes on the new SA.
+    /// went to, as is what comes on the new SA. Once the extra pairs are
+    /// gone, nothing has a lane.
     #[test]
     fn a_draining_per_cpu_sa_keeps_its_lane() {
         let (mut a, (net_b, _), mut mb) = per_cpu_pair();
@@ -1652,6 +1653,17 @@ mod live {
         assert!(b0.rx(UNPROT, &esp)[PROT].is_empty());
         let out = sent_by(1, &poll(&mut b1));
         assert_eq!(out, (0..16).map(|s| (1, (3, s))).collect::<Vec<_>>());
+        // Every extra pair gone: the tunnel is not per-CPU any more, its
+        // draining SA's old pair number notwithstanding.
+        for spi in [0xa003, 0xa004, 0xa105] {
+            mb.remove_extra_pair("t", spi, 2).unwrap();
+        }
+        let now = Arc::clone(mb.reader().get());
+        let lane = |spi: u32| {
+            let slot = now.sad.inbound(spi, v4("192.0.2.2").into()).unwrap();
+            now.inbound_lane(slot)
+        };
+        assert_eq!((lane(0xa001), lane(0xa005)), (None, None));
     }
 
     /// The fan-out's reorder stages follow the SA, not its SAD index:
@@ -1694,9 +1706,10 @@ mod live {
 
     /// A part given up (its bound passed) whose SA's stage is dropped at a
     /// switch (nothing outstanding in it any more) and that comes back
-    /// after the SA's next part got a new stage, whose tickets start at 0
-    /// again: late (dropped as `reorder_late`), not taken for the new
-    /// stage's ticket 0, whose own part leaves.
+    /// after the SA's next part got a new stage whose tickets start at 0
+    /// (a new one: the dropped stage went to another SA spread first):
+    /// late (dropped as `reorder_late`), not taken for the new stage's
+    /// ticket 0, whose own part leaves.
     #[test]
     fn a_part_back_after_its_stage_was_dropped_is_late() {
         use crate::worker::spread_consts::MAX_WAIT_NS;
@@ -1705,6 +1718,7 @@ mod live {
         let mut b0 = b_worker(0, &b_snap, &rings);
         let mut b1 = b_worker(1, &b_snap, &rings);
         let esp = sealed_by(&mut a[3], 3, 0, 64);
+        let other = sealed_by(&mut a[1], 1, 0, 32);
         assert!(b0.rx(UNPROT, &esp[..32])[PROT].is_empty());
         // Worker 1 takes the part and stalls past the bound.
         let stalled = rings.seize(1);
@@ -1713,14 +1727,19 @@ mod live {
         };
         assert!(poll(&mut b0).is_empty());
         assert_eq!(b0.w.counters().spreading, 32, "given up, not back");
-        rings.unseize(1, stalled);
         mb.remove_extra_pair("t", 0xa004, 2).unwrap();
         let now = Arc::clone(mb.reader().get());
         b0.w.set_tables(Arc::clone(&now));
         b1.w.set_tables(now);
+        // Pair 1's SA is spread first and reuses the dropped stage.
+        assert!(b0.rx(UNPROT, &other)[PROT].is_empty());
+        assert!(poll(&mut b1).is_empty());
+        let out = poll(&mut b0);
+        assert_eq!(flows(&out), (0..32).map(|s| (1, s)).collect::<Vec<_>>());
+        // Worker 1 resumes: the old part is ahead of pair 3's next one.
+        rings.unseize(1, stalled);
         assert!(b0.rx(UNPROT, &esp[32..])[PROT].is_empty());
-        assert_eq!(b0.w.counters().spread_out, 64);
-        // Worker 1 finishes the old part first, then the new one.
+        assert_eq!(b0.w.counters().spread_out, 96);
         assert!(poll(&mut b1).is_empty());
         let out = poll(&mut b0);
         assert_eq!(flows(&out), (32..64).map(|s| (3, s)).collect::<Vec<_>>());

@@ -132,8 +132,10 @@ impl Tables {
                 // discarding.
                 let _ = sad.set_outbound(t.id, Arc::new(LiveSa::Outbound(Arc::clone(out))));
             }
-            // Lanes only where there is more than one pair to spread.
-            let per_cpu = t.inbound.iter().any(|i| i.pair != 0);
+            // Lanes only where there is more than one pair to spread (a
+            // draining SA keeps its pair's number, but a tunnel whose
+            // extra pairs are all gone is not per-CPU any more).
+            let per_cpu = t.inbound.iter().any(|i| !i.draining && i.pair != 0);
             for i in &t.inbound {
                 // The manager refuses duplicate and reserved SPIs before
                 // they get here.

@@ -241,13 +241,6 @@ impl<T> Reader<T> {
             .store(generation, Ordering::Release);
     }
 
-    /// Whether a newer snapshot than the one held has been published (one
-    /// Acquire load; switches to nothing: [`Reader::quiescent`] does).
-    #[inline]
-    pub fn newer_published(&self) -> bool {
-        self.registration.shared.generation.load(Ordering::Acquire) != self.generation
-    }
-
     /// Generation of the snapshot held.
     pub fn generation(&self) -> Generation {
         self.generation

@@ -36,8 +36,8 @@ pub enum LiveSa {
         draining: bool,
         /// With RFC 9611 per-CPU SAs, which of the tunnel's inbound SAs
         /// this is (0: the tunnel's own pair, 1..: its extra pairs in
-        /// order; an SA draining after a rekey is 0, as the manager keeps
-        /// every draining SA with the tunnel's own): the data plane hands
+        /// order; an SA draining after a rekey keeps the number its pair
+        /// had at the rekey): the data plane hands
         /// the SA's ESP to worker `lane % workers` to decrypt (the decrypt
         /// fan-out's per-SA handoff, docs/multicore.md). `None` for a
         /// tunnel with one SA pair.

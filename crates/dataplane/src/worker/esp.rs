@@ -602,8 +602,9 @@ fn finish_handoff<B: PacketBuf, P: BufPool<B>>(
     job: &mut Job<B>,
 ) {
     core.counters.sa_handoff_in += job.pkts.len() as u64;
-    // Taken: the owner drops its reference when the box is back anyway.
-    let tables = job.tables.take();
+    // Kept in the box until its owner recycles it: the SA stays allocated
+    // while the owner's bookkeeping (by the SA's address) names it.
+    let tables = job.tables.clone();
     let found = tables.as_deref().and_then(|t| {
         let (_, _, sa) = t.inbound_sa(job.slot)?;
         Some((sa, t.tunnel(job.tunnel)?))

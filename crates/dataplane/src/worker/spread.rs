@@ -41,8 +41,9 @@
 //! Bounds: a ticket not back `max_wait` after it was issued is given up
 //! (its packets, if they come back later, are dropped as `reorder_late`).
 //! Jobs are boxes the owner allocates up to [`MAX_JOBS_PER_WORKER`] per
-//! worker (and as many more for the handoff below) and then reuses: in
-//! steady state nothing allocates. With every
+//! worker (and as many more for the handoff below) and then reuses, as it
+//! reuses the reorder stages of SAs it no longer spreads: in steady state
+//! nothing allocates. With every
 //! box out, the owner gives up its oldest outstanding part (as if its
 //! bound had passed) to free the boxes waiting behind it, and, if none is
 //! waiting, decrypts the group itself outside the stage. That is also the
@@ -482,6 +483,10 @@ pub(super) fn sa_key(sa: &espgw_control::tables::SharedInbound) -> usize {
     Arc::as_ptr(sa) as usize
 }
 
+/// [`Spread::stage_of_slot`]'s "this SA has no stage" (positions are far
+/// fewer).
+const NO_STAGE: u32 = u32::MAX;
+
 /// The reorder stage of one SA an owner spread.
 pub(super) struct SaStage<B> {
     /// The SA ([`sa_key`]).
@@ -513,10 +518,13 @@ pub(super) struct Spread<B> {
     /// switch, [`Self::new_snapshot`]).
     pub(super) stages: Vec<SaStage<B>>,
     /// By SAD index of the current snapshot: the stage of that index's SA
-    /// (its position in `stages` + 1; 0: not looked up yet). A memo,
-    /// cleared at each switch, so that a group finds its stage without a
-    /// search.
+    /// (its position in `stages` + 1; [`NO_STAGE`]: it has none; 0: not
+    /// looked up yet). A memo, cleared at each switch, so that a group
+    /// finds its stage, or that it has none, without a search.
     stage_of_slot: Vec<u32>,
+    /// Stages dropped at a switch, empty, for the next SA spread: a
+    /// switch (any tunnel's rekey) does not make the fan-out allocate.
+    spare: Vec<Reorder<Box<Job<B>>>>,
     /// The id of the next stage made.
     next_stage_id: u64,
     /// The parts of the group being split (empty between groups).
@@ -552,6 +560,7 @@ impl<B: PacketBuf> Spread<B> {
             burst,
             stages: Vec::new(),
             stage_of_slot: Vec::new(),
+            spare: Vec::new(),
             next_stage_id: 0,
             staged: Vec::with_capacity(workers),
             hop: None,
@@ -587,7 +596,18 @@ impl<B: PacketBuf> Spread<B> {
     /// new stage). Stages with parts out stay, found by their SA.
     pub(super) fn new_snapshot(&mut self) {
         self.stage_of_slot.clear();
-        self.stages.retain(|s| s.reorder.outstanding() != 0);
+        let mut i = 0;
+        while i < self.stages.len() {
+            if self.stages[i].reorder.outstanding() == 0 {
+                // Empty: nothing issued is waited for, so it can serve
+                // another SA (a new id tells their parts apart; tickets
+                // just go on from where they were).
+                let idle = self.stages.swap_remove(i);
+                self.spare.push(idle.reorder);
+            } else {
+                i += 1;
+            }
+        }
     }
 
     /// Once per poll: publishes whether this poll's receive filled a
@@ -633,16 +653,45 @@ impl<B: PacketBuf> Spread<B> {
     /// The position in `stages` of the stage of SA `sa` ([`sa_key`]),
     /// SAD index `slot` of the current snapshot, if it has one.
     pub(super) fn stage_of(&self, slot: SaIndex, sa: usize) -> Option<usize> {
-        let memo = self
+        if self.stages.is_empty() {
+            return None;
+        }
+        match self
             .stage_of_slot
             .get(slot.0 as usize)
             .copied()
-            .unwrap_or(0);
-        let p = (memo as usize).wrapping_sub(1);
-        if self.stages.get(p).is_some_and(|s| s.sa == sa) {
-            return Some(p);
+            .unwrap_or(0)
+        {
+            NO_STAGE => None,
+            0 => self.stages.iter().position(|s| s.sa == sa),
+            memo => {
+                let p = memo as usize - 1;
+                // (Always the SA's within a snapshot; checked all the same.)
+                match self.stages.get(p) {
+                    Some(s) if s.sa == sa => Some(p),
+                    _ => self.stages.iter().position(|s| s.sa == sa),
+                }
+            }
         }
-        self.stages.iter().position(|s| s.sa == sa)
+    }
+
+    /// [`Self::stage_of`] that remembers the answer for `slot`, a stage or
+    /// none (the per-group lookup of SAs that are not spread: it must not
+    /// search every time).
+    fn find_stage(&mut self, slot: SaIndex, sa: usize) -> Option<usize> {
+        let found = self.stage_of(slot, sa);
+        if !self.stages.is_empty() {
+            self.remember(slot, found.map_or(NO_STAGE, |p| p as u32 + 1));
+        }
+        found
+    }
+
+    fn remember(&mut self, slot: SaIndex, memo: u32) {
+        let i = slot.0 as usize;
+        if self.stage_of_slot.len() <= i {
+            self.stage_of_slot.resize(i + 1, 0);
+        }
+        self.stage_of_slot[i] = memo;
     }
 
     /// [`Self::stage_of`], made on first use (and remembered for `slot`).
@@ -651,20 +700,20 @@ impl<B: PacketBuf> Spread<B> {
             Some(p) => p,
             None => {
                 let cap = self.rings.max_jobs.min(REORDER_CAPACITY);
+                let reorder = self
+                    .spare
+                    .pop()
+                    .unwrap_or_else(|| Reorder::new(cap, MAX_WAIT_NS));
                 self.stages.push(SaStage {
                     sa,
                     id: self.next_stage_id,
-                    reorder: Reorder::new(cap, MAX_WAIT_NS),
+                    reorder,
                 });
                 self.next_stage_id += 1;
                 self.stages.len() - 1
             }
         };
-        let i = slot.0 as usize;
-        if self.stage_of_slot.len() <= i {
-            self.stage_of_slot.resize(i + 1, 0);
-        }
-        self.stage_of_slot[i] = p as u32 + 1;
+        self.remember(slot, p as u32 + 1);
         p
     }
 
@@ -688,8 +737,8 @@ impl<B: PacketBuf> Spread<B> {
 
     /// Outstanding tickets of SA `sa` ([`sa_key`], SAD index `slot`; 0
     /// when it has no stage).
-    pub(super) fn outstanding(&self, slot: SaIndex, sa: usize) -> usize {
-        self.stage_of(slot, sa)
+    pub(super) fn outstanding(&mut self, slot: SaIndex, sa: usize) -> usize {
+        self.find_stage(slot, sa)
             .map_or(0, |p| self.stages[p].reorder.outstanding())
     }
 

@@ -239,24 +239,3 @@ fn sa_state_survives_table_swaps() {
     ));
     assert_eq!(last.sad.sas().len(), 50);
 }
-
-/// `newer_published` tells a reader of a newer snapshot without switching
-/// to it: the reader keeps the old one (and the publisher cannot free it)
-/// until `quiescent`.
-#[test]
-fn a_reader_sees_a_newer_snapshot_without_taking_it() {
-    let mut publisher = Publisher::new(Arc::new(1u32));
-    let mut reader = publisher.reader();
-    assert!(!reader.newer_published());
-    publisher.publish(Arc::new(2u32));
-    assert!(reader.newer_published());
-    assert!(reader.newer_published(), "asking switches nothing");
-    assert_eq!(*reader.get(), 1);
-    assert!(
-        !publisher.synchronize(Duration::from_millis(1)),
-        "the old one still held"
-    );
-    assert!(reader.quiescent());
-    assert_eq!(*reader.get(), 2);
-    assert!(!reader.newer_published());
-}
