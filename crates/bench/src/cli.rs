@@ -26,6 +26,8 @@ pub struct Args {
     pub spread_decrypt: bool,
     /// With the fan-out: "drop" (default) or "send" for late parts.
     pub spread_late: Option<String>,
+    /// With the fan-out: its reorder bound in microseconds (default 100).
+    pub spread_wait_us: Option<u32>,
     /// One tunnel on per-CPU SA pairs, one per worker (default off).
     pub per_cpu_sas: bool,
     /// The tunnels' outer form: "esp4" (default), "udp4", "esp6", "udp6".
@@ -76,6 +78,16 @@ impl Args {
                 ));
             }
             o.spread_late = options::parse_spread_late(late)?;
+        }
+        if let Some(us) = self.spread_wait_us {
+            if !self.spread_decrypt {
+                return Err(options::OptionError(
+                    "--spread-wait-us: only with --spread-decrypt (it is the fan-out's reorder \
+                     bound)"
+                        .into(),
+                ));
+            }
+            o.spread_wait_us = options::check_spread_wait_us(us)?;
         }
         if self.per_cpu_sas {
             // With --spread-decrypt: the per-CPU SA handoff (worker 0
@@ -222,8 +234,37 @@ mod tests {
         assert_eq!(window(2, None, false), on, "a tunnel per worker");
         assert_eq!(window(2, Some(1), false), 0, "both receive one tunnel");
         assert_eq!(window(2, Some(1), true), on, "the fan-out: one receives");
-        assert_eq!(window(4, Some(2), true), on);
+        assert_eq!(window(4, Some(2), true), 2 * on, "spans 4 workers' boxes");
         assert_eq!(window(1, Some(1), false), on);
+    }
+
+    #[test]
+    fn spread_wait_needs_the_fan_out_and_its_range() {
+        let wait = |spread, us| Args {
+            workers: Some(2),
+            tunnels: Some(1),
+            spread_decrypt: spread,
+            spread_wait_us: Some(us),
+            ..Args::default()
+        };
+        assert_eq!(
+            Args::default()
+                .options(String::new())
+                .unwrap()
+                .spread_wait_us,
+            100
+        );
+        let longer = wait(true, 400).options(String::new()).unwrap();
+        assert_eq!(longer.spread_wait_us, 400);
+        assert_eq!(
+            crate::runner::replay_window(&longer),
+            4 * crate::gateway::REPLAY_WINDOW,
+            "the window spans the boxes of a 4 x longer wait"
+        );
+        for (spread, us) in [(false, 400), (true, 9), (true, 10_001)] {
+            let e = wait(spread, us).options(String::new()).unwrap_err();
+            assert!(e.0.contains("--spread-wait-us"), "{}", e.0);
+        }
     }
 
     #[test]

@@ -134,6 +134,18 @@ pub fn parse_outer(s: &str) -> Result<Outer, OptionError> {
         .ok_or_else(|| OptionError(format!("--outer: {s:?} (esp4, udp4, esp6 or udp6)")))
 }
 
+/// `--spread-wait-us`: within `[dataplane] spread_wait_us`'s range.
+pub fn check_spread_wait_us(us: u32) -> Result<u32, OptionError> {
+    use espgw_control::config::{MAX_SPREAD_WAIT_US, MIN_SPREAD_WAIT_US};
+    if (MIN_SPREAD_WAIT_US..=MAX_SPREAD_WAIT_US).contains(&us) {
+        Ok(us)
+    } else {
+        Err(OptionError(format!(
+            "--spread-wait-us {us}: from {MIN_SPREAD_WAIT_US} to {MAX_SPREAD_WAIT_US} (as `[dataplane] spread_wait_us`)"
+        )))
+    }
+}
+
 /// `--spread-late`: "drop" or "send", as `[dataplane] spread_late`.
 pub fn parse_spread_late(s: &str) -> Result<SpreadLate, OptionError> {
     SpreadLate::ALL
@@ -178,6 +190,9 @@ pub struct Options {
     /// With the fan-out: what the receiving worker does with a part back
     /// after its reorder stage gave up on it (`[dataplane] spread_late`).
     pub spread_late: SpreadLate,
+    /// With the fan-out: how long the receiving worker waits for a part
+    /// (`[dataplane] spread_wait_us`), in microseconds.
+    pub spread_wait_us: u32,
     /// RFC 9611 per-CPU SAs: one tunnel (implies `tunnels = Some(1)`)
     /// whose every worker encrypts with its own outbound SA and receives
     /// the peer's ESP on its own inbound SA, as `per_cpu_sas` negotiates
@@ -215,6 +230,7 @@ impl Default for Options {
             persist_seq: false,
             spread_decrypt: false,
             spread_late: SpreadLate::Drop,
+            spread_wait_us: espgw_control::config::DEFAULT_SPREAD_WAIT_US,
             per_cpu_sas: false,
             outer: Outer::Esp4,
             simd_width: SimdWidth::Bits512,

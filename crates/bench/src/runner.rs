@@ -7,7 +7,7 @@ use std::io::{IsTerminal, Write};
 use std::sync::{Arc, Barrier};
 
 use dpdk::{lcore, Eal, Mbuf, Mempool, MBUF_HEADROOM, SOCKET_ANY};
-use espgw_control::config::SpreadLate;
+use espgw_control::config::{SpreadLate, DEFAULT_SPREAD_WAIT_US};
 use espgw_dataplane::worker::{SpreadRings, SpreadWhen};
 use espgw_esp::Suite;
 
@@ -172,6 +172,7 @@ pub fn run(opts: &Options) -> Result<Report, String> {
                         persist_seq: opts.persist_seq,
                         spread: opts.spread_decrypt && n > 1,
                         spread_late: opts.spread_late,
+                        spread_wait_ns: u64::from(opts.spread_wait_us) * 1000,
                         per_cpu: opts.per_cpu_sas,
                         tsc_hz: tsc_hz as f64,
                     };
@@ -235,6 +236,15 @@ pub fn replay_window(opts: &Options) -> u32 {
     // decrypts) is measured.
     if !opts.per_cpu_sas && !opts.spread_decrypt && shared {
         0
+    } else if opts.spread_decrypt {
+        // The receiving worker runs ahead of a slow helper by up to what
+        // its job boxes hold (16 x workers x a burst per 100 µs of the
+        // reorder bound, `SpreadRings::with_wait`): the window spans that,
+        // or a part merely slow would be dropped as too old (`replayed`).
+        let per_100us = opts.spread_wait_us.div_ceil(DEFAULT_SPREAD_WAIT_US).max(1);
+        let workers = opts.workers as u32;
+        (gateway::REPLAY_WINDOW / 2 * workers * per_100us)
+            .clamp(gateway::REPLAY_WINDOW, espgw_esp::MAX_REPLAY_WINDOW)
     } else {
         gateway::REPLAY_WINDOW
     }
@@ -260,6 +270,8 @@ struct CaseSpec {
     spread: bool,
     /// What the fan-out does with a late part.
     spread_late: SpreadLate,
+    /// The fan-out's reorder bound.
+    spread_wait_ns: u64,
     tsc_hz: f64,
 }
 
@@ -304,7 +316,13 @@ fn run_case(
         // receive fills whole bursts, which the generator's always do.
         // With per-CPU SAs, the handoff.
         .then(|| {
-            SpreadRings::<Mbuf>::with_handoff(n, spec.spread_late, SpreadWhen::Behind, spec.per_cpu)
+            SpreadRings::<Mbuf>::with_wait(
+                n,
+                spec.spread_late,
+                SpreadWhen::Behind,
+                spec.per_cpu,
+                spec.spread_wait_ns,
+            )
         });
     let results: Vec<Result<Vec<Measured>, String>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..n)

@@ -221,6 +221,8 @@ fn check_prints_the_queue_and_core_plan() {
     assert!(auto.contains("100 us bound is dropped"), "{auto}");
     let send = plan(2, "spread_decrypt = \"auto\"\nspread_late = \"send\"");
     assert!(send.contains("100 us bound is sent out of order"), "{send}");
+    let longer = plan(2, "spread_decrypt = \"auto\"\nspread_wait_us = 400");
+    assert!(longer.contains("400 us bound is dropped"), "{longer}");
 
     let pinned = plan(2, "lcores = \"3,5\"");
     assert!(
@@ -235,4 +237,38 @@ fn check_prints_the_queue_and_core_plan() {
         "{pipeline}"
     );
     assert!(!pipeline.contains("splits each"), "{pipeline}");
+}
+
+/// `spread_wait_us`: 100 by default, kept when in range (10 to 10000),
+/// an error naming the key and the range otherwise; set without the
+/// fan-out it is kept but warned about.
+#[test]
+fn spread_wait_us_defaults_to_100_is_ranged_and_needs_the_fan_out() {
+    let (config, _) = parse(&base()).unwrap_or_else(|d| panic!("{}", render(&d)));
+    assert_eq!(config.dataplane.spread_wait_us, 100);
+    for (lines, want, warned) in [
+        (
+            "spread_decrypt = \"auto\"\nspread_wait_us = 400",
+            400,
+            false,
+        ),
+        ("spread_decrypt = \"auto\"\nspread_wait_us = 10", 10, false),
+        (
+            "spread_decrypt = \"auto\"\nspread_wait_us = 10000",
+            10_000,
+            false,
+        ),
+        ("spread_wait_us = 400", 400, true),
+    ] {
+        let (config, was_warned) = parse_warned(lines, "spread_wait_us");
+        assert_eq!(config.dataplane.spread_wait_us, want, "{lines}");
+        assert_eq!(was_warned, warned, "{lines}");
+    }
+    for bad in ["9", "10001", "\"400\""] {
+        let shown = render(&errors(&with_dp(
+            2,
+            &format!("spread_decrypt = \"auto\"\nspread_wait_us = {bad}"),
+        )));
+        assert!(shown.contains("dataplane.spread_wait_us"), "{bad}: {shown}");
+    }
 }

@@ -3133,6 +3133,48 @@ mod spread {
         a_part_that_never_comes_back(Outer::Esp4, SpreadLate::Send, true);
     }
 
+    /// `[dataplane] spread_wait_us`: a helper stalled with a part for
+    /// more than the default bound (100 µs) but less than the configured
+    /// one (400 µs) holds the SA up without losing the part: it comes
+    /// back, in order, nothing dropped. With the default bound the same
+    /// stall drops it (`reorder_late`). A longer bound gets more job boxes
+    /// (else they would run out first).
+    #[test]
+    fn a_longer_spread_wait_keeps_a_part_the_default_gives_up() {
+        use crate::worker::spread_consts::{MAX_JOBS_PER_WORKER, MAX_WAIT_NS};
+        let stream = esp_stream(Outer::Esp4, 32);
+        for (wait, late) in [(MAX_WAIT_NS, 32), (4 * MAX_WAIT_NS, 0)] {
+            let b = B {
+                rings: SpreadRings::with_wait(2, SpreadLate::Drop, SpreadWhen::Always, false, wait),
+                ..B::new(Outer::Esp4, 2)
+            };
+            let boxes = MAX_JOBS_PER_WORKER * 2 * (wait / MAX_WAIT_NS) as usize;
+            assert_eq!((b.rings.max_wait_ns(), b.rings.max_jobs()), (wait, boxes));
+            let shared = SharedNeighbors::default();
+            let mut w0 = b.owner(&shared);
+            let mut w1 = b.worker(1, &shared);
+            assert!(w0.rx(UNPROT, &stream.esp)[PROT].is_empty());
+            assert_eq!(w0.w.counters().spread_out, 32);
+            let stalled = b.rings.seize(1);
+            // Stalled for 1.5 x the default bound.
+            w0.now = Now {
+                ns: w0.now.ns + MAX_WAIT_NS * 3 / 2,
+            };
+            w0.w.tick(&mut w0.tx, w0.now);
+            b.rings.unseize(1, stalled);
+            w1.w.tick(&mut w1.tx, w1.now);
+            w0.w.tick(&mut w0.tx, w0.now);
+            let out = w0.take()[PROT].clone();
+            let c = w0.w.counters();
+            assert_eq!(c.drops.get(DropReason::ReorderLate), late, "wait {wait}");
+            assert_eq!(out.len() as u64, 32 - late, "wait {wait}");
+            if late == 0 {
+                assert_eq!(out, stream.delivered());
+            }
+            assert!(c.balanced() && c.spreading == 0, "{c:?}");
+        }
+    }
+
     fn a_part_that_never_comes_back(outer: Outer, late: SpreadLate, stale: bool) {
         use crate::worker::spread_consts::{LATE_SEND_MAX_NS, MAX_WAIT_NS, STEAL_AFTER_NS};
         let stream = esp_stream(outer, 128);

@@ -80,6 +80,11 @@ pub enum Command {
         /// (`[dataplane] spread_late`).
         #[arg(long, value_name = "drop|send")]
         spread_late: Option<String>,
+        /// With --spread-decrypt: how long the receiving worker waits for a
+        /// part before it gives up on it, in microseconds (default 100;
+        /// `[dataplane] spread_wait_us`).
+        #[arg(long, value_name = "US")]
+        spread_wait_us: Option<u32>,
         /// One tunnel on RFC 9611 per-CPU SAs (`per_cpu_sas`): with
         /// --workers N, N SA pairs of the same selectors, worker w
         /// encrypting with its own outbound SA and receiving the peer's

@@ -86,6 +86,7 @@ pub fn render(report: &Report) -> Value {
             "persist_seq": o.persist_seq,
             "spread_decrypt": o.spread_decrypt,
             "spread_late": o.spread_late.name(),
+            "spread_wait_us": o.spread_wait_us,
             "per_cpu_sas": o.per_cpu_sas,
             "max_simd_bitwidth": o.simd_width.bits(),
             "burst": crate::generator::BURST,

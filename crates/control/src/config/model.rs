@@ -89,6 +89,10 @@ pub struct Dataplane {
     /// `spread_late`: what the fan-out does with a part that comes back
     /// after its reorder stage stopped waiting for it.
     pub spread_late: SpreadLate,
+    /// `spread_wait_us`: how long the fan-out's receiving worker waits for
+    /// a part before it gives up on it (the reorder stages' bound), in
+    /// microseconds.
+    pub spread_wait_us: u32,
     /// `per_cpu_handoff`: with the fan-out on, the groups of an RFC 9611
     /// per-CPU tunnel's inbound SAs go whole to each SA's worker (the
     /// handoff, no reorder stage) instead of being split like any SA's.

@@ -56,7 +56,8 @@ fn queue_plan(f: &mut fmt::Formatter<'_>, c: &Config) -> fmt::Result {
                     format!(
                         "the worker that receives it splits {when} over all {n} workers and \
                          puts the packets back in arrival order (spread_decrypt = \"{value}\"; a part \
-                         back after the 100 us bound is {late})"
+                         back after the {wait} us bound is {late})",
+                        wait = dp.spread_wait_us
                     )
                 } else {
                     "the worker polling that queue decrypts all of it (spread_decrypt = \"off\")"

@@ -150,6 +150,7 @@ mod tests {
             eal: eal.iter().map(|s| s.to_string()).collect(),
             spread_decrypt: espgw_control::config::SpreadDecrypt::Off,
             spread_late: espgw_control::config::SpreadLate::Drop,
+            spread_wait_us: 100,
             per_cpu_handoff: false,
             max_simd_bitwidth: SimdWidth::Bits512,
         }

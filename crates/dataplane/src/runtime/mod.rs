@@ -179,11 +179,12 @@ fn run_with_eal(
         started,
         supervisor: &supervisor,
         spread: config.dataplane.spread_when().map(|when| {
-            crate::worker::SpreadRings::with_handoff(
+            crate::worker::SpreadRings::with_wait(
                 config.dataplane.workers,
                 config.dataplane.spread_late,
                 when,
                 config.dataplane.per_cpu_handoff,
+                u64::from(config.dataplane.spread_wait_us) * 1000,
             )
         }),
     };

@@ -219,15 +219,19 @@ impl<P: Clone> WorkerSetup<P> {
         if let Some(rings) = self.spread.take() {
             match rings.downcast::<crate::worker::SpreadRings<B>>() {
                 Ok(rings) => {
+                    let wait = rings
+                        .max_wait_ns()
+                        .min(crate::worker::spread_consts::MAX_WAIT_NS);
                     worker.set_spread(rings);
                     // A worker asleep in its idle backoff does not serve the
                     // parts other workers hand it; the owner drops what is
                     // not back within the reorder bound (`reorder_late`).
-                    // Sleeping at most a quarter of the bound keeps an idle
+                    // Sleeping at most a quarter of the bound (of the
+                    // default, with a longer one) keeps an idle
                     // helper in time (tests/e2e/spread.sh: with the
                     // default 100 µs sleep, 9 % of one tunnel's packets
                     // were dropped late; docs/multicore.md).
-                    let cap = Duration::from_nanos(crate::worker::spread_consts::MAX_WAIT_NS / 4);
+                    let cap = Duration::from_nanos(wait / 4);
                     idle_sleep = idle_sleep.min(cap);
                 }
                 Err(_) => tracing::error!(

@@ -94,9 +94,10 @@ pub const MAX_JOBS_PER_WORKER: usize = 16;
 /// Tickets one SA's reorder stage holds: every job box of its owner (a
 /// ticket is a job), so issuing one never has to give one up.
 pub const REORDER_CAPACITY: usize = 1024;
-/// How long the owner waits for a missing part, in nanoseconds: far
-/// longer than a worker takes to decrypt a burst, short enough that a
-/// stuck worker costs a reordering, not a stall, and few buffers.
+/// How long the owner waits for a missing part, in nanoseconds, by
+/// default (`[dataplane] spread_wait_us`): far longer than a worker takes
+/// to decrypt a burst, short enough that a stuck worker costs a
+/// reordering, not a stall, and few buffers.
 pub const MAX_WAIT_NS: u64 = 100_000;
 /// Smallest part handed to another worker: below it the ring round trip
 /// costs more than the decryption it moves.
@@ -131,7 +132,8 @@ pub const LATE_SEND_MAX_NS: u64 = 100_000_000;
 /// How long the owner lets its oldest part wait before it takes back
 /// the parts still queued in other workers' inboxes (not yet started) and
 /// does them itself: a worker that is descheduled or busy then delays
-/// only the part in its hands, not the ones queued behind it.
+/// only the part in its hands, not the ones queued behind it. (A quarter
+/// of the bound: this with the default one.)
 pub const STEAL_AFTER_NS: u64 = MAX_WAIT_NS / 4;
 
 /// The rings between workers: per worker an inbox of jobs to decrypt and
@@ -141,6 +143,9 @@ pub const STEAL_AFTER_NS: u64 = MAX_WAIT_NS / 4;
 pub struct SpreadRings<B> {
     /// Jobs one owner may have out at once.
     max_jobs: usize,
+    /// How long an owner waits for a missing part (nanoseconds; the
+    /// reorder stages' bound).
+    max_wait_ns: u64,
     /// When an owner spreads.
     when: SpreadWhen,
     /// What an owner does with a part that comes back after its stage
@@ -192,10 +197,29 @@ impl<B> SpreadRings<B> {
         when: SpreadWhen,
         handoff: bool,
     ) -> Arc<SpreadRings<B>> {
+        Self::with_wait(workers, late, when, handoff, MAX_WAIT_NS)
+    }
+
+    /// [`Self::with_handoff`] whose owners wait `max_wait_ns` for a
+    /// missing part (`[dataplane] spread_wait_us`). A longer wait needs
+    /// more job boxes, or the boxes run out first (an owner keeps cutting
+    /// parts of its own while one waits: every box then gives up the
+    /// oldest part): [`MAX_JOBS_PER_WORKER`] per worker for each
+    /// [`MAX_WAIT_NS`] of it, started.
+    pub fn with_wait(
+        workers: usize,
+        late: SpreadLate,
+        when: SpreadWhen,
+        handoff: bool,
+        max_wait_ns: u64,
+    ) -> Arc<SpreadRings<B>> {
         let workers = workers.max(1);
-        let max_jobs = MAX_JOBS_PER_WORKER * workers;
+        let max_wait_ns = max_wait_ns.max(1);
+        let per_worker = MAX_JOBS_PER_WORKER * max_wait_ns.div_ceil(MAX_WAIT_NS) as usize;
+        let max_jobs = per_worker * workers;
         Arc::new(SpreadRings {
             max_jobs,
+            max_wait_ns,
             when,
             late,
             handoff_lanes: handoff,
@@ -221,6 +245,17 @@ impl<B> SpreadRings<B> {
     /// Whether per-CPU SAs' groups are handed off whole.
     pub fn hands_off(&self) -> bool {
         self.handoff_lanes
+    }
+
+    /// How long an owner waits for a missing part (nanoseconds).
+    pub fn max_wait_ns(&self) -> u64 {
+        self.max_wait_ns
+    }
+
+    /// Job boxes one owner may have out at once (each up to a burst of
+    /// packets: what the fan-out may hold of the mempool, per owner).
+    pub fn max_jobs(&self) -> usize {
+        self.max_jobs
     }
 
     /// Whether `worker` said last that its own traffic keeps it busy.
@@ -703,7 +738,7 @@ impl<B: PacketBuf> Spread<B> {
                 let reorder = self
                     .spare
                     .pop()
-                    .unwrap_or_else(|| Reorder::new(cap, MAX_WAIT_NS));
+                    .unwrap_or_else(|| Reorder::new(cap, self.rings.max_wait_ns));
                 self.stages.push(SaStage {
                     sa,
                     id: self.next_stage_id,
@@ -829,7 +864,7 @@ impl<B: PacketBuf> Spread<B> {
         self.stages.iter().any(|s| {
             s.reorder
                 .oldest_pending_since()
-                .is_some_and(|t| now.saturating_sub(t) >= STEAL_AFTER_NS)
+                .is_some_and(|t| now.saturating_sub(t) >= self.rings.max_wait_ns / 4)
         })
     }
 

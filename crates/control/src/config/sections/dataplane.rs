@@ -20,6 +20,7 @@ pub(crate) const KEYS: &[&str] = &[
     "eal",
     "spread_decrypt",
     "spread_late",
+    "spread_wait_us",
     "per_cpu_handoff",
     "max_simd_bitwidth",
 ];
@@ -40,6 +41,13 @@ pub const MAX_MTU: u16 = 9000;
 /// above 100 ms an idle gateway would answer its first packet too late).
 pub const DEFAULT_IDLE_SLEEP_US: u32 = 100;
 pub const MIN_IDLE_SLEEP_US: u32 = 10;
+/// `spread_wait_us`: the default is the fan-out's own
+/// (`espgw_dataplane::worker::spread_consts::MAX_WAIT_NS`, 100 µs); from a
+/// few bursts' decryption to 10 ms (beyond that a stalled worker stalls
+/// the tunnel, and the parts held waiting would fill any mempool).
+pub const DEFAULT_SPREAD_WAIT_US: u32 = 100;
+pub const MIN_SPREAD_WAIT_US: u32 = 10;
+pub const MAX_SPREAD_WAIT_US: u32 = 10_000;
 pub const MAX_IDLE_SLEEP_US: u32 = 100_000;
 
 /// EAL options that select cores; espgw derives them from `lcores`.
@@ -64,6 +72,7 @@ pub(crate) fn read(ctx: &mut Ctx, table: Option<Table>, host: &HostFacts) -> Dat
         eal: Vec::new(),
         spread_decrypt: SpreadDecrypt::Off,
         spread_late: SpreadLate::Drop,
+        spread_wait_us: DEFAULT_SPREAD_WAIT_US,
         per_cpu_handoff: false,
         max_simd_bitwidth: DEFAULT_MAX_SIMD_BITWIDTH,
     };
@@ -205,6 +214,16 @@ pub(crate) fn read(ctx: &mut Ctx, table: Option<Table>, host: &HostFacts) -> Dat
             .choice(ctx, &SpreadLate::ALL.map(|l| (l.name(), l)))
             .unwrap_or(dp.spread_late);
         warn_without_fan_out(ctx, &dp, "spread_late", "no reorder stage");
+    }
+    if let Some(f) = t.get(ctx, "spread_wait_us") {
+        dp.spread_wait_us = f
+            .int(
+                ctx,
+                i128::from(MIN_SPREAD_WAIT_US),
+                i128::from(MAX_SPREAD_WAIT_US),
+            )
+            .map_or(dp.spread_wait_us, |v| v as u32);
+        warn_without_fan_out(ctx, &dp, "spread_wait_us", "no reorder stage");
     }
     if let Some(f) = t.get(ctx, "per_cpu_handoff") {
         dp.per_cpu_handoff = f.bool(ctx).unwrap_or(dp.per_cpu_handoff);
