@@ -27,7 +27,8 @@
 #    between one gateway pair: IPv4 outer in UDP 4500 (ESN), IPv6 outer,
 #    IPv6 outer in UDP (ESN), two UDP streams each, every tunnel's inbound
 #    SA on B carrying packets (tunnels.py set "spread"); there B runs with
-#    `spread_late = "send"` (`espgw check` says so): a late part is sent,
+#    `spread_late = "send"` and a 400 µs bound (`spread_wait_us`; `espgw
+#    check` says both): a late part is sent,
 #    not dropped, so the datagrams out of order may be at most B's
 #    `reorder_late_sent`, and none is in order's place otherwise.
 #
@@ -98,12 +99,13 @@ cp "$WORK/b.json" "$WORK/b-off.json"
 scripts/netns.sh down "$P"
 scripts/netns.sh up "$P"
 tunnels_gen spread
-sed -i -e 's/^workers = 1$/workers = 2/' -e "/^mode = /a spread_decrypt = \"$SPREAD_MODE\"\nspread_late = \"send\"" \
-    -e 's/^replay_window = 64$/replay_window = 1024/' "$WORK/gw-b.toml"
+sed -i -e 's/^workers = 1$/workers = 2/' \
+    -e "/^mode = /a spread_decrypt = \"$SPREAD_MODE\"\nspread_late = \"send\"\nspread_wait_us = 400" \
+    -e 's/^replay_window = 64$/replay_window = 4096/' "$WORK/gw-b.toml"
 grep -q "^spread_decrypt = \"$SPREAD_MODE\"" "$WORK/gw-b.toml" || fail "could not turn the fan-out on in tunnels.py's config"
 "$ESPGW" check --config "$WORK/gw-b.toml" >"$WORK/check-b.txt" 2>&1 || fail "espgw check of B: $(cat "$WORK/check-b.txt")"
-grep -q 'is sent out of order, spread_late = "send"' "$WORK/check-b.txt" ||
-    fail "espgw check does not show spread_late = send: $(grep -i 'peer' "$WORK/check-b.txt")"
+grep -q 'back after the 400 us bound is sent out of order, spread_late = "send"' "$WORK/check-b.txt" ||
+    fail "espgw check does not show spread_wait_us = 400 and spread_late = send: $(grep -i 'peer' "$WORK/check-b.txt")"
 tunnel_hosts "$N" ab
 gateway_start b "$WORK/gw-b.toml"
 gateway_start a "$WORK/gw-a.toml"
@@ -206,4 +208,4 @@ for tag, udps, stats in runs:
             print("FAIL (off): fan-out counters moved with spread_decrypt = off"); ok = False
 sys.exit(0 if ok else 1)
 PY
-echo "PASS: one tunnel decrypted by 2 workers: 4 UDP streams in order, TCP whole, the fan-out counted (and not without it); the same over UDP-encapsulated and IPv6-outer tunnels with spread_late = send (reordering only as much as was sent late)"
+echo "PASS: one tunnel decrypted by 2 workers: 4 UDP streams in order, TCP whole, the fan-out counted (and not without it); the same over UDP-encapsulated and IPv6-outer tunnels with spread_late = send and spread_wait_us = 400 (reordering only as much as was sent late)"
