@@ -8,6 +8,7 @@ use std::sync::{Arc, Barrier};
 
 use dpdk::{lcore, Eal, Mbuf, Mempool, MBUF_HEADROOM, SOCKET_ANY};
 use espgw_control::config::{SpreadLate, DEFAULT_SPREAD_WAIT_US};
+use espgw_dataplane::worker::spread_consts::MAX_JOBS_PER_WORKER;
 use espgw_dataplane::worker::{SpreadRings, SpreadWhen};
 use espgw_esp::Suite;
 
@@ -241,9 +242,13 @@ pub fn replay_window(opts: &Options) -> u32 {
         // its job boxes hold (16 x workers x a burst per 100 µs of the
         // reorder bound, `SpreadRings::with_wait`): the window spans that,
         // or a part merely slow would be dropped as too old (`replayed`).
-        let per_100us = opts.spread_wait_us.div_ceil(DEFAULT_SPREAD_WAIT_US).max(1);
-        let workers = opts.workers as u32;
-        (gateway::REPLAY_WINDOW / 2 * workers * per_100us)
+        let per_100us = opts.spread_wait_us.div_ceil(DEFAULT_SPREAD_WAIT_US).max(1) as usize;
+        let boxes = MAX_JOBS_PER_WORKER
+            .saturating_mul(opts.workers)
+            .saturating_mul(per_100us);
+        let out = boxes.saturating_mul(crate::generator::BURST);
+        u32::try_from(out)
+            .unwrap_or(u32::MAX)
             .clamp(gateway::REPLAY_WINDOW, espgw_esp::MAX_REPLAY_WINDOW)
     } else {
         gateway::REPLAY_WINDOW

@@ -239,7 +239,7 @@ fn check_prints_the_queue_and_core_plan() {
     assert!(!pipeline.contains("splits each"), "{pipeline}");
 }
 
-/// `spread_wait_us`: 100 by default, kept when in range (10 to 10000),
+/// `spread_wait_us`: 100 by default, kept when in range (50 to 1000),
 /// an error naming the key and the range otherwise; set without the
 /// fan-out it is kept but warned about.
 #[test]
@@ -252,10 +252,10 @@ fn spread_wait_us_defaults_to_100_is_ranged_and_needs_the_fan_out() {
             400,
             false,
         ),
-        ("spread_decrypt = \"auto\"\nspread_wait_us = 10", 10, false),
+        ("spread_decrypt = \"auto\"\nspread_wait_us = 50", 50, false),
         (
-            "spread_decrypt = \"auto\"\nspread_wait_us = 10000",
-            10_000,
+            "spread_decrypt = \"auto\"\nspread_wait_us = 1000",
+            1_000,
             false,
         ),
         ("spread_wait_us = 400", 400, true),
@@ -264,7 +264,7 @@ fn spread_wait_us_defaults_to_100_is_ranged_and_needs_the_fan_out() {
         assert_eq!(config.dataplane.spread_wait_us, want, "{lines}");
         assert_eq!(was_warned, warned, "{lines}");
     }
-    for bad in ["9", "10001", "\"400\""] {
+    for bad in ["49", "1001", "\"400\""] {
         let shown = render(&errors(&with_dp(
             2,
             &format!("spread_decrypt = \"auto\"\nspread_wait_us = {bad}"),

@@ -724,7 +724,8 @@ fn spread_group<B: PacketBuf, P: BufPool<B>>(
             continue;
         }
         let Some(ticket) = spread.stages[p].reorder.ticket(now) else {
-            // Not with a stage that holds every box; counted, not trusted.
+            // Not with a stage that holds every box (its capacity is the
+            // owner's boxes); counted, not trusted.
             core.counters.spreading -= j.pkts.len() as u64;
             for (pkt, port) in j.pkts.drain(..).zip(j.ports.drain(..)) {
                 core.drop_pkt(pkt, DropReason::ReorderFull, Some(port));

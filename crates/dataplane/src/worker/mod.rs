@@ -70,7 +70,7 @@ pub use spread::{SpreadRings, SpreadWhen};
 pub mod spread_consts {
     pub use super::spread::{
         HANDOFF_DEPTH, HANDOFF_JOBS, INBOX_DEPTH, LATE_SEND_MAX_NS, MAX_JOBS_PER_WORKER,
-        MAX_WAIT_NS, MIN_PART, REORDER_CAPACITY, STEAL_AFTER_NS,
+        MAX_WAIT_NS, MIN_PART, STEAL_AFTER_NS,
     };
 }
 use spread::Spread;

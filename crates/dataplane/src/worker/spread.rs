@@ -91,9 +91,6 @@ use crate::route::NextHop;
 /// Jobs one owner may have out or waiting at once, per worker of the run
 /// (each up to a burst).
 pub const MAX_JOBS_PER_WORKER: usize = 16;
-/// Tickets one SA's reorder stage holds: every job box of its owner (a
-/// ticket is a job), so issuing one never has to give one up.
-pub const REORDER_CAPACITY: usize = 1024;
 /// How long the owner waits for a missing part, in nanoseconds, by
 /// default (`[dataplane] spread_wait_us`): far longer than a worker takes
 /// to decrypt a burst, short enough that a stuck worker costs a
@@ -132,8 +129,9 @@ pub const LATE_SEND_MAX_NS: u64 = 100_000_000;
 /// How long the owner lets its oldest part wait before it takes back
 /// the parts still queued in other workers' inboxes (not yet started) and
 /// does them itself: a worker that is descheduled or busy then delays
-/// only the part in its hands, not the ones queued behind it. (A quarter
-/// of the bound: this with the default one.)
+/// only the part in its hands, not the ones queued behind it. A quarter
+/// of the default bound, or of a shorter one: a longer bound waits longer
+/// for the part in a slow worker's hands, not for the ones queued.
 pub const STEAL_AFTER_NS: u64 = MAX_WAIT_NS / 4;
 
 /// The rings between workers: per worker an inbox of jobs to decrypt and
@@ -141,8 +139,13 @@ pub const STEAL_AFTER_NS: u64 = MAX_WAIT_NS / 4;
 /// its own traffic. Built once for the run by the runtime and shared by
 /// every worker (`Worker::set_spread`).
 pub struct SpreadRings<B> {
-    /// Jobs one owner may have out at once.
+    /// Jobs one owner may have out at once (the fan-out's; as many tickets
+    /// as one SA's reorder stage holds, so that issuing one never has to
+    /// give one up).
     max_jobs: usize,
+    /// [`MAX_JOBS_PER_WORKER`] x workers, whatever the bound: what the
+    /// handoff's budget is counted in (it has no reorder wait).
+    base_jobs: usize,
     /// How long an owner waits for a missing part (nanoseconds; the
     /// reorder stages' bound).
     max_wait_ns: u64,
@@ -215,23 +218,27 @@ impl<B> SpreadRings<B> {
     ) -> Arc<SpreadRings<B>> {
         let workers = workers.max(1);
         let max_wait_ns = max_wait_ns.max(1);
-        let per_worker = MAX_JOBS_PER_WORKER * max_wait_ns.div_ceil(MAX_WAIT_NS) as usize;
-        let max_jobs = per_worker * workers;
+        let base_jobs = MAX_JOBS_PER_WORKER * workers;
+        let max_jobs = base_jobs * max_wait_ns.div_ceil(MAX_WAIT_NS) as usize;
         Arc::new(SpreadRings {
             max_jobs,
+            base_jobs,
             max_wait_ns,
             when,
             late,
             handoff_lanes: handoff,
-            // Every owner's jobs could sit in one inbox at once.
+            // Owners push only while an inbox holds fewer than
+            // `INBOX_DEPTH` (`helpers_with_room`), so it holds at most that
+            // plus one racing push per owner; a push it refuses comes back
+            // to the owner, who does the part itself (`send`).
             inbox: (0..workers)
-                .map(|_| ArrayQueue::new(max_jobs * workers))
+                .map(|_| ArrayQueue::new((INBOX_DEPTH + 1) * workers))
                 .collect(),
             // At most `max_jobs` of an owner's fan-out jobs and
-            // `HANDOFF_JOBS` x as many handoff jobs exist: its return ring
-            // never refuses one.
+            // `HANDOFF_JOBS` x `base_jobs` handoff jobs exist: its return
+            // ring never refuses one.
             done: (0..workers)
-                .map(|_| ArrayQueue::new((1 + HANDOFF_JOBS) * max_jobs))
+                .map(|_| ArrayQueue::new(max_jobs + HANDOFF_JOBS * base_jobs))
                 .collect(),
             handoff: (0..workers)
                 .map(|_| ArrayQueue::new(HANDOFF_DEPTH))
@@ -734,7 +741,7 @@ impl<B: PacketBuf> Spread<B> {
         let p = match self.stage_of(slot, sa) {
             Some(p) => p,
             None => {
-                let cap = self.rings.max_jobs.min(REORDER_CAPACITY);
+                let cap = self.rings.max_jobs;
                 let reorder = self
                     .spare
                     .pop()
@@ -787,10 +794,11 @@ impl<B: PacketBuf> Spread<B> {
     }
 
     /// An empty job box for the handoff of a group of `n` packets, if this
-    /// owner may have one more out: [`HANDOFF_JOBS`] x `max_jobs` groups,
-    /// `max_jobs` x burst packets (as many as the fan-out may hold).
+    /// owner may have one more out: [`HANDOFF_JOBS`] x `base_jobs` groups,
+    /// `base_jobs` x burst packets (as many as the fan-out may hold with
+    /// the default bound; the handoff has no reorder wait to cover).
     pub(super) fn handoff_job(&mut self, n: usize) -> Option<Box<Job<B>>> {
-        let max = self.rings.max_jobs as u64;
+        let max = self.rings.base_jobs as u64;
         let pkts: u64 = self.handed.iter().map(|h| u64::from(h.pkts)).sum();
         if pkts + n as u64 > max * self.burst as u64 {
             return None;
@@ -858,13 +866,19 @@ impl<B: PacketBuf> Spread<B> {
         self.rings.inbox.get(from)?.pop()
     }
 
-    /// True when one of this worker's SAs has waited `STEAL_AFTER_NS` or
-    /// more at `now` for its oldest part.
+    /// How long an SA's oldest part may wait before the parts queued at
+    /// other workers are taken back ([`STEAL_AFTER_NS`]).
+    fn steal_after(&self) -> u64 {
+        (self.rings.max_wait_ns / 4).min(STEAL_AFTER_NS)
+    }
+
+    /// True when one of this worker's SAs has waited [`Self::steal_after`]
+    /// or more at `now` for its oldest part.
     pub(super) fn overdue(&self, now: u64) -> bool {
         self.stages.iter().any(|s| {
             s.reorder
                 .oldest_pending_since()
-                .is_some_and(|t| now.saturating_sub(t) >= self.rings.max_wait_ns / 4)
+                .is_some_and(|t| now.saturating_sub(t) >= self.steal_after())
         })
     }
 

@@ -43,11 +43,14 @@ pub const DEFAULT_IDLE_SLEEP_US: u32 = 100;
 pub const MIN_IDLE_SLEEP_US: u32 = 10;
 /// `spread_wait_us`: the default is the fan-out's own
 /// (`espgw_dataplane::worker::spread_consts::MAX_WAIT_NS`, 100 µs); from a
-/// few bursts' decryption to 10 ms (beyond that a stalled worker stalls
-/// the tunnel, and the parts held waiting would fill any mempool).
+/// few parts' decryption (a part of 32 packets of 1420 bytes takes 5-10
+/// µs here, and two may be queued before it) to 1 ms (beyond that a stalled worker stalls
+/// the tunnel for longer than any gateway should delay a packet, and the
+/// parts held waiting, and the job boxes and rings sized for them, grow
+/// with it: 10 x the default's at 1 ms).
 pub const DEFAULT_SPREAD_WAIT_US: u32 = 100;
-pub const MIN_SPREAD_WAIT_US: u32 = 10;
-pub const MAX_SPREAD_WAIT_US: u32 = 10_000;
+pub const MIN_SPREAD_WAIT_US: u32 = 50;
+pub const MAX_SPREAD_WAIT_US: u32 = 1_000;
 pub const MAX_IDLE_SLEEP_US: u32 = 100_000;
 
 /// EAL options that select cores; espgw derives them from `lcores`.
