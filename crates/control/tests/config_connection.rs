@@ -805,3 +805,48 @@ fn check_summary_shows_the_per_cpu_plan() {
     let (config, _) = parse(&with_connection("", "")).unwrap();
     assert!(!Summary(&config).to_string().contains("per_cpu_sas"));
 }
+
+/// With the decrypt fan-out on, a replay window narrower than what the
+/// receiving worker may have out for one SA (16 job boxes x workers x
+/// burst per 100 µs of `spread_wait_us`) is warned about at its key: a
+/// part decrypted late could be dropped as a replay. A child's default
+/// (strongSwan's 32) is; 1024 on 2 workers is not; a longer bound makes
+/// the tunnel's 1024 too narrow as well; without the fan-out, nothing.
+#[test]
+fn a_replay_window_narrower_than_the_fan_out_is_warned_about() {
+    let fan_out = |text: &str, lines: &str| {
+        with(
+            text,
+            "poll = \"busy\"",
+            &format!("poll = \"busy\"\n{lines}"),
+        )
+    };
+    let warned = |text: &str| {
+        let (config, diags) = parse(text).unwrap_or_else(|d| panic!("{}", render(&d)));
+        let shown = render(&diags);
+        let at = |key: &str| {
+            shown
+                .lines()
+                .any(|l| l.contains(key) && l.contains("narrower than what the decrypt fan-out"))
+        };
+        let reach = espgw_control::config::fan_out_reach(&config.dataplane);
+        (
+            at("connection[0].child[0].replay_window"),
+            at("tunnel[0].replay_window"),
+            reach,
+            shown,
+        )
+    };
+    let auto = "spread_decrypt = \"auto\"";
+    let (child, tunnel, reach, shown) = warned(&fan_out(&with_connection("", ""), auto));
+    assert_eq!((child, tunnel, reach), (true, false, 1024), "{shown}");
+    assert!(shown.contains("1024 or more"), "{shown}");
+    let wide = with_connection("", "replay_window = 1024");
+    let (child, tunnel, _, shown) = warned(&fan_out(&wide, auto));
+    assert_eq!((child, tunnel), (false, false), "{shown}");
+    let longer = fan_out(&wide, &format!("{auto}\nspread_wait_us = 400"));
+    let (child, tunnel, reach, shown) = warned(&longer);
+    assert_eq!((child, tunnel, reach), (true, true, 4096), "{shown}");
+    let (child, tunnel, reach, shown) = warned(&with_connection("", ""));
+    assert_eq!((child, tunnel, reach), (false, false, 0), "{shown}");
+}

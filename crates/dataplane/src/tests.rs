@@ -3684,3 +3684,34 @@ mod spread {
         );
     }
 }
+
+/// `espgw check`'s replay-window lint (espgw-control's
+/// `config::fan_out_reach`) counts the fan-out's job boxes as the rings
+/// do: the same boxes per worker, scaled the same way by the bound.
+#[test]
+fn the_fan_outs_reach_is_what_the_config_lint_assumes() {
+    use crate::worker::spread_consts::MAX_JOBS_PER_WORKER;
+    use espgw_control::config::{
+        fan_out_reach, SpreadDecrypt, SpreadLate, FAN_OUT_JOBS_PER_WORKER,
+    };
+    assert_eq!(FAN_OUT_JOBS_PER_WORKER as usize, MAX_JOBS_PER_WORKER);
+    let mut dp = config_of(config_text(true, "", "")).dataplane;
+    dp.spread_decrypt = SpreadDecrypt::Auto;
+    for (workers, wait_us) in [(2, 100), (3, 150), (4, 400), (16, 1000)] {
+        dp.workers = workers;
+        dp.spread_wait_us = wait_us;
+        let rings = crate::worker::SpreadRings::<VecBuf>::with_wait(
+            workers,
+            SpreadLate::Drop,
+            crate::worker::SpreadWhen::Behind,
+            false,
+            u64::from(wait_us) * 1000,
+        );
+        let boxes = (rings.max_jobs() * usize::from(dp.burst)) as u64;
+        assert_eq!(
+            fan_out_reach(&dp),
+            boxes.min(65536),
+            "{workers} workers, {wait_us} us"
+        );
+    }
+}

@@ -11,9 +11,11 @@
 //! clear. The config is still valid, but traceroute and path MTU discovery
 //! through the tunnel then get no answer from this gateway.
 
-use super::model::{Port, Route, Side, Tunnel};
+use super::connection::Connection;
+use super::model::{Dataplane, Port, Route, Side, Tunnel};
 use super::net::Prefix;
 use super::reader::Ctx;
+use super::sections::dataplane::DEFAULT_SPREAD_WAIT_US;
 use super::sections::Located;
 use crate::tables::{Family, IpPrefix};
 
@@ -77,6 +79,65 @@ fn faces(index: usize, port: &Port, routes: &[Route], ts: &[Prefix]) -> bool {
                 .iter()
                 .any(|r| r.port.0 == index && r.dest.overlaps(p))
     })
+}
+
+/// Job boxes the decrypt fan-out gives a receiving worker per worker of
+/// the run and per 100 µs of its bound: espgw-dataplane's
+/// `spread_consts::MAX_JOBS_PER_WORKER` (which this crate cannot name; the
+/// dataplane's test `the_fan_outs_reach_is_what_the_config_lint_assumes`
+/// holds the two together).
+pub const FAN_OUT_JOBS_PER_WORKER: u64 = 16;
+
+/// The packets the decrypt fan-out's receiving worker may have out for
+/// one SA with `dp` (its job boxes x a burst), capped at the largest
+/// replay window; 0 when the fan-out does not run.
+pub fn fan_out_reach(dp: &Dataplane) -> u64 {
+    if !dp.spreads_decrypt() {
+        return 0;
+    }
+    let per_100us = u64::from(dp.spread_wait_us.div_ceil(DEFAULT_SPREAD_WAIT_US).max(1));
+    (FAN_OUT_JOBS_PER_WORKER * dp.workers as u64 * u64::from(dp.burst) * per_100us)
+        .min(u64::from(espgw_esp::MAX_REPLAY_WINDOW))
+}
+
+/// Warns at every tunnel's and IKE child's `replay_window` (anti-replay
+/// on) narrower than [`fan_out_reach`].
+pub(crate) fn warn_replay_window_under_fan_out(
+    ctx: &mut Ctx,
+    dp: &Dataplane,
+    tunnels: &[Located<Tunnel>],
+    connections: &[Located<Connection>],
+) {
+    let reach = fan_out_reach(dp);
+    if reach == 0 {
+        return;
+    }
+    let windows = tunnels
+        .iter()
+        .map(|t| (t.path.clone(), t.item.replay_window))
+        .chain(connections.iter().flat_map(|c| {
+            c.item
+                .children
+                .iter()
+                .enumerate()
+                .map(|(i, ch)| (format!("{}.child[{i}]", c.path), ch.replay_window))
+        }));
+    let windows: Vec<(String, u32)> = windows.collect();
+    for (path, window) in windows {
+        if window == 0 || u64::from(window) >= reach {
+            continue;
+        }
+        ctx.warn(
+            &format!("{path}.replay_window"),
+            format!(
+                "{window} is narrower than what the decrypt fan-out may have out for one SA \
+                 ({reach} packets: 16 job boxes x {} workers x burst {} per 100 us of \
+                 spread_wait_us): a part another worker decrypts late can be dropped as a \
+                 replay (replayed); {reach} or more",
+                dp.workers, dp.burst
+            ),
+        );
+    }
 }
 
 #[cfg(test)]

@@ -26,6 +26,7 @@ use toml::de::DeTable;
 
 pub use diag::{Diagnostic, Severity};
 pub use espgw_esp::SecretBytes;
+pub use lints::{fan_out_reach, FAN_OUT_JOBS_PER_WORKER};
 pub use model::*;
 pub use sections::dataplane::{
     DEFAULT_BURST, DEFAULT_MBUFS, DEFAULT_MTU, DEFAULT_SPREAD_WAIT_US, MAX_BURST, MAX_MBUFS,
@@ -273,6 +274,7 @@ fn read_document(ctx: &mut Ctx, root: &Table, host: &HostFacts, base_dir: &Path)
     let spd = spd::build(ctx, &tunnels, &policies);
     check_mtu(ctx, &dataplane, &port_items, &tunnels);
     lints::warn_local_ts_without_own_address(ctx, &port_items, &routes, &tunnels);
+    lints::warn_replay_window_under_fan_out(ctx, &dataplane, &tunnels, &connections);
 
     let config = default_action.map(|default_action| Config {
         source: ctx.src.path.clone(),
