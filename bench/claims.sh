@@ -1125,6 +1125,56 @@ claim("docs/config.md", "it ran at %s (64 B) and %s (1420 B) of two workers' wor
 claim("docs/multicore.md", "at %s (64 B) and %s (1420 B) efficiency on 2 workers here against the fan-out's %s and %s"
       % tuple(S15_MED[("s15b", "handoff")] + S15_MED[("s15b", "fanout")]))
 
+# session 16: the fan-out's bound (spread_wait_us), docs/multicore.md and docs/config.md
+def s16_rows(name, size):
+    rs = [r for r in load(name)["results"] if r["workers"] == 2 and r["layer"] == "worker" and r["size"] == size]
+    assert len(rs) == 1, (name, size)
+    return rs[0]
+
+
+def s16_med(pattern, rounds, size, what):
+    vals = [what(s16_rows(pattern % i, size)) for i in rounds]
+    return _st.median(vals), vals
+
+
+late = lambda r: r["drops"].get("reorder_late", 0)
+eff = lambda r: r["efficiency"]
+S16W = "epyc-zen5-2vcpu-2026-12-04-s16-wait-%s-%%d.json"
+cells = {}
+for v in ("base", "jobs64", "wait400", "both"):
+    rounds = range(1, 8) if v in ("base", "both") else range(1, 4)
+    cells[v] = [s16_med(S16W % v, rounds, size, late) for size in ("64", "1420")] + \
+        [s16_med(S16W % v, rounds, size, eff) for size in ("64", "1420")]
+def lr(c):
+    return "%d (%d-%d)" % (c[0], min(c[1]), max(c[1]))
+claim("docs/multicore.md", "| 100 µs, 16 (the default) | %s | %s | %.2f / %.2f |" % (
+    lr(cells["base"][0]), lr(cells["base"][1]), cells["base"][2][0], cells["base"][3][0]))
+claim("docs/multicore.md", "| 100 µs, 64 | %d | %d | %.2f / %.2f |" % (
+    cells["jobs64"][0][0], cells["jobs64"][1][0], cells["jobs64"][2][0], cells["jobs64"][3][0]))
+claim("docs/multicore.md", "| 400 µs, 16 | %d | %d | %.2f / %.2f |" % (
+    cells["wait400"][0][0], cells["wait400"][1][0], cells["wait400"][2][0], cells["wait400"][3][0]))
+claim("docs/multicore.md", "| 400 µs, 64 (`spread_wait_us = 400`) | %s | %s | %.2f / %.2f |" % (
+    lr(cells["both"][0]), lr(cells["both"][1]), cells["both"][2][0], cells["both"][3][0]))
+claim("docs/config.md", "400 µs dropped a median of %d / %d packets late per 2-worker bench row at 64 / 1420 B "
+      "against %d / %d with 100 µs" % (cells["both"][0][0], cells["both"][1][0], cells["base"][0][0], cells["base"][1][0]))
+F = "epyc-zen5-2vcpu-2026-12-04-s16-wait-final-%d-%%d.json"
+fl = [s16_med(F % w, range(1, 6), size, late)[0] for w in (100, 400) for size in ("64", "1420")]
+fe = [s16_med(F % w, range(1, 6), size, eff)[0] for w in (100, 400) for size in ("64", "1420")]
+claim("docs/multicore.md", "late drops per row, medians, %d / %d with 100 µs against %d / %d with 400 µs" % tuple(fl))
+claim("docs/multicore.md", "efficiency medians %.2f / %.2f against %.2f / %.2f" % tuple(fe))
+for i in range(1, 6):
+    for size in ("64", "1420"):
+        assert s16_rows(F % 400 % i, size)["drops"].get("replayed", 0) == 0
+# "lower in every pair at both sizes" (both sets)
+for pat_a, pat_b, n in ((S16W % "base", S16W % "both", 7), (F % 100, F % 400, 5)):
+    for size in ("64", "1420"):
+        for i in range(1, n + 1):
+            a, b = late(s16_rows(pat_a % i, size)), late(s16_rows(pat_b % i, size))
+            if not b < a:
+                failures.append(("docs/multicore.md", "late drops lower in every pair: round %d %s B: %d vs %d" % (i, size, a, b)))
+claim("docs/multicore.md", "by %dx and %.1fx at the median" % (
+    round(cells["base"][0][0] / cells["both"][0][0]), cells["base"][1][0] / cells["both"][1][0]))
+
 # --- withdrawn: sentences the data contradicted, which must not come back ----
 # (a merge of an older branch would bring them back silently otherwise)
 WITHDRAWN = [
