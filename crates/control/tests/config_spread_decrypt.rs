@@ -272,3 +272,24 @@ fn spread_wait_us_defaults_to_100_is_ranged_and_needs_the_fan_out() {
         assert!(shown.contains("dataplane.spread_wait_us"), "{bad}: {shown}");
     }
 }
+
+/// `mbufs` fewer than what one receiving worker's fan-out may hold (16
+/// job boxes x workers x burst per 100 µs of `spread_wait_us`) is warned
+/// about at `dataplane.mbufs`; the default 8191 holds 2 workers' 1024 and
+/// 4096 at 400 µs; without the fan-out nothing is said.
+#[test]
+fn mbufs_fewer_than_the_fan_out_may_hold_are_warned_about() {
+    let warned = |lines: &str| {
+        let (_, diags) = parse(&with_dp(2, lines)).unwrap_or_else(|d| panic!("{}", render(&d)));
+        let shown = render(&diags);
+        shown.contains("dataplane.mbufs") && shown.contains("the decrypt fan-out may hold")
+    };
+    assert!(!warned("spread_decrypt = \"auto\""));
+    assert!(!warned("spread_decrypt = \"auto\"\nspread_wait_us = 400"));
+    assert!(warned("spread_decrypt = \"auto\"\nmbufs = 1023"));
+    assert!(!warned("spread_decrypt = \"auto\"\nmbufs = 1024"));
+    assert!(warned(
+        "spread_decrypt = \"auto\"\nspread_wait_us = 400\nmbufs = 4095"
+    ));
+    assert!(!warned("mbufs = 1023"));
+}

@@ -140,6 +140,27 @@ pub(crate) fn warn_replay_window_under_fan_out(
     }
 }
 
+/// Warns at `dataplane.mbufs` when the mempool is smaller than what one
+/// receiving worker's fan-out may hold ([`fan_out_reach`]): a helper
+/// stalled for the whole bound at line rate could then leave the RX
+/// queues without buffers (drops at the NIC) while the parts wait.
+pub(crate) fn warn_mbufs_under_fan_out(ctx: &mut Ctx, dp: &Dataplane) {
+    let reach = fan_out_reach(dp);
+    if reach == 0 || u64::from(dp.mbufs) >= reach {
+        return;
+    }
+    ctx.warn(
+        "dataplane.mbufs",
+        format!(
+            "{} is fewer than the {reach} packets the decrypt fan-out may hold for one receiving \
+             worker (16 job boxes x {} workers x burst {} per 100 us of spread_wait_us): a \
+             stalled helper could leave the RX queues without buffers; {reach} or more, plus the \
+             RX and TX rings",
+            dp.mbufs, dp.workers, dp.burst
+        ),
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;

@@ -275,6 +275,7 @@ fn read_document(ctx: &mut Ctx, root: &Table, host: &HostFacts, base_dir: &Path)
     check_mtu(ctx, &dataplane, &port_items, &tunnels);
     lints::warn_local_ts_without_own_address(ctx, &port_items, &routes, &tunnels);
     lints::warn_replay_window_under_fan_out(ctx, &dataplane, &tunnels, &connections);
+    lints::warn_mbufs_under_fan_out(ctx, &dataplane);
 
     let config = default_action.map(|default_action| Config {
         source: ctx.src.path.clone(),
