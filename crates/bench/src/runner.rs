@@ -7,8 +7,7 @@ use std::io::{IsTerminal, Write};
 use std::sync::{Arc, Barrier};
 
 use dpdk::{lcore, Eal, Mbuf, Mempool, MBUF_HEADROOM, SOCKET_ANY};
-use espgw_control::config::{SpreadLate, DEFAULT_SPREAD_WAIT_US};
-use espgw_dataplane::worker::spread_consts::MAX_JOBS_PER_WORKER;
+use espgw_control::config::{fan_out_jobs, SpreadLate};
 use espgw_dataplane::worker::{SpreadRings, SpreadWhen};
 use espgw_esp::Suite;
 
@@ -239,13 +238,10 @@ pub fn replay_window(opts: &Options) -> u32 {
         0
     } else if opts.spread_decrypt {
         // The receiving worker runs ahead of a slow helper by up to what
-        // its job boxes hold (16 x workers x a burst per 100 µs of the
-        // reorder bound, `SpreadRings::with_wait`): the window spans that,
-        // or a part merely slow would be dropped as too old (`replayed`).
-        let per_100us = opts.spread_wait_us.div_ceil(DEFAULT_SPREAD_WAIT_US).max(1) as usize;
-        let boxes = MAX_JOBS_PER_WORKER
-            .saturating_mul(opts.workers)
-            .saturating_mul(per_100us);
+        // its job boxes hold (`fan_out_jobs`, as `SpreadRings::with_wait`
+        // builds them): the window spans that, or a part merely slow would
+        // be dropped as too old (`replayed`).
+        let boxes = fan_out_jobs(opts.workers, opts.spread_wait_us);
         let out = boxes.saturating_mul(crate::generator::BURST);
         u32::try_from(out)
             .unwrap_or(u32::MAX)

@@ -82,22 +82,40 @@ fn faces(index: usize, port: &Port, routes: &[Route], ts: &[Prefix]) -> bool {
 }
 
 /// Job boxes the decrypt fan-out gives a receiving worker per worker of
-/// the run and per 100 µs of its bound: espgw-dataplane's
-/// `spread_consts::MAX_JOBS_PER_WORKER` (which this crate cannot name; the
-/// dataplane's test `the_fan_outs_reach_is_what_the_config_lint_assumes`
-/// holds the two together).
-pub const FAN_OUT_JOBS_PER_WORKER: u64 = 16;
+/// the run and per 100 µs (the default) of its bound.
+pub const FAN_OUT_JOBS_PER_WORKER: usize = 16;
+
+/// The job boxes (parts of up to a burst) one receiving worker of the
+/// decrypt fan-out may have out with `workers` workers and a bound of
+/// `wait_us` (`spread_wait_us`): the data plane's `SpreadRings` are built
+/// with this many, and the lints below and the bench size by it. A longer
+/// bound needs more, or the boxes run out first (the worker keeps cutting
+/// parts while one waits, and with every box in use gives up the oldest).
+pub fn fan_out_jobs(workers: usize, wait_us: u32) -> usize {
+    let per_100us = wait_us.div_ceil(DEFAULT_SPREAD_WAIT_US).max(1) as usize;
+    FAN_OUT_JOBS_PER_WORKER
+        .saturating_mul(workers.max(1))
+        .saturating_mul(per_100us)
+}
 
 /// The packets the decrypt fan-out's receiving worker may have out for
-/// one SA with `dp` (its job boxes x a burst), capped at the largest
+/// one SA with `dp` ([`fan_out_jobs`] x a burst), capped at the largest
 /// replay window; 0 when the fan-out does not run.
 pub fn fan_out_reach(dp: &Dataplane) -> u64 {
     if !dp.spreads_decrypt() {
         return 0;
     }
-    let per_100us = u64::from(dp.spread_wait_us.div_ceil(DEFAULT_SPREAD_WAIT_US).max(1));
-    (FAN_OUT_JOBS_PER_WORKER * dp.workers as u64 * u64::from(dp.burst) * per_100us)
-        .min(u64::from(espgw_esp::MAX_REPLAY_WINDOW))
+    let packets = fan_out_jobs(dp.workers, dp.spread_wait_us).saturating_mul(usize::from(dp.burst));
+    (packets as u64).min(u64::from(espgw_esp::MAX_REPLAY_WINDOW))
+}
+
+/// How [`fan_out_reach`] comes about, for the warnings that name it.
+fn reach_explained(dp: &Dataplane, reach: u64) -> String {
+    format!(
+        "{reach} packets: {FAN_OUT_JOBS_PER_WORKER} job boxes x {} workers x burst {} per 100 us \
+         of spread_wait_us",
+        dp.workers, dp.burst
+    )
 }
 
 /// Warns at every tunnel's and IKE child's `replay_window` (anti-replay
@@ -122,7 +140,6 @@ pub(crate) fn warn_replay_window_under_fan_out(
                 .enumerate()
                 .map(|(i, ch)| (format!("{}.child[{i}]", c.path), ch.replay_window))
         }));
-    let windows: Vec<(String, u32)> = windows.collect();
     for (path, window) in windows {
         if window == 0 || u64::from(window) >= reach {
             continue;
@@ -131,10 +148,9 @@ pub(crate) fn warn_replay_window_under_fan_out(
             &format!("{path}.replay_window"),
             format!(
                 "{window} is narrower than what the decrypt fan-out may have out for one SA \
-                 ({reach} packets: 16 job boxes x {} workers x burst {} per 100 us of \
-                 spread_wait_us): a part another worker decrypts late can be dropped as a \
-                 replay (replayed); {reach} or more",
-                dp.workers, dp.burst
+                 ({}): a part another worker decrypts late can be dropped as a replay \
+                 (replayed); {reach} or more",
+                reach_explained(dp, reach)
             ),
         );
     }
@@ -152,11 +168,11 @@ pub(crate) fn warn_mbufs_under_fan_out(ctx: &mut Ctx, dp: &Dataplane) {
     ctx.warn(
         "dataplane.mbufs",
         format!(
-            "{} is fewer than the {reach} packets the decrypt fan-out may hold for one receiving \
-             worker (16 job boxes x {} workers x burst {} per 100 us of spread_wait_us): a \
+            "{} is fewer than what the decrypt fan-out may hold for one receiving worker ({}): a \
              stalled helper could leave the RX queues without buffers; {reach} or more, plus the \
              RX and TX rings",
-            dp.mbufs, dp.workers, dp.burst
+            dp.mbufs,
+            reach_explained(dp, reach)
         ),
     );
 }

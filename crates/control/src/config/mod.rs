@@ -26,7 +26,7 @@ use toml::de::DeTable;
 
 pub use diag::{Diagnostic, Severity};
 pub use espgw_esp::SecretBytes;
-pub use lints::{fan_out_reach, FAN_OUT_JOBS_PER_WORKER};
+pub use lints::{fan_out_jobs, fan_out_reach, FAN_OUT_JOBS_PER_WORKER};
 pub use model::*;
 pub use sections::dataplane::{
     DEFAULT_BURST, DEFAULT_MBUFS, DEFAULT_MTU, DEFAULT_SPREAD_WAIT_US, MAX_BURST, MAX_MBUFS,

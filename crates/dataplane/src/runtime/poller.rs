@@ -219,9 +219,7 @@ impl<P: Clone> WorkerSetup<P> {
         if let Some(rings) = self.spread.take() {
             match rings.downcast::<crate::worker::SpreadRings<B>>() {
                 Ok(rings) => {
-                    let wait = rings
-                        .max_wait_ns()
-                        .min(crate::worker::spread_consts::MAX_WAIT_NS);
+                    let cap = Duration::from_nanos(rings.steal_after_ns());
                     worker.set_spread(rings);
                     // A worker asleep in its idle backoff does not serve the
                     // parts other workers hand it; the owner drops what is
@@ -231,7 +229,6 @@ impl<P: Clone> WorkerSetup<P> {
                     // helper in time (tests/e2e/spread.sh: with the
                     // default 100 µs sleep, 9 % of one tunnel's packets
                     // were dropped late; docs/multicore.md).
-                    let cap = Duration::from_nanos(wait / 4);
                     idle_sleep = idle_sleep.min(cap);
                 }
                 Err(_) => tracing::error!(

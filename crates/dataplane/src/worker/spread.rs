@@ -89,8 +89,9 @@ use crate::reorder::Reorder;
 use crate::route::NextHop;
 
 /// Jobs one owner may have out or waiting at once, per worker of the run
-/// (each up to a burst).
-pub const MAX_JOBS_PER_WORKER: usize = 16;
+/// (each up to a burst), with the default bound (the config crate's
+/// [`espgw_control::config::fan_out_jobs`] scales it with a longer one).
+pub const MAX_JOBS_PER_WORKER: usize = espgw_control::config::FAN_OUT_JOBS_PER_WORKER;
 /// How long the owner waits for a missing part, in nanoseconds, by
 /// default (`[dataplane] spread_wait_us`): far longer than a worker takes
 /// to decrypt a burst, short enough that a stuck worker costs a
@@ -204,11 +205,8 @@ impl<B> SpreadRings<B> {
     }
 
     /// [`Self::with_handoff`] whose owners wait `max_wait_ns` for a
-    /// missing part (`[dataplane] spread_wait_us`). A longer wait needs
-    /// more job boxes, or the boxes run out first (an owner keeps cutting
-    /// parts of its own while one waits: every box then gives up the
-    /// oldest part): [`MAX_JOBS_PER_WORKER`] per worker for each
-    /// [`MAX_WAIT_NS`] of it, started.
+    /// missing part (`[dataplane] spread_wait_us`), with the job boxes
+    /// [`espgw_control::config::fan_out_jobs`] gives that bound.
     pub fn with_wait(
         workers: usize,
         late: SpreadLate,
@@ -219,7 +217,8 @@ impl<B> SpreadRings<B> {
         let workers = workers.max(1);
         let max_wait_ns = max_wait_ns.max(1);
         let base_jobs = MAX_JOBS_PER_WORKER * workers;
-        let max_jobs = base_jobs * max_wait_ns.div_ceil(MAX_WAIT_NS) as usize;
+        let wait_us = u32::try_from(max_wait_ns.div_ceil(1000)).unwrap_or(u32::MAX);
+        let max_jobs = espgw_control::config::fan_out_jobs(workers, wait_us);
         Arc::new(SpreadRings {
             max_jobs,
             base_jobs,
@@ -257,6 +256,14 @@ impl<B> SpreadRings<B> {
     /// How long an owner waits for a missing part (nanoseconds).
     pub fn max_wait_ns(&self) -> u64 {
         self.max_wait_ns
+    }
+
+    /// How long an SA's oldest part may wait before its owner takes back
+    /// the parts still queued at other workers ([`STEAL_AFTER_NS`], or a
+    /// quarter of a shorter bound); also the longest an idle worker may
+    /// sleep and still serve its inbox in time.
+    pub fn steal_after_ns(&self) -> u64 {
+        (self.max_wait_ns / 4).min(STEAL_AFTER_NS)
     }
 
     /// Job boxes one owner may have out at once (each up to a burst of
@@ -638,18 +645,11 @@ impl<B: PacketBuf> Spread<B> {
     /// new stage). Stages with parts out stay, found by their SA.
     pub(super) fn new_snapshot(&mut self) {
         self.stage_of_slot.clear();
-        let mut i = 0;
-        while i < self.stages.len() {
-            if self.stages[i].reorder.outstanding() == 0 {
-                // Empty: nothing issued is waited for, so it can serve
-                // another SA (a new id tells their parts apart; tickets
-                // just go on from where they were).
-                let idle = self.stages.swap_remove(i);
-                self.spare.push(idle.reorder);
-            } else {
-                i += 1;
-            }
-        }
+        // An empty stage waits for nothing it issued, so it can serve
+        // another SA (a new id tells their parts apart; tickets just go on
+        // from where they were).
+        let idle = self.stages.extract_if(.., |s| s.reorder.outstanding() == 0);
+        self.spare.extend(idle.map(|s| s.reorder));
     }
 
     /// Once per poll: publishes whether this poll's receive filled a
@@ -866,19 +866,13 @@ impl<B: PacketBuf> Spread<B> {
         self.rings.inbox.get(from)?.pop()
     }
 
-    /// How long an SA's oldest part may wait before the parts queued at
-    /// other workers are taken back ([`STEAL_AFTER_NS`]).
-    fn steal_after(&self) -> u64 {
-        (self.rings.max_wait_ns / 4).min(STEAL_AFTER_NS)
-    }
-
-    /// True when one of this worker's SAs has waited [`Self::steal_after`]
-    /// or more at `now` for its oldest part.
+    /// True when one of this worker's SAs has waited
+    /// [`SpreadRings::steal_after_ns`] or more at `now` for its oldest part.
     pub(super) fn overdue(&self, now: u64) -> bool {
         self.stages.iter().any(|s| {
             s.reorder
                 .oldest_pending_since()
-                .is_some_and(|t| now.saturating_sub(t) >= self.steal_after())
+                .is_some_and(|t| now.saturating_sub(t) >= self.rings.steal_after_ns())
         })
     }
 
