@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use espgw_wire::checksum;
 use espgw_wire::MacAddr;
 use fuzz_worker_body as body;
-use fuzz_worker_body::{Gateway, END_BURST, PROT, TICK, UNPROT};
+use fuzz_worker_body::{Gateway, END_BURST, FAN_OUT, HELPER, PROT, SHORT, TICK, UNPROT};
 
 fn corpus_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/worker")
@@ -289,12 +289,79 @@ fn seed_inputs() -> Vec<Vec<u8>> {
     out
 }
 
+/// `n` UDP packets from host A to host B, packet `i` with `20 + i` bytes
+/// of data (so its UDP length says which it is).
+fn numbered_udp(n: usize) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|i| udp4("10.1.0.10", "10.2.0.10", 64, 20 + i))
+        .collect()
+}
+
+/// Which of [`numbered_udp`]'s packets a frame B sent to host B is.
+fn number_of(frame: &[u8]) -> Option<usize> {
+    let to_host_b = frame[..6] == body::HOST_B_MAC
+        && frame[12..14] == [0x08, 0x00]
+        && frame[30..34] == [10, 2, 0, 10]
+        && frame[23] == 17;
+    to_host_b.then(|| usize::from(u16::from_be_bytes([frame[38], frame[39]])) - 8 - 20)
+}
+
+/// How a fan-out seed lets the helper worker run.
+#[derive(Clone, Copy)]
+enum HelperRuns {
+    /// After every burst: every part decrypted by it, back in order.
+    Always,
+    /// Not until the owner's clock passed the take-back point, twice.
+    Late,
+    /// Not until the clock jumped 300 ms.
+    AfterJump,
+}
+
+/// Fan-out inputs of `selector` (with [`FAN_OUT`]): 40 ESP packets of A,
+/// a burst of 32 (which the owner cuts into parts) and one of 8 with
+/// replayed copies of a packet of each part, the helper running as `runs`
+/// says.
+fn fan_out_input(selector: u8, esp: &[Vec<u8>], runs: HelperRuns) -> Vec<u8> {
+    let first_end = match runs {
+        HelperRuns::Always => END_BURST | HELPER,
+        HelperRuns::Late => END_BURST,
+        HelperRuns::AfterJump => TICK,
+    };
+    let mut frames: Vec<(u8, Vec<u8>)> = esp[..32].iter().map(|f| (1, f.clone())).collect();
+    frames.last_mut().unwrap().0 |= first_end;
+    if let HelperRuns::Late = runs {
+        // Two frames of their own, each a burst and 40 µs.
+        frames.push((1 | SHORT, esp[32].clone()));
+        frames.push((1 | SHORT | HELPER, esp[33].clone()));
+        frames.extend(esp[34..].iter().map(|f| (1, f.clone())));
+    } else {
+        frames.extend(esp[32..].iter().map(|f| (1, f.clone())));
+    }
+    frames.push((1, esp[3].clone())); // replayed: the owner's part
+    frames.push((1 | END_BURST | HELPER, esp[29].clone())); // and the helper's
+    body::encode(selector | FAN_OUT, &frames)
+}
+
+fn fan_out_seed_inputs() -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    for selector in 0..body::CONFIGS {
+        let esp = esp_from_a(selector, &numbered_udp(40));
+        for runs in [HelperRuns::Always, HelperRuns::Late, HelperRuns::AfterJump] {
+            out.push(fan_out_input(selector, &esp, runs));
+        }
+    }
+    out
+}
+
 #[test]
 #[ignore = "writes fuzz/corpus/worker; run by hand"]
 fn write_seed_corpus() {
     std::fs::create_dir_all(corpus_dir()).unwrap();
     for (i, input) in seed_inputs().iter().enumerate() {
         std::fs::write(corpus_dir().join(format!("seed-{i:03}")), input).unwrap();
+    }
+    for (i, input) in fan_out_seed_inputs().iter().enumerate() {
+        std::fs::write(corpus_dir().join(format!("fan-out-{i:03}")), input).unwrap();
     }
 }
 
@@ -345,6 +412,87 @@ fn peer_esp_seeds_are_decrypted_by_the_gateway_under_test() {
         );
         assert!(c.balanced());
     }
+}
+
+/// The fan-out seeds are real fan-out traffic: B's owner worker cuts the
+/// 32-packet group into parts and hands some to the helper; with the
+/// helper polling after each burst every inner packet reaches host B once
+/// and in order, and each replayed copy (one in the owner's part, one in
+/// the helper's) is dropped once. With the helper stalled, the owner takes
+/// its queued parts back: still everything once and in order.
+#[test]
+fn fan_out_seeds_deliver_every_packet_once_in_order() {
+    for selector in 0..body::CONFIGS {
+        let esp = esp_from_a(selector, &numbered_udp(40));
+        for (name, runs) in [
+            ("helper polls", HelperRuns::Always),
+            ("helper late", HelperRuns::Late),
+        ] {
+            let input = fan_out_input(selector, &esp, runs);
+            let (delivered, owner) = run_collecting(&input);
+            assert_eq!(
+                delivered,
+                (0..40).collect::<Vec<_>>(),
+                "selector {selector}, {name}: host B gets every packet once, in order"
+            );
+            // The helper decrypted parts (a part the owner takes back is
+            // no longer counted as handed out).
+            if let HelperRuns::Always = runs {
+                assert!(
+                    owner.spread_out > 0,
+                    "the owner handed parts out: {owner:?}"
+                );
+            }
+        }
+    }
+}
+
+/// [`body::run`]'s reading of `input`: what left B for host B (by
+/// [`number_of`]) and the owner's counters; checks that the two replayed
+/// copies were the only drops.
+fn run_collecting(input: &[u8]) -> (Vec<usize>, espgw_dataplane::WorkerCounters) {
+    let (&selector, mut rest) = input.split_first().unwrap();
+    let mut gw = Gateway::b(selector);
+    let mut delivered = Vec::new();
+    let mut keep = |out: [Vec<Vec<u8>>; 2]| {
+        delivered.extend(out[PROT].iter().filter_map(|f| number_of(f)));
+    };
+    let mut burst: Vec<Vec<u8>> = Vec::new();
+    while rest.len() >= 3 {
+        let flags = rest[0];
+        let len = usize::from(u16::from_be_bytes([rest[1], rest[2]]));
+        burst.push(rest[3..3 + len].to_vec());
+        rest = &rest[3 + len..];
+        if flags & (END_BURST | TICK | HELPER | SHORT) != 0 || rest.len() < 3 {
+            let refs: Vec<&[u8]> = burst.iter().map(|f| f.as_slice()).collect();
+            keep(gw.burst(UNPROT, &refs));
+            burst.clear();
+        }
+        if flags & HELPER != 0 {
+            keep(gw.helper_poll());
+        }
+        if flags & SHORT != 0 {
+            keep(gw.tick(40_000));
+        }
+        if flags & TICK != 0 {
+            keep(gw.tick(300_000_000));
+        }
+    }
+    for _ in 0..5 {
+        keep(gw.helper_poll());
+        keep(gw.tick(1_000));
+    }
+    let c = gw.w.counters().clone();
+    let helper = gw.helper.as_ref().unwrap().0.counters().clone();
+    assert_eq!(
+        c.drops.get(espgw_dataplane::DropReason::Replayed),
+        2,
+        "{c:?}"
+    );
+    assert_eq!(c.drops.total(), 2, "{c:?}");
+    assert!(helper.balanced() && c.balanced());
+    gw.shutdown();
+    (delivered, c)
 }
 
 struct Rng(u64);

@@ -8,20 +8,34 @@
 //! selector byte picks the tunnel's outer family (IPv4/IPv6), its encapsulation
 //! (plain ESP / UDP 4500) and its suite (AES-GCM / AES-CBC+HMAC-SHA256): eight
 //! configs. Its peer, gateway A ([`config_text`] with `b_side = false`), makes
-//! the ESP in the seed corpus with espgw's own encap.
+//! the ESP in the seed corpus with espgw's own encap. Selector bit 3
+//! ([`FAN_OUT`]) runs B with two workers and the decrypt fan-out
+//! (`spread_decrypt`, docs/multicore.md): worker 0 receives every frame
+//! and spreads its ESP groups; worker 1 only decrypts and finishes the
+//! parts handed to it, when the input lets it poll ([`HELPER`]). Both run
+//! on the fuzzer's thread, so the input decides the interleaving: parts
+//! that wait in the helper's inbox, come back after the reorder bound,
+//! are taken back, or race a replayed copy in the owner's own part.
 //!
 //! Input: one selector byte, then frames, each `[flags][len: u16 BE][bytes]`:
 //! * flags bit 0: port (0 protected, 1 unprotected);
 //! * flags bit 1: the burst ends after this frame (a port change ends it too);
 //! * flags bit 2: after this burst the clock moves 300 ms and the worker
-//!   ticks (neighbor retries, expiry of held packets).
+//!   ticks (neighbor retries, expiry of held packets);
+//! * flags bit 3 ([`HELPER`], fan-out only): after this burst the helper
+//!   polls once, then the owner (parts decrypted and back);
+//! * flags bit 4 ([`SHORT`]): after this burst the clock moves 40 µs and
+//!   the owner ticks (with the fan-out: past the take-back point of a
+//!   waiting part after one, past the 100 µs reorder bound after three).
 //!
 //! Invariants checked after every burst: no panic; every packet is accounted
 //! for (`WorkerCounters::balanced`); every frame sent has the port's MAC as
 //! source; every IP packet leaving the unprotected port comes from one of
 //! that port's own addresses (ESP, ESP-in-UDP, the gateway's own ICMP/ND)
 //! or is the bypass policy's traffic: no plaintext of the protected side
-//! ever leaves in the clear.
+//! ever leaves in the clear. With the fan-out, the same for both workers'
+//! queues, every worker's identity on its own, and at the end nothing is
+//! still out or waiting in a reorder stage.
 #![allow(dead_code)]
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -32,6 +46,7 @@ use espgw_control::tables::Tables;
 use espgw_control::{Config, HostFacts};
 use espgw_dataplane::neighbor::SharedNeighbors;
 use espgw_dataplane::ports::{PortIdx, PortInfo};
+use espgw_dataplane::worker::SpreadRings;
 use espgw_dataplane::{Network, Now, TxQueues, VecBufPool, Worker};
 use espgw_wire::{MacAddr, PacketBuf, VecBuf};
 
@@ -47,6 +62,11 @@ pub const UNPROT: usize = 1;
 pub const PORT_BIT: u8 = 0x01;
 pub const END_BURST: u8 = 0x02;
 pub const TICK: u8 = 0x04;
+pub const HELPER: u8 = 0x08;
+pub const SHORT: u8 = 0x10;
+
+/// Selector bit: two workers and the decrypt fan-out.
+pub const FAN_OUT: u8 = 0x08;
 
 /// At most this many frames per input (a DPDK burst is 32).
 const MAX_FRAMES: usize = 64;
@@ -242,27 +262,75 @@ pub fn tables(config: &Config, macs: [MacAddr; 2]) -> Snapshot {
 
 pub type FuzzWorker = Worker<VecBuf, VecBufPool>;
 
-/// A worker with its TX queues and clock.
+/// A worker with its TX queues and clock; with the fan-out, the helper
+/// worker and its queues too.
 pub struct Gateway {
     pub w: FuzzWorker,
     pub tx: TxQueues<VecBuf>,
     pub now: Now,
+    pub helper: Option<(FuzzWorker, TxQueues<VecBuf>)>,
 }
+
+/// TX queue depth per port: with the fan-out, the owner releases what
+/// came back of several bursts at once.
+const TXQ_DEPTH: usize = 256;
 
 impl Gateway {
     pub fn new((net, tables): Snapshot) -> Gateway {
         let ports = net.ports.len();
         Gateway {
             w: Worker::new(0, net, tables, VecBufPool, 32, SharedNeighbors::default()),
-            tx: TxQueues::new(ports, 64),
+            tx: TxQueues::new(ports, TXQ_DEPTH),
             now: Now { ns: 1 },
+            helper: None,
+        }
+    }
+
+    /// Two workers sharing the snapshot and the neighbor board, worker 0
+    /// spreading every ESP group worth it over both (`spread_decrypt =
+    /// "on"`, late parts dropped, the default 100 µs bound).
+    pub fn fan_out((net, tables): Snapshot) -> Gateway {
+        let ports = net.ports.len();
+        let shared = SharedNeighbors::default();
+        let rings = SpreadRings::new(2);
+        let mut w = Worker::new(
+            0,
+            Arc::clone(&net),
+            Arc::clone(&tables),
+            VecBufPool,
+            32,
+            shared.clone(),
+        );
+        w.set_spread(Arc::clone(&rings));
+        let mut h = Worker::new(1, net, tables, VecBufPool, 32, shared);
+        h.set_spread(rings);
+        Gateway {
+            w,
+            tx: TxQueues::new(ports, TXQ_DEPTH),
+            now: Now { ns: 1 },
+            helper: Some((h, TxQueues::new(ports, TXQ_DEPTH))),
         }
     }
 
     /// Gateway B (the one under test) for `selector`.
     pub fn b(selector: u8) -> Gateway {
         let cfg = &b_configs()[usize::from(selector % CONFIGS)];
-        Gateway::new(tables(cfg, [B_PROT_MAC, B_UNPROT_MAC]))
+        let snapshot = tables(cfg, [B_PROT_MAC, B_UNPROT_MAC]);
+        if selector & FAN_OUT != 0 {
+            Gateway::fan_out(snapshot)
+        } else {
+            Gateway::new(snapshot)
+        }
+    }
+
+    /// The helper polls once (takes its parts, decrypts and finishes
+    /// them, hands them back), then the owner (releases what is in order).
+    pub fn helper_poll(&mut self) -> [Vec<Vec<u8>>; 2] {
+        if let Some((h, htx)) = &mut self.helper {
+            h.tick(htx, self.now);
+        }
+        self.w.tick(&mut self.tx, self.now);
+        self.drain()
     }
 
     /// Feeds one burst on `port`; returns the frames sent per port after
@@ -282,14 +350,14 @@ impl Gateway {
         self.drain()
     }
 
-    /// Takes the TX queues, checks every frame, counts them as sent.
+    /// Takes the TX queues (the helper's too), checks every frame, counts
+    /// them as sent by the worker that queued them.
     pub fn drain(&mut self) -> [Vec<Vec<u8>>; 2] {
         let mut out: [Vec<Vec<u8>>; 2] = [Vec::new(), Vec::new()];
-        for (p, o) in out.iter_mut().enumerate() {
-            let frames: Vec<VecBuf> = self.tx.drain(p).collect();
-            let bytes: u64 = frames.iter().map(|f| f.len() as u64).sum();
-            self.w.count_tx(p, frames.len() as u64, bytes, 0);
-            *o = frames.iter().map(|f| f.data().to_vec()).collect();
+        take_sent(&mut self.w, &mut self.tx, &mut out);
+        if let Some((h, htx)) = &mut self.helper {
+            take_sent(h, htx, &mut out);
+            assert!(h.counters().balanced(), "helper: {:?}", h.counters());
         }
         for (p, frames) in out.iter().enumerate() {
             for f in frames {
@@ -298,6 +366,31 @@ impl Gateway {
         }
         assert!(self.w.counters().balanced(), "{:?}", self.w.counters());
         out
+    }
+
+    /// Stops both workers, once nothing is in flight between them.
+    pub fn shutdown(&mut self) {
+        if let Some((h, _)) = &mut self.helper {
+            assert_eq!(
+                self.w.counters().spreading,
+                0,
+                "fan-out parts still out at the end"
+            );
+            h.shutdown();
+            assert!(h.counters().balanced(), "helper: {:?}", h.counters());
+        }
+        self.w.shutdown();
+        assert!(self.w.counters().balanced(), "{:?}", self.w.counters());
+    }
+}
+
+/// Moves what `w` queued into `out`, counted as `w`'s TX.
+fn take_sent(w: &mut FuzzWorker, tx: &mut TxQueues<VecBuf>, out: &mut [Vec<Vec<u8>>; 2]) {
+    for (p, o) in out.iter_mut().enumerate() {
+        let frames: Vec<VecBuf> = tx.drain(p).collect();
+        let bytes: u64 = frames.iter().map(|f| f.len() as u64).sum();
+        w.count_tx(p, frames.len() as u64, bytes, 0);
+        o.extend(frames.iter().map(|f| f.data().to_vec()));
     }
 }
 
@@ -365,9 +458,15 @@ pub fn run(data: &[u8]) {
         }
         burst_port = port;
         burst.push(frame);
-        if flags & (END_BURST | TICK) != 0 {
+        if flags & (END_BURST | TICK | HELPER | SHORT) != 0 {
             gw.burst(burst_port, &burst);
             burst.clear();
+        }
+        if flags & HELPER != 0 {
+            gw.helper_poll();
+        }
+        if flags & SHORT != 0 {
+            gw.tick(40_000);
         }
         if flags & TICK != 0 {
             gw.tick(300_000_000);
@@ -376,13 +475,13 @@ pub fn run(data: &[u8]) {
     if !burst.is_empty() {
         gw.burst(burst_port, &burst);
     }
-    // Let held packets resolve or expire, then stop: the identity must hold
-    // with nothing left in flight.
+    // Let held packets resolve or expire and the helper hand back what it
+    // holds, then stop: the identity must hold with nothing left in flight.
     for _ in 0..20 {
+        gw.helper_poll();
         gw.tick(300_000_000);
     }
-    gw.w.shutdown();
-    assert!(gw.w.counters().balanced(), "{:?}", gw.w.counters());
+    gw.shutdown();
 }
 
 /// Encodes frames as one input (the inverse of [`run`]'s reader).
