@@ -59,6 +59,20 @@ impl Row {
     }
 }
 
+/// A case that could not be measured (a stage that failed or panicked,
+/// a fan-out part not back after 2 s, a gateway that could not be built):
+/// reported with the rows, and the run goes on with the next case, so
+/// that one case's failure (on a shared machine, a worker descheduled for
+/// seconds) does not cost a long run its other numbers.
+#[derive(Debug, Clone)]
+pub struct CaseFailure {
+    pub suite: Suite,
+    pub size: Size,
+    pub direction: Direction,
+    pub workers: usize,
+    pub error: String,
+}
+
 /// Everything a run produced.
 #[derive(Debug, Clone)]
 pub struct Report {
@@ -66,11 +80,14 @@ pub struct Report {
     pub options: Options,
     pub eal_args: Vec<String>,
     pub rows: Vec<Row>,
+    /// Cases that produced no rows, and why.
+    pub failures: Vec<CaseFailure>,
 }
 
 impl Report {
+    /// Every case measured and every packet of every row right.
     pub fn all_valid(&self) -> bool {
-        self.rows.iter().all(Row::valid)
+        self.failures.is_empty() && self.rows.iter().all(Row::valid)
     }
 }
 
@@ -150,6 +167,7 @@ pub fn run(opts: &Options) -> Result<Report, String> {
     let replay_window = replay_window(opts);
     let total = opts.suites.len() * opts.sizes.len() * opts.directions.len() * counts.len();
     let mut rows: Vec<Row> = Vec::new();
+    let mut failures: Vec<CaseFailure> = Vec::new();
     let mut done = 0;
     for &suite in &opts.suites {
         for &size in &opts.sizes {
@@ -176,8 +194,26 @@ pub fn run(opts: &Options) -> Result<Report, String> {
                         per_cpu: opts.per_cpu_sas,
                         tsc_hz: tsc_hz as f64,
                     };
-                    let per_layer = run_case(spec, &pools[..n], &cores)?;
-                    rows.extend(rows_of_case(spec, per_layer, tsc_hz as f64, &rows));
+                    match run_case(spec, &pools[..n], &cores) {
+                        Ok(per_layer) => {
+                            rows.extend(rows_of_case(spec, per_layer, tsc_hz as f64, &rows))
+                        }
+                        Err(error) => {
+                            eprintln!(
+                                "espgw bench: {} {} {} x{n} failed (the run goes on): {error}",
+                                suite.name(),
+                                size.label(),
+                                direction.name()
+                            );
+                            failures.push(CaseFailure {
+                                suite,
+                                size,
+                                direction,
+                                workers: n,
+                                error,
+                            });
+                        }
+                    }
                 }
             }
         }
@@ -192,6 +228,7 @@ pub fn run(opts: &Options) -> Result<Report, String> {
         options: opts.clone(),
         eal_args: args,
         rows,
+        failures,
     })
 }
 

@@ -113,5 +113,12 @@ pub fn render(report: &Report) -> Value {
         },
         "all_valid": report.all_valid(),
         "results": report.rows.iter().map(row).collect::<Vec<_>>(),
+        "failed_cases": report.failures.iter().map(|f| json!({
+            "suite": f.suite.name(),
+            "size": f.size.label(),
+            "direction": f.direction.name(),
+            "workers": f.workers,
+            "error": f.error,
+        })).collect::<Vec<_>>(),
     })
 }

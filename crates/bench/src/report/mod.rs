@@ -61,6 +61,7 @@ mod tests {
             },
             eal_args: vec![],
             rows,
+            failures: vec![],
         }
     }
 
@@ -90,5 +91,37 @@ mod tests {
         let bad = report(vec![row(Layer::Cipher, 3190, 10)]);
         assert!(super::table::render(&bad).contains("BAD 10 (wrong_spi)"));
         assert_eq!(super::json::render(&bad)["all_valid"], false);
+        assert_eq!(json["failed_cases"].as_array().map(Vec::len), Some(0));
+    }
+
+    /// A case that failed is in the table and the JSON, with its error,
+    /// beside the rows of the cases that ran, and the run is not valid.
+    #[test]
+    fn a_failed_case_is_reported_beside_the_others() {
+        let mut rep = report(vec![row(Layer::Cipher, 3200, 0)]);
+        rep.failures.push(crate::runner::CaseFailure {
+            suite: Suite::Aes128Gcm16,
+            size: Size::Fixed(1420),
+            direction: Direction::Decrypt,
+            workers: 2,
+            error: "fan-out: 3 packets and 0 handed-off groups still out after 2 s".into(),
+        });
+        let text = super::table::render(&rep);
+        assert!(
+            text.contains("1420 decrypt   2 FAILED: fan-out: 3 packets"),
+            "{text}"
+        );
+        assert!(
+            text.contains("| ok"),
+            "the case that ran keeps its row: {text}"
+        );
+        let json = super::json::render(&rep);
+        assert_eq!(json["all_valid"], false);
+        assert_eq!(json["results"].as_array().map(Vec::len), Some(1));
+        let failed = &json["failed_cases"][0];
+        assert_eq!(failed["size"], "1420");
+        assert_eq!(failed["direction"], "decrypt");
+        assert_eq!(failed["workers"], 2);
+        assert!(failed["error"].as_str().unwrap().contains("after 2 s"));
     }
 }

@@ -147,6 +147,17 @@ pub fn render(report: &Report) -> String {
             check(row),
         );
     }
+    for f in &report.failures {
+        let _ = writeln!(
+            s,
+            "\n{:<16} {:>5} {:<7} {:>3} FAILED: {}",
+            f.suite.name(),
+            f.size.label(),
+            f.direction.name(),
+            f.workers,
+            f.error
+        );
+    }
     let _ = write!(
         s,
         "\nsize: inner IP packet bytes (imix = 7:4:1 of 64/570/1500). layer: cipher = raw EspCipher seal/open (the ceiling),\n\
