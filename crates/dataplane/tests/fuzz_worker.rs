@@ -297,57 +297,103 @@ fn numbered_udp(n: usize) -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// Which of [`numbered_udp`]'s packets a frame B sent to host B is.
+/// Which of [`numbered_udp`]'s packets a frame B sent is, if it is one
+/// delivered to host B.
 fn number_of(frame: &[u8]) -> Option<usize> {
-    let to_host_b = frame[..6] == body::HOST_B_MAC
-        && frame[12..14] == [0x08, 0x00]
-        && frame[30..34] == [10, 2, 0, 10]
-        && frame[23] == 17;
-    to_host_b.then(|| usize::from(u16::from_be_bytes([frame[38], frame[39]])) - 8 - 20)
+    let f = frame.get(..40)?;
+    let to_host_b = f[..6] == body::HOST_B_MAC
+        && f[12..14] == [0x08, 0x00]
+        && f[23] == 17
+        && f[30..34] == [10, 2, 0, 10];
+    let udp_len = usize::from(u16::from_be_bytes([f[38], f[39]]));
+    to_host_b.then(|| udp_len.checked_sub(8 + 20)).flatten()
 }
 
-/// How a fan-out seed lets the helper worker run.
-#[derive(Clone, Copy)]
-enum HelperRuns {
-    /// After every burst: every part decrypted by it, back in order.
-    Always,
-    /// Not until the owner's clock passed the take-back point, twice.
-    Late,
-    /// Not until the clock jumped 300 ms.
+/// How a fan-out seed lets its two workers run.
+#[derive(Clone, Copy, Debug)]
+enum FanOut {
+    /// The helper polls after the third, fourth and fifth burst.
+    HelperPolls,
+    /// It does not; the owner's clock moves 40 µs after those bursts
+    /// instead, past the point where it takes back what waits.
+    TakenBack,
+    /// The same with 300 ms.
     AfterJump,
+    /// A part of 16 and one of a single packet to the helper (its inbox
+    /// then full), then single packets, the owner's own parts, until its
+    /// job boxes run out behind them: it gives the helper's two up.
+    BoxesRunOut,
 }
 
-/// Fan-out inputs of `selector` (with [`FAN_OUT`]): 40 ESP packets of A,
-/// a burst of 32 (which the owner cuts into parts) and one of 8 with
-/// replayed copies of a packet of each part, the helper running as `runs`
-/// says.
-fn fan_out_input(selector: u8, esp: &[Vec<u8>], runs: HelperRuns) -> Vec<u8> {
-    let first_end = match runs {
-        HelperRuns::Always => END_BURST | HELPER,
-        HelperRuns::Late => END_BURST,
-        HelperRuns::AfterJump => TICK,
+/// Frames of a fan-out input from `esp` (A's ESP for
+/// `numbered_udp(FAN_OUT_PACKETS)`). Bursts 1 and 2 (16 packets each) fill
+/// the helper's inbox; burst 3 (16) becomes the owner's own part; burst 4
+/// (12 new, and replays of two packets of the owner's part and two of the
+/// helper's) and burst 5 (one new, a replay of one of burst 4) come once
+/// the earlier parts are decrypted, so that every original is decrypted
+/// before its copy.
+fn fan_out_frames(esp: &[Vec<u8>], how: FanOut) -> Vec<(u8, Vec<u8>)> {
+    let port = 1;
+    let mut frames: Vec<(u8, Vec<u8>)> = Vec::new();
+    let burst = |frames: &mut Vec<(u8, Vec<u8>)>, pkts: &[&Vec<u8>], end: u8| {
+        for (i, p) in pkts.iter().enumerate() {
+            let last = i + 1 == pkts.len();
+            frames.push((port | if last { end } else { 0 }, (*p).clone()));
+        }
     };
-    let mut frames: Vec<(u8, Vec<u8>)> = esp[..32].iter().map(|f| (1, f.clone())).collect();
-    frames.last_mut().unwrap().0 |= first_end;
-    if let HelperRuns::Late = runs {
-        // Two frames of their own, each a burst and 40 µs.
-        frames.push((1 | SHORT, esp[32].clone()));
-        frames.push((1 | SHORT | HELPER, esp[33].clone()));
-        frames.extend(esp[34..].iter().map(|f| (1, f.clone())));
-    } else {
-        frames.extend(esp[32..].iter().map(|f| (1, f.clone())));
+    if let FanOut::BoxesRunOut = how {
+        burst(
+            &mut frames,
+            &esp[..16].iter().collect::<Vec<_>>(),
+            END_BURST,
+        );
+        for p in &esp[16..50] {
+            burst(&mut frames, &[p], END_BURST);
+        }
+        frames.last_mut().unwrap().0 |= HELPER;
+        return frames;
     }
-    frames.push((1, esp[3].clone())); // replayed: the owner's part
-    frames.push((1 | END_BURST | HELPER, esp[29].clone())); // and the helper's
-    body::encode(selector | FAN_OUT, &frames)
+    let then = match how {
+        FanOut::HelperPolls => END_BURST | HELPER,
+        FanOut::TakenBack => END_BURST | SHORT,
+        _ => END_BURST | TICK,
+    };
+    let b4: Vec<&Vec<u8>> = esp[48..60]
+        .iter()
+        .chain([&esp[40], &esp[33], &esp[5], &esp[20]])
+        .collect();
+    burst(
+        &mut frames,
+        &esp[..16].iter().collect::<Vec<_>>(),
+        END_BURST,
+    );
+    burst(
+        &mut frames,
+        &esp[16..32].iter().collect::<Vec<_>>(),
+        END_BURST,
+    );
+    burst(&mut frames, &esp[32..48].iter().collect::<Vec<_>>(), then);
+    burst(&mut frames, &b4, then);
+    burst(&mut frames, &[&esp[60], &esp[50]], then);
+    frames
 }
+
+/// Packets of A behind each fan-out seed.
+const FAN_OUT_PACKETS: usize = 61;
+
+const FAN_OUT_KINDS: [FanOut; 4] = [
+    FanOut::HelperPolls,
+    FanOut::TakenBack,
+    FanOut::AfterJump,
+    FanOut::BoxesRunOut,
+];
 
 fn fan_out_seed_inputs() -> Vec<Vec<u8>> {
     let mut out = Vec::new();
     for selector in 0..body::CONFIGS {
-        let esp = esp_from_a(selector, &numbered_udp(40));
-        for runs in [HelperRuns::Always, HelperRuns::Late, HelperRuns::AfterJump] {
-            out.push(fan_out_input(selector, &esp, runs));
+        let esp = esp_from_a(selector, &numbered_udp(FAN_OUT_PACKETS));
+        for how in FAN_OUT_KINDS {
+            out.push(body::encode(selector | FAN_OUT, &fan_out_frames(&esp, how)));
         }
     }
     out
@@ -414,85 +460,52 @@ fn peer_esp_seeds_are_decrypted_by_the_gateway_under_test() {
     }
 }
 
-/// The fan-out seeds are real fan-out traffic: B's owner worker cuts the
-/// 32-packet group into parts and hands some to the helper; with the
-/// helper polling after each burst every inner packet reaches host B once
-/// and in order, and each replayed copy (one in the owner's part, one in
-/// the helper's) is dropped once. With the helper stalled, the owner takes
-/// its queued parts back: still everything once and in order.
+/// The fan-out seeds are real fan-out traffic, for every config: the
+/// packets reach host B in order, each once, the four replays of burst 4
+/// (caught by the helper against the window the owner and the helper
+/// updated) and the one of burst 5 (caught by the owner against the
+/// helper's) are the only drops; the helper decrypted the three parts
+/// handed to it, or none when the owner took them back. When the job boxes
+/// run out, the part given up comes back late and is dropped
+/// (`reorder_late`), the rest still in order.
 #[test]
 fn fan_out_seeds_deliver_every_packet_once_in_order() {
+    use espgw_dataplane::DropReason;
     for selector in 0..body::CONFIGS {
-        let esp = esp_from_a(selector, &numbered_udp(40));
-        for (name, runs) in [
-            ("helper polls", HelperRuns::Always),
-            ("helper late", HelperRuns::Late),
-        ] {
-            let input = fan_out_input(selector, &esp, runs);
-            let (delivered, owner) = run_collecting(&input);
+        let esp = esp_from_a(selector, &numbered_udp(FAN_OUT_PACKETS));
+        for how in FAN_OUT_KINDS {
+            let input = body::encode(selector | FAN_OUT, &fan_out_frames(&esp, how));
+            let mut delivered = Vec::new();
+            let ran = body::run_observed(&input, |out| {
+                delivered.extend(out[PROT].iter().filter_map(|f| number_of(f)));
+            })
+            .unwrap();
+            let (c, helper) = (ran.owner, ran.helper.unwrap());
+            let what = format!("selector {selector}, {how:?}: {c:?}");
+            if let FanOut::BoxesRunOut = how {
+                // The first single packet still finds room in the helper's
+                // inbox: both parts there are given up.
+                assert_eq!(delivered, (17..50).collect::<Vec<_>>(), "{what}");
+                assert_eq!(c.drops.get(DropReason::ReorderLate), 17, "{what}");
+                assert_eq!(c.drops.total(), 17, "{what}");
+                assert_eq!(helper.spread_in, 17, "{what}");
+                continue;
+            }
             assert_eq!(
                 delivered,
-                (0..40).collect::<Vec<_>>(),
-                "selector {selector}, {name}: host B gets every packet once, in order"
+                (0..FAN_OUT_PACKETS).collect::<Vec<_>>(),
+                "host B gets every packet once, in order; {what}"
             );
-            // The helper decrypted parts (a part the owner takes back is
-            // no longer counted as handed out).
-            if let HelperRuns::Always = runs {
-                assert!(
-                    owner.spread_out > 0,
-                    "the owner handed parts out: {owner:?}"
-                );
-            }
+            assert_eq!(c.drops.get(DropReason::Replayed), 5, "{what}");
+            assert_eq!(c.drops.total(), 5, "{what}");
+            let decrypted_by_helper = match how {
+                FanOut::HelperPolls => 48,
+                _ => 0,
+            };
+            assert_eq!(helper.spread_in, decrypted_by_helper, "{what}");
+            assert_eq!(c.spread_out, decrypted_by_helper, "{what}");
         }
     }
-}
-
-/// [`body::run`]'s reading of `input`: what left B for host B (by
-/// [`number_of`]) and the owner's counters; checks that the two replayed
-/// copies were the only drops.
-fn run_collecting(input: &[u8]) -> (Vec<usize>, espgw_dataplane::WorkerCounters) {
-    let (&selector, mut rest) = input.split_first().unwrap();
-    let mut gw = Gateway::b(selector);
-    let mut delivered = Vec::new();
-    let mut keep = |out: [Vec<Vec<u8>>; 2]| {
-        delivered.extend(out[PROT].iter().filter_map(|f| number_of(f)));
-    };
-    let mut burst: Vec<Vec<u8>> = Vec::new();
-    while rest.len() >= 3 {
-        let flags = rest[0];
-        let len = usize::from(u16::from_be_bytes([rest[1], rest[2]]));
-        burst.push(rest[3..3 + len].to_vec());
-        rest = &rest[3 + len..];
-        if flags & (END_BURST | TICK | HELPER | SHORT) != 0 || rest.len() < 3 {
-            let refs: Vec<&[u8]> = burst.iter().map(|f| f.as_slice()).collect();
-            keep(gw.burst(UNPROT, &refs));
-            burst.clear();
-        }
-        if flags & HELPER != 0 {
-            keep(gw.helper_poll());
-        }
-        if flags & SHORT != 0 {
-            keep(gw.tick(40_000));
-        }
-        if flags & TICK != 0 {
-            keep(gw.tick(300_000_000));
-        }
-    }
-    for _ in 0..5 {
-        keep(gw.helper_poll());
-        keep(gw.tick(1_000));
-    }
-    let c = gw.w.counters().clone();
-    let helper = gw.helper.as_ref().unwrap().0.counters().clone();
-    assert_eq!(
-        c.drops.get(espgw_dataplane::DropReason::Replayed),
-        2,
-        "{c:?}"
-    );
-    assert_eq!(c.drops.total(), 2, "{c:?}");
-    assert!(helper.balanced() && c.balanced());
-    gw.shutdown();
-    (delivered, c)
 }
 
 struct Rng(u64);

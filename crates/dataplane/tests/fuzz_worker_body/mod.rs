@@ -14,28 +14,36 @@
 //! and spreads its ESP groups; worker 1 only decrypts and finishes the
 //! parts handed to it, when the input lets it poll ([`HELPER`]). Both run
 //! on the fuzzer's thread, so the input decides the interleaving: parts
-//! that wait in the helper's inbox, come back after the reorder bound,
-//! are taken back, or race a replayed copy in the owner's own part.
+//! decrypted by the helper or waiting in its inbox until the owner takes
+//! them back, the owner's own parts once the helper's inbox is full,
+//! replayed copies in parts of both workers, and parts given up when the
+//! owner runs out of job boxes behind a part the helper has not done
+//! (they come back late).
 //!
 //! Input: one selector byte, then frames, each `[flags][len: u16 BE][bytes]`:
 //! * flags bit 0: port (0 protected, 1 unprotected);
 //! * flags bit 1: the burst ends after this frame (a port change ends it too);
 //! * flags bit 2: after this burst the clock moves 300 ms and the worker
 //!   ticks (neighbor retries, expiry of held packets);
-//! * flags bit 3 ([`HELPER`], fan-out only): after this burst the helper
-//!   polls once, then the owner (parts decrypted and back);
+//! * flags bit 3 ([`HELPER`]): after this burst the helper polls once (with
+//!   the fan-out: its parts decrypted and handed back), then the owner;
 //! * flags bit 4 ([`SHORT`]): after this burst the clock moves 40 µs and
-//!   the owner ticks (with the fan-out: past the take-back point of a
-//!   waiting part after one, past the 100 µs reorder bound after three).
+//!   the owner ticks (with the fan-out: past the 25 µs after which the
+//!   owner takes back the parts still waiting in the helper's inbox).
+//!
+//! (Before session 17 bits 3 and 4 meant nothing and did not end a burst;
+//! they now do in every config.)
 //!
 //! Invariants checked after every burst: no panic; every packet is accounted
 //! for (`WorkerCounters::balanced`); every frame sent has the port's MAC as
 //! source; every IP packet leaving the unprotected port comes from one of
 //! that port's own addresses (ESP, ESP-in-UDP, the gateway's own ICMP/ND)
 //! or is the bypass policy's traffic: no plaintext of the protected side
-//! ever leaves in the clear. With the fan-out, the same for both workers'
-//! queues, every worker's identity on its own, and at the end nothing is
-//! still out or waiting in a reorder stage.
+//! ever leaves in the clear. With the fan-out: only the owner transmits
+//! and counts (the helper's queues stay empty, its receive, transmit and
+//! drop counts zero), and at the end nothing is still out or waiting in a
+//! reorder stage and every packet the owner handed out (and did not take
+//! back) is one the helper decrypted.
 #![allow(dead_code)]
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -68,8 +76,10 @@ pub const SHORT: u8 = 0x10;
 /// Selector bit: two workers and the decrypt fan-out.
 pub const FAN_OUT: u8 = 0x08;
 
-/// At most this many frames per input (a DPDK burst is 32).
-const MAX_FRAMES: usize = 64;
+/// At most this many frames per input (a DPDK burst is 32; the fan-out's
+/// seeds need four bursts of 16 or more, and its job boxes, 32 with two
+/// workers, run out only after 32 groups).
+const MAX_FRAMES: usize = 128;
 
 /// Longest frame a port configured at the configs' MTU (1500) receives:
 /// longer ones are left out, as the device drops them. (The worker answers
@@ -356,8 +366,17 @@ impl Gateway {
         let mut out: [Vec<Vec<u8>>; 2] = [Vec::new(), Vec::new()];
         take_sent(&mut self.w, &mut self.tx, &mut out);
         if let Some((h, htx)) = &mut self.helper {
-            take_sent(h, htx, &mut out);
-            assert!(h.counters().balanced(), "helper: {:?}", h.counters());
+            // Only the owner transmits (and counts what it drops): the
+            // helper hands every part back, finished or not.
+            assert!(
+                htx.drain(PROT).next().is_none() && htx.drain(UNPROT).next().is_none(),
+                "the fan-out's helper queued a frame itself"
+            );
+            let c = h.counters();
+            assert!(
+                c.rx == 0 && c.tx == 0 && c.drops.total() == 0 && c.balanced(),
+                "helper: {c:?}"
+            );
         }
         for (p, frames) in out.iter().enumerate() {
             for f in frames {
@@ -371,10 +390,12 @@ impl Gateway {
     /// Stops both workers, once nothing is in flight between them.
     pub fn shutdown(&mut self) {
         if let Some((h, _)) = &mut self.helper {
+            let c = self.w.counters();
+            assert_eq!(c.spreading, 0, "fan-out parts still out at the end: {c:?}");
             assert_eq!(
-                self.w.counters().spreading,
-                0,
-                "fan-out parts still out at the end"
+                c.spread_out,
+                h.counters().spread_in,
+                "what the owner handed out and did not take back is what the helper decrypted"
             );
             h.shutdown();
             assert!(h.counters().balanced(), "helper: {:?}", h.counters());
@@ -435,9 +456,20 @@ fn check_sent(port: &PortInfo, p: usize, f: &[u8]) {
 
 /// One fuzz input.
 pub fn run(data: &[u8]) {
-    let Some((&selector, mut rest)) = data.split_first() else {
-        return;
-    };
+    run_observed(data, |_| {});
+}
+
+/// What a run leaves: the owner's counters and, with the fan-out, the
+/// helper's, after shutdown.
+pub struct Ran {
+    pub owner: espgw_dataplane::WorkerCounters,
+    pub helper: Option<espgw_dataplane::WorkerCounters>,
+}
+
+/// [`run`], handing `observe` every step's frames sent (per port, checked);
+/// `None` for an empty input.
+pub fn run_observed(data: &[u8], mut observe: impl FnMut(&[Vec<Vec<u8>>; 2])) -> Option<Ran> {
+    let (&selector, mut rest) = data.split_first()?;
     let mut gw = Gateway::b(selector);
     let mut burst: Vec<&[u8]> = Vec::new();
     let mut burst_port = PROT;
@@ -453,35 +485,39 @@ pub fn run(data: &[u8]) {
         }
         let port = usize::from(flags & PORT_BIT);
         if port != burst_port && !burst.is_empty() {
-            gw.burst(burst_port, &burst);
+            observe(&gw.burst(burst_port, &burst));
             burst.clear();
         }
         burst_port = port;
         burst.push(frame);
         if flags & (END_BURST | TICK | HELPER | SHORT) != 0 {
-            gw.burst(burst_port, &burst);
+            observe(&gw.burst(burst_port, &burst));
             burst.clear();
         }
         if flags & HELPER != 0 {
-            gw.helper_poll();
+            observe(&gw.helper_poll());
         }
         if flags & SHORT != 0 {
-            gw.tick(40_000);
+            observe(&gw.tick(40_000));
         }
         if flags & TICK != 0 {
-            gw.tick(300_000_000);
+            observe(&gw.tick(300_000_000));
         }
     }
     if !burst.is_empty() {
-        gw.burst(burst_port, &burst);
+        observe(&gw.burst(burst_port, &burst));
     }
     // Let held packets resolve or expire and the helper hand back what it
     // holds, then stop: the identity must hold with nothing left in flight.
     for _ in 0..20 {
-        gw.helper_poll();
-        gw.tick(300_000_000);
+        observe(&gw.helper_poll());
+        observe(&gw.tick(300_000_000));
     }
     gw.shutdown();
+    Some(Ran {
+        owner: gw.w.counters().clone(),
+        helper: gw.helper.as_ref().map(|(h, _)| h.counters().clone()),
+    })
 }
 
 /// Encodes frames as one input (the inverse of [`run`]'s reader).
