@@ -80,7 +80,7 @@ bench_one() {
     "$@" >"$txt" 2>&1 || rc=$?
     if [ "$rc" -ne 0 ]; then
         {
-            echo "(exit $rc: $(grep -cE '\| (LOST|BAD)| FAILED: ' "$txt" || true) rows lost or failed packets or cases failed; see $txt)"
+            echo "(exit $rc: $(grep -cE '\| (LOST|BAD|NO PACKETS)| FAILED: ' "$txt" || true) rows lost, failed or saw no packets, or cases failed; see $txt)"
             grep -E ' FAILED: |^espgw bench: ' "$txt" | tail -3 || true
         } | tee -a "$log"
     fi
@@ -123,7 +123,7 @@ run() {
         bench_one "$out/scaling.txt" "$out/scaling-$n.txt" "$out/scaling-$n.json" \
             "${espgw[@]}" bench --suite aes128gcm16 --sizes 64,1420,imix --direction both \
             --workers "$n" --seconds 0.5 --json "$out/scaling-$n.json" || continue
-        grep -E ' worker ' "$out/scaling-$n.txt" | tee -a "$out/scaling.txt"
+        { grep -E ' worker ' "$out/scaling-$n.txt" || true; } | tee -a "$out/scaling.txt"
     done
     [ "$NO_JSON" -eq 0 ]
 }

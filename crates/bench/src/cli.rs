@@ -152,7 +152,12 @@ pub fn run(args: &Args) -> Result<bool, String> {
     }
     let ok = rep.all_valid();
     if !ok {
-        eprintln!("espgw bench: some packets failed the sink's checks or were lost (see the check column)");
+        if rep.rows.iter().all(crate::runner::Row::valid) {
+            eprintln!("espgw bench: some cases could not be measured (see the FAILED lines)");
+        } else {
+            eprintln!("espgw bench: some packets failed the sink's checks or were lost (see the check column{})",
+                if rep.failures.is_empty() { "" } else { " and the FAILED lines" });
+        }
     }
     Ok(ok)
 }
