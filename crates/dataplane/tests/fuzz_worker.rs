@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use espgw_wire::checksum;
 use espgw_wire::MacAddr;
 use fuzz_worker_body as body;
-use fuzz_worker_body::{Gateway, END_BURST, FAN_OUT, HELPER, PROT, SHORT, TICK, UNPROT};
+use fuzz_worker_body::{Gateway, END_BURST, FAN_OUT, HELPER, LATE_SEND, PROT, SHORT, TICK, UNPROT};
 
 fn corpus_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/worker")
@@ -395,6 +395,8 @@ fn fan_out_seed_inputs() -> Vec<Vec<u8>> {
         for how in FAN_OUT_KINDS {
             out.push(body::encode(selector | FAN_OUT, &fan_out_frames(&esp, how)));
         }
+        let late = fan_out_frames(&esp, FanOut::BoxesRunOut);
+        out.push(body::encode(selector | FAN_OUT | LATE_SEND, &late));
     }
     out
 }
@@ -466,13 +468,33 @@ fn peer_esp_seeds_are_decrypted_by_the_gateway_under_test() {
 /// updated) and the one of burst 5 (caught by the owner against the
 /// helper's) are the only drops; the helper decrypted the three parts
 /// handed to it, or none when the owner took them back. When the job boxes
-/// run out, the part given up comes back late and is dropped
-/// (`reorder_late`), the rest still in order.
+/// run out, the parts given up come back late and are dropped
+/// (`reorder_late`), the rest still in order; or, with `spread_late =
+/// "send"`, sent then, behind the packets that overtook them, none lost.
 #[test]
 fn fan_out_seeds_deliver_every_packet_once_in_order() {
     use espgw_dataplane::DropReason;
     for selector in 0..body::CONFIGS {
         let esp = esp_from_a(selector, &numbered_udp(FAN_OUT_PACKETS));
+        // With `spread_late = "send"`, the 17 packets given up are sent
+        // when they come back, after the ones that overtook them.
+        let input = body::encode(
+            selector | FAN_OUT | LATE_SEND,
+            &fan_out_frames(&esp, FanOut::BoxesRunOut),
+        );
+        let mut delivered = Vec::new();
+        let ran = body::run_observed(&input, |out| {
+            delivered.extend(out[PROT].iter().filter_map(|f| number_of(f)));
+        })
+        .unwrap();
+        let what = format!("selector {selector}, late parts sent: {:?}", ran.owner);
+        assert_eq!(
+            delivered,
+            (17..50).chain(0..17).collect::<Vec<_>>(),
+            "{what}"
+        );
+        assert_eq!(ran.owner.reorder_late_sent, 17, "{what}");
+        assert_eq!(ran.owner.drops.total(), 0, "{what}");
         for how in FAN_OUT_KINDS {
             let input = body::encode(selector | FAN_OUT, &fan_out_frames(&esp, how));
             let mut delivered = Vec::new();

@@ -9,7 +9,8 @@
 //! (plain ESP / UDP 4500) and its suite (AES-GCM / AES-CBC+HMAC-SHA256): eight
 //! configs. Its peer, gateway A ([`config_text`] with `b_side = false`), makes
 //! the ESP in the seed corpus with espgw's own encap. Selector bit 3
-//! ([`FAN_OUT`]) runs B with two workers and the decrypt fan-out
+//! ([`FAN_OUT`]; bit 4, [`LATE_SEND`]: with late parts sent on, not
+//! dropped) runs B with two workers and the decrypt fan-out
 //! (`spread_decrypt`, docs/multicore.md): worker 0 receives every frame
 //! and spreads its ESP groups; worker 1 only decrypts and finishes the
 //! parts handed to it, when the input lets it poll ([`HELPER`]). Both run
@@ -50,6 +51,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
+use espgw_control::config::SpreadLate;
 use espgw_control::tables::Tables;
 use espgw_control::{Config, HostFacts};
 use espgw_dataplane::neighbor::SharedNeighbors;
@@ -75,6 +77,9 @@ pub const SHORT: u8 = 0x10;
 
 /// Selector bit: two workers and the decrypt fan-out.
 pub const FAN_OUT: u8 = 0x08;
+/// Selector bit, with [`FAN_OUT`]: late parts sent on (`spread_late =
+/// "send"`, counted in `reorder_late_sent`) instead of dropped.
+pub const LATE_SEND: u8 = 0x10;
 
 /// At most this many frames per input (a DPDK burst is 32; the fan-out's
 /// seeds need four bursts of 16 or more, and its job boxes, 32 with two
@@ -298,11 +303,11 @@ impl Gateway {
 
     /// Two workers sharing the snapshot and the neighbor board, worker 0
     /// spreading every ESP group worth it over both (`spread_decrypt =
-    /// "on"`, late parts dropped, the default 100 µs bound).
-    pub fn fan_out((net, tables): Snapshot) -> Gateway {
+    /// "on"`, the default 100 µs bound), late parts met with `late`.
+    pub fn fan_out((net, tables): Snapshot, late: SpreadLate) -> Gateway {
         let ports = net.ports.len();
         let shared = SharedNeighbors::default();
-        let rings = SpreadRings::new(2);
+        let rings = SpreadRings::with_late(2, late);
         let mut w = Worker::new(
             0,
             Arc::clone(&net),
@@ -327,7 +332,12 @@ impl Gateway {
         let cfg = &b_configs()[usize::from(selector % CONFIGS)];
         let snapshot = tables(cfg, [B_PROT_MAC, B_UNPROT_MAC]);
         if selector & FAN_OUT != 0 {
-            Gateway::fan_out(snapshot)
+            let late = if selector & LATE_SEND != 0 {
+                SpreadLate::Send
+            } else {
+                SpreadLate::Drop
+            };
+            Gateway::fan_out(snapshot, late)
         } else {
             Gateway::new(snapshot)
         }
