@@ -22,6 +22,11 @@
 #       SPREAD=1, `--spread-decrypt` too: worker 0 receives the tunnel's
 #       ESP and fans it out (one shared pair) or hands each SA to its
 #       worker (PER_CPU_SAS=1: the per-CPU SA handoff).
+#   TUNNELS=all bench/scaling.sh run DIR OUT [WORKERS...]
+#       there: all four ways of carrying one tunnel, each as TUNNELS=1
+#       does, into OUT/one-sa, OUT/fan-out (SPREAD=1), OUT/per-cpu-sas
+#       (PER_CPU_SAS=1) and OUT/handoff (both): about 80 s per mode with
+#       1 2 4 8 16 workers and SECONDS_PER_LAYER=0.5 (the default).
 #   bench/scaling.sh run DIR OUT [WORKERS...]
 #       there: one `espgw bench --workers N` per N (default: 2 4 8 and all
 #       CPUs), aes128gcm16 at 64, 1420 and imix, both directions; writes
@@ -113,6 +118,17 @@ run() {
     local espgw=("$loader" --library-path "$dir/lib" "$dir/espgw")
     echo "machine: $cpus CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), commit $(cat "$dir/COMMIT")" |
         tee "$out/scaling.txt"
+    if [ "${TUNNELS:-}" = all ]; then
+        # Every way of carrying one tunnel on N workers, one after the
+        # other, each in its own folder: what a device session runs.
+        ESPGW_CMD=("${espgw[@]}")
+        local failed=0
+        one_tunnel_mode "$out/one-sa" "" "" "${workers[@]}" || failed=1
+        one_tunnel_mode "$out/fan-out" "" 1 "${workers[@]}" || failed=1
+        one_tunnel_mode "$out/per-cpu-sas" 1 "" "${workers[@]}" || failed=1
+        one_tunnel_mode "$out/handoff" 1 1 "${workers[@]}" || failed=1
+        return $failed
+    fi
     if [ -n "${TUNNELS:-}" ]; then
         ESPGW_CMD=("${espgw[@]}")
         one_tunnel_runs "$out" "${workers[@]}"
@@ -189,6 +205,15 @@ one_tunnel_runs() {
     done
     echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/one-tunnel.txt"
     [ "$NO_JSON" -eq 0 ]
+}
+
+# one_tunnel_runs into OUT with PER_CPU_SAS and SPREAD set to $2 and $3
+# (empty: unset) for this call only.
+one_tunnel_mode() {
+    local out=$1 per_cpu=$2 spread=$3
+    shift 3
+    echo "== mode: $(basename "$out") (PER_CPU_SAS=${per_cpu:-} SPREAD=${spread:-})" | tee -a "$(dirname "$out")/scaling.txt"
+    PER_CPU_SAS=$per_cpu SPREAD=$spread one_tunnel_runs "$out" "$@"
 }
 
 one_tunnel() {
