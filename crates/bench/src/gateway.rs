@@ -194,6 +194,7 @@ fn parse_config(
     let host = HostFacts {
         cpus: cpus.max(1),
         check_permissions: false,
+        isolated_cpus: None,
     };
     let text = config_text(suite, tunnels, replay_window, outer);
     espgw_control::parse_str(Path::new("bench.toml"), text, &host)

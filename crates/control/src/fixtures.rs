@@ -317,6 +317,7 @@ mod tests {
         let host = HostFacts {
             cpus: 2,
             check_permissions: false,
+            isolated_cpus: None,
         };
         match crate::parse_str(Path::new("fixture.toml"), text.clone(), &host) {
             Ok((c, _)) => c,

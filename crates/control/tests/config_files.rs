@@ -142,6 +142,7 @@ fn keys_can_live_in_a_key_file_next_to_the_config() {
         &HostFacts {
             cpus: 4,
             check_permissions: true,
+            isolated_cpus: None,
         },
     )
     .unwrap_or_else(|d| panic!("{}", render(&d)));
@@ -207,6 +208,7 @@ fn readable_files_with_keys_get_a_warning() {
     let facts = HostFacts {
         cpus: 4,
         check_permissions: true,
+        isolated_cpus: None,
     };
     write(&config, &base(), 0o644);
     let (_, warnings) = load_with(&config, &facts).unwrap();
@@ -231,6 +233,7 @@ fn files_others_can_change_get_a_warning() {
     let facts = HostFacts {
         cpus: 4,
         check_permissions: true,
+        isolated_cpus: None,
     };
     // No inline keys: readable is fine, writable by group/others is not.
     let no_keys = with_key_file(&base());

@@ -293,3 +293,63 @@ fn mbufs_fewer_than_the_fan_out_may_hold_are_warned_about() {
     ));
     assert!(!warned("mbufs = 1023"));
 }
+
+/// With the fan-out, workers on cores the kernel also schedules other
+/// tasks on make parts late (docs/multicore.md, "Who makes parts late"):
+/// warned about where this host's isolated CPUs are known, at `lcores`
+/// naming the shared cores, or at `spread_decrypt` when the workers are
+/// not pinned; nothing without the fan-out or where the host is unknown.
+#[test]
+fn fan_out_workers_on_cores_not_isolated_are_warned_about() {
+    let on_host = |lines: &str, isolated: Option<Vec<u32>>| {
+        let host = espgw_control::HostFacts {
+            isolated_cpus: isolated,
+            ..host()
+        };
+        let text = with_dp(2, lines);
+        let (_, diags) = espgw_control::parse_str(std::path::Path::new("test.toml"), text, &host)
+            .unwrap_or_else(|d| panic!("{}", render(&d)));
+        let shown = render(&diags);
+        shown
+            .contains("makes that worker's fan-out parts late")
+            .then_some(shown)
+    };
+    let fan_out = "spread_decrypt = \"auto\"";
+    // Not pinned.
+    let shown = on_host(fan_out, Some(vec![2, 3])).expect("warned");
+    assert!(
+        shown.contains("dataplane.spread_decrypt") && shown.contains("not pinned"),
+        "{shown}"
+    );
+    // Pinned, one of the two on a shared core.
+    let pinned = format!("{fan_out}\nlcores = \"2,4\"");
+    let shown = on_host(&pinned, Some(vec![2, 3])).expect("warned");
+    assert!(
+        shown.contains("dataplane.lcores") && shown.contains("worker cores 4 are not isolated"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("100 us") && shown.contains("isolcpus="),
+        "{shown}"
+    );
+    // Pinned to isolated cores; no fan-out; an unknown host.
+    assert_eq!(
+        on_host(&format!("{fan_out}\nlcores = \"2-3\""), Some(vec![2, 3])),
+        None
+    );
+    assert_eq!(on_host("lcores = \"2,4\"", Some(vec![2, 3])), None);
+    assert_eq!(on_host(&pinned, None), None);
+    // No core isolated at all (the file is empty).
+    assert!(on_host(&pinned, Some(vec![])).is_some());
+}
+
+/// The kernel's CPU list format, as /sys/devices/system/cpu/isolated has it.
+#[test]
+fn isolated_cpu_lists_parse_as_the_kernel_writes_them() {
+    use espgw_control::config::parse_cpu_list;
+    assert_eq!(parse_cpu_list("\n"), Some(vec![]));
+    assert_eq!(parse_cpu_list("2-3\n"), Some(vec![2, 3]));
+    assert_eq!(parse_cpu_list("1,4-6,9\n"), Some(vec![1, 4, 5, 6, 9]));
+    assert_eq!(parse_cpu_list("3-1"), None);
+    assert_eq!(parse_cpu_list("x"), None);
+}

@@ -332,6 +332,7 @@ fn request_seed_sessions_succeed() {
         &espgw_control::HostFacts {
             cpus: 2,
             check_permissions: false,
+            isolated_cpus: None,
         },
     ) {
         Ok((c, _)) => c,

@@ -37,6 +37,7 @@ pub fn config(text: String) -> Config {
     let host = HostFacts {
         cpus: 2,
         check_permissions: false,
+        isolated_cpus: None,
     };
     match parse_str(Path::new("test.toml"), text, &host) {
         Ok((c, _)) => c,

@@ -87,6 +87,7 @@ fn config_of(text: String) -> espgw_control::config::Config {
     let host = HostFacts {
         cpus: 2,
         check_permissions: false,
+        isolated_cpus: None,
     };
     match espgw_control::parse_str(Path::new("test.toml"), text, &host) {
         Ok((c, _)) => c,

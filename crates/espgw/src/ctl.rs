@@ -490,6 +490,7 @@ mod tests {
         let host = HostFacts {
             cpus: 1,
             check_permissions: false,
+            isolated_cpus: None,
         };
         let mut g = GatewayToml::demo(1).name("gw-a");
         g.tunnels.clear();
@@ -795,6 +796,7 @@ mod tests {
         let host = HostFacts {
             cpus: 1,
             check_permissions: false,
+            isolated_cpus: None,
         };
         let (config, _) =
             espgw_control::parse_str(&dir.join("gw.toml"), config_text(), &host).unwrap();

@@ -17,6 +17,7 @@ use super::net::Prefix;
 use super::reader::Ctx;
 use super::sections::dataplane::DEFAULT_SPREAD_WAIT_US;
 use super::sections::Located;
+use super::HostFacts;
 use crate::tables::{Family, IpPrefix};
 
 /// Warns at `tunnel[i].local_ts` for every protected port facing the
@@ -177,6 +178,51 @@ pub(crate) fn warn_mbufs_under_fan_out(ctx: &mut Ctx, dp: &Dataplane) {
     );
 }
 
+/// With the decrypt fan-out, a part whose worker is held off its CPU
+/// longer than `spread_wait_us` comes back late (dropped, or sent out of
+/// order): on cores the kernel also schedules other tasks and its own
+/// threads on, that happens every few seconds (docs/multicore.md, "Who
+/// makes parts late"). Warned when this host's isolated CPUs are known and
+/// the workers are not pinned (`lcores`) or not all on isolated ones.
+pub(crate) fn warn_fan_out_on_shared_cores(ctx: &mut Ctx, dp: &Dataplane, host: &HostFacts) {
+    let Some(isolated) = &host.isolated_cpus else {
+        return;
+    };
+    if dp.workers < 2 || dp.spread_when().is_none() {
+        return;
+    }
+    let remedy = format!(
+        "another task or kernel thread holding a worker's CPU longer than spread_wait_us ({} us) \
+         makes that worker's fan-out parts late; isolate the workers' cores (isolcpus=, \
+         nohz_full=, rcu_nocbs= on the kernel command line; docs/config.md)",
+        dp.spread_wait_us
+    );
+    match &dp.lcores {
+        None => ctx.warn(
+            "dataplane.spread_decrypt",
+            format!("the workers are not pinned to cores (`lcores`): {remedy}"),
+        ),
+        Some(lcores) => {
+            let shared: Vec<String> = lcores
+                .iter()
+                .take(dp.workers)
+                .filter(|c| !isolated.contains(c))
+                .map(u32::to_string)
+                .collect();
+            if !shared.is_empty() {
+                ctx.warn(
+                    "dataplane.lcores",
+                    format!(
+                        "with spread_decrypt, worker cores {} are not isolated from the scheduler \
+                         on this host: {remedy}",
+                        shared.join(",")
+                    ),
+                );
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;
@@ -221,6 +267,7 @@ in = {{ spi = 0x2001, key = "ffeeddccbbaa99887766554433221100a1a2a3a4" }}
         let host = HostFacts {
             cpus: 4,
             check_permissions: false,
+            isolated_cpus: None,
         };
         match parse_str(Path::new("test.toml"), text, &host) {
             Ok((_, w)) => w

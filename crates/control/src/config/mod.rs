@@ -54,6 +54,10 @@ pub struct HostFacts {
     /// Warn about config and key files others can change (or, holding
     /// keys, read).
     pub check_permissions: bool,
+    /// The CPUs the kernel keeps other tasks off (`isolcpus=`, read from
+    /// /sys/devices/system/cpu/isolated); `None` where not known, and
+    /// then nothing is said about it.
+    pub isolated_cpus: Option<Vec<u32>>,
 }
 
 impl HostFacts {
@@ -61,7 +65,20 @@ impl HostFacts {
         HostFacts {
             cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
             check_permissions: true,
+            isolated_cpus: std::fs::read_to_string("/sys/devices/system/cpu/isolated")
+                .ok()
+                .and_then(|s| parse_cpu_list(&s)),
         }
+    }
+}
+
+/// A kernel CPU list (`0-3,8,10-11`, empty for none: the format of
+/// /sys/devices/system/cpu/isolated and of `lcores`) as CPU numbers; `None`
+/// if it is not one.
+pub fn parse_cpu_list(text: &str) -> Option<Vec<u32>> {
+    match text.trim() {
+        "" => Some(Vec::new()),
+        list => net::parse_lcores(list).ok(),
     }
 }
 
@@ -276,6 +293,7 @@ fn read_document(ctx: &mut Ctx, root: &Table, host: &HostFacts, base_dir: &Path)
     lints::warn_local_ts_without_own_address(ctx, &port_items, &routes, &tunnels);
     lints::warn_replay_window_under_fan_out(ctx, &dataplane, &tunnels, &connections);
     lints::warn_mbufs_under_fan_out(ctx, &dataplane);
+    lints::warn_fan_out_on_shared_cores(ctx, &dataplane, host);
 
     let config = default_action.map(|default_action| Config {
         source: ctx.src.path.clone(),

@@ -65,6 +65,7 @@ impl TunnelParser {
         let host = HostFacts {
             cpus: 1,
             check_permissions: false,
+            isolated_cpus: None,
         };
         let source = self.base_dir.join("<sa_add>");
         match parse_str(&source, text, &host) {

@@ -34,6 +34,7 @@ pub fn host() -> HostFacts {
     HostFacts {
         cpus: 4,
         check_permissions: false,
+        isolated_cpus: None,
     }
 }
 

@@ -37,6 +37,7 @@ fn host() -> HostFacts {
     HostFacts {
         cpus: 2,
         check_permissions: false,
+        isolated_cpus: None,
     }
 }
 

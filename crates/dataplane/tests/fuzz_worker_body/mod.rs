@@ -241,6 +241,7 @@ fn parse(text: String) -> Config {
     let host = HostFacts {
         cpus: 2,
         check_permissions: false,
+        isolated_cpus: None,
     };
     match espgw_control::parse_str(Path::new("fuzz.toml"), text, &host) {
         Ok((c, _)) => c,

@@ -547,6 +547,7 @@ mod tests {
         let host = espgw_control::HostFacts {
             cpus: 4,
             check_permissions: false,
+            isolated_cpus: None,
         };
         espgw_control::parse_str(&path, text, &host)
             .expect("valid test config")
