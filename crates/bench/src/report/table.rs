@@ -2,6 +2,9 @@
 
 use std::fmt::Write;
 
+use espgw_esp::Suite;
+
+use crate::options::{Direction, Size};
 use crate::runner::{Report, Row};
 
 fn opt(v: Option<f64>, width: usize, prec: usize) -> String {
@@ -39,6 +42,18 @@ fn check(row: &Row) -> String {
 }
 
 /// The whole table, with a legend.
+/// The columns that name a case (suite, size, direction, workers), as
+/// its rows and a failed case's line start.
+fn case_columns(suite: Suite, size: Size, direction: Direction, workers: usize) -> String {
+    format!(
+        "{:<16} {:>5} {:<7} {:>3}",
+        suite.name(),
+        size.label(),
+        direction.name(),
+        workers
+    )
+}
+
 pub fn render(report: &Report) -> String {
     let mut s = String::new();
     if report.options.workers > report.machine.logical_cpus {
@@ -125,11 +140,8 @@ pub fn render(report: &Report) -> String {
         let r = &row.rates;
         let _ = writeln!(
             s,
-            "{:<16} {:>5} {:<7} {:>3} {:<6} | {:>7.2} {:>7.2} {:>7.2} {:>8.0} {} | {:>7.0} {:>5.1} | {:>7.2} {:>7.2} {:>7.2} | {} {:>7.2} {:>7.2} | {}",
-            row.suite.name(),
-            row.size.label(),
-            row.direction.name(),
-            row.workers,
+            "{} {:<6} | {:>7.2} {:>7.2} {:>7.2} {:>8.0} {} | {:>7.0} {:>5.1} | {:>7.2} {:>7.2} {:>7.2} | {} {:>7.2} {:>7.2} | {}",
+            case_columns(row.suite, row.size, row.direction, row.workers),
             row.layer.name(),
             r.mpps,
             r.gbps_inner,
@@ -148,15 +160,8 @@ pub fn render(report: &Report) -> String {
         );
     }
     for f in &report.failures {
-        let _ = writeln!(
-            s,
-            "\n{:<16} {:>5} {:<7} {:>3} FAILED: {}",
-            f.suite.name(),
-            f.size.label(),
-            f.direction.name(),
-            f.workers,
-            f.error
-        );
+        let case = case_columns(f.suite, f.size, f.direction, f.workers);
+        let _ = writeln!(s, "\n{case} FAILED: {}", f.error);
     }
     let _ = write!(
         s,
