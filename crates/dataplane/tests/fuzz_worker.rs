@@ -462,6 +462,17 @@ fn peer_esp_seeds_are_decrypted_by_the_gateway_under_test() {
     }
 }
 
+/// Runs `input` through the fuzz body: which of [`numbered_udp`]'s
+/// packets reached host B, in the order they left, and the counters.
+fn delivered_to_host_b(input: &[u8]) -> (Vec<usize>, body::Ran) {
+    let mut delivered = Vec::new();
+    let ran = body::run_observed(input, |out| {
+        delivered.extend(out[PROT].iter().filter_map(|f| number_of(f)));
+    })
+    .expect("a non-empty input");
+    (delivered, ran)
+}
+
 /// The fan-out seeds are real fan-out traffic, for every config: the
 /// packets reach host B in order, each once, the four replays of burst 4
 /// (caught by the helper against the window the owner and the helper
@@ -482,11 +493,7 @@ fn fan_out_seeds_deliver_every_packet_once_in_order() {
             selector | FAN_OUT | LATE_SEND,
             &fan_out_frames(&esp, FanOut::BoxesRunOut),
         );
-        let mut delivered = Vec::new();
-        let ran = body::run_observed(&input, |out| {
-            delivered.extend(out[PROT].iter().filter_map(|f| number_of(f)));
-        })
-        .unwrap();
+        let (delivered, ran) = delivered_to_host_b(&input);
         let what = format!("selector {selector}, late parts sent: {:?}", ran.owner);
         assert_eq!(
             delivered,
@@ -497,11 +504,7 @@ fn fan_out_seeds_deliver_every_packet_once_in_order() {
         assert_eq!(ran.owner.drops.total(), 0, "{what}");
         for how in FAN_OUT_KINDS {
             let input = body::encode(selector | FAN_OUT, &fan_out_frames(&esp, how));
-            let mut delivered = Vec::new();
-            let ran = body::run_observed(&input, |out| {
-                delivered.extend(out[PROT].iter().filter_map(|f| number_of(f)));
-            })
-            .unwrap();
+            let (delivered, ran) = delivered_to_host_b(&input);
             let (c, helper) = (ran.owner, ran.helper.unwrap());
             let what = format!("selector {selector}, {how:?}: {c:?}");
             if let FanOut::BoxesRunOut = how {
