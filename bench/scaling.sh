@@ -25,8 +25,10 @@
 #   TUNNELS=all bench/scaling.sh run DIR OUT [WORKERS...]
 #       there: all four ways of carrying one tunnel, each as TUNNELS=1
 #       does, into OUT/one-sa, OUT/fan-out (SPREAD=1), OUT/per-cpu-sas
-#       (PER_CPU_SAS=1) and OUT/handoff (both): about 80 s per mode with
-#       1 2 4 8 16 workers and SECONDS_PER_LAYER=0.5 (the default).
+#       (PER_CPU_SAS=1) and OUT/handoff (both). One mode with 1 2 4 8 16
+#       workers and SECONDS_PER_LAYER=0.5 (the default) took 61 s on the
+#       2-vCPU build machine (TUNNELS=1 SPREAD=1, session 17): about 4
+#       minutes for all four.
 #   bench/scaling.sh run DIR OUT [WORKERS...]
 #       there: one `espgw bench --workers N` per N (default: 2 4 8 and all
 #       CPUs), aes128gcm16 at 64, 1420 and imix, both directions; writes
