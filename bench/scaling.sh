@@ -21,7 +21,10 @@
 #       tunnel runs on per-CPU SA pairs (`--per-cpu-sas`) instead. With
 #       SPREAD=1, `--spread-decrypt` too: worker 0 receives the tunnel's
 #       ESP and fans it out (one shared pair) or hands each SA to its
-#       worker (PER_CPU_SAS=1: the per-CPU SA handoff).
+#       worker (PER_CPU_SAS=1: the per-CPU SA handoff). SIZES (default
+#       64,1420), DIRECTION (default both) and BENCH_ARGS (more `espgw
+#       bench` options, e.g. --streaming-rx or --max-simd-bitwidth 256)
+#       change what each run measures.
 #   TUNNELS=all bench/scaling.sh run DIR OUT [WORKERS...]
 #       there: all four ways of carrying one tunnel, each as TUNNELS=1
 #       does, into OUT/one-sa, OUT/fan-out (SPREAD=1), OUT/per-cpu-sas
@@ -198,12 +201,17 @@ one_tunnel_runs() {
     # SPREAD=1: one receiving worker, the fan-out or the handoff.
     [ -n "${SPREAD:-}" ] && mode+=(--spread-decrypt)
     for n in "${workers[@]}"; do
-        local cmd=("${ESPGW_CMD[@]}" bench --suite aes128gcm16 --sizes 64,1420 --direction both
-            --workers "$n" "${mode[@]}" --seconds "$seconds" --json "$out/one-tunnel-$n.json")
+        # shellcheck disable=SC2206 # BENCH_ARGS: words on purpose
+        local cmd=("${ESPGW_CMD[@]}" bench --suite aes128gcm16 --sizes "${SIZES:-64,1420}"
+            --direction "${DIRECTION:-both}" --workers "$n" "${mode[@]}" --seconds "$seconds"
+            ${BENCH_ARGS:-} --json "$out/one-tunnel-$n.json")
         echo "== ${cmd[*]}" | tee -a "$out/one-tunnel.txt"
         bench_one "$out/one-tunnel.txt" "$out/one-tunnel-$n.txt" "$out/one-tunnel-$n.json" \
             "${cmd[@]}" || continue
-        summary "$out/one-tunnel-$n.json" | tee -a "$out/one-tunnel.txt"
+        # The summary is a convenience (it needs python3): the JSON is the
+        # measurement, so a machine without python3 still runs every N.
+        { summary "$out/one-tunnel-$n.json" || echo "(no summary: python3 failed)"; } |
+            tee -a "$out/one-tunnel.txt"
     done
     echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/one-tunnel.txt"
     [ "$NO_JSON" -eq 0 ]

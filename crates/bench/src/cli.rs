@@ -35,6 +35,8 @@ pub struct Args {
     /// 256 or 512 (default): the ciphers' widest vector registers, as
     /// `[dataplane] max_simd_bitwidth`.
     pub max_simd_bitwidth: Option<u16>,
+    /// Streaming stores in the generator (as a NIC's DMA; default off).
+    pub streaming_rx: bool,
     pub json: Option<PathBuf>,
     pub svg: Option<PathBuf>,
 }
@@ -113,6 +115,7 @@ impl Args {
         if let Some(bits) = self.max_simd_bitwidth {
             o.simd_width = options::parse_simd_width(bits)?;
         }
+        o.streaming_rx = self.streaming_rx;
         o.json = self.json.clone();
         o.svg = self.svg.clone();
         Ok(o)

@@ -30,6 +30,8 @@ pub struct Generator {
     next: usize,
     staging: Burst<BURST>,
     pub slots: [Slot; BURST],
+    /// Streaming stores (see [`Generator::streaming`]).
+    streaming: bool,
 }
 
 impl Generator {
@@ -40,7 +42,18 @@ impl Generator {
             next: 0,
             staging: Burst::new(),
             slots: [Slot::default(); BURST],
+            streaming: false,
         }
+    }
+
+    /// With `on`, [`Generator::fill`] writes each packet with streaming
+    /// (non-temporal) stores, as a NIC's DMA would: the packet starts in
+    /// memory, not in this core's cache, and writing into a buffer another
+    /// core dirtied last (a fan-out helper decrypted it) does not wait for
+    /// that core to give its lines up (`--streaming-rx`).
+    pub fn streaming(mut self, on: bool) -> Self {
+        self.streaming = on;
+        self
     }
 
     /// Appends [`BURST`] filled mbufs to `out` (in template order) and
@@ -58,7 +71,12 @@ impl Generator {
         out[first..].reverse();
         for (i, m) in out[first..].iter_mut().enumerate() {
             let t = &self.templates[self.next];
-            m.extend_from_slice(&t.bytes).map_err(|_| {
+            let copied = if self.streaming {
+                m.extend_from_slice_streaming(&t.bytes)
+            } else {
+                m.extend_from_slice(&t.bytes)
+            };
+            copied.map_err(|_| {
                 format!(
                     "generator: {}-byte packet does not fit an mbuf",
                     t.bytes.len()
@@ -72,6 +90,10 @@ impl Generator {
             if self.next == self.templates.len() {
                 self.next = 0;
             }
+        }
+        if self.streaming {
+            // Before the stage may hand a packet to another worker.
+            Mbuf::streaming_fence();
         }
         Ok(wrapped)
     }

@@ -205,6 +205,10 @@ pub struct Options {
     /// The ciphers' widest vector registers (`--max-simd-bitwidth`):
     /// 256 measures, on a CPU with AVX-512, the code an AVX2-only CPU runs.
     pub simd_width: SimdWidth,
+    /// The generator writes packets with streaming stores
+    /// (`--streaming-rx`): they start in memory, as after a NIC's DMA, not
+    /// in the receiving worker's cache.
+    pub streaming_rx: bool,
     pub json: Option<PathBuf>,
     pub svg: Option<PathBuf>,
     /// The command line as typed, for the JSON report.
@@ -234,6 +238,7 @@ impl Default for Options {
             per_cpu_sas: false,
             outer: Outer::Esp4,
             simd_width: SimdWidth::Bits512,
+            streaming_rx: false,
             json: None,
             svg: None,
             command: String::new(),

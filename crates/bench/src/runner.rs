@@ -150,7 +150,7 @@ pub fn run(opts: &Options) -> Result<Report, String> {
         .map(|w| {
             Mempool::new(
                 &format!("bench{w}"),
-                POOL_MBUFS,
+                pool_mbufs(opts, w),
                 POOL_CACHE,
                 DATA_ROOM,
                 SOCKET_ANY,
@@ -192,6 +192,7 @@ pub fn run(opts: &Options) -> Result<Report, String> {
                         spread_late: opts.spread_late,
                         spread_wait_ns: u64::from(opts.spread_wait_us) * 1000,
                         per_cpu: opts.per_cpu_sas,
+                        streaming_rx: opts.streaming_rx,
                         tsc_hz: tsc_hz as f64,
                     };
                     match run_case(spec, &pools[..n], &cores) {
@@ -288,6 +289,32 @@ pub fn replay_window(opts: &Options) -> u32 {
     }
 }
 
+/// Mbufs of worker `w`'s pool. A worker that receives a tunnel for the
+/// decrypt fan-out or the handoff (one of the first `tunnels`) needs, on
+/// top of [`POOL_MBUFS`], what its job boxes may hold out
+/// (`fan_out_jobs` bursts) and what the other workers' mempool caches may
+/// keep of its pool: with the handoff they free its packets on their own
+/// lcores, each cache holding up to 1.5 times its size and a burst
+/// before it gives any back (with 16 workers, 4095 ran out: session 18).
+/// Rounded up to a power of two less one, the size a DPDK ring-backed
+/// pool uses best.
+fn pool_mbufs(opts: &Options, w: usize) -> u32 {
+    let receives = w < options::tunnels_for(opts.tunnels, opts.workers);
+    if !(opts.spread_decrypt && receives) || opts.workers < 2 {
+        return POOL_MBUFS;
+    }
+    let burst = crate::generator::BURST;
+    let jobs = fan_out_jobs(opts.workers, opts.spread_wait_us).saturating_mul(burst);
+    let caches = opts
+        .workers
+        .saturating_mul(POOL_CACHE as usize * 3 / 2 + burst);
+    let want = (POOL_MBUFS as usize)
+        .saturating_add(jobs)
+        .saturating_add(caches)
+        .saturating_add(1);
+    u32::try_from(want.next_power_of_two() - 1).unwrap_or(u32::MAX)
+}
+
 /// One case and how to measure it.
 #[derive(Debug, Clone, Copy)]
 struct CaseSpec {
@@ -310,6 +337,8 @@ struct CaseSpec {
     spread_late: SpreadLate,
     /// The fan-out's reorder bound.
     spread_wait_ns: u64,
+    /// The generator's streaming stores (`--streaming-rx`).
+    streaming_rx: bool,
     tsc_hz: f64,
 }
 
@@ -467,6 +496,7 @@ fn measure_layers(spec: CaseSpec, env: &WorkerEnv<'_>) -> Result<Vec<Measured>, 
         tsc_hz: spec.tsc_hz,
         spread: env.spread,
         lanes: &lanes,
+        streaming_rx: spec.streaming_rx,
     });
     let mut steps = Vec::new();
     if let Some(ctx) = &ctx {
@@ -566,4 +596,29 @@ fn rows_of_case(
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fan-out or handoff owner's pool holds its job boxes' packets and
+    /// every other worker's cache of it; the other pools stay small.
+    #[test]
+    fn a_receiving_workers_pool_covers_its_boxes_and_the_caches() {
+        let mut opts = Options {
+            workers: 16,
+            tunnels: Some(1),
+            spread_decrypt: true,
+            ..Options::default()
+        };
+        let owner = pool_mbufs(&opts, 0) as usize;
+        let boxes = fan_out_jobs(16, opts.spread_wait_us) * crate::generator::BURST;
+        let caches = 16 * (POOL_CACHE as usize * 3 / 2 + crate::generator::BURST);
+        assert!(owner >= POOL_MBUFS as usize + boxes + caches, "{owner}");
+        assert!((owner + 1).is_power_of_two());
+        assert_eq!(pool_mbufs(&opts, 1), POOL_MBUFS);
+        opts.spread_decrypt = false;
+        assert_eq!(pool_mbufs(&opts, 0), POOL_MBUFS);
+    }
 }

@@ -267,6 +267,20 @@ impl InnerExpect {
 
 /// Checks a restored inner IPv4 packet (no Ethernet).
 pub fn check_inner(ip: &[u8], e: &InnerExpect) -> Result<(), Invalid> {
+    check_inner_parts(ip, e, true)
+}
+
+/// [`check_inner`] without the payload: every header field, the length
+/// and the flow, reading only the packet's first bytes. The worker layer's
+/// sink checks the payload of one burst in [`crate::layers::PEER_CHECK_EVERY`]
+/// and the headers of every packet: with the decrypt fan-out, reading every
+/// byte on the receiving worker would move each packet a second time
+/// between cores, a cost of the sink, not of the gateway.
+pub fn check_inner_header(ip: &[u8], e: &InnerExpect) -> Result<(), Invalid> {
+    check_inner_parts(ip, e, false)
+}
+
+fn check_inner_parts(ip: &[u8], e: &InnerExpect, payload: bool) -> Result<(), Invalid> {
     let total = check_ipv4(ip, None, e.dst)?;
     let original = e
         .originals
@@ -292,7 +306,7 @@ pub fn check_inner(ip: &[u8], e: &InnerExpect) -> Result<(), Invalid> {
     if ip[IPV4_LEN + 2..IPV4_LEN + UDP_LEN] != original[IPV4_LEN + 2..IPV4_LEN + UDP_LEN] {
         return Err(Invalid::WrongHeader);
     }
-    if ip[IPV4_LEN + UDP_LEN..] != original[IPV4_LEN + UDP_LEN..] {
+    if payload && ip[IPV4_LEN + UDP_LEN..] != original[IPV4_LEN + UDP_LEN..] {
         return Err(Invalid::PayloadMismatch);
     }
     Ok(())
@@ -477,9 +491,12 @@ mod tests {
                 Err(Invalid::PayloadMismatch),
                 "byte {at}"
             );
+            // The header-only check reads no payload (byte 28 on).
+            assert_eq!(check_inner_header(&corrupt, &e), Ok(()), "byte {at}");
         }
         // Untouched TTL (the worker must decrement it) and a broken header.
         assert_eq!(check_inner(&original, &e), Err(Invalid::WrongTtl));
+        assert_eq!(check_inner_header(&original, &e), Err(Invalid::WrongTtl));
         let mut bad_sum = restored.clone();
         bad_sum[10] ^= 1;
         assert_eq!(check_inner(&bad_sum, &e), Err(Invalid::BadChecksum));

@@ -104,6 +104,13 @@ pub enum Command {
         /// (no AVX-512 code: what an AVX2-only CPU runs; docs/crypto.md)
         #[arg(long, value_name = "256|512")]
         max_simd_bitwidth: Option<u16>,
+        /// The generator writes each packet with streaming (non-temporal)
+        /// stores, as a NIC's DMA would: it starts in memory, not in the
+        /// receiving worker's cache (default: plain stores). What the
+        /// decrypt fan-out and the handoff move between cores then costs
+        /// what it costs after a real RX (docs/multicore.md).
+        #[arg(long)]
+        streaming_rx: bool,
         /// Write every number, the raw counts, the machine and the command as JSON.
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,

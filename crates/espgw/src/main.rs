@@ -50,6 +50,7 @@ fn main() -> ExitCode {
             per_cpu_sas,
             outer,
             max_simd_bitwidth,
+            streaming_rx,
             json,
             svg,
         } => espgw_bench::cli::exit_code(&espgw_bench::cli::Args {
@@ -68,6 +69,7 @@ fn main() -> ExitCode {
             per_cpu_sas,
             outer: clap::ValueEnum::to_possible_value(&outer).map(|v| v.get_name().to_string()),
             max_simd_bitwidth,
+            streaming_rx,
             json,
             svg,
         }),

@@ -117,6 +117,36 @@ impl Mbuf {
         Ok(())
     }
 
+    /// Appends `bytes` as a NIC's DMA would write them: with non-temporal
+    /// (streaming) stores, which do not pull the buffer's lines into this
+    /// core's cache, nor wait for another core that last wrote them to
+    /// give them up. A benchmark's generator uses it so that handing a
+    /// packet to another core costs what it costs after a real RX, not a
+    /// transfer of lines this core just dirtied (docs/multicore.md).
+    ///
+    /// The stores are weakly ordered: call [`Mbuf::streaming_fence`] after
+    /// the last one before another thread may read the packets.
+    pub fn extend_from_slice_streaming(&mut self, bytes: &[u8]) -> Result<(), NoRoom> {
+        let old = self.len();
+        self.append(bytes.len())?;
+        let dst = &mut self.data_mut()[old..];
+        stream_copy(dst, bytes);
+        Ok(())
+    }
+
+    /// Orders every streaming store of this thread before its later
+    /// stores (an SFENCE): what hands packets written by
+    /// [`Mbuf::extend_from_slice_streaming`] to another thread needs it
+    /// first, since a ring's release ordering does not cover such stores.
+    #[inline]
+    pub fn streaming_fence() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: SFENCE only orders stores; SSE is part of x86-64.
+        unsafe {
+            std::arch::x86_64::_mm_sfence()
+        }
+    }
+
     #[inline]
     fn data_ptr(&self) -> *mut u8 {
         let m = self.m();
@@ -231,5 +261,58 @@ impl std::fmt::Debug for Mbuf {
             .field("headroom", &self.headroom())
             .field("tailroom", &self.tailroom())
             .finish()
+    }
+}
+
+/// Copies `src` into `dst` (same length) with 16-byte streaming stores for
+/// the aligned middle and plain stores for the unaligned ends.
+fn stream_copy(dst: &mut [u8], src: &[u8]) {
+    debug_assert_eq!(dst.len(), src.len());
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
+        let head = dst.as_ptr().align_offset(16).min(dst.len());
+        dst[..head].copy_from_slice(&src[..head]);
+        let body = (dst.len() - head) / 16 * 16;
+        let mut at = head;
+        while at < head + body {
+            // SAFETY: `at + 16 <= dst.len() == src.len()`; dst + at is
+            // 16-byte aligned (head aligned it, and `at` moves by 16);
+            // the load is unaligned; SSE2 is part of x86-64.
+            unsafe {
+                let v = _mm_loadu_si128(src.as_ptr().add(at) as *const __m128i);
+                _mm_stream_si128(dst.as_mut_ptr().add(at) as *mut __m128i, v);
+            }
+            at += 16;
+        }
+        dst[at..].copy_from_slice(&src[at..]);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    dst.copy_from_slice(src);
+}
+
+#[cfg(test)]
+mod stream_copy_tests {
+    use super::stream_copy;
+
+    /// Every length and alignment up to a few vectors: the bytes arrive.
+    #[test]
+    fn copies_every_length_at_every_alignment() {
+        let src: Vec<u8> = (0..300u32).map(|i| (i * 7 + 3) as u8).collect();
+        let mut buf = vec![0u8; 400];
+        for offset in 0..16 {
+            for len in 0..src.len().min(buf.len() - offset) {
+                buf.fill(0xEE);
+                stream_copy(&mut buf[offset..offset + len], &src[..len]);
+                super::Mbuf::streaming_fence();
+                assert_eq!(
+                    &buf[offset..offset + len],
+                    &src[..len],
+                    "offset {offset} len {len}"
+                );
+                assert!(buf[..offset].iter().all(|&b| b == 0xEE));
+                assert!(buf[offset + len..].iter().all(|&b| b == 0xEE));
+            }
+        }
     }
 }

@@ -69,7 +69,7 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
             cipher(&gw_cfg_in)?,
         ),
     };
-    let mut gen = Generator::new(templates);
+    let mut gen = Generator::new(templates).streaming(ctx.streaming_rx);
     let mut pkts: Vec<Mbuf> = Vec::with_capacity(BURST);
     let mut staging: Burst<BURST> = Burst::new();
     let mut opened = [true; BURST];

@@ -37,7 +37,7 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
             } else {
                 Arc::new(OutboundSa::new(&ctx.gateway.outbound(t), 0).map_err(|e| e.to_string())?)
             };
-            let mut gen = Generator::new(case.inner.clone());
+            let mut gen = Generator::new(case.inner.clone()).streaming(ctx.streaming_rx);
             let mut peer = PeerDecrypt::new(
                 &ctx.gateway.peer_inbound(t),
                 case.sent_expect.clone(),
@@ -100,7 +100,7 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
             } else {
                 Arc::new(InboundSa::new(&cfg, 0).map_err(|e| e.to_string())?)
             };
-            let mut gen = Generator::new(case.esp.clone());
+            let mut gen = Generator::new(case.esp.clone()).streaming(ctx.streaming_rx);
             Ok(Box::new(move |m: &mut Measured, record: bool| {
                 let f0 = tsc();
                 let wrapped = gen.fill(ctx.pool, &mut pkts)?;

@@ -57,6 +57,8 @@ pub struct Ctx<'a> {
     /// ESP worker 0 receives too, interleaved with its own, and hands to
     /// their workers. Empty otherwise.
     pub lanes: &'a [CaseData],
+    /// The generator writes packets with streaming stores (`--streaming-rx`).
+    pub streaming_rx: bool,
 }
 
 /// One layer's loop body: one burst from the generator through the stage

@@ -89,6 +89,7 @@ pub fn render(report: &Report) -> Value {
             "spread_wait_us": o.spread_wait_us,
             "per_cpu_sas": o.per_cpu_sas,
             "max_simd_bitwidth": o.simd_width.bits(),
+            "streaming_rx": o.streaming_rx,
             "burst": crate::generator::BURST,
         },
         "units": {
