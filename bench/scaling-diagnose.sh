@@ -15,6 +15,12 @@
 #    with 256-bit vectors (does wide VAES on every core lower the clock?).
 # 4. 1420 bytes on MAX/2 workers on every other CPU against the first
 #    MAX/2 CPUs (do neighbouring vCPUs share a core?).
+# 5. The fan-out with --spread-parts 1 (each burst whole to one helper)
+#    at 4 8 MAX workers.
+# 6. The fan-out at MAX workers with 256-bit vectors.
+# 7. Where 512-bit vectors stop paying: 1420 B on 4 and 8 workers, and
+#    64 B and imix on MAX workers, with 512- and 256-bit vectors.
+# CHECKS="1 5 7" runs only those (default: all).
 # Writes OUT/<check>/... and OUT/diagnose.txt (the summary lines).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -29,38 +35,75 @@ steal() { awk '/^cpu / {print "steal ticks: " $9}' /proc/stat; }
     steal
 } | tee "$log"
 
+checks=${CHECKS:-1 2 3 4 5 6 7}
+want() { [[ " $checks " == *" $1 "* ]]; }
 ws=()
 for n in 2 4 8; do [ "$n" -lt "$max" ] && ws+=("$n"); done
 ws+=("$max")
-echo "== 1. fan-out and handoff, decrypt, ${ws[*]} workers" | tee -a "$log"
-SPREAD=1 TUNNELS=1 DIRECTION=decrypt bash bench/scaling.sh run "$dir" "$out/fan-out" "${ws[@]}" >/dev/null 2>&1
-grep -hE '^(worker|FAILED)' "$out/fan-out/one-tunnel.txt" | sed 's/^/fan-out  /' | tee -a "$log"
-PER_CPU_SAS=1 SPREAD=1 TUNNELS=1 DIRECTION=decrypt bash bench/scaling.sh run "$dir" "$out/handoff" "${ws[@]}" >/dev/null 2>&1
-grep -hE '^(worker|FAILED)' "$out/handoff/one-tunnel.txt" | sed 's/^/handoff  /' | tee -a "$log"
-
-echo "== 2. fan-out with --streaming-rx, 2 and $max workers" | tee -a "$log"
-BENCH_ARGS=--streaming-rx SPREAD=1 TUNNELS=1 DIRECTION=decrypt \
-    bash bench/scaling.sh run "$dir" "$out/fan-out-streaming" 2 "$max" >/dev/null 2>&1
-grep -hE '^(worker|FAILED)' "$out/fan-out-streaming/one-tunnel.txt" | sed 's/^/streaming  /' | tee -a "$log"
-
+# One fan-out (or handoff) series: its folder name, the env for
+# scaling.sh, the worker counts.
+series() {
+    local name=$1 env=$2
+    shift 2
+    env $env SPREAD=1 TUNNELS=1 DIRECTION=decrypt bash bench/scaling.sh run "$dir" "$out/$name" "$@" >/dev/null 2>&1
+    grep -hE '^(worker|FAILED)' "$out/$name/one-tunnel.txt" | sed "s/^/$name  /" | tee -a "$log"
+}
 loader=$(ls "$dir"/lib/ld-linux-x86-64.so.* | head -1)
 espgw=("$loader" --library-path "$dir/lib" "$dir/espgw")
-# One `espgw bench` at 1420 B encrypt, a tunnel per worker: its name, the
-# CPUs it may use, its options; prints the cipher and worker rows.
-at_1420() {
+# One `espgw bench`, encrypt, a tunnel per worker: its name, the CPUs it
+# may use, its options; prints the cipher and worker rows.
+bench_on() {
     local name=$1 cpus=$2
     shift 2
     mkdir -p "$out/$name"
-    taskset -c "$cpus" "${espgw[@]}" bench --suite aes128gcm16 --sizes 1420 --direction encrypt \
+    taskset -c "$cpus" "${espgw[@]}" bench --suite aes128gcm16 --direction encrypt \
         --seconds 0.5 "$@" --json "$out/$name/bench.json" >"$out/$name/bench.txt" 2>&1
     grep -E '^aes.* (cipher|worker) ' "$out/$name/bench.txt" | sed "s/^/$name  /" | tee -a "$log"
 }
+at_1420() {
+    local name=$1 cpus=$2
+    shift 2
+    bench_on "$name" "$cpus" --sizes 1420 "$@"
+}
 last=$((max - 1))
+half=$((max / 2))
+if want 1; then
+echo "== 1. fan-out and handoff, decrypt, ${ws[*]} workers" | tee -a "$log"
+series fan-out "" "${ws[@]}"
+series handoff PER_CPU_SAS=1 "${ws[@]}"
+fi
+if want 2; then
+echo "== 2. fan-out with --streaming-rx, 2 and $max workers" | tee -a "$log"
+series fan-out-streaming BENCH_ARGS=--streaming-rx 2 "$max"
+fi
+if want 3; then
 echo "== 3. 1420 B on $max workers, 512- and 256-bit vectors" | tee -a "$log"
 at_1420 simd512 "0-$last" --workers "$max"
 at_1420 simd256 "0-$last" --workers "$max" --max-simd-bitwidth 256
-half=$((max / 2))
+fi
+if want 4; then
 echo "== 4. 1420 B on $half workers: CPUs 0-$((half - 1)) against every other CPU" | tee -a "$log"
 at_1420 first-half "0-$((half - 1))" --workers "$half"
 at_1420 every-other "$(seq -s, 0 2 "$last")" --workers "$half"
+fi
+if want 5; then
+echo "== 5. fan-out with --spread-parts 1" | tee -a "$log"
+ps=()
+for n in 4 8; do [ "$n" -lt "$max" ] && ps+=("$n"); done
+series fan-out-parts1 "BENCH_ARGS=--spread-parts=1" "${ps[@]}" "$max"
+fi
+if want 6; then
+echo "== 6. fan-out on $max workers, 256-bit vectors" | tee -a "$log"
+series fan-out-simd256 "BENCH_ARGS=--max-simd-bitwidth=256" "$max"
+fi
+if want 7; then
+echo "== 7. 512- against 256-bit vectors: 1420 B on 4 and 8 workers, 64 B and imix on $max" | tee -a "$log"
+for n in 4 8; do
+    [ "$n" -lt "$max" ] || continue
+    at_1420 "simd512-x$n" "0-$((n - 1))" --workers "$n"
+    at_1420 "simd256-x$n" "0-$((n - 1))" --workers "$n" --max-simd-bitwidth 256
+done
+bench_on "small-simd512" "0-$last" --sizes 64,imix --workers "$max"
+bench_on "small-simd256" "0-$last" --sizes 64,imix --workers "$max" --max-simd-bitwidth 256
+fi
 steal | tee -a "$log"

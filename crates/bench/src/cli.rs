@@ -28,6 +28,8 @@ pub struct Args {
     pub spread_late: Option<String>,
     /// With the fan-out: its reorder bound in microseconds (default 100).
     pub spread_wait_us: Option<u32>,
+    /// With the fan-out: the most parts a group is cut into.
+    pub spread_parts: Option<usize>,
     /// One tunnel on per-CPU SA pairs, one per worker (default off).
     pub per_cpu_sas: bool,
     /// The tunnels' outer form: "esp4" (default), "udp4", "esp6", "udp6".
@@ -90,6 +92,15 @@ impl Args {
                 ));
             }
             o.spread_wait_us = options::check_spread_wait_us(us)?;
+        }
+        if let Some(n) = self.spread_parts {
+            if !self.spread_decrypt {
+                return Err(options::OptionError(
+                    "--spread-parts: only with --spread-decrypt (it cuts the fan-out's groups)"
+                        .into(),
+                ));
+            }
+            o.spread_parts = Some(options::check_spread_parts(n)?);
         }
         if self.per_cpu_sas {
             // With --spread-decrypt: the per-CPU SA handoff (worker 0

@@ -146,6 +146,15 @@ pub fn check_spread_wait_us(us: u32) -> Result<u32, OptionError> {
     }
 }
 
+/// `--spread-parts`: 1 to 256 parts.
+pub fn check_spread_parts(n: usize) -> Result<usize, OptionError> {
+    if (1..=256).contains(&n) {
+        Ok(n)
+    } else {
+        Err(OptionError(format!("--spread-parts {n}: from 1 to 256")))
+    }
+}
+
 /// `--spread-late`: "drop" or "send", as `[dataplane] spread_late`.
 pub fn parse_spread_late(s: &str) -> Result<SpreadLate, OptionError> {
     SpreadLate::ALL
@@ -193,6 +202,9 @@ pub struct Options {
     /// With the fan-out: how long the receiving worker waits for a part
     /// (`[dataplane] spread_wait_us`), in microseconds.
     pub spread_wait_us: u32,
+    /// The most parts the fan-out cuts a group into (`--spread-parts`;
+    /// None: the data plane's default, no limit).
+    pub spread_parts: Option<usize>,
     /// RFC 9611 per-CPU SAs: one tunnel (implies `tunnels = Some(1)`)
     /// whose every worker encrypts with its own outbound SA and receives
     /// the peer's ESP on its own inbound SA, as `per_cpu_sas` negotiates
@@ -235,6 +247,7 @@ impl Default for Options {
             spread_decrypt: false,
             spread_late: SpreadLate::Drop,
             spread_wait_us: espgw_control::config::DEFAULT_SPREAD_WAIT_US,
+            spread_parts: None,
             per_cpu_sas: false,
             outer: Outer::Esp4,
             simd_width: SimdWidth::Bits512,

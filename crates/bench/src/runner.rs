@@ -100,9 +100,9 @@ fn free_hugepages() -> u64 {
 }
 
 /// EAL arguments: no PCI devices (no NIC needed), hugepages when enough are
-/// free (what a real deployment uses), plain memory otherwise, sized for
-/// `workers` pools of about 10 MiB.
-pub fn eal_args(hugepages: bool, workers: usize, simd: SimdWidth) -> Vec<String> {
+/// free (what a real deployment uses), plain memory otherwise, `pools_mib`
+/// for the pools ([`pools_mib`]) and 128 MiB for the rest.
+pub fn eal_args(hugepages: bool, pools_mib: usize, simd: SimdWidth) -> Vec<String> {
     let mut a: Vec<String> = vec![
         "-l".into(),
         "0".into(),
@@ -112,7 +112,7 @@ pub fn eal_args(hugepages: bool, workers: usize, simd: SimdWidth) -> Vec<String>
     if hugepages {
         a.push("--in-memory".into());
     } else {
-        let mib = 128 + 16 * workers;
+        let mib = 128 + pools_mib;
         a.extend([
             "--no-huge".into(),
             "--no-shconf".into(),
@@ -131,12 +131,13 @@ pub fn eal_args(hugepages: bool, workers: usize, simd: SimdWidth) -> Vec<String>
 /// Runs the benchmark described by `opts`. Initialises the EAL (once per
 /// process).
 pub fn run(opts: &Options) -> Result<Report, String> {
-    // Each worker pool is about 10 MiB; ask for hugepages only with room to
-    // spare. ESPGW_BENCH_NO_HUGEPAGES=1 forces plain memory (valgrind cannot
-    // map DPDK's hugepage areas).
+    // Ask for hugepages (2 MiB) only with room to spare.
+    // ESPGW_BENCH_NO_HUGEPAGES=1 forces plain memory (valgrind cannot map
+    // DPDK's hugepage areas).
     let forced_off = std::env::var_os("ESPGW_BENCH_NO_HUGEPAGES").is_some_and(|v| v == "1");
-    let hugepages = !forced_off && free_hugepages() >= 16 + 8 * opts.workers as u64;
-    let args = eal_args(hugepages, opts.workers, opts.simd_width);
+    let pools_mib = pools_mib(opts);
+    let hugepages = !forced_off && free_hugepages() >= 16 + pools_mib as u64 / 2;
+    let args = eal_args(hugepages, pools_mib, opts.simd_width);
     // Before any cipher is built: the width the ciphers may use.
     espgw_esp::crypto::provider::set_max_simd_width(opts.simd_width);
     // Before the EAL pins this thread to lcore 0: the CPUs we may use.
@@ -193,6 +194,7 @@ pub fn run(opts: &Options) -> Result<Report, String> {
                         spread_wait_ns: u64::from(opts.spread_wait_us) * 1000,
                         per_cpu: opts.per_cpu_sas,
                         streaming_rx: opts.streaming_rx,
+                        spread_parts: opts.spread_parts,
                         tsc_hz: tsc_hz as f64,
                     };
                     match run_case(spec, &pools[..n], &cores) {
@@ -315,6 +317,15 @@ fn pool_mbufs(opts: &Options, w: usize) -> u32 {
     u32::try_from(want.next_power_of_two() - 1).unwrap_or(u32::MAX)
 }
 
+/// Memory for every worker's pool, in MiB: 4 KiB an mbuf (its data room,
+/// header and the pool's own overhead fit with room to spare: 16 MiB a
+/// 4095-mbuf pool, as before the owner's pool grew).
+fn pools_mib(opts: &Options) -> usize {
+    (0..opts.workers)
+        .map(|w| (pool_mbufs(opts, w) as usize + 1).div_ceil(256))
+        .sum()
+}
+
 /// One case and how to measure it.
 #[derive(Debug, Clone, Copy)]
 struct CaseSpec {
@@ -337,6 +348,8 @@ struct CaseSpec {
     spread_late: SpreadLate,
     /// The fan-out's reorder bound.
     spread_wait_ns: u64,
+    /// The most parts the fan-out cuts a group into.
+    spread_parts: Option<usize>,
     /// The generator's streaming stores (`--streaming-rx`).
     streaming_rx: bool,
     tsc_hz: f64,
@@ -391,6 +404,9 @@ fn run_case(
                 spec.spread_wait_ns,
             )
         });
+    if let (Some(rings), Some(parts)) = (&rings, spec.spread_parts) {
+        rings.set_max_parts(parts);
+    }
     let results: Vec<Result<Vec<Measured>, String>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..n)
             .map(|w| {
@@ -618,7 +634,10 @@ mod tests {
         assert!(owner >= POOL_MBUFS as usize + boxes + caches, "{owner}");
         assert!((owner + 1).is_power_of_two());
         assert_eq!(pool_mbufs(&opts, 1), POOL_MBUFS);
+        // Memory for them all (4 KiB an mbuf).
+        assert_eq!(pools_mib(&opts), (owner + 1) / 256 + 15 * 16);
         opts.spread_decrypt = false;
         assert_eq!(pool_mbufs(&opts, 0), POOL_MBUFS);
+        assert_eq!(pools_mib(&opts), 16 * 16);
     }
 }

@@ -85,6 +85,11 @@ pub enum Command {
         /// `[dataplane] spread_wait_us`).
         #[arg(long, value_name = "US")]
         spread_wait_us: Option<u32>,
+        /// With --spread-decrypt: the most parts the receiving worker cuts
+        /// a burst of one SA into (default: a part per 8 packets and other
+        /// worker; 1: each burst whole to one helper; docs/multicore.md).
+        #[arg(long, value_name = "N")]
+        spread_parts: Option<usize>,
         /// One tunnel on RFC 9611 per-CPU SAs (`per_cpu_sas`): with
         /// --workers N, N SA pairs of the same selectors, worker w
         /// encrypting with its own outbound SA and receiving the peer's

@@ -87,6 +87,7 @@ pub fn render(report: &Report) -> Value {
             "spread_decrypt": o.spread_decrypt,
             "spread_late": o.spread_late.name(),
             "spread_wait_us": o.spread_wait_us,
+            "spread_parts": o.spread_parts,
             "per_cpu_sas": o.per_cpu_sas,
             "max_simd_bitwidth": o.simd_width.bits(),
             "streaming_rx": o.streaming_rx,

@@ -631,7 +631,7 @@ fn finish_handoff<B: PacketBuf, P: BufPool<B>>(
 
 /// Cuts SA group `stage` into parts, one per other worker with room in
 /// its inbox and not busy with its own traffic (at least [`MIN_PART`]
-/// packets each), or, when none is free, one part this worker does
+/// packets each, at most the rings' `max_parts` parts), or, when none is free, one part this worker does
 /// itself; tickets in arrival order. A part kept here (or refused by a
 /// full inbox) is decrypted and finished at once and waits for its turn
 /// like the others. False (the group untouched, for the caller to decrypt
@@ -664,7 +664,9 @@ fn spread_group<B: PacketBuf, P: BufPool<B>>(
     // own ticketed part below, so it does not overtake them, and the SA's
     // outstanding parts drain.
     if spread.wants_help() {
-        let max_helpers = (n / MIN_PART).clamp(1, spread.workers() - 1);
+        let max_helpers = (n / MIN_PART)
+            .clamp(1, spread.workers() - 1)
+            .min(spread.max_parts());
         spread.helpers_with_room(max_helpers, &mut targets);
     }
     if targets.is_empty() && spread.outstanding(slot, sa) == 0 {

@@ -68,7 +68,7 @@
 //! address), which stays the same when a new snapshot moves it in the SAD.
 
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crossbeam_queue::ArrayQueue;
@@ -172,6 +172,10 @@ pub struct SpreadRings<B> {
     /// Each flag on a cache line of its own: written by its worker only
     /// (when it changes), read by the owners choosing helpers.
     busy: Box<[CachePadded<AtomicBool>]>,
+    /// Most parts an owner cuts a group into (besides `len / MIN_PART` and
+    /// the other workers; unlimited unless set). Written before the
+    /// workers start, read by owners: a line no one writes afterwards.
+    max_parts: AtomicUsize,
 }
 
 impl<B> SpreadRings<B> {
@@ -245,7 +249,24 @@ impl<B> SpreadRings<B> {
             busy: (0..workers)
                 .map(|_| CachePadded::new(AtomicBool::new(false)))
                 .collect(),
+            max_parts: AtomicUsize::new(usize::MAX),
         })
+    }
+
+    /// Sets the most parts an owner cuts one SA group into (at least 1;
+    /// by default as many as the group has [`MIN_PART`]s and there are
+    /// other workers). Fewer, bigger parts mean fewer job boxes, ring
+    /// operations and cross-core cache lines per packet, and fewer helpers
+    /// per group (1: each group whole to one helper, the next group to
+    /// the next), which matters where a cache line moves slowly between
+    /// cores (docs/multicore.md, "Sixteen cores").
+    pub fn set_max_parts(&self, parts: usize) {
+        self.max_parts.store(parts.max(1), Ordering::Relaxed);
+    }
+
+    /// The most parts an owner cuts one SA group into.
+    pub fn max_parts(&self) -> usize {
+        self.max_parts.load(Ordering::Relaxed)
     }
 
     /// Whether per-CPU SAs' groups are handed off whole.
@@ -690,6 +711,10 @@ impl<B: PacketBuf> Spread<B> {
 
     pub(super) fn workers(&self) -> usize {
         self.rings.workers()
+    }
+
+    pub(super) fn max_parts(&self) -> usize {
+        self.rings.max_parts()
     }
 
     /// The position in `stages` of the stage of SA `sa` ([`sa_key`]),
