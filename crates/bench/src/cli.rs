@@ -287,6 +287,39 @@ mod tests {
     }
 
     #[test]
+    fn spread_parts_needs_the_fan_out_and_its_range() {
+        let parts = |spread, n| Args {
+            workers: Some(4),
+            tunnels: Some(1),
+            spread_decrypt: spread,
+            spread_parts: Some(n),
+            ..Args::default()
+        };
+        assert_eq!(
+            Args::default().options(String::new()).unwrap().spread_parts,
+            None
+        );
+        assert_eq!(
+            parts(true, 1).options(String::new()).unwrap().spread_parts,
+            Some(1)
+        );
+        for (spread, n) in [(false, 1), (true, 0), (true, 257)] {
+            let e = parts(spread, n).options(String::new()).unwrap_err();
+            assert!(e.0.contains("--spread-parts"), "{}", e.0);
+        }
+    }
+
+    #[test]
+    fn streaming_rx_is_off_unless_asked() {
+        assert!(!Args::default().options(String::new()).unwrap().streaming_rx);
+        let on = Args {
+            streaming_rx: true,
+            ..Args::default()
+        };
+        assert!(on.options(String::new()).unwrap().streaming_rx);
+    }
+
+    #[test]
     fn spread_late_needs_the_fan_out_and_takes_drop_or_send() {
         use espgw_control::config::SpreadLate;
         let late = |spread, value: &str| Args {

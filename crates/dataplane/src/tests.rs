@@ -2872,6 +2872,58 @@ mod spread {
         assert_eq!(sa.drops.get(espgw_esp::DropReason::Replayed), replays);
     }
 
+    /// `SpreadRings::set_max_parts`: with three helpers idle, a burst of 32
+    /// is cut into four parts of 8 by default, but with a limit of 1 each
+    /// burst goes whole to one helper, the next burst to the next helper.
+    /// The stream leaves whole and in order either way.
+    #[test]
+    fn max_parts_caps_how_many_helpers_share_a_burst() {
+        let outer = Outer::Esp4;
+        let stream = esp_stream(outer, 96);
+        let expected = stream.delivered();
+        for (max_parts, per_helper) in [(None, [32u64, 32, 32]), (Some(1), [32, 32, 32])] {
+            let b = B::new(outer, 4);
+            if let Some(n) = max_parts {
+                b.rings.set_max_parts(n);
+            }
+            let shared = SharedNeighbors::default();
+            let mut w0 = b.owner(&shared);
+            let mut helpers: Vec<Gw> = (1..4).map(|k| b.worker(k, &shared)).collect();
+            let mut out = Vec::new();
+            let mut jobs_per_burst = Vec::new();
+            for burst in stream.esp.chunks(32) {
+                out.extend(w0.rx(UNPROT, burst)[PROT].iter().cloned());
+                // The jobs now queued at the helpers: parts of this burst.
+                jobs_per_burst.push((1..4).map(|k| b.rings.queued_for(k)).sum::<usize>());
+                for h in helpers.iter_mut() {
+                    h.w.tick(&mut h.tx, h.now);
+                }
+                while w0.w.counters().spreading != 0 {
+                    w0.w.tick(&mut w0.tx, w0.now);
+                    out.extend(w0.take()[PROT].iter().cloned());
+                }
+            }
+            let spread_in: Vec<u64> = helpers.iter().map(|h| h.w.counters().spread_in).collect();
+            match max_parts {
+                None => {
+                    assert_eq!(
+                        jobs_per_burst,
+                        [3, 3, 3],
+                        "parts of at least 8, one per helper"
+                    );
+                    assert_eq!(spread_in.iter().sum::<u64>(), 96);
+                }
+                Some(_) => {
+                    assert_eq!(jobs_per_burst, [1, 1, 1], "each burst whole");
+                    assert_eq!(spread_in, per_helper, "round robin over the helpers");
+                }
+            }
+            assert_eq!(out, expected);
+            let c = w0.w.counters();
+            assert!(c.balanced() && c.drops.total() == 0, "{c:?}");
+        }
+    }
+
     /// A worker whose own receive fills whole bursts (saturated by its own
     /// traffic, as every worker is when RSS spreads many tunnels) is handed
     /// no part: the owner decrypts its groups itself on the direct path,

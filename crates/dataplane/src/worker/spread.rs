@@ -308,6 +308,12 @@ impl<B> SpreadRings<B> {
         self.late
     }
 
+    /// Test hook: the jobs waiting in `worker`'s inbox.
+    #[cfg(test)]
+    pub(crate) fn queued_for(&self, worker: usize) -> usize {
+        self.inbox[worker].len()
+    }
+
     /// Test hook: takes every job queued for `worker`, as if it had
     /// started them and then stopped (descheduled, stuck).
     #[cfg(test)]
