@@ -195,6 +195,7 @@ fn parse_config(
         cpus: cpus.max(1),
         check_permissions: false,
         isolated_cpus: None,
+        intel_avx512: false,
     };
     let text = config_text(suite, tunnels, replay_window, outer);
     espgw_control::parse_str(Path::new("bench.toml"), text, &host)

@@ -318,6 +318,7 @@ mod tests {
             cpus: 2,
             check_permissions: false,
             isolated_cpus: None,
+            intel_avx512: false,
         };
         match crate::parse_str(Path::new("fixture.toml"), text.clone(), &host) {
             Ok((c, _)) => c,

@@ -241,6 +241,7 @@ fn psk_file_follows_the_key_file_rules() {
         cpus: 4,
         check_permissions: true,
         isolated_cpus: None,
+        intel_avx512: false,
     };
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&psk_path, std::fs::Permissions::from_mode(0o644)).unwrap();
@@ -727,6 +728,7 @@ fn the_private_key_file_gets_the_mode_warning() {
         cpus: 4,
         check_permissions: true,
         isolated_cpus: None,
+        intel_avx512: false,
     };
     let (_, warnings) = espgw_control::config::parse_str(&dir.join("gw.toml"), text, &host)
         .unwrap_or_else(|d| panic!("{}", render(&d)));

@@ -143,6 +143,7 @@ fn keys_can_live_in_a_key_file_next_to_the_config() {
             cpus: 4,
             check_permissions: true,
             isolated_cpus: None,
+            intel_avx512: false,
         },
     )
     .unwrap_or_else(|d| panic!("{}", render(&d)));
@@ -209,6 +210,7 @@ fn readable_files_with_keys_get_a_warning() {
         cpus: 4,
         check_permissions: true,
         isolated_cpus: None,
+        intel_avx512: false,
     };
     write(&config, &base(), 0o644);
     let (_, warnings) = load_with(&config, &facts).unwrap();
@@ -234,6 +236,7 @@ fn files_others_can_change_get_a_warning() {
         cpus: 4,
         check_permissions: true,
         isolated_cpus: None,
+        intel_avx512: false,
     };
     // No inline keys: readable is fine, writable by group/others is not.
     let no_keys = with_key_file(&base());

@@ -96,3 +96,62 @@ fn a_dpdk_cap_in_eal_that_the_ciphers_do_not_share_is_warned_about() {
         );
     }
 }
+
+/// On an Intel CPU with AVX-512, `WIDE_VECTOR_WORKERS` or more workers and
+/// `max_simd_bitwidth` left at its default, the operator is told to
+/// measure 256-bit vectors (docs/crypto.md, "Wide vectors on many Intel
+/// cores"), at `dataplane.workers`; not with fewer workers, on another
+/// CPU, or once the key is set either way.
+#[test]
+fn many_workers_on_intel_avx512_are_told_to_compare_widths() {
+    use espgw_control::config::WIDE_VECTOR_WORKERS;
+    let warned = |workers: usize, intel: bool, lines: &str| {
+        let host = espgw_control::HostFacts {
+            cpus: 32,
+            intel_avx512: intel,
+            ..host()
+        };
+        let text = with(
+            &with_dp(lines),
+            "workers = 2",
+            &format!("workers = {workers}"),
+        );
+        let (_, diags) = espgw_control::parse_str(std::path::Path::new("test.toml"), text, &host)
+            .unwrap_or_else(|d| panic!("{}", render(&d)));
+        let shown = render(&diags);
+        shown
+            .contains("Wide vectors on many Intel cores")
+            .then_some(shown)
+    };
+    let many = WIDE_VECTOR_WORKERS;
+    let shown = warned(many, true, "").expect("warned");
+    assert!(shown.contains("dataplane.workers"), "{shown}");
+    assert!(
+        shown.contains(&format!("--workers {many} --max-simd-bitwidth 256")),
+        "{shown}"
+    );
+    assert_eq!(warned(many - 1, true, ""), None, "fewer workers");
+    assert_eq!(warned(many, false, ""), None, "another CPU");
+    for set in ["max_simd_bitwidth = 512", "max_simd_bitwidth = 256"] {
+        assert_eq!(warned(many, true, set), None, "{set}");
+    }
+}
+
+/// What `HostFacts::this_machine` reads: the vendor and both flags the
+/// 512-bit AES-GCM paths need, from /proc/cpuinfo's first processor.
+#[test]
+fn cpuinfo_intel_avx512_needs_the_vendor_and_both_flags() {
+    use espgw_control::config::cpuinfo_says_intel_avx512 as says;
+    let info = |vendor: &str, flags: &str| {
+        format!("processor\t: 0\nvendor_id\t: {vendor}\nmodel name\t: x\nflags\t\t: fpu {flags} sse\n\nprocessor\t: 1\n")
+    };
+    assert!(says(&info("GenuineIntel", "avx2 avx512f vaes")));
+    assert!(!says(&info("AuthenticAMD", "avx2 avx512f vaes")));
+    assert!(!says(&info("GenuineIntel", "avx2 avx512f")));
+    assert!(!says(&info("GenuineIntel", "avx2 vaes")));
+    assert!(
+        !says(&info("GenuineIntel", "avx2 avx512fx vaes")),
+        "whole flags only"
+    );
+    assert!(!says(""));
+}

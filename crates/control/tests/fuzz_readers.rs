@@ -333,6 +333,7 @@ fn request_seed_sessions_succeed() {
             cpus: 2,
             check_permissions: false,
             isolated_cpus: None,
+            intel_avx512: false,
         },
     ) {
         Ok((c, _)) => c,

@@ -38,6 +38,7 @@ pub fn config(text: String) -> Config {
         cpus: 2,
         check_permissions: false,
         isolated_cpus: None,
+        intel_avx512: false,
     };
     match parse_str(Path::new("test.toml"), text, &host) {
         Ok((c, _)) => c,

@@ -88,6 +88,7 @@ fn config_of(text: String) -> espgw_control::config::Config {
         cpus: 2,
         check_permissions: false,
         isolated_cpus: None,
+        intel_avx512: false,
     };
     match espgw_control::parse_str(Path::new("test.toml"), text, &host) {
         Ok((c, _)) => c,

@@ -491,6 +491,7 @@ mod tests {
             cpus: 1,
             check_permissions: false,
             isolated_cpus: None,
+            intel_avx512: false,
         };
         let mut g = GatewayToml::demo(1).name("gw-a");
         g.tunnels.clear();
@@ -797,6 +798,7 @@ mod tests {
             cpus: 1,
             check_permissions: false,
             isolated_cpus: None,
+            intel_avx512: false,
         };
         let (config, _) =
             espgw_control::parse_str(&dir.join("gw.toml"), config_text(), &host).unwrap();

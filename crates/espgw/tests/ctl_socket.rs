@@ -35,6 +35,7 @@ fn server(sock: &Path, group: Option<u32>) -> ControlServer {
         cpus: 1,
         check_permissions: false,
         isolated_cpus: None,
+        intel_avx512: false,
     };
     let (config, _) = espgw_control::parse_str(Path::new("gw.toml"), config_text(), &host).unwrap();
     let manager = SaManager::with_control_tables(&config, 0).unwrap();

@@ -223,6 +223,43 @@ pub(crate) fn warn_fan_out_on_shared_cores(ctx: &mut Ctx, dp: &Dataplane, host: 
     }
 }
 
+/// Workers from which the default 512-bit AES-GCM on an Intel CPU with
+/// AVX-512 is worth comparing with 256-bit: on a 16-core Xeon guest
+/// (session 18, docs/crypto.md "Wide vectors on many Intel cores"), 4
+/// workers ran 1420-byte packets faster with 512-bit vectors, 8 about as
+/// fast with either, 16 far faster with 256-bit.
+pub const WIDE_VECTOR_WORKERS: usize = 8;
+
+/// Warns at `dataplane.workers` when this host is an Intel CPU with
+/// AVX-512, the workers are [`WIDE_VECTOR_WORKERS`] or more and the config
+/// leaves `max_simd_bitwidth` at its default (512): which width is faster
+/// there depends on the packet sizes, so the operator measures and says;
+/// setting the key either way silences it.
+pub(crate) fn warn_wide_vectors_on_many_intel_cores(
+    ctx: &mut Ctx,
+    dp: &Dataplane,
+    host: &HostFacts,
+) {
+    if !host.intel_avx512
+        || dp.workers < WIDE_VECTOR_WORKERS
+        || ctx.has_key("dataplane.max_simd_bitwidth")
+    {
+        return;
+    }
+    ctx.warn(
+        "dataplane.workers",
+        format!(
+            "{} workers on an Intel CPU with AVX-512: with {WIDE_VECTOR_WORKERS} or more cores \
+             running 512-bit AES-GCM at once, a Xeon guest ran 1420-byte packets faster with \
+             256-bit vectors (2.3x on 16 workers) and 64-byte ones slower (docs/crypto.md, \
+             \"Wide vectors on many Intel cores\"); compare `espgw bench --workers {} \
+             --max-simd-bitwidth 256` with the default and set max_simd_bitwidth (either value \
+             silences this)",
+            dp.workers, dp.workers
+        ),
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;
@@ -268,6 +305,7 @@ in = {{ spi = 0x2001, key = "ffeeddccbbaa99887766554433221100a1a2a3a4" }}
             cpus: 4,
             check_permissions: false,
             isolated_cpus: None,
+            intel_avx512: false,
         };
         match parse_str(Path::new("test.toml"), text, &host) {
             Ok((_, w)) => w

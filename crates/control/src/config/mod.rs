@@ -26,7 +26,7 @@ use toml::de::DeTable;
 
 pub use diag::{Diagnostic, Severity};
 pub use espgw_esp::SecretBytes;
-pub use lints::{fan_out_jobs, fan_out_reach, FAN_OUT_JOBS_PER_WORKER};
+pub use lints::{fan_out_jobs, fan_out_reach, FAN_OUT_JOBS_PER_WORKER, WIDE_VECTOR_WORKERS};
 pub use model::*;
 pub use sections::dataplane::{
     DEFAULT_BURST, DEFAULT_MBUFS, DEFAULT_MTU, DEFAULT_SPREAD_WAIT_US, MAX_BURST, MAX_MBUFS,
@@ -58,6 +58,10 @@ pub struct HostFacts {
     /// /sys/devices/system/cpu/isolated); `None` where not known, and
     /// then nothing is said about it.
     pub isolated_cpus: Option<Vec<u32>>,
+    /// An Intel CPU whose AVX-512 the ciphers use: there, 512-bit AES-GCM
+    /// on many cores at once was measured slower than 256-bit
+    /// ([`lints::WIDE_VECTOR_WORKERS`]); false where not known.
+    pub intel_avx512: bool,
 }
 
 impl HostFacts {
@@ -68,8 +72,25 @@ impl HostFacts {
             isolated_cpus: std::fs::read_to_string("/sys/devices/system/cpu/isolated")
                 .ok()
                 .and_then(|s| parse_cpu_list(&s)),
+            intel_avx512: std::fs::read_to_string("/proc/cpuinfo")
+                .is_ok_and(|info| cpuinfo_says_intel_avx512(&info)),
         }
     }
+}
+
+/// Whether /proc/cpuinfo text describes an Intel CPU with AVX-512F and
+/// VAES (what the 512-bit AES-GCM paths need), from its first processor.
+pub fn cpuinfo_says_intel_avx512(info: &str) -> bool {
+    let field = |name: &str| {
+        info.lines()
+            .find(|l| l.split(':').next().is_some_and(|k| k.trim() == name))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, v)| v.trim().to_string())
+    };
+    let intel = field("vendor_id").is_some_and(|v| v == "GenuineIntel");
+    let flags = field("flags").unwrap_or_default();
+    let has = |f: &str| flags.split_whitespace().any(|x| x == f);
+    intel && has("avx512f") && has("vaes")
 }
 
 /// A kernel CPU list (`0-3,8,10-11`, empty for none: the format of
@@ -294,6 +315,7 @@ fn read_document(ctx: &mut Ctx, root: &Table, host: &HostFacts, base_dir: &Path)
     lints::warn_replay_window_under_fan_out(ctx, &dataplane, &tunnels, &connections);
     lints::warn_mbufs_under_fan_out(ctx, &dataplane);
     lints::warn_fan_out_on_shared_cores(ctx, &dataplane, host);
+    lints::warn_wide_vectors_on_many_intel_cores(ctx, &dataplane, host);
 
     let config = default_action.map(|default_action| Config {
         source: ctx.src.path.clone(),

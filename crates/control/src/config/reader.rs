@@ -99,6 +99,11 @@ impl<'s> Ctx<'s> {
         self.offset_of(key).map(|o| self.src.line_col(o).0)
     }
 
+    /// Whether the file says `key` itself (not only a section above it).
+    pub fn has_key(&self, key: &str) -> bool {
+        self.spans.contains_key(key)
+    }
+
     pub fn offset_of(&self, key: &str) -> Option<usize> {
         let mut k = key;
         loop {

@@ -66,6 +66,7 @@ impl TunnelParser {
             cpus: 1,
             check_permissions: false,
             isolated_cpus: None,
+            intel_avx512: false,
         };
         let source = self.base_dir.join("<sa_add>");
         match parse_str(&source, text, &host) {

@@ -35,6 +35,7 @@ pub fn host() -> HostFacts {
         cpus: 4,
         check_permissions: false,
         isolated_cpus: None,
+        intel_avx512: false,
     }
 }
 

@@ -38,6 +38,7 @@ fn host() -> HostFacts {
         cpus: 2,
         check_permissions: false,
         isolated_cpus: None,
+        intel_avx512: false,
     }
 }
 

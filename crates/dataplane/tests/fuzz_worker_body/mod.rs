@@ -242,6 +242,7 @@ fn parse(text: String) -> Config {
         cpus: 2,
         check_permissions: false,
         isolated_cpus: None,
+        intel_avx512: false,
     };
     match espgw_control::parse_str(Path::new("fuzz.toml"), text, &host) {
         Ok((c, _)) => c,

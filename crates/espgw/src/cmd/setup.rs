@@ -548,6 +548,7 @@ mod tests {
             cpus: 4,
             check_permissions: false,
             isolated_cpus: None,
+            intel_avx512: false,
         };
         espgw_control::parse_str(&path, text, &host)
             .expect("valid test config")
