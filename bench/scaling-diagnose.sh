@@ -24,10 +24,21 @@
 # Writes OUT/<check>/... and OUT/diagnose.txt (the summary lines).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-dir=$(cd "$1" && pwd)
+[ $# -ge 2 ] || { sed -n '2,24p' "$0" >&2; exit 2; }
+[ "$(id -u)" -eq 0 ] || { echo "needs root (DPDK)" >&2; exit 1; }
+# DIR: absolute, or relative to the repository's root.
+dir=$(cd "$1" && pwd) || exit 1
 out=$2
 max=${3:-$(nproc)}
+[ "$max" -ge 2 ] || { echo "MAX: 2 or more workers" >&2; exit 2; }
 mkdir -p "$out"
+# The mempool drivers where DPDK looks for them (as `scaling.sh run`
+# does), for the checks that start espgw directly.
+PMD_DIR=/usr/lib/x86_64-linux-gnu/dpdk/pmds-23.0
+mkdir -p "$PMD_DIR"
+for p in "$dir"/pmds/*.so; do
+    [ -e "$PMD_DIR/$(basename "$p")" ] || cp "$p" "$PMD_DIR/"
+done
 log="$out/diagnose.txt"
 steal() { awk '/^cpu / {print "steal ticks: " $9}' /proc/stat; }
 {
@@ -43,10 +54,16 @@ ws+=("$max")
 # One fan-out (or handoff) series: its folder name, the env for
 # scaling.sh, the worker counts.
 series() {
-    local name=$1 env=$2
+    local name=$1 setting=$2
     shift 2
-    env $env SPREAD=1 TUNNELS=1 DIRECTION=decrypt bash bench/scaling.sh run "$dir" "$out/$name" "$@" >/dev/null 2>&1
-    grep -hE '^(worker|FAILED)' "$out/$name/one-tunnel.txt" | sed "s/^/$name  /" | tee -a "$log"
+    # Only the named setting (one VAR=value word, or none) of the knobs
+    # scaling.sh reads, whatever the caller exported.
+    local knobs=(-u PER_CPU_SAS -u BENCH_ARGS -u SIZES -u DIRECTION -u SPREAD -u TUNNELS)
+    # shellcheck disable=SC2086 # $setting: one word or none
+    env "${knobs[@]}" $setting SPREAD=1 TUNNELS=1 DIRECTION=decrypt \
+        bash bench/scaling.sh run "$dir" "$out/$name" "$@" >/dev/null 2>&1
+    # The rows, and what failed: a case (FAILED), a run without JSON.
+    grep -hE '^(worker|FAILED|no JSON|\(exit)' "$out/$name/one-tunnel.txt" | sed "s/^/$name  /" | tee -a "$log"
 }
 loader=$(ls "$dir"/lib/ld-linux-x86-64.so.* | head -1)
 espgw=("$loader" --library-path "$dir/lib" "$dir/espgw")
@@ -56,9 +73,11 @@ bench_on() {
     local name=$1 cpus=$2
     shift 2
     mkdir -p "$out/$name"
+    local status=0
     taskset -c "$cpus" "${espgw[@]}" bench --suite aes128gcm16 --direction encrypt \
-        --seconds 0.5 "$@" --json "$out/$name/bench.json" >"$out/$name/bench.txt" 2>&1
-    grep -E '^aes.* (cipher|worker) ' "$out/$name/bench.txt" | sed "s/^/$name  /" | tee -a "$log"
+        --seconds 0.5 "$@" --json "$out/$name/bench.json" >"$out/$name/bench.txt" 2>&1 || status=$?
+    grep -E '^aes.* (cipher|worker) |^FAILED' "$out/$name/bench.txt" | sed "s/^/$name  /" | tee -a "$log"
+    [ "$status" -eq 0 ] || echo "$name  (exit $status: see $out/$name/bench.txt)" | tee -a "$log"
 }
 at_1420() {
     local name=$1 cpus=$2
@@ -74,14 +93,18 @@ series handoff PER_CPU_SAS=1 "${ws[@]}"
 fi
 if want 2; then
 echo "== 2. fan-out with --streaming-rx, 2 and $max workers" | tee -a "$log"
-series fan-out-streaming BENCH_ARGS=--streaming-rx 2 "$max"
+if [ "$max" -gt 2 ]; then
+    series fan-out-streaming BENCH_ARGS=--streaming-rx 2 "$max"
+else
+    series fan-out-streaming BENCH_ARGS=--streaming-rx 2
+fi
 fi
 if want 3; then
 echo "== 3. 1420 B on $max workers, 512- and 256-bit vectors" | tee -a "$log"
 at_1420 simd512 "0-$last" --workers "$max"
 at_1420 simd256 "0-$last" --workers "$max" --max-simd-bitwidth 256
 fi
-if want 4; then
+if want 4 && [ "$half" -ge 2 ]; then
 echo "== 4. 1420 B on $half workers: CPUs 0-$((half - 1)) against every other CPU" | tee -a "$log"
 at_1420 first-half "0-$((half - 1))" --workers "$half"
 at_1420 every-other "$(seq -s, 0 2 "$last")" --workers "$half"
@@ -90,7 +113,8 @@ if want 5; then
 echo "== 5. fan-out with --spread-parts 1" | tee -a "$log"
 ps=()
 for n in 4 8; do [ "$n" -lt "$max" ] && ps+=("$n"); done
-series fan-out-parts1 "BENCH_ARGS=--spread-parts=1" "${ps[@]}" "$max"
+ps+=("$max")
+series fan-out-parts1 "BENCH_ARGS=--spread-parts=1" "${ps[@]}"
 fi
 if want 6; then
 echo "== 6. fan-out on $max workers, 256-bit vectors" | tee -a "$log"

@@ -72,7 +72,12 @@ impl Generator {
         for (i, m) in out[first..].iter_mut().enumerate() {
             let t = &self.templates[self.next];
             let copied = if self.streaming {
-                m.extend_from_slice_streaming(&t.bytes)
+                let copied = m.extend_from_slice_streaming(&t.bytes);
+                if copied.is_err() {
+                    // The packets written so far are the caller's now too.
+                    Mbuf::streaming_fence();
+                }
+                copied
             } else {
                 m.extend_from_slice(&t.bytes)
             };

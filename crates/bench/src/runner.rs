@@ -314,7 +314,9 @@ fn pool_mbufs(opts: &Options, w: usize) -> u32 {
         .saturating_add(jobs)
         .saturating_add(caches)
         .saturating_add(1);
-    u32::try_from(want.next_power_of_two() - 1).unwrap_or(u32::MAX)
+    want.checked_next_power_of_two()
+        .and_then(|p| u32::try_from(p - 1).ok())
+        .unwrap_or(u32::MAX)
 }
 
 /// Memory for every worker's pool, in MiB: 4 KiB an mbuf (its data room,

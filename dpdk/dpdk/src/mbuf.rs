@@ -267,7 +267,8 @@ impl std::fmt::Debug for Mbuf {
 /// Copies `src` into `dst` (same length) with 16-byte streaming stores for
 /// the aligned middle and plain stores for the unaligned ends.
 fn stream_copy(dst: &mut [u8], src: &[u8]) {
-    debug_assert_eq!(dst.len(), src.len());
+    // The loads below rely on it: a shorter `src` would be read past its end.
+    assert_eq!(dst.len(), src.len(), "stream_copy: lengths differ");
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};

@@ -150,7 +150,8 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
             }
             let t1 = tsc();
             let mut out = Bytes::default();
-            let payload = payloads.next_burst();
+            // Counted in bursts that brought frames, not in idle ticks.
+            let payload = !txq.is_empty() && payloads.next_burst();
             for port in 0..ports {
                 for frame in txq.drain(port) {
                     if record {
@@ -338,7 +339,7 @@ struct PayloadSample {
 impl PayloadSample {
     fn next_burst(&mut self) -> bool {
         self.bursts += 1;
-        self.bursts % PEER_CHECK_EVERY == 1
+        (self.bursts - 1).is_multiple_of(PEER_CHECK_EVERY)
     }
 }
 

@@ -250,11 +250,11 @@ pub(crate) fn warn_wide_vectors_on_many_intel_cores(
         "dataplane.workers",
         format!(
             "{} workers on an Intel CPU with AVX-512: with {WIDE_VECTOR_WORKERS} or more cores \
-             running 512-bit AES-GCM at once, a Xeon guest ran 1420-byte packets faster with \
-             256-bit vectors (2.3x on 16 workers) and 64-byte ones slower (docs/crypto.md, \
-             \"Wide vectors on many Intel cores\"); compare `espgw bench --workers {} \
-             --max-simd-bitwidth 256` with the default and set max_simd_bitwidth (either value \
-             silences this)",
+             running the default 512-bit AES-GCM code (intel-ipsec-mb) at once, a Xeon guest ran \
+             1420-byte packets faster with max_simd_bitwidth = 256 (ring's 256-bit code; 2.3x on \
+             16 workers) and 64-byte ones slower (docs/crypto.md, \"Wide vectors on many Intel \
+             cores\"); compare `espgw bench --workers {} --max-simd-bitwidth 256` with the \
+             default and set max_simd_bitwidth (either value silences this)",
             dp.workers, dp.workers
         ),
     );
