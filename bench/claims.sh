@@ -1284,6 +1284,25 @@ _hs = [x18row("r3-handoff-%d" % n, s, "decrypt", "worker", n)["cycles_per_packet
 claim("docs/multicore.md", "R's stage cost %d-%d cycles a packet in r3" % (min(_hs), max(_hs)))
 claim("docs/multicore.md", "(%.1f Mpps at 64 B in r1)" % x18row("r1-fan-out-16", "64", "decrypt", "worker", 1)["loop_mpps"])
 
+# r5: 256-bit, one tunnel, 1420 B, 16 workers.
+_r5 = {}
+for m, label, dirs in (("one-sa", "One shared SA pair", ("encrypt", "decrypt")), ("per-cpu-sas", "Per-CPU SA pairs", ("encrypt", "decrypt")),
+                       ("fan-out", "Fan-out", ("decrypt",)), ("handoff", "Handoff", ("decrypt",))):
+    name = "r5-256-%s-16" % m
+    assert x18(name)["options"]["max_simd_bitwidth"] == 256
+    for d in dirs:
+        a, b = x18row(name, "1420", d, "worker", 1), x18row(name, "1420", d, "worker", 16)
+        _r5[(m, d)] = b
+        claim("docs/multicore.md", "| %s | %s | %.2f | %.2f | %.2f |" % (label, d, b["efficiency"], a["loop_mpps"], b["loop_mpps"]))
+_r5all = [_r5[(m, d)] for m in ("one-sa", "per-cpu-sas") for d in ("encrypt", "decrypt")]
+_r5txt = "%.1f-%.1f Mpps" % (min(r["loop_mpps"] for r in _r5all), max(r["loop_mpps"] for r in _r5all))
+_r5eff = x18range([r["efficiency"] for r in _r5all])
+claim("docs/multicore.md", "carries %s of 1420-byte packets when every worker receives it (up to about %d Gb/s), %s of linear" % (
+    _r5txt, round(max(r["loop_mpps"] for r in _r5all) * 1420 * 8 / 1000 / 10) * 10, _r5eff))
+claim("docs/multicore.md", "with `max_simd_bitwidth = 256` %s (%s)" % (_r5eff, _r5txt))
+_r1big = [x18row("r1-%s-16" % m, "1420", d, "worker", 16)["loop_mpps"] for m in ("one-sa", "per-cpu-sas") for d in ("encrypt", "decrypt")]
+claim("docs/multicore.md", "r1's default code gave the same modes %.1f-%.1f Mpps" % (min(_r1big), max(_r1big)))
+
 # Core-to-core round trips (bench/c2c-latency.c), both machines.
 def c2c(name):
     return [float(re.search(r"p50 ([\d.]+)", l).group(1)) for l in open(R + name) if l.startswith("cpus")]
