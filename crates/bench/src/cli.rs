@@ -39,6 +39,8 @@ pub struct Args {
     pub max_simd_bitwidth: Option<u16>,
     /// Streaming stores in the generator (as a NIC's DMA; default off).
     pub streaming_rx: bool,
+    /// No intel-ipsec-mb in the ciphers (default off).
+    pub no_ipsec_mb: bool,
     pub json: Option<PathBuf>,
     pub svg: Option<PathBuf>,
 }
@@ -127,6 +129,7 @@ impl Args {
             o.simd_width = options::parse_simd_width(bits)?;
         }
         o.streaming_rx = self.streaming_rx;
+        o.no_ipsec_mb = self.no_ipsec_mb;
         o.json = self.json.clone();
         o.svg = self.svg.clone();
         Ok(o)
@@ -310,13 +313,19 @@ mod tests {
     }
 
     #[test]
-    fn streaming_rx_is_off_unless_asked() {
+    fn streaming_rx_and_no_ipsec_mb_are_off_unless_asked() {
         assert!(!Args::default().options(String::new()).unwrap().streaming_rx);
         let on = Args {
             streaming_rx: true,
             ..Args::default()
         };
         assert!(on.options(String::new()).unwrap().streaming_rx);
+        assert!(!Args::default().options(String::new()).unwrap().no_ipsec_mb);
+        let off = Args {
+            no_ipsec_mb: true,
+            ..Args::default()
+        };
+        assert!(off.options(String::new()).unwrap().no_ipsec_mb);
     }
 
     #[test]

@@ -221,6 +221,9 @@ pub struct Options {
     /// (`--streaming-rx`): they start in memory, as after a NIC's DMA, not
     /// in the receiving worker's cache.
     pub streaming_rx: bool,
+    /// The ciphers use no intel-ipsec-mb (`--no-ipsec-mb`): ring for
+    /// AES-GCM from the split on and for ChaCha20-Poly1305.
+    pub no_ipsec_mb: bool,
     pub json: Option<PathBuf>,
     pub svg: Option<PathBuf>,
     /// The command line as typed, for the JSON report.
@@ -252,6 +255,7 @@ impl Default for Options {
             outer: Outer::Esp4,
             simd_width: SimdWidth::Bits512,
             streaming_rx: false,
+            no_ipsec_mb: false,
             json: None,
             svg: None,
             command: String::new(),

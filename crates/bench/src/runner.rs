@@ -140,6 +140,7 @@ pub fn run(opts: &Options) -> Result<Report, String> {
     let args = eal_args(hugepages, pools_mib, opts.simd_width);
     // Before any cipher is built: the width the ciphers may use.
     espgw_esp::crypto::provider::set_max_simd_width(opts.simd_width);
+    espgw_esp::crypto::provider::set_ipsec_mb_allowed(!opts.no_ipsec_mb);
     // Before the EAL pins this thread to lcore 0: the CPUs we may use.
     let cores = core_affinity::get_core_ids().unwrap_or_default();
     let eal = Eal::init(&args).map_err(|e| format!("DPDK EAL init failed: {e}"))?;

@@ -116,6 +116,11 @@ pub enum Command {
         /// what it costs after a real RX (docs/multicore.md).
         #[arg(long)]
         streaming_rx: bool,
+        /// The ciphers use no intel-ipsec-mb: AES-GCM from the split on and
+        /// ChaCha20-Poly1305 run ring, espgw-aesgcm's short path keeps its
+        /// width (docs/crypto.md, "Wide vectors on many Intel cores").
+        #[arg(long)]
+        no_ipsec_mb: bool,
         /// Write every number, the raw counts, the machine and the command as JSON.
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,

@@ -52,6 +52,7 @@ fn main() -> ExitCode {
             outer,
             max_simd_bitwidth,
             streaming_rx,
+            no_ipsec_mb,
             json,
             svg,
         } => espgw_bench::cli::exit_code(&espgw_bench::cli::Args {
@@ -72,6 +73,7 @@ fn main() -> ExitCode {
             outer: clap::ValueEnum::to_possible_value(&outer).map(|v| v.get_name().to_string()),
             max_simd_bitwidth,
             streaming_rx,
+            no_ipsec_mb,
             json,
             svg,
         }),

@@ -91,6 +91,7 @@ pub fn render(report: &Report) -> Value {
             "per_cpu_sas": o.per_cpu_sas,
             "max_simd_bitwidth": o.simd_width.bits(),
             "streaming_rx": o.streaming_rx,
+            "no_ipsec_mb": o.no_ipsec_mb,
             "burst": crate::generator::BURST,
         },
         "units": {

@@ -9,6 +9,7 @@
 //! [`super::EspCipher::implementation`] shows which code a packet length
 //! reaches. Why each entry of the table wins: docs/crypto.md.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
 use super::{aead, cbc_hmac, fast_gcm, integrity, ipsec_mb_aead, ring_aead, rustcrypto_cbc};
@@ -22,7 +23,8 @@ pub struct Cpu {
     /// ([`espgw_aesgcm::is_supported`]).
     pub aes_gcm_short: bool,
     /// intel-ipsec-mb initialised (any x86_64 CPU: it picks SSE, AVX,
-    /// AVX2 or AVX-512 code itself).
+    /// AVX2 or AVX-512 code itself) and not turned off
+    /// ([`set_ipsec_mb_allowed`]).
     pub ipsec_mb: bool,
     /// AVX-512 with VAES and VPCLMULQDQ, and intel-ipsec-mb runs its
     /// 512-bit VAES GCM kernels: the CPUs on which it beats ring.
@@ -41,9 +43,31 @@ impl Cpu {
         });
         Cpu {
             vaes_avx512: cpu.vaes_avx512 && max_simd_width() == SimdWidth::Bits512,
+            ipsec_mb: cpu.ipsec_mb && ipsec_mb_allowed(),
             ..cpu
         }
     }
+}
+
+/// Whether [`choose`] may pick intel-ipsec-mb (true unless
+/// [`set_ipsec_mb_allowed`] said otherwise).
+static IPSEC_MB_ALLOWED: AtomicBool = AtomicBool::new(true);
+
+/// Keeps [`choose`] off intel-ipsec-mb for the ciphers built from now on
+/// (process-wide, as [`set_max_simd_width`]): AES-GCM from the split on
+/// then runs ring (whose code on an AVX-512 CPU is 256-bit VAES) while
+/// espgw-aesgcm's short path keeps its width, and ChaCha20-Poly1305 runs
+/// ring. `espgw bench --no-ipsec-mb`: on a 16-core Xeon guest the default
+/// intel-ipsec-mb AVX-512 AES-GCM stopped scaling from 8 workers on while
+/// the 512-bit short path did not (docs/crypto.md, "Wide vectors on many
+/// Intel cores"); this measures the two together.
+pub fn set_ipsec_mb_allowed(allowed: bool) {
+    IPSEC_MB_ALLOWED.store(allowed, Ordering::Relaxed);
+}
+
+/// What [`set_ipsec_mb_allowed`] set (true until then).
+pub fn ipsec_mb_allowed() -> bool {
+    IPSEC_MB_ALLOWED.load(Ordering::Relaxed)
 }
 
 /// The widest vector registers the code [`choose`] picks may use:
