@@ -5,39 +5,20 @@
 //! allowing it again brings the CPU's own choice back. Its own test binary
 //! (so its own process): the setting is process-wide.
 
-use espgw_esp::crypto::new_cipher;
 use espgw_esp::crypto::provider::{
     choose, describe, ipsec_mb_allowed, max_simd_width, set_ipsec_mb_allowed, Backend, Cpu,
     SimdWidth,
 };
 use espgw_esp::Suite;
 
-fn sealed(suite: Suite, len: usize) -> Vec<u8> {
-    let key: Vec<u8> = (0..suite.key_len() as u8).collect();
-    let cipher = new_cipher(suite, &key, &[]).unwrap();
-    let mut esp = vec![0u8; 16 + len + 16];
-    esp[..4].copy_from_slice(&0x0102_0304u32.to_be_bytes());
-    for (i, b) in esp[16..16 + len].iter_mut().enumerate() {
-        *b = (i * 7) as u8;
-    }
-    cipher.seal(&mut esp, 42, true);
-    esp
-}
+mod common;
+use common::{sealed_samples, AEAD};
 
 #[test]
 fn without_ipsec_mb_ring_takes_its_place_and_the_bytes_stay() {
-    const AEAD: [Suite; 3] = [
-        Suite::Aes128Gcm16,
-        Suite::Aes256Gcm16,
-        Suite::Chacha20Poly1305,
-    ];
     let raw = Cpu::detected();
     assert!(ipsec_mb_allowed());
-    let lens = [49, 64, 100, 112, 400, 1420];
-    let before: Vec<Vec<u8>> = AEAD
-        .iter()
-        .flat_map(|&s| lens.iter().map(move |&l| sealed(s, l)))
-        .collect();
+    let before = sealed_samples();
 
     set_ipsec_mb_allowed(false);
     let cpu = Cpu::detected();
@@ -59,11 +40,10 @@ fn without_ipsec_mb_ring_takes_its_place_and_the_bytes_stay() {
         );
     }
     assert_eq!(choose(Suite::Chacha20Poly1305, cpu), Backend::Ring);
-    let after: Vec<Vec<u8>> = AEAD
-        .iter()
-        .flat_map(|&s| lens.iter().map(move |&l| sealed(s, l)))
-        .collect();
-    assert_eq!(before, after, "the same ESP from either backend");
+    assert!(
+        before == sealed_samples(),
+        "the same ESP from either backend"
+    );
 
     set_ipsec_mb_allowed(true);
     assert_eq!(Cpu::detected(), raw);

@@ -11,6 +11,9 @@ use espgw_esp::crypto::provider::{
 };
 use espgw_esp::Suite;
 
+mod common;
+use common::{sealed_samples, AEAD, SEAL_LENS};
+
 /// The backend a CPU without AVX-512 gets for `suite`, this machine's
 /// other features (`raw`, detected before the cap) kept.
 fn without_avx512(suite: Suite, raw: Cpu) -> Backend {
@@ -23,33 +26,12 @@ fn without_avx512(suite: Suite, raw: Cpu) -> Backend {
     )
 }
 
-fn sealed(suite: Suite, len: usize) -> Vec<u8> {
-    let key: Vec<u8> = (0..suite.key_len() as u8).collect();
-    let cipher = new_cipher(suite, &key, &[]).unwrap();
-    let mut esp = vec![0u8; 16 + len + 16];
-    esp[..4].copy_from_slice(&0x0102_0304u32.to_be_bytes());
-    for (i, b) in esp[16..16 + len].iter_mut().enumerate() {
-        *b = (i * 7) as u8;
-    }
-    cipher.seal(&mut esp, 42, true);
-    esp
-}
-
 #[test]
 fn a_256_bit_cap_picks_what_a_cpu_without_avx512_gets() {
-    const AEAD: [Suite; 3] = [
-        Suite::Aes128Gcm16,
-        Suite::Aes256Gcm16,
-        Suite::Chacha20Poly1305,
-    ];
     let raw = Cpu::detected();
     assert_eq!(max_simd_width(), SimdWidth::Bits512);
     assert!(simd_width_note().is_none());
-    let lens = [49, 64, 100, 112, 400, 1420];
-    let before: Vec<Vec<u8>> = AEAD
-        .iter()
-        .flat_map(|&s| lens.iter().map(move |&l| sealed(s, l)))
-        .collect();
+    let before = sealed_samples();
 
     set_max_simd_width(SimdWidth::Bits256);
     assert_eq!(max_simd_width(), SimdWidth::Bits256);
@@ -74,7 +56,7 @@ fn a_256_bit_cap_picks_what_a_cpu_without_avx512_gets() {
     for suite in AEAD {
         let key: Vec<u8> = (0..suite.key_len() as u8).collect();
         let cipher = new_cipher(suite, &key, &[]).unwrap();
-        for len in lens {
+        for len in SEAL_LENS {
             let runs = cipher.implementation(len);
             assert!(
                 runs != Some(Implementation::IpsecMb),
@@ -83,11 +65,7 @@ fn a_256_bit_cap_picks_what_a_cpu_without_avx512_gets() {
         }
     }
     // The same bytes as the ciphers built before (whatever those ran).
-    let after: Vec<Vec<u8>> = AEAD
-        .iter()
-        .flat_map(|&s| lens.iter().map(move |&l| sealed(s, l)))
-        .collect();
-    assert!(before == after);
+    assert!(before == sealed_samples());
 
     set_max_simd_width(SimdWidth::Bits512);
     assert_eq!(Cpu::detected(), raw);

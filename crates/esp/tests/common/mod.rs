@@ -109,3 +109,35 @@ pub fn outbound(cfg: &SaConfig) -> OutboundSa {
 pub fn inbound(cfg: &SaConfig) -> InboundSa {
     InboundSa::new(cfg, 0).expect("inbound SA")
 }
+
+/// The AEAD suites: those whose backend the process-wide cipher settings
+/// (`set_max_simd_width`, `set_ipsec_mb_allowed`) change.
+pub const AEAD: [Suite; 3] = [
+    Suite::Aes128Gcm16,
+    Suite::Aes256Gcm16,
+    Suite::Chacha20Poly1305,
+];
+
+/// Payload lengths on both sides of espgw-aesgcm's splits (its 512-bit
+/// window, 112 B, ring's 384 B).
+pub const SEAL_LENS: [usize; 6] = [49, 64, 100, 112, 400, 1420];
+
+/// Every [`AEAD`] suite sealing one ESP packet of each of [`SEAL_LENS`]
+/// with a cipher `new_cipher` builds now: what a change of backend must
+/// leave byte for byte the same.
+pub fn sealed_samples() -> Vec<Vec<u8>> {
+    let sealed = |suite: Suite, len: usize| {
+        let key: Vec<u8> = (0..suite.key_len() as u8).collect();
+        let cipher = espgw_esp::crypto::new_cipher(suite, &key, &[]).unwrap();
+        let mut esp = vec![0u8; 16 + len + 16];
+        esp[..4].copy_from_slice(&SPI.to_be_bytes());
+        for (i, b) in esp[16..16 + len].iter_mut().enumerate() {
+            *b = (i * 7) as u8;
+        }
+        cipher.seal(&mut esp, 42, true);
+        esp
+    };
+    AEAD.iter()
+        .flat_map(|&s| SEAL_LENS.iter().map(move |&l| sealed(s, l)))
+        .collect()
+}
