@@ -282,9 +282,7 @@ pub fn replay_window(opts: &Options) -> u32 {
         // its job boxes hold (`fan_out_jobs`, as `SpreadRings::with_wait`
         // builds them): the window spans that, or a part merely slow would
         // be dropped as too old (`replayed`).
-        let boxes = fan_out_jobs(opts.workers, opts.spread_wait_us);
-        let out = boxes.saturating_mul(crate::generator::BURST);
-        u32::try_from(out)
+        u32::try_from(fan_out_packets(opts))
             .unwrap_or(u32::MAX)
             .clamp(gateway::REPLAY_WINDOW, espgw_esp::MAX_REPLAY_WINDOW)
     } else {
@@ -306,18 +304,23 @@ fn pool_mbufs(opts: &Options, w: usize) -> u32 {
     if !(opts.spread_decrypt && receives) || opts.workers < 2 {
         return POOL_MBUFS;
     }
-    let burst = crate::generator::BURST;
-    let jobs = fan_out_jobs(opts.workers, opts.spread_wait_us).saturating_mul(burst);
     let caches = opts
         .workers
-        .saturating_mul(POOL_CACHE as usize * 3 / 2 + burst);
+        .saturating_mul(POOL_CACHE as usize * 3 / 2 + crate::generator::BURST);
     let want = (POOL_MBUFS as usize)
-        .saturating_add(jobs)
+        .saturating_add(fan_out_packets(opts))
         .saturating_add(caches)
         .saturating_add(1);
     want.checked_next_power_of_two()
         .and_then(|p| u32::try_from(p - 1).ok())
         .unwrap_or(u32::MAX)
+}
+
+/// The packets one receiving worker's fan-out may have out: its job boxes
+/// (`fan_out_jobs`, as `SpreadRings::with_wait` builds them) of a burst
+/// each.
+fn fan_out_packets(opts: &Options) -> usize {
+    fan_out_jobs(opts.workers, opts.spread_wait_us).saturating_mul(crate::generator::BURST)
 }
 
 /// Memory for every worker's pool, in MiB: 4 KiB an mbuf (its data room,
