@@ -312,6 +312,30 @@ fn check_inner_parts(ip: &[u8], e: &InnerExpect, payload: bool) -> Result<(), In
     Ok(())
 }
 
+/// One burst in `every`, the first included: which bursts the sink checks
+/// the expensive way (a peer's decryption, a payload compared byte for
+/// byte). Call [`BurstSample::next_burst`] once per burst.
+#[derive(Debug, Clone, Copy)]
+pub struct BurstSample {
+    every: u64,
+    bursts: u64,
+}
+
+impl BurstSample {
+    pub fn new(every: u64) -> Self {
+        BurstSample {
+            every: every.max(1),
+            bursts: 0,
+        }
+    }
+
+    /// True for the bursts to sample.
+    pub fn next_burst(&mut self) -> bool {
+        self.bursts += 1;
+        (self.bursts - 1).is_multiple_of(self.every)
+    }
+}
+
 /// The peer gateway's inbound SA: decrypts a sample of the ESP the stage
 /// produced and compares it with what was sent, so an encrypt case proves
 /// its output is real ESP, not just ESP-shaped.
@@ -319,9 +343,8 @@ pub struct PeerDecrypt {
     sa: InboundSa,
     /// The packets as the peer must restore them.
     pub expect: InnerExpect,
-    /// Check one burst in this many (decryption costs the sink time).
-    pub every: u64,
-    bursts: u64,
+    /// Which bursts to check (decryption costs the sink time).
+    sample: BurstSample,
 }
 
 impl PeerDecrypt {
@@ -329,15 +352,13 @@ impl PeerDecrypt {
         Ok(PeerDecrypt {
             sa: InboundSa::new(cfg, 0).map_err(|e| e.to_string())?,
             expect,
-            every: every.max(1),
-            bursts: 0,
+            sample: BurstSample::new(every),
         })
     }
 
     /// True for the bursts to sample (call once per burst).
     pub fn sample_next_burst(&mut self) -> bool {
-        self.bursts += 1;
-        self.bursts % self.every == 1 || self.every == 1
+        self.sample.next_burst()
     }
 
     /// Decrypts a copy of the outer IP packet `ip` and checks the result.
@@ -475,6 +496,18 @@ mod tests {
                 ipv4_udp(64, A, B, FIRST_PORT),
             ],
         )
+    }
+
+    /// One burst in `every`, the first included; 0 and 1 sample them all.
+    #[test]
+    fn a_burst_sample_takes_the_first_and_every_nth_after() {
+        let taken = |every: u64| {
+            let mut s = BurstSample::new(every);
+            (1..=40u64).filter(|_| s.next_burst()).collect::<Vec<_>>()
+        };
+        assert_eq!(taken(16), [1, 17, 33]);
+        assert_eq!(taken(1), (1..=40).collect::<Vec<_>>());
+        assert_eq!(taken(0), taken(1));
     }
 
     #[test]

@@ -22,8 +22,8 @@ use crate::gateway::{self, PROTECTED, UNPROTECTED};
 use crate::generator::{Generator, Template, BURST};
 use crate::options::Direction;
 use crate::sink::{
-    check_esp, check_ethernet, check_ethernet_of, check_inner, check_inner_header, Invalid,
-    PeerDecrypt,
+    check_esp, check_ethernet, check_ethernet_of, check_inner, check_inner_header, BurstSample,
+    Invalid, PeerDecrypt,
 };
 use crate::stats::Measured;
 
@@ -132,7 +132,10 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
         let mut staging: Burst<BURST> = Burst::new();
         let mut drops_before = worker.counters().drops;
         let mut handed_in_before = worker.counters().sa_handoff_in;
-        let mut payloads = PayloadSample::default();
+        // Decrypted payloads compared byte for byte in one burst in
+        // PEER_CHECK_EVERY; every header field of every packet
+        // (`check_inner_header`).
+        let mut payloads = BurstSample::new(PEER_CHECK_EVERY);
         return Ok(Box::new(move |m: &mut Measured, record: bool| {
             let now = Now {
                 ns: started.elapsed().as_nanos() as u64,
@@ -226,7 +229,7 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
     let mut drops_before = worker.counters().drops;
     let pace = !ctx.lanes.is_empty();
     let pace_limit = handoff_pace(ctx.lanes.len() + 1);
-    let mut payloads = PayloadSample::default();
+    let mut payloads = BurstSample::new(PEER_CHECK_EVERY);
     Ok(Box::new(move |m: &mut Measured, record: bool| {
         if pace {
             let pacing = |w: &Worker<Mbuf, PoolSource>| w.handed_off() >= pace_limit;
@@ -326,21 +329,6 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
         }
         Ok(())
     }))
-}
-
-/// Which of the sink's bursts get their decrypted payloads compared byte
-/// for byte: one in [`PEER_CHECK_EVERY`], the first included; the others
-/// get every header field checked ([`check_inner_header`]).
-#[derive(Default)]
-struct PayloadSample {
-    bursts: u64,
-}
-
-impl PayloadSample {
-    fn next_burst(&mut self) -> bool {
-        self.bursts += 1;
-        (self.bursts - 1).is_multiple_of(PEER_CHECK_EVERY)
-    }
 }
 
 /// A decrypted frame's inner packet bytes (Ethernet and the inner packet).

@@ -41,7 +41,6 @@ fn check(row: &Row) -> String {
     }
 }
 
-/// The whole table, with a legend.
 /// The columns that name a case (suite, size, direction, workers), as
 /// its rows and a failed case's line start.
 fn case_columns(suite: Suite, size: Size, direction: Direction, workers: usize) -> String {
@@ -54,6 +53,7 @@ fn case_columns(suite: Suite, size: Size, direction: Direction, workers: usize) 
     )
 }
 
+/// The whole table, with a legend.
 pub fn render(report: &Report) -> String {
     let mut s = String::new();
     if report.options.workers > report.machine.logical_cpus {
