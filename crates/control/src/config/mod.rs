@@ -81,14 +81,15 @@ impl HostFacts {
 /// Whether /proc/cpuinfo text describes an Intel CPU with AVX-512F and
 /// VAES (what the 512-bit AES-GCM paths need), from its first processor.
 pub fn cpuinfo_says_intel_avx512(info: &str) -> bool {
+    // "name\t: value" lines; the first processor's come first.
     let field = |name: &str| {
         info.lines()
-            .find(|l| l.split(':').next().is_some_and(|k| k.trim() == name))
-            .and_then(|l| l.split_once(':'))
-            .map(|(_, v)| v.trim().to_string())
+            .filter_map(|l| l.split_once(':'))
+            .find(|(k, _)| k.trim() == name)
+            .map_or("", |(_, v)| v.trim())
     };
-    let intel = field("vendor_id").is_some_and(|v| v == "GenuineIntel");
-    let flags = field("flags").unwrap_or_default();
+    let intel = field("vendor_id") == "GenuineIntel";
+    let flags = field("flags");
     let has = |f: &str| flags.split_whitespace().any(|x| x == f);
     intel && has("avx512f") && has("vaes")
 }

@@ -631,8 +631,8 @@ fn finish_handoff<B: PacketBuf, P: BufPool<B>>(
 
 /// Cuts SA group `stage` into parts, one per other worker with room in
 /// its inbox and not busy with its own traffic (at least [`MIN_PART`]
-/// packets each, at most the rings' `max_parts` parts), or, when none is free, one part this worker does
-/// itself; tickets in arrival order. A part kept here (or refused by a
+/// packets each, at most the rings' `max_parts` parts), or, when none is
+/// free, one part this worker does itself; tickets in arrival order. A part kept here (or refused by a
 /// full inbox) is decrypted and finished at once and waits for its turn
 /// like the others. False (the group untouched, for the caller to decrypt
 /// directly) when no other worker is free and nothing of the SA is
