@@ -71,13 +71,10 @@ impl Generator {
         out[first..].reverse();
         for (i, m) in out[first..].iter_mut().enumerate() {
             let t = &self.templates[self.next];
+            // (An error ends the case before any packet is handed on, so
+            // only the way out below needs the fence.)
             let copied = if self.streaming {
-                let copied = m.extend_from_slice_streaming(&t.bytes);
-                if copied.is_err() {
-                    // The packets written so far are the caller's now too.
-                    Mbuf::streaming_fence();
-                }
-                copied
+                m.extend_from_slice_streaming(&t.bytes)
             } else {
                 m.extend_from_slice(&t.bytes)
             };
