@@ -32,13 +32,6 @@ out=$2
 max=${3:-$(nproc)}
 [ "$max" -ge 2 ] || { echo "MAX: 2 or more workers" >&2; exit 2; }
 mkdir -p "$out"
-# The mempool drivers where DPDK looks for them (as `scaling.sh run`
-# does), for the checks that start espgw directly.
-PMD_DIR=/usr/lib/x86_64-linux-gnu/dpdk/pmds-23.0
-mkdir -p "$PMD_DIR"
-for p in "$dir"/pmds/*.so; do
-    [ -e "$PMD_DIR/$(basename "$p")" ] || cp "$p" "$PMD_DIR/"
-done
 log="$out/diagnose.txt"
 steal() { awk '/^cpu / {print "steal ticks: " $9}' /proc/stat; }
 {
@@ -65,8 +58,6 @@ series() {
     # The rows, and what failed: a case (FAILED), a run without JSON.
     grep -hE '^(worker|FAILED|no JSON|\(exit)' "$out/$name/one-tunnel.txt" | sed "s/^/$name  /" | tee -a "$log"
 }
-loader=$(ls "$dir"/lib/ld-linux-x86-64.so.* | head -1)
-espgw=("$loader" --library-path "$dir/lib" "$dir/espgw")
 # One `espgw bench`, encrypt, a tunnel per worker: its name, the CPUs it
 # may use, its options; prints the cipher and worker rows.
 bench_on() {
@@ -74,7 +65,7 @@ bench_on() {
     shift 2
     mkdir -p "$out/$name"
     local status=0
-    taskset -c "$cpus" "${espgw[@]}" bench --suite aes128gcm16 --direction encrypt \
+    taskset -c "$cpus" bash bench/scaling.sh espgw "$dir" bench --suite aes128gcm16 --direction encrypt \
         --seconds 0.5 "$@" --json "$out/$name/bench.json" >"$out/$name/bench.txt" 2>&1 || status=$?
     grep -E '^aes.* (cipher|worker) |^FAILED' "$out/$name/bench.txt" | sed "s/^/$name  /" | tee -a "$log"
     [ "$status" -eq 0 ] || echo "$name  (exit $status: see $out/$name/bench.txt)" | tee -a "$log"

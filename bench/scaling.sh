@@ -32,6 +32,9 @@
 #       workers and SECONDS_PER_LAYER=0.5 (the default) took 61 s on the
 #       2-vCPU build machine (TUNNELS=1 SPREAD=1, session 17): about 4
 #       minutes for all four.
+#   bench/scaling.sh espgw DIR ARGS...
+#       there: the packed espgw with ARGS (e.g. `bench ...`), as the runs
+#       below start it.
 #   bench/scaling.sh run DIR OUT [WORKERS...]
 #       there: one `espgw bench --workers N` per N (default: 2 4 8 and all
 #       CPUs), aes128gcm16 at 64, 1420 and imix, both directions; writes
@@ -101,6 +104,20 @@ bench_one() {
     fi
 }
 
+# Makes the pack in $1 runnable here (root, DPDK's drivers where it looks
+# for them) and sets ESPGW_CMD to its espgw run through the carried loader.
+use_pack() {
+    local dir=$1
+    [ "$(id -u)" -eq 0 ] || { echo "needs root (DPDK)" >&2; exit 1; }
+    mkdir -p "$PMD_DIR"
+    for p in $PMDS; do
+        [ -e "$PMD_DIR/$p" ] || cp "$dir/pmds/$p" "$PMD_DIR/"
+    done
+    local loader
+    loader=$(ls "$dir"/lib/ld-linux-x86-64.so.* | head -1)
+    ESPGW_CMD=("$loader" --library-path "$dir/lib" "$dir/espgw")
+}
+
 run() {
     local dir=$1 out=$2
     shift 2
@@ -112,21 +129,14 @@ run() {
         for n in 2 4 8; do [ "$n" -lt "$cpus" ] && workers+=("$n"); done
         workers+=("$cpus")
     fi
-    [ "$(id -u)" -eq 0 ] || { echo "needs root (DPDK)" >&2; exit 1; }
     dir=$(cd "$dir" && pwd)
-    mkdir -p "$out" "$PMD_DIR"
-    for p in $PMDS; do
-        [ -e "$PMD_DIR/$p" ] || cp "$dir/pmds/$p" "$PMD_DIR/"
-    done
-    local loader
-    loader=$(ls "$dir"/lib/ld-linux-x86-64.so.* | head -1)
-    local espgw=("$loader" --library-path "$dir/lib" "$dir/espgw")
+    mkdir -p "$out"
+    use_pack "$dir"
     echo "machine: $cpus CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), commit $(cat "$dir/COMMIT")" |
         tee "$out/scaling.txt"
     if [ "${TUNNELS:-}" = all ]; then
         # Every way of carrying one tunnel on N workers, one after the
         # other, each in its own folder: what a device session runs.
-        ESPGW_CMD=("${espgw[@]}")
         local failed=0
         one_tunnel_mode "$out/one-sa" "" "" "${workers[@]}" || failed=1
         one_tunnel_mode "$out/fan-out" "" 1 "${workers[@]}" || failed=1
@@ -135,14 +145,13 @@ run() {
         return $failed
     fi
     if [ -n "${TUNNELS:-}" ]; then
-        ESPGW_CMD=("${espgw[@]}")
         one_tunnel_runs "$out" "${workers[@]}"
         return
     fi
     for n in "${workers[@]}"; do
         echo "== --workers $n" | tee -a "$out/scaling.txt"
         bench_one "$out/scaling.txt" "$out/scaling-$n.txt" "$out/scaling-$n.json" \
-            "${espgw[@]}" bench --suite aes128gcm16 --sizes 64,1420,imix --direction both \
+            "${ESPGW_CMD[@]}" bench --suite aes128gcm16 --sizes 64,1420,imix --direction both \
             --workers "$n" --seconds 0.5 --json "$out/scaling-$n.json" || continue
         { grep -E ' worker ' "$out/scaling-$n.txt" || true; } | tee -a "$out/scaling.txt"
     done
@@ -243,5 +252,7 @@ case "${1:-}" in
 pack) [ $# -eq 2 ] || { echo "usage: $0 pack DIR" >&2; exit 2; }; pack "$2" ;;
 one-tunnel) [ $# -ge 2 ] || { echo "usage: $0 one-tunnel OUT [WORKERS...]" >&2; exit 2; }; shift; one_tunnel "$@" ;;
 run) [ $# -ge 3 ] || { echo "usage: $0 run DIR OUT [WORKERS...]" >&2; exit 2; }; shift; run "$@" ;;
+espgw) [ $# -ge 2 ] || { echo "usage: $0 espgw DIR ARGS..." >&2; exit 2; }
+    use_pack "$(cd "$2" && pwd)"; shift 2; exec "${ESPGW_CMD[@]}" "$@" ;;
 *) sed -n '2,30p' "$0" >&2; exit 2 ;;
 esac
