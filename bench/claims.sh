@@ -1220,8 +1220,8 @@ for size in ("64", "1420", "imix"):
             f2(x18row("r1-many-16", size, d, "worker", 16)["loop_mpps"])))
 
 
-def x18range(vals, fmt=f2):
-    return "%s-%s" % (fmt(min(vals)), fmt(max(vals)))
+def x18range(vals):
+    return "%s-%s" % (f2(min(vals)), f2(max(vals)))
 
 
 e16 = lambda m, size, d, layer="worker": x18row("r1-%s-16" % m, size, d, layer, 16)["efficiency"]
