@@ -191,12 +191,7 @@ fn parse_config(
     replay_window: u32,
     outer: Outer,
 ) -> Result<Config, String> {
-    let host = HostFacts {
-        cpus: cpus.max(1),
-        check_permissions: false,
-        isolated_cpus: None,
-        intel_avx512: false,
-    };
+    let host = HostFacts::assumed(cpus.max(1));
     let text = config_text(suite, tunnels, replay_window, outer);
     espgw_control::parse_str(Path::new("bench.toml"), text, &host)
         .map(|(config, _warnings)| config)

@@ -314,12 +314,7 @@ mod tests {
     use std::path::Path;
 
     fn parses(text: String) -> crate::config::Config {
-        let host = HostFacts {
-            cpus: 2,
-            check_permissions: false,
-            isolated_cpus: None,
-            intel_avx512: false,
-        };
+        let host = HostFacts::assumed(2);
         match crate::parse_str(Path::new("fixture.toml"), text.clone(), &host) {
             Ok((c, _)) => c,
             Err(d) => panic!("{text}\n{d:?}"),

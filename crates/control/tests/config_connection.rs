@@ -238,10 +238,8 @@ fn psk_file_follows_the_key_file_rules() {
     );
     let config_path = dir.join("gw.toml");
     let host = espgw_control::config::HostFacts {
-        cpus: 4,
         check_permissions: true,
-        isolated_cpus: None,
-        intel_avx512: false,
+        ..espgw_control::config::HostFacts::assumed(4)
     };
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&psk_path, std::fs::Permissions::from_mode(0o644)).unwrap();
@@ -725,10 +723,8 @@ fn the_private_key_file_gets_the_mode_warning() {
         "a.key",
     );
     let host = espgw_control::config::HostFacts {
-        cpus: 4,
         check_permissions: true,
-        isolated_cpus: None,
-        intel_avx512: false,
+        ..espgw_control::config::HostFacts::assumed(4)
     };
     let (_, warnings) = espgw_control::config::parse_str(&dir.join("gw.toml"), text, &host)
         .unwrap_or_else(|d| panic!("{}", render(&d)));

@@ -140,10 +140,8 @@ fn keys_can_live_in_a_key_file_next_to_the_config() {
     let (c, warnings) = load_with(
         &config,
         &HostFacts {
-            cpus: 4,
             check_permissions: true,
-            isolated_cpus: None,
-            intel_avx512: false,
+            ..HostFacts::assumed(4)
         },
     )
     .unwrap_or_else(|d| panic!("{}", render(&d)));
@@ -207,10 +205,8 @@ fn readable_files_with_keys_get_a_warning() {
     let dir = temp_dir("modes");
     let config = dir.join("gw.toml");
     let facts = HostFacts {
-        cpus: 4,
         check_permissions: true,
-        isolated_cpus: None,
-        intel_avx512: false,
+        ..HostFacts::assumed(4)
     };
     write(&config, &base(), 0o644);
     let (_, warnings) = load_with(&config, &facts).unwrap();
@@ -233,10 +229,8 @@ fn files_others_can_change_get_a_warning() {
     let dir = temp_dir("writable");
     let config = dir.join("gw.toml");
     let facts = HostFacts {
-        cpus: 4,
         check_permissions: true,
-        isolated_cpus: None,
-        intel_avx512: false,
+        ..HostFacts::assumed(4)
     };
     // No inline keys: readable is fine, writable by group/others is not.
     let no_keys = with_key_file(&base());

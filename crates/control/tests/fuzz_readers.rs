@@ -329,12 +329,7 @@ fn request_seed_sessions_succeed() {
     let config = match espgw_control::parse_str(
         &body::base_dir().join("gateway.toml"),
         body::GATEWAY_TOML.to_string(),
-        &espgw_control::HostFacts {
-            cpus: 2,
-            check_permissions: false,
-            isolated_cpus: None,
-            intel_avx512: false,
-        },
+        &espgw_control::HostFacts::assumed(2),
     ) {
         Ok((c, _)) => c,
         Err(d) => panic!("{d:?}"),

@@ -34,12 +34,7 @@ pub fn gateway_toml(me: u8, lifetime: &str, default_action: &str, extra: &str) -
 }
 
 pub fn config(text: String) -> Config {
-    let host = HostFacts {
-        cpus: 2,
-        check_permissions: false,
-        isolated_cpus: None,
-        intel_avx512: false,
-    };
+    let host = HostFacts::assumed(2);
     match parse_str(Path::new("test.toml"), text, &host) {
         Ok((c, _)) => c,
         Err(d) => panic!(

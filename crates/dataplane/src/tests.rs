@@ -84,12 +84,7 @@ fn config_text(b_side: bool, local_ts_a: &str, extra: &str) -> String {
 type Snapshot = (Arc<Network>, Arc<Tables>);
 
 fn config_of(text: String) -> espgw_control::config::Config {
-    let host = HostFacts {
-        cpus: 2,
-        check_permissions: false,
-        isolated_cpus: None,
-        intel_avx512: false,
-    };
+    let host = HostFacts::assumed(2);
     match espgw_control::parse_str(Path::new("test.toml"), text, &host) {
         Ok((c, _)) => c,
         Err(d) => panic!("config: {d:?}"),

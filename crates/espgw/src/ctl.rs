@@ -487,12 +487,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("espgw-ctl-ike-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        let host = HostFacts {
-            cpus: 1,
-            check_permissions: false,
-            isolated_cpus: None,
-            intel_avx512: false,
-        };
+        let host = HostFacts::assumed(1);
         let mut g = GatewayToml::demo(1).name("gw-a");
         g.tunnels.clear();
         let text = g
@@ -794,12 +789,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("espgw-ctl-test-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        let host = HostFacts {
-            cpus: 1,
-            check_permissions: false,
-            isolated_cpus: None,
-            intel_avx512: false,
-        };
+        let host = HostFacts::assumed(1);
         let (config, _) =
             espgw_control::parse_str(&dir.join("gw.toml"), config_text(), &host).unwrap();
         let manager = SaManager::with_control_tables(&config, 0).unwrap();

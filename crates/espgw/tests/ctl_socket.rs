@@ -31,12 +31,7 @@ fn temp_dir(tag: &str) -> PathBuf {
 }
 
 fn server(sock: &Path, group: Option<u32>) -> ControlServer {
-    let host = HostFacts {
-        cpus: 1,
-        check_permissions: false,
-        isolated_cpus: None,
-        intel_avx512: false,
-    };
+    let host = HostFacts::assumed(1);
     let (config, _) = espgw_control::parse_str(Path::new("gw.toml"), config_text(), &host).unwrap();
     let manager = SaManager::with_control_tables(&config, 0).unwrap();
     let control = Arc::new(LiveControl::new(

@@ -301,12 +301,7 @@ in = {{ spi = 0x2001, key = "ffeeddccbbaa99887766554433221100a1a2a3a4" }}
     }
 
     fn warnings(text: String) -> Vec<Diagnostic> {
-        let host = HostFacts {
-            cpus: 4,
-            check_permissions: false,
-            isolated_cpus: None,
-            intel_avx512: false,
-        };
+        let host = HostFacts::assumed(4);
         match parse_str(Path::new("test.toml"), text, &host) {
             Ok((_, w)) => w
                 .into_iter()

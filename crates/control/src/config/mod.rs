@@ -65,6 +65,20 @@ pub struct HostFacts {
 }
 
 impl HostFacts {
+    /// A host of `cpus` CPUs and nothing else known: no permission
+    /// checks, no isolated CPUs, not an Intel AVX-512 CPU. For a config
+    /// text that is not this machine's file (a live `sa_add`, a fixture)
+    /// and for tests, which change what they look at
+    /// (`HostFacts { check_permissions: true, ..HostFacts::assumed(4) }`).
+    pub fn assumed(cpus: usize) -> HostFacts {
+        HostFacts {
+            cpus,
+            check_permissions: false,
+            isolated_cpus: None,
+            intel_avx512: false,
+        }
+    }
+
     pub fn this_machine() -> HostFacts {
         HostFacts {
             cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),

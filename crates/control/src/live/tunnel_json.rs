@@ -62,12 +62,7 @@ impl TunnelParser {
         );
         doc.insert("tunnel".into(), Toml::Array(vec![tunnel]));
         let text = toml::to_string(&doc).map_err(|e| format!("tunnel: {e}"))?;
-        let host = HostFacts {
-            cpus: 1,
-            check_permissions: false,
-            isolated_cpus: None,
-            intel_avx512: false,
-        };
+        let host = HostFacts::assumed(1);
         let source = self.base_dir.join("<sa_add>");
         match parse_str(&source, text, &host) {
             Ok((mut config, _warnings)) if config.tunnels.len() == 1 => {

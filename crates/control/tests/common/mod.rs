@@ -31,12 +31,7 @@ pub fn base() -> String {
 }
 
 pub fn host() -> HostFacts {
-    HostFacts {
-        cpus: 4,
-        check_permissions: false,
-        isolated_cpus: None,
-        intel_avx512: false,
-    }
+    HostFacts::assumed(4)
 }
 
 /// `text` with the first `from` replaced by `to`; panics if `from` is absent

@@ -34,12 +34,7 @@ pub const GATEWAY_TOML: &str = include_str!("../../../../configs/static-a.toml")
 const MAX_LINES: usize = 32;
 
 fn host() -> HostFacts {
-    HostFacts {
-        cpus: 2,
-        check_permissions: false,
-        isolated_cpus: None,
-        intel_avx512: false,
-    }
+    HostFacts::assumed(2)
 }
 
 /// A directory for relative `key_file` paths: it holds one valid key file

@@ -238,12 +238,7 @@ proto = "udp"
 }
 
 fn parse(text: String) -> Config {
-    let host = HostFacts {
-        cpus: 2,
-        check_permissions: false,
-        isolated_cpus: None,
-        intel_avx512: false,
-    };
+    let host = HostFacts::assumed(2);
     match espgw_control::parse_str(Path::new("fuzz.toml"), text, &host) {
         Ok((c, _)) => c,
         Err(d) => panic!("fuzz config does not parse: {d:?}"),

@@ -544,12 +544,7 @@ mod tests {
             ports.split(' ').nth(1).unwrap(),
         );
         let path = dir.join("gw.toml");
-        let host = espgw_control::HostFacts {
-            cpus: 4,
-            check_permissions: false,
-            isolated_cpus: None,
-            intel_avx512: false,
-        };
+        let host = espgw_control::HostFacts::assumed(4);
         espgw_control::parse_str(&path, text, &host)
             .expect("valid test config")
             .0
