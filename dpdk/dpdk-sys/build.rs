@@ -100,6 +100,13 @@ fn generate_bindings(cflags: &[String]) {
         .allowlist_function("rte_pktmbuf_.*")
         .allowlist_function("rte_ring_.*")
         .allowlist_function("rte_eth_.*")
+        // Receive steering of ESP by SPI (dpdk::flow): create, validate,
+        // destroy, flush; the item and action structs they take.
+        .allowlist_function("rte_flow_(create|validate|destroy|flush)")
+        .allowlist_type("rte_flow_(attr|item|action|error)")
+        .allowlist_type("rte_flow_item_(esp|udp)")
+        .allowlist_type("rte_flow_action_queue")
+        .allowlist_type("rte_flow_(item|action)_type")
         .allowlist_type("rte_mbuf")
         .allowlist_type("rte_ether_addr")
         .allowlist_type("rte_eth_.*")

@@ -27,7 +27,9 @@
 #     and 20 pings are answered, 8 streams arrive whole.
 #  4. SIGINT: both stats JSONs balance (their SA lists are empty: the
 #     gateways delete their IKE SAs, so the tunnels, before writing them),
-#     and every packet B's workers handed off was taken by the other.
+#     and every packet B's workers handed off was taken by the other; the
+#     unprotected port's `esp_steering` says the NIC (af_packet) took no
+#     SPI steering rule (steer_esp = "auto" fell back to RSS), logged once.
 # PERCPU=1 runs the same steps with per_cpu_sas = 1 on both: it must fail at
 # step 1, which shows the test tells.
 # Needs root. ESPGW overrides the binary.
@@ -251,6 +253,16 @@ print(f"step 4: {sys.argv[1].rsplit('/', 1)[-1]}: handoff out {out}, in {into}, 
       [w.get("sa_handoff_kept", 0) for w in j["workers"]], "drops sa_handoff_full",
       j["drops"].get("sa_handoff_full", 0))
 assert sum(out) == sum(into), (out, into)
+# steer_esp = "auto" (the default) tried a flow rule per inbound SA on the
+# port the tunnel uses; af_packet has no flow API, so that port fell back
+# to RSS, said so in the JSON, and the rest of this test ran on it.
+ports = {p["name"]: p for p in j["ports"]}
+unprot = ports["unprot"]["esp_steering"]
+assert unprot["state"] == "refused" and "rte_flow_create(" in unprot["why"], unprot
+assert ports["prot"]["esp_steering"] == {"state": "steering", "rules": 0}, ports["prot"]
+print(f"step 4: steer_esp on unprot: {unprot['state']} ({unprot['why']})")
 PY
+    n=$(grep -c "steer_esp: the NIC takes no ESP flow rules" "$WORK/$s.log" || true)
+    [ "$n" = 1 ] || fail "step 4: gateway $s logged the steering fallback $n times, want once"
 done
 echo "PASS: ike_percpu"

@@ -186,7 +186,7 @@ fn check_prints_the_queue_and_core_plan() {
         let at = summary
             .find("queues and cores:")
             .unwrap_or_else(|| panic!("no plan in:\n{summary}"));
-        summary[at..].lines().take(4).collect::<Vec<_>>().join("\n")
+        summary[at..].lines().take(6).collect::<Vec<_>>().join("\n")
     };
     let one = plan(1, "");
     assert!(one.contains("1 worker (not pinned"), "{one}");

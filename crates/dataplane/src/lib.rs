@@ -8,6 +8,7 @@
 //! real ports: [`run`]. Design notes: docs/dataplane.md.
 
 pub mod counters;
+pub mod esp_steering;
 pub mod flow_cache;
 pub mod fragment;
 pub mod ip;

@@ -935,6 +935,27 @@ fn v6_udp_config(b_side: bool) -> String {
     .render()
 }
 
+/// `steer_esp` over ESP in UDP over IPv6: the rule matches IPv6, UDP to
+/// the SA's local port and the SPI; a tunnel of one SA pair has no lane.
+#[test]
+fn steering_key_of_esp_in_udp_over_ipv6() {
+    let (_, tables) = tables_from(v6_udp_config(true), [B_PROT_MAC, B_UNPROT_MAC]);
+    let want = crate::esp_steering::wanted(&tables);
+    let keys: Vec<_> = want.into_iter().collect();
+    assert_eq!(
+        keys,
+        [(
+            crate::esp_steering::SteerKey {
+                port: UNPROT,
+                v6: true,
+                udp_dst_port: Some(4500),
+                spi: 0xa001
+            },
+            None
+        )]
+    );
+}
+
 #[test]
 fn ipv6_outer_with_udp_encapsulation_round_trips() {
     let mut a = Gw::new(tables_from(
@@ -1418,6 +1439,79 @@ mod live {
             .collect();
         let tables_b = Arc::clone(mb.reader().get());
         (a, (net_b, tables_b), mb)
+    }
+
+    /// `steer_esp`: B's four per-CPU inbound SAs each want a rule on the
+    /// port the tunnel uses, with its lane; over two queues lanes 0 and 2
+    /// go to worker 0, 1 and 3 to worker 1 (the workers that encrypt on
+    /// those lanes). After a rekey of the tunnel's own pair the draining
+    /// SA keeps its rule until it goes, and the new one gets lane 0's queue.
+    #[test]
+    fn steering_wants_a_rule_per_inbound_sa_on_its_lanes_queue() {
+        use crate::esp_steering::{self, EspSteering, FlowRules, SteerError, SteerKey};
+        struct Nic(Vec<(SteerKey, u16)>);
+        impl FlowRules for Nic {
+            type Rule = SteerKey;
+            fn create(&mut self, key: &SteerKey, queue: u16) -> Result<SteerKey, SteerError> {
+                self.0.push((*key, queue));
+                Ok(*key)
+            }
+            fn destroy(&mut self, _: usize, rule: SteerKey) -> Result<(), SteerError> {
+                self.0.retain(|(k, _)| *k != rule);
+                Ok(())
+            }
+        }
+        let (_, (_, tables_b), mut mb) = per_cpu_pair();
+        let want = esp_steering::wanted(&tables_b);
+        let lanes: Vec<(u32, Option<u32>)> = want.iter().map(|(k, l)| (k.spi, *l)).collect();
+        assert_eq!(
+            lanes,
+            [
+                (0xa001, Some(0)),
+                (0xa003, Some(1)),
+                (0xa004, Some(2)),
+                (0xa005, Some(3))
+            ]
+        );
+        assert!(want
+            .keys()
+            .all(|k| k.port == UNPROT && !k.v6 && k.udp_dst_port.is_none()));
+        let mut nic = Nic(Vec::new());
+        let mut steering = EspSteering::new(2);
+        steering.apply(&want, &mut nic);
+        let queues: Vec<(u32, u16)> = nic.0.iter().map(|(k, q)| (k.spi, *q)).collect();
+        assert_eq!(queues, [(0xa001, 0), (0xa003, 1), (0xa004, 0), (0xa005, 1)]);
+
+        let keys = SaKeys {
+            spi: 0xa011,
+            key: KeyBytes::from_hex("0102030405060708090a0b0c0d0e0f1011121314").unwrap(),
+            auth_key: None,
+        };
+        let back = SaKeys {
+            spi: 0xb011,
+            key: KeyBytes::from_hex("1102030405060708090a0b0c0d0e0f1011121314").unwrap(),
+            auth_key: None,
+        };
+        mb.rekey("t", Some(back), Some(keys), 1).unwrap();
+        let tables = Arc::clone(mb.reader().get());
+        let want = esp_steering::wanted(&tables);
+        assert_eq!(
+            want.get(&SteerKey {
+                spi: 0xa011,
+                ..want.keys().next().copied().unwrap()
+            }),
+            Some(&Some(0))
+        );
+        assert!(
+            want.keys().any(|k| k.spi == 0xa001),
+            "the draining SA still wants its rule"
+        );
+        let done = steering.apply(&want, &mut nic);
+        assert_eq!((done.created, done.destroyed), (1, 0));
+        assert_eq!(
+            steering.queue_of(want.keys().find(|k| k.spi == 0xa011).unwrap()),
+            Some(0)
+        );
     }
 
     /// B's worker `k` of two, sharing `rings` (the decrypt fan-out on).

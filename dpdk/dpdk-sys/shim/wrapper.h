@@ -10,5 +10,6 @@
 #include <rte_ring.h>
 #include <rte_ether.h>
 #include <rte_ethdev.h>
+#include <rte_flow.h>
 
 #include "shim.h"

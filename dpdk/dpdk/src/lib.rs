@@ -9,6 +9,7 @@ pub mod burst;
 pub mod cycles;
 pub mod eal;
 pub mod error;
+pub mod flow;
 mod kept_pools;
 pub mod lcore;
 pub mod mbuf;
@@ -19,6 +20,7 @@ pub mod ring;
 pub use burst::Burst;
 pub use eal::Eal;
 pub use error::{Error, Result};
+pub use flow::{EspSteer, Flow};
 pub use mbuf::Mbuf;
 pub use mempool::{Mempool, MBUF_HEADROOM, SOCKET_ANY};
 pub use port::{

@@ -65,6 +65,7 @@ fn eal_suite() {
     lcore_launch();
     registered_thread_uses_the_pool(&pool);
     null_port_gets_rss_with_two_queues(&pool);
+    flow_rules_refused_without_a_flow_api(&pool);
     port_opens_once();
     af_packet_over_veth(&pool);
     af_packet_jumbo_over_veth(&pool);
@@ -488,6 +489,49 @@ fn null_port_gets_rss_with_two_queues(pool: &Mempool) {
     assert_eq!(pool.in_use(), in_use, "and frees it");
     let stats = port.stats().unwrap();
     assert_eq!((stats.rx_packets, stats.tx_packets), (32, 32), "{stats:?}");
+}
+
+/// net_null has no flow API: validating, creating and flushing ESP steering
+/// rules fail with an error that names the call and the port (what
+/// `espgw run` falls back to RSS on), and nothing else on the port changes.
+fn flow_rules_refused_without_a_flow_api(pool: &Mempool) {
+    let mut port = Port::open("net_null2,size=64").expect("hot-plug net_null2");
+    let cfg = PortConfig {
+        rx_queues: 2,
+        tx_queues: 2,
+        ..PortConfig::default()
+    };
+    port.configure(&cfg, pool).unwrap();
+    port.start().unwrap();
+    for udp_dst_port in [None, Some(4500)] {
+        let steer = dpdk::EspSteer {
+            v6: udp_dst_port.is_some(),
+            udp_dst_port,
+            spi: 0x1000_0001,
+            queue: 1,
+        };
+        let err = port.validate_esp_steer(&steer).expect_err("no flow API");
+        assert!(
+            err.context().starts_with("rte_flow_validate(net_null2)"),
+            "{err}"
+        );
+        assert_ne!(err.errno(), 0, "{err}");
+        let err = port.create_esp_steer(&steer).expect_err("no flow API");
+        assert!(
+            err.context().starts_with("rte_flow_create(net_null2)"),
+            "{err}"
+        );
+        assert_ne!(err.errno(), 0, "{err}");
+    }
+    let err = port.flush_flows().expect_err("no flow API");
+    assert!(
+        err.context().starts_with("rte_flow_flush(net_null2)"),
+        "{err}"
+    );
+    // The port still works.
+    let mut rx = port.rx_queue(1).unwrap();
+    let mut burst: Burst<32> = Burst::new();
+    assert_eq!(rx.rx_burst(&mut burst), 32);
 }
 
 fn port_opens_once() {

@@ -102,9 +102,45 @@ pub struct Dataplane {
     /// (the default: whatever the CPU has). 256 keeps a CPU with AVX-512
     /// on the code an AVX2-only CPU runs (docs/crypto.md, "No 512-bit code").
     pub max_simd_bitwidth: SimdWidth,
+    /// `steer_esp`: whether `espgw run` asks each port's NIC to send every
+    /// inbound SA's ESP to one RX queue by its SPI (docs/multicore.md,
+    /// "Steering SAs to workers by SPI").
+    pub steer_esp: SteerEsp,
+}
+
+/// `[dataplane] steer_esp`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SteerEsp {
+    /// Each inbound SA gets a flow rule `ESP spi -> queue` on its tunnel's
+    /// port while it lives (per-CPU SAs: their lane's worker; others: the
+    /// least loaded queue), where the NIC takes such rules; a port whose
+    /// driver refuses them keeps RSS (one log line). Only with 2 or more
+    /// workers in run-to-completion mode (the default).
+    Auto,
+    /// No flow rules: RSS alone decides (one tunnel's SAs share a queue).
+    Off,
+}
+
+impl SteerEsp {
+    pub const ALL: [SteerEsp; 2] = [SteerEsp::Auto, SteerEsp::Off];
+
+    /// The config value (`"auto"`, `"off"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            SteerEsp::Auto => "auto",
+            SteerEsp::Off => "off",
+        }
+    }
 }
 
 impl Dataplane {
+    /// Whether `espgw run` installs ESP steering rules: `steer_esp =
+    /// "auto"` with 2 or more workers in run-to-completion mode (pipeline
+    /// mode receives on one queue; one worker has nothing to choose).
+    pub fn steers_esp(&self) -> bool {
+        self.steer_esp == SteerEsp::Auto && self.workers >= 2 && self.mode == Mode::RunToCompletion
+    }
+
     /// Holds the ciphers built from now on to `max_simd_bitwidth`
     /// (process-wide): call it before the first SA of this config is built.
     pub fn apply_simd_width(&self) {

@@ -63,10 +63,23 @@ fn queue_plan(f: &mut fmt::Formatter<'_>, c: &Config) -> fmt::Result {
                     "the worker polling that queue decrypts all of it (spread_decrypt = \"off\")"
                         .to_string()
                 };
-                writeln!(
-                    f,
-                    "  one peer's ESP (same outer addresses, no ports to hash) arrives on one queue: {one}"
-                )?;
+                if dp.steers_esp() {
+                    writeln!(
+                        f,
+                        "  where the NIC takes flow rules on the ESP header, each inbound SA gets one \
+                         (steer_esp = \"auto\"): a per-CPU SA's ESP goes to its lane's worker \
+                         (lane % {n}), any other SA's to the worker with the fewest so far; a port whose \
+                         driver refuses them (every virtual device) keeps RSS and `espgw run` says so once"
+                    )?;
+                }
+                let arrives = if dp.steers_esp() {
+                    "without such rules, one SA's ESP (same outer addresses, no ports to hash) arrives \
+                     on one queue"
+                } else {
+                    "one peer's ESP (same outer addresses, no ports to hash) arrives on one queue \
+                     (steer_esp = \"off\")"
+                };
+                writeln!(f, "  {arrives}: {one}")?;
                 if dp.per_cpu_handoff && dp.spread_when().is_some() {
                     writeln!(
                         f,

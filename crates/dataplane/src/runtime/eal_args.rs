@@ -153,6 +153,7 @@ mod tests {
             spread_wait_us: 100,
             per_cpu_handoff: false,
             max_simd_bitwidth: SimdWidth::Bits512,
+            steer_esp: espgw_control::config::SteerEsp::Auto,
         }
     }
 

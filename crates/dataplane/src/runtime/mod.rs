@@ -8,6 +8,7 @@ mod control;
 mod eal_args;
 mod pipeline;
 mod poller;
+mod steering;
 mod worker_loop;
 
 use std::path::PathBuf;
@@ -214,11 +215,20 @@ fn run_with_eal(
             .join(", ")
     );
     let mut links = LinkWatch::new(&setup.ports, &setup.net);
+    // `steer_esp`: flow rules follow the snapshots from here on (queue k
+    // is worker k's in run-to-completion mode).
+    let mut steering = config.dataplane.steers_esp().then(|| {
+        let queues = u16::try_from(queues_per_port(&config.dataplane)).unwrap_or(u16::MAX);
+        steering::Steering::new(queues, control.live.reader())
+    });
     while !stop.load(Ordering::Relaxed) && !signalled.load(Ordering::Relaxed) {
         if opts.duration.is_some_and(|d| started.elapsed() >= d) {
             break;
         }
         links.poll(&setup.ports, &setup.net);
+        if let Some(s) = steering.as_mut() {
+            s.poll(&setup.ports, &setup.net);
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
     // Workers still running (not stopped by a panic): IKE says goodbye
@@ -257,7 +267,19 @@ fn run_with_eal(
         workers: counters,
         nic,
     };
-    let json = stats.to_json(&setup.net, &tables);
+    let mut json = stats.to_json(&setup.net, &tables);
+    if let Some(s) = steering.as_mut() {
+        for (i, port) in json["ports"]
+            .as_array_mut()
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            port["esp_steering"] = s.json(i);
+        }
+        s.remove_all(&setup.ports);
+    }
+    drop(steering);
     let total = stats.total();
     eprintln!(
         "espgw {}: stopped after {:.1}s: rx {} tx {} local {} generated {} dropped {} held {}{}",

@@ -1,7 +1,7 @@
 //! `[dataplane]`: workers, cores, mode, burst, mbufs, MTU, polling, EAL args.
 
 use crate::config::model::{
-    Dataplane, Mode, Poll, SpreadDecrypt, SpreadLate, DEFAULT_MAX_SIMD_BITWIDTH,
+    Dataplane, Mode, Poll, SpreadDecrypt, SpreadLate, SteerEsp, DEFAULT_MAX_SIMD_BITWIDTH,
 };
 use crate::config::net::parse_lcores;
 use crate::config::reader::{Ctx, Table};
@@ -23,6 +23,7 @@ pub(crate) const KEYS: &[&str] = &[
     "spread_wait_us",
     "per_cpu_handoff",
     "max_simd_bitwidth",
+    "steer_esp",
 ];
 
 pub const DEFAULT_BURST: u16 = 32;
@@ -78,6 +79,7 @@ pub(crate) fn read(ctx: &mut Ctx, table: Option<Table>, host: &HostFacts) -> Dat
         spread_wait_us: DEFAULT_SPREAD_WAIT_US,
         per_cpu_handoff: false,
         max_simd_bitwidth: DEFAULT_MAX_SIMD_BITWIDTH,
+        steer_esp: SteerEsp::Auto,
     };
     let Some(t) = table else { return dp };
 
@@ -237,6 +239,19 @@ pub(crate) fn read(ctx: &mut Ctx, table: Option<Table>, host: &HostFacts) -> Dat
                 "per_cpu_handoff",
                 "the handoff runs on the fan-out's rings",
             );
+        }
+    }
+    if let Some(f) = t.get(ctx, "steer_esp") {
+        dp.steer_esp = f
+            .choice(ctx, &SteerEsp::ALL.map(|s| (s.name(), s)))
+            .unwrap_or(dp.steer_esp);
+        if dp.steer_esp == SteerEsp::Auto && !dp.steers_esp() {
+            let why = if dp.mode == Mode::Pipeline {
+                "mode = \"pipeline\" (one RX queue per port)"
+            } else {
+                "1 worker (one RX queue per port)"
+            };
+            ctx.warn("dataplane.steer_esp", format!("has no effect with {why}"));
         }
     }
     if let Some(f) = t.get(ctx, "max_simd_bitwidth") {
