@@ -12,9 +12,12 @@
 //! - a per-CPU SA (`lane` L) goes to queue `L % workers`: the SA's own
 //!   worker, the one that also encrypts on that lane (what the fan-out's
 //!   handoff does in software, without the extra core hop);
-//! - any other SA goes to the queue with the fewest steered SAs of the port
-//!   so far (ties: the lowest), and stays there while it lives, so a new SA
-//!   never moves an old one (a move could reorder the packets in flight).
+//! - any other SA goes where its tunnel's other SA already is (the SA a
+//!   rekey replaces drains there while the new one takes over: the switch
+//!   reorders nothing), else to the queue with the fewest steered SAs of
+//!   the port so far (ties: the lowest); it stays there while it lives, so
+//!   a new SA never moves an old one (a move could reorder the packets in
+//!   flight).
 //!
 //! The SPI alone is matched (with the outer IP version and, for ESP in UDP,
 //! the destination port): we chose our inbound SPIs, so it names the SA;
@@ -48,9 +51,18 @@ pub struct SteerKey {
     pub spi: u32,
 }
 
-/// What the tables want steered: every inbound SA's key, with its per-CPU
-/// lane when it has one.
-pub fn wanted(tables: &Tables<LiveSa>) -> BTreeMap<SteerKey, Option<u32>> {
+/// What an inbound SA brings to the choice of its queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Want {
+    /// Its RFC 9611 per-CPU lane, if its tunnel has per-CPU SAs.
+    pub lane: Option<u32>,
+    /// Its tunnel's id.
+    pub tunnel: u32,
+}
+
+/// What the tables want steered: every inbound SA's key, with its lane and
+/// tunnel.
+pub fn wanted(tables: &Tables<LiveSa>) -> BTreeMap<SteerKey, Want> {
     let mut want = BTreeMap::new();
     for sa in tables.sad.sas() {
         let LiveSa::Inbound {
@@ -76,7 +88,10 @@ pub fn wanted(tables: &Tables<LiveSa>) -> BTreeMap<SteerKey, Option<u32>> {
             spi: *spi,
         };
         // Two SAs on one key (one SPI on two local addresses): the first.
-        want.entry(key).or_insert(*lane);
+        want.entry(key).or_insert(Want {
+            lane: *lane,
+            tunnel: tunnel.0,
+        });
     }
     want
 }
@@ -137,7 +152,8 @@ pub enum PortSteering {
 pub struct EspSteering<R> {
     /// Worker count = RX queues per port in run-to-completion mode.
     queues: u16,
-    installed: BTreeMap<SteerKey, (u16, R)>,
+    /// By key: the queue, the SA's tunnel, the NIC's handle.
+    installed: BTreeMap<SteerKey, (u16, u32, R)>,
     /// Ports whose driver refused steering as unsupported: never asked again.
     refused: BTreeMap<usize, String>,
     /// Rules that failed for another reason since the last success.
@@ -155,17 +171,21 @@ impl<R> EspSteering<R> {
         }
     }
 
-    /// The queue an SA of `key` with `lane` goes to, given what is already
-    /// installed.
-    fn queue_for(&self, key: &SteerKey, lane: Option<u32>) -> u16 {
-        if let Some(l) = lane {
+    /// The queue an SA of `key` goes to, given what is already installed.
+    fn queue_for(&self, key: &SteerKey, want: Want) -> u16 {
+        if let Some(l) = want.lane {
             return (l % u32::from(self.queues)) as u16;
         }
         let mut load = vec![0usize; usize::from(self.queues)];
-        for (k, (q, _)) in &self.installed {
-            if k.port == key.port {
-                load[usize::from(*q)] += 1;
+        for (k, (q, tunnel, _)) in &self.installed {
+            if k.port != key.port {
+                continue;
             }
+            if *tunnel == want.tunnel {
+                // The SA it replaces (or a sibling): the same worker.
+                return *q;
+            }
+            load[usize::from(*q)] += 1;
         }
         // The least loaded, the lowest on a tie.
         let (q, _) = load
@@ -180,7 +200,7 @@ impl<R> EspSteering<R> {
     /// that are gone, adds rules for new ones (on ports not refused).
     pub fn apply<F: FlowRules<Rule = R>>(
         &mut self,
-        want: &BTreeMap<SteerKey, Option<u32>>,
+        want: &BTreeMap<SteerKey, Want>,
         nic: &mut F,
     ) -> Applied {
         let mut done = Applied::default();
@@ -191,7 +211,7 @@ impl<R> EspSteering<R> {
             .copied()
             .collect();
         for key in gone {
-            if let Some((_, rule)) = self.installed.remove(&key) {
+            if let Some((_, _, rule)) = self.installed.remove(&key) {
                 match nic.destroy(key.port, rule) {
                     Ok(()) => done.destroyed += 1,
                     // The handle is spent either way; the SA is gone, so a
@@ -200,14 +220,14 @@ impl<R> EspSteering<R> {
                 }
             }
         }
-        for (key, &lane) in want {
+        for (key, &w) in want {
             if self.installed.contains_key(key) || self.refused.contains_key(&key.port) {
                 continue;
             }
-            let queue = self.queue_for(key, lane);
+            let queue = self.queue_for(key, w);
             match nic.create(key, queue) {
                 Ok(rule) => {
-                    self.installed.insert(*key, (queue, rule));
+                    self.installed.insert(*key, (queue, w.tunnel, rule));
                     done.created += 1;
                 }
                 // Refused on a port with no rule yet, and not for want of
@@ -232,7 +252,7 @@ impl<R> EspSteering<R> {
 
     /// The queue the rule of `key` sends to, if one is installed.
     pub fn queue_of(&self, key: &SteerKey) -> Option<u16> {
-        self.installed.get(key).map(|(q, _)| *q)
+        self.installed.get(key).map(|(q, _, _)| *q)
     }
 
     /// What port `port` does about steering.
@@ -307,6 +327,17 @@ mod tests {
         }
     }
 
+    /// An SA of a tunnel of its own (the SPI), no lane.
+    fn own(k: SteerKey) -> (SteerKey, Want) {
+        (
+            k,
+            Want {
+                lane: None,
+                tunnel: k.spi,
+            },
+        )
+    }
+
     fn key(port: usize, spi: u32) -> SteerKey {
         SteerKey {
             port,
@@ -320,7 +351,15 @@ mod tests {
     fn per_cpu_sas_go_to_their_lanes_worker() {
         let mut nic = Nic::default();
         let mut s = EspSteering::new(4);
-        let want: BTreeMap<_, _> = (0..6u32).map(|l| (key(1, 0x100 + l), Some(l))).collect();
+        let want: BTreeMap<_, _> = (0..6u32)
+            .map(|l| {
+                let w = Want {
+                    lane: Some(l),
+                    tunnel: 7,
+                };
+                (key(1, 0x100 + l), w)
+            })
+            .collect();
         let done = s.apply(&want, &mut nic);
         assert_eq!(done.created, 6);
         for l in 0..6u32 {
@@ -333,7 +372,7 @@ mod tests {
     fn other_sas_spread_evenly_and_never_move() {
         let mut nic = Nic::default();
         let mut s = EspSteering::new(3);
-        let mut want: BTreeMap<_, _> = (0..3u32).map(|i| (key(0, 10 + i), None)).collect();
+        let mut want: BTreeMap<_, _> = (0..3u32).map(|i| own(key(0, 10 + i))).collect();
         s.apply(&want, &mut nic);
         let mut queues: Vec<u16> = (0..3).map(|i| nic.queue(0, 10 + i).unwrap()).collect();
         queues.sort();
@@ -341,7 +380,7 @@ mod tests {
         // A rekey: SA 11 goes, its successor 20 comes; the others stay.
         let before = [10, 12].map(|spi| nic.queue(0, spi));
         want.remove(&key(0, 11));
-        want.insert(key(0, 20), None);
+        want.extend([own(key(0, 20))]);
         let done = s.apply(&want, &mut nic);
         assert_eq!((done.created, done.destroyed), (1, 1));
         assert_eq!([10, 12].map(|spi| nic.queue(0, spi)), before);
@@ -353,13 +392,35 @@ mod tests {
         assert_eq!(nic.rules.len(), 3, "no rule leaked");
     }
 
+    /// A rekey's new SA goes where the SA it replaces is (both decrypt
+    /// while the old one drains: on one worker they reorder nothing), even
+    /// when another queue is less loaded.
+    #[test]
+    fn a_rekeyed_sa_joins_its_tunnels_queue() {
+        let mut nic = Nic::default();
+        let mut s = EspSteering::new(2);
+        let sa = |spi: u32, tunnel: u32| (key(0, spi), Want { lane: None, tunnel });
+        let mut want: BTreeMap<_, _> = [sa(1, 100), sa(2, 200), sa(3, 200)].into_iter().collect();
+        s.apply(&want, &mut nic);
+        // Tunnel 200's two SAs share a queue; tunnel 100 has the other.
+        assert_eq!(nic.queue(0, 2), nic.queue(0, 3));
+        assert_ne!(nic.queue(0, 1), nic.queue(0, 2));
+        // Tunnel 100 rekeys: the new SA joins SA 1 (one SA there against
+        // two on the other queue would have drawn it anyway), and tunnel
+        // 200's rekey joins 200 although its queue holds more.
+        want.extend([sa(4, 100), sa(5, 200)]);
+        s.apply(&want, &mut nic);
+        assert_eq!(nic.queue(0, 4), nic.queue(0, 1));
+        assert_eq!(nic.queue(0, 5), nic.queue(0, 2));
+    }
+
     #[test]
     fn each_port_balances_its_own_rules() {
         let mut nic = Nic::default();
         let mut s = EspSteering::new(2);
         let want: BTreeMap<_, _> = [key(0, 1), key(1, 2), key(0, 3), key(1, 4)]
             .into_iter()
-            .map(|k| (k, None))
+            .map(own)
             .collect();
         s.apply(&want, &mut nic);
         assert_ne!(nic.queue(0, 1), nic.queue(0, 3));
@@ -373,7 +434,7 @@ mod tests {
         let mut s = EspSteering::new(2);
         let want: BTreeMap<_, _> = [key(0, 1), key(0, 2), key(1, 3)]
             .into_iter()
-            .map(|k| (k, None))
+            .map(own)
             .collect();
         let done = s.apply(&want, &mut nic);
         assert_eq!(done.refused.len(), 1, "one answer for the port: {done:?}");
@@ -409,10 +470,7 @@ mod tests {
         }
         let mut nic = Rejects(0);
         let mut s = EspSteering::new(2);
-        let want: BTreeMap<_, _> = [key(0, 1), key(0, 2)]
-            .into_iter()
-            .map(|k| (k, None))
-            .collect();
+        let want: BTreeMap<_, _> = [key(0, 1), key(0, 2)].into_iter().map(own).collect();
         let done = s.apply(&want, &mut nic);
         assert_eq!(done.refused.len(), 1);
         s.apply(&want, &mut nic);
@@ -424,10 +482,7 @@ mod tests {
         let mut nic = Nic::default();
         nic.full_for.insert(2);
         let mut s = EspSteering::new(2);
-        let want: BTreeMap<_, _> = [key(0, 1), key(0, 2)]
-            .into_iter()
-            .map(|k| (k, None))
-            .collect();
+        let want: BTreeMap<_, _> = [key(0, 1), key(0, 2)].into_iter().map(own).collect();
         let done = s.apply(&want, &mut nic);
         assert_eq!(done.created, 1);
         assert_eq!(done.failed, vec![(key(0, 2), "no space".to_string())]);
@@ -443,7 +498,7 @@ mod tests {
     fn forget_leaves_nothing_to_destroy() {
         let mut nic = Nic::default();
         let mut s = EspSteering::new(2);
-        let want: BTreeMap<_, _> = [(key(0, 1), None)].into_iter().collect();
+        let want: BTreeMap<_, _> = [own(key(0, 1))].into_iter().collect();
         s.apply(&want, &mut nic);
         s.forget();
         let done = s.apply(&BTreeMap::new(), &mut nic);

@@ -68,7 +68,7 @@ fn queue_plan(f: &mut fmt::Formatter<'_>, c: &Config) -> fmt::Result {
                         f,
                         "  where the NIC takes flow rules on the ESP header, each inbound SA gets one \
                          (steer_esp = \"auto\"): a per-CPU SA's ESP goes to its lane's worker \
-                         (lane % {n}), any other SA's to the worker with the fewest so far; a port whose \
+                         (lane % {n}), any other SA's to its tunnel's worker or the one with the fewest; a port whose \
                          driver refuses them (every virtual device) keeps RSS and `espgw run` says so once"
                     )?;
                 }
