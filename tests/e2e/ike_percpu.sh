@@ -258,9 +258,11 @@ assert sum(out) == sum(into), (out, into)
 # to RSS, said so in the JSON, and the rest of this test ran on it.
 ports = {p["name"]: p for p in j["ports"]}
 unprot = ports["unprot"]["esp_steering"]
-assert unprot["state"] == "refused" and "rte_flow_create(" in unprot["why"], unprot
-assert ports["prot"]["esp_steering"] == {"state": "steering", "rules": 0}, ports["prot"]
-print(f"step 4: steer_esp on unprot: {unprot['state']} ({unprot['why']})")
+assert unprot["state"] == "refused" and unprot["rules"] == 0, unprot
+assert list(unprot["refused"]) == ["udp4"] and "rte_flow_create(" in unprot["refused"]["udp4"], unprot
+assert ports["prot"]["esp_steering"] == {"state": "idle", "rules": 0, "refused": {}}, ports["prot"]
+assert j["esp_steering_failed_tries"] == 1, j["esp_steering_failed_tries"]
+print(f"step 4: steer_esp on unprot: {unprot['state']} ({unprot['refused']['udp4']}), on prot: idle")
 PY
     n=$(grep -c "steer_esp: the NIC takes no ESP flow rules" "$WORK/$s.log" || true)
     [ "$n" = 1 ] || fail "step 4: gateway $s logged the steering fallback $n times, want once"

@@ -83,10 +83,13 @@ fn check_says_how_sas_are_steered() {
     assert!(
         auto.contains("each inbound SA gets one (steer_esp = \"auto\")")
             && auto.contains("lane % 2")
-            && auto.contains("keeps RSS"),
+            && auto.contains("RSS decides"),
         "{auto}"
     );
-    assert!(auto.contains("without such rules, one SA's ESP"), "{auto}");
+    assert!(
+        auto.contains("where the NIC takes none, and for a tunnel of one SA, one peer's ESP"),
+        "{auto}"
+    );
     let off = plan(2, "steer_esp = \"off\"");
     assert!(!off.contains("each inbound SA gets one"), "{off}");
     assert!(off.contains("(steer_esp = \"off\")"), "{off}");

@@ -1446,8 +1446,8 @@ mod live {
 
     /// `steer_esp`: B's four per-CPU inbound SAs each want a rule on the
     /// port the tunnel uses, with its lane; over two queues lanes 0 and 2
-    /// go to worker 0, 1 and 3 to worker 1 (the workers that encrypt on
-    /// those lanes). After a rekey of the tunnel's own pair the draining
+    /// go to worker 0, 1 and 3 to worker 1 (lane % workers, as the
+    /// handoff hands them). After a rekey of the tunnel's own pair the draining
     /// SA keeps its rule until it goes, and the new one gets lane 0's queue.
     #[test]
     fn steering_wants_a_rule_per_inbound_sa_on_its_lanes_queue() {
@@ -1461,6 +1461,10 @@ mod live {
             }
             fn destroy(&mut self, _: usize, rule: SteerKey) -> Result<(), SteerError> {
                 self.0.retain(|(k, _)| *k != rule);
+                Ok(())
+            }
+            fn flush(&mut self, port: usize) -> Result<(), SteerError> {
+                self.0.retain(|(k, _)| k.port != port);
                 Ok(())
             }
         }

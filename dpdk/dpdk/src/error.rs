@@ -77,6 +77,7 @@ impl std::error::Error for Error {}
 /// The few errno values this crate produces itself (Linux values).
 pub(crate) mod libc_errno {
     pub const ENOENT: i32 = 2;
+    pub const EIO: i32 = 5;
     pub const ENOMEM: i32 = 12;
     pub const EBUSY: i32 = 16;
     pub const EINVAL: i32 = 22;

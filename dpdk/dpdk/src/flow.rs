@@ -20,11 +20,13 @@
 
 use std::ffi::CStr;
 use std::ptr::{self, NonNull};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
 
 use dpdk_sys as sys;
 
-use crate::error::{Error, Result};
-use crate::port::Port;
+use crate::error::{libc_errno, Error, Result};
+use crate::port::{Port, PortShared};
 
 /// What one steering rule matches and where it sends it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -41,23 +43,25 @@ pub struct EspSteer {
 
 /// A rule the NIC holds. It is not removed on drop (that needs the port):
 /// [`Port::destroy_flow`], or [`Port::flush_flows`] for all of a port's.
+/// It remembers which port (this very handle's device, not just its id,
+/// which DPDK reuses after a detach) and which flush epoch made it, so a
+/// handle whose rule is gone can never reach `rte_flow_destroy`.
 #[derive(Debug)]
 pub struct Flow {
-    port: u16,
+    /// Keeps the port's shared state's allocation (not the port) alive, so
+    /// the pointer comparison in `destroy_flow` cannot meet a new port at
+    /// the same address.
+    owner: Weak<PortShared>,
+    /// The owner's `flow_epoch` when the rule was made.
+    epoch: u64,
     raw: NonNull<sys::rte_flow>,
 }
 
-// SAFETY: the handle is an opaque pointer the driver owns; DPDK's flow calls
-// may come from any thread (one at a time per port, which `&mut` or the
-// caller's single control thread ensures).
+// SAFETY: the handle is an opaque pointer the driver owns, only passed back
+// to rte_flow_destroy on its own port; ethdev serialises the flow calls of
+// drivers whose flow API is not thread-safe (RTE_ETH_DEV_FLOW_OPS_THREAD_SAFE
+// unset: it takes the port's flow lock), so any thread may hold it.
 unsafe impl Send for Flow {}
-
-impl Flow {
-    /// The port id the rule belongs to.
-    pub fn port(&self) -> u16 {
-        self.port
-    }
-}
 
 /// The item and action arrays of one rule, with the specs they point to,
 /// kept together so the pointers stay valid for the call.
@@ -149,14 +153,15 @@ fn ingress() -> sys::rte_flow_attr {
 }
 
 /// The error of a failed flow call: the driver's message when it gave one.
-fn flow_error(what: &str, port: &Port, ret: i32, err: &sys::rte_flow_error) -> Error {
-    // The return value is -errno; some drivers return -1 and set rte_errno.
-    let errno = if ret < -1 {
-        -ret
-    } else {
-        // SAFETY: reads the calling thread's rte_errno.
-        unsafe { sys::shim_rte_errno() }
-    };
+/// `errno` is positive.
+fn flow_error(what: &str, port: &Port, errno: i32, err: &sys::rte_flow_error) -> Error {
+    if errno == 0 {
+        // A driver that failed without saying why: refused all the same.
+        return Error::new(
+            format!("{what}({}): failed without an errno", port.name()),
+            libc_errno::EIO,
+        );
+    }
     let error = Error::new(format!("{what}({})", port.name()), errno);
     if err.message.is_null() {
         return error;
@@ -171,78 +176,119 @@ fn flow_error(what: &str, port: &Port, ret: i32, err: &sys::rte_flow_error) -> E
     Error::new(format!("{what}({}): {message}", port.name()), errno)
 }
 
+/// The positive errno of a flow call that returns a negative errno.
+fn returned_errno(ret: i32) -> i32 {
+    ret.saturating_neg()
+}
+
 impl Port {
-    /// Asks the driver whether it would take `steer` (nothing is installed).
-    pub fn validate_esp_steer(&self, steer: &EspSteer) -> Result<()> {
+    /// Runs `call` with the rule's attribute, items and actions (valid for
+    /// the call) and an error record for the driver to fill.
+    fn with_esp_rule<T>(
+        steer: &EspSteer,
+        call: impl FnOnce(
+            &sys::rte_flow_attr,
+            &[sys::rte_flow_item],
+            &[sys::rte_flow_action],
+            &mut sys::rte_flow_error,
+        ) -> T,
+    ) -> T {
         let pattern = EspPattern::new(steer);
         let items = pattern.items(steer);
         let actions = pattern.actions();
         let attr = ingress();
         let mut err = sys::rte_flow_error::default();
-        // SAFETY: attr, items (END-terminated) and actions (END-terminated)
-        // and the specs they point to live until the call returns; err is
-        // ours to fill.
-        let ret = unsafe {
-            sys::rte_flow_validate(self.id(), &attr, items.as_ptr(), actions.as_ptr(), &mut err)
-        };
-        if ret == 0 {
-            Ok(())
-        } else {
-            Err(flow_error("rte_flow_validate", self, ret, &err))
-        }
+        call(&attr, &items, &actions, &mut err)
+    }
+
+    /// Asks the driver whether it would take `steer` (nothing is installed).
+    pub fn validate_esp_steer(&self, steer: &EspSteer) -> Result<()> {
+        Port::with_esp_rule(steer, |attr, items, actions, err| {
+            // SAFETY: attr, items and actions (both END-terminated) and the
+            // specs they point to live until the call returns; err is ours.
+            let ret = unsafe {
+                sys::rte_flow_validate(self.id(), attr, items.as_ptr(), actions.as_ptr(), err)
+            };
+            match ret {
+                0 => Ok(()),
+                r => Err(flow_error(
+                    "rte_flow_validate",
+                    self,
+                    returned_errno(r),
+                    err,
+                )),
+            }
+        })
     }
 
     /// Installs `steer`; the returned [`Flow`] removes it again
     /// ([`Port::destroy_flow`]).
     pub fn create_esp_steer(&self, steer: &EspSteer) -> Result<Flow> {
-        let pattern = EspPattern::new(steer);
-        let items = pattern.items(steer);
-        let actions = pattern.actions();
-        let attr = ingress();
-        let mut err = sys::rte_flow_error::default();
-        // SAFETY: as in validate_esp_steer; the driver copies what it keeps.
-        let raw = unsafe {
-            sys::rte_flow_create(self.id(), &attr, items.as_ptr(), actions.as_ptr(), &mut err)
-        };
-        match NonNull::new(raw) {
-            Some(raw) => Ok(Flow {
-                port: self.id(),
-                raw,
-            }),
-            None => Err(flow_error("rte_flow_create", self, -1, &err)),
-        }
+        Port::with_esp_rule(steer, |attr, items, actions, err| {
+            // SAFETY: as in validate_esp_steer; the driver copies what it keeps.
+            let raw = unsafe {
+                sys::rte_flow_create(self.id(), attr, items.as_ptr(), actions.as_ptr(), err)
+            };
+            match NonNull::new(raw) {
+                Some(raw) => Ok(Flow {
+                    owner: Arc::downgrade(self.shared()),
+                    epoch: self.shared().flow_epoch.load(Ordering::Acquire),
+                    raw,
+                }),
+                None => {
+                    // rte_flow_create returns NULL and sets rte_errno.
+                    // SAFETY: reads the calling thread's rte_errno.
+                    let errno = unsafe { sys::shim_rte_errno() };
+                    Err(flow_error("rte_flow_create", self, errno, err))
+                }
+            }
+        })
     }
 
-    /// Removes a rule this port installed.
+    /// Removes a rule this port installed. A rule of another port, or one a
+    /// [`Port::flush_flows`] already removed, is refused (EINVAL) without
+    /// calling DPDK.
     pub fn destroy_flow(&self, flow: Flow) -> Result<()> {
-        if flow.port != self.id() {
+        if flow.owner.as_ptr() != Arc::as_ptr(self.shared()) {
             return Err(Error::invalid(format!(
-                "rte_flow_destroy({}): the rule belongs to port {}",
-                self.name(),
-                flow.port
+                "rte_flow_destroy({}): the rule belongs to another port",
+                self.name()
+            )));
+        }
+        if flow.epoch != self.shared().flow_epoch.load(Ordering::Acquire) {
+            return Err(Error::invalid(format!(
+                "rte_flow_destroy({}): the rule was flushed",
+                self.name()
             )));
         }
         let mut err = sys::rte_flow_error::default();
-        // SAFETY: `flow` came from rte_flow_create on this port and is
-        // consumed here, so it is destroyed at most once.
+        // SAFETY: `flow` came from rte_flow_create on this very port (same
+        // shared state) since its last flush, and is consumed here, so it
+        // is destroyed at most once.
         let ret = unsafe { sys::rte_flow_destroy(self.id(), flow.raw.as_ptr(), &mut err) };
-        if ret == 0 {
-            Ok(())
-        } else {
-            Err(flow_error("rte_flow_destroy", self, ret, &err))
+        match ret {
+            0 => Ok(()),
+            r => Err(flow_error(
+                "rte_flow_destroy",
+                self,
+                returned_errno(r),
+                &err,
+            )),
         }
     }
 
-    /// Removes every rule of the port (before it stops). Handles of the
-    /// removed rules must not be passed to [`Port::destroy_flow`] after.
+    /// Removes every rule of the port (before it stops). The [`Flow`]s made
+    /// before are spent: `destroy_flow` refuses them.
     pub fn flush_flows(&self) -> Result<()> {
         let mut err = sys::rte_flow_error::default();
+        // Spent even if the flush fails half-way: a handle that might name
+        // a freed rule must not reach rte_flow_destroy.
+        self.shared().flow_epoch.fetch_add(1, Ordering::AcqRel);
         // SAFETY: a port id we own; err is ours to fill.
         let ret = unsafe { sys::rte_flow_flush(self.id(), &mut err) };
-        if ret == 0 {
-            Ok(())
-        } else {
-            Err(flow_error("rte_flow_flush", self, ret, &err))
+        match ret {
+            0 => Ok(()),
+            r => Err(flow_error("rte_flow_flush", self, returned_errno(r), &err)),
         }
     }
 }

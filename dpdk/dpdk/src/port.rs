@@ -9,6 +9,7 @@
 //! (`EBUSY` otherwise), because DPDK forbids those while a queue is polled.
 
 use std::ffi::{CStr, CString};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use dpdk_sys as sys;
@@ -136,7 +137,7 @@ pub struct Port {
 }
 
 #[derive(Debug)]
-struct PortShared {
+pub(crate) struct PortShared {
     id: u16,
     name: String,
     /// The device string given to [`Port::open`], for the driver arguments
@@ -145,6 +146,9 @@ struct PortShared {
     /// We attached the device with rte_dev_probe (not an EAL argument).
     hotplugged: bool,
     state: Mutex<PortState>,
+    /// Counts `rte_flow_flush` calls: a [`crate::flow::Flow`] made before
+    /// the last one names a rule that is gone (crate::flow).
+    pub(crate) flow_epoch: AtomicU64,
     _live: LiveGuard,
 }
 
@@ -223,9 +227,15 @@ impl Port {
                 device: device.to_string(),
                 hotplugged,
                 state: Mutex::new(PortState::default()),
+                flow_epoch: AtomicU64::new(0),
                 _live: LiveGuard::new(),
             }),
         })
+    }
+
+    /// The shared state behind this handle (for crate::flow's checks).
+    pub(crate) fn shared(&self) -> &Arc<PortShared> {
+        &self.shared
     }
 
     /// The DPDK port id.

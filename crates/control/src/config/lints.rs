@@ -111,7 +111,7 @@ pub fn fan_out_reach(dp: &Dataplane) -> u64 {
 }
 
 /// How [`fan_out_reach`] comes about, for the warnings that name it.
-fn reach_explained(dp: &Dataplane, reach: u64) -> String {
+pub(crate) fn reach_explained(dp: &Dataplane, reach: u64) -> String {
     format!(
         "{reach} packets: {FAN_OUT_JOBS_PER_WORKER} job boxes x {} workers x burst {} per 100 us \
          of spread_wait_us",

@@ -9,6 +9,7 @@ mod diag;
 pub mod dn;
 mod keys;
 mod lints;
+mod mbufs;
 mod model;
 pub mod net;
 mod perms;
@@ -27,6 +28,7 @@ use toml::de::DeTable;
 pub use diag::{Diagnostic, Severity};
 pub use espgw_esp::SecretBytes;
 pub use lints::{fan_out_jobs, fan_out_reach, FAN_OUT_JOBS_PER_WORKER, WIDE_VECTOR_WORKERS};
+pub use mbufs::{is_pci_device, mbufs_needed, MbufNeed, QUEUE_DESCRIPTORS};
 pub use model::*;
 pub use sections::dataplane::{
     DEFAULT_BURST, DEFAULT_MBUFS, DEFAULT_MTU, DEFAULT_SPREAD_WAIT_US, MAX_BURST, MAX_MBUFS,
@@ -241,7 +243,7 @@ fn read_document(ctx: &mut Ctx, root: &Table, host: &HostFacts, base_dir: &Path)
     let dp_table = root
         .get(ctx, "dataplane")
         .and_then(|f| f.table(ctx, dataplane::KEYS));
-    let dataplane = dataplane::read(ctx, dp_table, host);
+    let mut dataplane = dataplane::read(ctx, dp_table, host);
 
     let mut ports: Vec<Located<Port>> = Vec::new();
     let mut declared = Vec::new();
@@ -326,6 +328,7 @@ fn read_document(ctx: &mut Ctx, root: &Table, host: &HostFacts, base_dir: &Path)
     }
     let spd = spd::build(ctx, &tunnels, &policies);
     check_mtu(ctx, &dataplane, &port_items, &tunnels);
+    mbufs::size_pool(ctx, &mut dataplane, &port_items);
     lints::warn_local_ts_without_own_address(ctx, &port_items, &routes, &tunnels);
     lints::warn_replay_window_under_fan_out(ctx, &dataplane, &tunnels, &connections);
     lints::warn_mbufs_under_fan_out(ctx, &dataplane);

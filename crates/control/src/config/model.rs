@@ -73,7 +73,12 @@ pub struct Dataplane {
     pub lcores: Option<Vec<u32>>,
     pub mode: Mode,
     pub burst: u16,
+    /// Packet buffers in the one mempool: the config's `mbufs`, or sized to
+    /// what the ports and workers need when it has none
+    /// ([`crate::config::mbufs_needed`]).
     pub mbufs: u32,
+    /// Whether the config set `mbufs` (else it was sized).
+    pub mbufs_set: bool,
     /// Largest outer (unprotected side) IP packet, in bytes.
     pub mtu: u16,
     pub poll: Poll,
@@ -134,6 +139,26 @@ impl SteerEsp {
 }
 
 impl Dataplane {
+    /// RX/TX queue pairs per port: one per worker, or the I/O lcore's one
+    /// in pipeline mode.
+    pub fn queues_per_port(&self) -> usize {
+        match self.mode {
+            Mode::RunToCompletion => self.workers,
+            Mode::Pipeline => 1,
+        }
+    }
+
+    /// Worker lcores: one per worker, plus the I/O lcore in pipeline mode.
+    pub fn lcores_needed(&self) -> usize {
+        self.workers + usize::from(self.mode == Mode::Pipeline)
+    }
+
+    /// The per-lcore cache of the mempool: an eighth of it, at most 256
+    /// (DPDK's limit is 512; more only strands buffers in idle lcores).
+    pub fn mempool_cache(&self) -> u32 {
+        (self.mbufs / 8).min(256)
+    }
+
     /// Whether `espgw run` installs ESP steering rules: `steer_esp =
     /// "auto"` with 2 or more workers in run-to-completion mode (pipeline
     /// mode receives on one queue; one worker has nothing to choose).

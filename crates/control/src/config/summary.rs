@@ -68,13 +68,13 @@ fn queue_plan(f: &mut fmt::Formatter<'_>, c: &Config) -> fmt::Result {
                         f,
                         "  where the NIC takes flow rules on the ESP header, each inbound SA gets one \
                          (steer_esp = \"auto\"): a per-CPU SA's ESP goes to its lane's worker \
-                         (lane % {n}), any other SA's to its tunnel's worker or the one with the fewest; a port whose \
-                         driver refuses them (every virtual device) keeps RSS and `espgw run` says so once"
+                         (lane % {n}), any other SA's to its tunnel's worker or the one with the fewest; where \
+                         the driver refuses them (every virtual device) RSS decides and `espgw run` says so once"
                     )?;
                 }
                 let arrives = if dp.steers_esp() {
-                    "without such rules, one SA's ESP (same outer addresses, no ports to hash) arrives \
-                     on one queue"
+                    "where the NIC takes none, and for a tunnel of one SA, one peer's ESP (same \
+                     outer addresses, no ports to hash) arrives on one queue"
                 } else {
                     "one peer's ESP (same outer addresses, no ports to hash) arrives on one queue \
                      (steer_esp = \"off\")"
@@ -147,7 +147,7 @@ impl fmt::Display for Summary<'_> {
         });
         writeln!(
             f,
-            "dataplane: {} on lcores {lcores}, {}, {}, burst {}, {} mbufs, mtu {}{}",
+            "dataplane: {} on lcores {lcores}, {}, {}, burst {}, {} mbufs{}, mtu {}{}",
             plural(dp.workers, "worker"),
             match dp.mode {
                 Mode::RunToCompletion => "run-to-completion",
@@ -162,6 +162,11 @@ impl fmt::Display for Summary<'_> {
             },
             dp.burst,
             dp.mbufs,
+            if dp.mbufs_set {
+                ""
+            } else {
+                " (sized to the rings, caches and bursts)"
+            },
             dp.mtu,
             if dp.max_simd_bitwidth != SimdWidth::Bits512 {
                 format!(", vectors up to {} bits", dp.max_simd_bitwidth.bits())

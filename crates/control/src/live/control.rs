@@ -16,7 +16,7 @@ use super::status::{DataplaneCounters, StatsSnapshot, Status};
 use super::tunnel_json::TunnelParser;
 use crate::config::Config;
 use crate::ike::{IkeControl, IkeMetrics};
-use crate::tables::Reader;
+use crate::tables::{Reader, Watcher};
 
 /// The runtime's side of the stats: ports, workers, gateway-wide drops.
 /// Implemented by the data plane; called from the control socket's and the
@@ -110,6 +110,12 @@ impl<T: Send + Sync + 'static> LiveControl<T> {
     /// A snapshot reader for one worker.
     pub fn reader(&self) -> Reader<T> {
         self.manager().reader()
+    }
+
+    /// A watcher of the snapshots for a control-side thread (not a reader:
+    /// publishing never waits for it).
+    pub fn watcher(&self) -> Watcher<T> {
+        self.manager().watcher()
     }
 
     /// Lifetimes, drains, snapshot reclamation: call about once a second.

@@ -23,7 +23,7 @@ use crate::config::{Config, EncapMode, SaKeys, SpdEntry, Tunnel};
 use crate::state::{Admission, KeyHasher, KeyId, KeyRefused, Record, SaDir, SeqKeeper};
 use crate::tables::{
     Action, Generation, Publisher, Reader, Rule, SharedInbound, SharedOutbound, Spd, Tables,
-    TunnelId,
+    TunnelId, Watcher,
 };
 
 /// How long an inbound SA replaced by a rekey keeps decrypting.
@@ -449,6 +449,11 @@ impl<T: Send + Sync + 'static> SaManager<T> {
     /// A reader for one worker (move it to the worker's thread).
     pub fn reader(&self) -> Reader<T> {
         self.publisher.reader()
+    }
+
+    /// A watcher of the snapshots: not a reader, never waited for.
+    pub fn watcher(&self) -> Watcher<T> {
+        self.publisher.watcher()
     }
 
     /// The snapshot published last.

@@ -73,7 +73,7 @@ pub use policy::{
 };
 pub(crate) use prefix::parse_addr_len;
 pub use prefix::{Family, IpPrefix, PortRange, PrefixParseError};
-pub use rcu::{Generation, Publisher, Reader};
+pub use rcu::{Generation, Publisher, Reader, Watcher};
 pub use sad::{SaIndex, Sad, SadBuilder, SadError, MAX_TUNNEL_ID};
 pub use shadow::{selector_covers, unreachable_rules};
 pub use snapshot::{

@@ -80,6 +80,14 @@ impl<T: Send + Sync> Publisher<T> {
         }
     }
 
+    /// A [`Watcher`] of the published snapshots (not a registered reader).
+    pub fn watcher(&self) -> Watcher<T> {
+        Watcher {
+            shared: Arc::clone(&self.shared),
+            seen: None,
+        }
+    }
+
     /// Registers a reader that starts on the current snapshot; move it to
     /// the worker thread. Dropping it unregisters it.
     pub fn reader(&self) -> Reader<T> {
@@ -178,6 +186,36 @@ impl<T: Send + Sync> Publisher<T> {
     /// Registered readers.
     pub fn readers(&self) -> usize {
         lock(&self.shared.readers).len()
+    }
+}
+
+/// A control-side observer of the published snapshots: it clones the
+/// newest one when asked, and only if it changed, but holds none between
+/// calls and is not a registered reader, so neither reclamation nor a
+/// publish that waits for the readers ever waits for it. For a thread that
+/// acts on changes now and then (the runtime's ESP steering, every 20 ms),
+/// not for workers: a snapshot it clones is freed on its thread if the
+/// publisher dropped its own copy meanwhile.
+pub struct Watcher<T> {
+    shared: Arc<Shared<T>>,
+    seen: Option<Generation>,
+}
+
+impl<T> Watcher<T> {
+    /// The newest snapshot and its generation if it was published since the
+    /// last call (the first call: the current one); otherwise one Acquire
+    /// load and `None`.
+    pub fn changed(&mut self) -> Option<(Generation, Arc<T>)> {
+        let published = self.shared.generation.load(Ordering::Acquire);
+        if self.seen == Some(published) {
+            return None;
+        }
+        let (generation, snapshot) = {
+            let current = lock(&self.shared.current);
+            (current.0, Arc::clone(&current.1))
+        };
+        self.seen = Some(generation);
+        Some((generation, snapshot))
     }
 }
 

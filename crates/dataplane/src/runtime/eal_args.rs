@@ -1,7 +1,7 @@
 //! The EAL command line for a config: lcores for the workers, one device
 //! argument per port, then the config's own `eal` list passed through.
 
-use espgw_control::config::{Dataplane, Mode, Port};
+use espgw_control::config::{Dataplane, Port};
 use espgw_esp::crypto::provider::SimdWidth;
 
 /// True when `arg` (or `arg=...`) is one of `flags`.
@@ -15,34 +15,17 @@ fn is_flag(arg: &str, flags: &[&str]) -> bool {
 }
 
 /// A PCI address such as `0000:01:00.0` or `01:00.0` (as opposed to a vdev).
-pub fn is_pci(device: &str) -> bool {
-    let name = device.split(',').next().unwrap_or(device);
-    let parts: Vec<&str> = name.split(':').collect();
-    let hex = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_hexdigit());
-    let func_ok = |s: &str| {
-        s.split_once('.').is_some_and(|(dev, func)| {
-            hex(dev) && func.len() == 1 && func.chars().all(|c| c.is_ascii_digit())
-        })
-    };
-    match parts.as_slice() {
-        [dom, bus, devfn] => hex(dom) && hex(bus) && func_ok(devfn),
-        [bus, devfn] => hex(bus) && func_ok(devfn),
-        _ => false,
-    }
-}
+pub use espgw_control::config::is_pci_device as is_pci;
 
 /// Worker lcores a config needs: one per worker, plus the I/O lcore in
 /// pipeline mode.
 pub fn lcores_needed(dp: &Dataplane) -> usize {
-    dp.workers + usize::from(dp.mode == Mode::Pipeline)
+    dp.lcores_needed()
 }
 
 /// RX/TX queue pairs per port: one per worker, or the I/O lcore's one.
 pub fn queues_per_port(dp: &Dataplane) -> usize {
-    match dp.mode {
-        Mode::RunToCompletion => dp.workers,
-        Mode::Pipeline => 1,
-    }
+    dp.queues_per_port()
 }
 
 /// The `--lcores` value: lcore 0 is the main (control) lcore, lcores
@@ -135,6 +118,7 @@ pub fn eal_args(dp: &Dataplane, ports: &[Port], gateway: &str, cpus: usize) -> V
 #[cfg(test)]
 mod tests {
     use super::*;
+    use espgw_control::config::Mode;
     use espgw_control::config::{Poll, Side};
 
     fn dp(workers: usize, lcores: Option<Vec<u32>>, eal: &[&str]) -> Dataplane {
@@ -144,6 +128,7 @@ mod tests {
             mode: Mode::RunToCompletion,
             burst: 32,
             mbufs: 4095,
+            mbufs_set: true,
             mtu: 1500,
             poll: Poll::Adaptive,
             idle_sleep_us: 100,

@@ -17,7 +17,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use dpdk::{lcore, Eal, Mempool, Port, PortConfig, Ring, RingMode};
-use espgw_control::config::{Config, Mode};
+// QUEUE_DESCRIPTORS: per RX and TX queue (the config's mbuf sizing counts them).
+use espgw_control::config::{Config, Mode, QUEUE_DESCRIPTORS};
 use espgw_control::Diagnostic;
 
 use crate::counters::WorkerCounters;
@@ -81,9 +82,6 @@ impl From<dpdk::Error> for RunError {
     }
 }
 
-/// Descriptors per RX/TX queue: enough for bursts at 10G without tying up
-/// most of a small pool (af_packet keeps its own ring and ignores them).
-const QUEUE_DESCRIPTORS: u16 = 512;
 /// Frames each pipeline ring holds (between the I/O lcore and a worker).
 const RING_SIZE: u32 = 1024;
 /// Extra data room per mbuf beyond the largest frame: ESP trailer and ICV
@@ -219,7 +217,7 @@ fn run_with_eal(
     // is worker k's in run-to-completion mode).
     let mut steering = config.dataplane.steers_esp().then(|| {
         let queues = u16::try_from(queues_per_port(&config.dataplane)).unwrap_or(u16::MAX);
-        steering::Steering::new(queues, control.live.reader())
+        steering::Steering::new(queues, control.live.watcher())
     });
     while !stop.load(Ordering::Relaxed) && !signalled.load(Ordering::Relaxed) {
         if opts.duration.is_some_and(|d| started.elapsed() >= d) {
@@ -277,7 +275,8 @@ fn run_with_eal(
         {
             port["esp_steering"] = s.json(i);
         }
-        s.remove_all(&setup.ports);
+        json["esp_steering_failed_tries"] = s.failed_tries().into();
+        s.remove_all(&setup.ports, &setup.net);
     }
     drop(steering);
     let total = stats.total();
@@ -395,7 +394,7 @@ impl Setup {
             .max(af_packet_data_room(config));
         let data_room = u16::try_from(data_room)
             .map_err(|_| RunError::Setup("mtu too large for an mbuf".into()))?;
-        let cache = (dp.mbufs / 8).min(256);
+        let cache = dp.mempool_cache();
         let pool = Mempool::new("espgw_mbufs", dp.mbufs, cache, data_room, dpdk::SOCKET_ANY)?;
         let mut ports = Vec::new();
         let mut macs = Vec::new();

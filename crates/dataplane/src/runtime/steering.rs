@@ -1,15 +1,16 @@
 //! `[dataplane] steer_esp` in `espgw run`: the main lcore keeps each
 //! port's ESP flow rules (rte_flow, `dpdk::flow`) equal to the inbound SAs
 //! of the newest snapshot ([`crate::esp_steering`] plans and keeps the
-//! books). Checked from the control loop every 20 ms; a snapshot that did
-//! not change costs one atomic load.
+//! books). Checked from the control loop every 20 ms through a snapshot
+//! [`Watcher`] (not a registered reader: a publish never waits for the
+//! main lcore); a snapshot that did not change costs one atomic load.
 
 use dpdk::{EspSteer, Flow, Port};
-use espgw_control::tables::Reader;
+use espgw_control::tables::Watcher;
 use serde_json::{json, Value};
 
 use super::control::Snapshot;
-use crate::esp_steering::{self, EspSteering, FlowRules, PortSteering, SteerError, SteerKey};
+use crate::esp_steering::{self, EspSteering, FlowRules, SteerError, SteerKey};
 use crate::network::Network;
 
 /// The ports' rte_flow API as [`FlowRules`].
@@ -24,16 +25,19 @@ fn steer_error(e: dpdk::Error) -> SteerError {
     }
 }
 
+/// ENODEV: a rule for a port index the run does not have.
+fn no_port(port: usize) -> SteerError {
+    SteerError {
+        errno: 19,
+        text: format!("no port {port}"),
+    }
+}
+
 impl FlowRules for Nic<'_> {
     type Rule = Flow;
 
     fn create(&mut self, key: &SteerKey, queue: u16) -> Result<Flow, SteerError> {
-        let Some(port) = self.ports.get(key.port) else {
-            return Err(SteerError {
-                errno: 19, // ENODEV
-                text: format!("no port {}", key.port),
-            });
-        };
+        let port = self.ports.get(key.port).ok_or_else(|| no_port(key.port))?;
         port.create_esp_steer(&EspSteer {
             v6: key.v6,
             udp_dst_port: key.udp_dst_port,
@@ -44,52 +48,61 @@ impl FlowRules for Nic<'_> {
     }
 
     fn destroy(&mut self, port: usize, rule: Flow) -> Result<(), SteerError> {
-        match self.ports.get(port) {
-            Some(p) => p.destroy_flow(rule).map_err(steer_error),
-            None => Ok(()),
-        }
+        let p = self.ports.get(port).ok_or_else(|| no_port(port))?;
+        p.destroy_flow(rule).map_err(steer_error)
+    }
+
+    fn flush(&mut self, port: usize) -> Result<(), SteerError> {
+        let p = self.ports.get(port).ok_or_else(|| no_port(port))?;
+        p.flush_flows().map_err(steer_error)
     }
 }
 
 pub(super) struct Steering {
     rules: EspSteering<Flow>,
-    reader: Reader<Snapshot>,
-    /// The first poll applies the snapshot held, changed or not.
-    applied: bool,
+    watcher: Watcher<Snapshot>,
 }
 
 impl Steering {
-    /// Steering over `queues` RX queues per port, following `reader`.
-    pub(super) fn new(queues: u16, reader: Reader<Snapshot>) -> Steering {
+    /// Steering over `queues` RX queues per port, following `watcher`.
+    pub(super) fn new(queues: u16, watcher: Watcher<Snapshot>) -> Steering {
         Steering {
             rules: EspSteering::new(queues),
-            reader,
-            applied: false,
+            watcher,
         }
     }
 
-    /// Brings the rules up to the newest snapshot, if it changed.
+    /// Brings the rules up to the newest snapshot, if it changed (the
+    /// first call: the current one).
     pub(super) fn poll(&mut self, ports: &[Port], net: &Network) {
-        if !self.reader.quiescent() && self.applied {
+        let Some((_, tables)) = self.watcher.changed() else {
             return;
-        }
-        self.applied = true;
-        let want = esp_steering::wanted(self.reader.get());
+        };
+        let want = esp_steering::wanted(&tables);
+        drop(tables);
         let done = self.rules.apply(&want, &mut Nic { ports });
         let name = |i: usize| net.ports.get(i).map_or("?", |p| p.name.as_str());
-        for (port, why) in &done.refused {
+        for (port, form, why) in &done.refused {
             tracing::warn!(
                 port = name(*port),
-                "steer_esp: the NIC takes no ESP flow rules ({why}); this port's ESP goes by RSS \
-                 (one tunnel's SAs to one worker)"
+                form = form.name(),
+                "steer_esp: the NIC takes no ESP flow rules of this form ({why}); such SAs' \
+                 ESP on this port goes by RSS (one tunnel's SAs to one worker)"
             );
         }
         for (key, why) in &done.failed {
             tracing::warn!(
                 port = name(key.port),
                 spi = format!("{:#010x}", key.spi),
-                "steer_esp: rule not taken ({why}); the SA's ESP goes by RSS, retried at the next \
+                "steer_esp: rule not taken ({why}); the SA's ESP goes by RSS, retried at each \
                  SA change"
+            );
+        }
+        for (port, why) in &done.not_removed {
+            tracing::warn!(
+                port = name(*port),
+                "steer_esp: a rule of an SA that is gone was not removed ({why}); it matches \
+                 nothing that exists, and the port's rules are flushed at stop"
             );
         }
         if done.created + done.destroyed > 0 {
@@ -103,15 +116,29 @@ impl Steering {
 
     /// Per port, what steering does: for the stats JSON.
     pub(super) fn json(&self, port: usize) -> Value {
-        match self.rules.port_state(port) {
-            PortSteering::Steering(n) => json!({"state": "steering", "rules": n}),
-            PortSteering::Refused(why) => json!({"state": "refused", "why": why}),
-        }
+        let s = self.rules.port_state(port);
+        let refused: serde_json::Map<String, Value> = s
+            .refused
+            .iter()
+            .map(|(form, why)| (form.name().to_string(), json!(why)))
+            .collect();
+        json!({
+            "state": s.state(),
+            "rules": s.rules,
+            "refused": refused,
+        })
+    }
+
+    /// Failed tries to install a rule, retries included.
+    pub(super) fn failed_tries(&self) -> u64 {
+        self.rules.failed_tries
     }
 
     /// Removes every rule (before the ports stop).
-    pub(super) fn remove_all(&mut self, ports: &[Port]) {
-        let _ = self.rules.apply(&Default::default(), &mut Nic { ports });
-        self.rules.forget();
+    pub(super) fn remove_all(&mut self, ports: &[Port], net: &Network) {
+        for (port, why) in self.rules.remove_all(&mut Nic { ports }) {
+            let name = net.ports.get(port).map_or("?", |p| p.name.as_str());
+            tracing::warn!(port = name, "steer_esp: flushing the port's rules: {why}");
+        }
     }
 }

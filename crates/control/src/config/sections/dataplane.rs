@@ -70,6 +70,7 @@ pub(crate) fn read(ctx: &mut Ctx, table: Option<Table>, host: &HostFacts) -> Dat
         mode: Mode::RunToCompletion,
         burst: DEFAULT_BURST,
         mbufs: DEFAULT_MBUFS,
+        mbufs_set: false,
         mtu: DEFAULT_MTU,
         poll: Poll::Busy,
         idle_sleep_us: DEFAULT_IDLE_SLEEP_US,
@@ -157,9 +158,10 @@ pub(crate) fn read(ctx: &mut Ctx, table: Option<Table>, host: &HostFacts) -> Dat
             .map_or(dp.burst, |v| v as u16);
     }
     if let Some(f) = t.get(ctx, "mbufs") {
-        dp.mbufs = f
-            .int(ctx, i128::from(MIN_MBUFS), i128::from(MAX_MBUFS))
-            .map_or(dp.mbufs, |v| v as u32);
+        if let Some(v) = f.int(ctx, i128::from(MIN_MBUFS), i128::from(MAX_MBUFS)) {
+            dp.mbufs = v as u32;
+            dp.mbufs_set = true;
+        }
     }
     if let Some(f) = t.get(ctx, "mtu") {
         dp.mtu = f

@@ -239,3 +239,27 @@ fn sa_state_survives_table_swaps() {
     ));
     assert_eq!(last.sad.sas().len(), 50);
 }
+
+/// A watcher sees each publication once, is not a reader (the publisher
+/// counts none and reclaims without it), and holds nothing between calls.
+#[test]
+fn a_watcher_sees_changes_without_holding_reclamation_back() {
+    let freed_on = Arc::new(Mutex::new(Vec::new()));
+    let mut publisher = Publisher::new(Tracked::new(0, &freed_on));
+    let mut watcher = publisher.watcher();
+    assert_eq!(publisher.readers(), 0);
+    let (g, first) = watcher
+        .changed()
+        .expect("the first call sees the current one");
+    assert_eq!((g, first.generation), (0, 0));
+    drop(first);
+    assert!(watcher.changed().is_none(), "nothing new");
+    publisher.publish(Tracked::new(1, &freed_on));
+    publisher.publish(Tracked::new(2, &freed_on));
+    // Both replaced snapshots are reclaimed at once: no reader to wait for.
+    publisher.reclaim();
+    assert_eq!(freed_on.lock().unwrap().len(), 2);
+    let (g, newest) = watcher.changed().expect("changed");
+    assert_eq!((g, newest.generation), (2, 2), "straight to the newest");
+    assert!(watcher.changed().is_none());
+}
