@@ -29,7 +29,8 @@
 #     gateways delete their IKE SAs, so the tunnels, before writing them),
 #     and every packet B's workers handed off was taken by the other; the
 #     unprotected port's `esp_steering` says the NIC (af_packet) took no
-#     SPI steering rule (steer_esp = "auto" fell back to RSS), logged once.
+#     SPI steering rule (steer_esp = "auto" fell back to RSS), logged once;
+#     each gateway logged its unprotected port's driver, queues and RSS.
 # PERCPU=1 runs the same steps with per_cpu_sas = 1 on both: it must fail at
 # step 1, which shows the test tells.
 # Needs root. ESPGW overrides the binary.
@@ -264,6 +265,8 @@ assert ports["prot"]["esp_steering"] == {"state": "idle", "rules": 0, "refused":
 assert j["esp_steering_failed_tries"] == 1, j["esp_steering_failed_tries"]
 print(f"step 4: steer_esp on unprot: {unprot['state']} ({unprot['refused']['udp4']}), on prot: idle")
 PY
+    grep -Eq "port unprot: driver net_af_packet, socket -?[0-9]+, 2 RX/TX queue pair\(s\) of 512 descriptors, RSS: off" "$WORK/$s.log" \
+        || fail "step 4: gateway $s did not log its port plan: $(grep 'port unprot' "$WORK/$s.log")"
     n=$(grep -c "steer_esp: the NIC takes no ESP flow rules" "$WORK/$s.log" || true)
     [ "$n" = 1 ] || fail "step 4: gateway $s logged the steering fallback $n times, want once"
 done

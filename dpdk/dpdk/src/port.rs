@@ -26,9 +26,36 @@ use af_packet::AfPacketFrames;
 const L2_OVERHEAD: u32 = 14 + 8 + 4;
 
 /// RSS over IPv4/IPv6 addresses and UDP/TCP ports: spreads ESP (by IP) and
-/// UDP-encapsulated ESP (by port) flows over the RX queues.
-const WANTED_RSS: u64 =
-    sys::RTE_ETH_RSS_IP as u64 | sys::RTE_ETH_RSS_UDP as u64 | sys::RTE_ETH_RSS_TCP as u64;
+/// UDP-encapsulated ESP (by port) flows over the RX queues; and, where the
+/// NIC can hash it (`RTE_ETH_RSS_ESP`: ice, some i40e and mlx5 setups),
+/// the ESP header's SPI too, so the SAs between one pair of gateways
+/// (RFC 9611 per-CPU SAs, several tunnels) spread like separate flows.
+/// Masked with what the device supports: most hash no SPI.
+pub(crate) const WANTED_RSS: u64 = sys::RTE_ETH_RSS_IP as u64
+    | sys::RTE_ETH_RSS_UDP as u64
+    | sys::RTE_ETH_RSS_TCP as u64
+    | sys::RTE_ETH_RSS_ESP as u64;
+
+/// The kinds of [`WANTED_RSS`] that `hf` hashes (any flow type of a kind
+/// counts), in words.
+pub(crate) fn rss_names(hf: u64) -> String {
+    let kinds = [
+        ("ip", sys::RTE_ETH_RSS_IP as u64),
+        ("udp", sys::RTE_ETH_RSS_UDP as u64),
+        ("tcp", sys::RTE_ETH_RSS_TCP as u64),
+        ("esp", sys::RTE_ETH_RSS_ESP as u64),
+    ];
+    let names: Vec<&str> = kinds
+        .iter()
+        .filter(|(_, bits)| hf & bits != 0)
+        .map(|(name, _)| *name)
+        .collect();
+    if names.is_empty() {
+        "off".into()
+    } else {
+        names.join(", ")
+    }
+}
 
 /// How to set up a port.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -514,6 +541,13 @@ impl Port {
         self.state().rss_hf
     }
 
+    /// [`Port::rss_flow_types`] in words, for the start-up log: which of
+    /// the kinds espgw asks for the device hashes (`"ip, udp, tcp, esp"`),
+    /// or `"off"`.
+    pub fn rss_summary(&self) -> String {
+        rss_names(self.rss_flow_types())
+    }
+
     /// True between [`Port::start`] and [`Port::stop`].
     pub fn is_started(&self) -> bool {
         self.state().started
@@ -930,7 +964,22 @@ impl Drop for TxQueue {
 
 #[cfg(test)]
 mod tests {
-    use super::configurable_max_mtu;
+    use super::{configurable_max_mtu, rss_names, WANTED_RSS};
+    use dpdk_sys as sys;
+
+    #[test]
+    fn rss_names_name_each_kind_hashed() {
+        assert_eq!(rss_names(0), "off");
+        assert_eq!(rss_names(WANTED_RSS), "ip, udp, tcp, esp");
+        // One flow type of a kind is enough (an 82599: IPv4/IPv6 and TCP,
+        // UDP on IPv4 only, no ESP).
+        let ixgbe_like = sys::RTE_ETH_RSS_IPV4 as u64
+            | sys::RTE_ETH_RSS_IPV6 as u64
+            | sys::RTE_ETH_RSS_NONFRAG_IPV4_TCP as u64
+            | sys::RTE_ETH_RSS_NONFRAG_IPV4_UDP as u64;
+        assert_eq!(rss_names(ixgbe_like), "ip, udp, tcp");
+        assert_eq!(rss_names(sys::RTE_ETH_RSS_ESP as u64), "esp");
+    }
 
     /// Known answers from what DPDK 22.11 drivers report and what
     /// rte_eth_dev_configure then accepts.

@@ -413,6 +413,18 @@ impl Setup {
             if let Some(note) = port.mtu_note() {
                 eprintln!("espgw {}: {note}", config.gateway.name);
             }
+            // What the driver accepted, where a hardware port differs from
+            // the virtual devices the tests run on (RSS on the SPI above all).
+            let (driver, socket) = port
+                .info()
+                .map_or((String::from("?"), -1), |i| (i.driver, i.socket));
+            eprintln!(
+                "espgw {}: port {}: driver {driver}, socket {socket}, {queues} RX/TX queue pair(s) of \
+                 {QUEUE_DESCRIPTORS} descriptors, RSS: {}",
+                config.gateway.name,
+                p.name,
+                port.rss_summary()
+            );
             port.start()?;
             macs.push(port.mac()?);
             ports.push(port);
