@@ -5,17 +5,6 @@ use common::*;
 
 use espgw_control::config::{Mode, SpreadDecrypt, SpreadLate, SpreadWhen};
 
-/// The base config (two workers) with `workers` set and extra
-/// `[dataplane]` lines.
-fn with_dp(workers: u32, lines: &str) -> String {
-    let text = with(&base(), "workers = 2", &format!("workers = {workers}"));
-    with(
-        &text,
-        "poll = \"busy\"",
-        &format!("poll = \"busy\"\n{lines}"),
-    )
-}
-
 #[test]
 fn off_by_default_and_auto_only_spreads_with_several_workers_in_run_to_completion() {
     let (config, _) = parse(&base()).unwrap_or_else(|d| panic!("{}", render(&d)));
@@ -52,7 +41,7 @@ fn off_by_default_and_auto_only_spreads_with_several_workers_in_run_to_completio
             None,
         ),
     ] {
-        let text = with_dp(workers, lines);
+        let text = with_workers_dp(workers, lines);
         let (config, diags) = parse(&text).unwrap_or_else(|d| panic!("{}", render(&d)));
         // Set where it does nothing (1 worker, pipeline mode): warned
         // about, by its key, saying why.
@@ -83,7 +72,7 @@ fn off_by_default_and_auto_only_spreads_with_several_workers_in_run_to_completio
 
 #[test]
 fn another_value_names_the_choices() {
-    let text = with_dp(2, "spread_decrypt = \"on\"");
+    let text = with_workers_dp(2, "spread_decrypt = \"on\"");
     let shown = render(&errors(&text));
     assert!(
         shown.contains("dataplane.spread_decrypt")
@@ -96,7 +85,8 @@ fn another_value_names_the_choices() {
 /// The `[dataplane]` of 2 workers with `lines`, and whether `key` was
 /// warned about as having no effect.
 fn parse_warned(lines: &str, key: &str) -> (espgw_control::config::Config, bool) {
-    let (config, diags) = parse(&with_dp(2, lines)).unwrap_or_else(|d| panic!("{}", render(&d)));
+    let (config, diags) =
+        parse(&with_workers_dp(2, lines)).unwrap_or_else(|d| panic!("{}", render(&d)));
     let shown = render(&diags);
     let warned = shown.contains(&format!("dataplane.{key}")) && shown.contains("no effect");
     (config, warned)
@@ -127,7 +117,7 @@ fn spread_late_drops_by_default_sends_when_asked_and_is_warned_about_without_the
         assert_eq!(config.dataplane.spread_late, want, "{lines}");
         assert_eq!(was_warned, warned, "{lines}");
     }
-    let shown = render(&errors(&with_dp(
+    let shown = render(&errors(&with_workers_dp(
         2,
         "spread_decrypt = \"auto\"\nspread_late = \"reorder\"",
     )));
@@ -167,7 +157,7 @@ fn per_cpu_handoff_is_off_by_default_and_needs_the_fan_out() {
             "{lines}: {plan}"
         );
     }
-    let shown = render(&errors(&with_dp(
+    let shown = render(&errors(&with_workers_dp(
         2,
         "spread_decrypt = \"auto\"\nper_cpu_handoff = \"yes\"",
     )));
@@ -179,15 +169,7 @@ fn per_cpu_handoff_is_off_by_default_and_needs_the_fan_out() {
 /// the runtime will do it for each mode.
 #[test]
 fn check_prints_the_queue_and_core_plan() {
-    let plan = |workers: u32, lines: &str| {
-        let text = with_dp(workers, lines);
-        let (config, _) = parse(&text).unwrap_or_else(|d| panic!("{}", render(&d)));
-        let summary = espgw_control::config::Summary(&config).to_string();
-        let at = summary
-            .find("queues and cores:")
-            .unwrap_or_else(|| panic!("no plan in:\n{summary}"));
-        summary[at..].lines().take(6).collect::<Vec<_>>().join("\n")
-    };
+    let plan = |workers: u32, lines: &str| queue_plan(&with_workers_dp(workers, lines));
     let one = plan(1, "");
     assert!(one.contains("1 worker (not pinned"), "{one}");
     assert!(one.contains("1 RX + 1 TX queues"), "{one}");
@@ -265,7 +247,7 @@ fn spread_wait_us_defaults_to_100_is_ranged_and_needs_the_fan_out() {
         assert_eq!(was_warned, warned, "{lines}");
     }
     for bad in ["49", "1001", "\"400\""] {
-        let shown = render(&errors(&with_dp(
+        let shown = render(&errors(&with_workers_dp(
             2,
             &format!("spread_decrypt = \"auto\"\nspread_wait_us = {bad}"),
         )));
@@ -280,7 +262,8 @@ fn spread_wait_us_defaults_to_100_is_ranged_and_needs_the_fan_out() {
 #[test]
 fn mbufs_fewer_than_the_fan_out_may_hold_are_warned_about() {
     let warned = |lines: &str| {
-        let (_, diags) = parse(&with_dp(2, lines)).unwrap_or_else(|d| panic!("{}", render(&d)));
+        let (_, diags) =
+            parse(&with_workers_dp(2, lines)).unwrap_or_else(|d| panic!("{}", render(&d)));
         let shown = render(&diags);
         shown.contains("dataplane.mbufs") && shown.contains("the decrypt fan-out may hold")
     };
@@ -306,7 +289,7 @@ fn fan_out_workers_on_cores_not_isolated_are_warned_about() {
             isolated_cpus: isolated,
             ..host()
         };
-        let text = with_dp(2, lines);
+        let text = with_workers_dp(2, lines);
         let (_, diags) = espgw_control::parse_str(std::path::Path::new("test.toml"), text, &host)
             .unwrap_or_else(|d| panic!("{}", render(&d)));
         let shown = render(&diags);

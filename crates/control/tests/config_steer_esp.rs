@@ -7,20 +7,10 @@ use common::*;
 
 use espgw_control::config::SteerEsp;
 
-/// The base config with `workers` and extra `[dataplane]` lines.
-fn with_dp(workers: u32, lines: &str) -> String {
-    let text = with(&base(), "workers = 2", &format!("workers = {workers}"));
-    with(
-        &text,
-        "poll = \"busy\"",
-        &format!("poll = \"busy\"\n{lines}"),
-    )
-}
-
 /// Parsed, with whether `steer_esp` was warned about as doing nothing.
 fn parsed(workers: u32, lines: &str) -> (espgw_control::config::Config, bool) {
     let (config, diags) =
-        parse(&with_dp(workers, lines)).unwrap_or_else(|d| panic!("{}", render(&d)));
+        parse(&with_workers_dp(workers, lines)).unwrap_or_else(|d| panic!("{}", render(&d)));
     let shown = render(&diags);
     let warned = shown.contains("dataplane.steer_esp") && shown.contains("no effect");
     (config, warned)
@@ -57,12 +47,12 @@ fn auto_by_default_and_only_steers_with_several_workers_in_run_to_completion() {
 
 #[test]
 fn another_value_names_the_choices() {
-    let shown = render(&errors(&with_dp(2, "steer_esp = \"on\"")));
+    let shown = render(&errors(&with_workers_dp(2, "steer_esp = \"on\"")));
     assert!(
         shown.contains("dataplane.steer_esp") && shown.contains("auto") && shown.contains("off"),
         "{shown}"
     );
-    let shown = render(&errors(&with_dp(2, "steer_esp = true")));
+    let shown = render(&errors(&with_workers_dp(2, "steer_esp = true")));
     assert!(shown.contains("dataplane.steer_esp"), "{shown}");
 }
 
@@ -70,15 +60,7 @@ fn another_value_names_the_choices() {
 /// without them.
 #[test]
 fn check_says_how_sas_are_steered() {
-    let plan = |workers: u32, lines: &str| {
-        let (config, _) =
-            parse(&with_dp(workers, lines)).unwrap_or_else(|d| panic!("{}", render(&d)));
-        let summary = espgw_control::config::Summary(&config).to_string();
-        let at = summary
-            .find("queues and cores:")
-            .unwrap_or_else(|| panic!("no plan in:\n{summary}"));
-        summary[at..].lines().take(6).collect::<Vec<_>>().join("\n")
-    };
+    let plan = |workers: u32, lines: &str| queue_plan(&with_workers_dp(workers, lines));
     let auto = plan(2, "");
     assert!(
         auto.contains("each inbound SA gets one (steer_esp = \"auto\")")

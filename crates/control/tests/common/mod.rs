@@ -30,6 +30,27 @@ pub fn base() -> String {
         .render()
 }
 
+/// [`base`] with `workers` and extra `[dataplane]` lines.
+pub fn with_workers_dp(workers: u32, lines: &str) -> String {
+    let text = with(&base(), "workers = 2", &format!("workers = {workers}"));
+    with(
+        &text,
+        "poll = \"busy\"",
+        &format!("poll = \"busy\"\n{lines}"),
+    )
+}
+
+/// The first six lines of the queue and core plan `espgw check` prints for
+/// the valid config `text`.
+pub fn queue_plan(text: &str) -> String {
+    let (config, _) = parse(text).unwrap_or_else(|d| panic!("{}", render(&d)));
+    let summary = espgw_control::config::Summary(&config).to_string();
+    let at = summary
+        .find("queues and cores:")
+        .unwrap_or_else(|| panic!("no plan in:\n{summary}"));
+    summary[at..].lines().take(6).collect::<Vec<_>>().join("\n")
+}
+
 pub fn host() -> HostFacts {
     HostFacts::assumed(4)
 }

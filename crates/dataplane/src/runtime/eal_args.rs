@@ -153,15 +153,6 @@ mod tests {
     }
 
     #[test]
-    fn recognises_pci_addresses() {
-        assert!(is_pci("0000:01:00.0"));
-        assert!(is_pci("01:00.1"));
-        assert!(is_pci("0000:af:00.0,txq_inline=1"));
-        assert!(!is_pci("net_af_packet0,iface=eth0"));
-        assert!(!is_pci("net_pcap0,rx_pcap=a.pcap"));
-    }
-
-    #[test]
     fn lcores_float_or_pin() {
         assert_eq!(lcore_map(&dp(1, None, &[]), 2), "(0-1)@(0-1)");
         assert_eq!(lcore_map(&dp(6, None, &[]), 2), "(0-6)@(0-1)");
