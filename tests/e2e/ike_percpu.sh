@@ -209,7 +209,13 @@ for s in a b; do
     ctl $s stats --json >"$WORK/stats-$s.json" 2>&1 || fail "step 2: ctl stats $s: $(cat "$WORK/stats-$s.json")"
     python3 - "$WORK/stats-$s.json" "$s" <<'PY' || fail "step 2: $s's handoff"
 import json, sys
-ws = json.load(open(sys.argv[1]))["workers"]
+j = json.load(open(sys.argv[1]))
+ws = j["workers"]
+# steer_esp, live: the unprotected port's NIC (af_packet) refused the one
+# form of rule this tunnel needs (ESP in UDP over IPv4).
+steer = {p["name"]: p.get("esp_steering") for p in j["ports"]}
+assert steer["unprot"] == {"state": "refused", "rules": 0, "refused": ["udp4"]}, steer
+assert steer["prot"]["state"] == "idle", steer
 out = [w.get("sa_handoff_out", 0) for w in ws]
 into = [w.get("sa_handoff_in", 0) for w in ws]
 print(f"step 2: {sys.argv[2].upper()}'s handoff: out {out}, in {into}, kept {[w.get('sa_handoff_kept', 0) for w in ws]}")

@@ -9,8 +9,9 @@ use std::net::TcpStream;
 use std::sync::Arc;
 
 use espgw_control::live::{
-    metrics, monotonic_clock, CountersSource, DataplaneCounters, Dir, LifetimeLeft, LiveControl,
-    MetricsServer, PortTraffic, SaInfo, SaManager, SaState, StatsSnapshot, WorkerLoad,
+    metrics, monotonic_clock, CountersSource, DataplaneCounters, Dir, EspSteeringState,
+    LifetimeLeft, LiveControl, MetricsServer, PortTraffic, SaInfo, SaManager, SaState,
+    StatsSnapshot, WorkerLoad,
 };
 use espgw_esp::Verdict;
 use support::*;
@@ -25,12 +26,21 @@ impl CountersSource for FakeDataplane {
                     name: "prot".into(),
                     rx_packets: 1000,
                     tx_packets: 990,
+                    esp_steering: Some(EspSteeringState {
+                        state: "idle".into(),
+                        ..EspSteeringState::default()
+                    }),
                     ..PortTraffic::default()
                 },
                 PortTraffic {
                     name: "unprot".into(),
                     rx_packets: 7,
                     tx_packets: 996,
+                    esp_steering: Some(EspSteeringState {
+                        state: "steering".into(),
+                        rules: 3,
+                        refused: vec!["udp6".into()],
+                    }),
                     ..PortTraffic::default()
                 },
             ],
@@ -216,6 +226,8 @@ fn scrape_parses_and_carries_every_family() {
         ("espgw_port_rx_packets_total", "counter"),
         ("espgw_port_tx_packets_total", "counter"),
         ("espgw_worker_busy_ratio", "gauge"),
+        ("espgw_port_esp_steering_rules", "gauge"),
+        ("espgw_port_esp_steering_refused", "gauge"),
         ("espgw_worker_mss_clamped_total", "counter"),
         ("espgw_worker_spread_out_total", "counter"),
         ("espgw_worker_spread_in_total", "counter"),
@@ -252,6 +264,30 @@ fn scrape_parses_and_carries_every_family() {
         996.0
     );
     assert_eq!(value("espgw_worker_busy_ratio", &[("worker", "1")]), 0.125);
+    assert_eq!(
+        value("espgw_port_esp_steering_rules", &[("port", "unprot")]),
+        3.0
+    );
+    assert_eq!(
+        value("espgw_port_esp_steering_rules", &[("port", "prot")]),
+        0.0
+    );
+    assert_eq!(
+        value(
+            "espgw_port_esp_steering_refused",
+            &[("port", "unprot"), ("form", "udp6")]
+        ),
+        1.0
+    );
+    assert!(
+        find(
+            &samples,
+            "espgw_port_esp_steering_refused",
+            &[("port", "prot")]
+        )
+        .is_none(),
+        "nothing refused on prot"
+    );
     assert_eq!(
         value("espgw_worker_mss_clamped_total", &[("worker", "1")]),
         17.0

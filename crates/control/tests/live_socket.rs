@@ -34,6 +34,7 @@ impl CountersSource for FakeDataplane {
                 tx_packets: 45,
                 rx_bytes: 6789,
                 tx_bytes: 1011,
+                esp_steering: None,
             }],
             workers: vec![WorkerLoad {
                 worker: 0,

@@ -509,25 +509,54 @@ pub fn render_status(s: &Status) -> Result<String, String> {
     Ok(out)
 }
 
+/// A port's ESP steering in a word or three: `steering 4 rules`,
+/// `refused (udp4)`, `idle`.
+fn steering_cell(e: &super::status::EspSteeringState) -> String {
+    let mut cell = match e.state.as_str() {
+        "steering" => format!(
+            "steering {} rule{}",
+            e.rules,
+            if e.rules == 1 { "" } else { "s" }
+        ),
+        other => other.to_string(),
+    };
+    if !e.refused.is_empty() {
+        let verb = if e.state == "refused" {
+            ""
+        } else {
+            ", refused"
+        };
+        cell += &format!("{verb} ({})", e.refused.join(" "));
+    }
+    cell
+}
+
 pub fn render_stats(s: &StatsSnapshot) -> Result<String, String> {
     let mut out = format!("gateway {}: up {} s\n\n", s.gateway, s.uptime_seconds);
+    // ESP steering's column only where it is in effect (steer_esp).
+    let steering = s.ports.iter().any(|p| p.esp_steering.is_some());
     let ports: Vec<Vec<String>> = s
         .ports
         .iter()
         .map(|p| {
-            vec![
+            let mut row = vec![
                 p.name.clone(),
                 p.rx_packets.to_string(),
                 p.tx_packets.to_string(),
                 p.rx_bytes.to_string(),
                 p.tx_bytes.to_string(),
-            ]
+            ];
+            if steering {
+                row.push(p.esp_steering.as_ref().map_or("-".into(), steering_cell));
+            }
+            row
         })
         .collect();
-    out.push_str(&table(
-        &["PORT", "RX_PKTS", "TX_PKTS", "RX_BYTES", "TX_BYTES"],
-        &ports,
-    ));
+    let mut heads = vec!["PORT", "RX_PKTS", "TX_PKTS", "RX_BYTES", "TX_BYTES"];
+    if steering {
+        heads.push("ESP_STEERING");
+    }
+    out.push_str(&table(&heads, &ports));
     let workers: Vec<Vec<String>> = s
         .workers
         .iter()
@@ -572,4 +601,51 @@ pub fn render_stats(s: &StatsSnapshot) -> Result<String, String> {
     out.push('\n');
     out.push_str(&render_sas(&s.sas));
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::live::status::{EspSteeringState, PortTraffic};
+
+    fn port(name: &str, esp_steering: Option<EspSteeringState>) -> PortTraffic {
+        PortTraffic {
+            name: name.into(),
+            esp_steering,
+            ..PortTraffic::default()
+        }
+    }
+
+    /// `ctl stats` shows ESP steering per port where it is in effect, and
+    /// no such column where it is not.
+    #[test]
+    fn stats_show_esp_steering_only_where_in_effect() {
+        let state = |state: &str, rules, refused: &[&str]| EspSteeringState {
+            state: state.into(),
+            rules,
+            refused: refused.iter().map(|s| s.to_string()).collect(),
+        };
+        let s = StatsSnapshot {
+            ports: vec![
+                port("prot", Some(state("idle", 0, &[]))),
+                port("unprot", Some(state("steering", 4, &["udp6"]))),
+                port("other", Some(state("refused", 0, &["esp4", "udp4"]))),
+            ],
+            ..StatsSnapshot::default()
+        };
+        let out = render_stats(&s).unwrap();
+        assert!(out.contains("ESP_STEERING"), "{out}");
+        assert!(out.contains("steering 4 rules, refused (udp6)"), "{out}");
+        assert!(out.contains("refused (esp4 udp4)"), "{out}");
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with("prot") && l.ends_with("idle")),
+            "{out}"
+        );
+        let none = StatsSnapshot {
+            ports: vec![port("prot", None)],
+            ..StatsSnapshot::default()
+        };
+        assert!(!render_stats(&none).unwrap().contains("ESP_STEERING"));
+    }
 }

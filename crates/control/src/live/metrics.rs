@@ -116,6 +116,32 @@ pub fn render(s: &StatsSnapshot) -> String {
             f.sample(name, &[("port", &p.name)], get(p));
         }
     }
+    if s.ports.iter().any(|p| p.esp_steering.is_some()) {
+        let name = "espgw_port_esp_steering_rules";
+        let mut f = Family::start(
+            &mut out,
+            name,
+            "gauge",
+            "ESP steering (steer_esp): flow rules the port's NIC holds, one per inbound SA it steers.",
+        );
+        for p in &s.ports {
+            if let Some(e) = &p.esp_steering {
+                f.sample(name, &[("port", &p.name)], e.rules);
+            }
+        }
+        let name = "espgw_port_esp_steering_refused";
+        let mut f = Family::start(
+            &mut out,
+            name,
+            "gauge",
+            "ESP steering: 1 for each form of rule (esp4, esp6, udp4, udp6) the port's NIC refused (those SAs go by RSS).",
+        );
+        for p in &s.ports {
+            for form in p.esp_steering.iter().flat_map(|e| &e.refused) {
+                f.sample(name, &[("port", &p.name), ("form", form)], 1u64);
+            }
+        }
+    }
     {
         let name = "espgw_worker_busy_ratio";
         let mut f = Family::start(

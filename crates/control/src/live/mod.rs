@@ -42,7 +42,7 @@ pub use snapshot::{
 };
 pub use socket::ControlServer;
 pub use status::{
-    DataplaneCounters, Dir, Event, EventCounts, LifetimeLeft, PortTraffic, SaInfo, SaRef, SaState,
-    StatsSnapshot, Status, TunnelStatus, WorkerLoad,
+    DataplaneCounters, Dir, EspSteeringState, Event, EventCounts, LifetimeLeft, PortTraffic,
+    SaInfo, SaRef, SaState, StatsSnapshot, Status, TunnelStatus, WorkerLoad,
 };
 pub use tunnel_json::TunnelParser;

@@ -170,6 +170,23 @@ pub struct PortTraffic {
     pub tx_packets: u64,
     pub rx_bytes: u64,
     pub tx_bytes: u64,
+    /// `[dataplane] steer_esp` on this port, where it is in effect:
+    /// `None` when it is not (1 worker, pipeline mode, `"off"`).
+    #[serde(default)]
+    pub esp_steering: Option<EspSteeringState>,
+}
+
+/// What ESP steering does on a port (docs/multicore.md, "Steering SAs to
+/// workers by SPI").
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EspSteeringState {
+    /// `"steering"` (rules in), `"refused"` (the NIC took none: RSS), or
+    /// `"idle"` (no ESP is received on the port).
+    pub state: String,
+    /// Rules the NIC holds now.
+    pub rules: u64,
+    /// Forms of rule (`esp4`, `esp6`, `udp4`, `udp6`) the NIC refused.
+    pub refused: Vec<String>,
 }
 
 /// A worker's load as `ctl stats` and the metrics report it, taken from

@@ -146,6 +146,9 @@ fn ike_loop(
 pub(super) struct LiveCounters {
     pub workers: Vec<Arc<Mutex<WorkerCounters>>>,
     pub ports: Vec<String>,
+    /// ESP steering per port, as the main lcore last left it (`None`: not
+    /// in effect).
+    pub steering: Arc<Mutex<Option<Vec<live::EspSteeringState>>>>,
 }
 
 impl CountersSource for LiveCounters {
@@ -173,6 +176,7 @@ impl CountersSource for LiveCounters {
                 sa_handoff_kept: c.sa_handoff_kept,
             });
         }
+        let steering = self.steering.lock().map(|s| s.clone()).unwrap_or_default();
         let ports = self
             .ports
             .iter()
@@ -185,6 +189,7 @@ impl CountersSource for LiveCounters {
                     tx_packets: c.tx_packets,
                     rx_bytes: c.rx_bytes,
                     tx_bytes: c.tx_bytes,
+                    esp_steering: steering.as_ref().and_then(|s| s.get(i).cloned()),
                 }
             })
             .collect();
@@ -394,10 +399,25 @@ mod tests {
             (c.sa_handoff_out, c.sa_handoff_in, c.sa_handoff_kept) = (rx + 6, rx + 7, rx + 8);
             Arc::new(Mutex::new(c))
         };
+        let steering = Arc::new(Mutex::new(None));
         let live = LiveCounters {
             workers: vec![worker(8, 2, 3, 10), worker(0, 0, 0, 5)],
             ports: vec!["prot".into(), "unprot".into()],
+            steering: Arc::clone(&steering),
         };
+        assert!(live
+            .counters()
+            .ports
+            .iter()
+            .all(|p| p.esp_steering.is_none()));
+        // What the main lcore's steering left, port by port.
+        let refused = live::EspSteeringState {
+            state: "refused".into(),
+            rules: 0,
+            refused: vec!["udp4".into()],
+        };
+        *steering.lock().unwrap() = Some(vec![live::EspSteeringState::default(), refused.clone()]);
+        assert_eq!(live.counters().ports[1].esp_steering, Some(refused));
         let c = live.counters();
         assert_eq!(c.workers.len(), 2);
         assert_eq!(

@@ -161,9 +161,11 @@ fn run_with_eal(
     let lives: Vec<Arc<Mutex<WorkerCounters>>> = (0..lcores_needed(&config.dataplane))
         .map(|_| Arc::new(Mutex::new(WorkerCounters::default())))
         .collect();
+    let steering_view = Arc::new(Mutex::new(None));
     let counters = control::LiveCounters {
         workers: lives.clone(),
         ports: setup.net.ports.iter().map(|p| p.name.clone()).collect(),
+        steering: Arc::clone(&steering_view),
     };
     let mut control = match control::Control::start(config, started, counters, stop) {
         Ok(c) => c,
@@ -217,7 +219,7 @@ fn run_with_eal(
     // is worker k's in run-to-completion mode).
     let mut steering = config.dataplane.steers_esp().then(|| {
         let queues = u16::try_from(queues_per_port(&config.dataplane)).unwrap_or(u16::MAX);
-        steering::Steering::new(queues, control.live.watcher())
+        steering::Steering::new(queues, control.live.watcher(), steering_view)
     });
     while !stop.load(Ordering::Relaxed) && !signalled.load(Ordering::Relaxed) {
         if opts.duration.is_some_and(|d| started.elapsed() >= d) {

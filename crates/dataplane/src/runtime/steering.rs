@@ -5,7 +5,10 @@
 //! [`Watcher`] (not a registered reader: a publish never waits for the
 //! main lcore); a snapshot that did not change costs one atomic load.
 
+use std::sync::{Arc, Mutex};
+
 use dpdk::{EspSteer, Flow, Port};
+use espgw_control::live::EspSteeringState;
 use espgw_control::tables::Watcher;
 use serde_json::{json, Value};
 
@@ -61,14 +64,36 @@ impl FlowRules for Nic<'_> {
 pub(super) struct Steering {
     rules: EspSteering<Flow>,
     watcher: Watcher<Snapshot>,
+    /// What `ctl stats` and the metrics show, per port, after each change.
+    view: Arc<Mutex<Option<Vec<EspSteeringState>>>>,
 }
 
 impl Steering {
-    /// Steering over `queues` RX queues per port, following `watcher`.
-    pub(super) fn new(queues: u16, watcher: Watcher<Snapshot>) -> Steering {
+    /// Steering over `queues` RX queues per port, following `watcher`,
+    /// publishing its state to `view`.
+    pub(super) fn new(
+        queues: u16,
+        watcher: Watcher<Snapshot>,
+        view: Arc<Mutex<Option<Vec<EspSteeringState>>>>,
+    ) -> Steering {
         Steering {
             rules: EspSteering::new(queues),
             watcher,
+            view,
+        }
+    }
+
+    /// Port `port`'s state in the control plane's form.
+    fn state(&self, port: usize) -> EspSteeringState {
+        let s = self.rules.port_state(port);
+        EspSteeringState {
+            state: s.state().to_string(),
+            rules: s.rules as u64,
+            refused: s
+                .refused
+                .iter()
+                .map(|(f, _)| f.name().to_string())
+                .collect(),
         }
     }
 
@@ -104,6 +129,10 @@ impl Steering {
                 "steer_esp: a rule of an SA that is gone was not removed ({why}); it matches \
                  nothing that exists, and the port's rules are flushed at stop"
             );
+        }
+        let states = (0..ports.len()).map(|i| self.state(i)).collect();
+        if let Ok(mut view) = self.view.lock() {
+            *view = Some(states);
         }
         if done.created + done.destroyed > 0 {
             tracing::info!(
