@@ -271,7 +271,7 @@ assert ports["prot"]["esp_steering"] == {"state": "idle", "rules": 0, "refused":
 assert j["esp_steering_failed_tries"] == 1, j["esp_steering_failed_tries"]
 print(f"step 4: steer_esp on unprot: {unprot['state']} ({unprot['refused']['udp4']}), on prot: idle")
 PY
-    grep -Eq "port unprot: driver net_af_packet, socket -?[0-9]+, 2 RX/TX queue pair\(s\) of 512 descriptors, RSS: off" "$WORK/$s.log" \
+    grep -Eq "port unprot: driver net_af_packet, socket -?[0-9]+, 2 RX/TX queue pair\(s\), 512 descriptors asked for each, RSS: off" "$WORK/$s.log" \
         || fail "step 4: gateway $s did not log its port plan: $(grep 'port unprot' "$WORK/$s.log")"
     n=$(grep -c "steer_esp: the NIC takes no ESP flow rules" "$WORK/$s.log" || true)
     [ "$n" = 1 ] || fail "step 4: gateway $s logged the steering fallback $n times, want once"

@@ -54,12 +54,19 @@ fn left_out_it_stays_at_the_default_where_that_suffices() {
     // Two workers on two PCI ports: 4096 in rings, within the default.
     let (config, _) = parsed(2, true, "");
     assert_eq!(config.dataplane.mbufs, 8191);
-    // Pipeline mode: one queue pair per port whatever the workers, but
-    // 17 lcores' caches (6528) and the rings (2048) outgrow the default.
+    // Pipeline mode: one queue pair per port whatever the workers, but 17
+    // lcores' caches and, above all, the rings between the I/O lcore and
+    // each worker (one in, one out per port) outgrow the default.
     let (config, _) = parsed(16, true, "mode = \"pipeline\"");
     let need = mbufs_needed(&config.dataplane, &config.ports);
-    assert_eq!((need.rings, need.caches), (2048, 17 * 384));
-    assert_eq!(config.dataplane.mbufs, 16383);
+    assert_eq!(
+        (need.rings, need.caches, need.pipeline_rings),
+        (2048, 17 * 384, 16 * 3 * 1024)
+    );
+    assert_eq!(config.dataplane.mbufs, 65535);
+    // Two pipeline workers on virtual devices: the rings still fit 8191.
+    let (config, _) = parsed(2, false, "mode = \"pipeline\"");
+    assert_eq!(config.dataplane.mbufs, 8191);
 }
 
 #[test]
@@ -102,4 +109,37 @@ fn check_says_the_pool_was_sized() {
     let (config, _) = parsed(16, true, "mbufs = 65535");
     let summary = espgw_control::config::Summary(&config).to_string();
     assert!(summary.contains("65535 mbufs, mtu"), "{summary}");
+}
+
+/// Without hugepages the EAL has only `-m` (64 MiB by default): the sized
+/// pool is held to what that holds, and the shortfall is warned about.
+#[test]
+fn without_hugepages_the_size_is_held_to_the_eal_memory() {
+    let (config, diags) = parse(&with(
+        &with(
+            &with(&base(), "workers = 2", "workers = 16"),
+            "\"net_ring0\"",
+            "\"0000:03:00.0\"",
+        ),
+        "poll = \"busy\"",
+        "poll = \"busy\"\neal = [\"--no-huge\", \"-m\", \"64\"]",
+    ))
+    .unwrap_or_else(|d| panic!("{}", render(&d)));
+    assert_eq!(config.dataplane.mbufs, 16383, "64 MiB holds about 21000");
+    let shown = render(&diags);
+    assert!(
+        shown.contains("dataplane.mbufs")
+            && shown.contains("sized to 16383, not the 32767")
+            && shown.contains("`--no-huge` gives the EAL 64 MiB"),
+        "{shown}"
+    );
+    // With enough memory: the need, no warning.
+    let (config, diags) = parse(&with(
+        &with(&base(), "workers = 2", "workers = 16"),
+        "poll = \"busy\"",
+        "poll = \"busy\"\neal = [\"--no-huge\", \"-m\", \"512\"]",
+    ))
+    .unwrap_or_else(|d| panic!("{}", render(&d)));
+    assert_eq!(config.dataplane.mbufs, 8191);
+    assert!(!render(&diags).contains("dataplane.mbufs"));
 }

@@ -20,7 +20,6 @@
 
 use std::ffi::CStr;
 use std::ptr::{self, NonNull};
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 
 use dpdk_sys as sys;
@@ -52,15 +51,15 @@ pub struct Flow {
     /// the pointer comparison in `destroy_flow` cannot meet a new port at
     /// the same address.
     owner: Weak<PortShared>,
-    /// The owner's `flow_epoch` when the rule was made.
+    /// The owner's flow epoch when the rule was made.
     epoch: u64,
     raw: NonNull<sys::rte_flow>,
 }
 
 // SAFETY: the handle is an opaque pointer the driver owns, only passed back
-// to rte_flow_destroy on its own port; ethdev serialises the flow calls of
-// drivers whose flow API is not thread-safe (RTE_ETH_DEV_FLOW_OPS_THREAD_SAFE
-// unset: it takes the port's flow lock), so any thread may hold it.
+// to rte_flow_destroy on its own port, under the port's flow lock (which
+// also serialises every flow call of espgw's on the port), so any thread
+// may hold it.
 unsafe impl Send for Flow {}
 
 /// The item and action arrays of one rule, with the specs they point to,
@@ -203,6 +202,7 @@ impl Port {
 
     /// Asks the driver whether it would take `steer` (nothing is installed).
     pub fn validate_esp_steer(&self, steer: &EspSteer) -> Result<()> {
+        let _serialised = self.shared().flow_lock();
         Port::with_esp_rule(steer, |attr, items, actions, err| {
             // SAFETY: attr, items and actions (both END-terminated) and the
             // specs they point to live until the call returns; err is ours.
@@ -224,6 +224,9 @@ impl Port {
     /// Installs `steer`; the returned [`Flow`] removes it again
     /// ([`Port::destroy_flow`]).
     pub fn create_esp_steer(&self, steer: &EspSteer) -> Result<Flow> {
+        // Held across the call and the epoch read: no flush can fall
+        // between them and leave a removed rule with a current epoch.
+        let epoch = self.shared().flow_lock();
         Port::with_esp_rule(steer, |attr, items, actions, err| {
             // SAFETY: as in validate_esp_steer; the driver copies what it keeps.
             let raw = unsafe {
@@ -232,7 +235,7 @@ impl Port {
             match NonNull::new(raw) {
                 Some(raw) => Ok(Flow {
                     owner: Arc::downgrade(self.shared()),
-                    epoch: self.shared().flow_epoch.load(Ordering::Acquire),
+                    epoch: *epoch,
                     raw,
                 }),
                 None => {
@@ -255,9 +258,12 @@ impl Port {
                 self.name()
             )));
         }
-        if flow.epoch != self.shared().flow_epoch.load(Ordering::Acquire) {
+        // Held across the check and the call: no flush can fall between.
+        let epoch = self.shared().flow_lock();
+        if flow.epoch != *epoch {
             return Err(Error::invalid(format!(
-                "rte_flow_destroy({}): the rule was flushed",
+                "rte_flow_destroy({}): the rule may be gone (flushed, or the port stopped \
+                 or reconfigured since)",
                 self.name()
             )));
         }
@@ -282,8 +288,9 @@ impl Port {
     pub fn flush_flows(&self) -> Result<()> {
         let mut err = sys::rte_flow_error::default();
         // Spent even if the flush fails half-way: a handle that might name
-        // a freed rule must not reach rte_flow_destroy.
-        self.shared().flow_epoch.fetch_add(1, Ordering::AcqRel);
+        // a freed rule must not reach rte_flow_destroy. Held across the call.
+        let mut epoch = self.shared().flow_lock();
+        *epoch += 1;
         // SAFETY: a port id we own; err is ours to fill.
         let ret = unsafe { sys::rte_flow_flush(self.id(), &mut err) };
         match ret {

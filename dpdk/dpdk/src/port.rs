@@ -9,7 +9,6 @@
 //! (`EBUSY` otherwise), because DPDK forbids those while a queue is polled.
 
 use std::ffi::{CStr, CString};
-use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use dpdk_sys as sys;
@@ -27,10 +26,12 @@ const L2_OVERHEAD: u32 = 14 + 8 + 4;
 
 /// RSS over IPv4/IPv6 addresses and UDP/TCP ports: spreads ESP (by IP) and
 /// UDP-encapsulated ESP (by port) flows over the RX queues; and, where the
-/// NIC can hash it (`RTE_ETH_RSS_ESP`: ice, some i40e and mlx5 setups),
-/// the ESP header's SPI too, so the SAs between one pair of gateways
-/// (RFC 9611 per-CPU SAs, several tunnels) spread like separate flows.
-/// Masked with what the device supports: most hash no SPI.
+/// driver offers it (`RTE_ETH_RSS_ESP` in its flow_type_rss_offloads: in
+/// DPDK 22.11's sources mlx5 and dpaa2; not ixgbe, i40e, ice or iavf, which
+/// hash the SPI only through rte_flow RSS actions), the ESP header's SPI
+/// too, so the SAs between one pair of gateways (RFC 9611 per-CPU SAs,
+/// several tunnels) spread like separate flows. Masked with what the
+/// device supports.
 pub(crate) const WANTED_RSS: u64 = sys::RTE_ETH_RSS_IP as u64
     | sys::RTE_ETH_RSS_UDP as u64
     | sys::RTE_ETH_RSS_TCP as u64
@@ -173,9 +174,11 @@ pub(crate) struct PortShared {
     /// We attached the device with rte_dev_probe (not an EAL argument).
     hotplugged: bool,
     state: Mutex<PortState>,
-    /// Counts `rte_flow_flush` calls: a [`crate::flow::Flow`] made before
-    /// the last one names a rule that is gone (crate::flow).
-    pub(crate) flow_epoch: AtomicU64,
+    /// The flow calls' lock and epoch: every rte_flow call on the port runs
+    /// under it, and the epoch counts what may have removed every rule
+    /// (`rte_flow_flush`, a stop, a configure): a [`crate::flow::Flow`] made
+    /// in an older epoch names a rule that may be gone (crate::flow).
+    pub(crate) flow_epoch: Mutex<u64>,
     _live: LiveGuard,
 }
 
@@ -254,7 +257,7 @@ impl Port {
                 device: device.to_string(),
                 hotplugged,
                 state: Mutex::new(PortState::default()),
-                flow_epoch: AtomicU64::new(0),
+                flow_epoch: Mutex::new(0),
                 _live: LiveGuard::new(),
             }),
         })
@@ -322,6 +325,8 @@ impl Port {
         if state.started || state.queues_out() {
             return Err(self.busy("configure"));
         }
+        // A reconfigured port may have dropped its flow rules.
+        self.shared.new_flow_epoch();
         let info = self.raw_info()?;
         if cfg.rx_queues == 0 || cfg.tx_queues == 0 {
             return Err(Error::invalid(format!(
@@ -526,6 +531,9 @@ impl Port {
             return Err(self.busy("stop"));
         }
         if state.started {
+            // Whether rules outlive a stop is the driver's choice
+            // (RTE_ETH_DEV_CAPA_FLOW_RULE_KEEP): take them as gone.
+            self.shared.new_flow_epoch();
             // SAFETY: valid port, no queue is being polled.
             let ret = unsafe { sys::rte_eth_dev_stop(self.id()) };
             Error::check(ret, || format!("rte_eth_dev_stop({})", self.name()))?;
@@ -796,10 +804,23 @@ fn lock_open_ports() -> MutexGuard<'static, Vec<u16>> {
     OPEN_PORTS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn lock(m: &Mutex<PortState>) -> MutexGuard<'_, PortState> {
-    // A panic while holding the lock cannot leave PortState half-updated in a
-    // way that matters more than refusing every later call would.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding the lock cannot leave PortState (or the flow
+    // epoch) half-updated in a way that matters more than refusing every
+    // later call would.
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl PortShared {
+    /// The flow calls' lock (see `flow_epoch`).
+    pub(crate) fn flow_lock(&self) -> MutexGuard<'_, u64> {
+        lock(&self.flow_epoch)
+    }
+
+    /// Marks every [`crate::flow::Flow`] made so far as possibly gone.
+    fn new_flow_epoch(&self) {
+        *self.flow_lock() += 1;
+    }
 }
 
 fn take_queue(shared: &PortShared, queue: u16, rx: bool) -> Result<()> {

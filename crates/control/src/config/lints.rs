@@ -157,27 +157,6 @@ pub(crate) fn warn_replay_window_under_fan_out(
     }
 }
 
-/// Warns at `dataplane.mbufs` when the mempool is smaller than what one
-/// receiving worker's fan-out may hold ([`fan_out_reach`]): a helper
-/// stalled for the whole bound at line rate could then leave the RX
-/// queues without buffers (drops at the NIC) while the parts wait.
-pub(crate) fn warn_mbufs_under_fan_out(ctx: &mut Ctx, dp: &Dataplane) {
-    let reach = fan_out_reach(dp);
-    if reach == 0 || u64::from(dp.mbufs) >= reach {
-        return;
-    }
-    ctx.warn(
-        "dataplane.mbufs",
-        format!(
-            "{} is fewer than what the decrypt fan-out may hold for one receiving worker ({}): a \
-             stalled helper could leave the RX queues without buffers; {reach} or more, plus the \
-             RX and TX rings",
-            dp.mbufs,
-            reach_explained(dp, reach)
-        ),
-    );
-}
-
 /// With the decrypt fan-out, a part whose worker is held off its CPU
 /// longer than `spread_wait_us` comes back late (dropped, or sent out of
 /// order): on cores the kernel also schedules other tasks and its own

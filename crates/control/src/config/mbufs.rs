@@ -11,7 +11,7 @@
 //! a smaller value is kept and warned about.
 
 use super::lints::{fan_out_reach, reach_explained};
-use super::model::{Dataplane, Port};
+use super::model::{Dataplane, Mode, Port};
 use super::reader::Ctx;
 use super::sections::dataplane::{DEFAULT_MBUFS, MAX_MBUFS};
 
@@ -19,6 +19,14 @@ use super::sections::dataplane::{DEFAULT_MBUFS, MAX_MBUFS};
 /// tying up most of a small pool (af_packet keeps its own ring and ignores
 /// them). 512 RX descriptors hold 34 µs of line-rate 64-byte traffic.
 pub const QUEUE_DESCRIPTORS: u16 = 512;
+
+/// Frames each pipeline-mode ring holds (between the I/O lcore and a
+/// worker, each way).
+pub const PIPELINE_RING_SLOTS: u32 = 1024;
+
+/// EAL memory without hugepages when `-m` does not say (DPDK's
+/// `MEMSIZE_IF_NO_HUGE_PAGE`), in MiB.
+const NO_HUGE_DEFAULT_MB: u64 = 64;
 
 /// A PCI address such as `0000:01:00.0` or `01:00.0` (as opposed to a
 /// vdev), with or without devargs after a comma.
@@ -48,6 +56,9 @@ pub struct MbufNeed {
     pub caches: u64,
     /// Ports x queues x burst: what the workers hold between RX and TX.
     pub bursts: u64,
+    /// Pipeline mode: the rings between the I/O lcore and each worker
+    /// (one in, one per port out), full when a worker stalls.
+    pub pipeline_rings: u64,
     /// What the decrypt fan-out may hold for one receiving worker (0 with
     /// it off; [`fan_out_reach`]).
     pub fan_out: u64,
@@ -55,7 +66,7 @@ pub struct MbufNeed {
 
 impl MbufNeed {
     pub fn total(&self) -> u64 {
-        self.rings + self.caches + self.bursts + self.fan_out
+        self.rings + self.caches + self.bursts + self.pipeline_rings + self.fan_out
     }
 
     /// The smallest 2^n - 1 (the mempool's best size) that covers
@@ -76,9 +87,15 @@ impl MbufNeed {
             dp.lcores_needed(),
             self.bursts
         );
+        if self.pipeline_rings > 0 {
+            s += &format!(
+                ", {} in the pipeline's rings ({PIPELINE_RING_SLOTS} each)",
+                self.pipeline_rings
+            );
+        }
         if self.fan_out > 0 {
             s += &format!(
-                ", {} the fan-out may hold ({})",
+                ", {} the decrypt fan-out may hold for one receiving worker ({})",
                 self.fan_out,
                 reach_explained(dp, self.fan_out)
             );
@@ -92,45 +109,100 @@ impl MbufNeed {
 pub fn mbufs_needed(dp: &Dataplane, ports: &[Port]) -> MbufNeed {
     let queues = dp.queues_per_port() as u64;
     let pci = ports.iter().filter(|p| is_pci_device(&p.device)).count() as u64;
+    let pipeline_rings = match dp.mode {
+        Mode::Pipeline => dp.workers as u64 * (1 + ports.len() as u64),
+        Mode::RunToCompletion => 0,
+    } * u64::from(PIPELINE_RING_SLOTS);
     MbufNeed {
         rings: pci * queues * 2 * u64::from(QUEUE_DESCRIPTORS),
         caches: dp.lcores_needed() as u64 * u64::from(dp.mempool_cache()) * 3 / 2,
         bursts: ports.len() as u64 * queues * u64::from(dp.burst),
+        pipeline_rings,
         fan_out: fan_out_reach(dp),
     }
 }
 
-/// Sizes `dp.mbufs` to the need when the config did not set it; warns at
-/// `dataplane.mbufs` when it set fewer.
+/// With `--no-huge` in `eal`: the EAL's memory (`-m N`, else DPDK's 64
+/// MiB) in bytes; `None` with hugepages (sized by `espgw setup`).
+fn no_huge_memory(dp: &Dataplane) -> Option<u64> {
+    if !dp.eal.iter().any(|a| a == "--no-huge") {
+        return None;
+    }
+    let mut mb = NO_HUGE_DEFAULT_MB;
+    let mut args = dp.eal.iter();
+    while let Some(a) = args.next() {
+        let value = match a.strip_prefix("-m") {
+            Some("") => args.next().map(String::as_str),
+            Some(rest) => Some(rest),
+            None => None,
+        };
+        if let Some(n) = value.and_then(|v| v.parse::<u64>().ok()) {
+            mb = n;
+        }
+    }
+    Some(mb << 20)
+}
+
+/// About what one mbuf of the run's pool takes (its data room as the
+/// runtime sizes it, at least 2176 bytes, plus the mbuf header and the
+/// mempool's own): for the `--no-huge` cap, not an exact figure.
+fn bytes_per_mbuf(dp: &Dataplane) -> u64 {
+    (u64::from(dp.mtu) + 282).max(2176) + 192
+}
+
+/// The largest 2^n - 1 pool that three quarters of `memory` hold (the
+/// rest is the EAL's, the rings' and the ports'), at least the default.
+fn pool_cap(dp: &Dataplane, memory: u64) -> u32 {
+    let fits = memory * 3 / 4 / bytes_per_mbuf(dp);
+    let pow = (fits + 1).checked_next_power_of_two().unwrap_or(u64::MAX);
+    let size = if pow > fits + 1 { pow / 2 - 1 } else { pow - 1 };
+    size.clamp(u64::from(DEFAULT_MBUFS), u64::from(MAX_MBUFS)) as u32
+}
+
+/// Sizes `dp.mbufs` to the need when the config did not set it (held to
+/// what `--no-huge` memory holds, and warned about then); warns at
+/// `dataplane.mbufs` when it set fewer than the need.
 pub(crate) fn size_pool(ctx: &mut Ctx, dp: &mut Dataplane, ports: &[Port]) {
     if !dp.mbufs_set {
         // The caches are sized from the pool (an eighth, at most 256): at
         // the sizes where this matters they are 256.
         let mut probe = dp.clone();
         probe.mbufs = MAX_MBUFS;
-        dp.mbufs = mbufs_needed(&probe, ports).pool_size();
+        let need = mbufs_needed(&probe, ports);
+        dp.mbufs = need.pool_size();
+        if let Some(memory) = no_huge_memory(dp) {
+            let cap = pool_cap(dp, memory);
+            if dp.mbufs > cap {
+                ctx.warn(
+                    "dataplane.mbufs",
+                    format!(
+                        "sized to {cap}, not the {} the ports and workers may hold ({}): \
+                         `--no-huge` gives the EAL {} MiB; more with `-m` in eal (or hugepages)",
+                        need.pool_size(),
+                        need.explained(&probe),
+                        memory >> 20
+                    ),
+                );
+                dp.mbufs = cap;
+            }
+        }
         return;
     }
     let need = mbufs_needed(dp, ports);
     if u64::from(dp.mbufs) >= need.total() {
         return;
     }
-    // The fan-out's own share has its own warning (`warn_mbufs_under_fan_out`).
-    let without_fan_out = need.total() - need.fan_out;
-    if u64::from(dp.mbufs) >= without_fan_out {
-        return;
-    }
     ctx.warn(
         "dataplane.mbufs",
         format!(
             "{} is fewer than the {} the ports and workers may hold ({}): a PCI NIC fills its RX \
-             rings from the pool when it starts (the start fails when it runs dry), and a pool \
-             short of buffers drops on receive (rx_nombuf); {} or more, or leave mbufs out to \
-             have it sized",
+             rings from the pool when it starts (the start fails when it runs dry), a pool short \
+             of buffers drops on receive (rx_nombuf), and a stalled fan-out helper could leave \
+             the RX queues without any; {} or more, or leave mbufs out to have it sized",
             dp.mbufs,
-            without_fan_out,
-            MbufNeed { fan_out: 0, ..need }.explained(dp),
-            MbufNeed { fan_out: 0, ..need }.pool_size(),
+            need.total(),
+            need.explained(dp),
+            need.pool_size(),
         ),
     );
 }
@@ -151,11 +223,36 @@ mod tests {
     }
 
     #[test]
+    fn no_huge_memory_reads_dash_m() {
+        let mut dp = crate::config::sections::dataplane::defaults();
+        assert_eq!(no_huge_memory(&dp), None, "hugepages: not capped here");
+        dp.eal = vec!["--no-huge".into()];
+        assert_eq!(no_huge_memory(&dp), Some(64 << 20));
+        dp.eal = vec!["--no-huge".into(), "-m".into(), "512".into()];
+        assert_eq!(no_huge_memory(&dp), Some(512 << 20));
+        dp.eal = vec!["-m1024".into(), "--no-huge".into()];
+        assert_eq!(no_huge_memory(&dp), Some(1024 << 20));
+    }
+
+    #[test]
+    fn the_no_huge_cap_is_two_to_the_n_minus_one_within_the_memory() {
+        let dp = crate::config::sections::dataplane::defaults();
+        // 2368 bytes a buffer at MTU 1500: 3/4 of 256 MiB holds 85019.
+        assert_eq!(bytes_per_mbuf(&dp), 2368);
+        assert_eq!(pool_cap(&dp, 256 << 20), 65535);
+        // 64 MiB holds 21254: 16383.
+        assert_eq!(pool_cap(&dp, 64 << 20), 16383);
+        // Never below the default (what such a config got before sizing).
+        assert_eq!(pool_cap(&dp, 1 << 20), DEFAULT_MBUFS);
+    }
+
+    #[test]
     fn pool_size_is_two_to_the_n_minus_one_and_at_least_the_default() {
         let need = |total: u64| MbufNeed {
             rings: total,
             caches: 0,
             bursts: 0,
+            pipeline_rings: 0,
             fan_out: 0,
         };
         assert_eq!(need(0).pool_size(), DEFAULT_MBUFS);

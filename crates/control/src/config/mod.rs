@@ -28,7 +28,7 @@ use toml::de::DeTable;
 pub use diag::{Diagnostic, Severity};
 pub use espgw_esp::SecretBytes;
 pub use lints::{fan_out_jobs, fan_out_reach, FAN_OUT_JOBS_PER_WORKER, WIDE_VECTOR_WORKERS};
-pub use mbufs::{is_pci_device, mbufs_needed, MbufNeed, QUEUE_DESCRIPTORS};
+pub use mbufs::{is_pci_device, mbufs_needed, MbufNeed, PIPELINE_RING_SLOTS, QUEUE_DESCRIPTORS};
 pub use model::*;
 pub use sections::dataplane::{
     DEFAULT_BURST, DEFAULT_MBUFS, DEFAULT_MTU, DEFAULT_SPREAD_WAIT_US, MAX_BURST, MAX_MBUFS,
@@ -328,10 +328,10 @@ fn read_document(ctx: &mut Ctx, root: &Table, host: &HostFacts, base_dir: &Path)
     }
     let spd = spd::build(ctx, &tunnels, &policies);
     check_mtu(ctx, &dataplane, &port_items, &tunnels);
+    // What the decrypt fan-out may hold counts too (its own share, named).
     mbufs::size_pool(ctx, &mut dataplane, &port_items);
     lints::warn_local_ts_without_own_address(ctx, &port_items, &routes, &tunnels);
     lints::warn_replay_window_under_fan_out(ctx, &dataplane, &tunnels, &connections);
-    lints::warn_mbufs_under_fan_out(ctx, &dataplane);
     lints::warn_fan_out_on_shared_cores(ctx, &dataplane, host);
     lints::warn_wide_vectors_on_many_intel_cores(ctx, &dataplane, host);
 

@@ -172,7 +172,7 @@ pub struct PortTraffic {
     pub tx_bytes: u64,
     /// `[dataplane] steer_esp` on this port, where it is in effect:
     /// `None` when it is not (1 worker, pipeline mode, `"off"`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub esp_steering: Option<EspSteeringState>,
 }
 

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use dpdk::{lcore, Eal, Mempool, Port, PortConfig, Ring, RingMode};
 // QUEUE_DESCRIPTORS: per RX and TX queue (the config's mbuf sizing counts them).
-use espgw_control::config::{Config, Mode, QUEUE_DESCRIPTORS};
+use espgw_control::config::{Config, Mode, PIPELINE_RING_SLOTS, QUEUE_DESCRIPTORS};
 use espgw_control::Diagnostic;
 
 use crate::counters::WorkerCounters;
@@ -82,8 +82,6 @@ impl From<dpdk::Error> for RunError {
     }
 }
 
-/// Frames each pipeline ring holds (between the I/O lcore and a worker).
-const RING_SIZE: u32 = 1024;
 /// Extra data room per mbuf beyond the largest frame: ESP trailer and ICV
 /// growth of a packet that arrived at full size is refused by the PMTU
 /// check anyway, so this is slack, not a requirement.
@@ -415,14 +413,15 @@ impl Setup {
             if let Some(note) = port.mtu_note() {
                 eprintln!("espgw {}: {note}", config.gateway.name);
             }
-            // What the driver accepted, where a hardware port differs from
-            // the virtual devices the tests run on (RSS on the SPI above all).
+            // The port as set up, where a hardware port differs from the
+            // virtual devices the tests run on (RSS on the SPI above all):
+            // the descriptors as asked for (the driver may round them).
             let (driver, socket) = port
                 .info()
                 .map_or((String::from("?"), -1), |i| (i.driver, i.socket));
             eprintln!(
-                "espgw {}: port {}: driver {driver}, socket {socket}, {queues} RX/TX queue pair(s) of \
-                 {QUEUE_DESCRIPTORS} descriptors, RSS: {}",
+                "espgw {}: port {}: driver {driver}, socket {socket}, {queues} RX/TX queue pair(s), \
+                 {QUEUE_DESCRIPTORS} descriptors asked for each, RSS: {}",
                 config.gateway.name,
                 p.name,
                 port.rss_summary()
@@ -519,7 +518,8 @@ impl Setup {
         let port_index: pipeline::PortIndex = Arc::new(index);
         let done = Arc::new(AtomicUsize::new(0));
         let rx_stopped = Arc::new(AtomicBool::new(false));
-        let ring = |name: String| Ring::new(&name, RING_SIZE, dpdk::SOCKET_ANY, RingMode::SPSC);
+        let ring =
+            |name: String| Ring::new(&name, PIPELINE_RING_SLOTS, dpdk::SOCKET_ANY, RingMode::SPSC);
         let mut to_workers = Vec::new();
         let mut from_workers = Vec::new();
         let mut handles = Vec::new();

@@ -63,8 +63,10 @@ enum Workers {
     All,
 }
 
-pub(crate) fn read(ctx: &mut Ctx, table: Option<Table>, host: &HostFacts) -> Dataplane {
-    let mut dp = Dataplane {
+/// `[dataplane]` as a config without one gets it (before `mbufs` is sized
+/// to the ports).
+pub(crate) fn defaults() -> Dataplane {
+    Dataplane {
         workers: 1,
         lcores: None,
         mode: Mode::RunToCompletion,
@@ -81,7 +83,11 @@ pub(crate) fn read(ctx: &mut Ctx, table: Option<Table>, host: &HostFacts) -> Dat
         per_cpu_handoff: false,
         max_simd_bitwidth: DEFAULT_MAX_SIMD_BITWIDTH,
         steer_esp: SteerEsp::Auto,
-    };
+    }
+}
+
+pub(crate) fn read(ctx: &mut Ctx, table: Option<Table>, host: &HostFacts) -> Dataplane {
+    let mut dp = defaults();
     let Some(t) = table else { return dp };
 
     let workers = t.get(ctx, "workers").and_then(|f| {
