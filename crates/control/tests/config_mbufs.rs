@@ -81,7 +81,7 @@ fn set_below_the_need_it_is_kept_and_warned_about_with_the_arithmetic() {
     let shown = render(&diags);
     assert!(
         shown.contains("dataplane.mbufs")
-            && shown.contains("32768 in PCI ports' rings")
+            && shown.contains("32768 in the ports' rings")
             && shown.contains("6144 in 16 lcores' caches")
             && shown.contains("65535 or more"),
         "{shown}"
@@ -142,4 +142,16 @@ fn without_hugepages_the_size_is_held_to_the_eal_memory() {
     .unwrap_or_else(|d| panic!("{}", render(&d)));
     assert_eq!(config.dataplane.mbufs, 8191);
     assert!(!render(&diags).contains("dataplane.mbufs"));
+}
+
+/// An af_xdp port's RX queues take their fill rings' buffers from the pool
+/// when they are set up: counted like a PCI port's rings.
+#[test]
+fn af_xdp_fill_rings_count() {
+    let text = with(&base(), "workers = 2", "workers = 8");
+    let text = with(&text, "\"net_ring1\"", "\"net_af_xdp0,iface=eth1\"");
+    let (config, _) = parse(&text).unwrap_or_else(|d| panic!("{}", render(&d)));
+    let need = mbufs_needed(&config.dataplane, &config.ports);
+    assert_eq!(need.rings, 8 * 1024, "one af_xdp port, 8 RX queues");
+    assert_eq!(config.dataplane.mbufs, 16383);
 }

@@ -20,6 +20,11 @@ use super::sections::dataplane::{DEFAULT_MBUFS, MAX_MBUFS};
 /// them). 512 RX descriptors hold 34 µs of line-rate 64-byte traffic.
 pub const QUEUE_DESCRIPTORS: u16 = 512;
 
+/// Buffers DPDK 22.11's af_xdp PMD takes from the pool for each RX
+/// queue's fill ring when the queue is set up (half its default ring of
+/// 2048; with XDP_UMEM_UNALIGNED_CHUNK_FLAG the pool is the umem).
+pub const AF_XDP_FILL_BUFFERS: u16 = 1024;
+
 /// Frames each pipeline-mode ring holds (between the I/O lcore and a
 /// worker, each way).
 pub const PIPELINE_RING_SLOTS: u32 = 1024;
@@ -49,8 +54,9 @@ pub fn is_pci_device(device: &str) -> bool {
 /// The mbufs a config needs, by what holds them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MbufNeed {
-    /// PCI ports x queues x (RX + TX descriptors). Virtual devices copy
-    /// into mbufs per burst and hold none in rings (not counted).
+    /// PCI ports x queues x (RX + TX descriptors), and af_xdp ports x
+    /// queues x their fill ring's buffers. Other virtual devices copy into
+    /// mbufs per burst and hold none in rings (not counted).
     pub rings: u64,
     /// Lcores x 1.5 x the mempool cache (DPDK lets a cache grow to 1.5x).
     pub caches: u64,
@@ -79,10 +85,11 @@ impl MbufNeed {
 
     fn explained(&self, dp: &Dataplane) -> String {
         let mut s = format!(
-            "{} in PCI ports' rings ({} descriptors per queue, RX and TX), {} in {} lcores' \
-             caches, {} in bursts",
+            "{} in the ports' rings ({} descriptors per queue of a PCI port, RX and TX; {} per \
+             RX queue of an af_xdp port), {} in {} lcores' caches, {} in bursts",
             self.rings,
             QUEUE_DESCRIPTORS,
+            AF_XDP_FILL_BUFFERS,
             self.caches,
             dp.lcores_needed(),
             self.bursts
@@ -109,12 +116,17 @@ impl MbufNeed {
 pub fn mbufs_needed(dp: &Dataplane, ports: &[Port]) -> MbufNeed {
     let queues = dp.queues_per_port() as u64;
     let pci = ports.iter().filter(|p| is_pci_device(&p.device)).count() as u64;
+    let af_xdp = ports
+        .iter()
+        .filter(|p| p.device.starts_with("net_af_xdp"))
+        .count() as u64;
     let pipeline_rings = match dp.mode {
         Mode::Pipeline => dp.workers as u64 * (1 + ports.len() as u64),
         Mode::RunToCompletion => 0,
     } * u64::from(PIPELINE_RING_SLOTS);
     MbufNeed {
-        rings: pci * queues * 2 * u64::from(QUEUE_DESCRIPTORS),
+        rings: pci * queues * 2 * u64::from(QUEUE_DESCRIPTORS)
+            + af_xdp * queues * u64::from(AF_XDP_FILL_BUFFERS),
         caches: dp.lcores_needed() as u64 * u64::from(dp.mempool_cache()) * 3 / 2,
         bursts: ports.len() as u64 * queues * u64::from(dp.burst),
         pipeline_rings,
