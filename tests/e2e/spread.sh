@@ -22,7 +22,10 @@
 #    reorder stage's own (`reorder_late`, `reorder_full`) and none of
 #    `replayed`/`icv_mismatch`: each packet decrypted exactly once;
 #  - the positive control: the same streams with the fan-out off give
-#    `spread_out` == 0 (so the counter proves something);
+#    `spread_out` == 0 (so the counter proves something); that run also
+#    has `steer_esp = "off"`: no flow call, nothing logged, no
+#    `esp_steering` in B's stats, where the first run ("auto", the
+#    default) shows af_packet's refusal of the esp4 form on `unprot`;
 #  - the same checks (drops, fan-out counted) over three more tunnels
 #    between one gateway pair: IPv4 outer in UDP 4500 (ESN), IPv6 outer,
 #    IPv6 outer in UDP (ESN), two UDP streams each, every tunnel's inbound
@@ -42,9 +45,9 @@ command -v iperf3 >/dev/null || fail "iperf3 missing (scripts/setup.sh installs 
 
 # B: two workers, fan-out on. Its inbound SA's replay window (1024 in
 # configs/static-b.toml) spans the packets in flight, as docs/config.md asks.
-make_b() {  # make_b SPREAD OUT
+make_b() {  # make_b SPREAD OUT [STEER_ESP]
     sed -e 's/^workers = 1$/workers = 2/' \
-        -e "/^mode = /a spread_decrypt = \"$1\"" configs/static-b.toml >"$2"
+        -e "/^mode = /a spread_decrypt = \"$1\"\nsteer_esp = \"${3:-auto}\"" configs/static-b.toml >"$2"
     grep -q '^workers = 2$' "$2" || fail "could not set workers = 2 in $2"
     grep -q '^replay_window = 1024$' "$2" || fail "configs/static-b.toml's replay window is no longer 1024"
 }
@@ -85,12 +88,26 @@ cp "$WORK/b.json" "$WORK/b-on.json"
 
 # --- 2. the positive control: fan-out off --------------------------------------
 scripts/netns.sh down "$P"
-make_b off "$WORK/b-off.toml"
+# (and steer_esp off: no flow call, no log line, no esp_steering in the JSON)
+make_b off "$WORK/b-off.toml" off
 HOSTS_IPV4_ONLY=1 GW_CONFIG_B="$WORK/b-off.toml" gateways_up >"$WORK/up-off.log" 2>&1 \
     || fail "the tunnel did not come up (fan-out off): $(cat "$WORK/up-off.log")"
 run_streams off
 gateways_stop || fail "a gateway did not exit cleanly (fan-out off)"
 cp "$WORK/b.json" "$WORK/b-off.json"
+! grep -q "steer_esp" "$WORK/b.log" || fail "steer_esp = \"off\" but B logged: $(grep steer_esp "$WORK/b.log")"
+python3 - "$WORK/b-on.json" "$WORK/b-off.json" <<'PY' || fail "steer_esp in B's stats"
+import json, sys
+on, off = (json.load(open(p)) for p in sys.argv[1:])
+ports = {p["name"]: p for p in on["ports"]}
+# "auto" (phase 1): af_packet has no flow API; ESP over IPv4 refused on unprot.
+assert ports["unprot"]["esp_steering"]["state"] == "refused", ports["unprot"]
+assert list(ports["unprot"]["esp_steering"]["refused"]) == ["esp4"], ports["unprot"]
+# "off" (phase 2): nothing asked, nothing said.
+assert all("esp_steering" not in p for p in off["ports"]), off["ports"]
+assert "esp_steering_failed_tries" not in off
+print("steer_esp: auto refused by af_packet (esp4) on unprot; off: not in the stats")
+PY
 
 # --- 3. UDP-encapsulated ESP and IPv6 outer through the fan-out -------------
 # tunnels.py's "spread" set: aes128gcm16 IPv4 outer in UDP 4500,
