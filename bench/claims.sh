@@ -1349,6 +1349,32 @@ for name, label in (("r2-first-half", "vCPUs 0-7"), ("r2-every-other", "vCPUs 0,
     a, b = x18row(name, "1420", "encrypt", "cipher", 1), x18row(name, "1420", "encrypt", "cipher", 8)
     claim("docs/crypto.md", "| %s | %.2f | %.2f (%d cycles) | %.2f |" % (label, a["mpps"], b["mpps"], b["cycles_per_packet_p50"], b["mpps"] / (8 * a["mpps"])))
 
+# docs/multicore.md "The cores' round trip decides" (session 20)
+def s20(n):
+    d = json.load(open("bench/results/epyc-zen5-2vcpu-2026-12-04-s20-fanout-placement-%d.json" % n))
+    rt = d["machine"]["core_round_trips"][0]["round_trip_ns"]
+    w = {(str(r["size"]), r["workers"]): r for r in d["results"] if r["layer"] == "worker" and r["direction"] == "decrypt"}
+    eff = {s: w[(s, 2)]["efficiency"] for s in ("64", "1420")}
+    x = {s: w[(s, 2)]["loop_mpps"] / w[(s, 1)]["loop_mpps"] for s in ("64", "1420")}
+    return rt, eff, x
+_s20 = {n: s20(n) for n in range(1, 9)}
+_close = [_s20[n] for n in (2, 3, 4, 7, 8)]
+claim("docs/multicore.md", "| 2, 3, 4, 7, 8 | close (%.0f-%.0f ns) | %.2f-%.2f (%.1fx one worker) | %.2f-%.2f (%.1f-%.1fx) |" % (
+    min(c[0] for c in _close), max(c[0] for c in _close),
+    min(c[1]["64"] for c in _close), max(c[1]["64"] for c in _close), max(c[2]["64"] for c in _close),
+    min(c[1]["1420"] for c in _close), max(c[1]["1420"] for c in _close),
+    min(c[2]["1420"] for c in _close), max(c[2]["1420"] for c in _close)))
+assert round(min(c[2]["64"] for c in _close), 1) == round(max(c[2]["64"] for c in _close), 1)
+claim("docs/multicore.md", "| 1 | close (%.0f ns) | %.2f | %.2f |" % (_s20[1][0], _s20[1][1]["64"], _s20[1][1]["1420"]))
+claim("docs/multicore.md", "| %.2f | %.2f |" % (_s20[5][1]["64"], _s20[5][1]["1420"]))
+claim("docs/multicore.md", "| 6 | apart at start (%.0f ns), close by the end | %.2f (%.2fx one worker) | %.2f |" % (
+    _s20[6][0], _s20[6][1]["64"], _s20[6][2]["64"], _s20[6][1]["1420"]))
+claim("docs/multicore.md", "to %.2f-%.2fx of it at 64 B" % (_s20[5][2]["64"], _s20[6][2]["64"]))
+claim("docs/config.md", "the probe read %.0f-%.0f ns while the host keeps its two vCPUs close, and the fan-out then ran %.1fx one worker at 64 B and %.1f-%.1fx at 1420 B" % (
+    min(c[0] for c in _close), max(c[0] for c in _close), max(c[2]["64"] for c in _close),
+    min(c[2]["1420"] for c in _close), max(c[2]["1420"] for c in _close)))
+claim("docs/config.md", "and then %.2fx of one worker at 64 B" % _s20[5][2]["64"])
+
 # --- withdrawn: sentences the data contradicted, which must not come back ----
 # (a merge of an older branch would bring them back silently otherwise)
 WITHDRAWN = [

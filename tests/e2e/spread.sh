@@ -22,7 +22,12 @@
 #    reorder stage's own (`reorder_late`, `reorder_full`) and none of
 #    `replayed`/`icv_mismatch`: each packet decrypted exactly once;
 #  - the positive control: the same streams with the fan-out off give
-#    `spread_out` == 0 (so the counter proves something); that run also
+#    `spread_out` == 0 (so the counter proves something); off there by
+#    the start-up probe of the cores (`spread_decrypt = "auto"` with
+#    `spread_max_round_trip_ns = 1`, a round trip no machine makes: B logs
+#    the measured round trip and that the fan-out stays off, and its stats
+#    JSON says so in `spread_decrypt_gate`; `espgw check --probe-cores`
+#    prints the pair's round trip); that run also
 #    has `steer_esp = "off"`: no flow call, nothing logged, no
 #    `esp_steering` in B's stats, where the first run ("auto", the
 #    default) shows af_packet's refusal of the esp4 form on `unprot`;
@@ -45,9 +50,10 @@ command -v iperf3 >/dev/null || fail "iperf3 missing (scripts/setup.sh installs 
 
 # B: two workers, fan-out on. Its inbound SA's replay window (1024 in
 # configs/static-b.toml) spans the packets in flight, as docs/config.md asks.
-make_b() {  # make_b SPREAD OUT [STEER_ESP]
+make_b() {  # make_b SPREAD OUT [STEER_ESP [MAX_ROUND_TRIP_NS]]
     sed -e 's/^workers = 1$/workers = 2/' \
-        -e "/^mode = /a spread_decrypt = \"$1\"\nsteer_esp = \"${3:-auto}\"" configs/static-b.toml >"$2"
+        -e "/^mode = /a spread_decrypt = \"$1\"\nsteer_esp = \"${3:-auto}\"${4:+\nspread_max_round_trip_ns = $4}" \
+        configs/static-b.toml >"$2"
     grep -q '^workers = 2$' "$2" || fail "could not set workers = 2 in $2"
     grep -q '^replay_window = 1024$' "$2" || fail "configs/static-b.toml's replay window is no longer 1024"
 }
@@ -88,14 +94,25 @@ cp "$WORK/b.json" "$WORK/b-on.json"
 
 # --- 2. the positive control: fan-out off --------------------------------------
 scripts/netns.sh down "$P"
-# (and steer_esp off: no flow call, no log line, no esp_steering in the JSON)
-make_b off "$WORK/b-off.toml" off
+# Off by the cores' probe: "auto" with a limit of 1 ns, which no pair of
+# cores meets (and steer_esp off: no flow call, no log line, no
+# esp_steering in the JSON).
+make_b auto "$WORK/b-off.toml" off 1
+grep -q '^spread_max_round_trip_ns = 1$' "$WORK/b-off.toml" || fail "could not set spread_max_round_trip_ns in b-off.toml"
+"$ESPGW" check --config "$WORK/b-off.toml" --probe-cores >"$WORK/check-probe.txt" 2>&1 ||
+    fail "espgw check --probe-cores: $(cat "$WORK/check-probe.txt")"
+grep -Eq '^cores [0-9]+ <-> [0-9]+: round trip ([0-9.]+ ns|no answer within 50 ms)$' "$WORK/check-probe.txt" ||
+    fail "espgw check --probe-cores printed no round trip: $(tail -3 "$WORK/check-probe.txt")"
+grep -q 'over spread_max_round_trip_ns = 1, the fan-out stays off' "$WORK/check-probe.txt" ||
+    fail "espgw check --probe-cores did not say the fan-out stays off: $(tail -2 "$WORK/check-probe.txt")"
 HOSTS_IPV4_ONLY=1 GW_CONFIG_B="$WORK/b-off.toml" gateways_up >"$WORK/up-off.log" 2>&1 \
     || fail "the tunnel did not come up (fan-out off): $(cat "$WORK/up-off.log")"
 run_streams off
 gateways_stop || fail "a gateway did not exit cleanly (fan-out off)"
 cp "$WORK/b.json" "$WORK/b-off.json"
 ! grep -q "steer_esp" "$WORK/b.log" || fail "steer_esp = \"off\" but B logged: $(grep steer_esp "$WORK/b.log")"
+grep -q 'spread_decrypt "auto": a cache line.s round trip between worker cores takes .*over spread_max_round_trip_ns = 1, the fan-out stays off' "$WORK/b.log" ||
+    fail "B did not log the cores' probe closing the fan-out: $(grep -i spread "$WORK/b.log" | head -3)"
 python3 - "$WORK/b-on.json" "$WORK/b-off.json" <<'PY' || fail "steer_esp in B's stats"
 import json, sys
 on, off = (json.load(open(p)) for p in sys.argv[1:])
@@ -107,6 +124,13 @@ assert list(ports["unprot"]["esp_steering"]["refused"]) == ["esp4"], ports["unpr
 assert all("esp_steering" not in p for p in off["ports"]), off["ports"]
 assert "esp_steering_failed_tries" not in off
 print("steer_esp: auto refused by af_packet (esp4) on unprot; off: not in the stats")
+# The cores' probe: not run for "always" (phase 1), closed at 1 ns (phase 2).
+assert "spread_decrypt_gate" not in on, on.get("spread_decrypt_gate")
+gate = off["spread_decrypt_gate"]
+assert gate["state"] == "off" and gate["probed"] and gate["limit_ns"] == 1, gate
+assert len(gate["pairs"]) == 1 and gate["pairs"][0]["cpus"][0] != gate["pairs"][0]["cpus"][1], gate
+assert gate["round_trip_ns"] is None or gate["round_trip_ns"] > 1, gate
+print(f"spread_decrypt auto: cores {gate['pairs'][0]['cpus']} round trip {gate['round_trip_ns']} ns > 1: fan-out off")
 PY
 
 # --- 3. UDP-encapsulated ESP and IPv6 outer through the fan-out -------------
@@ -222,7 +246,7 @@ for tag, udps, stats in runs:
                 print(f"FAIL ({tag}): every tunnel's inbound SA on B must have carried packets: {ins}"); ok = False
     else:
         if any(w["spread_out"] or w["spread_in"] for w in ws):
-            print("FAIL (off): fan-out counters moved with spread_decrypt = off"); ok = False
+            print("FAIL (off): fan-out counters moved with the fan-out closed by the cores' probe"); ok = False
 sys.exit(0 if ok else 1)
 PY
 echo "PASS: one tunnel decrypted by 2 workers: 4 UDP streams in order, TCP whole, the fan-out counted (and not without it); the same over UDP-encapsulated and IPv6-outer tunnels with spread_late = send and spread_wait_us = 400 (reordering only as much as was sent late)"

@@ -19,6 +19,10 @@ pub struct Machine {
     pub build_commit: Option<String>,
     pub tsc_hz: u64,
     pub hugepages: bool,
+    /// With 2 or more workers: a cache line's round trip from the first
+    /// worker's CPU to each other worker's (espgw_dataplane::core_probe,
+    /// the probe `spread_decrypt = "auto"` runs), measured before the run.
+    pub core_round_trips: Vec<espgw_dataplane::core_probe::PairRoundTrip>,
 }
 
 /// CPU flags worth reporting next to crypto numbers.
@@ -86,6 +90,7 @@ impl Machine {
             build_commit: Some(env!("ESPGW_BUILD_COMMIT").to_string()).filter(|c| !c.is_empty()),
             tsc_hz,
             hugepages,
+            core_round_trips: Vec::new(),
         }
     }
 }

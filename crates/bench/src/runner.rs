@@ -143,6 +143,15 @@ pub fn run(opts: &Options) -> Result<Report, String> {
     espgw_esp::crypto::provider::set_ipsec_mb_allowed(!opts.no_ipsec_mb);
     // Before the EAL pins this thread to lcore 0: the CPUs we may use.
     let cores = core_affinity::get_core_ids().unwrap_or_default();
+    // What moving a line between the workers' cores costs here (for the
+    // multi-worker rows, and what the fan-out's "auto" would decide),
+    // while nothing else of ours runs.
+    let core_round_trips = if opts.workers > 1 {
+        let ids: Vec<usize> = cores.iter().take(opts.workers).map(|c| c.id).collect();
+        espgw_dataplane::core_probe::from_first(&ids).unwrap_or_default()
+    } else {
+        Vec::new()
+    };
     let eal = Eal::init(&args).map_err(|e| format!("DPDK EAL init failed: {e}"))?;
     let tsc_hz = dpdk::cycles::tsc_hz();
     if tsc_hz == 0 {
@@ -228,7 +237,10 @@ pub fn run(opts: &Options) -> Result<Report, String> {
     drop(pools);
     drop(eal);
     Ok(Report {
-        machine: Machine::this(tsc_hz, hugepages, cores.len()),
+        machine: Machine {
+            core_round_trips,
+            ..Machine::this(tsc_hz, hugepages, cores.len())
+        },
         options: opts.clone(),
         eal_args: args,
         rows,

@@ -340,3 +340,62 @@ fn isolated_cpu_lists_parse_as_the_kernel_writes_them() {
     assert_eq!(parse_cpu_list("3-1"), None);
     assert_eq!(parse_cpu_list("x"), None);
 }
+
+/// `spread_max_round_trip_ns`: 120 by default, 0 (no probe) to 100000,
+/// an error naming the key otherwise; warned about where nothing is
+/// probed (the fan-out off, or `"always"`); `espgw check` says what
+/// `"auto"` does with it.
+#[test]
+fn spread_max_round_trip_ns_defaults_to_120_is_ranged_and_only_auto_probes() {
+    let (config, _) = parse(&base()).unwrap_or_else(|d| panic!("{}", render(&d)));
+    assert_eq!(config.dataplane.spread_max_round_trip_ns, 120);
+    for (lines, want, warned) in [
+        (
+            "spread_decrypt = \"auto\"\nspread_max_round_trip_ns = 250",
+            250,
+            false,
+        ),
+        (
+            "spread_decrypt = \"auto\"\nspread_max_round_trip_ns = 0",
+            0,
+            false,
+        ),
+        (
+            "spread_decrypt = \"auto\"\nspread_max_round_trip_ns = 100000",
+            100_000,
+            false,
+        ),
+        ("spread_max_round_trip_ns = 250", 250, true),
+        (
+            "spread_decrypt = \"always\"\nspread_max_round_trip_ns = 250",
+            250,
+            true,
+        ),
+    ] {
+        let (config, was_warned) = parse_warned(lines, "spread_max_round_trip_ns");
+        assert_eq!(config.dataplane.spread_max_round_trip_ns, want, "{lines}");
+        assert_eq!(was_warned, warned, "{lines}");
+    }
+    for bad in ["-1", "100001", "\"100\""] {
+        let shown = render(&errors(&with_workers_dp(
+            2,
+            &format!("spread_decrypt = \"auto\"\nspread_max_round_trip_ns = {bad}"),
+        )));
+        assert!(
+            shown.contains("dataplane.spread_max_round_trip_ns"),
+            "{bad}: {shown}"
+        );
+    }
+    let plan = |lines: &str| queue_plan(&with_workers_dp(2, lines));
+    let auto = plan("spread_decrypt = \"auto\"");
+    assert!(
+        auto.contains("leaves the fan-out off above 120 ns"),
+        "{auto}"
+    );
+    let unprobed = plan("spread_decrypt = \"auto\"\nspread_max_round_trip_ns = 0");
+    assert!(unprobed.contains("not probed"), "{unprobed}");
+    for lines in ["spread_decrypt = \"always\"", ""] {
+        let shown = plan(lines);
+        assert!(!shown.contains("round trip"), "{lines}: {shown}");
+    }
+}

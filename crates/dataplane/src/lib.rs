@@ -7,6 +7,7 @@
 //! runtime (feature `dpdk`, on by default) runs workers on EAL lcores over
 //! real ports: [`run`]. Design notes: docs/dataplane.md.
 
+pub mod core_probe;
 pub mod counters;
 pub mod esp_steering;
 pub mod flow_cache;

@@ -36,6 +36,12 @@ pub enum Command {
     Check {
         #[arg(long, value_name = "FILE")]
         config: PathBuf,
+        /// Also measure, on this machine, how long a cache line takes from
+        /// the first worker's core to each other worker's and back, and say
+        /// what `spread_decrypt = "auto"` would do with it (a second or
+        /// less; the cores should be idle).
+        #[arg(long)]
+        probe_cores: bool,
     },
     /// Measure ESP throughput with the built-in harness.
     Bench {

@@ -13,7 +13,10 @@ fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     init_logging(cli.log.as_deref(), cli.command.default_log_filter());
     match cli.command {
-        cli::Command::Check { config } => cmd::check::run(&config),
+        cli::Command::Check {
+            config,
+            probe_cores,
+        } => cmd::check::run(&config, probe_cores),
         cli::Command::Keys {
             what:
                 cli::Keys::Wireshark {

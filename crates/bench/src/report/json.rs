@@ -66,6 +66,9 @@ pub fn render(report: &Report) -> Value {
             "kernel": m.kernel,
             "tsc_hz": m.tsc_hz,
             "hugepages": m.hugepages,
+            "core_round_trips": m.core_round_trips.iter()
+                .map(|p| json!({"cpus": [p.a, p.b], "round_trip_ns": p.ns}))
+                .collect::<Vec<_>>(),
             "git_commit": m.git_commit,
             "build_commit": m.build_commit,
             "git_dirty": m.git_dirty,

@@ -180,5 +180,22 @@ pub fn render(report: &Report) -> String {
         report.options.flows,
         if report.options.flows == 1 { "" } else { "s" },
     );
+    if !report.machine.core_round_trips.is_empty() {
+        let pairs: Vec<String> = report
+            .machine
+            .core_round_trips
+            .iter()
+            .map(|p| {
+                let ns =
+                    p.ns.map_or("no answer".to_string(), |v| format!("{v:.0} ns"));
+                format!("{}<->{} {ns}", p.a, p.b)
+            })
+            .collect();
+        let _ = writeln!(
+            s,
+            "Cache line round trip between the workers' CPUs (measured before the run): {}.",
+            pairs.join(", ")
+        );
+    }
     s
 }

@@ -98,6 +98,11 @@ pub struct Dataplane {
     /// a part before it gives up on it (the reorder stages' bound), in
     /// microseconds.
     pub spread_wait_us: u32,
+    /// `spread_max_round_trip_ns`: with `spread_decrypt = "auto"`, `espgw
+    /// run` measures at start-up how long a cache line takes from the
+    /// first worker's core to each other worker's and back, and leaves the
+    /// fan-out off when the median is over this (0: no probe).
+    pub spread_max_round_trip_ns: u32,
     /// `per_cpu_handoff`: with the fan-out on, the groups of an RFC 9611
     /// per-CPU tunnel's inbound SAs go whole to each SA's worker (the
     /// handoff, no reorder stage) instead of being split like any SA's.

@@ -80,6 +80,19 @@ fn queue_plan(f: &mut fmt::Formatter<'_>, c: &Config) -> fmt::Result {
                      (steer_esp = \"off\")"
                 };
                 writeln!(f, "  {arrives}: {one}")?;
+                if dp.spread_when() == Some(SpreadWhen::Behind) {
+                    let probe = if dp.spread_max_round_trip_ns == 0 {
+                        "not probed (spread_max_round_trip_ns = 0): the fan-out runs".to_string()
+                    } else {
+                        format!(
+                            "`espgw run` first measures a cache line's round trip from the first worker's \
+                             core to the others' and leaves the fan-out off above {} ns \
+                             (spread_max_round_trip_ns; `espgw check --probe-cores` measures it here)",
+                            dp.spread_max_round_trip_ns
+                        )
+                    };
+                    writeln!(f, "  spread_decrypt = \"auto\": {probe}")?;
+                }
                 if dp.per_cpu_handoff && dp.spread_when().is_some() {
                     writeln!(
                         f,

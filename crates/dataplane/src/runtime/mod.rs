@@ -169,6 +169,17 @@ fn run_with_eal(
         Ok(c) => c,
         Err(e) => return (None, Err(RunError::Setup(e))),
     };
+    // `spread_decrypt = "auto"`: the cores' cache-line round trip decides
+    // whether the fan-out can pay on this host (before the workers start,
+    // while their cores are idle).
+    let gate = crate::core_probe::gate_for(&config.dataplane);
+    if let Some(g) = &gate {
+        eprintln!(
+            "espgw {}: spread_decrypt \"auto\": {}",
+            config.gateway.name,
+            g.describe()
+        );
+    }
     // A worker that panics sets `stop`: the loop below ends within 20 ms.
     let supervisor = Supervisor::new(Arc::clone(stop));
     let run = Launch {
@@ -177,15 +188,19 @@ fn run_with_eal(
         stop: Arc::clone(stop),
         started,
         supervisor: &supervisor,
-        spread: config.dataplane.spread_when().map(|when| {
-            crate::worker::SpreadRings::with_wait(
-                config.dataplane.workers,
-                config.dataplane.spread_late,
-                when,
-                config.dataplane.per_cpu_handoff,
-                u64::from(config.dataplane.spread_wait_us) * 1000,
-            )
-        }),
+        spread: config
+            .dataplane
+            .spread_when()
+            .filter(|_| gate.as_ref().is_none_or(|g| g.on()))
+            .map(|when| {
+                crate::worker::SpreadRings::with_wait(
+                    config.dataplane.workers,
+                    config.dataplane.spread_late,
+                    when,
+                    config.dataplane.per_cpu_handoff,
+                    u64::from(config.dataplane.spread_wait_us) * 1000,
+                )
+            }),
     };
     let workers = match setup.launch(config, run) {
         Ok(w) => w,
@@ -266,6 +281,9 @@ fn run_with_eal(
         nic,
     };
     let mut json = stats.to_json(&setup.net, &tables);
+    if let Some(g) = &gate {
+        json["spread_decrypt_gate"] = g.json();
+    }
     if let Some(s) = steering.as_mut() {
         for (i, port) in json["ports"]
             .as_array_mut()

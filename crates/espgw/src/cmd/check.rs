@@ -8,7 +8,7 @@ use espgw_control::config::Summary;
 
 use super::{print_diagnostics, EXIT_INVALID};
 
-pub fn run(config: &Path) -> ExitCode {
+pub fn run(config: &Path, probe_cores: bool) -> ExitCode {
     match espgw_control::load(config) {
         Ok((config, warnings)) => {
             print_diagnostics(&warnings);
@@ -32,6 +32,9 @@ pub fn run(config: &Path) -> ExitCode {
                 let described = espgw_esp::crypto::provider::describe(suite);
                 let _ = writeln!(out, "cipher {suite}: {described}");
             }
+            if probe_cores {
+                let _ = writeln!(out, "{}", probe_report(&config.dataplane));
+            }
             ExitCode::SUCCESS
         }
         Err(diags) => {
@@ -39,4 +42,32 @@ pub fn run(config: &Path) -> ExitCode {
             ExitCode::from(EXIT_INVALID)
         }
     }
+}
+
+/// `--probe-cores`: the round trips between the workers' CPUs on this
+/// machine, pair by pair, and what `spread_decrypt = "auto"` makes of them
+/// (whatever `spread_decrypt` says: the operator asks before turning it on).
+fn probe_report(dp: &espgw_control::config::Dataplane) -> String {
+    use espgw_dataplane::core_probe::{self, FanOutGate};
+    let cpus = core_probe::worker_cpus(dp.lcores.as_deref(), dp.workers);
+    let limit = if dp.spread_max_round_trip_ns == 0 {
+        espgw_control::config::DEFAULT_SPREAD_MAX_ROUND_TRIP_NS
+    } else {
+        dp.spread_max_round_trip_ns
+    };
+    let gate = FanOutGate::decide(core_probe::from_first(&cpus), limit);
+    let mut text = String::new();
+    if let FanOutGate::Probed { pairs, .. } = &gate {
+        for p in pairs {
+            let ns = p.ns.map_or("no answer within 50 ms".to_string(), |v| {
+                format!("{v:.1} ns")
+            });
+            text.push_str(&format!("cores {} <-> {}: round trip {ns}\n", p.a, p.b));
+        }
+    }
+    text.push_str(&format!(
+        "with spread_decrypt = \"auto\" on this machine: {}",
+        gate.describe()
+    ));
+    text
 }

@@ -21,6 +21,7 @@ pub(crate) const KEYS: &[&str] = &[
     "spread_decrypt",
     "spread_late",
     "spread_wait_us",
+    "spread_max_round_trip_ns",
     "per_cpu_handoff",
     "max_simd_bitwidth",
     "steer_esp",
@@ -53,6 +54,18 @@ pub const DEFAULT_SPREAD_WAIT_US: u32 = 100;
 pub const MIN_SPREAD_WAIT_US: u32 = 50;
 pub const MAX_SPREAD_WAIT_US: u32 = 1_000;
 pub const MAX_IDLE_SLEEP_US: u32 = 100_000;
+/// `spread_max_round_trip_ns`: the start-up probe's limit for
+/// `spread_decrypt = "auto"`. Between what was measured: on the 2-vCPU
+/// Zen 5 machine the probe read 71-83 ns while its two vCPUs sit close
+/// (the fan-out then ran 1.2x one worker at 64 B and 1.4-1.6x at 1420 B)
+/// and about 330 ns while the host places them apart (0.57x one worker at
+/// 64 B); the 16-vCPU Xeon guest's cores measured 146-192 ns with
+/// bench/c2c-latency.c (which reads lower than this probe), where the
+/// fan-out never paid (docs/multicore.md, "The cores' round trip
+/// decides"). 0 skips the probe; 100 µs is the ceiling (a round trip that
+/// slow is a core busy with something else).
+pub const DEFAULT_SPREAD_MAX_ROUND_TRIP_NS: u32 = 120;
+pub const MAX_SPREAD_MAX_ROUND_TRIP_NS: u32 = 100_000;
 
 /// EAL options that select cores; espgw derives them from `lcores`.
 const EAL_CORE_OPTIONS: &[&str] = &["-l", "-c", "--lcores", "--main-lcore", "--master-lcore"];
@@ -80,6 +93,7 @@ pub(crate) fn defaults() -> Dataplane {
         spread_decrypt: SpreadDecrypt::Off,
         spread_late: SpreadLate::Drop,
         spread_wait_us: DEFAULT_SPREAD_WAIT_US,
+        spread_max_round_trip_ns: DEFAULT_SPREAD_MAX_ROUND_TRIP_NS,
         per_cpu_handoff: false,
         max_simd_bitwidth: DEFAULT_MAX_SIMD_BITWIDTH,
         steer_esp: SteerEsp::Auto,
@@ -237,6 +251,20 @@ pub(crate) fn read(ctx: &mut Ctx, table: Option<Table>, host: &HostFacts) -> Dat
             )
             .map_or(dp.spread_wait_us, |v| v as u32);
         warn_without_fan_out(ctx, &dp, "spread_wait_us", "no reorder stage");
+    }
+    if let Some(f) = t.get(ctx, "spread_max_round_trip_ns") {
+        dp.spread_max_round_trip_ns = f
+            .int(ctx, 0, i128::from(MAX_SPREAD_MAX_ROUND_TRIP_NS))
+            .map_or(dp.spread_max_round_trip_ns, |v| v as u32);
+        if dp.spread_decrypt == SpreadDecrypt::Always {
+            ctx.warn(
+                "dataplane.spread_max_round_trip_ns",
+                "has no effect with spread_decrypt = \"always\" (only \"auto\" probes the cores)"
+                    .to_string(),
+            );
+        } else {
+            warn_without_fan_out(ctx, &dp, "spread_max_round_trip_ns", "nothing to probe for");
+        }
     }
     if let Some(f) = t.get(ctx, "per_cpu_handoff") {
         dp.per_cpu_handoff = f.bool(ctx).unwrap_or(dp.per_cpu_handoff);

@@ -1,0 +1,495 @@
+//! How long a cache line takes to go from one worker core to another and
+//! back: what the decrypt fan-out pays for every line of a packet, job box
+//! or ring slot it moves between workers. On the hosts measured it decided
+//! whether the fan-out could pay at all (docs/multicore.md, "Why the
+//! fan-out does not pay on this machine"): 51-63 ns between the 2-vCPU Zen
+//! 5 machine's cores, where it paid in quiet runs, 146-192 ns between any
+//! two of the 16-vCPU Xeon guest's, where it never did. `espgw run`
+//! measures it at start-up with `spread_decrypt = "auto"` and leaves the
+//! fan-out off above `spread_max_round_trip_ns` ([`FanOutGate`]).
+//!
+//! The same method as bench/c2c-latency.c, so that the numbers compare:
+//! two threads pinned to CPUs A and B pass a counter through one cache
+//! line, each waiting for the other's value and writing the next (every
+//! step is one transfer of the line), no pause in the spin; the time per
+//! round trip of a round, the median of the rounds.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// Round trips per round and rounds per pair at start-up: a few ms per
+/// pair at 50-200 ns a round trip, so 15 pairs stay well under a second.
+pub const TRIPS: u32 = 4000;
+pub const ROUNDS: usize = 7;
+/// A round that takes longer than this has lost a thread to another task
+/// (on a dedicated core 4000 round trips take about a millisecond).
+pub const ROUND_LIMIT: Duration = Duration::from_millis(50);
+/// Pairs measured at most: the first worker's core against the next 15.
+pub const MAX_PAIRS: usize = 15;
+
+/// The counter's line, alone in its 128 bytes (two lines: the adjacent
+/// line prefetcher pairs them on Intel).
+#[repr(align(128))]
+struct Line(AtomicU64);
+
+/// One pair's result.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PairRoundTrip {
+    pub a: usize,
+    pub b: usize,
+    /// Median of the rounds, in nanoseconds per round trip; `None` when
+    /// most rounds ran past [`ROUND_LIMIT`] (a core busy with other work).
+    pub ns: Option<f64>,
+}
+
+/// Why a probe measured nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProbeError {
+    /// Fewer than two distinct CPUs to run on.
+    OneCpu,
+    /// The thread could not be pinned to this CPU (not in the process's
+    /// affinity mask, or absent).
+    Pin(usize),
+}
+
+impl std::fmt::Display for ProbeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProbeError::OneCpu => write!(f, "the workers have one CPU between them"),
+            ProbeError::Pin(cpu) => write!(f, "cannot pin a thread to CPU {cpu}"),
+        }
+    }
+}
+
+/// Spins until `line` holds `want`; false when `abort` is raised or the
+/// round ran past its limit (which raises `abort` for the other thread).
+/// The clock and the flag are read once every 4096 tries, so the spin is
+/// the bare load the C probe does.
+fn wait_for(line: &AtomicU64, want: u64, abort: &AtomicBool, round: Instant) -> bool {
+    let mut tries = 0u32;
+    while line.load(Ordering::Acquire) != want {
+        tries = tries.wrapping_add(1);
+        if tries.is_multiple_of(4096) {
+            if abort.load(Ordering::Relaxed) {
+                return false;
+            }
+            if round.elapsed() > ROUND_LIMIT {
+                abort.store(true, Ordering::Relaxed);
+                return false;
+            }
+        }
+    }
+    true
+}
+
+/// Nanoseconds per round trip between CPUs `a` and `b`, one value per
+/// round (`None` for a round that ran past [`ROUND_LIMIT`]).
+fn rounds(a: usize, b: usize, trips: u32, rounds: usize) -> Result<Vec<Option<f64>>, ProbeError> {
+    let line = Line(AtomicU64::new(0));
+    // Round r starts when `go` reaches r + 1 (the echo thread is pinned
+    // and waiting); `pinned` counts the threads that got their CPU.
+    let go = AtomicUsize::new(0);
+    let pinned = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let abort: Vec<AtomicBool> = (0..rounds).map(|_| AtomicBool::new(false)).collect();
+    let pin = |cpu: usize| {
+        let ok = core_affinity::set_for_current(core_affinity::CoreId { id: cpu });
+        if !ok {
+            failed.store(true, Ordering::Release);
+        }
+        pinned.fetch_add(1, Ordering::AcqRel);
+        ok
+    };
+    let mut times = Vec::with_capacity(rounds);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            if !pin(b) {
+                return;
+            }
+            for (r, abort) in abort.iter().enumerate() {
+                while go.load(Ordering::Acquire) <= r {
+                    if failed.load(Ordering::Acquire) {
+                        return;
+                    }
+                    std::hint::spin_loop();
+                }
+                let round = Instant::now();
+                for i in 0..u64::from(trips) {
+                    if !wait_for(&line.0, 2 * i + 1, abort, round) {
+                        break;
+                    }
+                    line.0.store(2 * i + 2, Ordering::Release);
+                }
+            }
+        });
+        s.spawn(|| {
+            if !pin(a) {
+                return;
+            }
+            while pinned.load(Ordering::Acquire) < 2 {
+                std::hint::spin_loop();
+            }
+            if failed.load(Ordering::Acquire) {
+                return;
+            }
+            for (r, abort) in abort.iter().enumerate() {
+                line.0.store(0, Ordering::Release);
+                go.store(r + 1, Ordering::Release);
+                let round = Instant::now();
+                let mut done = true;
+                for i in 0..u64::from(trips) {
+                    line.0.store(2 * i + 1, Ordering::Release);
+                    if !wait_for(&line.0, 2 * i + 2, abort, round) {
+                        done = false;
+                        break;
+                    }
+                }
+                let ns = round.elapsed().as_nanos() as f64 / f64::from(trips);
+                times.push(done.then_some(ns));
+                // The echo thread may still be inside an aborted round:
+                // it leaves it within 4096 tries of seeing the flag.
+                if !done {
+                    while !abort.load(Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        });
+    });
+    if failed.load(Ordering::Acquire) {
+        // Which of the two it was: try each from this thread's view of the
+        // affinity mask (the probe threads are gone).
+        let allowed = allowed_cpus();
+        let bad = [a, b]
+            .into_iter()
+            .find(|c| !allowed.contains(c))
+            .unwrap_or(b);
+        return Err(ProbeError::Pin(bad));
+    }
+    Ok(times)
+}
+
+/// The median of the rounds, `None` when half of them or more failed.
+fn median(mut rounds: Vec<Option<f64>>) -> Option<f64> {
+    let n = rounds.len();
+    rounds.sort_by(|x, y| match (x, y) {
+        (Some(x), Some(y)) => x.total_cmp(y),
+        (Some(_), None) => std::cmp::Ordering::Less,
+        (None, Some(_)) => std::cmp::Ordering::Greater,
+        (None, None) => std::cmp::Ordering::Equal,
+    });
+    rounds.get(n / 2).copied().flatten()
+}
+
+/// The round trip between CPUs `a` and `b` ([`TRIPS`] x [`ROUNDS`]).
+pub fn pair(a: usize, b: usize) -> Result<PairRoundTrip, ProbeError> {
+    pair_with(a, b, TRIPS, ROUNDS)
+}
+
+/// [`pair`] with its sizes (tests use small ones).
+pub fn pair_with(
+    a: usize,
+    b: usize,
+    trips: u32,
+    n_rounds: usize,
+) -> Result<PairRoundTrip, ProbeError> {
+    if a == b {
+        return Err(ProbeError::OneCpu);
+    }
+    let ns = median(rounds(a, b, trips, n_rounds.max(1))?);
+    Ok(PairRoundTrip { a, b, ns })
+}
+
+/// The CPUs this process may run on (its affinity mask), ascending.
+pub fn allowed_cpus() -> Vec<usize> {
+    let mut ids: Vec<usize> = core_affinity::get_core_ids()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
+/// The CPUs `workers` workers run on: their `lcores` when pinned, else the
+/// first `workers` CPUs this process may use (unpinned workers float, and
+/// the kernel spreads busy threads over the CPUs it has: these stand for
+/// them). Distinct, in order.
+pub fn worker_cpus(lcores: Option<&[u32]>, workers: usize) -> Vec<usize> {
+    let mut cpus: Vec<usize> = match lcores {
+        Some(l) => l.iter().take(workers).map(|&c| c as usize).collect(),
+        None => allowed_cpus().into_iter().take(workers).collect(),
+    };
+    let mut seen = std::collections::HashSet::new();
+    cpus.retain(|c| seen.insert(*c));
+    cpus
+}
+
+/// The first CPU against each of the others (up to [`MAX_PAIRS`]): the
+/// fan-out's receiving worker trades lines with every other worker.
+pub fn from_first(cpus: &[usize]) -> Result<Vec<PairRoundTrip>, ProbeError> {
+    let Some((&first, others)) = cpus.split_first() else {
+        return Err(ProbeError::OneCpu);
+    };
+    if others.is_empty() {
+        return Err(ProbeError::OneCpu);
+    }
+    others
+        .iter()
+        .take(MAX_PAIRS)
+        .map(|&b| pair(first, b))
+        .collect()
+}
+
+/// The start-up probe for a config: `None` unless the fan-out would run
+/// as `spread_decrypt = "auto"` (2 or more workers, run-to-completion);
+/// [`FanOutGate::NotProbed`] with `spread_max_round_trip_ns = 0`.
+pub fn gate_for(dp: &espgw_control::config::Dataplane) -> Option<FanOutGate> {
+    if dp.spread_when() != Some(espgw_control::config::SpreadWhen::Behind) {
+        return None;
+    }
+    if dp.spread_max_round_trip_ns == 0 {
+        return Some(FanOutGate::NotProbed);
+    }
+    let cpus = worker_cpus(dp.lcores.as_deref(), dp.workers);
+    Some(FanOutGate::decide(
+        from_first(&cpus),
+        dp.spread_max_round_trip_ns,
+    ))
+}
+
+/// What `spread_decrypt = "auto"` does after the start-up probe.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FanOutGate {
+    /// Not probed (`spread_max_round_trip_ns = 0`, or `"always"`).
+    NotProbed,
+    /// Probed: the median over pairs, the slowest pair, the limit, and
+    /// whether the fan-out stays on (median at or under the limit).
+    Probed {
+        pairs: Vec<PairRoundTrip>,
+        median_ns: Option<f64>,
+        max_ns: Option<f64>,
+        limit_ns: u32,
+        on: bool,
+    },
+    /// The probe could not run: the fan-out stays off.
+    Failed { error: ProbeError },
+}
+
+impl FanOutGate {
+    /// The decision from a probe's pairs: on when the median pair's round
+    /// trip is at most `limit_ns`. A pair that measured nothing (its core
+    /// busy with other work through most rounds) counts as slower than any
+    /// limit: a helper that cannot answer in 50 ms makes every part late.
+    pub fn decide(probe: Result<Vec<PairRoundTrip>, ProbeError>, limit_ns: u32) -> FanOutGate {
+        let pairs = match probe {
+            Ok(p) => p,
+            Err(error) => return FanOutGate::Failed { error },
+        };
+        let mut ns: Vec<Option<f64>> = pairs.iter().map(|p| p.ns).collect();
+        let median_ns = median(ns.clone());
+        ns.sort_by(|x, y| match (x, y) {
+            (Some(x), Some(y)) => x.total_cmp(y),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (None, None) => std::cmp::Ordering::Equal,
+        });
+        let max_ns = ns.last().copied().flatten();
+        let on = median_ns.is_some_and(|m| m <= f64::from(limit_ns));
+        FanOutGate::Probed {
+            pairs,
+            median_ns,
+            max_ns,
+            limit_ns,
+            on,
+        }
+    }
+
+    /// Whether the fan-out runs.
+    pub fn on(&self) -> bool {
+        match self {
+            FanOutGate::NotProbed => true,
+            FanOutGate::Probed { on, .. } => *on,
+            FanOutGate::Failed { .. } => false,
+        }
+    }
+
+    /// The start-up log line's text.
+    pub fn describe(&self) -> String {
+        let ns = |v: Option<f64>| v.map_or("no answer".to_string(), |v| format!("{v:.0} ns"));
+        match self {
+            FanOutGate::NotProbed => "the fan-out is on (cores not probed)".into(),
+            FanOutGate::Probed {
+                pairs,
+                median_ns,
+                max_ns,
+                limit_ns,
+                on,
+            } => format!(
+                "a cache line's round trip between worker cores takes {} (median of {} pair(s) from CPU {}, slowest {}): {}",
+                ns(*median_ns),
+                pairs.len(),
+                pairs.first().map_or(0, |p| p.a),
+                ns(*max_ns),
+                if *on {
+                    format!("at most spread_max_round_trip_ns = {limit_ns}, the fan-out is on")
+                } else {
+                    format!("over spread_max_round_trip_ns = {limit_ns}, the fan-out stays off (it would cost the receiving worker more than the others save it)")
+                }
+            ),
+            FanOutGate::Failed { error } => {
+                format!("cores not probed ({error}): the fan-out stays off")
+            }
+        }
+    }
+
+    /// For the stats JSON (`spread_decrypt_gate`).
+    pub fn json(&self) -> serde_json::Value {
+        match self {
+            FanOutGate::NotProbed => serde_json::json!({ "state": "on", "probed": false }),
+            FanOutGate::Probed {
+                pairs,
+                median_ns,
+                max_ns,
+                limit_ns,
+                on,
+            } => serde_json::json!({
+                "state": if *on { "on" } else { "off" },
+                "probed": true,
+                "round_trip_ns": median_ns,
+                "slowest_round_trip_ns": max_ns,
+                "limit_ns": limit_ns,
+                "pairs": pairs.iter().map(|p| serde_json::json!({
+                    "cpus": [p.a, p.b],
+                    "round_trip_ns": p.ns,
+                })).collect::<Vec<_>>(),
+            }),
+            FanOutGate::Failed { error } => serde_json::json!({
+                "state": "off",
+                "probed": false,
+                "error": error.to_string(),
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair_ns(b: usize, ns: Option<f64>) -> PairRoundTrip {
+        PairRoundTrip { a: 0, b, ns }
+    }
+
+    #[test]
+    fn median_puts_failed_rounds_last() {
+        assert_eq!(median(vec![Some(3.0), None, Some(1.0)]), Some(3.0));
+        assert_eq!(median(vec![None, Some(2.0), None]), None);
+        assert_eq!(
+            median(vec![Some(5.0), Some(1.0), Some(9.0), None]),
+            Some(9.0)
+        );
+        assert_eq!(median(vec![]), None);
+    }
+
+    #[test]
+    fn gate_follows_the_median_pair() {
+        // The two hosts measured: Zen 5 (58 ns) on, the Xeon guest off.
+        let zen5 = FanOutGate::decide(Ok(vec![pair_ns(1, Some(58.0))]), 100);
+        assert!(zen5.on(), "{zen5:?}");
+        let xeon: Vec<_> = (1..16)
+            .map(|b| pair_ns(b, Some(146.0 + b as f64 * 3.0)))
+            .collect();
+        let gate = FanOutGate::decide(Ok(xeon), 100);
+        assert!(!gate.on());
+        match &gate {
+            FanOutGate::Probed {
+                median_ns, max_ns, ..
+            } => {
+                assert_eq!(*median_ns, Some(146.0 + 8.0 * 3.0));
+                assert_eq!(*max_ns, Some(146.0 + 15.0 * 3.0));
+            }
+            other => panic!("{other:?}"),
+        }
+        // The limit itself is on; one slow pair of three does not decide.
+        let mixed = vec![
+            pair_ns(1, Some(100.0)),
+            pair_ns(2, Some(40.0)),
+            pair_ns(3, Some(400.0)),
+        ];
+        assert!(FanOutGate::decide(Ok(mixed), 100).on());
+    }
+
+    #[test]
+    fn gate_is_off_when_cores_do_not_answer_or_cannot_be_probed() {
+        let silent = vec![pair_ns(1, None), pair_ns(2, None), pair_ns(3, Some(50.0))];
+        let gate = FanOutGate::decide(Ok(silent), 100);
+        assert!(!gate.on());
+        assert!(gate.describe().contains("no answer"), "{}", gate.describe());
+        let failed = FanOutGate::decide(Err(ProbeError::OneCpu), 100);
+        assert!(!failed.on());
+        assert_eq!(failed.json()["state"], "off");
+        assert!(FanOutGate::NotProbed.on());
+    }
+
+    #[test]
+    fn json_names_the_numbers_and_the_state() {
+        let gate = FanOutGate::decide(Ok(vec![pair_ns(1, Some(180.0))]), 100);
+        let j = gate.json();
+        assert_eq!(j["state"], "off");
+        assert_eq!(j["round_trip_ns"], 180.0);
+        assert_eq!(j["limit_ns"], 100);
+        assert_eq!(j["pairs"][0]["cpus"], serde_json::json!([0, 1]));
+        assert!(gate.describe().contains("stays off"), "{}", gate.describe());
+    }
+
+    #[test]
+    fn worker_cpus_are_the_pinned_cores_without_repeats() {
+        assert_eq!(worker_cpus(Some(&[3, 5, 3, 7]), 3), vec![3, 5]);
+        assert_eq!(worker_cpus(Some(&[2, 4, 6]), 2), vec![2, 4]);
+        let unpinned = worker_cpus(None, 2);
+        assert!(unpinned.len() <= 2);
+        assert_eq!(
+            unpinned,
+            allowed_cpus().into_iter().take(2).collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn one_cpu_is_refused() {
+        assert_eq!(pair(0, 0), Err(ProbeError::OneCpu));
+        assert_eq!(from_first(&[4]), Err(ProbeError::OneCpu));
+        assert_eq!(from_first(&[]), Err(ProbeError::OneCpu));
+    }
+
+    #[test]
+    fn a_cpu_outside_the_mask_is_named() {
+        let allowed = allowed_cpus();
+        let absent = allowed.iter().max().map_or(1, |m| m + 1000);
+        let first = allowed.first().copied().unwrap_or(0);
+        assert_eq!(
+            pair_with(first, absent, 10, 1),
+            Err(ProbeError::Pin(absent))
+        );
+    }
+
+    /// The probe itself on this machine's first two CPUs: a finite, positive
+    /// number per pair (no timing asserted: this is not a benchmark).
+    #[test]
+    fn probe_measures_a_round_trip_between_two_cpus() {
+        let cpus = allowed_cpus();
+        if cpus.len() < 2 {
+            eprintln!("one CPU: nothing to probe");
+            return;
+        }
+        // The rounds' limit makes a descheduled echo thread a None, never
+        // a hang; with 5 rounds one of them answers on any machine that
+        // runs the test suite.
+        let p = pair_with(cpus[0], cpus[1], 200, 5).expect("probe");
+        assert_eq!((p.a, p.b), (cpus[0], cpus[1]));
+        if let Some(ns) = p.ns {
+            assert!(ns.is_finite() && ns > 0.0, "{ns}");
+        }
+    }
+}
