@@ -22,8 +22,10 @@ use std::time::{Duration, Instant};
 pub const TRIPS: u32 = 4000;
 pub const ROUNDS: usize = 7;
 /// A round that takes longer than this has lost a thread to another task
-/// (on a dedicated core 4000 round trips take about a millisecond).
-pub const ROUND_LIMIT: Duration = Duration::from_millis(50);
+/// (4000 round trips take 0.2-1.4 ms at 50-350 ns). A pair whose core
+/// does not answer costs at most 4 such rounds, so 15 pairs at most about
+/// 1.2 s; a normal pair a few ms.
+pub const ROUND_LIMIT: Duration = Duration::from_millis(20);
 /// Pairs measured at most: the first worker's core against the next 15.
 pub const MAX_PAIRS: usize = 15;
 
@@ -50,6 +52,8 @@ pub enum ProbeError {
     /// The thread could not be pinned to this CPU (not in the process's
     /// affinity mask, or absent).
     Pin(usize),
+    /// A probe thread could not be started.
+    Spawn(String),
 }
 
 impl std::fmt::Display for ProbeError {
@@ -57,20 +61,48 @@ impl std::fmt::Display for ProbeError {
         match self {
             ProbeError::OneCpu => write!(f, "the workers have one CPU between them"),
             ProbeError::Pin(cpu) => write!(f, "cannot pin a thread to CPU {cpu}"),
+            ProbeError::Spawn(e) => write!(f, "cannot start a probe thread: {e}"),
         }
     }
 }
 
-/// Spins until `line` holds `want`; false when `abort` is raised or the
-/// round ran past its limit (which raises `abort` for the other thread).
-/// The clock and the flag are read once every 4096 tries, so the spin is
-/// the bare load the C probe does.
-fn wait_for(line: &AtomicU64, want: u64, abort: &AtomicBool, round: Instant) -> bool {
+/// The CPU ids `core_affinity` (libc's `CPU_SET`) can pin to: it indexes
+/// a fixed 1024-bit set and panics beyond it.
+const CPU_SETSIZE: usize = 1024;
+
+/// Raises its flag when its thread leaves, by any path (a panic too), so
+/// that the other probe thread never waits for it forever.
+struct LeaveFlag<'a>(&'a AtomicBool);
+
+impl Drop for LeaveFlag<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
+/// The counter's value for step `step` of round `round`: the round in the
+/// high bits, so that an echo thread still inside an aborted round can
+/// never answer (or be answered by) a later one.
+fn tagged(round: usize, step: u64) -> u64 {
+    ((round as u64 + 1) << 40) | step
+}
+
+/// Spins until `line` holds `want`; false when the round is aborted, the
+/// other thread has left, or the round ran past its limit (which aborts it
+/// for the other thread too). The clock and the flags are read once every
+/// 4096 tries, so the spin is the bare load the C probe does.
+fn wait_for(
+    line: &AtomicU64,
+    want: u64,
+    abort: &AtomicBool,
+    other_left: &AtomicBool,
+    round: Instant,
+) -> bool {
     let mut tries = 0u32;
     while line.load(Ordering::Acquire) != want {
         tries = tries.wrapping_add(1);
         if tries.is_multiple_of(4096) {
-            if abort.load(Ordering::Relaxed) {
+            if abort.load(Ordering::Relaxed) || other_left.load(Ordering::Acquire) {
                 return false;
             }
             if round.elapsed() > ROUND_LIMIT {
@@ -82,92 +114,108 @@ fn wait_for(line: &AtomicU64, want: u64, abort: &AtomicBool, round: Instant) -> 
     true
 }
 
+/// Pins this thread to `cpu`; on failure records the CPU in `bad`.
+fn pin(cpu: usize, bad: &AtomicUsize) -> bool {
+    let ok = cpu < CPU_SETSIZE && core_affinity::set_for_current(core_affinity::CoreId { id: cpu });
+    if !ok {
+        bad.store(cpu, Ordering::Release);
+    }
+    ok
+}
+
 /// Nanoseconds per round trip between CPUs `a` and `b`, one value per
-/// round (`None` for a round that ran past [`ROUND_LIMIT`]).
+/// round (`None` for a round that ran past [`ROUND_LIMIT`]). Stops early
+/// once more than half the rounds failed (the pair's median is then
+/// `None` whatever the rest give): at most `rounds / 2 + 1` rounds of
+/// [`ROUND_LIMIT`] for a pair whose core is busy with other work.
 fn rounds(a: usize, b: usize, trips: u32, rounds: usize) -> Result<Vec<Option<f64>>, ProbeError> {
     let line = Line(AtomicU64::new(0));
-    // Round r starts when `go` reaches r + 1 (the echo thread is pinned
-    // and waiting); `pinned` counts the threads that got their CPU.
+    // Round r starts when `go` reaches r + 1; `ready` counts the threads
+    // pinned; each thread's `LeaveFlag` raises its `*_left` when it ends.
     let go = AtomicUsize::new(0);
-    let pinned = AtomicUsize::new(0);
-    let failed = AtomicBool::new(false);
+    let ready = AtomicUsize::new(0);
+    let bad = AtomicUsize::new(usize::MAX);
+    let (echo_left, timer_left) = (AtomicBool::new(false), AtomicBool::new(false));
     let abort: Vec<AtomicBool> = (0..rounds).map(|_| AtomicBool::new(false)).collect();
-    let pin = |cpu: usize| {
-        let ok = core_affinity::set_for_current(core_affinity::CoreId { id: cpu });
-        if !ok {
-            failed.store(true, Ordering::Release);
-        }
-        pinned.fetch_add(1, Ordering::AcqRel);
-        ok
-    };
     let mut times = Vec::with_capacity(rounds);
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            if !pin(b) {
-                return;
-            }
-            for (r, abort) in abort.iter().enumerate() {
-                while go.load(Ordering::Acquire) <= r {
-                    if failed.load(Ordering::Acquire) {
+    let spawned = std::thread::scope(|s| {
+        let echo = std::thread::Builder::new()
+            .name("espgw-probe-echo".into())
+            .spawn_scoped(s, || {
+                let _leave = LeaveFlag(&echo_left);
+                if !pin(b, &bad) {
+                    return;
+                }
+                ready.fetch_add(1, Ordering::AcqRel);
+                for (r, abort) in abort.iter().enumerate() {
+                    while go.load(Ordering::Acquire) <= r {
+                        if timer_left.load(Ordering::Acquire) {
+                            return;
+                        }
+                        std::hint::spin_loop();
+                    }
+                    let round = Instant::now();
+                    for i in 0..u64::from(trips) {
+                        if !wait_for(&line.0, tagged(r, 2 * i + 1), abort, &timer_left, round) {
+                            break;
+                        }
+                        line.0.store(tagged(r, 2 * i + 2), Ordering::Release);
+                    }
+                }
+            });
+        if let Err(e) = echo {
+            return Err(ProbeError::Spawn(e.to_string()));
+        }
+        let timer = std::thread::Builder::new()
+            .name("espgw-probe".into())
+            .spawn_scoped(s, || {
+                let _leave = LeaveFlag(&timer_left);
+                if !pin(a, &bad) {
+                    return;
+                }
+                while ready.load(Ordering::Acquire) < 1 {
+                    if echo_left.load(Ordering::Acquire) {
                         return;
                     }
                     std::hint::spin_loop();
                 }
-                let round = Instant::now();
-                for i in 0..u64::from(trips) {
-                    if !wait_for(&line.0, 2 * i + 1, abort, round) {
-                        break;
+                let mut failed = 0;
+                for (r, abort) in abort.iter().enumerate() {
+                    if echo_left.load(Ordering::Acquire) || failed > rounds / 2 {
+                        return;
                     }
-                    line.0.store(2 * i + 2, Ordering::Release);
-                }
-            }
-        });
-        s.spawn(|| {
-            if !pin(a) {
-                return;
-            }
-            while pinned.load(Ordering::Acquire) < 2 {
-                std::hint::spin_loop();
-            }
-            if failed.load(Ordering::Acquire) {
-                return;
-            }
-            for (r, abort) in abort.iter().enumerate() {
-                line.0.store(0, Ordering::Release);
-                go.store(r + 1, Ordering::Release);
-                let round = Instant::now();
-                let mut done = true;
-                for i in 0..u64::from(trips) {
-                    line.0.store(2 * i + 1, Ordering::Release);
-                    if !wait_for(&line.0, 2 * i + 2, abort, round) {
-                        done = false;
-                        break;
+                    go.store(r + 1, Ordering::Release);
+                    let round = Instant::now();
+                    let mut done = true;
+                    for i in 0..u64::from(trips) {
+                        line.0.store(tagged(r, 2 * i + 1), Ordering::Release);
+                        if !wait_for(&line.0, tagged(r, 2 * i + 2), abort, &echo_left, round) {
+                            done = false;
+                            break;
+                        }
+                    }
+                    let ns = round.elapsed().as_nanos() as f64 / f64::from(trips);
+                    times.push(done.then_some(ns));
+                    if !done {
+                        failed += 1;
+                        // The echo thread may still be inside this round:
+                        // the tags keep it from answering the next one.
+                        abort.store(true, Ordering::Relaxed);
                     }
                 }
-                let ns = round.elapsed().as_nanos() as f64 / f64::from(trips);
-                times.push(done.then_some(ns));
-                // The echo thread may still be inside an aborted round:
-                // it leaves it within 4096 tries of seeing the flag.
-                if !done {
-                    while !abort.load(Ordering::Relaxed) {
-                        std::hint::spin_loop();
-                    }
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-            }
-        });
+            });
+        if let Err(e) = timer {
+            // The echo thread leaves once it sees no timer.
+            timer_left.store(true, Ordering::Release);
+            return Err(ProbeError::Spawn(e.to_string()));
+        }
+        Ok(())
     });
-    if failed.load(Ordering::Acquire) {
-        // Which of the two it was: try each from this thread's view of the
-        // affinity mask (the probe threads are gone).
-        let allowed = allowed_cpus();
-        let bad = [a, b]
-            .into_iter()
-            .find(|c| !allowed.contains(c))
-            .unwrap_or(b);
-        return Err(ProbeError::Pin(bad));
+    spawned?;
+    match bad.load(Ordering::Acquire) {
+        usize::MAX => Ok(times),
+        cpu => Err(ProbeError::Pin(cpu)),
     }
-    Ok(times)
 }
 
 /// The median of the rounds, `None` when half of them or more failed.
@@ -281,7 +329,8 @@ impl FanOutGate {
     /// The decision from a probe's pairs: on when the median pair's round
     /// trip is at most `limit_ns`. A pair that measured nothing (its core
     /// busy with other work through most rounds) counts as slower than any
-    /// limit: a helper that cannot answer in 50 ms makes every part late.
+    /// limit: a helper that cannot answer within [`ROUND_LIMIT`] makes every
+    /// part late.
     pub fn decide(probe: Result<Vec<PairRoundTrip>, ProbeError>, limit_ns: u32) -> FanOutGate {
         let pairs = match probe {
             Ok(p) => p,
@@ -464,14 +513,50 @@ mod tests {
     }
 
     #[test]
-    fn a_cpu_outside_the_mask_is_named() {
+    fn a_cpu_outside_the_mask_is_named_and_ends_the_probe() {
         let allowed = allowed_cpus();
-        let absent = allowed.iter().max().map_or(1, |m| m + 1000);
         let first = allowed.first().copied().unwrap_or(0);
-        assert_eq!(
-            pair_with(first, absent, 10, 1),
-            Err(ProbeError::Pin(absent))
+        // Outside the mask but inside the CPU set libc can express.
+        if let Some(absent) = (0..CPU_SETSIZE).find(|c| !allowed.contains(c)) {
+            assert_eq!(
+                pair_with(first, absent, 10, 3),
+                Err(ProbeError::Pin(absent))
+            );
+            assert_eq!(
+                pair_with(absent, first, 10, 3),
+                Err(ProbeError::Pin(absent))
+            );
+        }
+        // Beyond it (libc's CPU_SET would panic): refused, no hang.
+        assert_eq!(pair_with(first, 5000, 10, 3), Err(ProbeError::Pin(5000)));
+        assert_eq!(pair_with(5000, first, 10, 3), Err(ProbeError::Pin(5000)));
+    }
+
+    /// Both threads on one CPU: every step waits for the scheduler, so no
+    /// round finishes within its limit, as with a helper core busy with
+    /// other work. The pair gives no number, after at most 4 of 7 rounds,
+    /// and the probe ends (no hang).
+    #[test]
+    fn a_core_that_does_not_answer_gives_no_number_and_stops_early() {
+        let Some(&cpu) = allowed_cpus().first() else {
+            return;
+        };
+        let started = Instant::now();
+        let got = rounds(cpu, cpu, TRIPS, ROUNDS).expect("pinned");
+        assert!(!got.is_empty() && got.len() <= ROUNDS / 2 + 1, "{got:?}");
+        assert_eq!(median(got.clone()), None, "{got:?}");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
         );
+    }
+
+    #[test]
+    fn round_tags_keep_rounds_apart() {
+        assert_ne!(tagged(0, 1), tagged(1, 1));
+        assert_ne!(tagged(3, 2 * 3999 + 2), tagged(4, 2));
+        assert_eq!(tagged(2, 7) & ((1 << 40) - 1), 7);
     }
 
     /// The probe itself on this machine's first two CPUs: a finite, positive

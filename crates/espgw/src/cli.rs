@@ -38,8 +38,9 @@ pub enum Command {
         config: PathBuf,
         /// Also measure, on this machine, how long a cache line takes from
         /// the first worker's core to each other worker's and back, and say
-        /// what `spread_decrypt = "auto"` would do with it (a second or
-        /// less; the cores should be idle).
+        /// what `spread_decrypt = "auto"` would do with it (a few ms per
+        /// pair, up to about 1.2 s when cores do not answer; the cores
+        /// should be idle).
         #[arg(long)]
         probe_cores: bool,
     },

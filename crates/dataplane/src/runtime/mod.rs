@@ -133,7 +133,18 @@ pub fn run(opts: &RunOptions) -> Result<serde_json::Value, RunError> {
     let args = eal_args(&config.dataplane, &config.ports, &config.gateway.name, cpus);
     eprintln!("espgw {}: EAL {}", config.gateway.name, args.join(" "));
     let _eal = Eal::init(&args)?;
-    let (json, result) = run_with_eal(&config, opts, &stop, &signalled);
+    // `spread_decrypt = "auto"`: the cores' cache-line round trip decides
+    // whether the fan-out can pay on this host. Before the ports start
+    // (nothing queues up meanwhile) and while the workers' cores are idle.
+    let gate = crate::core_probe::gate_for(&config.dataplane);
+    if let Some(g) = &gate {
+        eprintln!(
+            "espgw {}: spread_decrypt \"auto\": {}",
+            config.gateway.name,
+            g.describe()
+        );
+    }
+    let (json, result) = run_with_eal(&config, opts, &stop, &signalled, gate.as_ref());
     if let (Some(path), Some(json)) = (&opts.stats_json, &json) {
         let text = serde_json::to_string_pretty(json).unwrap_or_default();
         std::fs::write(path, text + "\n").map_err(|e| RunError::Io(path.clone(), e))?;
@@ -149,6 +160,7 @@ fn run_with_eal(
     opts: &RunOptions,
     stop: &Arc<AtomicBool>,
     signalled: &AtomicBool,
+    gate: Option<&crate::core_probe::FanOutGate>,
 ) -> (Option<serde_json::Value>, Result<(), RunError>) {
     let setup = match Setup::new(config) {
         Ok(s) => s,
@@ -169,17 +181,6 @@ fn run_with_eal(
         Ok(c) => c,
         Err(e) => return (None, Err(RunError::Setup(e))),
     };
-    // `spread_decrypt = "auto"`: the cores' cache-line round trip decides
-    // whether the fan-out can pay on this host (before the workers start,
-    // while their cores are idle).
-    let gate = crate::core_probe::gate_for(&config.dataplane);
-    if let Some(g) = &gate {
-        eprintln!(
-            "espgw {}: spread_decrypt \"auto\": {}",
-            config.gateway.name,
-            g.describe()
-        );
-    }
     // A worker that panics sets `stop`: the loop below ends within 20 ms.
     let supervisor = Supervisor::new(Arc::clone(stop));
     let run = Launch {
@@ -191,7 +192,7 @@ fn run_with_eal(
         spread: config
             .dataplane
             .spread_when()
-            .filter(|_| gate.as_ref().is_none_or(|g| g.on()))
+            .filter(|_| gate.is_none_or(|g| g.on()))
             .map(|when| {
                 crate::worker::SpreadRings::with_wait(
                     config.dataplane.workers,
@@ -281,7 +282,7 @@ fn run_with_eal(
         nic,
     };
     let mut json = stats.to_json(&setup.net, &tables);
-    if let Some(g) = &gate {
+    if let Some(g) = gate {
         json["spread_decrypt_gate"] = g.json();
     }
     if let Some(s) = steering.as_mut() {

@@ -59,15 +59,27 @@ fn probe_report(dp: &espgw_control::config::Dataplane) -> String {
     let mut text = String::new();
     if let FanOutGate::Probed { pairs, .. } = &gate {
         for p in pairs {
-            let ns = p.ns.map_or("no answer within 50 ms".to_string(), |v| {
-                format!("{v:.1} ns")
-            });
+            let ns = p.ns.map_or(
+                format!(
+                    "no answer within {} ms",
+                    core_probe::ROUND_LIMIT.as_millis()
+                ),
+                |v| format!("{v:.1} ns"),
+            );
             text.push_str(&format!("cores {} <-> {}: round trip {ns}\n", p.a, p.b));
         }
     }
-    text.push_str(&format!(
-        "with spread_decrypt = \"auto\" on this machine: {}",
-        gate.describe()
-    ));
+    if dp.spread_max_round_trip_ns == 0 {
+        text.push_str(&format!(
+            "spread_max_round_trip_ns = 0: `espgw run` does not probe and spread_decrypt = \"auto\" \
+             runs the fan-out; against the default limit: {}",
+            gate.describe()
+        ));
+    } else {
+        text.push_str(&format!(
+            "with spread_decrypt = \"auto\" on this machine: {}",
+            gate.describe()
+        ));
+    }
     text
 }
