@@ -28,13 +28,46 @@ pub fn queues_per_port(dp: &Dataplane) -> usize {
     dp.queues_per_port()
 }
 
+/// A CPU list as the EAL's `--lcores` groups write it: ascending runs
+/// as `a-b`, joined by commas (`0-3,8,10-11`); `0` for an empty list.
+pub fn cpu_list(cpus: &[usize]) -> String {
+    let mut sorted: Vec<usize> = cpus.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut runs: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < sorted.len() {
+        let start = sorted[i];
+        let mut end = start;
+        while i + 1 < sorted.len() && sorted[i + 1] == end + 1 {
+            i += 1;
+            end = sorted[i];
+        }
+        runs.push(if start == end {
+            start.to_string()
+        } else {
+            format!("{start}-{end}")
+        });
+        i += 1;
+    }
+    if runs.is_empty() {
+        "0".into()
+    } else {
+        runs.join(",")
+    }
+}
+
 /// The `--lcores` value: lcore 0 is the main (control) lcore, lcores
 /// 1..=workers run the workers (and workers+1 the I/O lcore in pipeline
 /// mode). With `lcores` in the config each worker is pinned to its core
-/// (the I/O lcore floats); without, every lcore floats over all `cpus`
-/// CPUs (the kernel places them: right for small shared machines).
-pub fn lcore_map(dp: &Dataplane, cpus: usize) -> String {
-    let all = format!("(0-{})", cpus.max(1) - 1);
+/// (the I/O lcore floats); without, every lcore floats over `cpus`, the
+/// CPUs this process may run on (the kernel places them: right for small
+/// shared machines). `cpus` is the affinity mask, not a count: a gateway
+/// started with `taskset -c 2,3` or systemd's `CPUAffinity=2 3` keeps its
+/// lcores on CPUs 2 and 3 (before session 20 they were sent to CPUs 0
+/// and 1, as many as it had, outside the mask).
+pub fn lcore_map(dp: &Dataplane, cpus: &[usize]) -> String {
+    let all = format!("({})", cpu_list(cpus));
     let needed = lcores_needed(dp);
     match &dp.lcores {
         Some(cores) => {
@@ -77,7 +110,7 @@ pub fn device_arg(device: &str, workers: usize) -> String {
 }
 
 /// The whole EAL argument list (without the program name).
-pub fn eal_args(dp: &Dataplane, ports: &[Port], gateway: &str, cpus: usize) -> Vec<String> {
+pub fn eal_args(dp: &Dataplane, ports: &[Port], gateway: &str, cpus: &[usize]) -> Vec<String> {
     let user = &dp.eal;
     let has = |flags: &[&str]| user.iter().any(|a| is_flag(a, flags));
     let mut args = Vec::new();
@@ -155,18 +188,42 @@ mod tests {
 
     #[test]
     fn lcores_float_or_pin() {
-        assert_eq!(lcore_map(&dp(1, None, &[]), 2), "(0-1)@(0-1)");
-        assert_eq!(lcore_map(&dp(6, None, &[]), 2), "(0-6)@(0-1)");
+        assert_eq!(lcore_map(&dp(1, None, &[]), &[0, 1]), "(0-1)@(0-1)");
+        assert_eq!(lcore_map(&dp(6, None, &[]), &[0, 1]), "(0-6)@(0-1)");
+        let eight: Vec<usize> = (0..8).collect();
         assert_eq!(
-            lcore_map(&dp(2, Some(vec![2, 5]), &[]), 8),
+            lcore_map(&dp(2, Some(vec![2, 5]), &[]), &eight),
             "0@(0-7),1@2,2@5"
         );
+    }
+
+    /// The process's affinity mask, not its size: `taskset -c 2,3` keeps
+    /// every floating lcore on CPUs 2 and 3.
+    #[test]
+    fn floating_lcores_stay_in_the_affinity_mask() {
+        assert_eq!(lcore_map(&dp(2, None, &[]), &[2, 3]), "(0-2)@(2-3)");
+        assert_eq!(
+            lcore_map(&dp(1, None, &[]), &[1, 3, 4, 5, 9]),
+            "(0-1)@(1,3-5,9)"
+        );
+        assert_eq!(
+            lcore_map(&dp(2, Some(vec![4, 5]), &[]), &[4, 5, 6]),
+            "0@(4-6),1@4,2@5"
+        );
+    }
+
+    #[test]
+    fn cpu_lists_are_runs() {
+        assert_eq!(cpu_list(&[]), "0");
+        assert_eq!(cpu_list(&[3]), "3");
+        assert_eq!(cpu_list(&[0, 1, 2, 3]), "0-3");
+        assert_eq!(cpu_list(&[11, 0, 2, 1, 8, 10, 8]), "0-2,8,10-11");
     }
 
     #[test]
     fn args_cover_ports_and_pass_user_args_through() {
         let ports = [port("net_af_packet0,iface=a"), port("0000:01:00.0")];
-        let a = eal_args(&dp(2, None, &["--no-huge"]), &ports, "gw a", 4);
+        let a = eal_args(&dp(2, None, &["--no-huge"]), &ports, "gw a", &[0, 1, 2, 3]);
         assert_eq!(
             a,
             [
@@ -182,7 +239,7 @@ mod tests {
             &dp(1, None, &["--in-memory", "-l", "0-3"]),
             &ports[..1],
             "g",
-            4,
+            &[0, 1, 2, 3],
         );
         assert_eq!(
             a,
@@ -196,13 +253,13 @@ mod tests {
         // A width cap reaches DPDK too, unless the user's EAL list sets it.
         let mut capped = dp(1, None, &["--in-memory"]);
         capped.max_simd_bitwidth = SimdWidth::Bits256;
-        let a = eal_args(&capped, &ports[..1], "g", 4);
+        let a = eal_args(&capped, &ports[..1], "g", &[0, 1, 2, 3]);
         assert!(
             a.iter().any(|x| x == "--force-max-simd-bitwidth=256"),
             "{a:?}"
         );
         capped.eal.push("--force-max-simd-bitwidth=128".into());
-        let a = eal_args(&capped, &ports[..1], "g", 4);
+        let a = eal_args(&capped, &ports[..1], "g", &[0, 1, 2, 3]);
         let given: Vec<_> = a.iter().filter(|x| x.contains("simd")).collect();
         assert_eq!(given, ["--force-max-simd-bitwidth=128"]);
         assert_eq!(

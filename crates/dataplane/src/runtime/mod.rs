@@ -129,8 +129,19 @@ pub fn run(opts: &RunOptions) -> Result<serde_json::Value, RunError> {
         signal_hook::flag::register(sig, Arc::clone(&signalled))
             .map_err(|e| RunError::Setup(format!("signal handler: {e}")))?;
     }
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let args = eal_args(&config.dataplane, &config.ports, &config.gateway.name, cpus);
+    // The CPUs this process may run on (taskset, systemd's CPUAffinity=),
+    // before the EAL pins this thread: the lcores float over these.
+    let mut cpus = crate::core_probe::allowed_cpus();
+    if cpus.is_empty() {
+        let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+        cpus = (0..n).collect();
+    }
+    let args = eal_args(
+        &config.dataplane,
+        &config.ports,
+        &config.gateway.name,
+        &cpus,
+    );
     eprintln!("espgw {}: EAL {}", config.gateway.name, args.join(" "));
     let _eal = Eal::init(&args)?;
     // `spread_decrypt = "auto"`: the cores' cache-line round trip decides
