@@ -228,6 +228,16 @@ for tag, udps, stats in runs:
         inn = [w["spread_in"] for w in ws]
         unneeded = sum(w.get("spread_unneeded", 0) for w in ws)
         kept = sum(w.get("spread_kept", 0) for w in ws)
+        # Parts other workers decrypted came back, each counted once by
+        # how long it took (spread_back_us); none without a part out.
+        back = [sum(w["spread_back_us"].values()) for w in ws]
+        for w, o, b in zip(ws, out, back):
+            if (o > 0) != (b > 0):
+                print(f"FAIL ({tag}): worker {w['id']} handed out {o} packets but counts {b} parts back"); ok = False
+        if sum(back):
+            print(f"{tag}: parts back by time (us): " + ", ".join(
+                f"{k}={sum(w['spread_back_us'][k] for w in ws)}"
+                for k in sorted(ws[0]["spread_back_us"], key=lambda k: (k.startswith("over"), int(k.split("_")[1])))))
         if not (sum(out) > 0 and sum(inn) > 0) and not (AUTO and unneeded > 0):
             print("FAIL (on): B's workers show no fan-out (spread_out/spread_in zero"
                   + (", none kept as unneeded either" if AUTO else "") + ")"); ok = False

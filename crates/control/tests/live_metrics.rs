@@ -54,6 +54,8 @@ impl CountersSource for FakeDataplane {
                     spread_kept: 9,
                     spread_unneeded: 21,
                     reorder_late_sent: 0,
+                    spread_back: vec![1, 2, 3, 4, 0, 0, 0, 1],
+                    spread_back_ns: 2_500_000,
                     sa_handoff_out: 64,
                     sa_handoff_in: 0,
                     sa_handoff_kept: 5,
@@ -67,6 +69,8 @@ impl CountersSource for FakeDataplane {
                     spread_kept: 0,
                     spread_unneeded: 0,
                     reorder_late_sent: 3,
+                    spread_back: Vec::new(),
+                    spread_back_ns: 0,
                     sa_handoff_out: 0,
                     sa_handoff_in: 64,
                     sa_handoff_kept: 0,
@@ -102,7 +106,7 @@ fn parse_exposition(text: &str) -> (HashMap<String, String>, Vec<Sample>) {
         }
         if let Some(rest) = line.strip_prefix("# TYPE ") {
             let (name, kind) = rest.split_once(' ').unwrap();
-            assert!(["counter", "gauge"].contains(&kind), "{line}");
+            assert!(["counter", "gauge", "histogram"].contains(&kind), "{line}");
             assert!(helped.contains(name), "TYPE before HELP: {line}");
             assert!(
                 types.insert(name.to_string(), kind.to_string()).is_none(),
@@ -119,8 +123,23 @@ fn parse_exposition(text: &str) -> (HashMap<String, String>, Vec<Sample>) {
             None => line.split_at(line.find(' ').unwrap()),
         };
         assert!(valid_name(name), "{line}");
-        assert!(types.contains_key(name), "sample before its TYPE: {line}");
-        if types[name] == "counter" {
+        // A histogram's samples carry its name with a suffix.
+        let family = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|suffix| {
+                name.strip_suffix(suffix)
+                    .filter(|base| types.get(*base).map(String::as_str) == Some("histogram"))
+            })
+            .unwrap_or(name);
+        assert!(types.contains_key(family), "sample before its TYPE: {line}");
+        if family != name {
+            assert_eq!(
+                name.ends_with("_bucket"),
+                rest.contains("le=\""),
+                "le on buckets only: {line}"
+            );
+        }
+        if types[family] == "counter" {
             assert!(name.ends_with("_total"), "counter without _total: {line}");
         }
         let mut labels = BTreeMap::new();
@@ -234,6 +253,7 @@ fn scrape_parses_and_carries_every_family() {
         ("espgw_worker_spread_kept_total", "counter"),
         ("espgw_worker_spread_unneeded_total", "counter"),
         ("espgw_worker_reorder_late_sent_total", "counter"),
+        ("espgw_worker_spread_part_return_seconds", "histogram"),
         ("espgw_worker_sa_handoff_out_total", "counter"),
         ("espgw_worker_sa_handoff_in_total", "counter"),
         ("espgw_worker_sa_handoff_kept_total", "counter"),
@@ -312,6 +332,37 @@ fn scrape_parses_and_carries_every_family() {
         value("espgw_worker_reorder_late_sent_total", &[("worker", "1")]),
         3.0
     );
+    // The parts' return times: cumulative buckets in seconds, +Inf = count.
+    let bucket = "espgw_worker_spread_part_return_seconds_bucket";
+    for (le, want) in [
+        ("0.00001", 1.0),
+        ("0.000025", 3.0),
+        ("0.00005", 6.0),
+        ("0.0001", 10.0),
+        ("0.001", 10.0),
+        ("+Inf", 11.0),
+    ] {
+        assert_eq!(
+            value(bucket, &[("worker", "0"), ("le", le)]),
+            want,
+            "le {le}"
+        );
+    }
+    assert_eq!(
+        value(
+            "espgw_worker_spread_part_return_seconds_count",
+            &[("worker", "0")]
+        ),
+        11.0
+    );
+    assert_eq!(
+        value(
+            "espgw_worker_spread_part_return_seconds_sum",
+            &[("worker", "0")]
+        ),
+        0.0025
+    );
+    assert_eq!(value(bucket, &[("worker", "1"), ("le", "+Inf")]), 0.0);
     assert_eq!(
         value("espgw_worker_sa_handoff_out_total", &[("worker", "0")]),
         64.0

@@ -58,6 +58,10 @@ pub struct TunnelCounters {
     pub out_fragmented: u64,
 }
 
+/// The fan-out's bucket bounds ([`WorkerCounters::spread_back`]), one
+/// definition with the metrics that read them.
+pub use espgw_control::live::SPREAD_BACK_BOUNDS_US;
+
 /// Everything one worker counts.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WorkerCounters {
@@ -90,6 +94,13 @@ pub struct WorkerCounters {
     /// arrival order instead of dropped (also counted in `tx` or as what
     /// became of them: not in the identity on their own).
     pub reorder_late_sent: u64,
+    /// Decrypt fan-out: the parts this worker handed out that another
+    /// worker decrypted, by how long they took to come back (cut to
+    /// returned, microseconds, buckets [`SPREAD_BACK_BOUNDS_US`] and one
+    /// over), and the sum of those times in nanoseconds: what
+    /// `spread_wait_us` must cover (a part back after it is late).
+    pub spread_back: [u64; 8],
+    pub spread_back_ns: u64,
     /// Per-CPU SA handoff (docs/multicore.md): packets of an RFC 9611
     /// per-CPU inbound SA this worker received and handed to the SA's
     /// worker, and packets other workers handed to this one (both in the
@@ -163,6 +174,17 @@ impl WorkerCounters {
         &mut self.tunnels[i]
     }
 
+    /// Counts a part back from another worker after `ns` nanoseconds.
+    #[inline]
+    pub fn spread_came_back(&mut self, ns: u64) {
+        let bucket = SPREAD_BACK_BOUNDS_US
+            .iter()
+            .position(|&b| ns <= b * 1000)
+            .unwrap_or(SPREAD_BACK_BOUNDS_US.len());
+        self.spread_back[bucket] += 1;
+        self.spread_back_ns += ns;
+    }
+
     /// True when the accounting identity holds.
     pub fn balanced(&self) -> bool {
         self.rx + self.generated + self.sa_handoff_in
@@ -187,6 +209,10 @@ impl WorkerCounters {
         self.spread_kept += o.spread_kept;
         self.spread_unneeded += o.spread_unneeded;
         self.reorder_late_sent += o.reorder_late_sent;
+        for (a, b) in self.spread_back.iter_mut().zip(o.spread_back) {
+            *a += b;
+        }
+        self.spread_back_ns += o.spread_back_ns;
         self.sa_handoff_out += o.sa_handoff_out;
         self.sa_handoff_in += o.sa_handoff_in;
         self.sa_handoff_kept += o.sa_handoff_kept;
@@ -217,5 +243,27 @@ impl WorkerCounters {
             a.out_mtu_exceeded += b.out_mtu_exceeded;
             a.out_fragmented += b.out_fragmented;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parts_back_fall_in_their_bucket_and_merge() {
+        let mut c = WorkerCounters::default();
+        for ns in [
+            0, 10_000, 10_001, 99_999, 100_000, 1_000_000, 1_000_001, 50_000_000,
+        ] {
+            c.spread_came_back(ns);
+        }
+        assert_eq!(c.spread_back, [2, 1, 0, 2, 0, 0, 1, 2]);
+        assert_eq!(c.spread_back_ns, 52_220_001);
+        let mut total = WorkerCounters::default();
+        total.merge(&c);
+        total.merge(&c);
+        assert_eq!(total.spread_back, [4, 2, 0, 4, 0, 0, 2, 4]);
+        assert_eq!(total.spread_back_ns, 2 * 52_220_001);
     }
 }

@@ -8,6 +8,7 @@
 //!                "tx_bytes","rx_dropped","tx_dropped","nic":{...}}],
 //!   "workers": [{"id","rx","tx","generated","local","held","spreading","spread_out",
 //!                "spread_in","spread_kept","spread_unneeded","reorder_late_sent",
+//!                "spread_back_us":{"le_10",..,"le_1000","over_1000"},"spread_back_ns",
 //!                "sa_handoff_out","sa_handoff_in","sa_handoff_kept","dropped","bursts",
 //!                "alloc_failures","icmp_rate_limited","mss_clamped","panics"}],
 //!   "sas":     [{"tunnel","dir":"out"|"in","spi","packets","bytes","drops":{reason:n}}],
@@ -113,6 +114,8 @@ impl Stats {
                     "spread_kept": w.spread_kept,
                     "spread_unneeded": w.spread_unneeded,
                     "reorder_late_sent": w.reorder_late_sent,
+                    "spread_back_us": crate::stats::spread_back_json(&w.spread_back),
+                    "spread_back_ns": w.spread_back_ns,
                     "sa_handoff_out": w.sa_handoff_out,
                     "sa_handoff_in": w.sa_handoff_in,
                     "sa_handoff_kept": w.sa_handoff_kept,
@@ -223,4 +226,25 @@ pub fn mac_string(m: [u8; 6]) -> String {
         "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
         m[0], m[1], m[2], m[3], m[4], m[5]
     )
+}
+
+/// A worker's [`WorkerCounters::spread_back`] as the stats JSON keys it:
+/// `le_10` .. `le_1000` (parts back within that many microseconds, not
+/// counted in a lower bucket) and `over_1000`.
+///
+/// [`WorkerCounters::spread_back`]: crate::counters::WorkerCounters::spread_back
+pub fn spread_back_json(buckets: &[u64; 8]) -> serde_json::Value {
+    let mut m = serde_json::Map::new();
+    for (i, n) in buckets.iter().enumerate() {
+        let key = match crate::counters::SPREAD_BACK_BOUNDS_US.get(i) {
+            Some(b) => format!("le_{b}"),
+            None => format!(
+                "over_{}",
+                crate::counters::SPREAD_BACK_BOUNDS_US
+                    [crate::counters::SPREAD_BACK_BOUNDS_US.len() - 1]
+            ),
+        };
+        m.insert(key, (*n).into());
+    }
+    serde_json::Value::Object(m)
 }

@@ -3317,6 +3317,17 @@ mod spread {
             let c = w0.w.counters();
             assert_eq!(c.drops.get(DropReason::ReorderLate), late, "wait {wait}");
             assert_eq!(out.len() as u64, 32 - late, "wait {wait}");
+            // Back after 150 µs, late or not: each part counted once, in
+            // the bucket over 100 up to 200 µs, with its time.
+            let parts: u64 = c.spread_back.iter().sum();
+            assert!(parts >= 1, "{:?}", c.spread_back);
+            assert_eq!(c.spread_back[4], parts, "{:?}", c.spread_back);
+            assert_eq!(c.spread_back_ns, parts * MAX_WAIT_NS * 3 / 2);
+            assert_eq!(
+                w1.w.counters().spread_back,
+                [0; 8],
+                "a helper hands nothing out"
+            );
             if late == 0 {
                 assert_eq!(out, stream.delivered());
             }

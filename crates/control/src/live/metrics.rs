@@ -207,6 +207,34 @@ pub fn render(s: &StatsSnapshot) -> String {
         }
     }
     {
+        // A Prometheus histogram of the counts per bucket (cumulative here).
+        let name = "espgw_worker_spread_part_return_seconds";
+        let mut f = Family::start(
+            &mut out,
+            name,
+            "histogram",
+            "Decrypt fan-out: how long the parts a worker handed out took to come back from the worker that decrypted them (what spread_wait_us must cover).",
+        );
+        let bucket = format!("{name}_bucket");
+        for w in &s.workers {
+            let worker = w.worker.to_string();
+            let mut seen = 0u64;
+            for (i, bound) in super::status::SPREAD_BACK_BOUNDS_US.iter().enumerate() {
+                seen += w.spread_back.get(i).copied().unwrap_or(0);
+                let le = format!("{}", *bound as f64 / 1e6);
+                f.sample(&bucket, &[("worker", &worker), ("le", &le)], seen);
+            }
+            let count: u64 = w.spread_back.iter().sum();
+            f.sample(&bucket, &[("worker", &worker), ("le", "+Inf")], count);
+            f.sample(
+                &format!("{name}_sum"),
+                &[("worker", &worker)],
+                w.spread_back_ns as f64 / 1e9,
+            );
+            f.sample(&format!("{name}_count"), &[("worker", &worker)], count);
+        }
+    }
+    {
         let name = "espgw_drops_total";
         let mut f = Family::start(&mut out, name, "counter", "Packets dropped, by reason.");
         for (reason, n) in &s.drops {

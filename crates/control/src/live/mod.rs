@@ -43,6 +43,6 @@ pub use snapshot::{
 pub use socket::ControlServer;
 pub use status::{
     DataplaneCounters, Dir, EspSteeringState, Event, EventCounts, LifetimeLeft, PortTraffic,
-    SaInfo, SaRef, SaState, StatsSnapshot, Status, TunnelStatus, WorkerLoad,
+    SaInfo, SaRef, SaState, StatsSnapshot, Status, TunnelStatus, WorkerLoad, SPREAD_BACK_BOUNDS_US,
 };
 pub use tunnel_json::TunnelParser;

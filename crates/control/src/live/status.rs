@@ -189,6 +189,13 @@ pub struct EspSteeringState {
     pub refused: Vec<String>,
 }
 
+/// Decrypt fan-out: the upper bounds, in microseconds, of the buckets in
+/// which each worker counts how long its handed-out parts took to come
+/// back ([`WorkerLoad::spread_back`]; a last bucket takes what is longer):
+/// from a part of small packets on an idle helper to the ceiling of
+/// `spread_wait_us`.
+pub const SPREAD_BACK_BOUNDS_US: [u64; 7] = [10, 25, 50, 100, 200, 400, 1000];
+
 /// A worker's load as `ctl stats` and the metrics report it, taken from
 /// the worker's own `espgw_dataplane::WorkerCounters` by the runtime.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -221,6 +228,14 @@ pub struct WorkerLoad {
     /// sent out of arrival order instead of dropped.
     #[serde(default)]
     pub reorder_late_sent: u64,
+    /// Decrypt fan-out: parts this worker handed out that another worker
+    /// decrypted, by how long they took to come back, in microseconds:
+    /// one count per bucket of [`SPREAD_BACK_BOUNDS_US`] (not cumulative)
+    /// and one for longer; and the sum of those times in nanoseconds.
+    #[serde(default)]
+    pub spread_back: Vec<u64>,
+    #[serde(default)]
+    pub spread_back_ns: u64,
     /// Per-CPU SA handoff (RFC 9611 SAs with the fan-out on): packets this
     /// worker handed to the worker of their SA, and packets handed to it.
     #[serde(default)]

@@ -171,6 +171,8 @@ impl CountersSource for LiveCounters {
                 spread_kept: c.spread_kept,
                 spread_unneeded: c.spread_unneeded,
                 reorder_late_sent: c.reorder_late_sent,
+                spread_back: c.spread_back.to_vec(),
+                spread_back_ns: c.spread_back_ns,
                 sa_handoff_out: c.sa_handoff_out,
                 sa_handoff_in: c.sa_handoff_in,
                 sa_handoff_kept: c.sa_handoff_kept,

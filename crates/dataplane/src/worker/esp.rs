@@ -502,6 +502,8 @@ impl<B: PacketBuf> EspIn<B> {
                 continue;
             }
             work += job.pkts.len();
+            core.counters
+                .spread_came_back(core.now.ns.saturating_sub(job.cut_ns));
             complete(spread, core, esp_out, icmp, egress, tx, job);
         }
         if core.counters.spreading == 0 {
