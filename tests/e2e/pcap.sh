@@ -89,7 +89,7 @@ if [ "$MODE" = run-to-completion ] && command -v taskset >/dev/null; then
     LAST=$(python3 -c 'import os; print(max(os.sched_getaffinity(0)))')
     PIN=(taskset -c "$LAST")
 fi
-"${PIN[@]}" "$ESPGW" run --config "$D/gw.toml" --duration 3 --stats-json "$D/stats.json" >"$D/run.log" 2>&1 \
+${PIN[@]+"${PIN[@]}"} "$ESPGW" run --config "$D/gw.toml" --duration 3 --stats-json "$D/stats.json" >"$D/run.log" 2>&1 \
     || { rc=$?; cat "$D/run.log"; echo "FAIL: espgw run exited with $rc"; exit 1; }
 if [ ${#PIN[@]} -gt 0 ]; then
     grep -q -- "EAL --lcores=(0-1)@($LAST) " "$D/run.log" ||

@@ -399,3 +399,54 @@ fn spread_max_round_trip_ns_defaults_to_120_is_ranged_and_only_auto_probes() {
         assert!(!shown.contains("round trip"), "{lines}: {shown}");
     }
 }
+
+/// `lcores` against the process's affinity mask (`taskset`, systemd's
+/// `CPUAffinity=`) where it is known: a core outside it is warned about,
+/// whatever the count of CPUs says; without the mask, against the count.
+#[test]
+fn lcores_outside_the_affinity_mask_are_warned_about() {
+    let on_host = |lines: &str, allowed: Option<Vec<u32>>, cpus: usize| {
+        let host = espgw_control::HostFacts {
+            allowed_cpus: allowed,
+            ..espgw_control::HostFacts::assumed(cpus)
+        };
+        let text = with_workers_dp(2, lines);
+        let (_, diags) = espgw_control::parse_str(std::path::Path::new("test.toml"), text, &host)
+            .unwrap_or_else(|d| panic!("{}", render(&d)));
+        let shown = render(&diags);
+        shown.contains("dataplane.lcores").then_some(shown)
+    };
+    // taskset -c 2,3: cores 2 and 3 fine (core 3 beyond the count of 2).
+    assert_eq!(on_host("lcores = \"2-3\"", Some(vec![2, 3]), 2), None);
+    let shown = on_host("lcores = \"0,3\"", Some(vec![2, 3]), 2).expect("warned");
+    assert!(
+        shown.contains("core 0 is outside the CPUs this process may run on (2-3"),
+        "{shown}"
+    );
+    let shown = on_host("lcores = \"0-1\"", Some(vec![2, 3]), 2).expect("warned");
+    assert!(shown.contains("cores 0, 1 are outside"), "{shown}");
+    // The mask unknown: the count decides, as before.
+    let shown = on_host("lcores = \"2-3\"", None, 2).expect("warned");
+    assert!(
+        shown.contains("core 3 does not exist on this machine (2 cores)"),
+        "{shown}"
+    );
+}
+
+/// /proc/self/status's `Cpus_allowed_list:` and the kernel's list format
+/// back.
+#[test]
+fn affinity_masks_read_and_write_as_cpu_lists() {
+    use espgw_control::config::{allowed_cpus_of_status, format_cpu_list};
+    let status =
+        "Name:\tespgw\nCpus_allowed:\t0c\nCpus_allowed_list:\t2-3,8\nMems_allowed_list:\t0\n";
+    assert_eq!(allowed_cpus_of_status(status), Some(vec![2, 3, 8]));
+    assert_eq!(allowed_cpus_of_status("Name:\tx\n"), None);
+    assert_eq!(allowed_cpus_of_status("Cpus_allowed_list:\t\n"), None);
+    assert_eq!(format_cpu_list(&[8, 2, 3, 3]), "2-3,8");
+    assert_eq!(format_cpu_list(&[]), "");
+    let here = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    if let Some(mine) = allowed_cpus_of_status(&here) {
+        assert!(!mine.is_empty());
+    }
+}

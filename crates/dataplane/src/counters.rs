@@ -61,6 +61,8 @@ pub struct TunnelCounters {
 /// The fan-out's bucket bounds ([`WorkerCounters::spread_back`]), one
 /// definition with the metrics that read them.
 pub use espgw_control::live::SPREAD_BACK_BOUNDS_US;
+/// One bucket per bound and one for longer.
+pub const SPREAD_BACK_BUCKETS: usize = SPREAD_BACK_BOUNDS_US.len() + 1;
 
 /// Everything one worker counts.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -98,8 +100,11 @@ pub struct WorkerCounters {
     /// worker decrypted, by how long they took to come back (cut to
     /// returned, microseconds, buckets [`SPREAD_BACK_BOUNDS_US`] and one
     /// over), and the sum of those times in nanoseconds: what
-    /// `spread_wait_us` must cover (a part back after it is late).
-    pub spread_back: [u64; 8],
+    /// `spread_wait_us` must cover (a part back after it is late). On the
+    /// worker's loop clock, read once per poll like the bound's own
+    /// checks: a time is whole poll iterations (0 for a part back within
+    /// the poll that cut it), as the bound sees it.
+    pub spread_back: [u64; SPREAD_BACK_BUCKETS],
     pub spread_back_ns: u64,
     /// Per-CPU SA handoff (docs/multicore.md): packets of an RFC 9611
     /// per-CPU inbound SA this worker received and handed to the SA's

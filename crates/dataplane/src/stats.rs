@@ -233,7 +233,9 @@ pub fn mac_string(m: [u8; 6]) -> String {
 /// counted in a lower bucket) and `over_1000`.
 ///
 /// [`WorkerCounters::spread_back`]: crate::counters::WorkerCounters::spread_back
-pub fn spread_back_json(buckets: &[u64; 8]) -> serde_json::Value {
+pub fn spread_back_json(
+    buckets: &[u64; crate::counters::SPREAD_BACK_BUCKETS],
+) -> serde_json::Value {
     let mut m = serde_json::Map::new();
     for (i, n) in buckets.iter().enumerate() {
         let key = match crate::counters::SPREAD_BACK_BOUNDS_US.get(i) {

@@ -61,6 +61,10 @@ pub struct HostFacts {
     /// /sys/devices/system/cpu/isolated); `None` where not known, and
     /// then nothing is said about it.
     pub isolated_cpus: Option<Vec<u32>>,
+    /// The CPUs this process may run on (its affinity mask: `taskset`,
+    /// systemd's `CPUAffinity=`), from /proc/self/status; `None` where not
+    /// known, and then `lcores` is checked against the count `cpus`.
+    pub allowed_cpus: Option<Vec<u32>>,
     /// An Intel CPU whose AVX-512 the ciphers use: there, 512-bit AES-GCM
     /// on many cores at once was measured slower than 256-bit
     /// ([`lints::WIDE_VECTOR_WORKERS`]); false where not known.
@@ -78,6 +82,7 @@ impl HostFacts {
             cpus,
             check_permissions: false,
             isolated_cpus: None,
+            allowed_cpus: None,
             intel_avx512: false,
         }
     }
@@ -89,6 +94,9 @@ impl HostFacts {
             isolated_cpus: std::fs::read_to_string("/sys/devices/system/cpu/isolated")
                 .ok()
                 .and_then(|s| parse_cpu_list(&s)),
+            allowed_cpus: std::fs::read_to_string("/proc/self/status")
+                .ok()
+                .and_then(|s| allowed_cpus_of_status(&s)),
             intel_avx512: std::fs::read_to_string("/proc/cpuinfo")
                 .is_ok_and(|info| cpuinfo_says_intel_avx512(&info)),
         }
@@ -114,6 +122,40 @@ pub fn cpuinfo_says_intel_avx512(info: &str) -> bool {
 /// A kernel CPU list (`0-3,8,10-11`, empty for none: the format of
 /// /sys/devices/system/cpu/isolated and of `lcores`) as CPU numbers; `None`
 /// if it is not one.
+/// A CPU list as the kernel writes one (`0-3,8,10-11`): ascending runs as
+/// `a-b`, joined by commas; repeats ignored; empty for none.
+pub fn format_cpu_list(cpus: &[u32]) -> String {
+    let mut sorted = cpus.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut runs: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < sorted.len() {
+        let start = sorted[i];
+        while i + 1 < sorted.len() && sorted[i + 1] == sorted[i] + 1 {
+            i += 1;
+        }
+        let end = sorted[i];
+        runs.push(if start == end {
+            start.to_string()
+        } else {
+            format!("{start}-{end}")
+        });
+        i += 1;
+    }
+    runs.join(",")
+}
+
+/// The `Cpus_allowed_list:` of a /proc/PID/status text (the affinity
+/// mask as a CPU list); `None` without one, or one that does not parse.
+pub fn allowed_cpus_of_status(status: &str) -> Option<Vec<u32>> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .and_then(parse_cpu_list)
+        .filter(|cpus| !cpus.is_empty())
+}
+
 pub fn parse_cpu_list(text: &str) -> Option<Vec<u32>> {
     match text.trim() {
         "" => Some(Vec::new()),

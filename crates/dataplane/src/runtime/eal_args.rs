@@ -28,33 +28,32 @@ pub fn queues_per_port(dp: &Dataplane) -> usize {
     dp.queues_per_port()
 }
 
+/// DPDK's `RTE_MAX_LCORE` in Debian's 22.11 build: its `--lcores` parser
+/// takes a CPU of this number at the start of a range in a group as "no
+/// start yet", so `(128-255)` would mean CPU 255 alone.
+const EAL_RANGE_QUIRK_CPU: u32 = 128;
+
 /// A CPU list as the EAL's `--lcores` groups write it: ascending runs
-/// as `a-b`, joined by commas (`0-3,8,10-11`); `0` for an empty list.
+/// as `a-b`, joined by commas (`0-3,8,10-11`); `0` for an empty list; a
+/// run that starts at CPU 128 written `128,129-..` (see
+/// [`EAL_RANGE_QUIRK_CPU`]).
 pub fn cpu_list(cpus: &[usize]) -> String {
-    let mut sorted: Vec<usize> = cpus.to_vec();
-    sorted.sort_unstable();
-    sorted.dedup();
-    let mut runs: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < sorted.len() {
-        let start = sorted[i];
-        let mut end = start;
-        while i + 1 < sorted.len() && sorted[i + 1] == end + 1 {
-            i += 1;
-            end = sorted[i];
-        }
-        runs.push(if start == end {
-            start.to_string()
-        } else {
-            format!("{start}-{end}")
-        });
-        i += 1;
+    let cpus: Vec<u32> = cpus.iter().filter_map(|&c| u32::try_from(c).ok()).collect();
+    let list = espgw_control::config::format_cpu_list(&cpus);
+    if list.is_empty() {
+        return "0".into();
     }
-    if runs.is_empty() {
-        "0".into()
-    } else {
-        runs.join(",")
-    }
+    let quirk = format!("{EAL_RANGE_QUIRK_CPU}-");
+    list.split(',')
+        .map(|run| match run.strip_prefix(&quirk) {
+            Some(end) if end == (EAL_RANGE_QUIRK_CPU + 1).to_string() => {
+                format!("{EAL_RANGE_QUIRK_CPU},{end}")
+            }
+            Some(end) => format!("{EAL_RANGE_QUIRK_CPU},{}-{end}", EAL_RANGE_QUIRK_CPU + 1),
+            None => run.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// The `--lcores` value: lcore 0 is the main (control) lcore, lcores
@@ -218,6 +217,11 @@ mod tests {
         assert_eq!(cpu_list(&[3]), "3");
         assert_eq!(cpu_list(&[0, 1, 2, 3]), "0-3");
         assert_eq!(cpu_list(&[11, 0, 2, 1, 8, 10, 8]), "0-2,8,10-11");
+        // The EAL's parser would read (128-255) as CPU 255 alone.
+        let high: Vec<usize> = (128..256).collect();
+        assert_eq!(cpu_list(&high), "128,129-255");
+        assert_eq!(cpu_list(&[128, 129]), "128,129");
+        assert_eq!(cpu_list(&[127, 128, 129]), "127-129");
     }
 
     #[test]

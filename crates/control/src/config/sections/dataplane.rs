@@ -141,15 +141,42 @@ pub(crate) fn read(ctx: &mut Ctx, table: Option<Table>, host: &HostFacts) -> Dat
                 )),
             );
         }
-        if let Some(&max) = lcores.last() {
-            if max as usize >= host.cpus {
-                ctx.warn(
-                    "dataplane.lcores",
-                    format!(
-                        "core {max} does not exist on this machine ({} cores)",
-                        host.cpus
-                    ),
-                );
+        match &host.allowed_cpus {
+            // The affinity mask known: every core must be in it (under
+            // `taskset -c 2,3` core 3 is fine and core 0 is not, whatever
+            // the count says).
+            Some(allowed) => {
+                let outside: Vec<String> = lcores
+                    .iter()
+                    .filter(|c| !allowed.contains(c))
+                    .map(u32::to_string)
+                    .collect();
+                if !outside.is_empty() {
+                    ctx.warn(
+                        "dataplane.lcores",
+                        format!(
+                            "{} {} {} outside the CPUs this process may run on ({}: its affinity \
+                             mask, from taskset or systemd's CPUAffinity=)",
+                            if outside.len() == 1 { "core" } else { "cores" },
+                            outside.join(", "),
+                            if outside.len() == 1 { "is" } else { "are" },
+                            crate::config::format_cpu_list(allowed)
+                        ),
+                    );
+                }
+            }
+            None => {
+                if let Some(&max) = lcores.last() {
+                    if max as usize >= host.cpus {
+                        ctx.warn(
+                            "dataplane.lcores",
+                            format!(
+                                "core {max} does not exist on this machine ({} cores)",
+                                host.cpus
+                            ),
+                        );
+                    }
+                }
             }
         }
     } else if dp.workers > host.cpus {
