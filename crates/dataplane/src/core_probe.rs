@@ -218,15 +218,20 @@ fn rounds(a: usize, b: usize, trips: u32, rounds: usize) -> Result<Vec<Option<f6
     }
 }
 
-/// The median of the rounds, `None` when half of them or more failed.
-fn median(mut rounds: Vec<Option<f64>>) -> Option<f64> {
-    let n = rounds.len();
-    rounds.sort_by(|x, y| match (x, y) {
+/// Measured times before failed ones (`None`: no answer, slower than any).
+fn none_last(x: &Option<f64>, y: &Option<f64>) -> std::cmp::Ordering {
+    match (x, y) {
         (Some(x), Some(y)) => x.total_cmp(y),
         (Some(_), None) => std::cmp::Ordering::Less,
         (None, Some(_)) => std::cmp::Ordering::Greater,
         (None, None) => std::cmp::Ordering::Equal,
-    });
+    }
+}
+
+/// The median of the rounds, `None` when half of them or more failed.
+fn median(mut rounds: Vec<Option<f64>>) -> Option<f64> {
+    let n = rounds.len();
+    rounds.sort_by(none_last);
     rounds.get(n / 2).copied().flatten()
 }
 
@@ -338,12 +343,7 @@ impl FanOutGate {
         };
         let mut ns: Vec<Option<f64>> = pairs.iter().map(|p| p.ns).collect();
         let median_ns = median(ns.clone());
-        ns.sort_by(|x, y| match (x, y) {
-            (Some(x), Some(y)) => x.total_cmp(y),
-            (Some(_), None) => std::cmp::Ordering::Less,
-            (None, Some(_)) => std::cmp::Ordering::Greater,
-            (None, None) => std::cmp::Ordering::Equal,
-        });
+        ns.sort_by(none_last);
         let max_ns = ns.last().copied().flatten();
         let on = median_ns.is_some_and(|m| m <= f64::from(limit_ns));
         FanOutGate::Probed {
