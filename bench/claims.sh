@@ -1375,6 +1375,17 @@ claim("docs/config.md", "the probe read %.0f-%.0f ns while the host keeps its tw
     min(c[2]["1420"] for c in _close), max(c[2]["1420"] for c in _close)))
 claim("docs/config.md", "and then %.2fx of one worker at 64 B" % _s20[5][2]["64"])
 
+# docs/benchmarks.md, issue 14's table: session 20's alternating runs (build B)
+def s20ab(direction):
+    import statistics
+    ratios = []
+    for i in range(1, 7):
+        d = json.load(open("bench/results/epyc-zen5-2vcpu-2026-12-04-s20-ab-b-%d.json" % i))
+        rows = {r["layer"]: r for r in d["results"] if str(r["size"]) == "1420" and r["direction"] == direction and r["workers"] == 1}
+        ratios.append(rows["worker"]["ratio_to_ceiling"])   # "x ceil", as bench/ab.sh reads it
+    return statistics.median(ratios)
+claim("docs/benchmarks.md", "worker / cipher %.3f encrypt, %.3f decrypt at the median" % (s20ab("encrypt"), s20ab("decrypt")))
+
 # --- withdrawn: sentences the data contradicted, which must not come back ----
 # (a merge of an older branch would bring them back silently otherwise)
 WITHDRAWN = [
