@@ -433,20 +433,23 @@ fn lcores_outside_the_affinity_mask_are_warned_about() {
     );
 }
 
-/// /proc/self/status's `Cpus_allowed_list:` and the kernel's list format
+/// The affinity mask as the process has it, and the kernel's list format
 /// back.
 #[test]
 fn affinity_masks_read_and_write_as_cpu_lists() {
-    use espgw_control::config::{allowed_cpus_of_status, format_cpu_list};
-    let status =
-        "Name:\tespgw\nCpus_allowed:\t0c\nCpus_allowed_list:\t2-3,8\nMems_allowed_list:\t0\n";
-    assert_eq!(allowed_cpus_of_status(status), Some(vec![2, 3, 8]));
-    assert_eq!(allowed_cpus_of_status("Name:\tx\n"), None);
-    assert_eq!(allowed_cpus_of_status("Cpus_allowed_list:\t\n"), None);
+    use espgw_control::config::{format_cpu_list, parse_cpu_list, process_cpus};
     assert_eq!(format_cpu_list(&[8, 2, 3, 3]), "2-3,8");
     assert_eq!(format_cpu_list(&[]), "");
-    let here = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    if let Some(mine) = allowed_cpus_of_status(&here) {
-        assert!(!mine.is_empty());
+    let mine = process_cpus();
+    assert!(!mine.is_empty());
+    assert!(mine.windows(2).all(|w| w[0] < w[1]), "{mine:?}");
+    // What /proc says of this process is the same mask.
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    if let Some(list) = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+    {
+        assert_eq!(parse_cpu_list(list), Some(mine.clone()));
+        assert_eq!(format_cpu_list(&mine), list.trim());
     }
 }

@@ -254,15 +254,13 @@ pub fn pair_with(
     Ok(PairRoundTrip { a, b, ns })
 }
 
-/// The CPUs this process may run on (its affinity mask), ascending.
+/// The CPUs this process may run on (its affinity mask), ascending
+/// ([`espgw_control::config::process_cpus`]).
 pub fn allowed_cpus() -> Vec<usize> {
-    let mut ids: Vec<usize> = core_affinity::get_core_ids()
-        .unwrap_or_default()
+    espgw_control::config::process_cpus()
         .into_iter()
-        .map(|c| c.id)
-        .collect();
-    ids.sort_unstable();
-    ids
+        .map(|c| c as usize)
+        .collect()
 }
 
 /// The CPUs `workers` workers run on: their `lcores` when pinned, else the
@@ -295,6 +293,14 @@ pub fn from_first(cpus: &[usize]) -> Result<Vec<PairRoundTrip>, ProbeError> {
         .collect()
 }
 
+/// The workers' cores of `dp` probed and judged against `limit_ns`:
+/// what `espgw run` does at start-up and `espgw check --probe-cores`
+/// prints.
+pub fn probe_workers(dp: &espgw_control::config::Dataplane, limit_ns: u32) -> FanOutGate {
+    let cpus = worker_cpus(dp.lcores.as_deref(), dp.workers);
+    FanOutGate::decide(from_first(&cpus), limit_ns)
+}
+
 /// The start-up probe for a config: `None` unless the fan-out would run
 /// as `spread_decrypt = "auto"` (2 or more workers, run-to-completion);
 /// [`FanOutGate::NotProbed`] with `spread_max_round_trip_ns = 0`.
@@ -305,26 +311,19 @@ pub fn gate_for(dp: &espgw_control::config::Dataplane) -> Option<FanOutGate> {
     if dp.spread_max_round_trip_ns == 0 {
         return Some(FanOutGate::NotProbed);
     }
-    let cpus = worker_cpus(dp.lcores.as_deref(), dp.workers);
-    Some(FanOutGate::decide(
-        from_first(&cpus),
-        dp.spread_max_round_trip_ns,
-    ))
+    Some(probe_workers(dp, dp.spread_max_round_trip_ns))
 }
 
 /// What `spread_decrypt = "auto"` does after the start-up probe.
 #[derive(Debug, Clone, PartialEq)]
 pub enum FanOutGate {
-    /// Not probed (`spread_max_round_trip_ns = 0`, or `"always"`).
+    /// Not probed (`spread_max_round_trip_ns = 0`).
     NotProbed,
-    /// Probed: the median over pairs, the slowest pair, the limit, and
-    /// whether the fan-out stays on (median at or under the limit).
+    /// Probed: each pair's round trip, and the limit the median pair is
+    /// held to ([`FanOutGate::on`]).
     Probed {
         pairs: Vec<PairRoundTrip>,
-        median_ns: Option<f64>,
-        max_ns: Option<f64>,
         limit_ns: u32,
-        on: bool,
     },
     /// The probe could not run: the fan-out stays off.
     Failed { error: ProbeError },
@@ -337,21 +336,29 @@ impl FanOutGate {
     /// limit: a helper that cannot answer within [`ROUND_LIMIT`] makes every
     /// part late.
     pub fn decide(probe: Result<Vec<PairRoundTrip>, ProbeError>, limit_ns: u32) -> FanOutGate {
-        let pairs = match probe {
-            Ok(p) => p,
-            Err(error) => return FanOutGate::Failed { error },
-        };
-        let mut ns: Vec<Option<f64>> = pairs.iter().map(|p| p.ns).collect();
-        let median_ns = median(ns.clone());
-        ns.sort_by(none_last);
-        let max_ns = ns.last().copied().flatten();
-        let on = median_ns.is_some_and(|m| m <= f64::from(limit_ns));
-        FanOutGate::Probed {
-            pairs,
-            median_ns,
-            max_ns,
-            limit_ns,
-            on,
+        match probe {
+            Ok(pairs) => FanOutGate::Probed { pairs, limit_ns },
+            Err(error) => FanOutGate::Failed { error },
+        }
+    }
+
+    /// The median pair's round trip (the slower middle one for an even
+    /// count); `None` when not probed or that pair gave no number.
+    pub fn median_ns(&self) -> Option<f64> {
+        match self {
+            FanOutGate::Probed { pairs, .. } => median(pairs.iter().map(|p| p.ns).collect()),
+            _ => None,
+        }
+    }
+
+    /// The slowest pair's round trip; `None` when not probed or some pair
+    /// gave no number.
+    pub fn slowest_ns(&self) -> Option<f64> {
+        match self {
+            FanOutGate::Probed { pairs, .. } => {
+                pairs.iter().map(|p| p.ns).max_by(none_last).flatten()
+            }
+            _ => None,
         }
     }
 
@@ -359,7 +366,9 @@ impl FanOutGate {
     pub fn on(&self) -> bool {
         match self {
             FanOutGate::NotProbed => true,
-            FanOutGate::Probed { on, .. } => *on,
+            FanOutGate::Probed { limit_ns, .. } => {
+                self.median_ns().is_some_and(|m| m <= f64::from(*limit_ns))
+            }
             FanOutGate::Failed { .. } => false,
         }
     }
@@ -369,19 +378,13 @@ impl FanOutGate {
         let ns = |v: Option<f64>| v.map_or("no answer".to_string(), |v| format!("{v:.0} ns"));
         match self {
             FanOutGate::NotProbed => "the fan-out is on (cores not probed)".into(),
-            FanOutGate::Probed {
-                pairs,
-                median_ns,
-                max_ns,
-                limit_ns,
-                on,
-            } => format!(
+            FanOutGate::Probed { pairs, limit_ns } => format!(
                 "a cache line's round trip between worker cores takes {} (median of {} pair(s) from CPU {}, slowest {}): {}",
-                ns(*median_ns),
+                ns(self.median_ns()),
                 pairs.len(),
                 pairs.first().map_or(0, |p| p.a),
-                ns(*max_ns),
-                if *on {
+                ns(self.slowest_ns()),
+                if self.on() {
                     format!("at most spread_max_round_trip_ns = {limit_ns}, the fan-out is on")
                 } else {
                     format!("over spread_max_round_trip_ns = {limit_ns}, the fan-out stays off (it would cost the receiving worker more than the others save it)")
@@ -397,17 +400,11 @@ impl FanOutGate {
     pub fn json(&self) -> serde_json::Value {
         match self {
             FanOutGate::NotProbed => serde_json::json!({ "state": "on", "probed": false }),
-            FanOutGate::Probed {
-                pairs,
-                median_ns,
-                max_ns,
-                limit_ns,
-                on,
-            } => serde_json::json!({
-                "state": if *on { "on" } else { "off" },
+            FanOutGate::Probed { pairs, limit_ns } => serde_json::json!({
+                "state": if self.on() { "on" } else { "off" },
                 "probed": true,
-                "round_trip_ns": median_ns,
-                "slowest_round_trip_ns": max_ns,
+                "round_trip_ns": self.median_ns(),
+                "slowest_round_trip_ns": self.slowest_ns(),
                 "limit_ns": limit_ns,
                 "pairs": pairs.iter().map(|p| serde_json::json!({
                     "cpus": [p.a, p.b],
@@ -452,15 +449,9 @@ mod tests {
             .collect();
         let gate = FanOutGate::decide(Ok(xeon), 100);
         assert!(!gate.on());
-        match &gate {
-            FanOutGate::Probed {
-                median_ns, max_ns, ..
-            } => {
-                assert_eq!(*median_ns, Some(146.0 + 8.0 * 3.0));
-                assert_eq!(*max_ns, Some(146.0 + 15.0 * 3.0));
-            }
-            other => panic!("{other:?}"),
-        }
+        assert!(matches!(gate, FanOutGate::Probed { .. }), "{gate:?}");
+        assert_eq!(gate.median_ns(), Some(146.0 + 8.0 * 3.0));
+        assert_eq!(gate.slowest_ns(), Some(146.0 + 15.0 * 3.0));
         // The limit itself is on; one slow pair of three does not decide.
         let mixed = vec![
             pair_ns(1, Some(100.0)),

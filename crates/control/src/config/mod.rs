@@ -62,7 +62,7 @@ pub struct HostFacts {
     /// then nothing is said about it.
     pub isolated_cpus: Option<Vec<u32>>,
     /// The CPUs this process may run on (its affinity mask: `taskset`,
-    /// systemd's `CPUAffinity=`), from /proc/self/status; `None` where not
+    /// systemd's `CPUAffinity=`, [`process_cpus`]); `None` where not
     /// known, and then `lcores` is checked against the count `cpus`.
     pub allowed_cpus: Option<Vec<u32>>,
     /// An Intel CPU whose AVX-512 the ciphers use: there, 512-bit AES-GCM
@@ -94,9 +94,7 @@ impl HostFacts {
             isolated_cpus: std::fs::read_to_string("/sys/devices/system/cpu/isolated")
                 .ok()
                 .and_then(|s| parse_cpu_list(&s)),
-            allowed_cpus: std::fs::read_to_string("/proc/self/status")
-                .ok()
-                .and_then(|s| allowed_cpus_of_status(&s)),
+            allowed_cpus: Some(process_cpus()).filter(|cpus| !cpus.is_empty()),
             intel_avx512: std::fs::read_to_string("/proc/cpuinfo")
                 .is_ok_and(|info| cpuinfo_says_intel_avx512(&info)),
         }
@@ -146,14 +144,17 @@ pub fn format_cpu_list(cpus: &[u32]) -> String {
     runs.join(",")
 }
 
-/// The `Cpus_allowed_list:` of a /proc/PID/status text (the affinity
-/// mask as a CPU list); `None` without one, or one that does not parse.
-pub fn allowed_cpus_of_status(status: &str) -> Option<Vec<u32>> {
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-        .and_then(parse_cpu_list)
-        .filter(|cpus| !cpus.is_empty())
+/// The CPUs the calling thread may run on (its affinity mask: `taskset`,
+/// systemd's `CPUAffinity=`; before the EAL pins the main thread, the
+/// process's), ascending; empty where it cannot be read.
+pub fn process_cpus() -> Vec<u32> {
+    let mut ids: Vec<u32> = core_affinity::get_core_ids()
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|c| u32::try_from(c.id).ok())
+        .collect();
+    ids.sort_unstable();
+    ids
 }
 
 pub fn parse_cpu_list(text: &str) -> Option<Vec<u32>> {

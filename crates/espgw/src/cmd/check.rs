@@ -49,13 +49,12 @@ pub fn run(config: &Path, probe_cores: bool) -> ExitCode {
 /// (whatever `spread_decrypt` says: the operator asks before turning it on).
 fn probe_report(dp: &espgw_control::config::Dataplane) -> String {
     use espgw_dataplane::core_probe::{self, FanOutGate};
-    let cpus = core_probe::worker_cpus(dp.lcores.as_deref(), dp.workers);
     let limit = if dp.spread_max_round_trip_ns == 0 {
         espgw_control::config::DEFAULT_SPREAD_MAX_ROUND_TRIP_NS
     } else {
         dp.spread_max_round_trip_ns
     };
-    let gate = FanOutGate::decide(core_probe::from_first(&cpus), limit);
+    let gate = core_probe::probe_workers(dp, limit);
     let mut text = String::new();
     if let FanOutGate::Probed { pairs, .. } = &gate {
         for p in pairs {
