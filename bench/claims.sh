@@ -1375,6 +1375,34 @@ claim("docs/config.md", "the probe read %.0f-%.0f ns while the host keeps its tw
     min(c[2]["1420"] for c in _close), max(c[2]["1420"] for c in _close)))
 claim("docs/config.md", "and then %.2fx of one worker at 64 B" % _s20[5][2]["64"])
 
+# docs/multicore.md "The fan-out checks itself while it runs" (session 21)
+def s21(side, n):
+    d = json.load(open("bench/results/epyc-zen5-2vcpu-2026-12-05-s21-spread-check-%s-%d.json" % (side, n)))
+    return {str(r["size"]): r for r in d["results"] if r["layer"] == "worker" and r["workers"] == 2}
+_s21 = {(side, n): s21(side, n) for side in ("off", "on") for n in range(1, 11)}
+def s21_cells(rounds, size="64"):
+    off = ", ".join("%.3f" % _s21[("off", n)][size]["efficiency"] for n in rounds)
+    on = ", ".join("%.3f" % _s21[("on", n)][size]["efficiency"] for n in rounds)
+    return off, on
+_lost = [n for n in range(1, 11) if _s21[("off", n)]["64"]["efficiency"] < 0.4]
+_paid = [n for n in range(1, 11) if n not in _lost]
+assert _lost == [1, 2, 5, 10], _lost
+_off, _on = s21_cells(_lost)
+claim("docs/multicore.md", "rounds 1, 2, 5, 10) | %s | %s (trials: %s off)" % (_off, _on, ", ".join(
+    "%d of %d" % (_s21[("on", n)]["64"]["spread_trials"]["off"], sum(_s21[("on", n)]["64"]["spread_trials"].values())) for n in _lost)))
+_off, _on = s21_cells(_paid)
+claim("docs/multicore.md", "rounds 3, 4, 6, 7, 8, 9) | %s | %s (round 9" % (_off, _on))
+_r9 = _s21[("on", 9)]["64"]["spread_trial_pps"]
+import statistics as _st
+claim("docs/multicore.md", "\"with\" %.2f against %.2f Mpps" % (_st.median(p[0] for p in _r9) / 1e6, _st.median(p[1] for p in _r9) / 1e6))
+_back = [_s21[("on", n)]["64"]["efficiency"] / 0.5 for n in (1, 2, 10)]
+claim("docs/multicore.md", "back to %.2f-%.2fx of one worker" % (min(_back), max(_back)))
+_l1420 = [n for n in range(1, 11) if _s21[("off", n)]["1420"]["efficiency"] < 0.4]
+assert _l1420 == [1, 9, 10], _l1420
+claim("docs/multicore.md", "(%.2f-%.2f, rounds 1, 9, 10) the rows with the check came to %.2f, %.2f and %.2f" % (
+    min(_s21[("off", n)]["1420"]["efficiency"] for n in _l1420), max(_s21[("off", n)]["1420"]["efficiency"] for n in _l1420),
+    *[_s21[("on", n)]["1420"]["efficiency"] for n in _l1420]))
+
 # docs/benchmarks.md, issue 14's table: session 20's alternating runs (build B)
 def s20ab(direction):
     import statistics

@@ -27,7 +27,9 @@
 #    `spread_max_round_trip_ns = 1`, a round trip no machine makes: B logs
 #    the measured round trip and that the fan-out stays off, and its stats
 #    JSON says so in `spread_decrypt_gate`; `espgw check --probe-cores`
-#    prints the pair's round trip); that run also
+#    prints the pair's round trip, `espgw check` that "auto" checks the
+#    fan-out while it runs, spread_recheck_ms; every worker's stats carry
+#    `spread_trial`, with no trial there or under "always"); that run also
 #    has `steer_esp = "off"`: no flow call, nothing logged, no
 #    `esp_steering` in B's stats, where the first run ("auto", the
 #    default) shows af_packet's refusal of the esp4 form on `unprot`;
@@ -105,6 +107,8 @@ grep -Eq '^cores [0-9]+ <-> [0-9]+: round trip ([0-9.]+ ns|no answer within 20 m
     fail "espgw check --probe-cores printed no round trip: $(tail -3 "$WORK/check-probe.txt")"
 grep -q 'over spread_max_round_trip_ns = 1, the fan-out stays off' "$WORK/check-probe.txt" ||
     fail "espgw check --probe-cores did not say the fan-out stays off: $(tail -2 "$WORK/check-probe.txt")"
+grep -q 'checks every 2000 ms (spread_recheck_ms)' "$WORK/check-probe.txt" ||
+    fail "espgw check did not say \"auto\" checks the fan-out while it runs: $(grep -i 'auto' "$WORK/check-probe.txt")"
 HOSTS_IPV4_ONLY=1 GW_CONFIG_B="$WORK/b-off.toml" gateways_up >"$WORK/up-off.log" 2>&1 \
     || fail "the tunnel did not come up (fan-out off): $(cat "$WORK/up-off.log")"
 run_streams off
@@ -113,8 +117,8 @@ cp "$WORK/b.json" "$WORK/b-off.json"
 ! grep -q "steer_esp" "$WORK/b.log" || fail "steer_esp = \"off\" but B logged: $(grep steer_esp "$WORK/b.log")"
 grep -q 'spread_decrypt "auto": a cache line.s round trip between worker cores takes .*over spread_max_round_trip_ns = 1, the fan-out stays off' "$WORK/b.log" ||
     fail "B did not log the cores' probe closing the fan-out: $(grep -i spread "$WORK/b.log" | head -3)"
-python3 - "$WORK/b-on.json" "$WORK/b-off.json" <<'PY' || fail "steer_esp in B's stats"
-import json, sys
+SPREAD_MODE=$SPREAD_MODE python3 - "$WORK/b-on.json" "$WORK/b-off.json" <<'PY' || fail "steer_esp, the probe or the live check in B's stats"
+import json, os, sys
 on, off = (json.load(open(p)) for p in sys.argv[1:])
 ports = {p["name"]: p for p in on["ports"]}
 # "auto" (phase 1): af_packet has no flow API; ESP over IPv4 refused on unprot.
@@ -124,13 +128,30 @@ assert list(ports["unprot"]["esp_steering"]["refused"]) == ["esp4"], ports["unpr
 assert all("esp_steering" not in p for p in off["ports"]), off["ports"]
 assert "esp_steering_failed_tries" not in off
 print("steer_esp: auto refused by af_packet (esp4) on unprot; off: not in the stats")
-# The cores' probe: not run for "always" (phase 1), closed at 1 ns (phase 2).
-assert "spread_decrypt_gate" not in on, on.get("spread_decrypt_gate")
+# The cores' probe: not run for "always" (phase 1; with SPREAD_MODE=auto
+# it runs at the default limit), closed at 1 ns (phase 2).
+if os.environ["SPREAD_MODE"] == "always":
+    assert "spread_decrypt_gate" not in on, on.get("spread_decrypt_gate")
+else:
+    assert on["spread_decrypt_gate"]["limit_ns"] == 120, on["spread_decrypt_gate"]
 gate = off["spread_decrypt_gate"]
 assert gate["state"] == "off" and gate["probed"] and gate["limit_ns"] == 1, gate
 assert len(gate["pairs"]) == 1 and gate["pairs"][0]["cpus"][0] != gate["pairs"][0]["cpus"][1], gate
 assert gate["round_trip_ns"] is None or gate["round_trip_ns"] > 1, gate
 print(f"spread_decrypt auto: cores {gate['pairs'][0]['cpus']} round trip {gate['round_trip_ns']} ns > 1: fan-out off")
+# The live check (spread_recheck_ms): in every worker's stats; no trial
+# where it does not run ("always"; the fan-out closed by the probe).
+for run, stats in (("on", on), ("off", off)):
+    for w in stats["workers"]:
+        t = w["spread_trial"]
+        assert set(t) == {"on", "off", "keeping_up", "last_with_pps", "last_without_pps", "fan_out"}, t
+        trials = t["on"] + t["off"] + t["keeping_up"]
+        assert trials or t["fan_out"] == "on", t
+        if run == "off" or os.environ["SPREAD_MODE"] == "always":
+            assert trials == 0 and w["spread_solo"] == 0 and t["fan_out"] == "on", (run, w)
+        else:
+            print(f"live check, worker {w['id']}: {t}, spread_solo {w['spread_solo']}")
+print("live check: in every worker's stats; no trial with \"always\" or the fan-out closed")
 PY
 
 # --- 3. UDP-encapsulated ESP and IPv6 outer through the fan-out -------------

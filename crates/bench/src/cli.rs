@@ -30,6 +30,8 @@ pub struct Args {
     pub spread_wait_us: Option<u32>,
     /// With the fan-out: the most parts a group is cut into.
     pub spread_parts: Option<usize>,
+    /// With the fan-out: the live check's interval in ms (default 0: off).
+    pub spread_recheck_ms: Option<u32>,
     /// One tunnel on per-CPU SA pairs, one per worker (default off).
     pub per_cpu_sas: bool,
     /// The tunnels' outer form: "esp4" (default), "udp4", "esp6", "udp6".
@@ -103,6 +105,16 @@ impl Args {
                 ));
             }
             o.spread_parts = Some(options::check_spread_parts(n)?);
+        }
+        if let Some(ms) = self.spread_recheck_ms {
+            if !self.spread_decrypt {
+                return Err(options::OptionError(
+                    "--spread-recheck-ms: only with --spread-decrypt (it checks whether the \
+                     fan-out pays)"
+                        .into(),
+                ));
+            }
+            o.spread_recheck_ms = options::check_spread_recheck_ms(ms)?;
         }
         if self.per_cpu_sas {
             // With --spread-decrypt: the per-CPU SA handoff (worker 0
@@ -286,6 +298,30 @@ mod tests {
         for (spread, us) in [(false, 400), (true, 49), (true, 1_001)] {
             let e = wait(spread, us).options(String::new()).unwrap_err();
             assert!(e.0.contains("--spread-wait-us"), "{}", e.0);
+        }
+    }
+
+    #[test]
+    fn spread_recheck_needs_the_fan_out_and_its_range() {
+        let recheck = |spread, ms| Args {
+            workers: Some(2),
+            tunnels: Some(1),
+            spread_decrypt: spread,
+            spread_recheck_ms: Some(ms),
+            ..Args::default()
+        };
+        let off = Args::default().options(String::new()).unwrap();
+        assert_eq!(
+            off.spread_recheck_ms, 0,
+            "the rows measure the fan-out itself"
+        );
+        for ms in [0, 100, 200, 3_600_000] {
+            let o = recheck(true, ms).options(String::new()).unwrap();
+            assert_eq!(o.spread_recheck_ms, ms);
+        }
+        for (spread, ms) in [(false, 200), (true, 1), (true, 99), (true, 3_600_001)] {
+            let e = recheck(spread, ms).options(String::new()).unwrap_err();
+            assert!(e.0.contains("--spread-recheck-ms"), "{}", e.0);
         }
     }
 

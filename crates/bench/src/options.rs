@@ -146,6 +146,19 @@ pub fn check_spread_wait_us(us: u32) -> Result<u32, OptionError> {
     }
 }
 
+/// `--spread-recheck-ms`: 0 (no check) or within `[dataplane]
+/// spread_recheck_ms`'s range.
+pub fn check_spread_recheck_ms(ms: u32) -> Result<u32, OptionError> {
+    use espgw_control::config::{MAX_SPREAD_RECHECK_MS, MIN_SPREAD_RECHECK_MS};
+    if ms == 0 || (MIN_SPREAD_RECHECK_MS..=MAX_SPREAD_RECHECK_MS).contains(&ms) {
+        Ok(ms)
+    } else {
+        Err(OptionError(format!(
+            "--spread-recheck-ms {ms}: 0, or from {MIN_SPREAD_RECHECK_MS} to {MAX_SPREAD_RECHECK_MS} (as `[dataplane] spread_recheck_ms`)"
+        )))
+    }
+}
+
 /// `--spread-parts`: 1 to 256 parts.
 pub fn check_spread_parts(n: usize) -> Result<usize, OptionError> {
     if (1..=256).contains(&n) {
@@ -205,6 +218,11 @@ pub struct Options {
     /// The most parts the fan-out cuts a group into (`--spread-parts`;
     /// None: the data plane's default, no limit).
     pub spread_parts: Option<usize>,
+    /// With the fan-out: how often each receiving worker checks whether
+    /// it pays (`--spread-recheck-ms`, `[dataplane] spread_recheck_ms`),
+    /// in ms of its loop time; 0 (the default here): never, so that the
+    /// rows measure the fan-out itself.
+    pub spread_recheck_ms: u32,
     /// RFC 9611 per-CPU SAs: one tunnel (implies `tunnels = Some(1)`)
     /// whose every worker encrypts with its own outbound SA and receives
     /// the peer's ESP on its own inbound SA, as `per_cpu_sas` negotiates
@@ -251,6 +269,7 @@ impl Default for Options {
             spread_late: SpreadLate::Drop,
             spread_wait_us: espgw_control::config::DEFAULT_SPREAD_WAIT_US,
             spread_parts: None,
+            spread_recheck_ms: 0,
             per_cpu_sas: false,
             outer: Outer::Esp4,
             simd_width: SimdWidth::Bits512,

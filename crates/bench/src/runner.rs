@@ -205,6 +205,7 @@ pub fn run(opts: &Options) -> Result<Report, String> {
                         per_cpu: opts.per_cpu_sas,
                         streaming_rx: opts.streaming_rx,
                         spread_parts: opts.spread_parts,
+                        spread_recheck_ns: u64::from(opts.spread_recheck_ms) * 1_000_000,
                         tsc_hz: tsc_hz as f64,
                     };
                     match run_case(spec, &pools[..n], &cores) {
@@ -368,6 +369,8 @@ struct CaseSpec {
     spread_wait_ns: u64,
     /// The most parts the fan-out cuts a group into.
     spread_parts: Option<usize>,
+    /// The fan-out's live check (0: none).
+    spread_recheck_ns: u64,
     /// The generator's streaming stores (`--streaming-rx`).
     streaming_rx: bool,
     tsc_hz: f64,
@@ -424,6 +427,9 @@ fn run_case(
         });
     if let (Some(rings), Some(parts)) = (&rings, spec.spread_parts) {
         rings.set_max_parts(parts);
+    }
+    if let Some(rings) = &rings {
+        rings.set_recheck_ns(spec.spread_recheck_ns);
     }
     let results: Vec<Result<Vec<Measured>, String>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..n)

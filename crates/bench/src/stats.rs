@@ -53,6 +53,15 @@ pub struct Measured {
     /// to other workers while measuring, so a row shows whether the
     /// fan-out it measures did fan out.
     pub spread_out: u64,
+    /// The fan-out's live check (`--spread-recheck-ms`), while measuring:
+    /// packets the receiving worker decrypted alone because the check had
+    /// the fan-out off, and the trials it finished by verdict (on, off,
+    /// keeping up).
+    pub spread_solo: u64,
+    pub spread_trials: [u64; 3],
+    /// Each of those trials' rates, packets per second of the worker's
+    /// loop time with the fan-out and without it.
+    pub spread_trial_pps: Vec<[u64; 2]>,
     /// Worker layer: the packets the worker dropped while measuring, by
     /// reason (what `lost` consists of: `reorder_late` from the fan-out's
     /// bound, `replayed` from a window that missed, ...).
@@ -78,6 +87,9 @@ impl Measured {
             io_burst_cycles: Histogram::new_with_bounds(1, 100_000_000_000, 3)
                 .expect("valid histogram bounds"),
             spread_out: 0,
+            spread_solo: 0,
+            spread_trials: [0; 3],
+            spread_trial_pps: Vec::new(),
             drops: std::collections::BTreeMap::new(),
         }
     }
@@ -244,6 +256,11 @@ pub fn merge(per_worker: &[Measured]) -> Measured {
         all.io_cycles += m.io_cycles;
         all.loop_ns = all.loop_ns.max(m.loop_ns);
         all.spread_out += m.spread_out;
+        all.spread_solo += m.spread_solo;
+        for (a, b) in all.spread_trials.iter_mut().zip(m.spread_trials) {
+            *a += b;
+        }
+        all.spread_trial_pps.extend_from_slice(&m.spread_trial_pps);
         all.untimed_ns += m.untimed_ns;
         for (reason, n) in &m.drops {
             *all.drops.entry(reason).or_default() += n;

@@ -400,6 +400,71 @@ fn spread_max_round_trip_ns_defaults_to_120_is_ranged_and_only_auto_probes() {
     }
 }
 
+/// `spread_recheck_ms`: 2000 by default, 0 (no live check) or 100 to
+/// 3600000, an error naming the key otherwise; warned about where nothing
+/// is checked (the fan-out off, or `"always"`); `espgw check` says what
+/// `"auto"` does with it.
+#[test]
+fn spread_recheck_ms_defaults_to_2000_is_ranged_and_only_auto_checks() {
+    let (config, _) = parse(&base()).unwrap_or_else(|d| panic!("{}", render(&d)));
+    assert_eq!(config.dataplane.spread_recheck_ms, 2000);
+    for (lines, want, warned) in [
+        (
+            "spread_decrypt = \"auto\"\nspread_recheck_ms = 500",
+            500,
+            false,
+        ),
+        ("spread_decrypt = \"auto\"\nspread_recheck_ms = 0", 0, false),
+        (
+            "spread_decrypt = \"auto\"\nspread_recheck_ms = 100",
+            100,
+            false,
+        ),
+        (
+            "spread_decrypt = \"auto\"\nspread_recheck_ms = 3600000",
+            3_600_000,
+            false,
+        ),
+        ("spread_recheck_ms = 500", 500, true),
+        (
+            "spread_decrypt = \"always\"\nspread_recheck_ms = 500",
+            500,
+            true,
+        ),
+    ] {
+        let (config, was_warned) = parse_warned(lines, "spread_recheck_ms");
+        assert_eq!(config.dataplane.spread_recheck_ms, want, "{lines}");
+        assert_eq!(was_warned, warned, "{lines}");
+    }
+    for bad in ["-1", "1", "99", "3600001", "\"2s\""] {
+        let shown = render(&errors(&with_workers_dp(
+            2,
+            &format!("spread_decrypt = \"auto\"\nspread_recheck_ms = {bad}"),
+        )));
+        assert!(
+            shown.contains("dataplane.spread_recheck_ms"),
+            "{bad}: {shown}"
+        );
+    }
+    // The whole summary: the plan's line on the check is its seventh.
+    let plan = |lines: &str| {
+        let (config, _) =
+            parse(&with_workers_dp(2, lines)).unwrap_or_else(|d| panic!("{}", render(&d)));
+        espgw_control::config::Summary(&config).to_string()
+    };
+    let auto = plan("spread_decrypt = \"auto\"");
+    assert!(auto.contains("checks every 2000 ms"), "{auto}");
+    let unchecked = plan("spread_decrypt = \"auto\"\nspread_recheck_ms = 0");
+    assert!(
+        unchecked.contains("not checked while it runs"),
+        "{unchecked}"
+    );
+    for lines in ["spread_decrypt = \"always\"", ""] {
+        let shown = plan(lines);
+        assert!(!shown.contains("spread_recheck_ms"), "{lines}: {shown}");
+    }
+}
+
 /// `lcores` against the process's affinity mask (`taskset`, systemd's
 /// `CPUAffinity=`) where it is known: a core outside it is warned about,
 /// whatever the count of CPUs says; without the mask, against the count.

@@ -56,6 +56,13 @@ impl CountersSource for FakeDataplane {
                     reorder_late_sent: 0,
                     spread_back: vec![1, 2, 3, 4, 0, 0, 0, 1],
                     spread_back_ns: 2_500_000,
+                    spread_solo: 96,
+                    spread_trials_on: 2,
+                    spread_trials_off: 1,
+                    spread_trials_keeping_up: 4,
+                    spread_trial_with_pps: 1_500_000,
+                    spread_trial_without_pps: 2_600_000,
+                    spread_off: true,
                     sa_handoff_out: 64,
                     sa_handoff_in: 0,
                     sa_handoff_kept: 5,
@@ -74,6 +81,7 @@ impl CountersSource for FakeDataplane {
                     sa_handoff_out: 0,
                     sa_handoff_in: 64,
                     sa_handoff_kept: 0,
+                    ..WorkerLoad::default()
                 },
             ],
             drops: BTreeMap::from([("no_route".to_string(), 4), ("policy".to_string(), 6)]),
@@ -253,6 +261,10 @@ fn scrape_parses_and_carries_every_family() {
         ("espgw_worker_spread_kept_total", "counter"),
         ("espgw_worker_spread_unneeded_total", "counter"),
         ("espgw_worker_reorder_late_sent_total", "counter"),
+        ("espgw_worker_spread_solo_total", "counter"),
+        ("espgw_worker_spread_trials_total", "counter"),
+        ("espgw_worker_spread_trial_rate_pps", "gauge"),
+        ("espgw_worker_spread_off", "gauge"),
         ("espgw_worker_spread_part_return_seconds", "histogram"),
         ("espgw_worker_sa_handoff_out_total", "counter"),
         ("espgw_worker_sa_handoff_in_total", "counter"),
@@ -332,6 +344,26 @@ fn scrape_parses_and_carries_every_family() {
         value("espgw_worker_reorder_late_sent_total", &[("worker", "1")]),
         3.0
     );
+    // The live check: its trials by verdict, the last rates, on or off.
+    assert_eq!(
+        value("espgw_worker_spread_solo_total", &[("worker", "0")]),
+        96.0
+    );
+    for (worker, verdict, want) in [
+        ("0", "on", 2.0),
+        ("0", "off", 1.0),
+        ("0", "keeping_up", 4.0),
+        ("1", "off", 0.0),
+    ] {
+        let labels = [("worker", worker), ("verdict", verdict)];
+        assert_eq!(value("espgw_worker_spread_trials_total", &labels), want);
+    }
+    for (fan_out, want) in [("with", 1.5e6), ("without", 2.6e6)] {
+        let labels = [("worker", "0"), ("fan_out", fan_out)];
+        assert_eq!(value("espgw_worker_spread_trial_rate_pps", &labels), want);
+    }
+    assert_eq!(value("espgw_worker_spread_off", &[("worker", "0")]), 1.0);
+    assert_eq!(value("espgw_worker_spread_off", &[("worker", "1")]), 0.0);
     // The parts' return times: cumulative buckets in seconds, +Inf = count.
     let bucket = "espgw_worker_spread_part_return_seconds_bucket";
     for (le, want) in [

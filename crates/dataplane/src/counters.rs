@@ -91,6 +91,25 @@ pub struct WorkerCounters {
     /// of its poll filled a burst), so no help was needed (not in the
     /// identity).
     pub spread_unneeded: u64,
+    /// Decrypt fan-out's live check (`spread_recheck_ms`,
+    /// [`crate::spread_trial`]): packets of groups worth spreading that
+    /// this worker decrypted itself while behind because the check had
+    /// the fan-out off (a trial's window without it, or the last trial
+    /// found it slower; not in the identity).
+    pub spread_solo: u64,
+    /// The live check's trials, by verdict ([`TrialVerdict::index`]: on,
+    /// off, keeping up).
+    ///
+    /// [`TrialVerdict::index`]: crate::spread_trial::TrialVerdict::index
+    pub spread_trials: [u64; 3],
+    /// The last trial's rates, packets delivered per second of loop time
+    /// with the fan-out and without (0 before the first trial; a total
+    /// sums them, which is the gateway's rate when each owner's tunnels
+    /// are its own).
+    pub spread_trial_pps: [u64; 2],
+    /// 1 while the last trial turned the fan-out off (a level; a total
+    /// counts the workers).
+    pub spread_off: u64,
     /// Decrypt fan-out with `spread_late = "send"`: packets of parts that
     /// came back after their reorder stage gave up on them, sent out of
     /// arrival order instead of dropped (also counted in `tx` or as what
@@ -213,6 +232,14 @@ impl WorkerCounters {
         self.spread_in += o.spread_in;
         self.spread_kept += o.spread_kept;
         self.spread_unneeded += o.spread_unneeded;
+        self.spread_solo += o.spread_solo;
+        for (a, b) in self.spread_trials.iter_mut().zip(o.spread_trials) {
+            *a += b;
+        }
+        for (a, b) in self.spread_trial_pps.iter_mut().zip(o.spread_trial_pps) {
+            *a += b;
+        }
+        self.spread_off += o.spread_off;
         self.reorder_late_sent += o.reorder_late_sent;
         for (a, b) in self.spread_back.iter_mut().zip(o.spread_back) {
             *a += b;

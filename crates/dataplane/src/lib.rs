@@ -21,6 +21,7 @@ pub mod ratelimit;
 pub mod reason;
 pub mod reorder;
 pub mod route;
+pub mod spread_trial;
 pub mod stats;
 pub mod steer;
 pub mod supervise;

@@ -9,6 +9,8 @@
 //!   "workers": [{"id","rx","tx","generated","local","held","spreading","spread_out",
 //!                "spread_in","spread_kept","spread_unneeded","reorder_late_sent",
 //!                "spread_back_us":{"le_10",..,"le_1000","over_1000"},"spread_back_ns",
+//!                "spread_solo","spread_trial":{"on","off","keeping_up","last_with_pps",
+//!                "last_without_pps","fan_out":"on"|"off"},
 //!                "sa_handoff_out","sa_handoff_in","sa_handoff_kept","dropped","bursts",
 //!                "alloc_failures","icmp_rate_limited","mss_clamped","panics"}],
 //!   "sas":     [{"tunnel","dir":"out"|"in","spi","packets","bytes","drops":{reason:n}}],
@@ -116,6 +118,8 @@ impl Stats {
                     "reorder_late_sent": w.reorder_late_sent,
                     "spread_back_us": crate::stats::spread_back_json(&w.spread_back),
                     "spread_back_ns": w.spread_back_ns,
+                    "spread_solo": w.spread_solo,
+                    "spread_trial": spread_trial_json(w),
                     "sa_handoff_out": w.sa_handoff_out,
                     "sa_handoff_in": w.sa_handoff_in,
                     "sa_handoff_kept": w.sa_handoff_kept,
@@ -226,6 +230,20 @@ pub fn mac_string(m: [u8; 6]) -> String {
         "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
         m[0], m[1], m[2], m[3], m[4], m[5]
     )
+}
+
+/// A worker's live check of the fan-out ([`crate::spread_trial`]): its
+/// trials by verdict, the rates of the last one, and whether the fan-out
+/// is on for it now (on until a trial turns it off).
+pub fn spread_trial_json(w: &WorkerCounters) -> Value {
+    json!({
+        "on": w.spread_trials[0],
+        "off": w.spread_trials[1],
+        "keeping_up": w.spread_trials[2],
+        "last_with_pps": w.spread_trial_pps[0],
+        "last_without_pps": w.spread_trial_pps[1],
+        "fan_out": if w.spread_off != 0 { "off" } else { "on" },
+    })
 }
 
 /// A worker's [`WorkerCounters::spread_back`] as the stats JSON keys it:

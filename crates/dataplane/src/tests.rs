@@ -3077,6 +3077,89 @@ mod spread {
         assert_eq!(w1.w.counters().drops.total(), 4 * 32, "its own frames");
     }
 
+    /// The live check (`spread_recheck_ms`, `crate::spread_trial`) on the
+    /// worker itself, its clock the test's: while the polls that hand out
+    /// parts take 8 ms and those that do not 2 ms (a fan-out that makes
+    /// the owner slower), the first trial turns the fan-out off and the
+    /// owner then decrypts its full bursts itself (`spread_solo`, nothing
+    /// handed out); once spreading makes its polls faster (1 ms against
+    /// 2 ms), the next trial, after the recheck time, turns it on again.
+    /// Throughout, the stream leaves whole and in order, and the counters
+    /// say what the trials decided.
+    #[test]
+    fn the_live_check_turns_a_slower_fan_out_off_and_a_faster_one_on() {
+        let outer = Outer::Esp4;
+        let stream = esp_stream(outer, 6400);
+        let expected = stream.delivered();
+        let b = B {
+            rings: SpreadRings::with_options(2, SpreadLate::Drop, SpreadWhen::Behind),
+            ..B::new(outer, 2)
+        };
+        b.rings.set_recheck_ns(100_000_000);
+        let shared = SharedNeighbors::default();
+        let mut w0 = b.owner(&shared);
+        let mut w1 = b.worker(1, &shared);
+        let mut out = Vec::new();
+        let mut bursts = stream.esp.chunks(32);
+        // One poll of the owner as the runtime makes it (receive, then one
+        // tick), its helper serving the parts in between; the clock moves
+        // by what `cost` says of a poll that spread (true) or not.
+        let mut poll = |w0: &mut Gw, w1: &mut Gw, out: &mut Vec<Vec<u8>>, cost: fn(bool) -> u64| {
+            let Some(burst) = bursts.next() else {
+                return false;
+            };
+            let before = w0.w.counters().spread_out;
+            out.extend(w0.rx(UNPROT, burst)[PROT].iter().cloned());
+            w1.w.tick(&mut w1.tx, w1.now);
+            w0.w.tick(&mut w0.tx, w0.now);
+            out.extend(w0.take()[PROT].iter().cloned());
+            let spread = w0.w.counters().spread_out > before;
+            w0.now.ns += cost(spread);
+            w1.now.ns = w0.now.ns;
+            true
+        };
+        let slower: fn(bool) -> u64 = |spread| if spread { 8_000_000 } else { 2_000_000 };
+        while w0.w.counters().spread_trials == [0; 3] {
+            assert!(poll(&mut w0, &mut w1, &mut out, slower), "no trial ended");
+        }
+        let c = w0.w.counters().clone();
+        assert_eq!(c.spread_trials, [0, 1, 0], "{c:?}");
+        assert_eq!(c.spread_off, 1);
+        let [with, without] = c.spread_trial_pps;
+        assert!(
+            (3_500..=4_500).contains(&with) && (15_000..=17_000).contains(&without),
+            "32 packets per 8 ms with, per 2 ms without: {with} / {without}"
+        );
+        // Off: 40 full bursts (80 ms, within the recheck time), none handed
+        // out, all counted as solo.
+        for _ in 0..40 {
+            assert!(poll(&mut w0, &mut w1, &mut out, slower));
+        }
+        let c2 = w0.w.counters().clone();
+        assert_eq!(c2.spread_out, c.spread_out, "nothing handed out while off");
+        assert_eq!(c2.spread_solo - c.spread_solo, 40 * 32);
+        // Faster now: after the recheck time (100 ms) and a trial, the
+        // fan-out is on again.
+        let faster: fn(bool) -> u64 = |spread| if spread { 1_000_000 } else { 2_000_000 };
+        while w0.w.counters().spread_trials[0] == 0 {
+            assert!(poll(&mut w0, &mut w1, &mut out, faster), "no second trial");
+        }
+        let c3 = w0.w.counters().clone();
+        assert_eq!((c3.spread_trials, c3.spread_off), ([1, 1, 0], 0), "{c3:?}");
+        let solo_until = c3.spread_solo;
+        while poll(&mut w0, &mut w1, &mut out, faster) {}
+        while w0.w.counters().spreading != 0 {
+            w1.w.tick(&mut w1.tx, w1.now);
+            w0.w.tick(&mut w0.tx, w0.now);
+            out.extend(w0.take()[PROT].iter().cloned());
+        }
+        let c4 = w0.w.counters();
+        assert!(c4.spread_out > c3.spread_out, "spreading again");
+        assert_eq!(c4.spread_solo, solo_until, "not held back while on");
+        assert_eq!(out, expected);
+        assert!(c4.balanced() && c4.drops.total() == 0, "{c4:?}");
+    }
+
     /// `spread_decrypt = "auto"` ([`SpreadWhen::Behind`]): an owner whose
     /// receive does not fill a burst keeps up alone and decrypts its groups
     /// itself (counted as `spread_unneeded`, not as `spread_kept`, which

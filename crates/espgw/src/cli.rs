@@ -97,6 +97,13 @@ pub enum Command {
         /// worker; 1: each burst whole to one helper; docs/multicore.md).
         #[arg(long, value_name = "N")]
         spread_parts: Option<usize>,
+        /// With --spread-decrypt: each receiving worker checks this often
+        /// (ms of its loop time) whether the fan-out makes it deliver more
+        /// than alone, and leaves it off until the next check when not
+        /// (`[dataplane] spread_recheck_ms`; default 0 here: the rows
+        /// measure the fan-out itself).
+        #[arg(long, value_name = "MS")]
+        spread_recheck_ms: Option<u32>,
         /// One tunnel on RFC 9611 per-CPU SAs (`per_cpu_sas`): with
         /// --workers N, N SA pairs of the same selectors, worker w
         /// encrypting with its own outbound SA and receiving the peer's

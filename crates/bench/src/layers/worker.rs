@@ -225,6 +225,11 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
     // The worker's fan-out counter when the last burst ended.
     let mut spread_before = worker.counters().spread_out + worker.counters().sa_handoff_out;
     let mut handed_before = worker.counters().sa_handoff_out;
+    // Its live check's counts (`--spread-recheck-ms`).
+    let mut trials_before = (
+        worker.counters().spread_solo,
+        worker.counters().spread_trials,
+    );
     // Its drop counters then, so that a row says why packets were lost.
     let mut drops_before = worker.counters().drops;
     let pace = !ctx.lanes.is_empty();
@@ -303,6 +308,18 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
             m.spread_out = m.spread_out.saturating_add_signed(delta);
         }
         spread_before = spread_now;
+        let trials_now = (counters.spread_solo, counters.spread_trials);
+        if record && trials_now != trials_before {
+            m.spread_solo += trials_now.0 - trials_before.0;
+            for (k, n) in m.spread_trials.iter_mut().enumerate() {
+                *n += trials_now.1[k] - trials_before.1[k];
+            }
+            // (At most one trial ends per burst: a trial is 60 ms.)
+            if trials_now.1 != trials_before.1 {
+                m.spread_trial_pps.push(counters.spread_trial_pps);
+            }
+        }
+        trials_before = trials_now;
         let drops_now = counters.drops;
         if record {
             record_drops(m, &drops_now, &drops_before);

@@ -48,6 +48,13 @@ fn row(r: &Row) -> Value {
         "first_invalid": r.measured.tally.first_invalid,
         "lost": r.measured.lost(),
         "spread_out": r.measured.spread_out,
+        "spread_solo": r.measured.spread_solo,
+        "spread_trials": {
+            "on": r.measured.spread_trials[0],
+            "off": r.measured.spread_trials[1],
+            "keeping_up": r.measured.spread_trials[2],
+        },
+        "spread_trial_pps": r.measured.spread_trial_pps,
         "drops": r.measured.drops,
         "untimed_ns": r.measured.untimed_ns,
     })
@@ -91,6 +98,7 @@ pub fn render(report: &Report) -> Value {
             "spread_late": o.spread_late.name(),
             "spread_wait_us": o.spread_wait_us,
             "spread_parts": o.spread_parts,
+            "spread_recheck_ms": o.spread_recheck_ms,
             "per_cpu_sas": o.per_cpu_sas,
             "max_simd_bitwidth": o.simd_width.bits(),
             "streaming_rx": o.streaming_rx,

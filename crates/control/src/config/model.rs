@@ -103,6 +103,11 @@ pub struct Dataplane {
     /// first worker's core to each other worker's and back, and leaves the
     /// fan-out off when the median is over this (0: no probe).
     pub spread_max_round_trip_ns: u32,
+    /// `spread_recheck_ms`: with `spread_decrypt = "auto"`, each receiving
+    /// worker that is behind checks this often (its loop time, ms) whether
+    /// the fan-out makes it deliver more than alone, and keeps it off
+    /// until the next check when it does not (0: never checked).
+    pub spread_recheck_ms: u32,
     /// `per_cpu_handoff`: with the fan-out on, the groups of an RFC 9611
     /// per-CPU tunnel's inbound SAs go whole to each SA's worker (the
     /// handoff, no reorder stage) instead of being split like any SA's.

@@ -92,6 +92,17 @@ fn queue_plan(f: &mut fmt::Formatter<'_>, c: &Config) -> fmt::Result {
                         )
                     };
                     writeln!(f, "  spread_decrypt = \"auto\": {probe}")?;
+                    let recheck = if dp.spread_recheck_ms == 0 {
+                        "not checked while it runs (spread_recheck_ms = 0)".to_string()
+                    } else {
+                        format!(
+                            "while it runs, a receiving worker that is behind checks every {} ms \
+                             (spread_recheck_ms) whether the fan-out makes it deliver more than \
+                             alone, in a 60 ms trial, and keeps it off until the next check when not",
+                            dp.spread_recheck_ms
+                        )
+                    };
+                    writeln!(f, "  spread_decrypt = \"auto\": {recheck}")?;
                 }
                 if dp.per_cpu_handoff && dp.spread_when().is_some() {
                     writeln!(

@@ -531,6 +531,22 @@ fn steering_cell(e: &super::status::EspSteeringState) -> String {
     cell
 }
 
+/// A worker's live check of the fan-out (`spread_recheck_ms`) in one cell:
+/// `-` before its first trial; else whether the fan-out is on, the last
+/// trial's rates with and without it, and the trials so far.
+fn fan_out_check_cell(w: &super::status::WorkerLoad) -> String {
+    let trials = w.spread_trials_on + w.spread_trials_off + w.spread_trials_keeping_up;
+    if trials == 0 {
+        return "-".into();
+    }
+    format!(
+        "{} ({:.2} with / {:.2} without Mpps, {trials} trials)",
+        if w.spread_off { "off" } else { "on" },
+        w.spread_trial_with_pps as f64 / 1e6,
+        w.spread_trial_without_pps as f64 / 1e6,
+    )
+}
+
 pub fn render_stats(s: &StatsSnapshot) -> Result<String, String> {
     let mut out = format!("gateway {}: up {} s\n\n", s.gateway, s.uptime_seconds);
     // ESP steering's column only where it is in effect (steer_esp).
@@ -572,6 +588,8 @@ pub fn render_stats(s: &StatsSnapshot) -> Result<String, String> {
                 w.reorder_late_sent.to_string(),
                 w.sa_handoff_out.to_string(),
                 w.sa_handoff_in.to_string(),
+                w.spread_solo.to_string(),
+                fan_out_check_cell(w),
             ]
         })
         .collect();
@@ -588,6 +606,8 @@ pub fn render_stats(s: &StatsSnapshot) -> Result<String, String> {
             "LATE_SENT",
             "HANDOFF_OUT",
             "HANDOFF_IN",
+            "SPREAD_SOLO",
+            "FAN_OUT_CHECK",
         ],
         &workers,
     ));
@@ -647,5 +667,49 @@ mod tests {
             ..StatsSnapshot::default()
         };
         assert!(!render_stats(&none).unwrap().contains("ESP_STEERING"));
+    }
+
+    /// `ctl stats` shows each worker's live check of the fan-out: `-`
+    /// before a trial, else on/off with the last trial's rates.
+    #[test]
+    fn stats_show_the_fan_out_check_per_worker() {
+        use super::super::status::WorkerLoad;
+        let s = StatsSnapshot {
+            workers: vec![
+                WorkerLoad {
+                    worker: 0,
+                    spread_solo: 4096,
+                    spread_trials_on: 1,
+                    spread_trials_off: 2,
+                    spread_trial_with_pps: 1_500_000,
+                    spread_trial_without_pps: 2_610_000,
+                    spread_off: true,
+                    ..WorkerLoad::default()
+                },
+                WorkerLoad {
+                    worker: 1,
+                    ..WorkerLoad::default()
+                },
+            ],
+            ..StatsSnapshot::default()
+        };
+        let out = render_stats(&s).unwrap();
+        assert!(
+            out.contains("SPREAD_SOLO") && out.contains("FAN_OUT_CHECK"),
+            "{out}"
+        );
+        let row = |w: &str| {
+            out.lines()
+                .find(|l| l.split_whitespace().next() == Some(w))
+                .unwrap_or_else(|| panic!("no worker {w} in {out}"))
+                .to_string()
+        };
+        let w0 = row("0");
+        assert!(w0.contains(" 4096 "), "{w0}");
+        assert!(
+            w0.ends_with("off (1.50 with / 2.61 without Mpps, 3 trials)"),
+            "{w0}"
+        );
+        assert!(row("1").trim_end().ends_with('-'), "{out}");
     }
 }

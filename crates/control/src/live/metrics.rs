@@ -181,6 +181,11 @@ pub fn render(s: &StatsSnapshot) -> String {
             |w| w.spread_unneeded,
         ),
         (
+            "espgw_worker_spread_solo_total",
+            "Decrypt fan-out (spread_decrypt = auto): packets of groups worth spreading the worker decrypted itself while behind because its live check (spread_recheck_ms) had the fan-out off.",
+            |w| w.spread_solo,
+        ),
+        (
             "espgw_worker_reorder_late_sent_total",
             "Decrypt fan-out with spread_late = send: packets of late parts sent out of arrival order.",
             |w| w.reorder_late_sent,
@@ -204,6 +209,56 @@ pub fn render(s: &StatsSnapshot) -> String {
         let mut f = Family::start(&mut out, name, "counter", help);
         for w in &s.workers {
             f.sample(name, &[("worker", &w.worker.to_string())], get(w));
+        }
+    }
+    {
+        let name = "espgw_worker_spread_trials_total";
+        let mut f = Family::start(
+            &mut out,
+            name,
+            "counter",
+            "Decrypt fan-out's live check (spread_recheck_ms): trials by verdict: on (the fan-out delivered at least as much as the worker alone), off (less: off until the next trial), keeping_up (alone the worker kept up: no rate to compare).",
+        );
+        for w in &s.workers {
+            let worker = w.worker.to_string();
+            for (verdict, n) in [
+                ("on", w.spread_trials_on),
+                ("off", w.spread_trials_off),
+                ("keeping_up", w.spread_trials_keeping_up),
+            ] {
+                f.sample(name, &[("worker", &worker), ("verdict", verdict)], n);
+            }
+        }
+    }
+    {
+        let name = "espgw_worker_spread_trial_rate_pps";
+        let mut f = Family::start(
+            &mut out,
+            name,
+            "gauge",
+            "Decrypt fan-out's live check: packets per second the worker delivered in its last trial with the fan-out and without it (0 before the first trial).",
+        );
+        for w in &s.workers {
+            let worker = w.worker.to_string();
+            for (fan_out, pps) in [
+                ("with", w.spread_trial_with_pps),
+                ("without", w.spread_trial_without_pps),
+            ] {
+                f.sample(name, &[("worker", &worker), ("fan_out", fan_out)], pps);
+            }
+        }
+    }
+    {
+        let name = "espgw_worker_spread_off";
+        let mut f = Family::start(
+            &mut out,
+            name,
+            "gauge",
+            "Decrypt fan-out's live check: 1 while the worker's last trial found the fan-out slower than the worker alone (off until the next trial).",
+        );
+        for w in &s.workers {
+            let off = u64::from(w.spread_off);
+            f.sample(name, &[("worker", &w.worker.to_string())], off);
         }
     }
     {

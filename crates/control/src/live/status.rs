@@ -236,6 +236,28 @@ pub struct WorkerLoad {
     pub spread_back: Vec<u64>,
     #[serde(default)]
     pub spread_back_ns: u64,
+    /// Decrypt fan-out's live check (`spread_recheck_ms`): packets of
+    /// groups worth spreading this worker decrypted itself while behind
+    /// because the check had the fan-out off.
+    #[serde(default)]
+    pub spread_solo: u64,
+    /// The live check's trials by verdict: the fan-out delivered at least
+    /// as much (on), less (off), or the worker kept up alone.
+    #[serde(default)]
+    pub spread_trials_on: u64,
+    #[serde(default)]
+    pub spread_trials_off: u64,
+    #[serde(default)]
+    pub spread_trials_keeping_up: u64,
+    /// The last trial's rates: packets per second this worker delivered
+    /// with the fan-out and without it (0 before the first trial).
+    #[serde(default)]
+    pub spread_trial_with_pps: u64,
+    #[serde(default)]
+    pub spread_trial_without_pps: u64,
+    /// The last trial turned the fan-out off for this worker.
+    #[serde(default)]
+    pub spread_off: bool,
     /// Per-CPU SA handoff (RFC 9611 SAs with the fan-out on): packets this
     /// worker handed to the worker of their SA, and packets handed to it.
     #[serde(default)]

@@ -169,6 +169,7 @@ mod tests {
             spread_late: espgw_control::config::SpreadLate::Drop,
             spread_wait_us: 100,
             spread_max_round_trip_ns: 120,
+            spread_recheck_ms: 2_000,
             per_cpu_handoff: false,
             max_simd_bitwidth: SimdWidth::Bits512,
             steer_esp: espgw_control::config::SteerEsp::Auto,

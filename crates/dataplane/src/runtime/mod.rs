@@ -9,6 +9,7 @@ mod eal_args;
 mod pipeline;
 mod poller;
 mod steering;
+mod trial_log;
 mod worker_loop;
 
 use std::path::PathBuf;
@@ -205,13 +206,15 @@ fn run_with_eal(
             .spread_when()
             .filter(|_| gate.is_none_or(|g| g.on()))
             .map(|when| {
-                crate::worker::SpreadRings::with_wait(
+                let rings = crate::worker::SpreadRings::with_wait(
                     config.dataplane.workers,
                     config.dataplane.spread_late,
                     when,
                     config.dataplane.per_cpu_handoff,
                     u64::from(config.dataplane.spread_wait_us) * 1000,
-                )
+                );
+                rings.set_recheck_ns(u64::from(config.dataplane.spread_recheck_ms) * 1_000_000);
+                rings
             }),
     };
     let workers = match setup.launch(config, run) {
@@ -246,11 +249,13 @@ fn run_with_eal(
         let queues = u16::try_from(queues_per_port(&config.dataplane)).unwrap_or(u16::MAX);
         steering::Steering::new(queues, control.live.watcher(), steering_view)
     });
+    let mut trials = trial_log::TrialLog::new(config.dataplane.workers);
     while !stop.load(Ordering::Relaxed) && !signalled.load(Ordering::Relaxed) {
         if opts.duration.is_some_and(|d| started.elapsed() >= d) {
             break;
         }
         links.poll(&setup.ports, &setup.net);
+        trials.poll(&lives);
         if let Some(s) = steering.as_mut() {
             s.poll(&setup.ports, &setup.net);
         }

@@ -433,6 +433,9 @@ impl<B: PacketBuf> EspIn<B> {
                         self.groups[t] = stage;
                         continue;
                     }
+                } else if worth && spread.held_back() {
+                    // Behind, but the live check has the fan-out off.
+                    core.counters.spread_solo += stage.pkts.len() as u64;
                 } else if worth {
                     // Keeping up alone: the direct path.
                     core.counters.spread_unneeded += stage.pkts.len() as u64;

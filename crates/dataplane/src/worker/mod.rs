@@ -378,6 +378,17 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
     pub fn tick(&mut self, tx: &mut TxQueues<B>, now: Now) -> usize {
         let mut work = 0;
         if let Some(spread) = &mut self.esp_in.spread {
+            let c = &mut self.core.counters;
+            let progress = crate::spread_trial::Progress {
+                rx: c.rx,
+                late: c.drops.get(DropReason::ReorderLate),
+                eligible: c.spread_out + c.spread_kept + c.spread_solo,
+            };
+            if let Some(o) = spread.observe_trial(now.ns, progress) {
+                c.spread_trials[o.verdict.index()] += 1;
+                c.spread_trial_pps = [o.with_pps as u64, o.without_pps as u64];
+                c.spread_off = u64::from(spread.trial_off());
+            }
             spread.publish_busy();
             let core = &mut self.core;
             core.now = now;

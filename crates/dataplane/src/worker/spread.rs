@@ -68,7 +68,7 @@
 //! address), which stays the same when a new snapshot moves it in the SAD.
 
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crossbeam_queue::ArrayQueue;
@@ -87,6 +87,7 @@ use crate::ports::PortIdx;
 use crate::reason::DropReason;
 use crate::reorder::Reorder;
 use crate::route::NextHop;
+use crate::spread_trial::{Progress, SpreadTrial, TrialOutcome};
 
 /// Jobs one owner may have out or waiting at once, per worker of the run
 /// (each up to a burst), with the default bound (the config crate's
@@ -176,6 +177,11 @@ pub struct SpreadRings<B> {
     /// the other workers; unlimited unless set). Written before the
     /// workers start, read by owners: a line no one writes afterwards.
     max_parts: AtomicUsize,
+    /// With [`SpreadWhen::Behind`]: every owner checks, this often in its
+    /// loop time, whether the fan-out makes it deliver more than alone
+    /// ([`crate::spread_trial`], `[dataplane] spread_recheck_ms`; 0: no
+    /// check). Written before the workers start, like `max_parts`.
+    recheck_ns: AtomicU64,
 }
 
 impl<B> SpreadRings<B> {
@@ -250,6 +256,7 @@ impl<B> SpreadRings<B> {
                 .map(|_| CachePadded::new(AtomicBool::new(false)))
                 .collect(),
             max_parts: AtomicUsize::new(usize::MAX),
+            recheck_ns: AtomicU64::new(0),
         })
     }
 
@@ -267,6 +274,23 @@ impl<B> SpreadRings<B> {
     /// The most parts an owner cuts one SA group into.
     pub fn max_parts(&self) -> usize {
         self.max_parts.load(Ordering::Relaxed)
+    }
+
+    /// Sets how often (nanoseconds of an owner's loop time) each owner
+    /// checks whether the fan-out pays, with [`SpreadWhen::Behind`] only
+    /// (`"always"` spreads whatever it measures); 0: never. Before the
+    /// workers start: an owner reads it once.
+    pub fn set_recheck_ns(&self, ns: u64) {
+        self.recheck_ns.store(ns, Ordering::Relaxed);
+    }
+
+    /// How often each owner checks whether the fan-out pays (0: never).
+    pub fn recheck_ns(&self) -> u64 {
+        if self.when == SpreadWhen::Behind {
+            self.recheck_ns.load(Ordering::Relaxed)
+        } else {
+            0
+        }
     }
 
     /// Whether per-CPU SAs' groups are handed off whole.
@@ -622,6 +646,8 @@ pub(super) struct Spread<B> {
     full_rx: bool,
     /// What this worker last published as its busy flag.
     busy_published: bool,
+    /// The live check of whether spreading pays (`None`: not checked).
+    trial: Option<SpreadTrial>,
 }
 
 impl<B: PacketBuf> Spread<B> {
@@ -629,7 +655,6 @@ impl<B: PacketBuf> Spread<B> {
         let workers = rings.workers();
         Spread {
             me,
-            rings,
             free: Vec::new(),
             boxes: 0,
             next: me,
@@ -646,6 +671,8 @@ impl<B: PacketBuf> Spread<B> {
             finished: Vec::new(),
             full_rx: false,
             busy_published: false,
+            trial: (rings.recheck_ns() > 0).then(|| SpreadTrial::new(rings.recheck_ns())),
+            rings,
         }
     }
 
@@ -663,7 +690,27 @@ impl<B: PacketBuf> Spread<B> {
     /// (`SpreadWhen::Behind`) only when a receive of this poll filled a
     /// whole burst.
     pub(super) fn wants_help(&self) -> bool {
-        self.rings.when == SpreadWhen::Always || self.full_rx
+        self.rings.when == SpreadWhen::Always
+            || (self.full_rx && self.trial.as_ref().is_none_or(|t| t.allows()))
+    }
+
+    /// Whether this worker would hand out parts now but the live check
+    /// ([`crate::spread_trial`]) has the fan-out off (a trial's window
+    /// without it, or a trial found it slower).
+    pub(super) fn held_back(&self) -> bool {
+        self.full_rx && self.trial.as_ref().is_some_and(|t| !t.allows())
+    }
+
+    /// Once per poll, before [`Self::publish_busy`]: feeds the live check
+    /// this poll's counts. The outcome when a trial ended.
+    pub(super) fn observe_trial(&mut self, now_ns: u64, p: Progress) -> Option<TrialOutcome> {
+        let full = self.full_rx;
+        self.trial.as_mut()?.observe(now_ns, p, full)
+    }
+
+    /// Whether the last trial of the live check turned the fan-out off.
+    pub(super) fn trial_off(&self) -> bool {
+        self.trial.as_ref().is_some_and(|t| !t.decided_on())
     }
 
     /// The owner switched to another snapshot: SAD indexes may now name

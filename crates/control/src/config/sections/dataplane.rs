@@ -22,6 +22,7 @@ pub(crate) const KEYS: &[&str] = &[
     "spread_late",
     "spread_wait_us",
     "spread_max_round_trip_ns",
+    "spread_recheck_ms",
     "per_cpu_handoff",
     "max_simd_bitwidth",
     "steer_esp",
@@ -66,6 +67,17 @@ pub const MAX_IDLE_SLEEP_US: u32 = 100_000;
 /// slow is a core busy with something else).
 pub const DEFAULT_SPREAD_MAX_ROUND_TRIP_NS: u32 = 120;
 pub const MAX_SPREAD_MAX_ROUND_TRIP_NS: u32 = 100_000;
+/// `spread_recheck_ms`: how often, in each receiving worker's loop time,
+/// `spread_decrypt = "auto"` checks while the worker is behind whether
+/// the fan-out makes it deliver more than alone (a trial of 60 ms, half
+/// of it without the fan-out; `espgw_dataplane::spread_trial`). Every 2 s
+/// a trial costs at most 0.75 % of the worker's rate where the fan-out
+/// halves it (and as much where it doubles it); 0 turns the check off;
+/// from 100 ms (a trial would run more often than the gateway holds its
+/// verdict) to an hour.
+pub const DEFAULT_SPREAD_RECHECK_MS: u32 = 2_000;
+pub const MIN_SPREAD_RECHECK_MS: u32 = 100;
+pub const MAX_SPREAD_RECHECK_MS: u32 = 3_600_000;
 
 /// EAL options that select cores; espgw derives them from `lcores`.
 const EAL_CORE_OPTIONS: &[&str] = &["-l", "-c", "--lcores", "--main-lcore", "--master-lcore"];
@@ -94,6 +106,7 @@ pub(crate) fn defaults() -> Dataplane {
         spread_late: SpreadLate::Drop,
         spread_wait_us: DEFAULT_SPREAD_WAIT_US,
         spread_max_round_trip_ns: DEFAULT_SPREAD_MAX_ROUND_TRIP_NS,
+        spread_recheck_ms: DEFAULT_SPREAD_RECHECK_MS,
         per_cpu_handoff: false,
         max_simd_bitwidth: DEFAULT_MAX_SIMD_BITWIDTH,
         steer_esp: SteerEsp::Auto,
@@ -291,6 +304,33 @@ pub(crate) fn read(ctx: &mut Ctx, table: Option<Table>, host: &HostFacts) -> Dat
             );
         } else {
             warn_without_fan_out(ctx, &dp, "spread_max_round_trip_ns", "nothing to probe for");
+        }
+    }
+    if let Some(f) = t.get(ctx, "spread_recheck_ms") {
+        let ok = f
+            .int(ctx, 0, i128::from(MAX_SPREAD_RECHECK_MS))
+            .and_then(|v| {
+                if v != 0 && v < i128::from(MIN_SPREAD_RECHECK_MS) {
+                    ctx.error(
+                        "dataplane.spread_recheck_ms",
+                        format!("{v} ms is too short (each check is a 60 ms trial)"),
+                        Some("0 (no check) or 100 to 3600000"),
+                    );
+                    None
+                } else {
+                    Some(v as u32)
+                }
+            });
+        dp.spread_recheck_ms = ok.unwrap_or(dp.spread_recheck_ms);
+        if dp.spread_decrypt == SpreadDecrypt::Always {
+            ctx.warn(
+                "dataplane.spread_recheck_ms",
+                "has no effect with spread_decrypt = \"always\" (only \"auto\" checks whether \
+                 the fan-out pays)"
+                    .to_string(),
+            );
+        } else {
+            warn_without_fan_out(ctx, &dp, "spread_recheck_ms", "nothing to check");
         }
     }
     if let Some(f) = t.get(ctx, "per_cpu_handoff") {
