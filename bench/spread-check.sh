@@ -17,8 +17,9 @@
 #            --suite aes128gcm16 --sizes 64,1420 --seconds 1
 #
 # Prints one line per round, size and way (efficiency: the 2-worker loop
-# rate over twice the 1-worker's, same run), the trials' verdicts and
-# their median rates with / without the fan-out. Every run's JSON and
+# rate over twice the 1-worker's, same run), the trials' verdicts (on,
+# off, keeping up, no helper) and their median rates with / without the
+# fan-out. Every run's JSON and
 # the round trips stay in OUT for bench/results.
 set -euo pipefail
 
@@ -62,7 +63,7 @@ import statistics
 import sys
 
 out, rounds = sys.argv[1], int(sys.argv[2])
-print("round  c2c_ns  size  check  eff    trials(on/off/up)  with/without Mpps (median)")
+print("round  c2c_ns  size  check  eff    trials(on/off/up/nh)  with/without Mpps (median)")
 for i in range(1, rounds + 1):
     c2c = open("%s/c2c-%d.txt" % (out, i)).read()
     m = re.findall(r"p50 ([0-9.]+) ns", c2c)
@@ -78,7 +79,7 @@ for i in range(1, rounds + 1):
                 w = statistics.median(p[0] for p in pps) / 1e6
                 wo = statistics.median(p[1] for p in pps) / 1e6
                 rates = "%.2f / %.2f" % (w, wo)
-            print("%5d  %6.0f  %4s  %5s  %.3f  %d/%d/%d  %s" % (
+            print("%5d  %6.0f  %4s  %5s  %.3f  %d/%d/%d/%d  %s" % (
                 i, c2c_ns, r["size"], side, r["efficiency"],
-                t.get("on", 0), t.get("off", 0), t.get("keeping_up", 0), rates))
+                t.get("on", 0), t.get("off", 0), t.get("keeping_up", 0), t.get("no_helper", 0), rates))
 PY

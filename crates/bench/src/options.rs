@@ -149,14 +149,11 @@ pub fn check_spread_wait_us(us: u32) -> Result<u32, OptionError> {
 /// `--spread-recheck-ms`: 0 (no check) or within `[dataplane]
 /// spread_recheck_ms`'s range.
 pub fn check_spread_recheck_ms(ms: u32) -> Result<u32, OptionError> {
-    use espgw_control::config::{MAX_SPREAD_RECHECK_MS, MIN_SPREAD_RECHECK_MS};
-    if ms == 0 || (MIN_SPREAD_RECHECK_MS..=MAX_SPREAD_RECHECK_MS).contains(&ms) {
-        Ok(ms)
-    } else {
-        Err(OptionError(format!(
-            "--spread-recheck-ms {ms}: 0, or from {MIN_SPREAD_RECHECK_MS} to {MAX_SPREAD_RECHECK_MS} (as `[dataplane] spread_recheck_ms`)"
-        )))
-    }
+    espgw_control::config::check_spread_recheck_ms(i128::from(ms)).map_err(|e| {
+        OptionError(format!(
+            "--spread-recheck-ms: {e} (as `[dataplane] spread_recheck_ms`)"
+        ))
+    })
 }
 
 /// `--spread-parts`: 1 to 256 parts.

@@ -56,9 +56,9 @@ pub struct Measured {
     /// The fan-out's live check (`--spread-recheck-ms`), while measuring:
     /// packets the receiving worker decrypted alone because the check had
     /// the fan-out off, and the trials it finished by verdict (on, off,
-    /// keeping up).
+    /// keeping up, no helper).
     pub spread_solo: u64,
-    pub spread_trials: [u64; 3],
+    pub spread_trials: [u64; 4],
     /// Each of those trials' rates, packets per second of the worker's
     /// loop time with the fan-out and without it.
     pub spread_trial_pps: Vec<[u64; 2]>,
@@ -88,7 +88,7 @@ impl Measured {
                 .expect("valid histogram bounds"),
             spread_out: 0,
             spread_solo: 0,
-            spread_trials: [0; 3],
+            spread_trials: [0; 4],
             spread_trial_pps: Vec::new(),
             drops: std::collections::BTreeMap::new(),
         }

@@ -57,9 +57,7 @@ impl CountersSource for FakeDataplane {
                     spread_back: vec![1, 2, 3, 4, 0, 0, 0, 1],
                     spread_back_ns: 2_500_000,
                     spread_solo: 96,
-                    spread_trials_on: 2,
-                    spread_trials_off: 1,
-                    spread_trials_keeping_up: 4,
+                    spread_trials: vec![2, 1, 4, 3],
                     spread_trial_with_pps: 1_500_000,
                     spread_trial_without_pps: 2_600_000,
                     spread_off: true,
@@ -353,6 +351,7 @@ fn scrape_parses_and_carries_every_family() {
         ("0", "on", 2.0),
         ("0", "off", 1.0),
         ("0", "keeping_up", 4.0),
+        ("0", "no_helper", 3.0),
         ("1", "off", 0.0),
     ] {
         let labels = [("worker", worker), ("verdict", verdict)];

@@ -98,10 +98,10 @@ pub struct WorkerCounters {
     /// found it slower; not in the identity).
     pub spread_solo: u64,
     /// The live check's trials, by verdict ([`TrialVerdict::index`]: on,
-    /// off, keeping up).
+    /// off, keeping up, no helper).
     ///
     /// [`TrialVerdict::index`]: crate::spread_trial::TrialVerdict::index
-    pub spread_trials: [u64; 3],
+    pub spread_trials: [u64; 4],
     /// The last trial's rates, packets delivered per second of loop time
     /// with the fan-out and without (0 before the first trial; a total
     /// sums them, which is the gateway's rate when each owner's tunnels

@@ -9,8 +9,8 @@
 //!   "workers": [{"id","rx","tx","generated","local","held","spreading","spread_out",
 //!                "spread_in","spread_kept","spread_unneeded","reorder_late_sent",
 //!                "spread_back_us":{"le_10",..,"le_1000","over_1000"},"spread_back_ns",
-//!                "spread_solo","spread_trial":{"on","off","keeping_up","last_with_pps",
-//!                "last_without_pps","fan_out":"on"|"off"},
+//!                "spread_solo","spread_trial":{"on","off","keeping_up","no_helper",
+//!                "last_with_pps","last_without_pps","fan_out":"on"|"off"},
 //!                "sa_handoff_out","sa_handoff_in","sa_handoff_kept","dropped","bursts",
 //!                "alloc_failures","icmp_rate_limited","mss_clamped","panics"}],
 //!   "sas":     [{"tunnel","dir":"out"|"in","spi","packets","bytes","drops":{reason:n}}],
@@ -236,14 +236,22 @@ pub fn mac_string(m: [u8; 6]) -> String {
 /// trials by verdict, the rates of the last one, and whether the fan-out
 /// is on for it now (on until a trial turns it off).
 pub fn spread_trial_json(w: &WorkerCounters) -> Value {
-    json!({
-        "on": w.spread_trials[0],
-        "off": w.spread_trials[1],
-        "keeping_up": w.spread_trials[2],
-        "last_with_pps": w.spread_trial_pps[0],
-        "last_without_pps": w.spread_trial_pps[1],
-        "fan_out": if w.spread_off != 0 { "off" } else { "on" },
-    })
+    let mut v = spread_trials_json(&w.spread_trials);
+    v["last_with_pps"] = w.spread_trial_pps[0].into();
+    v["last_without_pps"] = w.spread_trial_pps[1].into();
+    v["fan_out"] = if w.spread_off != 0 { "off" } else { "on" }.into();
+    v
+}
+
+/// Trials of the live check counted by verdict, keyed by the verdicts'
+/// names (`{"on", "off", "keeping_up", "no_helper"}`).
+pub fn spread_trials_json(trials: &[u64; 4]) -> Value {
+    Value::Object(
+        crate::spread_trial::TrialVerdict::ALL
+            .iter()
+            .map(|v| (v.name().to_string(), trials[v.index()].into()))
+            .collect(),
+    )
 }
 
 /// A worker's [`WorkerCounters::spread_back`] as the stats JSON keys it:

@@ -3119,11 +3119,11 @@ mod spread {
             true
         };
         let slower: fn(bool) -> u64 = |spread| if spread { 8_000_000 } else { 2_000_000 };
-        while w0.w.counters().spread_trials == [0; 3] {
+        while w0.w.counters().spread_trials == [0; 4] {
             assert!(poll(&mut w0, &mut w1, &mut out, slower), "no trial ended");
         }
         let c = w0.w.counters().clone();
-        assert_eq!(c.spread_trials, [0, 1, 0], "{c:?}");
+        assert_eq!(c.spread_trials, [0, 1, 0, 0], "{c:?}");
         assert_eq!(c.spread_off, 1);
         let [with, without] = c.spread_trial_pps;
         assert!(
@@ -3145,7 +3145,11 @@ mod spread {
             assert!(poll(&mut w0, &mut w1, &mut out, faster), "no second trial");
         }
         let c3 = w0.w.counters().clone();
-        assert_eq!((c3.spread_trials, c3.spread_off), ([1, 1, 0], 0), "{c3:?}");
+        assert_eq!(
+            (c3.spread_trials, c3.spread_off),
+            ([1, 1, 0, 0], 0),
+            "{c3:?}"
+        );
         let solo_until = c3.spread_solo;
         while poll(&mut w0, &mut w1, &mut out, faster) {}
         while w0.w.counters().spreading != 0 {

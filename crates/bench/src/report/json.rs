@@ -49,11 +49,7 @@ fn row(r: &Row) -> Value {
         "lost": r.measured.lost(),
         "spread_out": r.measured.spread_out,
         "spread_solo": r.measured.spread_solo,
-        "spread_trials": {
-            "on": r.measured.spread_trials[0],
-            "off": r.measured.spread_trials[1],
-            "keeping_up": r.measured.spread_trials[2],
-        },
+        "spread_trials": espgw_dataplane::stats::spread_trials_json(&r.measured.spread_trials),
         "spread_trial_pps": r.measured.spread_trial_pps,
         "drops": r.measured.drops,
         "untimed_ns": r.measured.untimed_ns,

@@ -98,8 +98,9 @@ fn queue_plan(f: &mut fmt::Formatter<'_>, c: &Config) -> fmt::Result {
                         format!(
                             "while it runs, a receiving worker that is behind checks every {} ms \
                              (spread_recheck_ms) whether the fan-out makes it deliver more than \
-                             alone, in a 60 ms trial, and keeps it off until the next check when not",
-                            dp.spread_recheck_ms
+                             alone, in a {} ms trial, and keeps it off until the next check when not",
+                            dp.spread_recheck_ms,
+                            crate::config::SPREAD_TRIAL_MS
                         )
                     };
                     writeln!(f, "  spread_decrypt = \"auto\": {recheck}")?;

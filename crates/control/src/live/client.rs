@@ -535,7 +535,7 @@ fn steering_cell(e: &super::status::EspSteeringState) -> String {
 /// `-` before its first trial; else whether the fan-out is on, the last
 /// trial's rates with and without it, and the trials so far.
 fn fan_out_check_cell(w: &super::status::WorkerLoad) -> String {
-    let trials = w.spread_trials_on + w.spread_trials_off + w.spread_trials_keeping_up;
+    let trials: u64 = w.spread_trials.iter().sum();
     if trials == 0 {
         return "-".into();
     }
@@ -679,8 +679,7 @@ mod tests {
                 WorkerLoad {
                     worker: 0,
                     spread_solo: 4096,
-                    spread_trials_on: 1,
-                    spread_trials_off: 2,
+                    spread_trials: vec![1, 2, 0, 0],
                     spread_trial_with_pps: 1_500_000,
                     spread_trial_without_pps: 2_610_000,
                     spread_off: true,

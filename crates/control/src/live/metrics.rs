@@ -217,15 +217,12 @@ pub fn render(s: &StatsSnapshot) -> String {
             &mut out,
             name,
             "counter",
-            "Decrypt fan-out's live check (spread_recheck_ms): trials by verdict: on (the fan-out delivered at least as much as the worker alone), off (less: off until the next trial), keeping_up (alone the worker kept up: no rate to compare).",
+            "Decrypt fan-out's live check (spread_recheck_ms): trials by verdict: on (the fan-out delivered as much as the worker alone), off (less: off until the next trial), keeping_up (alone the worker kept up) and no_helper (no other worker was free), the last two measuring nothing.",
         );
         for w in &s.workers {
             let worker = w.worker.to_string();
-            for (verdict, n) in [
-                ("on", w.spread_trials_on),
-                ("off", w.spread_trials_off),
-                ("keeping_up", w.spread_trials_keeping_up),
-            ] {
+            for (i, verdict) in super::status::SPREAD_TRIAL_VERDICTS.iter().enumerate() {
+                let n = w.spread_trials.get(i).copied().unwrap_or(0);
                 f.sample(name, &[("worker", &worker), ("verdict", verdict)], n);
             }
         }

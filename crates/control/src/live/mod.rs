@@ -44,5 +44,6 @@ pub use socket::ControlServer;
 pub use status::{
     DataplaneCounters, Dir, EspSteeringState, Event, EventCounts, LifetimeLeft, PortTraffic,
     SaInfo, SaRef, SaState, StatsSnapshot, Status, TunnelStatus, WorkerLoad, SPREAD_BACK_BOUNDS_US,
+    SPREAD_TRIAL_VERDICTS,
 };
 pub use tunnel_json::TunnelParser;

@@ -196,6 +196,15 @@ pub struct EspSteeringState {
 /// `spread_wait_us`.
 pub const SPREAD_BACK_BOUNDS_US: [u64; 7] = [10, 25, 50, 100, 200, 400, 1000];
 
+/// The verdicts of the decrypt fan-out's live check (`spread_recheck_ms`),
+/// as the stats JSON, `ctl stats` and the metrics name them, in the order
+/// of [`WorkerLoad::spread_trials`] (and of the data plane's
+/// `TrialVerdict::index`): the fan-out delivered as much as the worker
+/// alone (on), less (off: off until the next trial), the worker kept up
+/// alone, or the fan-out found no free helper (the last two measure
+/// nothing and leave the decision in effect).
+pub const SPREAD_TRIAL_VERDICTS: [&str; 4] = ["on", "off", "keeping_up", "no_helper"];
+
 /// A worker's load as `ctl stats` and the metrics report it, taken from
 /// the worker's own `espgw_dataplane::WorkerCounters` by the runtime.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -241,14 +250,10 @@ pub struct WorkerLoad {
     /// because the check had the fan-out off.
     #[serde(default)]
     pub spread_solo: u64,
-    /// The live check's trials by verdict: the fan-out delivered at least
-    /// as much (on), less (off), or the worker kept up alone.
+    /// The live check's trials by verdict, one count per
+    /// [`SPREAD_TRIAL_VERDICTS`] (empty: none kept).
     #[serde(default)]
-    pub spread_trials_on: u64,
-    #[serde(default)]
-    pub spread_trials_off: u64,
-    #[serde(default)]
-    pub spread_trials_keeping_up: u64,
+    pub spread_trials: Vec<u64>,
     /// The last trial's rates: packets per second this worker delivered
     /// with the fan-out and without it (0 before the first trial).
     #[serde(default)]

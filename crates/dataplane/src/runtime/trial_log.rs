@@ -39,7 +39,10 @@ impl TrialLog {
     }
 
     /// The line for worker `k`'s counts, when they say its fan-out changed.
-    fn change(&mut self, k: usize, trials: [u64; 3], pps: [u64; 2], off: bool) -> Option<String> {
+    /// (Only an `off` verdict turns it off and only an `on` verdict back
+    /// on: the others leave the decision in effect, so the last rates are
+    /// the ones that decided.)
+    fn change(&mut self, k: usize, trials: [u64; 4], pps: [u64; 2], off: bool) -> Option<String> {
         let total: u64 = trials.iter().sum();
         let (seen, was_off) = self.seen[k];
         if total == seen {
@@ -76,22 +79,25 @@ mod tests {
     fn only_changes_are_logged() {
         let mut log = TrialLog::new(2);
         // Nothing yet, then a trial that keeps it on: no line.
-        assert_eq!(log.change(0, [0; 3], [0; 2], false), None);
+        assert_eq!(log.change(0, [0; 4], [0; 2], false), None);
         assert_eq!(
-            log.change(0, [1, 0, 0], [3_000_000, 2_000_000], false),
+            log.change(0, [1, 0, 0, 0], [3_000_000, 2_000_000], false),
             None
         );
         // Off: one line, with the rates.
         let off = log
-            .change(0, [1, 1, 0], [1_500_000, 2_600_000], true)
+            .change(0, [1, 1, 0, 0], [1_500_000, 2_600_000], true)
             .unwrap();
         assert!(off.contains("1.50 Mpps against 2.60 alone: off"), "{off}");
         // Off again: nothing new; the other worker is apart.
-        assert_eq!(log.change(0, [1, 2, 0], [1_400_000, 2_600_000], true), None);
-        assert!(log.change(1, [0, 1, 0], [1, 2], true).is_some());
+        assert_eq!(
+            log.change(0, [1, 2, 0, 0], [1_400_000, 2_600_000], true),
+            None
+        );
+        assert!(log.change(1, [0, 1, 0, 0], [1, 2], true).is_some());
         // Back on.
         let on = log
-            .change(0, [2, 2, 0], [3_100_000, 2_600_000], false)
+            .change(0, [2, 2, 0, 0], [3_100_000, 2_600_000], false)
             .unwrap();
         assert!(on.contains("on again"), "{on}");
     }

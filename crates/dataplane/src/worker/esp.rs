@@ -418,7 +418,7 @@ impl<B: PacketBuf> EspIn<B> {
                             self.groups[t] = stage;
                             continue;
                         }
-                    } else if !spread.wants_help() {
+                    } else if !spread.behind() {
                         core.counters.spread_unneeded += stage.pkts.len() as u64;
                     }
                     // (A per-CPU SA of this worker's own lane through the

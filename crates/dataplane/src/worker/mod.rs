@@ -383,6 +383,7 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
                 rx: c.rx,
                 late: c.drops.get(DropReason::ReorderLate),
                 eligible: c.spread_out + c.spread_kept + c.spread_solo,
+                spread: c.spread_out,
             };
             if let Some(o) = spread.observe_trial(now.ns, progress) {
                 c.spread_trials[o.verdict.index()] += 1;

@@ -690,8 +690,16 @@ impl<B: PacketBuf> Spread<B> {
     /// (`SpreadWhen::Behind`) only when a receive of this poll filled a
     /// whole burst.
     pub(super) fn wants_help(&self) -> bool {
-        self.rings.when == SpreadWhen::Always
-            || (self.full_rx && self.trial.as_ref().is_none_or(|t| t.allows()))
+        self.behind() && self.trial.as_ref().is_none_or(|t| t.allows())
+    }
+
+    /// Whether this worker needs help now: always, or (`SpreadWhen::Behind`)
+    /// when a receive of this poll filled a whole burst. What the per-CPU
+    /// handoff goes by: the live check measures the fan-out only (its
+    /// windows count the fan-out's parts), so it neither holds back nor
+    /// judges the handoff.
+    pub(super) fn behind(&self) -> bool {
+        self.rings.when == SpreadWhen::Always || self.full_rx
     }
 
     /// Whether this worker would hand out parts now but the live check
@@ -980,7 +988,7 @@ impl<B: PacketBuf> Spread<B> {
     /// load it never did: the other worker decrypted everything, and the
     /// pair ran no faster than with the static split; docs/multicore.md.)
     pub(super) fn lane_worker(&self, lane: u32) -> Option<usize> {
-        if !self.wants_help() {
+        if !self.behind() {
             return None;
         }
         let home = lane as usize % self.workers();

@@ -69,15 +69,35 @@ pub const DEFAULT_SPREAD_MAX_ROUND_TRIP_NS: u32 = 120;
 pub const MAX_SPREAD_MAX_ROUND_TRIP_NS: u32 = 100_000;
 /// `spread_recheck_ms`: how often, in each receiving worker's loop time,
 /// `spread_decrypt = "auto"` checks while the worker is behind whether
-/// the fan-out makes it deliver more than alone (a trial of 60 ms, half
-/// of it without the fan-out; `espgw_dataplane::spread_trial`). Every 2 s
-/// a trial costs at most 0.75 % of the worker's rate where the fan-out
-/// halves it (and as much where it doubles it); 0 turns the check off;
-/// from 100 ms (a trial would run more often than the gateway holds its
-/// verdict) to an hour.
+/// the fan-out makes it deliver more than alone (a trial of
+/// [`SPREAD_TRIAL_MS`], half of it the worse way;
+/// `espgw_dataplane::spread_trial`). Every 2 s a trial costs 0.75 % of the
+/// worker's rate where the fan-out halves it (or doubles it), 1.5 % at
+/// most; 0 turns the check off; from 100 ms (shorter, a trial would run
+/// more often than the gateway holds its verdict) to an hour.
 pub const DEFAULT_SPREAD_RECHECK_MS: u32 = 2_000;
 pub const MIN_SPREAD_RECHECK_MS: u32 = 100;
 pub const MAX_SPREAD_RECHECK_MS: u32 = 3_600_000;
+/// How long one trial of the live check takes (six windows of 10 ms).
+pub const SPREAD_TRIAL_MS: u32 = 60;
+
+/// `spread_recheck_ms` (and `espgw bench --spread-recheck-ms`): 0, or
+/// [`MIN_SPREAD_RECHECK_MS`] to [`MAX_SPREAD_RECHECK_MS`]; the error says
+/// what is wrong and what is accepted.
+pub fn check_spread_recheck_ms(ms: i128) -> Result<u32, String> {
+    let range = format!("0 (no check) or {MIN_SPREAD_RECHECK_MS} to {MAX_SPREAD_RECHECK_MS}");
+    if ms == 0
+        || (i128::from(MIN_SPREAD_RECHECK_MS)..=i128::from(MAX_SPREAD_RECHECK_MS)).contains(&ms)
+    {
+        Ok(ms as u32)
+    } else if (1..i128::from(MIN_SPREAD_RECHECK_MS)).contains(&ms) {
+        Err(format!(
+            "{ms} ms is too short (each check is a {SPREAD_TRIAL_MS} ms trial): {range}"
+        ))
+    } else {
+        Err(format!("{ms} is out of range: {range}"))
+    }
+}
 
 /// EAL options that select cores; espgw derives them from `lcores`.
 const EAL_CORE_OPTIONS: &[&str] = &["-l", "-c", "--lcores", "--main-lcore", "--master-lcore"];
@@ -309,16 +329,11 @@ pub(crate) fn read(ctx: &mut Ctx, table: Option<Table>, host: &HostFacts) -> Dat
     if let Some(f) = t.get(ctx, "spread_recheck_ms") {
         let ok = f
             .int(ctx, 0, i128::from(MAX_SPREAD_RECHECK_MS))
-            .and_then(|v| {
-                if v != 0 && v < i128::from(MIN_SPREAD_RECHECK_MS) {
-                    ctx.error(
-                        "dataplane.spread_recheck_ms",
-                        format!("{v} ms is too short (each check is a 60 ms trial)"),
-                        Some("0 (no check) or 100 to 3600000"),
-                    );
+            .and_then(|v| match check_spread_recheck_ms(v) {
+                Ok(ms) => Some(ms),
+                Err(e) => {
+                    ctx.error("dataplane.spread_recheck_ms", e, None);
                     None
-                } else {
-                    Some(v as u32)
                 }
             });
         dp.spread_recheck_ms = ok.unwrap_or(dp.spread_recheck_ms);
