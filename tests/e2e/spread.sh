@@ -144,8 +144,8 @@ print(f"spread_decrypt auto: cores {gate['pairs'][0]['cpus']} round trip {gate['
 for run, stats in (("on", on), ("off", off)):
     for w in stats["workers"]:
         t = w["spread_trial"]
-        assert set(t) == {"on", "off", "keeping_up", "last_with_pps", "last_without_pps", "fan_out"}, t
-        trials = t["on"] + t["off"] + t["keeping_up"]
+        assert set(t) == {"on", "off", "keeping_up", "no_helper", "last_with_pps", "last_without_pps", "fan_out"}, t
+        trials = t["on"] + t["off"] + t["keeping_up"] + t["no_helper"]
         assert trials or t["fan_out"] == "on", t
         if run == "off" or os.environ["SPREAD_MODE"] == "always":
             assert trials == 0 and w["spread_solo"] == 0 and t["fan_out"] == "on", (run, w)
