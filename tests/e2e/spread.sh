@@ -24,12 +24,14 @@
 #  - the positive control: the same streams with the fan-out off give
 #    `spread_out` == 0 (so the counter proves something); off there by
 #    the start-up probe of the cores (`spread_decrypt = "auto"` with
-#    `spread_max_round_trip_ns = 1`, a round trip no machine makes: B logs
-#    the measured round trip and that the fan-out stays off, and its stats
-#    JSON says so in `spread_decrypt_gate`; `espgw check --probe-cores`
-#    prints the pair's round trip, `espgw check` that "auto" checks the
-#    fan-out while it runs, spread_recheck_ms; every worker's stats carry
-#    `spread_trial`, with no trial there or under "always"); that run also
+#    `spread_max_round_trip_ns = 1`, a round trip no machine makes, and
+#    `spread_recheck_ms = 0`, no live check: B logs the measured round
+#    trip and that the fan-out stays off, and its stats JSON says so in
+#    `spread_decrypt_gate`; `espgw check --probe-cores` prints the pair's
+#    round trip, and for the same config with the live check on (the
+#    default) that the fan-out starts off and that "auto" checks it while
+#    it runs; every worker's stats carry `spread_trial`, with no trial
+#    there or under "always"); that run also
 #    has `steer_esp = "off"`: no flow call, nothing logged, no
 #    `esp_steering` in B's stats, where the first run ("auto", the
 #    default) shows af_packet's refusal of the esp4 form on `unprot`;
@@ -52,9 +54,9 @@ command -v iperf3 >/dev/null || fail "iperf3 missing (scripts/setup.sh installs 
 
 # B: two workers, fan-out on. Its inbound SA's replay window (1024 in
 # configs/static-b.toml) spans the packets in flight, as docs/config.md asks.
-make_b() {  # make_b SPREAD OUT [STEER_ESP [MAX_ROUND_TRIP_NS]]
+make_b() {  # make_b SPREAD OUT [STEER_ESP [MAX_ROUND_TRIP_NS [RECHECK_MS]]]
     sed -e 's/^workers = 1$/workers = 2/' \
-        -e "/^mode = /a spread_decrypt = \"$1\"\nsteer_esp = \"${3:-auto}\"${4:+\nspread_max_round_trip_ns = $4}" \
+        -e "/^mode = /a spread_decrypt = \"$1\"\nsteer_esp = \"${3:-auto}\"${4:+\nspread_max_round_trip_ns = $4}${5:+\nspread_recheck_ms = $5}" \
         configs/static-b.toml >"$2"
     grep -q '^workers = 2$' "$2" || fail "could not set workers = 2 in $2"
     grep -q '^replay_window = 1024$' "$2" || fail "configs/static-b.toml's replay window is no longer 1024"
@@ -97,18 +99,27 @@ cp "$WORK/b.json" "$WORK/b-on.json"
 # --- 2. the positive control: fan-out off --------------------------------------
 scripts/netns.sh down "$P"
 # Off by the cores' probe: "auto" with a limit of 1 ns, which no pair of
-# cores meets (and steer_esp off: no flow call, no log line, no
-# esp_steering in the JSON).
-make_b auto "$WORK/b-off.toml" off 1
+# cores meets, and no live check (spread_recheck_ms = 0: with it the
+# fan-out would only start off, and a trial could turn it on); and
+# steer_esp off: no flow call, no log line, no esp_steering in the JSON.
+make_b auto "$WORK/b-checked.toml" off 1
+"$ESPGW" check --config "$WORK/b-checked.toml" --probe-cores >"$WORK/check-checked.txt" 2>&1 ||
+    fail "espgw check --probe-cores: $(cat "$WORK/check-checked.txt")"
+grep -q 'over spread_max_round_trip_ns = 1, the fan-out starts off' "$WORK/check-checked.txt" ||
+    fail "with the live check, espgw check --probe-cores did not say the fan-out starts off: $(tail -2 "$WORK/check-checked.txt")"
+make_b auto "$WORK/b-off.toml" off 1 0
 grep -q '^spread_max_round_trip_ns = 1$' "$WORK/b-off.toml" || fail "could not set spread_max_round_trip_ns in b-off.toml"
+grep -q '^spread_recheck_ms = 0$' "$WORK/b-off.toml" || fail "could not set spread_recheck_ms in b-off.toml"
 "$ESPGW" check --config "$WORK/b-off.toml" --probe-cores >"$WORK/check-probe.txt" 2>&1 ||
     fail "espgw check --probe-cores: $(cat "$WORK/check-probe.txt")"
 grep -Eq '^cores [0-9]+ <-> [0-9]+: round trip ([0-9.]+ ns|no answer within 20 ms)$' "$WORK/check-probe.txt" ||
     fail "espgw check --probe-cores printed no round trip: $(tail -3 "$WORK/check-probe.txt")"
 grep -q 'over spread_max_round_trip_ns = 1, the fan-out stays off' "$WORK/check-probe.txt" ||
     fail "espgw check --probe-cores did not say the fan-out stays off: $(tail -2 "$WORK/check-probe.txt")"
-grep -q 'checks every 2000 ms (spread_recheck_ms)' "$WORK/check-probe.txt" ||
-    fail "espgw check did not say \"auto\" checks the fan-out while it runs: $(grep -i 'auto' "$WORK/check-probe.txt")"
+grep -q 'checks every 2000 ms (spread_recheck_ms)' "$WORK/check-checked.txt" ||
+    fail "espgw check did not say \"auto\" checks the fan-out while it runs: $(grep -i 'auto' "$WORK/check-checked.txt")"
+grep -q 'not checked while it runs (spread_recheck_ms = 0)' "$WORK/check-probe.txt" ||
+    fail "espgw check did not say spread_recheck_ms = 0 turns the check off: $(grep -i 'auto' "$WORK/check-probe.txt")"
 HOSTS_IPV4_ONLY=1 GW_CONFIG_B="$WORK/b-off.toml" gateways_up >"$WORK/up-off.log" 2>&1 \
     || fail "the tunnel did not come up (fan-out off): $(cat "$WORK/up-off.log")"
 run_streams off
@@ -136,6 +147,7 @@ else:
     assert on["spread_decrypt_gate"]["limit_ns"] == 120, on["spread_decrypt_gate"]
 gate = off["spread_decrypt_gate"]
 assert gate["state"] == "off" and gate["probed"] and gate["limit_ns"] == 1, gate
+assert gate["live_check"] is False, gate
 assert len(gate["pairs"]) == 1 and gate["pairs"][0]["cpus"][0] != gate["pairs"][0]["cpus"][1], gate
 assert gate["round_trip_ns"] is None or gate["round_trip_ns"] > 1, gate
 print(f"spread_decrypt auto: cores {gate['pairs'][0]['cpus']} round trip {gate['round_trip_ns']} ns > 1: fan-out off")

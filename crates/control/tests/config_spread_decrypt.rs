@@ -389,8 +389,13 @@ fn spread_max_round_trip_ns_defaults_to_120_is_ranged_and_only_auto_probes() {
     let plan = |lines: &str| queue_plan(&with_workers_dp(2, lines));
     let auto = plan("spread_decrypt = \"auto\"");
     assert!(
-        auto.contains("leaves the fan-out off above 120 ns"),
+        auto.contains("starts the fan-out off above 120 ns"),
         "{auto}"
+    );
+    let unchecked = plan("spread_decrypt = \"auto\"\nspread_recheck_ms = 0");
+    assert!(
+        unchecked.contains("leaves the fan-out off above 120 ns"),
+        "{unchecked}"
     );
     let unprobed = plan("spread_decrypt = \"auto\"\nspread_max_round_trip_ns = 0");
     assert!(unprobed.contains("not probed"), "{unprobed}");

@@ -298,7 +298,7 @@ pub fn from_first(cpus: &[usize]) -> Result<Vec<PairRoundTrip>, ProbeError> {
 /// prints.
 pub fn probe_workers(dp: &espgw_control::config::Dataplane, limit_ns: u32) -> FanOutGate {
     let cpus = worker_cpus(dp.lcores.as_deref(), dp.workers);
-    FanOutGate::decide(from_first(&cpus), limit_ns)
+    FanOutGate::decide(from_first(&cpus), limit_ns).with_live_check(dp.spread_recheck_ms > 0)
 }
 
 /// The start-up probe for a config: `None` unless the fan-out would run
@@ -324,6 +324,10 @@ pub enum FanOutGate {
     Probed {
         pairs: Vec<PairRoundTrip>,
         limit_ns: u32,
+        /// The receiving workers' live check runs (`spread_recheck_ms`):
+        /// over the limit the fan-out then starts off instead of staying
+        /// off, and a trial turns it on where it delivers more.
+        live_check: bool,
     },
     /// The probe could not run: the fan-out stays off.
     Failed { error: ProbeError },
@@ -337,8 +341,33 @@ impl FanOutGate {
     /// part late.
     pub fn decide(probe: Result<Vec<PairRoundTrip>, ProbeError>, limit_ns: u32) -> FanOutGate {
         match probe {
-            Ok(pairs) => FanOutGate::Probed { pairs, limit_ns },
+            Ok(pairs) => FanOutGate::Probed {
+                pairs,
+                limit_ns,
+                live_check: false,
+            },
             Err(error) => FanOutGate::Failed { error },
+        }
+    }
+
+    /// The same decision where the receiving workers' live check runs
+    /// (`spread_recheck_ms` > 0) or not.
+    pub fn with_live_check(mut self, on: bool) -> FanOutGate {
+        if let FanOutGate::Probed { live_check, .. } = &mut self {
+            *live_check = on;
+        }
+        self
+    }
+
+    /// Whether the fan-out's rings are built for the run: when it starts
+    /// on, and when it starts off but each receiving worker's live check
+    /// may turn it on. Not when the probe failed (a CPU that cannot be
+    /// pinned, a probe thread that did not start): something is wrong
+    /// with the cores, not slow.
+    pub fn runs(&self) -> bool {
+        match self {
+            FanOutGate::Probed { live_check, .. } => self.on() || *live_check,
+            _ => self.on(),
         }
     }
 
@@ -362,7 +391,8 @@ impl FanOutGate {
         }
     }
 
-    /// Whether the fan-out runs.
+    /// Whether the fan-out starts on (the only way it runs without the
+    /// live check).
     pub fn on(&self) -> bool {
         match self {
             FanOutGate::NotProbed => true,
@@ -378,7 +408,11 @@ impl FanOutGate {
         let ns = |v: Option<f64>| v.map_or("no answer".to_string(), |v| format!("{v:.0} ns"));
         match self {
             FanOutGate::NotProbed => "the fan-out is on (cores not probed)".into(),
-            FanOutGate::Probed { pairs, limit_ns } => format!(
+            FanOutGate::Probed {
+                pairs,
+                limit_ns,
+                live_check,
+            } => format!(
                 "a cache line's round trip between worker cores takes {} (median of {} pair(s) from CPU {}, slowest {}): {}",
                 ns(self.median_ns()),
                 pairs.len(),
@@ -386,6 +420,8 @@ impl FanOutGate {
                 ns(self.slowest_ns()),
                 if self.on() {
                     format!("at most spread_max_round_trip_ns = {limit_ns}, the fan-out is on")
+                } else if *live_check {
+                    format!("over spread_max_round_trip_ns = {limit_ns}, the fan-out starts off (it would likely cost the receiving worker more than the others save it); each receiving worker's live check (spread_recheck_ms) turns it on where it delivers more, and the per-CPU handoff stays off")
                 } else {
                     format!("over spread_max_round_trip_ns = {limit_ns}, the fan-out stays off (it would cost the receiving worker more than the others save it)")
                 }
@@ -400,9 +436,14 @@ impl FanOutGate {
     pub fn json(&self) -> serde_json::Value {
         match self {
             FanOutGate::NotProbed => serde_json::json!({ "state": "on", "probed": false }),
-            FanOutGate::Probed { pairs, limit_ns } => serde_json::json!({
+            FanOutGate::Probed {
+                pairs,
+                limit_ns,
+                live_check,
+            } => serde_json::json!({
                 "state": if self.on() { "on" } else { "off" },
                 "probed": true,
+                "live_check": live_check,
                 "round_trip_ns": self.median_ns(),
                 "slowest_round_trip_ns": self.slowest_ns(),
                 "limit_ns": limit_ns,
@@ -471,6 +512,33 @@ mod tests {
         assert!(!failed.on());
         assert_eq!(failed.json()["state"], "off");
         assert!(FanOutGate::NotProbed.on());
+    }
+
+    /// With the live check (`spread_recheck_ms` > 0) a gate over the
+    /// limit starts the fan-out off instead of leaving it out: its rings
+    /// are built (`runs`), and the log and JSON say so. A failed probe
+    /// still leaves it out.
+    #[test]
+    fn over_the_limit_with_the_live_check_the_fan_out_starts_off() {
+        let slow = || FanOutGate::decide(Ok(vec![pair_ns(1, Some(330.0))]), 120);
+        let hard = slow();
+        assert!(!hard.on() && !hard.runs());
+        assert!(hard.describe().contains("stays off"), "{}", hard.describe());
+        assert_eq!(hard.json()["live_check"], false);
+        let checked = slow().with_live_check(true);
+        assert!(!checked.on() && checked.runs());
+        assert!(
+            checked.describe().contains("starts off"),
+            "{}",
+            checked.describe()
+        );
+        assert_eq!(checked.json()["state"], "off");
+        assert_eq!(checked.json()["live_check"], true);
+        let fast = FanOutGate::decide(Ok(vec![pair_ns(1, Some(60.0))]), 120).with_live_check(true);
+        assert!(fast.on() && fast.runs());
+        let failed = FanOutGate::decide(Err(ProbeError::OneCpu), 120).with_live_check(true);
+        assert!(!failed.runs());
+        assert!(FanOutGate::NotProbed.runs());
     }
 
     #[test]

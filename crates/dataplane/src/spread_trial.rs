@@ -202,6 +202,14 @@ impl SpreadTrial {
         }
     }
 
+    /// The same check with the fan-out off until a trial finds it
+    /// delivers more (the start-up probe found the cores' round trip over
+    /// its limit).
+    pub fn starting_off(mut self) -> SpreadTrial {
+        self.allowed = false;
+        self
+    }
+
     /// Whether the owner may hand out parts now: the way of the current
     /// window during a trial, the last trial's decision otherwise.
     #[inline]

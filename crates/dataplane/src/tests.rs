@@ -3086,6 +3086,75 @@ mod spread {
     /// 2 ms), the next trial, after the recheck time, turns it on again.
     /// Throughout, the stream leaves whole and in order, and the counters
     /// say what the trials decided.
+    /// One poll of the owner `w0` as the runtime makes it (receive
+    /// `burst`, then one tick), its helper `w1` serving the parts in
+    /// between; the clock moves by what `cost` says of a poll that
+    /// handed parts out (true) or not. Always true (for `is_some_and`).
+    fn poll_owner(
+        w0: &mut Gw,
+        w1: &mut Gw,
+        burst: &[Vec<u8>],
+        out: &mut Vec<Vec<u8>>,
+        cost: fn(bool) -> u64,
+    ) -> bool {
+        let before = w0.w.counters().spread_out;
+        out.extend(w0.rx(UNPROT, burst)[PROT].iter().cloned());
+        w1.w.tick(&mut w1.tx, w1.now);
+        w0.w.tick(&mut w0.tx, w0.now);
+        out.extend(w0.take()[PROT].iter().cloned());
+        let spread = w0.w.counters().spread_out > before;
+        w0.now.ns += cost(spread);
+        w1.now.ns = w0.now.ns;
+        true
+    }
+
+    /// Over the start-up probe's limit with the live check on, the
+    /// fan-out starts off (`SpreadRings::set_starts_off`): the owner's
+    /// first full burst is decrypted alone (`spread_solo`, the counters
+    /// saying off), and the first trial, finding the fan-out faster, turns
+    /// it on; the stream leaves whole and in order.
+    #[test]
+    fn a_fan_out_that_starts_off_is_turned_on_by_a_trial_that_finds_it_faster() {
+        let outer = Outer::Esp4;
+        let stream = esp_stream(outer, 1600);
+        let expected = stream.delivered();
+        let b = B {
+            rings: SpreadRings::with_options(2, SpreadLate::Drop, SpreadWhen::Behind),
+            ..B::new(outer, 2)
+        };
+        b.rings.set_recheck_ns(100_000_000);
+        b.rings.set_starts_off(true);
+        let shared = SharedNeighbors::default();
+        let mut w0 = b.owner(&shared);
+        let mut w1 = b.worker(1, &shared);
+        assert_eq!(w0.w.counters().spread_off, 1, "off before any trial");
+        let mut out = Vec::new();
+        let mut bursts = stream.esp.chunks(32);
+        let faster: fn(bool) -> u64 = |spread| if spread { 1_000_000 } else { 2_000_000 };
+        poll_owner(&mut w0, &mut w1, bursts.next().unwrap(), &mut out, faster);
+        let c = w0.w.counters().clone();
+        assert_eq!((c.spread_out, c.spread_solo), (0, 32), "{c:?}");
+        while w0.w.counters().spread_trials == [0; 4] {
+            let burst = bursts.next().expect("no trial ended");
+            poll_owner(&mut w0, &mut w1, burst, &mut out, faster);
+        }
+        let c = w0.w.counters().clone();
+        assert_eq!((c.spread_trials, c.spread_off), ([1, 0, 0, 0], 0), "{c:?}");
+        let handed = c.spread_out;
+        for burst in bursts {
+            poll_owner(&mut w0, &mut w1, burst, &mut out, faster);
+        }
+        while w0.w.counters().spreading != 0 {
+            w1.w.tick(&mut w1.tx, w1.now);
+            w0.w.tick(&mut w0.tx, w0.now);
+            out.extend(w0.take()[PROT].iter().cloned());
+        }
+        let c = w0.w.counters();
+        assert!(c.spread_out > handed, "spreading after the trial");
+        assert_eq!(out, expected);
+        assert!(c.balanced() && c.drops.total() == 0, "{c:?}");
+    }
+
     #[test]
     fn the_live_check_turns_a_slower_fan_out_off_and_a_faster_one_on() {
         let outer = Outer::Esp4;
@@ -3101,22 +3170,10 @@ mod spread {
         let mut w1 = b.worker(1, &shared);
         let mut out = Vec::new();
         let mut bursts = stream.esp.chunks(32);
-        // One poll of the owner as the runtime makes it (receive, then one
-        // tick), its helper serving the parts in between; the clock moves
-        // by what `cost` says of a poll that spread (true) or not.
         let mut poll = |w0: &mut Gw, w1: &mut Gw, out: &mut Vec<Vec<u8>>, cost: fn(bool) -> u64| {
-            let Some(burst) = bursts.next() else {
-                return false;
-            };
-            let before = w0.w.counters().spread_out;
-            out.extend(w0.rx(UNPROT, burst)[PROT].iter().cloned());
-            w1.w.tick(&mut w1.tx, w1.now);
-            w0.w.tick(&mut w0.tx, w0.now);
-            out.extend(w0.take()[PROT].iter().cloned());
-            let spread = w0.w.counters().spread_out > before;
-            w0.now.ns += cost(spread);
-            w1.now.ns = w0.now.ns;
-            true
+            bursts
+                .next()
+                .is_some_and(|burst| poll_owner(w0, w1, burst, out, cost))
         };
         let slower: fn(bool) -> u64 = |spread| if spread { 8_000_000 } else { 2_000_000 };
         while w0.w.counters().spread_trials == [0; 4] {

@@ -86,8 +86,9 @@ fn queue_plan(f: &mut fmt::Formatter<'_>, c: &Config) -> fmt::Result {
                     } else {
                         format!(
                             "`espgw run` first measures a cache line's round trip from the first worker's \
-                             core to the others' and leaves the fan-out off above {} ns \
+                             core to the others' and {} the fan-out off above {} ns \
                              (spread_max_round_trip_ns; `espgw check --probe-cores` measures it here)",
+                            if dp.spread_recheck_ms == 0 { "leaves" } else { "starts" },
                             dp.spread_max_round_trip_ns
                         )
                     };

@@ -204,16 +204,22 @@ fn run_with_eal(
         spread: config
             .dataplane
             .spread_when()
-            .filter(|_| gate.is_none_or(|g| g.on()))
+            .filter(|_| gate.is_none_or(|g| g.runs()))
             .map(|when| {
+                // Over the probe's limit with the live check on: the
+                // fan-out starts off (each worker's trials may turn it on)
+                // and the per-CPU handoff, which no trial measures, stays
+                // off.
+                let starts_on = gate.is_none_or(|g| g.on());
                 let rings = crate::worker::SpreadRings::with_wait(
                     config.dataplane.workers,
                     config.dataplane.spread_late,
                     when,
-                    config.dataplane.per_cpu_handoff,
+                    config.dataplane.per_cpu_handoff && starts_on,
                     u64::from(config.dataplane.spread_wait_us) * 1000,
                 );
                 rings.set_recheck_ns(u64::from(config.dataplane.spread_recheck_ms) * 1_000_000);
+                rings.set_starts_off(!starts_on);
                 rings
             }),
     };

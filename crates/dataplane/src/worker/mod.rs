@@ -265,7 +265,10 @@ impl<B: PacketBuf, P: BufPool<B>> Worker<B, P> {
     pub fn set_spread(&mut self, rings: Arc<SpreadRings<B>>) {
         if rings.workers() > 1 && self.id < rings.workers() {
             let burst = self.esp_in.burst();
-            self.esp_in.spread = Some(Spread::new(self.id, rings, burst));
+            let spread = Spread::new(self.id, rings, burst);
+            // Off from the start where the probe said so (until a trial).
+            self.core.counters.spread_off = u64::from(spread.trial_off());
+            self.esp_in.spread = Some(spread);
         }
     }
 

@@ -182,6 +182,10 @@ pub struct SpreadRings<B> {
     /// ([`crate::spread_trial`], `[dataplane] spread_recheck_ms`; 0: no
     /// check). Written before the workers start, like `max_parts`.
     recheck_ns: AtomicU64,
+    /// With the live check: each owner starts with the fan-out off (the
+    /// start-up probe found the cores' round trip over its limit) until a
+    /// trial finds it delivers more. Written before the workers start.
+    starts_off: AtomicBool,
 }
 
 impl<B> SpreadRings<B> {
@@ -257,6 +261,7 @@ impl<B> SpreadRings<B> {
                 .collect(),
             max_parts: AtomicUsize::new(usize::MAX),
             recheck_ns: AtomicU64::new(0),
+            starts_off: AtomicBool::new(false),
         })
     }
 
@@ -282,6 +287,13 @@ impl<B> SpreadRings<B> {
     /// workers start: an owner reads it once.
     pub fn set_recheck_ns(&self, ns: u64) {
         self.recheck_ns.store(ns, Ordering::Relaxed);
+    }
+
+    /// With the live check ([`Self::set_recheck_ns`]): each owner starts
+    /// with the fan-out off until a trial finds it delivers more (the
+    /// start-up probe's "over the limit"). Before the workers start.
+    pub fn set_starts_off(&self, off: bool) {
+        self.starts_off.store(off, Ordering::Relaxed);
     }
 
     /// How often each owner checks whether the fan-out pays (0: never).
@@ -671,7 +683,14 @@ impl<B: PacketBuf> Spread<B> {
             finished: Vec::new(),
             full_rx: false,
             busy_published: false,
-            trial: (rings.recheck_ns() > 0).then(|| SpreadTrial::new(rings.recheck_ns())),
+            trial: (rings.recheck_ns() > 0).then(|| {
+                let trial = SpreadTrial::new(rings.recheck_ns());
+                if rings.starts_off.load(Ordering::Relaxed) {
+                    trial.starting_off()
+                } else {
+                    trial
+                }
+            }),
             rings,
         }
     }
