@@ -31,8 +31,11 @@
 #    round trip, and for the same config with the live check on (the
 #    default) that the fan-out starts off and that "auto" checks it while
 #    it runs; every worker's stats carry `spread_trial`, with no trial
-#    there or under "always"); that run also
-#    has `steer_esp = "off"`: no flow call, nothing logged, no
+#    there or under "always"); and the same limit with the live check on
+#    (the default): B logs that the fan-out starts off, its gate says
+#    `live_check`, every worker reports the fan-out off and hands nothing
+#    out unless a trial ran, the streams in order; both of these runs
+#    have `steer_esp = "off"`: no flow call, nothing logged, no
 #    `esp_steering` in B's stats, where the first run ("auto", the
 #    default) shows af_packet's refusal of the esp4 form on `unprot`;
 #  - the same checks (drops, fan-out counted) over three more tunnels
@@ -164,6 +167,37 @@ for run, stats in (("on", on), ("off", off)):
         else:
             print(f"live check, worker {w['id']}: {t}, spread_solo {w['spread_solo']}")
 print("live check: in every worker's stats; no trial with \"always\" or the fan-out closed")
+PY
+
+# --- 2b. over the probe's limit with the live check: the fan-out starts off ---
+# The same 1 ns limit with spread_recheck_ms at its default: B builds the
+# fan-out but starts it off; only a trial (when its receiving worker is
+# behind) may hand parts out. The streams stay in order either way.
+scripts/netns.sh down "$P"
+HOSTS_IPV4_ONLY=1 GW_CONFIG_B="$WORK/b-checked.toml" gateways_up >"$WORK/up-checked.log" 2>&1 \
+    || fail "the tunnel did not come up (fan-out starting off): $(cat "$WORK/up-checked.log")"
+run_streams checked
+gateways_stop || fail "a gateway did not exit cleanly (fan-out starting off)"
+cp "$WORK/b.json" "$WORK/b-checked.json"
+grep -q 'spread_decrypt "auto": a cache line.s round trip between worker cores takes .*over spread_max_round_trip_ns = 1, the fan-out starts off' "$WORK/b.log" ||
+    fail "B did not log that the fan-out starts off: $(grep -i spread "$WORK/b.log" | head -3)"
+python3 - "$WORK/b-checked.json" "$WORK/udp-checked.json" <<'PY' || fail "the fan-out starting off"
+import json, sys
+b, udp = (json.load(open(p)) for p in sys.argv[1:])
+gate = b["spread_decrypt_gate"]
+assert gate["state"] == "off" and gate["live_check"] is True, gate
+ooo = sum(s["udp"].get("out_of_order", 0) for s in udp["end"]["streams"])
+assert ooo == 0, f"{ooo} datagrams out of order"
+for w in b["workers"]:
+    t = w["spread_trial"]
+    trials = t["on"] + t["off"] + t["keeping_up"] + t["no_helper"]
+    if trials == 0:
+        # No trial: off from the start, nothing handed out.
+        assert t["fan_out"] == "off" and w["spread_out"] == 0, w
+    elif t["on"] == 0:
+        assert t["fan_out"] == "off", w
+    print(f"starting off, worker {w['id']}: {trials} trials {t}, spread_out {w['spread_out']}, spread_solo {w['spread_solo']}")
+print(f"fan-out starting off: gate {gate['state']} with the live check, {ooo} datagrams out of order")
 PY
 
 # --- 3. UDP-encapsulated ESP and IPv6 outer through the fan-out -------------

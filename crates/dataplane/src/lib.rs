@@ -15,6 +15,7 @@ pub mod fragment;
 pub mod ip;
 pub mod neighbor;
 pub mod network;
+pub mod numa;
 pub mod pool;
 pub mod ports;
 pub mod ratelimit;

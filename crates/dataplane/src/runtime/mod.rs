@@ -386,7 +386,10 @@ impl LinkWatch {
 }
 
 struct Setup {
-    pool: Mempool,
+    /// One per NUMA socket with ports ([`crate::numa::PoolPlan`]); the
+    /// first also serves what workers make themselves (ARP, ND, ICMP
+    /// errors, IKE datagrams: few).
+    pools: Vec<Mempool>,
     ports: Vec<Port>,
     net: Arc<Network>,
     shared: SharedNeighbors,
@@ -436,11 +439,53 @@ impl Setup {
         let data_room = u16::try_from(data_room)
             .map_err(|_| RunError::Setup("mtu too large for an mbuf".into()))?;
         let cache = dp.mempool_cache();
-        let pool = Mempool::new("espgw_mbufs", dp.mbufs, cache, data_room, dpdk::SOCKET_ANY)?;
+        let mut opened = Vec::new();
+        for p in &config.ports {
+            opened.push(Port::open(&p.device)?);
+        }
+        let sockets: Vec<i32> = opened
+            .iter()
+            .map(|port| port.info().map_or(-1, |i| i.socket))
+            .collect();
+        let plan = crate::numa::PoolPlan::for_ports(&sockets);
+        let mut pools = Vec::new();
+        for (i, &socket) in plan.sockets.iter().enumerate() {
+            let socket = if socket < 0 { dpdk::SOCKET_ANY } else { socket };
+            pools.push(Mempool::new(
+                &plan.name(i),
+                dp.mbufs,
+                cache,
+                data_room,
+                socket,
+            )?);
+        }
+        if plan.sockets.len() > 1 {
+            eprintln!(
+                "espgw {}: ports on {} NUMA sockets: a pool of {} mbufs on each ({})",
+                config.gateway.name,
+                plan.sockets.len(),
+                dp.mbufs,
+                plan.sockets
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| {
+                        let names: Vec<&str> = config
+                            .ports
+                            .iter()
+                            .zip(&plan.port_pool)
+                            .filter(|(_, &k)| k == i)
+                            .map(|(p, _)| p.name.as_str())
+                            .collect();
+                        format!("socket {s}: {}", names.join(", "))
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            );
+        }
         let mut ports = Vec::new();
         let mut macs = Vec::new();
-        for p in &config.ports {
-            let mut port = Port::open(&p.device)?;
+        for ((p, mut port), &k) in config.ports.iter().zip(opened).zip(&plan.port_pool) {
+            let pool = &pools[k];
             let pc = PortConfig {
                 rx_queues: queues,
                 tx_queues: queues,
@@ -450,7 +495,7 @@ impl Setup {
                 rss: true,
                 promiscuous: true,
             };
-            port.configure(&pc, &pool)?;
+            port.configure(&pc, pool)?;
             if let Some(note) = port.mtu_note() {
                 eprintln!("espgw {}: {note}", config.gateway.name);
             }
@@ -473,7 +518,7 @@ impl Setup {
         }
         let net = Arc::new(Network::from_config(config, &macs).map_err(RunError::Tables)?);
         Ok(Setup {
-            pool,
+            pools,
             ports,
             net,
             shared: SharedNeighbors::default(),
@@ -525,7 +570,7 @@ impl Setup {
             id: k,
             net: Arc::clone(&self.net),
             reader: run.control.live.reader(),
-            pool: MbufPool(self.pool.clone()),
+            pool: MbufPool(self.pools[0].clone()),
             shared: self.shared.clone(),
             poll: config.dataplane.poll,
             idle_sleep: Duration::from_micros(u64::from(config.dataplane.idle_sleep_us)),
@@ -619,7 +664,7 @@ impl Setup {
             p.stop()?;
         }
         drop(self.ports);
-        drop(self.pool);
+        drop(self.pools);
         Ok(())
     }
 }
