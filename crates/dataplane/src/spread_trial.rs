@@ -178,7 +178,8 @@ enum Phase {
 #[derive(Debug)]
 pub struct SpreadTrial {
     recheck_ns: u64,
-    /// The last trial's decision (on before the first).
+    /// The last trial's decision (before the first: on, or off for
+    /// [`SpreadTrial::starting_off`]).
     allowed: bool,
     phase: Phase,
     last_ns: Option<u64>,
@@ -220,8 +221,9 @@ impl SpreadTrial {
         }
     }
 
-    /// The last trial's decision (true before the first), whatever the
-    /// window of a running trial.
+    /// The last trial's decision (before the first: true, or false for
+    /// [`SpreadTrial::starting_off`]), whatever the window of a running
+    /// trial.
     pub fn decided_on(&self) -> bool {
         self.allowed
     }

@@ -3077,26 +3077,17 @@ mod spread {
         assert_eq!(w1.w.counters().drops.total(), 4 * 32, "its own frames");
     }
 
-    /// The live check (`spread_recheck_ms`, `crate::spread_trial`) on the
-    /// worker itself, its clock the test's: while the polls that hand out
-    /// parts take 8 ms and those that do not 2 ms (a fan-out that makes
-    /// the owner slower), the first trial turns the fan-out off and the
-    /// owner then decrypts its full bursts itself (`spread_solo`, nothing
-    /// handed out); once spreading makes its polls faster (1 ms against
-    /// 2 ms), the next trial, after the recheck time, turns it on again.
-    /// Throughout, the stream leaves whole and in order, and the counters
-    /// say what the trials decided.
     /// One poll of the owner `w0` as the runtime makes it (receive
     /// `burst`, then one tick), its helper `w1` serving the parts in
     /// between; the clock moves by what `cost` says of a poll that
-    /// handed parts out (true) or not. Always true (for `is_some_and`).
+    /// handed parts out (true) or not.
     fn poll_owner(
         w0: &mut Gw,
         w1: &mut Gw,
         burst: &[Vec<u8>],
         out: &mut Vec<Vec<u8>>,
         cost: fn(bool) -> u64,
-    ) -> bool {
+    ) {
         let before = w0.w.counters().spread_out;
         out.extend(w0.rx(UNPROT, burst)[PROT].iter().cloned());
         w1.w.tick(&mut w1.tx, w1.now);
@@ -3105,7 +3096,6 @@ mod spread {
         let spread = w0.w.counters().spread_out > before;
         w0.now.ns += cost(spread);
         w1.now.ns = w0.now.ns;
-        true
     }
 
     /// Over the start-up probe's limit with the live check on, the
@@ -3155,6 +3145,15 @@ mod spread {
         assert!(c.balanced() && c.drops.total() == 0, "{c:?}");
     }
 
+    /// The live check (`spread_recheck_ms`, `crate::spread_trial`) on the
+    /// worker itself, its clock the test's: while the polls that hand out
+    /// parts take 8 ms and those that do not 2 ms (a fan-out that makes
+    /// the owner slower), the first trial turns the fan-out off and the
+    /// owner then decrypts its full bursts itself (`spread_solo`, nothing
+    /// handed out); once spreading makes its polls faster (1 ms against
+    /// 2 ms), the next trial, after the recheck time, turns it on again.
+    /// Throughout, the stream leaves whole and in order, and the counters
+    /// say what the trials decided.
     #[test]
     fn the_live_check_turns_a_slower_fan_out_off_and_a_faster_one_on() {
         let outer = Outer::Esp4;
@@ -3173,7 +3172,8 @@ mod spread {
         let mut poll = |w0: &mut Gw, w1: &mut Gw, out: &mut Vec<Vec<u8>>, cost: fn(bool) -> u64| {
             bursts
                 .next()
-                .is_some_and(|burst| poll_owner(w0, w1, burst, out, cost))
+                .map(|burst| poll_owner(w0, w1, burst, out, cost))
+                .is_some()
         };
         let slower: fn(bool) -> u64 = |spread| if spread { 8_000_000 } else { 2_000_000 };
         while w0.w.counters().spread_trials == [0; 4] {

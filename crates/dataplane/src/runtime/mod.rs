@@ -255,7 +255,8 @@ fn run_with_eal(
         let queues = u16::try_from(queues_per_port(&config.dataplane)).unwrap_or(u16::MAX);
         steering::Steering::new(queues, control.live.watcher(), steering_view)
     });
-    let mut trials = trial_log::TrialLog::new(config.dataplane.workers);
+    let starts_off = gate.is_some_and(|g| g.runs() && !g.on());
+    let mut trials = trial_log::TrialLog::new(config.dataplane.workers, starts_off);
     while !stop.load(Ordering::Relaxed) && !signalled.load(Ordering::Relaxed) {
         if opts.duration.is_some_and(|d| started.elapsed() >= d) {
             break;
@@ -450,14 +451,23 @@ impl Setup {
         let plan = crate::numa::PoolPlan::for_ports(&sockets);
         let mut pools = Vec::new();
         for (i, &socket) in plan.sockets.iter().enumerate() {
-            let socket = if socket < 0 { dpdk::SOCKET_ANY } else { socket };
-            pools.push(Mempool::new(
-                &plan.name(i),
-                dp.mbufs,
-                cache,
-                data_room,
-                socket,
-            )?);
+            let name = plan.name(i);
+            let pool = match Mempool::new(&name, dp.mbufs, cache, data_room, socket) {
+                Ok(pool) => pool,
+                // No memory on that socket (hugepages reserved on another
+                // node, `--socket-mem`, `--no-huge`): anywhere, as before
+                // per-socket pools, rather than not at all.
+                Err(e) if socket >= 0 => {
+                    eprintln!(
+                        "espgw {}: no pool of {} mbufs on NUMA socket {socket} ({e}): \
+                         its ports' packets come from memory on any socket",
+                        config.gateway.name, dp.mbufs
+                    );
+                    Mempool::new(&name, dp.mbufs, cache, data_room, dpdk::SOCKET_ANY)?
+                }
+                Err(e) => return Err(e.into()),
+            };
+            pools.push(pool);
         }
         if plan.sockets.len() > 1 {
             eprintln!(

@@ -16,9 +16,11 @@ pub(super) struct TrialLog {
 }
 
 impl TrialLog {
-    pub(super) fn new(workers: usize) -> TrialLog {
+    /// For `workers` workers whose fan-out starts off (`starts_off`: the
+    /// start-up probe was over its limit) or on.
+    pub(super) fn new(workers: usize, starts_off: bool) -> TrialLog {
         TrialLog {
-            seen: vec![(0, false); workers],
+            seen: vec![(0, starts_off); workers],
         }
     }
 
@@ -77,7 +79,7 @@ mod tests {
 
     #[test]
     fn only_changes_are_logged() {
-        let mut log = TrialLog::new(2);
+        let mut log = TrialLog::new(2, false);
         // Nothing yet, then a trial that keeps it on: no line.
         assert_eq!(log.change(0, [0; 4], [0; 2], false), None);
         assert_eq!(
@@ -100,5 +102,21 @@ mod tests {
             .change(0, [2, 2, 0, 0], [3_100_000, 2_600_000], false)
             .unwrap();
         assert!(on.contains("on again"), "{on}");
+    }
+
+    /// A fan-out that starts off (the probe over its limit): its first
+    /// trial turning it on is logged; one that keeps it off is not.
+    #[test]
+    fn a_fan_out_that_starts_off_is_logged_when_a_trial_turns_it_on() {
+        let mut log = TrialLog::new(1, true);
+        assert_eq!(log.change(0, [0, 0, 1, 0], [30_000, 30_000], true), None);
+        assert_eq!(log.change(0, [0, 1, 1, 0], [1, 2], true), None);
+        let on = log
+            .change(0, [1, 1, 1, 0], [12_000_000, 10_000_000], false)
+            .unwrap();
+        assert!(
+            on.contains("12.00 Mpps against 10.00 alone: on again"),
+            "{on}"
+        );
     }
 }
