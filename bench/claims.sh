@@ -1433,6 +1433,23 @@ _held = _rows[("off", "64")] + _rows[("off", "1420")]
 claim("docs/multicore.md", "where the fan-out lost (%.2f-%.2fx of one worker) the check held the rows at %.2f-%.2fx" % (
     min(_lost) / 0.5, max(_lost) / 0.5, min(_held) / 0.5, max(_held) / 0.5))
 
+# docs/benchmarks.md "IPv4 flows in a flow cache table of their own" (session 21)
+def s21ab(side, size, direction, layer):
+    import statistics
+    v = []
+    for i in range(1, 7):
+        d = json.load(open("bench/results/epyc-zen5-2vcpu-2026-12-05-s21-ab-v4key-%s-%d.json" % (side, i)))
+        v += [r for r in d["results"] if str(r["size"]) == size and r["direction"] == direction and r["layer"] == layer]
+    return v
+import statistics as _st2
+for _dir, _size in (("encrypt", "64"), ("encrypt", "1420"), ("decrypt", "64"), ("decrypt", "1420")):
+    _a = _st2.median(r["cycles_per_packet_p50"] for r in s21ab("a", _size, _dir, "worker"))
+    _b = _st2.median(r["cycles_per_packet_p50"] for r in s21ab("b", _size, _dir, "worker"))
+    claim("docs/benchmarks.md", "| %s %s B | %.1f | %.1f | %+.1f |" % (_dir, _size, _a, _b, _b - _a))
+_ceil = _st2.median(r["ratio_to_ceiling"] for r in s21ab("b", "1420", "encrypt", "worker"))
+_over = _st2.median(r["cycles_per_packet_p50"] for r in s21ab("b", "64", "encrypt", "worker")) - _st2.median(r["cycles_per_packet_p50"] for r in s21ab("b", "64", "encrypt", "cipher"))
+claim("docs/benchmarks.md", "layer at 1420 B encrypt to %.3f of the cipher (0.90 wanted) and at 64 B to %.0f cycles over the cipher encrypting" % (_ceil, _over))
+
 # docs/benchmarks.md, issue 14's table: session 20's alternating runs (build B)
 def s20ab(direction):
     import statistics
