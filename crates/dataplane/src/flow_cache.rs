@@ -43,22 +43,31 @@ impl V4Key {
         }
     }
 
-    /// A product carries a bit only upwards, so each word is multiplied
-    /// and the high half folded down before the last product, whose bits
-    /// 40 and up the table takes: every input bit reaches them. (A first
-    /// try, one product of `addrs ^ rest.rotate_left(23)`, put the 64
-    /// flows that differ in the source port alone in one slot.)
     #[inline(always)]
     fn hash(&self) -> usize {
-        const FIB: u64 = 0x9e37_79b9_7f4a_7c15;
-        let h = self.addrs ^ self.rest.wrapping_mul(FIB);
-        let h = h ^ (h >> 32);
-        (h.wrapping_mul(FIB) >> 40) as usize
+        slot_hash(self.addrs ^ self.rest.wrapping_mul(FIB))
     }
 }
 
-/// A [`FlowKey`] packed for a cheap compare. `family` 0 marks an empty slot
-/// (a real key has 4 or 6), so the two families never collide either.
+/// Fibonacci hashing's multiplier (2^64 / the golden ratio).
+const FIB: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// A key's words combined into `h` (each but one multiplied by [`FIB`]
+/// first), to a slot index: bits 40 and up of a last product, which the
+/// table masks. A product carries a bit only upwards, so the high half
+/// is folded down before it: every bit of `h` reaches the index. (A first
+/// try of the IPv4 key, one product of `addrs ^ rest.rotate_left(23)`,
+/// put the 64 flows that differ in the source port alone in one slot;
+/// the 48-byte key's hash had the same shape.)
+#[inline(always)]
+fn slot_hash(h: u64) -> usize {
+    let h = h ^ (h >> 32);
+    (h.wrapping_mul(FIB) >> 40) as usize
+}
+
+/// A [`FlowKey`] of IPv6 (or, which no packet has, mixed) addresses
+/// packed for a cheap compare; IPv4 flows have [`V4Key`]. `family` 0
+/// marks an empty slot (a used one has 6).
 #[derive(Clone, Copy, PartialEq, Eq, Default)]
 struct CacheKey {
     local: u128,
@@ -73,27 +82,23 @@ struct CacheKey {
 impl CacheKey {
     #[inline]
     fn new(flow: &FlowKey) -> CacheKey {
-        let (local, remote, family) = match (flow.src, flow.dst) {
-            (IpAddr::V4(l), IpAddr::V4(r)) => (u32::from(l).into(), u32::from(r).into(), 4),
-            (l, r) => (v6_bits(l), v6_bits(r), 6),
-        };
         CacheKey {
-            local,
-            remote,
+            local: v6_bits(flow.src),
+            remote: v6_bits(flow.dst),
             ports: u32::from(flow.sport) << 16 | u32::from(flow.dport),
             proto: flow.proto,
-            family,
+            family: 6,
         }
     }
 
     #[inline]
     fn hash(&self) -> usize {
         let fold = |x: u128| (x as u64) ^ ((x >> 64) as u64);
-        let h = fold(self.local)
-            ^ fold(self.remote).rotate_left(32)
-            ^ (u64::from(self.ports) << 8 | u64::from(self.proto));
-        // Fibonacci hashing: the high bits of the product mix every input bit.
-        (h.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) as usize
+        slot_hash(
+            fold(self.local)
+                ^ fold(self.remote).wrapping_mul(FIB)
+                ^ (u64::from(self.ports) << 8 | u64::from(self.proto)).wrapping_mul(FIB << 1 | 1),
+        )
     }
 }
 
@@ -265,6 +270,48 @@ mod tests {
         for (what, keys) in [("sport", by_sport), ("host", by_host), ("dport", by_dport)] {
             let n = spread(keys);
             assert!(n >= 56, "{what}: 64 flows in {n} slots");
+        }
+    }
+
+    /// The same for IPv6 flows (the 48-byte key): hosts that differ in
+    /// the interface identifier's low bits or in its high bits, and
+    /// source ports.
+    #[test]
+    fn ipv6_flows_that_differ_in_one_field_spread_over_the_slots() {
+        let mask = FlowCache::SLOTS - 1;
+        let key = |src: u128, sport: u16| {
+            CacheKey::new(&FlowKey {
+                src: IpAddr::V6(src.into()),
+                dst: IpAddr::V6((0xfd00_0002_u128 << 96 | 10).into()),
+                proto: 17,
+                sport,
+                dport: 9,
+            })
+        };
+        let base = 0xfd00_0001_u128 << 96;
+        let cases: [(&str, Vec<CacheKey>); 3] = [
+            (
+                "low host bits",
+                (0..64).map(|h| key(base | h, 10_000)).collect(),
+            ),
+            (
+                "high host bits",
+                (0..64).map(|h| key(base | h << 48, 10_000)).collect(),
+            ),
+            (
+                "sport",
+                (0..64).map(|p| key(base | 20, 10_000 + p as u16)).collect(),
+            ),
+        ];
+        for (what, keys) in cases {
+            let mut slots: Vec<usize> = keys.iter().map(|k| k.hash() & mask).collect();
+            slots.sort_unstable();
+            slots.dedup();
+            assert!(
+                slots.len() >= 56,
+                "{what}: 64 flows in {} slots",
+                slots.len()
+            );
         }
     }
     use espgw_control::tables::{self, IpPrefix, PortRange, Rule, Selector, TunnelId};
