@@ -359,6 +359,13 @@ impl FanOutGate {
         self
     }
 
+    /// Whether the fan-out starts off but runs: over the limit with the
+    /// live check, which may turn it on (the per-CPU handoff, which no
+    /// trial measures, stays off then).
+    pub fn starts_off(&self) -> bool {
+        self.runs() && !self.on()
+    }
+
     /// Whether the fan-out's rings are built for the run: when it starts
     /// on, and when it starts off but each receiving worker's live check
     /// may turn it on. Not when the probe failed (a CPU that cannot be
@@ -526,7 +533,8 @@ mod tests {
         assert!(hard.describe().contains("stays off"), "{}", hard.describe());
         assert_eq!(hard.json()["live_check"], false);
         let checked = slow().with_live_check(true);
-        assert!(!checked.on() && checked.runs());
+        assert!(!checked.on() && checked.runs() && checked.starts_off());
+        assert!(!hard.starts_off());
         assert!(
             checked.describe().contains("starts off"),
             "{}",
@@ -535,7 +543,7 @@ mod tests {
         assert_eq!(checked.json()["state"], "off");
         assert_eq!(checked.json()["live_check"], true);
         let fast = FanOutGate::decide(Ok(vec![pair_ns(1, Some(60.0))]), 120).with_live_check(true);
-        assert!(fast.on() && fast.runs());
+        assert!(fast.on() && fast.runs() && !fast.starts_off());
         let failed = FanOutGate::decide(Err(ProbeError::OneCpu), 120).with_live_check(true);
         assert!(!failed.runs());
         assert!(FanOutGate::NotProbed.runs());

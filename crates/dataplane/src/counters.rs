@@ -107,8 +107,10 @@ pub struct WorkerCounters {
     /// sums them, which is the gateway's rate when each owner's tunnels
     /// are its own).
     pub spread_trial_pps: [u64; 2],
-    /// 1 while the last trial turned the fan-out off (a level; a total
-    /// counts the workers).
+    /// 1 while the fan-out is off for this worker: its last trial found it
+    /// slower, or it started off (the start-up probe over its limit) and
+    /// no trial has turned it on yet (a level; a total counts the
+    /// workers).
     pub spread_off: u64,
     /// Decrypt fan-out with `spread_late = "send"`: packets of parts that
     /// came back after their reorder stage gave up on them, sent out of

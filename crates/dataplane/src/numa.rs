@@ -40,6 +40,25 @@ impl PoolPlan {
         PoolPlan { sockets, port_pool }
     }
 
+    /// Which ports each pool serves, for the log: `socket 0: a, b; socket
+    /// 1: c` (`names` by port, in the order of the plan's ports).
+    pub fn describe(&self, names: &[&str]) -> String {
+        self.sockets
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let ports: Vec<&str> = names
+                    .iter()
+                    .zip(&self.port_pool)
+                    .filter(|(_, &k)| k == i)
+                    .map(|(n, _)| *n)
+                    .collect();
+                format!("socket {s}: {}", ports.join(", "))
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
     /// The name of pool `i` (DPDK names are unique per process): the one
     /// pool keeps the name it always had.
     pub fn name(&self, i: usize) -> String {
@@ -77,6 +96,10 @@ mod tests {
         assert_eq!(
             (p.name(0), p.name(1)),
             ("espgw_mbufs_s1".into(), "espgw_mbufs_s0".into())
+        );
+        assert_eq!(
+            p.describe(&["a", "b", "c", "d"]),
+            "socket 1: a, c, d; socket 0: b"
         );
         assert!(PoolPlan::for_ports(&[]).port_pool.is_empty());
     }

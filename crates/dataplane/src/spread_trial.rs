@@ -35,10 +35,12 @@
 //! slice given to another thread on the same core (milliseconds) counts:
 //! that is a cost the fan-out may cause.
 //!
-//! The cost: half of a trial's time on the worse way, i.e. with the
-//! default recheck of 2 s, 30 ms of it in 2 s: 0.75 % of the owner's rate
-//! where the fan-out halves it, 1.5 % at most (where the worse way
-//! delivers nothing); and nothing per packet (one call per poll).
+//! The cost, estimated from the trial's timing (not measured: below the
+//! run-to-run spread of the machine it was built on): half of a trial's
+//! time on the worse way, i.e. with the default recheck of 2 s, 30 ms of
+//! it in 2 s: 0.75 % of the owner's rate where the fan-out halves it,
+//! 1.5 % at most (where the worse way delivers nothing); and nothing per
+//! packet (one call per poll).
 
 /// One window of a trial, in loop time.
 pub const WINDOW_NS: u64 = 10_000_000;
@@ -53,13 +55,14 @@ pub const MAX_GAP_NS: u64 = 50_000_000;
 /// least this share of what the windows without it did.
 pub const ON_AT_LEAST: f64 = 0.97;
 
-/// How an owner decrypts the groups it would spread.
+/// How an owner decrypts the groups it would spread (its value indexes a
+/// trial's tallies).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Arm {
     /// With the fan-out (the per-poll gate still applies).
-    Spread,
+    Spread = 0,
     /// Alone, as without the fan-out.
-    Solo,
+    Solo = 1,
 }
 
 /// The order of a trial's windows: each way first, middle and last
@@ -282,7 +285,7 @@ impl SpreadTrial {
                 if elapsed < WINDOW_NS {
                     return None;
                 }
-                let t = &mut tally[arm_index(PATTERN[*window])];
+                let t = &mut tally[PATTERN[*window] as usize];
                 t.rx += p.rx.saturating_sub(b.rx);
                 *late += p.late.saturating_sub(b.late);
                 t.spread += p.spread.saturating_sub(b.spread);
@@ -295,20 +298,12 @@ impl SpreadTrial {
                     *base = None;
                     return None;
                 }
-                let with = tally[arm_index(Arm::Spread)];
-                let without = tally[arm_index(Arm::Solo)];
-                let with_pps = pps(with.rx.saturating_sub(*late), with.ns);
-                let without_pps = pps(without.rx, without.ns);
-                let verdict = if without.full * 2 < without.polls {
-                    TrialVerdict::KeepingUp
-                } else if with.spread == 0 {
-                    TrialVerdict::NoHelper
-                } else if with_pps >= ON_AT_LEAST * without_pps {
-                    TrialVerdict::On
-                } else {
-                    TrialVerdict::Off
-                };
-                match verdict {
+                let outcome = judge(
+                    &tally[Arm::Spread as usize],
+                    &tally[Arm::Solo as usize],
+                    *late,
+                );
+                match outcome.verdict {
                     TrialVerdict::On => self.allowed = true,
                     TrialVerdict::Off => self.allowed = false,
                     TrialVerdict::KeepingUp | TrialVerdict::NoHelper => {}
@@ -317,20 +312,31 @@ impl SpreadTrial {
                     until: active.saturating_add(self.recheck_ns),
                     eligible: p.eligible,
                 };
-                Some(TrialOutcome {
-                    verdict,
-                    with_pps,
-                    without_pps,
-                })
+                Some(outcome)
             }
         }
     }
 }
 
-fn arm_index(arm: Arm) -> usize {
-    match arm {
-        Arm::Spread => 0,
-        Arm::Solo => 1,
+/// A finished trial's verdict from its windows with the fan-out (`with`)
+/// and without, and the late drops counted in all of them (the
+/// fan-out's).
+fn judge(with: &Tally, without: &Tally, late: u64) -> TrialOutcome {
+    let with_pps = pps(with.rx.saturating_sub(late), with.ns);
+    let without_pps = pps(without.rx, without.ns);
+    let verdict = if without.full * 2 < without.polls {
+        TrialVerdict::KeepingUp
+    } else if with.spread == 0 {
+        TrialVerdict::NoHelper
+    } else if with_pps >= ON_AT_LEAST * without_pps {
+        TrialVerdict::On
+    } else {
+        TrialVerdict::Off
+    };
+    TrialOutcome {
+        verdict,
+        with_pps,
+        without_pps,
     }
 }
 

@@ -251,7 +251,7 @@ pub fn render(s: &StatsSnapshot) -> String {
             &mut out,
             name,
             "gauge",
-            "Decrypt fan-out's live check: 1 while the worker's last trial found the fan-out slower than the worker alone (off until the next trial).",
+            "Decrypt fan-out's live check: 1 while the fan-out is off for the worker (its last trial found it slower than the worker alone, or it started off over the start-up probe's limit and no trial has turned it on yet).",
         );
         for w in &s.workers {
             let off = u64::from(w.spread_off);

@@ -260,7 +260,8 @@ pub struct WorkerLoad {
     pub spread_trial_with_pps: u64,
     #[serde(default)]
     pub spread_trial_without_pps: u64,
-    /// The last trial turned the fan-out off for this worker.
+    /// The fan-out is off for this worker (its last trial found it slower,
+    /// or it started off and no trial has turned it on yet).
     #[serde(default)]
     pub spread_off: bool,
     /// Per-CPU SA handoff (RFC 9611 SAs with the fan-out on): packets this

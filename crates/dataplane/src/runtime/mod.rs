@@ -195,6 +195,7 @@ fn run_with_eal(
     };
     // A worker that panics sets `stop`: the loop below ends within 20 ms.
     let supervisor = Supervisor::new(Arc::clone(stop));
+    let starts_off = gate.is_some_and(|g| g.starts_off());
     let run = Launch {
         control: &control,
         lives: &lives,
@@ -210,16 +211,15 @@ fn run_with_eal(
                 // fan-out starts off (each worker's trials may turn it on)
                 // and the per-CPU handoff, which no trial measures, stays
                 // off.
-                let starts_on = gate.is_none_or(|g| g.on());
                 let rings = crate::worker::SpreadRings::with_wait(
                     config.dataplane.workers,
                     config.dataplane.spread_late,
                     when,
-                    config.dataplane.per_cpu_handoff && starts_on,
+                    config.dataplane.per_cpu_handoff && !starts_off,
                     u64::from(config.dataplane.spread_wait_us) * 1000,
                 );
                 rings.set_recheck_ns(u64::from(config.dataplane.spread_recheck_ms) * 1_000_000);
-                rings.set_starts_off(!starts_on);
+                rings.set_starts_off(starts_off);
                 rings
             }),
     };
@@ -255,7 +255,6 @@ fn run_with_eal(
         let queues = u16::try_from(queues_per_port(&config.dataplane)).unwrap_or(u16::MAX);
         steering::Steering::new(queues, control.live.watcher(), steering_view)
     });
-    let starts_off = gate.is_some_and(|g| g.runs() && !g.on());
     let mut trials = trial_log::TrialLog::new(config.dataplane.workers, starts_off);
     while !stop.load(Ordering::Relaxed) && !signalled.load(Ordering::Relaxed) {
         if opts.duration.is_some_and(|d| started.elapsed() >= d) {
@@ -470,26 +469,13 @@ impl Setup {
             pools.push(pool);
         }
         if plan.sockets.len() > 1 {
+            let names: Vec<&str> = config.ports.iter().map(|p| p.name.as_str()).collect();
             eprintln!(
                 "espgw {}: ports on {} NUMA sockets: a pool of {} mbufs on each ({})",
                 config.gateway.name,
                 plan.sockets.len(),
                 dp.mbufs,
-                plan.sockets
-                    .iter()
-                    .enumerate()
-                    .map(|(i, s)| {
-                        let names: Vec<&str> = config
-                            .ports
-                            .iter()
-                            .zip(&plan.port_pool)
-                            .filter(|(_, &k)| k == i)
-                            .map(|(p, _)| p.name.as_str())
-                            .collect();
-                        format!("socket {s}: {}", names.join(", "))
-                    })
-                    .collect::<Vec<_>>()
-                    .join("; ")
+                plan.describe(&names)
             );
         }
         let mut ports = Vec::new();

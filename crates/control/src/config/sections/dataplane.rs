@@ -71,9 +71,9 @@ pub const MAX_SPREAD_MAX_ROUND_TRIP_NS: u32 = 100_000;
 /// `spread_decrypt = "auto"` checks while the worker is behind whether
 /// the fan-out makes it deliver more than alone (a trial of
 /// [`SPREAD_TRIAL_MS`], half of it the worse way;
-/// `espgw_dataplane::spread_trial`). Every 2 s a trial costs 0.75 % of the
-/// worker's rate where the fan-out halves it (or doubles it), 1.5 % at
-/// most; 0 turns the check off; from 100 ms (shorter, a trial would run
+/// `espgw_dataplane::spread_trial`). Every 2 s a trial costs, by its
+/// timing (not measured), 0.75 % of the worker's rate where the fan-out
+/// halves it (or doubles it), 1.5 % at most; 0 turns the check off; from 100 ms (shorter, a trial would run
 /// more often than the gateway holds its verdict) to an hour.
 pub const DEFAULT_SPREAD_RECHECK_MS: u32 = 2_000;
 pub const MIN_SPREAD_RECHECK_MS: u32 = 100;
