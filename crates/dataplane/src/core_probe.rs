@@ -114,6 +114,19 @@ fn wait_for(
     true
 }
 
+/// Spins until `ready()`; false when the other thread left first (it will
+/// not make `ready` true). The two probe threads' waits for each other
+/// outside a round.
+fn spin_until(ready: impl Fn() -> bool, other_left: &AtomicBool) -> bool {
+    while !ready() {
+        if other_left.load(Ordering::Acquire) {
+            return false;
+        }
+        std::hint::spin_loop();
+    }
+    true
+}
+
 /// Pins this thread to `cpu`; on failure records the CPU in `bad`.
 fn pin(cpu: usize, bad: &AtomicUsize) -> bool {
     let ok = cpu < CPU_SETSIZE && core_affinity::set_for_current(core_affinity::CoreId { id: cpu });
@@ -148,11 +161,8 @@ fn rounds(a: usize, b: usize, trips: u32, rounds: usize) -> Result<Vec<Option<f6
                 }
                 ready.fetch_add(1, Ordering::AcqRel);
                 for (r, abort) in abort.iter().enumerate() {
-                    while go.load(Ordering::Acquire) <= r {
-                        if timer_left.load(Ordering::Acquire) {
-                            return;
-                        }
-                        std::hint::spin_loop();
+                    if !spin_until(|| go.load(Ordering::Acquire) > r, &timer_left) {
+                        return;
                     }
                     let round = Instant::now();
                     for i in 0..u64::from(trips) {
@@ -173,11 +183,8 @@ fn rounds(a: usize, b: usize, trips: u32, rounds: usize) -> Result<Vec<Option<f6
                 if !pin(a, &bad) {
                     return;
                 }
-                while ready.load(Ordering::Acquire) < 1 {
-                    if echo_left.load(Ordering::Acquire) {
-                        return;
-                    }
-                    std::hint::spin_loop();
+                if !spin_until(|| ready.load(Ordering::Acquire) >= 1, &echo_left) {
+                    return;
                 }
                 let mut failed = 0;
                 for (r, abort) in abort.iter().enumerate() {
