@@ -2967,6 +2967,89 @@ mod spread {
         assert_eq!(sa.drops.get(espgw_esp::DropReason::Replayed), replays);
     }
 
+    /// A's ESP `frame` in form `outer` with its ESP (everything after the
+    /// outer IP and UDP headers) replaced by `esp`: lengths, the IPv4
+    /// header checksum and the UDP checksum made right for it.
+    fn reframe(outer: Outer, frame: &[u8], esp: &[u8]) -> Vec<u8> {
+        let ip_len = if outer.v6() { 40 } else { 20 };
+        let at = 14 + ip_len + if outer.udp() { 8 } else { 0 };
+        let mut f = frame[..at].to_vec();
+        f.extend_from_slice(esp);
+        let l3 = f.len() - 14;
+        if outer.v6() {
+            f[18..20].copy_from_slice(&((l3 - 40) as u16).to_be_bytes());
+        } else {
+            f[16..18].copy_from_slice(&(l3 as u16).to_be_bytes());
+            Ipv4Packet::new_checked(&mut f[14..])
+                .unwrap()
+                .fill_checksum();
+        }
+        if outer.udp() {
+            let u = 14 + ip_len;
+            f[u + 4..u + 6].copy_from_slice(&((l3 - ip_len) as u16).to_be_bytes());
+            let (src, dst) = (outer.addr(false), outer.addr(true));
+            let mut udp = espgw_wire::UdpPacket::new_checked(&mut f[u..]).unwrap();
+            if outer.v6() {
+                udp.fill_checksum_v6(v6(src), v6(dst));
+            } else {
+                udp.fill_checksum_v4(v4(src), v4(dst));
+            }
+        }
+        f
+    }
+
+    /// Every form of the tunnel's ESP (bare and in UDP 4500, IPv4 and
+    /// IPv6 outer: the classifier's and the engine's fast locators cover
+    /// all of them, the general path what they leave): the genuine packets
+    /// delivered in order, one with link padding after it included, and
+    /// each bad one dropped for its own reason: a wrong ICV, an unknown
+    /// SPI, a replay, ESP cut to its SPI, and in UDP a NAT keepalive.
+    #[test]
+    fn every_outer_form_delivers_its_esp_and_counts_bad_packets_by_reason() {
+        for outer in Outer::ALL {
+            let stream = esp_stream(outer, 3);
+            let expected = stream.delivered();
+            let esp_at = 14 + if outer.v6() { 40 } else { 20 } + if outer.udp() { 8 } else { 0 };
+            let esp_of = |i: usize| stream.esp[i][esp_at..].to_vec();
+            let mut padded = stream.esp[0].clone();
+            padded.extend_from_slice(&[0xee; 6]);
+            let mut tampered = esp_of(1);
+            *tampered.last_mut().unwrap() ^= 1;
+            let mut unknown = esp_of(1);
+            unknown[..4].copy_from_slice(&0xdead_beefu32.to_be_bytes());
+            let mut frames = vec![
+                padded,
+                reframe(outer, &stream.esp[1], &tampered),
+                reframe(outer, &stream.esp[1], &unknown),
+                reframe(outer, &stream.esp[1], &esp_of(1)[..4]),
+                stream.esp[1].clone(),
+                stream.esp[1].clone(),
+            ];
+            if outer.udp() {
+                frames.push(reframe(outer, &stream.esp[1], &[0xff]));
+            }
+            frames.push(stream.esp[2].clone());
+            let mut b = Gw::new(b_snapshot(outer, None));
+            b.learn_by_arp(PROT, "10.2.0.10", HOST_B_MAC, "10.2.0.1");
+            outer.learn_peer(&mut b, true);
+            let out = b.rx(UNPROT, &frames);
+            assert_eq!(out[PROT], expected, "{outer:?}");
+            for r in [
+                DropReason::IcvMismatch,
+                DropReason::UnknownSpi,
+                DropReason::Truncated,
+                DropReason::Replayed,
+            ] {
+                assert_eq!(b.drops(r), 1, "{outer:?} {r:?}");
+            }
+            let keepalives = u64::from(outer.udp());
+            assert_eq!(b.drops(DropReason::NatKeepalive), keepalives, "{outer:?}");
+            let c = b.w.counters();
+            assert_eq!(c.drops.total(), 4 + keepalives, "{outer:?} {:?}", c.drops);
+            assert!(c.balanced(), "{outer:?}");
+        }
+    }
+
     /// `SpreadRings::set_max_parts`: with three helpers idle, a burst of 32
     /// is cut into three parts by default (one per helper, at least
     /// `MIN_PART` each), but with a limit of 1 each burst goes whole to one

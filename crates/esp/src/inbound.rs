@@ -23,7 +23,7 @@ use crate::config::{ConfigError, Encap, SaConfig};
 use crate::crypto::{self, EspCipher};
 use crate::lifetime::{Expiry, Limits};
 use crate::outbound::ESP_HEADER;
-use crate::outer::{locate_esp, locate_esp_v4};
+use crate::outer::{locate_esp, locate_esp_fast};
 use crate::shared_replay::SharedReplayWindow;
 use crate::verdict::{DropCounts, DropReason, SaStats, Verdict};
 use crate::{inner, trailer, Suite};
@@ -341,7 +341,7 @@ impl InboundSa {
         if burst.expiry.is_hard() {
             return Err(DropReason::SaExpired);
         }
-        let loc = match locate_esp_v4(pkt.data(), self.encap) {
+        let loc = match locate_esp_fast(pkt.data(), self.encap) {
             Some(loc) => loc,
             None => locate_esp(pkt.data(), self.encap)?,
         };

@@ -134,6 +134,19 @@ impl Classify {
                 if pkt.adj(ethernet::HEADER_LEN).is_err() {
                     return core.drop_pkt(pkt, DropReason::Malformed, Some(port));
                 }
+                // ESP to us straight after the fixed header, bare or in
+                // UDP 4500: what `parse_v6` and `local_input` would decide,
+                // without the extension header walk and the `IpMeta`.
+                if let Some(e) = esp_v6(pkt.data()) {
+                    let dst = IpAddr::V6(e.dst);
+                    if core.net.is_local(dst) {
+                        let padding = pkt.len() - e.total;
+                        if pkt.trim(padding).is_err() {
+                            return core.drop_pkt(pkt, DropReason::Malformed, Some(port));
+                        }
+                        return self.esp_for_spi(core, port, pkt, dst, e.spi, e.udp, esp_in);
+                    }
+                }
                 match parse_v6(&mut pkt) {
                     Ok(m) if m.proto == ip_protocol::ICMPV6 && is_nd(&pkt, &m) => {
                         Link::nd_input(core, port, pkt, m, src_mac, tx)
@@ -176,6 +189,15 @@ impl Classify {
                     Some(spi) => self.esp_for_spi(core, port, pkt, dst, spi, false, esp_in),
                     None => self.esp_input(core, port, pkt, dst, Encap::None, esp_in),
                 };
+            }
+            // ESP in UDP 4500 (RFC 3948: NAT traversal, and all that
+            // strongSwan's kernel-libipsec sends), likewise; keepalives,
+            // IKE and anything short take the general way below.
+            if v.proto == ip_protocol::UDP && v.has_ports() && v.dport == Encap::NAT_T_PORT {
+                if let Some(spi) = esp_spi_udp4(pkt.data(), usize::from(v.hl)) {
+                    let dst = v.dst_addr();
+                    return self.esp_for_spi(core, port, pkt, dst, spi, true, esp_in);
+                }
             }
             let m = v.meta();
             return self.local_input(core, port, pkt, m, esp_in, esp_out, icmp, egress, tx);
@@ -587,6 +609,67 @@ fn esp_spi_v4(d: &[u8], hl: usize) -> Option<u32> {
     (frag == 0 && spi != 0).then_some(spi)
 }
 
+/// The SPI of ESP in UDP that `Punt::nat_t` and `locate_esp(d,
+/// Encap::udp_4500())` take for ESP in an IPv4 packet that `parse_v4_fast`
+/// accepted (header length `hl`, trimmed to its total length) with UDP to
+/// port 4500, when they would: not a fragment, a UDP length that holds an
+/// 8-byte ESP header and fits the packet, SPI not 0 (0 is IKE's non-ESP
+/// marker). `None`: the general path decides (keepalive, IKE, truncated).
+#[inline]
+fn esp_spi_udp4(d: &[u8], hl: usize) -> Option<u32> {
+    let frag = u16::from_be_bytes([*d.get(6)?, *d.get(7)?]) & 0x3fff;
+    let udp = d.get(hl..)?.first_chunk::<16>()?;
+    let udp_len = usize::from(u16::from_be_bytes([udp[4], udp[5]]));
+    let spi = u32::from_be_bytes([udp[8], udp[9], udp[10], udp[11]]);
+    (frag == 0 && udp_len >= 16 && hl + udp_len <= d.len() && spi != 0).then_some(spi)
+}
+
+/// ESP to an IPv6 address, found by [`esp_v6`].
+struct EspV6 {
+    dst: std::net::Ipv6Addr,
+    spi: u32,
+    /// In UDP to port 4500.
+    udp: bool,
+    /// The packet's length by its header (without link padding).
+    total: usize,
+}
+
+/// ESP right after an IPv6 fixed header, bare or in UDP to port 4500,
+/// when `parse_v6` and, for a local destination, `local_input` would take
+/// it as ESP with this SPI: version 6, a payload length the packet holds,
+/// an 8-byte ESP header within it (and within the UDP length) with an SPI
+/// not 0. `None`: the general path decides (extension headers, other
+/// protocols, keepalives, IKE, truncated).
+#[inline]
+fn esp_v6(d: &[u8]) -> Option<EspV6> {
+    let h = d.first_chunk::<40>()?;
+    let total = 40 + usize::from(u16::from_be_bytes([h[4], h[5]]));
+    if h[0] >> 4 != 6 || total > d.len() {
+        return None;
+    }
+    let (esp_at, end, udp) = match h[6] {
+        ip_protocol::ESP => (40, total, false),
+        ip_protocol::UDP => {
+            let u = d[40..total].first_chunk::<8>()?;
+            let udp_len = usize::from(u16::from_be_bytes([u[4], u[5]]));
+            if u16::from_be_bytes([u[2], u[3]]) != Encap::NAT_T_PORT || 40 + udp_len > total {
+                return None;
+            }
+            (48, 40 + udp_len, true)
+        }
+        _ => return None,
+    };
+    let esp = d[esp_at..end.max(esp_at)].first_chunk::<8>()?;
+    let spi = u32::from_be_bytes([esp[0], esp[1], esp[2], esp[3]]);
+    let dst: [u8; 16] = h[24..40].try_into().ok()?;
+    (spi != 0).then_some(EspV6 {
+        dst: dst.into(),
+        spi,
+        udp,
+        total,
+    })
+}
+
 /// True for an ICMPv6 neighbor solicitation or advertisement.
 fn is_nd<B: PacketBuf>(pkt: &B, m: &IpMeta) -> bool {
     matches!(
@@ -597,10 +680,11 @@ fn is_nd<B: PacketBuf>(pkt: &B, m: &IpMeta) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::esp_spi_v4;
+    use super::{esp_spi_udp4, esp_spi_v4, esp_v6};
     use crate::ip::parse_v4_fast;
     use espgw_control::tables::inner_mtu;
     use espgw_wire::{PacketBuf, VecBuf};
+    use std::net::IpAddr;
 
     /// The classifier's SPI read agrees with `locate_esp`: whenever it
     /// gives an SPI, `locate_esp` finds that one, and for an unfragmented
@@ -649,6 +733,159 @@ mod tests {
         });
     }
     use espgw_esp::{Encap, Lifetimes, OutboundSa, SaConfig, Suite};
+
+    /// The classifier's NAT-T read agrees with the general path's
+    /// (`Punt::nat_t`'s payload test, then `locate_esp` with port 4500):
+    /// whenever it gives an SPI, the payload is ESP (not a keepalive, not
+    /// IKE's non-ESP marker) and `locate_esp` finds that SPI; for every
+    /// unfragmented packet that both take as ESP it gives one. IPv4 UDP
+    /// packets to port 4500 with options, fragment bits, UDP lengths around
+    /// the edges, keepalives, zero SPIs and link padding.
+    #[test]
+    fn esp_spi_udp4_agrees_with_nat_t_and_locate_esp() {
+        use proptest::prelude::*;
+        use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+        static FOUND: AtomicUsize = AtomicUsize::new(0);
+        let packets = (
+            0usize..=2,
+            prop_oneof![0usize..4, 4usize..40],
+            prop::sample::select(vec![0i32, 0, 0, -1, -8, 1, 3, -100]),
+            0usize..4,
+            any::<[u8; 20]>(),
+            proptest::collection::vec(any::<u8>(), 64),
+            0usize..6,
+        )
+            .prop_map(
+                |(opt_words, payload_len, udp_off, pad, fields, rest, variant)| {
+                    let hl = 20 + 4 * opt_words;
+                    let total = hl + 8 + payload_len;
+                    let mut p = fields.to_vec();
+                    p.extend_from_slice(&rest[..4 * opt_words + 8 + payload_len + pad]);
+                    p[0] = 0x40 | (hl / 4) as u8;
+                    p[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+                    p[9] = 17;
+                    let flags_frag = [0x0000u16, 0x4000, 0x2000, 0x0000, 0x4000, 0x0000][variant];
+                    p[6..8].copy_from_slice(&flags_frag.to_be_bytes());
+                    p[hl + 2..hl + 4].copy_from_slice(&4500u16.to_be_bytes());
+                    let udp_len = ((8 + payload_len) as i32 + udp_off).clamp(0, 0xffff) as u16;
+                    p[hl + 4..hl + 6].copy_from_slice(&udp_len.to_be_bytes());
+                    match variant {
+                        3 if payload_len >= 4 => p[hl + 8..hl + 12].copy_from_slice(&[0; 4]),
+                        5 if payload_len >= 1 => p[hl + 8] = 0xff,
+                        _ => {}
+                    }
+                    p[10..12].copy_from_slice(&[0, 0]);
+                    let sum = espgw_wire::checksum::sum(&p[..hl]);
+                    p[10..12].copy_from_slice(&(!sum).to_be_bytes());
+                    p
+                },
+            );
+        proptest!(|(bytes in packets)| {
+            let mut pkt = VecBuf::from_packet(&bytes);
+            let v = parse_v4_fast(&mut pkt).unwrap();
+            prop_assert!(v.has_ports() && v.dport == Encap::NAT_T_PORT);
+            let d = pkt.data();
+            let hl = usize::from(v.hl);
+            let fast = esp_spi_udp4(d, hl);
+            // `Punt::nat_t`: what follows the UDP header, to the packet's end.
+            let nat_t_esp = !matches!(&d[hl + 8..], [0xff] | [0, 0, 0, 0, ..]);
+            let general = espgw_esp::locate_esp(d, Encap::udp_4500());
+            match (fast, nat_t_esp, general) {
+                (Some(spi), true, Ok(loc)) => {
+                    prop_assert_eq!(spi, loc.spi);
+                    FOUND.fetch_add(1, Relaxed);
+                }
+                (Some(_), _, general) => prop_assert!(false, "fast took {:?}", general),
+                (None, true, Ok(loc)) => prop_assert!(false, "left {:?} to the general path", loc),
+                (None, _, _) => {}
+            }
+        });
+        assert!(FOUND.load(Relaxed) > 10);
+    }
+
+    /// The classifier's IPv6 read agrees with the general path's
+    /// (`parse_v6`, then for ESP in UDP `Punt::nat_t`'s payload test, then
+    /// `locate_esp`): whenever it finds ESP, `parse_v6` gives that
+    /// destination and protocol (port 4500 in UDP) and trims to its length,
+    /// the payload is ESP and `locate_esp` finds the SPI; for every packet
+    /// with ESP straight after the fixed header that the general path
+    /// takes, it finds it too. Random IPv6 headers with the version, next
+    /// header, payload and UDP lengths, ports and SPI around their edges,
+    /// short packets and link padding.
+    #[test]
+    fn esp_v6_agrees_with_parse_v6_and_locate_esp() {
+        use crate::ip::parse_v6;
+        use proptest::prelude::*;
+        use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+        static FOUND: [AtomicUsize; 2] = [const { AtomicUsize::new(0) }; 2];
+        let packets = (
+            any::<[u8; 100]>(),
+            prop_oneof![0usize..100, 56usize..100],
+            prop::sample::select(vec![6u8, 6, 6, 4]),
+            prop::sample::select(vec![50u8, 50, 17, 17, 6, 60]),
+            prop_oneof![0usize..70, (0usize..4).prop_map(|pad| 1000 + pad)],
+            prop::sample::select(vec![4500u16, 4500, 500]),
+            prop::sample::select(vec![0i32, 0, -1, -8, 1, -60]),
+            0usize..4,
+        );
+        let config = ProptestConfig::with_cases(2048);
+        proptest!(config, |((bytes, len, version, nh, payload, dport, udp_off, variant) in packets)| {
+            let mut p = bytes[..len].to_vec();
+            // 1000 + n: what the packet holds less n bytes of link padding.
+            let payload = if payload >= 1000 {
+                len.saturating_sub(40 + payload - 1000)
+            } else {
+                payload
+            };
+            if p.len() >= 40 {
+                p[0] = version << 4 | (p[0] & 0x0f);
+                p[4..6].copy_from_slice(&(payload as u16).to_be_bytes());
+                p[6] = nh;
+                let esp_at = if nh == 17 { 48 } else { 40 };
+                if nh == 17 && p.len() >= 48 {
+                    p[42..44].copy_from_slice(&dport.to_be_bytes());
+                    let udp_len = (payload as i32 + udp_off).clamp(0, 0xffff) as u16;
+                    p[44..46].copy_from_slice(&udp_len.to_be_bytes());
+                }
+                match variant {
+                    1 if p.len() >= esp_at + 4 => p[esp_at..esp_at + 4].copy_from_slice(&[0; 4]),
+                    2 if nh == 17 && p.len() >= 49 => p[48] = 0xff,
+                    _ => {}
+                }
+            }
+            let fast = esp_v6(&p);
+            let mut pkt = VecBuf::from_packet(&p);
+            let parsed = parse_v6(&mut pkt);
+            let general = parsed.as_ref().ok().and_then(|m| {
+                let d = pkt.data();
+                let encap = match (m.proto, m.dport) {
+                    (50, _) => Encap::None,
+                    (17, Some(Encap::NAT_T_PORT))
+                        if !matches!(d.get(m.l4_offset + 8..), Some([0xff] | [0, 0, 0, 0, ..])) =>
+                    {
+                        Encap::udp_4500()
+                    }
+                    _ => return None,
+                };
+                let loc = espgw_esp::locate_esp(d, encap).ok()?;
+                Some((m.dst, loc.spi, encap != Encap::None, d.len()))
+            });
+            match (fast, general) {
+                (Some(e), Some((dst, spi, udp, total))) => {
+                    prop_assert_eq!((IpAddr::V6(e.dst), e.spi, e.udp, e.total), (dst, spi, udp, total));
+                    FOUND[usize::from(e.udp)].fetch_add(1, Relaxed);
+                }
+                (Some(e), None) => prop_assert!(false, "fast took spi {:#x}: {:?}", e.spi, parsed),
+                (None, Some(g)) if p.get(6).is_some_and(|&nh| nh == 50 || nh == 17) => {
+                    prop_assert!(false, "left {:?} to the general path", g)
+                }
+                (None, _) => {}
+            }
+        });
+        for found in &FOUND {
+            assert!(found.load(Relaxed) > 10, "{found:?}");
+        }
+    }
 
     /// The fast path's test (`len <= fits`, with `fits = inner_mtu(out,
     /// mtu)`, worker/classify.rs `Protected`) says "fits" for exactly the
