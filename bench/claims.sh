@@ -1450,6 +1450,20 @@ _ceil = _st2.median(r["ratio_to_ceiling"] for r in s21ab("b", "1420", "encrypt",
 _over = _st2.median(r["cycles_per_packet_p50"] for r in s21ab("b", "64", "encrypt", "worker")) - _st2.median(r["cycles_per_packet_p50"] for r in s21ab("b", "64", "encrypt", "cipher"))
 claim("docs/benchmarks.md", "layer at 1420 B encrypt to %.3f of the cipher (0.90 wanted) and at 64 B to %.0f cycles over the cipher encrypting" % (_ceil, _over))
 
+# docs/benchmarks.md, "Inbound ESP in UDP and over IPv6 on the fast path (session 22)"
+def s22ab(form, side, size, layer, key="cycles_per_packet_p50"):
+    v = []
+    for i in range(1, 7):
+        d = json.load(open("bench/results/epyc-zen5-2vcpu-2026-12-05-s22-ab-inbound-%s-%s-%d.json" % (form, side, i)))
+        v += [r[key] for r in d["results"] if str(r["size"]) == size and r["direction"] == "decrypt" and r["layer"] == layer]
+    return _st2.median(v)
+for _form in ("esp4", "udp4", "esp6", "udp6"):
+    for _size in ("64", "1420"):
+        _wa, _wb = s22ab(_form, "a", _size, "worker"), s22ab(_form, "b", _size, "worker")
+        claim("docs/benchmarks.md", "| %s | %s | %.1f | %.1f | %.1f | %.1f | %+.1f | %.3f | %.3f |" % (
+            _form, _size, s22ab(_form, "a", _size, "engine"), s22ab(_form, "b", _size, "engine"), _wa, _wb, _wb - _wa,
+            s22ab(_form, "a", _size, "worker", "ratio_to_ceiling"), s22ab(_form, "b", _size, "worker", "ratio_to_ceiling")))
+
 # docs/benchmarks.md, issue 14's table: session 20's alternating runs (build B)
 def s20ab(direction):
     import statistics
