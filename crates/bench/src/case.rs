@@ -130,7 +130,7 @@ impl CaseData {
                     let n = pattern[i % pattern.len()];
                     let (src, sport) = near_flows.source(i);
                     Template {
-                        bytes: packets::ipv4_udp(n, src, near.dst_ip, sport),
+                        bytes: packets::inner_udp(gw.inner, n, src, near.dst_ip, sport),
                         inner_len: n,
                         seq: 0,
                     }
@@ -150,7 +150,7 @@ impl CaseData {
                 let n = pattern[i % pattern.len()];
                 let (src, sport) = far_flows.source(i);
                 let mut buf = [VecBuf::with_room(
-                    &packets::ipv4_udp(n, src, far.dst_ip, sport),
+                    &packets::inner_udp(gw.inner, n, src, far.dst_ip, sport),
                     VecBuf::DEFAULT_HEADROOM,
                     256,
                 )];
@@ -184,11 +184,11 @@ impl CaseData {
         let flow0 = |a: &packets::FrameAddrs| {
             sizes
                 .iter()
-                .map(|&n| packets::ipv4_udp(n, a.src_ip, a.dst_ip, FIRST_PORT))
+                .map(|&n| packets::inner_udp(gw.inner, n, a.src_ip, a.dst_ip, FIRST_PORT))
                 .collect::<Vec<_>>()
         };
         let expect = |f: Flows, a: &packets::FrameAddrs, ttl: u8| {
-            InnerExpect::new(f, a.dst_ip, ttl, flow0(a))
+            InnerExpect::new(f, a.dst_ip, ttl, flow0(a)).of(gw.inner)
         };
         Ok(CaseData {
             suite,

@@ -36,6 +36,8 @@ pub struct Args {
     pub per_cpu_sas: bool,
     /// The tunnels' outer form: "esp4" (default), "udp4", "esp6", "udp6".
     pub outer: Option<String>,
+    /// The inner packets' family: "ipv4" (default) or "ipv6".
+    pub inner: Option<String>,
     /// 256 or 512 (default): the ciphers' widest vector registers, as
     /// `[dataplane] max_simd_bitwidth`.
     pub max_simd_bitwidth: Option<u16>,
@@ -136,6 +138,19 @@ impl Args {
         }
         if let Some(s) = &self.outer {
             o.outer = options::parse_outer(s)?;
+        }
+        if let Some(s) = &self.inner {
+            o.inner = options::parse_inner(s)?;
+            let min = o.inner.min_size();
+            if let Some(n) = o.sizes.iter().find_map(|s| match s {
+                options::Size::Fixed(n) if *n < min => Some(*n),
+                _ => None,
+            }) {
+                return Err(options::OptionError(format!(
+                    "--sizes: {n} is below {min}, the smallest --inner {} packet",
+                    o.inner.name()
+                )));
+            }
         }
         if let Some(bits) = self.max_simd_bitwidth {
             o.simd_width = options::parse_simd_width(bits)?;

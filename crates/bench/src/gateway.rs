@@ -26,8 +26,9 @@ use espgw_dataplane::Network;
 use espgw_esp::{SaConfig, Suite};
 use espgw_wire::MacAddr;
 
+use crate::options::Inner;
 use crate::options::Outer;
-use crate::packets::FrameAddrs;
+use crate::packets::{v6_of, FrameAddrs};
 
 pub const PROTECTED: usize = 0;
 pub const UNPROTECTED: usize = 1;
@@ -112,8 +113,21 @@ pub const REPLAY_WINDOW: u32 = 1024;
 /// "fragmentation needed" (the case measures ESP, not PMTU handling).
 /// The IPv6 forms add an IPv6 address to the unprotected port and a static
 /// neighbor for the peer's (no ND), the IPv4 ones leave the config as it
-/// always was.
-pub fn config_text(suite: Suite, workers: usize, replay_window: u32, outer: Outer) -> String {
+/// always was. With `inner` IPv6 the protected port gets the IPv6 address
+/// [`v6_of`] maps its IPv4 one to, the host a static neighbor there, and
+/// the tunnels' selectors are the mapped prefixes (/120 for /24) instead.
+pub fn config_text(
+    suite: Suite,
+    workers: usize,
+    replay_window: u32,
+    outer: Outer,
+    inner: Inner,
+) -> String {
+    let prot_address = if inner.ipv6() {
+        format!("[\"{GW_PROT_IP}/24\", \"{}/120\"]", v6_of(GW_PROT_IP))
+    } else {
+        format!("\"{GW_PROT_IP}/24\"")
+    };
     let unprot_address = if outer.ipv6() {
         format!("[\"{GW_UNPROT_IP}/24\", \"{GW_UNPROT_IP6}/64\"]")
     } else {
@@ -130,7 +144,7 @@ mtu = 9000
 name = "prot"
 side = "protected"
 device = "net_null0"
-address = "{GW_PROT_IP}/24"
+address = {prot_address}
 [[port]]
 name = "unprot"
 side = "unprotected"
@@ -154,26 +168,40 @@ port = "unprot"
             mac_text(PEER_MAC)
         ));
     }
+    if inner.ipv6() {
+        t.push_str(&format!(
+            "[[neighbor]]\naddress = \"{}\"\nmac = \"{}\"\nport = \"prot\"\n",
+            v6_of(HOST_IP),
+            mac_text(HOST_MAC)
+        ));
+    }
     let (local, remote) = (outer_local(outer), outer_remote(outer));
     let encap = if outer.udp() { "udp" } else { "none" };
+    // The /24 of an IPv4 address, or the /120 its IPv6 mapping is in.
+    let net = |a: Ipv4Addr| {
+        let net = Ipv4Addr::from(u32::from(a) & !0xff);
+        if inner.ipv6() {
+            format!("{}/120", v6_of(net))
+        } else {
+            format!("{net}/24")
+        }
+    };
     for w in 0..workers {
-        let far = far_host(w).octets();
         t.push_str(&format!(
             r#"[[tunnel]]
 name = "w{w}"
 local = "{local}"
 remote = "{remote}"
 encap = "{encap}"
-local_ts = ["10.1.0.0/24"]
-remote_ts = ["{}.{}.{}.0/24"]
+local_ts = ["{}"]
+remote_ts = ["{}"]
 esp = "{}"
 replay_window = {}
 out = {}
 in = {}
 "#,
-            far[0],
-            far[1],
-            far[2],
+            net(HOST_IP),
+            net(far_host(w)),
             suite.name(),
             replay_window,
             sa_keys(suite, out_spi(w)),
@@ -190,9 +218,10 @@ fn parse_config(
     cpus: usize,
     replay_window: u32,
     outer: Outer,
+    inner: Inner,
 ) -> Result<Config, String> {
     let host = HostFacts::assumed(cpus.max(1));
-    let text = config_text(suite, tunnels, replay_window, outer);
+    let text = config_text(suite, tunnels, replay_window, outer, inner);
     espgw_control::parse_str(Path::new("bench.toml"), text, &host)
         .map(|(config, _warnings)| config)
         .map_err(|d| format!("bench gateway config rejected: {d:?}"))
@@ -236,6 +265,8 @@ pub struct Gateway {
     pub tables: Arc<Tables>,
     /// The tunnels' outer form.
     pub outer: Outer,
+    /// The inner packets' family the tunnels' selectors are for.
+    pub inner: Inner,
     /// With `--persist-seq`: the SA state and its keeper thread, as in
     /// `espgw run` (stopped and removed on drop).
     persistence: Option<Persistence>,
@@ -273,7 +304,17 @@ impl Gateway {
 
     /// Like [`Gateway::new`] with the tunnels' ESP in the `outer` form.
     pub fn with_outer(suite: Suite, workers: usize, outer: Outer) -> Result<Gateway, String> {
-        Self::build_with(suite, workers, REPLAY_WINDOW, false, outer)
+        Self::build_with(suite, workers, REPLAY_WINDOW, false, outer, Inner::Ipv4)
+    }
+
+    /// Like [`Gateway::with_outer`] with `inner` packets through the tunnels.
+    pub fn with_forms(
+        suite: Suite,
+        workers: usize,
+        outer: Outer,
+        inner: Inner,
+    ) -> Result<Gateway, String> {
+        Self::build_with(suite, workers, REPLAY_WINDOW, false, outer, inner)
     }
 
     /// Like [`Gateway::build`] with `tunnels` tunnels, anti-replay
@@ -284,21 +325,34 @@ impl Gateway {
         replay_window: u32,
         persist_seq: bool,
         outer: Outer,
+        inner: Inner,
     ) -> Result<Gateway, String> {
-        let config = parse_config(suite, tunnels, tunnels, replay_window, outer)?;
-        Self::from_config(config, persist_seq, outer)
+        let config = parse_config(suite, tunnels, tunnels, replay_window, outer, inner)?;
+        Self::from_config(config, persist_seq, outer, inner)
     }
 
     /// Like [`Gateway::new`]; with `persist_seq` the SAs are admitted
     /// through a fresh state directory and a running sequence keeper, as
     /// `espgw run` does, so the measurement includes their cost.
     pub fn build(suite: Suite, workers: usize, persist_seq: bool) -> Result<Gateway, String> {
-        Self::build_with(suite, workers, REPLAY_WINDOW, persist_seq, Outer::Esp4)
+        Self::build_with(
+            suite,
+            workers,
+            REPLAY_WINDOW,
+            persist_seq,
+            Outer::Esp4,
+            Inner::Ipv4,
+        )
     }
 
-    fn from_config(config: Config, persist_seq: bool, outer: Outer) -> Result<Gateway, String> {
+    fn from_config(
+        config: Config,
+        persist_seq: bool,
+        outer: Outer,
+        inner: Inner,
+    ) -> Result<Gateway, String> {
         if persist_seq {
-            return Self::persisted(config, outer);
+            return Self::persisted(config, outer, inner);
         }
         let net = network(&config)?;
         let tables =
@@ -308,6 +362,7 @@ impl Gateway {
             net: Arc::new(net),
             tables: Arc::new(tables),
             outer,
+            inner,
             persistence: None,
             per_cpu: false,
         })
@@ -327,13 +382,14 @@ impl Gateway {
         workers: usize,
         replay_window: u32,
         outer: Outer,
+        inner: Inner,
     ) -> Result<Gateway, String> {
         let workers = workers.max(1);
         // Every pair's keys as the config of `workers` tunnels has them
         // (keys follow the SPIs); the gateway's own config has the first
         // tunnel alone, the others become its per-CPU pairs.
-        let config = parse_config(suite, workers, workers, replay_window, outer)?;
-        let one = parse_config(suite, 1, workers, replay_window, outer)?;
+        let config = parse_config(suite, workers, workers, replay_window, outer, inner)?;
+        let one = parse_config(suite, 1, workers, replay_window, outer, inner)?;
         let net = network(&one)?;
         let mut manager = managed(&one, None)?;
         let name = one.tunnels[0].name.clone();
@@ -348,6 +404,7 @@ impl Gateway {
             tables: Arc::clone(manager.current()),
             config,
             outer,
+            inner,
             persistence: None,
             per_cpu: true,
         })
@@ -359,7 +416,7 @@ impl Gateway {
         self.per_cpu
     }
 
-    fn persisted(config: Config, outer: Outer) -> Result<Gateway, String> {
+    fn persisted(config: Config, outer: Outer, inner: Inner) -> Result<Gateway, String> {
         static N: AtomicU64 = AtomicU64::new(0);
         let dir = std::env::temp_dir().join(format!(
             "espgw-bench-state-{}-{}",
@@ -379,6 +436,7 @@ impl Gateway {
             tables: Arc::clone(manager.current()),
             config,
             outer,
+            inner,
             persistence: Some(Persistence {
                 dir,
                 stop,
@@ -477,7 +535,8 @@ mod tests {
     #[test]
     fn per_cpu_gateway_has_one_tunnel_and_a_pair_per_worker() {
         for outer in Outer::ALL {
-            let gw = Gateway::per_cpu(Suite::Aes128Gcm16, 3, REPLAY_WINDOW, outer).unwrap();
+            let gw =
+                Gateway::per_cpu(Suite::Aes128Gcm16, 3, REPLAY_WINDOW, outer, Inner::Ipv4).unwrap();
             assert_eq!(gw.tables.tunnels().count(), 1, "{}", outer.name());
             for w in 0..3 {
                 // Worker w encrypts with its own pair's outbound SA...
@@ -527,9 +586,76 @@ mod tests {
             }
         }
         // The IPv4 forms leave the config as it was: no IPv6 anywhere.
-        let esp4 = config_text(Suite::Aes128Gcm16, 1, REPLAY_WINDOW, Outer::Esp4);
+        let esp4 = config_text(
+            Suite::Aes128Gcm16,
+            1,
+            REPLAY_WINDOW,
+            Outer::Esp4,
+            Inner::Ipv4,
+        );
         assert!(!esp4.contains("2001:db8"), "{esp4}");
+        assert!(!esp4.contains("fd00"), "{esp4}");
         assert!(esp4.contains("encap = \"none\""), "{esp4}");
+    }
+
+    /// `--inner ipv6`: the protected port and the host get the mapped
+    /// IPv6 addresses, the tunnels' selectors the mapped prefixes, so the
+    /// SPD protects IPv6 from our host to each worker's far host (and not
+    /// the IPv4 traffic, which no selector covers then).
+    #[test]
+    fn ipv6_inner_gives_the_tunnels_ipv6_selectors() {
+        use espgw_control::tables::Action;
+        let text = config_text(
+            Suite::Aes128Gcm16,
+            2,
+            REPLAY_WINDOW,
+            Outer::Esp4,
+            Inner::Ipv6,
+        );
+        assert!(
+            text.contains("local_ts = [\"fd00:ee::a01:0/120\"]"),
+            "{text}"
+        );
+        assert!(
+            text.contains("remote_ts = [\"fd00:ee::a02:100/120\"]"),
+            "{text}"
+        );
+        for per_cpu in [false, true] {
+            let gw = if per_cpu {
+                Gateway::per_cpu(
+                    Suite::Aes128Gcm16,
+                    2,
+                    REPLAY_WINDOW,
+                    Outer::Esp4,
+                    Inner::Ipv6,
+                )
+            } else {
+                Gateway::with_forms(Suite::Aes128Gcm16, 2, Outer::Esp4, Inner::Ipv6)
+            }
+            .unwrap();
+            for w in 0..if per_cpu { 1 } else { 2 } {
+                let (host, far) = (v6_of(HOST_IP).into(), v6_of(far_host(w)).into());
+                let flow = espgw_control::tables::FlowKey {
+                    src: host,
+                    dst: far,
+                    proto: 17,
+                    sport: 10000,
+                    dport: 5001,
+                };
+                let d = gw.tables.spd.decide(&flow);
+                assert_eq!(d.action, Action::Protect(TunnelId(w as u32)), "worker {w}");
+                let v4 = espgw_control::tables::FlowKey {
+                    src: HOST_IP.into(),
+                    dst: far_host(w).into(),
+                    ..flow
+                };
+                assert_ne!(
+                    gw.tables.spd.decide(&v4).action,
+                    Action::Protect(TunnelId(w as u32))
+                );
+            }
+            assert!(gw.net.is_local(v6_of(GW_PROT_IP).into()));
+        }
     }
 
     #[test]

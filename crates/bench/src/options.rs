@@ -18,6 +18,9 @@ pub const DEFAULT_SIZES: [usize; 7] = [64, 128, 256, 512, 1024, 1420, 1500];
 /// Smallest inner packet the generator builds: IPv4 (20) + UDP (8) headers
 /// plus room for a payload pattern the sink can check.
 pub const MIN_SIZE: usize = 46;
+/// Smallest inner packet with `--inner ipv6`: IPv6 (40) + UDP (8) headers
+/// and 16 bytes of payload pattern.
+pub const MIN_SIZE_V6: usize = 64;
 /// Largest inner packet: it must fit a 2 KiB mbuf after ESP and Ethernet
 /// are added (the bench gateway runs with MTU 9000, but the mbufs are the
 /// standard 2048-byte data room).
@@ -126,6 +129,51 @@ impl Outer {
     }
 }
 
+/// The family of the inner packets the hosts send through the tunnels
+/// (`--inner`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Inner {
+    /// IPv4 + UDP (the default).
+    Ipv4,
+    /// IPv6 + UDP: the hosts' addresses are their IPv4 ones mapped into
+    /// fd00:ee::/96 ([`crate::packets::v6_of`]), the tunnels' selectors
+    /// too; the UDP checksum computed (RFC 8200 section 8.1).
+    Ipv6,
+}
+
+impl Inner {
+    pub const ALL: [Inner; 2] = [Inner::Ipv4, Inner::Ipv6];
+
+    /// The `--inner` value and the report's label.
+    pub fn name(self) -> &'static str {
+        match self {
+            Inner::Ipv4 => "ipv4",
+            Inner::Ipv6 => "ipv6",
+        }
+    }
+
+    pub fn ipv6(self) -> bool {
+        self == Inner::Ipv6
+    }
+
+    /// The smallest `--sizes` value: the IP and UDP headers and room for
+    /// the payload pattern (16 bytes over IPv6, so that 64 stays a size).
+    pub fn min_size(self) -> usize {
+        match self {
+            Inner::Ipv4 => MIN_SIZE,
+            Inner::Ipv6 => MIN_SIZE_V6,
+        }
+    }
+}
+
+/// `--inner`: ipv4 or ipv6.
+pub fn parse_inner(s: &str) -> Result<Inner, OptionError> {
+    Inner::ALL
+        .into_iter()
+        .find(|i| i.name() == s)
+        .ok_or_else(|| OptionError(format!("--inner: {s:?} (ipv4 or ipv6)")))
+}
+
 /// `--outer`: esp4, udp4, esp6 or udp6.
 pub fn parse_outer(s: &str) -> Result<Outer, OptionError> {
     Outer::ALL
@@ -229,6 +277,8 @@ pub struct Options {
     pub per_cpu_sas: bool,
     /// The tunnels' outer form (ESP or ESP in UDP, over IPv4 or IPv6).
     pub outer: Outer,
+    /// The inner packets' family.
+    pub inner: Inner,
     /// The ciphers' widest vector registers (`--max-simd-bitwidth`):
     /// 256 measures, on a CPU with AVX-512, the code an AVX2-only CPU runs.
     pub simd_width: SimdWidth,
@@ -269,6 +319,7 @@ impl Default for Options {
             spread_recheck_ms: 0,
             per_cpu_sas: false,
             outer: Outer::Esp4,
+            inner: Inner::Ipv4,
             simd_width: SimdWidth::Bits512,
             streaming_rx: false,
             no_ipsec_mb: false,

@@ -4,11 +4,12 @@
 //! Sizes are inner IP packet bytes (what the protected side sends, without
 //! Ethernet): a "64-byte" case is a 64-byte IPv4 packet in a 78-byte frame.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use espgw_wire::MacAddr;
 
 use crate::flows::DST_PORT;
+use crate::options::Inner;
 
 pub const ETH_LEN: usize = 14;
 pub const IPV4_LEN: usize = 20;
@@ -107,6 +108,73 @@ pub fn ipv4_udp(ip_len: usize, src: Ipv4Addr, dst: Ipv4Addr, sport: u16) -> Vec<
     p
 }
 
+/// The IPv6 address `--inner ipv6` gives the host or network of IPv4
+/// address `a`: `a` in the low 32 bits of fd00:ee::/96 (a unique local
+/// prefix), so that every IPv4 prefix /n of the bench is the IPv6 prefix
+/// /(96 + n) and the flows' sources stay apart as they are.
+pub fn v6_of(a: Ipv4Addr) -> Ipv6Addr {
+    Ipv6Addr::from((0xfd00_00ee_u128 << 96) | u128::from(u32::from(a)))
+}
+
+/// The IPv4 address [`v6_of`] mapped, if `a` is one of its addresses.
+pub fn v4_of(a: Ipv6Addr) -> Option<Ipv4Addr> {
+    let bits = u128::from(a);
+    (bits >> 32 == 0xfd00_00ee_u128 << 64).then(|| Ipv4Addr::from(bits as u32))
+}
+
+/// An IPv6 + UDP packet of exactly `ip_len` bytes (no Ethernet), hop limit
+/// 64, from UDP port `sport` to [`DST_PORT`], the UDP checksum computed
+/// (IPv6 has no zero checksum for UDP, RFC 8200 section 8.1); the payload
+/// pattern that of [`ipv4_udp`] for the same length.
+pub fn ipv6_udp(ip_len: usize, src: Ipv6Addr, dst: Ipv6Addr, sport: u16) -> Vec<u8> {
+    assert!(
+        ip_len >= IPV6_LEN + UDP_LEN,
+        "inner packet too small: {ip_len}"
+    );
+    let mut p = vec![0u8; ip_len];
+    p[0] = 0x60;
+    let udp_len = (ip_len - IPV6_LEN) as u16;
+    p[4..6].copy_from_slice(&udp_len.to_be_bytes());
+    p[6] = 17;
+    p[7] = 64;
+    p[8..24].copy_from_slice(&src.octets());
+    p[24..40].copy_from_slice(&dst.octets());
+    for (i, b) in p[IPV6_LEN + UDP_LEN..].iter_mut().enumerate() {
+        *b = payload_byte(ip_len, i);
+    }
+    let udp = &mut p[IPV6_LEN..];
+    udp[0..2].copy_from_slice(&sport.to_be_bytes());
+    udp[2..4].copy_from_slice(&DST_PORT.to_be_bytes());
+    udp[4..6].copy_from_slice(&udp_len.to_be_bytes());
+    let sum = udp_checksum_v6(&p);
+    p[IPV6_LEN + 6..IPV6_LEN + 8].copy_from_slice(&sum.to_be_bytes());
+    p
+}
+
+/// The UDP checksum of the IPv6 + UDP packet `ip` (its checksum field
+/// counted as it is: 0 when computing, the sent value when checking, where
+/// a right one gives 0): pseudo-header (addresses, UDP length, next header
+/// 17) and the datagram. A computed 0 is sent as 0xffff.
+pub fn udp_checksum_v6(ip: &[u8]) -> u16 {
+    let len = (ip.len() - IPV6_LEN) as u32;
+    let pseudo = [&len.to_be_bytes()[..], &[0, 0, 0, 17]].concat();
+    let sum = checksum_parts(&[&ip[8..40], &pseudo, &ip[IPV6_LEN..]]);
+    if sum == 0 && ip[IPV6_LEN + 6..IPV6_LEN + 8] == [0, 0] {
+        0xffff
+    } else {
+        sum
+    }
+}
+
+/// The inner packet of `inner`'s family: [`ipv4_udp`], or [`ipv6_udp`]
+/// between the addresses [`v6_of`] maps `src` and `dst` to.
+pub fn inner_udp(inner: Inner, ip_len: usize, src: Ipv4Addr, dst: Ipv4Addr, sport: u16) -> Vec<u8> {
+    match inner {
+        Inner::Ipv4 => ipv4_udp(ip_len, src, dst, sport),
+        Inner::Ipv6 => ipv6_udp(ip_len, v6_of(src), v6_of(dst), sport),
+    }
+}
+
 /// `ip` behind an Ethernet header: the IPv6 ethertype for an IPv6 packet
 /// (the outer forms esp6, udp6), else IPv4's.
 pub fn ethernet(addrs: &FrameAddrs, ip: &[u8]) -> Vec<u8> {
@@ -168,6 +236,40 @@ mod tests {
         assert_eq!(u16::from_be_bytes([p[22], p[23]]), DST_PORT);
         assert_eq!(u16::from_be_bytes([p[24], p[25]]), 44);
         assert_eq!(p[28], payload_byte(64, 0));
+    }
+
+    /// The IPv6 packet: lengths, next header, hop limit, addresses, ports,
+    /// the payload pattern of the IPv4 packet of the same size, and a UDP
+    /// checksum that verifies (to 0) and changes with the source port.
+    #[test]
+    fn ipv6_packet_is_well_formed_and_its_udp_checksum_verifies() {
+        let (src, dst) = (Ipv4Addr::new(10, 1, 0, 10), Ipv4Addr::new(10, 2, 0, 10));
+        let p = inner_udp(Inner::Ipv6, 64, src, dst, 10007);
+        assert_eq!(p.len(), 64);
+        assert_eq!((p[0] >> 4, p[6], p[7]), (6, 17, 64));
+        assert_eq!(u16::from_be_bytes([p[4], p[5]]), 24);
+        assert_eq!(p[8..24], v6_of(src).octets());
+        assert_eq!(p[24..40], v6_of(dst).octets());
+        assert_eq!(v6_of(src).to_string(), "fd00:ee::a01:a");
+        assert_eq!(
+            (v4_of(v6_of(src)), v4_of(Ipv6Addr::LOCALHOST)),
+            (Some(src), None)
+        );
+        assert_eq!(u16::from_be_bytes([p[40], p[41]]), 10007);
+        assert_eq!(u16::from_be_bytes([p[42], p[43]]), DST_PORT);
+        assert_eq!(u16::from_be_bytes([p[44], p[45]]), 24);
+        assert_eq!(p[48..], ipv4_udp(64, src, dst, 10007)[28..44]);
+        assert_eq!(udp_checksum_v6(&p), 0, "verifies");
+        let q = inner_udp(Inner::Ipv6, 64, src, dst, 10008);
+        assert_ne!(p[46..48], q[46..48]);
+        assert_eq!(udp_checksum_v6(&q), 0);
+        let mut bad = p.clone();
+        bad[50] ^= 1;
+        assert_ne!(udp_checksum_v6(&bad), 0);
+        assert_eq!(
+            inner_udp(Inner::Ipv4, 64, src, dst, 1),
+            ipv4_udp(64, src, dst, 1)
+        );
     }
 
     #[test]

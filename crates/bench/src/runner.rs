@@ -15,7 +15,7 @@ use crate::case::CaseData;
 use crate::gateway::{self, Gateway};
 use crate::layers::{self, Ctx, Layer};
 use crate::machine::Machine;
-use crate::options::{self, Direction, Options, Outer, Size};
+use crate::options::{self, Direction, Inner, Options, Outer, Size};
 use crate::stats::{aggregate_rates, efficiency, merge, ratio_to_ceiling, Measured, Rates};
 
 /// Mbufs per worker pool: a burst in flight plus the mempool cache.
@@ -35,6 +35,8 @@ pub struct Row {
     pub tunnels: usize,
     /// The tunnels' outer form.
     pub outer: Outer,
+    /// The inner packets' family.
+    pub inner: Inner,
     /// Anti-replay window of the tunnels (0: off; see [`replay_window`]).
     pub replay_window: u32,
     /// Distinct flows per worker.
@@ -195,6 +197,7 @@ pub fn run(opts: &Options) -> Result<Report, String> {
                         workers: n,
                         tunnels: options::tunnels_for(opts.tunnels, n),
                         outer: opts.outer,
+                        inner: opts.inner,
                         replay_window,
                         seconds: opts.seconds,
                         flows: opts.flows,
@@ -354,6 +357,7 @@ struct CaseSpec {
     workers: usize,
     tunnels: usize,
     outer: Outer,
+    inner: Inner,
     replay_window: u32,
     /// Measuring time per layer.
     seconds: f64,
@@ -399,7 +403,7 @@ fn run_case(
 ) -> Result<Vec<(Layer, Vec<Measured>)>, String> {
     let n = spec.workers;
     let gw = if spec.per_cpu {
-        Gateway::per_cpu(spec.suite, n, spec.replay_window, spec.outer)?
+        Gateway::per_cpu(spec.suite, n, spec.replay_window, spec.outer, spec.inner)?
     } else {
         Gateway::build_with(
             spec.suite,
@@ -407,6 +411,7 @@ fn run_case(
             spec.replay_window,
             spec.persist_seq,
             spec.outer,
+            spec.inner,
         )?
     };
     let barrier = Barrier::new(n);
@@ -619,6 +624,7 @@ fn rows_of_case(
                 workers: n,
                 tunnels: spec.tunnels,
                 outer: spec.outer,
+                inner: spec.inner,
                 replay_window: spec.replay_window,
                 flows: spec.flows,
                 layer,

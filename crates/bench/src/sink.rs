@@ -21,8 +21,10 @@ use espgw_esp::{InboundSa, SaConfig, Verdict};
 use espgw_wire::{MacAddr, PacketBuf, VecBuf};
 
 use crate::flows::Flows;
-use crate::options::Outer;
-use crate::packets::{checksum, checksum_parts, ETH_LEN, IPV4_LEN, IPV6_LEN, UDP_LEN};
+use crate::options::{Inner, Outer};
+use crate::packets::{
+    checksum, checksum_parts, udp_checksum_v6, v4_of, v6_of, ETH_LEN, IPV4_LEN, IPV6_LEN, UDP_LEN,
+};
 
 /// Why a packet failed the sink.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -239,13 +241,17 @@ fn check_nat_t(ip: &[u8], at: usize, e: &EspExpect) -> Result<(), Invalid> {
 /// packets the sender sent, of one of its flows, restored.
 #[derive(Debug, Clone)]
 pub struct InnerExpect {
+    /// The packets' family: with IPv6, the addresses are those
+    /// [`crate::packets::v6_of`] maps `dst` and the flows' sources to.
+    pub inner: Inner,
     /// The flows the packets may belong to (source address and port).
     pub flows: Flows,
     pub dst: Ipv4Addr,
     pub ttl: u8,
     /// The packet of each size as flow 0 sent it (a handful: a linear
     /// search beats hashing). Other flows differ from it only in the
-    /// source address, the UDP source port and the header checksum.
+    /// source address, the UDP source port and the header checksum (over
+    /// IPv6: the UDP checksum).
     pub originals: Vec<Vec<u8>>,
 }
 
@@ -257,6 +263,7 @@ impl InnerExpect {
         originals: impl IntoIterator<Item = Vec<u8>>,
     ) -> Self {
         InnerExpect {
+            inner: Inner::Ipv4,
             flows,
             dst,
             ttl,
@@ -265,7 +272,15 @@ impl InnerExpect {
     }
 }
 
-/// Checks a restored inner IPv4 packet (no Ethernet).
+impl InnerExpect {
+    /// The same expectation for packets of `inner`'s family (whose
+    /// `originals` are of that family).
+    pub fn of(self, inner: Inner) -> Self {
+        InnerExpect { inner, ..self }
+    }
+}
+
+/// Checks a restored inner packet (no Ethernet).
 pub fn check_inner(ip: &[u8], e: &InnerExpect) -> Result<(), Invalid> {
     check_inner_parts(ip, e, true)
 }
@@ -281,6 +296,9 @@ pub fn check_inner_header(ip: &[u8], e: &InnerExpect) -> Result<(), Invalid> {
 }
 
 fn check_inner_parts(ip: &[u8], e: &InnerExpect, payload: bool) -> Result<(), Invalid> {
+    if e.inner.ipv6() {
+        return check_inner_v6(ip, e, payload);
+    }
     let total = check_ipv4(ip, None, e.dst)?;
     let original = e
         .originals
@@ -308,6 +326,57 @@ fn check_inner_parts(ip: &[u8], e: &InnerExpect, payload: bool) -> Result<(), In
     }
     if payload && ip[IPV4_LEN + UDP_LEN..] != original[IPV4_LEN + UDP_LEN..] {
         return Err(Invalid::PayloadMismatch);
+    }
+    Ok(())
+}
+
+/// [`check_inner_parts`] of an IPv6 packet: every header field, the
+/// length and the flow; with `payload` the payload byte for byte and the
+/// UDP checksum (which differs between flows, so it is checked by
+/// computing it, with the payload it covers).
+fn check_inner_v6(ip: &[u8], e: &InnerExpect, payload: bool) -> Result<(), Invalid> {
+    if ip.len() < IPV6_LEN + UDP_LEN {
+        return Err(Invalid::Truncated);
+    }
+    if ip[0] >> 4 != 6 {
+        return Err(Invalid::NotIpv4);
+    }
+    let total = IPV6_LEN + usize::from(u16::from_be_bytes([ip[4], ip[5]]));
+    if total != ip.len() {
+        return Err(Invalid::WrongLength);
+    }
+    if ip[24..40] != v6_of(e.dst).octets() {
+        return Err(Invalid::WrongAddress);
+    }
+    let original = e
+        .originals
+        .iter()
+        .find(|p| p.len() == total)
+        .ok_or(Invalid::WrongLength)?;
+    if ip[7] != e.ttl {
+        return Err(Invalid::WrongTtl);
+    }
+    // Version, traffic class, flow label, payload length, next header.
+    if ip[..7] != original[..7] {
+        return Err(Invalid::WrongHeader);
+    }
+    let src: [u8; 16] = ip[8..24].try_into().map_err(|_| Invalid::Truncated)?;
+    let sport = u16::from_be_bytes([ip[IPV6_LEN], ip[IPV6_LEN + 1]]);
+    let flow = v4_of(src.into()).and_then(|src| e.flows.index_of(src, sport));
+    if flow.is_none() {
+        return Err(Invalid::UnknownFlow);
+    }
+    // Destination port and UDP length: the same for every flow.
+    if ip[IPV6_LEN + 2..IPV6_LEN + 6] != original[IPV6_LEN + 2..IPV6_LEN + 6] {
+        return Err(Invalid::WrongHeader);
+    }
+    if payload {
+        if ip[IPV6_LEN + UDP_LEN..] != original[IPV6_LEN + UDP_LEN..] {
+            return Err(Invalid::PayloadMismatch);
+        }
+        if udp_checksum_v6(ip) != 0 {
+            return Err(Invalid::BadChecksum);
+        }
     }
     Ok(())
 }
@@ -560,6 +629,96 @@ mod tests {
         // To another host.
         let elsewhere = forwarded(ipv4_udp(128, A, next_host, FIRST_PORT));
         assert_eq!(check_inner(&elsewhere, &e), Err(Invalid::WrongAddress));
+    }
+
+    /// [`four_flows`] over IPv6 (`--inner ipv6`): the same flows and
+    /// sizes between the mapped addresses.
+    fn four_flows_v6() -> InnerExpect {
+        let flows = Flows::new(4, A).unwrap();
+        let v6 = |n| crate::packets::inner_udp(Inner::Ipv6, n, A, B, FIRST_PORT);
+        InnerExpect::new(flows, B, 63, [v6(128), v6(64)]).of(Inner::Ipv6)
+    }
+
+    /// An IPv6 packet from `src` port `sport` to `dst` as the worker
+    /// forwards it (hop limit 63; IPv6 has no header checksum).
+    fn forwarded_v6(n: usize, src: Ipv4Addr, dst: Ipv4Addr, sport: u16) -> Vec<u8> {
+        let mut p = crate::packets::inner_udp(Inner::Ipv6, n, src, dst, sport);
+        p[7] = 63;
+        p
+    }
+
+    /// The IPv6 check takes every flow's packets, whole and in order of
+    /// their fields, and refuses each thing that can go wrong: a payload
+    /// byte (with the payload check only), the UDP checksum (likewise), the
+    /// hop limit, each fixed header field, the destination, a source or
+    /// port outside the flows, a length never sent, an IPv4 packet.
+    #[test]
+    fn inner_check_of_ipv6_takes_every_flow_and_refuses_each_fault() {
+        let e = four_flows_v6();
+        for port in FIRST_PORT..FIRST_PORT + 4 {
+            for size in [64, 128] {
+                let p = forwarded_v6(size, A, B, port);
+                assert_eq!(check_inner(&p, &e), Ok(()), "port {port}, {size} B");
+            }
+        }
+        let good = forwarded_v6(128, A, B, FIRST_PORT + 1);
+        for at in [48, 100, 127] {
+            let mut corrupt = good.clone();
+            corrupt[at] ^= 0x80;
+            assert_eq!(
+                check_inner(&corrupt, &e),
+                Err(Invalid::PayloadMismatch),
+                "byte {at}"
+            );
+            assert_eq!(check_inner_header(&corrupt, &e), Ok(()), "byte {at}");
+        }
+        let mut sum = good.clone();
+        sum[46] ^= 1;
+        assert_eq!(check_inner(&sum, &e), Err(Invalid::BadChecksum));
+        assert_eq!(check_inner_header(&sum, &e), Ok(()));
+        let sent = crate::packets::inner_udp(Inner::Ipv6, 128, A, B, FIRST_PORT);
+        assert_eq!(check_inner(&sent, &e), Err(Invalid::WrongTtl));
+        // Traffic class, flow label, next header.
+        for at in [1, 3, 6] {
+            let mut bad = good.clone();
+            bad[at] ^= 0x01;
+            assert_eq!(
+                check_inner_header(&bad, &e),
+                Err(Invalid::WrongHeader),
+                "byte {at}"
+            );
+        }
+        // Destination port, UDP length.
+        for at in [43, 45] {
+            let mut bad = good.clone();
+            bad[at] ^= 0x01;
+            assert_eq!(
+                check_inner_header(&bad, &e),
+                Err(Invalid::WrongHeader),
+                "byte {at}"
+            );
+        }
+        let mut version = good.clone();
+        version[0] = 0x45;
+        assert_eq!(check_inner(&version, &e), Err(Invalid::NotIpv4));
+        let next_host = Ipv4Addr::new(10, 2, 0, 11);
+        let stranger = forwarded_v6(128, next_host, B, FIRST_PORT);
+        assert_eq!(check_inner(&stranger, &e), Err(Invalid::UnknownFlow));
+        let past = forwarded_v6(128, A, B, FIRST_PORT + 4);
+        assert_eq!(check_inner(&past, &e), Err(Invalid::UnknownFlow));
+        let mut unmapped = good.clone();
+        unmapped[8] ^= 0x01;
+        assert_eq!(check_inner_header(&unmapped, &e), Err(Invalid::UnknownFlow));
+        let elsewhere = forwarded_v6(128, A, next_host, FIRST_PORT);
+        assert_eq!(check_inner(&elsewhere, &e), Err(Invalid::WrongAddress));
+        let other = forwarded_v6(256, A, B, FIRST_PORT);
+        assert_eq!(check_inner(&other, &e), Err(Invalid::WrongLength));
+        assert_eq!(check_inner(&good[..100], &e), Err(Invalid::WrongLength));
+        // An IPv4 packet of the flows is not what an IPv6 case sends.
+        assert_eq!(
+            check_inner(&forwarded(ipv4_udp(128, A, B, FIRST_PORT)), &e),
+            Err(Invalid::NotIpv4)
+        );
     }
 
     #[test]

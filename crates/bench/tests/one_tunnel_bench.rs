@@ -43,6 +43,7 @@ fn the_shared_tunnel_is_one_outbound_sa() {
         0,
         false,
         espgw_bench::options::Outer::Esp4,
+        espgw_bench::options::Inner::Ipv4,
     )
     .unwrap();
     let sas: Vec<&std::sync::Arc<OutboundSa>> =

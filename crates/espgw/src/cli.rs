@@ -118,6 +118,11 @@ pub enum Command {
         /// IPv6 (udp6); every case and layer runs with it.
         #[arg(long, value_enum, default_value_t = Outer::Esp4)]
         outer: Outer,
+        /// The inner packets' family: IPv4 + UDP (ipv4) or IPv6 + UDP
+        /// (ipv6: the hosts' and the selectors' addresses mapped into
+        /// fd00:ee::/96, sizes from 64); every case and layer runs with it.
+        #[arg(long, value_enum, default_value_t = Inner::Ipv4)]
+        inner: Inner,
         /// The ciphers' widest vector registers, as `[dataplane]
         /// max_simd_bitwidth`: 512 (default, whatever the CPU has) or 256
         /// (no AVX-512 code: what an AVX2-only CPU runs; docs/crypto.md)
@@ -254,6 +259,13 @@ pub enum Outer {
     Udp6,
 }
 
+/// `espgw bench --inner`: the names crates/bench parses.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Inner {
+    Ipv4,
+    Ipv6,
+}
+
 impl Command {
     /// The log filter when neither `--log` nor RUST_LOG gives one: "warn"
     /// for `bench`, which builds and drops SAs for every case (and, with
@@ -321,6 +333,26 @@ mod tests {
             panic!("not bench");
         };
         assert_eq!(outer, Outer::Esp4, "the default");
+    }
+
+    #[test]
+    fn bench_inner_names_are_the_ones_the_bench_parses() {
+        for v in Inner::value_variants() {
+            let name = v.to_possible_value().unwrap().get_name().to_string();
+            let parsed = espgw_bench::options::parse_inner(&name)
+                .unwrap_or_else(|e| panic!("--inner {name}: {e}"));
+            assert_eq!(parsed.name(), name);
+        }
+        assert_eq!(
+            Inner::value_variants().len(),
+            espgw_bench::options::Inner::ALL.len()
+        );
+        assert!(Cli::try_parse_from(["espgw", "bench", "--inner", "ipx"]).is_err());
+        let Command::Bench { inner, .. } = Cli::try_parse_from(["espgw", "bench"]).unwrap().command
+        else {
+            panic!("not bench");
+        };
+        assert_eq!(inner, Inner::Ipv4, "the default");
     }
 
     #[test]

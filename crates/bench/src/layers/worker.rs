@@ -22,8 +22,8 @@ use crate::gateway::{self, PROTECTED, UNPROTECTED};
 use crate::generator::{Generator, Template, BURST};
 use crate::options::Direction;
 use crate::sink::{
-    check_esp, check_ethernet, check_ethernet_of, check_inner, check_inner_header, BurstSample,
-    Invalid, PeerDecrypt,
+    check_esp, check_ethernet_of, check_inner, check_inner_header, BurstSample, Invalid,
+    PeerDecrypt,
 };
 use crate::stats::Measured;
 
@@ -403,7 +403,12 @@ fn check_frame(
             peer.map_or(Ok(()), |p| p.check(ip))
         }
         Direction::Decrypt => {
-            let ip = check_ethernet(frame.data(), gateway::GW_PROT_MAC, gateway::HOST_MAC)?;
+            let ip = check_ethernet_of(
+                frame.data(),
+                gateway::GW_PROT_MAC,
+                gateway::HOST_MAC,
+                case.inner_expect.inner.ipv6(),
+            )?;
             if payload {
                 check_inner(ip, &case.forwarded_expect)
             } else {

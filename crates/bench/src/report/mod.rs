@@ -34,6 +34,7 @@ mod tests {
             workers: 1,
             tunnels: 1,
             outer: crate::options::Outer::Esp4,
+            inner: crate::options::Inner::Ipv4,
             replay_window: 1024,
             flows: 64,
             layer,

@@ -73,9 +73,14 @@ pub fn render(report: &Report) -> String {
     );
     let _ = writeln!(
         s,
-        "outer form {}: {}\n",
+        "outer form {}: {}; inner packets {}\n",
         report.options.outer.name(),
-        report.options.outer.describe()
+        report.options.outer.describe(),
+        if report.options.inner.ipv6() {
+            "IPv6 + UDP (hosts and selectors in fd00:ee::/96, UDP checksum computed)"
+        } else {
+            "IPv4 + UDP"
+        }
     );
     if report.options.per_cpu_sas {
         let _ = writeln!(
