@@ -200,6 +200,43 @@ impl FlowCache {
         }
     }
 
+    /// [`Self::lookup`] of the IPv6 flow `src`/`dst`/`proto`/`sport`/`dport`
+    /// for the IPv6 fast path: the same key and slot as `lookup` of that
+    /// flow as a [`FlowKey`], built from the integers; a miss builds the
+    /// `FlowKey` for the SPD.
+    #[inline(always)]
+    pub fn lookup_v6(
+        &mut self,
+        spd: &Spd,
+        src: u128,
+        dst: u128,
+        proto: u8,
+        sport: u16,
+        dport: u16,
+    ) -> Decision {
+        let key = CacheKey {
+            local: src,
+            remote: dst,
+            ports: u32::from(sport) << 16 | u32::from(dport),
+            proto,
+            family: 6,
+        };
+        let i = key.hash() & self.mask;
+        match self.slots.get(i) {
+            Some((k, d)) if *k == key => *d,
+            _ => {
+                let flow = FlowKey {
+                    src: IpAddr::V6(src.into()),
+                    dst: IpAddr::V6(dst.into()),
+                    proto,
+                    sport,
+                    dport,
+                };
+                self.miss(spd, &flow, key, i)
+            }
+        }
+    }
+
     /// An IPv4 flow not in its slot: asks the SPD and keeps the answer.
     #[cold]
     #[inline(never)]
@@ -472,7 +509,8 @@ mod tests {
 
     /// The cache answers exactly what the SPD does, for flows that collide
     /// in a tiny cache, both families, with and without ports, and after a
-    /// clear.
+    /// clear; the fast paths' lookups (`lookup_v4`, `lookup_v6`) share the
+    /// slots with `lookup`.
     #[test]
     fn flow_cache_agrees_with_the_spd() {
         use proptest::prelude::*;
@@ -560,6 +598,19 @@ mod tests {
                     if i % 3 == 0 {
                         cache.clear();
                         prop_assert_eq!(v4(&mut cache), spd.decide(&k));
+                        prop_assert_eq!(cache.lookup(&spd, &k), spd.decide(&k));
+                    }
+                }
+                // The same for the IPv6 fast path's lookup.
+                if let (IpAddr::V6(l), IpAddr::V6(r)) = (f.local, f.remote) {
+                    let k = f.key();
+                    let v6 = |c: &mut FlowCache| {
+                        c.lookup_v6(&spd, l.into(), r.into(), proto, k.sport, k.dport)
+                    };
+                    prop_assert_eq!(v6(&mut cache), spd.decide(&k));
+                    if i % 3 == 0 {
+                        cache.clear();
+                        prop_assert_eq!(v6(&mut cache), spd.decide(&k));
                         prop_assert_eq!(cache.lookup(&spd, &k), spd.decide(&k));
                     }
                 }

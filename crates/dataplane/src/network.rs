@@ -75,6 +75,15 @@ impl Network {
             .iter()
             .any(|p| p.v4.iter().any(|(a, _)| u32::from(*a) == ip))
     }
+
+    /// [`Self::is_local`] of an IPv6 address as an integer (the IPv6 fast
+    /// path).
+    #[inline]
+    pub fn is_local_v6(&self, ip: u128) -> bool {
+        self.ports
+            .iter()
+            .any(|p| p.v6.iter().any(|(a, _)| u128::from(*a) == ip))
+    }
 }
 
 #[cfg(test)]
@@ -107,5 +116,25 @@ mod tests {
         }
         // Each port's own address, at least: the test saw both answers.
         assert!(owned >= net.ports.len());
+    }
+
+    /// The same for IPv6: the ports' own addresses, their neighbors, the
+    /// unspecified address and a prefix's edge.
+    #[test]
+    fn is_local_v6_agrees_with_is_local() {
+        use std::net::Ipv6Addr;
+        let net = crate::tests::v6_gateway_net();
+        let mut owned = 0;
+        for port in &net.ports {
+            for &(a, _) in &port.v6 {
+                let a = u128::from(a);
+                for ip in [a - 1, a, a + 1, a ^ (1 << 64), 0, u128::MAX] {
+                    let local = net.is_local(IpAddr::V6(Ipv6Addr::from(ip)));
+                    assert_eq!(net.is_local_v6(ip), local, "{}", Ipv6Addr::from(ip));
+                    owned += usize::from(local);
+                }
+            }
+        }
+        assert!(owned >= 1, "the test saw an own address");
     }
 }

@@ -242,6 +242,13 @@ pub(crate) fn gateway_a_net() -> Network {
     Network::from_config(&config, &[A_PROT_MAC, A_UNPROT_MAC]).unwrap()
 }
 
+/// Gateway A's ports and routes with an IPv6 address on its unprotected
+/// port (the config of [`ipv6_outer_with_udp_encapsulation_round_trips`]).
+pub(crate) fn v6_gateway_net() -> Network {
+    let config = config_of(v6_udp_config(false));
+    Network::from_config(&config, &[A_PROT_MAC, A_UNPROT_MAC]).unwrap()
+}
+
 /// Gateway A with host A and gateway B known, ready to protect traffic.
 fn ready_a() -> Gw {
     let mut a = Gw::a();
@@ -3824,6 +3831,94 @@ mod spread {
             *b = i as u8;
         }
         p
+    }
+
+    /// IPv6 inside the tunnel, its fast path (TCP or UDP right after the
+    /// fixed header, on a `V6Meta`) and what it leaves to the general one:
+    /// A seals plain UDP, the same with link padding after it, and UDP
+    /// behind a hop-by-hop header; drops a multicast destination, one no
+    /// policy covers and UDP to its own address, each for its reason, and
+    /// answers a hop limit of 1 with time exceeded. B delivers the three
+    /// as sent, hop limits less two; a B whose selectors leave A's host
+    /// out drops each as a policy mismatch.
+    #[test]
+    fn ipv6_inside_fast_path_and_its_exceptions() {
+        // Host A a static neighbor: the time exceeded leaves at once.
+        let host_a = HOST_A_MAC.map(|b| format!("{b:02x}")).join(":");
+        let config = with_ipv6_inside(demo_gateway(false).default_action("discard"), false)
+            .section(&format!(
+                "[[neighbor]]\naddress = \"fd00:1::20\"\nmac = \"{host_a}\"\nport = \"prot\""
+            ));
+        let mut a = Gw::new(tables_from(config.render(), [A_PROT_MAC, A_UNPROT_MAC]));
+        Outer::Esp4.learn_peer(&mut a, false);
+        let frame = |p: &[u8]| eth(A_PROT_MAC, HOST_A_MAC, ethertype::IPV6, p);
+        let plain = udp6("fd00:1::20", "fd00:2::10", 64, 16);
+        let padded_inner = udp6("fd00:1::21", "fd00:2::10", 64, 16);
+        let mut padded = frame(&padded_inner);
+        padded.extend_from_slice(&[0xee; 6]);
+        // A hop-by-hop header (PadN) before the UDP header.
+        let mut hbh = udp6("fd00:1::22", "fd00:2::10", 64, 16);
+        hbh.splice(40..40, [ip_protocol::UDP, 0, 1, 4, 0, 0, 0, 0]);
+        hbh[6] = 0;
+        let len = u16::from_be_bytes([hbh[4], hbh[5]]) + 8;
+        hbh[4..6].copy_from_slice(&len.to_be_bytes());
+        let frames = [
+            frame(&plain),
+            padded,
+            frame(&udp6("fd00:1::20", "ff02::1", 64, 16)),
+            frame(&udp6("fd00:1::20", "fd00:9::1", 64, 16)),
+            frame(&udp6("fd00:1::20", "fd00:2::10", 1, 16)),
+            frame(&udp6("fd00:1::20", "fd00:1::1", 64, 16)),
+            frame(&hbh),
+        ];
+        let out = a.rx(PROT, &frames);
+        assert_eq!(out[UNPROT].len(), 3, "sealed: plain, padded, hop-by-hop");
+        assert_eq!(a.drops(DropReason::Multicast), 1);
+        assert_eq!(a.drops(DropReason::NoPolicy), 1);
+        assert_eq!(a.drops(DropReason::LocalUnsupported), 1);
+        assert_eq!(out[PROT].len(), 1, "time exceeded to host A");
+        let (e, icmp) = l3(&out[PROT][0]);
+        assert_eq!((e.dst_addr, e.ethertype), (HOST_A_MAC, ethertype::IPV6));
+        assert_eq!(
+            (icmp[6], icmp[40]),
+            (ip_protocol::ICMPV6, 3),
+            "time exceeded"
+        );
+        assert!(a.w.counters().balanced());
+
+        let b_config = |remote: &str| {
+            with_ipv6_inside(demo_gateway(true).default_action("discard"), true)
+                .map_tunnels(|mut t| {
+                    let last = t.remote_ts.len() - 1;
+                    t.remote_ts[last] = remote.to_string();
+                    t
+                })
+                .render()
+        };
+        let mut b = Gw::new(tables_from(
+            b_config("fd00:1::/64"),
+            [B_PROT_MAC, B_UNPROT_MAC],
+        ));
+        Outer::Esp4.learn_peer(&mut b, true);
+        let delivered = b.rx(UNPROT, &out[UNPROT]);
+        let expected: Vec<Vec<u8>> = [plain, padded_inner, hbh]
+            .into_iter()
+            .map(|mut p| {
+                p[7] -= 2;
+                eth(HOST_B_MAC, B_PROT_MAC, ethertype::IPV6, &p)
+            })
+            .collect();
+        assert_eq!(delivered[PROT], expected);
+        assert!(b.w.counters().balanced());
+
+        let mut narrow = Gw::new(tables_from(
+            b_config("fd00:1::99/128"),
+            [B_PROT_MAC, B_UNPROT_MAC],
+        ));
+        Outer::Esp4.learn_peer(&mut narrow, true);
+        let none = narrow.rx(UNPROT, &out[UNPROT]);
+        assert!(none[PROT].is_empty());
+        assert_eq!(narrow.drops(DropReason::PolicyMismatch), 3);
     }
 
     /// IPv6 packets inside the tunnel, beside IPv4 ones: the helper

@@ -20,7 +20,10 @@ use super::punt::{NatT, Punt};
 use super::{is_group, Core, EgressPolicy};
 use crate::flow_cache::FlowCache;
 use crate::fragment::fragment_v4;
-use crate::ip::{decrement_ttl, is_group_v4, parse_v4_fast, parse_v6, IpMeta, V4Meta};
+use crate::ip::{
+    decrement_ttl, is_group_v4, is_group_v6, parse_v4_fast, parse_v6, parse_v6_fast, IpMeta,
+    V4Meta, V6Meta,
+};
 use crate::pool::BufPool;
 use crate::ports::PortIdx;
 use crate::reason::DropReason;
@@ -134,31 +137,157 @@ impl Classify {
                 if pkt.adj(ethernet::HEADER_LEN).is_err() {
                     return core.drop_pkt(pkt, DropReason::Malformed, Some(port));
                 }
-                // ESP to us right after the fixed header: decided apart.
-                let Some(mut pkt) = self.esp_v6_input(core, port, pkt, esp_in) else {
-                    return;
-                };
-                match parse_v6(&mut pkt) {
-                    Ok(m) if m.proto == ip_protocol::ICMPV6 && is_nd(&pkt, &m) => {
-                        Link::nd_input(core, port, pkt, m, src_mac, tx)
-                    }
-                    Ok(m) => {
-                        self.ip_input(core, port, pkt, m, group, esp_in, esp_out, icmp, egress, tx)
-                    }
-                    Err(r) => core.drop_pkt(pkt, r, Some(port)),
-                }
+                self.ipv6_input(
+                    core, port, pkt, group, src_mac, esp_in, esp_out, icmp, egress, tx,
+                )
             }
             _ => core.drop_pkt(pkt, DropReason::UnsupportedEthertype, Some(port)),
+        }
+    }
+
+    /// An IPv6 packet (L2 stripped): ESP to us straight after the fixed
+    /// header ([`Self::esp_v6_input`]) and TCP or UDP there (the IPv6 fast
+    /// path, [`Self::ip_input_v6`]) without the extension header walk and
+    /// the `IpMeta`; everything else parsed by `parse_v6` and decided by
+    /// the general path. Out of line and marked cold, though IPv6 traffic
+    /// need not be rare, as [`Self::nat_t_esp_v4`]: its code inline moved
+    /// the IPv4 paths' (docs/benchmarks.md, session 22).
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn ipv6_input<B: PacketBuf, P: BufPool<B>>(
+        &mut self,
+        core: &mut Core<B, P>,
+        port: PortIdx,
+        pkt: B,
+        group: bool,
+        src_mac: MacAddr,
+        esp_in: &mut EspIn<B>,
+        esp_out: &mut EspOut<B>,
+        icmp: &mut Icmp,
+        egress: &mut Egress,
+        tx: &mut TxQueues<B>,
+    ) {
+        let Some(mut pkt) = self.esp_v6_input(core, port, pkt, esp_in) else {
+            return;
+        };
+        if let Some(v) = parse_v6_fast(&mut pkt) {
+            return self.ip_input_v6(core, port, pkt, v, group, esp_in, esp_out, icmp, egress, tx);
+        }
+        match parse_v6(&mut pkt) {
+            Ok(m) if m.proto == ip_protocol::ICMPV6 && is_nd(&pkt, &m) => {
+                Link::nd_input(core, port, pkt, m, src_mac, tx)
+            }
+            Ok(m) => self.ip_input(core, port, pkt, m, group, esp_in, esp_out, icmp, egress, tx),
+            Err(r) => core.drop_pkt(pkt, r, Some(port)),
+        }
+    }
+
+    /// [`Self::ip_input`] of an IPv6 TCP or UDP packet on its [`V6Meta`]
+    /// (the IPv6 fast path): the same tests in the same order, on
+    /// integers; what has no code of its own here (local packets, group
+    /// addresses aside, the last hop, unprotected transit, and in
+    /// [`Self::protected_transit_v6`] the full protect path) gets the
+    /// `IpMeta` and goes the general way.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn ip_input_v6<B: PacketBuf, P: BufPool<B>>(
+        &mut self,
+        core: &mut Core<B, P>,
+        port: PortIdx,
+        pkt: B,
+        v: V6Meta,
+        group: bool,
+        esp_in: &mut EspIn<B>,
+        esp_out: &mut EspOut<B>,
+        icmp: &mut Icmp,
+        egress: &mut Egress,
+        tx: &mut TxQueues<B>,
+    ) {
+        if core.net.is_local_v6(v.dst) {
+            let m = v.meta();
+            return self.local_input(core, port, pkt, m, esp_in, esp_out, icmp, egress, tx);
+        }
+        if group || is_group_v6(v.dst) || is_group_v6(v.src) {
+            return core.drop_pkt(pkt, DropReason::Multicast, Some(port));
+        }
+        if v.hop_limit <= 1 {
+            return icmp.time_exceeded(core, esp_out, egress, tx, port, pkt, v.meta());
+        }
+        match core.net.ports[port].side {
+            Side::Protected => {
+                self.protected_transit_v6(core, port, pkt, v, esp_out, icmp, egress, tx)
+            }
+            Side::Unprotected => {
+                let m = v.meta();
+                self.unprotected_transit(core, port, pkt, m, esp_out, icmp, egress, tx)
+            }
+        }
+    }
+
+    /// [`Self::protected_transit`] of an IPv6 packet on its [`V6Meta`], as
+    /// [`Self::protected_transit_v4`] is of IPv4's.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn protected_transit_v6<B: PacketBuf, P: BufPool<B>>(
+        &mut self,
+        core: &mut Core<B, P>,
+        port: PortIdx,
+        mut pkt: B,
+        v: V6Meta,
+        esp_out: &mut EspOut<B>,
+        icmp: &mut Icmp,
+        egress: &mut Egress,
+        tx: &mut TxQueues<B>,
+    ) {
+        let spd = &core.tables.spd;
+        let d = self
+            .spd_cache
+            .lookup_v6(spd, v.src, v.dst, v.proto, v.sport, v.dport);
+        match d.action {
+            Action::Protect(id) => match self.protected.get(id.0 as usize) {
+                Some(&Some(p)) if pkt.len() <= p.fits => {
+                    if p.mss_clamp.is_some() {
+                        clamp_mss(&mut core.counters, &mut pkt, &v.meta(), p.mss_clamp);
+                    }
+                    decrement_ttl(&mut pkt, true);
+                    esp_out.push(id.0 as usize, pkt, port);
+                }
+                _ => {
+                    let m = v.meta();
+                    self.protect(core, port, pkt, m, id, esp_out, icmp, egress, tx)
+                }
+            },
+            Action::Bypass => {
+                decrement_ttl(&mut pkt, true);
+                let policy = EgressPolicy::Bypass;
+                egress.route(
+                    core,
+                    icmp,
+                    esp_out,
+                    tx,
+                    pkt,
+                    v.dst_addr(),
+                    policy,
+                    Some(port),
+                );
+            }
+            Action::Discard => {
+                let r = if d.by_default {
+                    DropReason::NoPolicy
+                } else {
+                    DropReason::PolicyDiscard
+                };
+                core.drop_pkt(pkt, r, Some(port));
+            }
         }
     }
 
     /// An IPv6 packet (L2 stripped) with ESP to us straight after its
     /// fixed header, bare or in UDP 4500: staged for its SA as
     /// `parse_v6` and `local_input` would, without the extension header
-    /// walk and the `IpMeta`. Anything else is given back for the general
-    /// path. Out of line and marked cold, as [`Self::nat_t_esp_v4`].
-    #[cold]
-    #[inline(never)]
+    /// walk and the `IpMeta`. Anything else is given back.
+    #[inline(always)]
     fn esp_v6_input<B: PacketBuf, P: BufPool<B>>(
         &mut self,
         core: &mut Core<B, P>,

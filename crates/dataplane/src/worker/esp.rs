@@ -2,7 +2,7 @@
 //! burst, once [`Classify`](super::classify::Classify) has staged the
 //! burst's packets by SA.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
 use espgw_control::config::SpreadLate;
@@ -15,7 +15,7 @@ use super::icmp::{Icmp, IcmpError};
 use super::mss::clamp_mss;
 use super::spread::{sa_key, Job, Outcome, Spread, LATE_SEND_MAX_NS, MIN_PART};
 use super::{Core, EgressPolicy, Origin, Stage, ORIGINATED};
-use crate::ip::{decrement_ttl, parse_ip, parse_v4_fast, IpMeta};
+use crate::ip::{decrement_ttl, parse_ip, parse_v4_fast, parse_v6_fast, IpMeta};
 use crate::pool::BufPool;
 use crate::ports::PortIdx;
 use crate::reason::DropReason;
@@ -147,7 +147,8 @@ pub(super) struct EspIn<B> {
 pub(super) struct SelectorMemo {
     /// IPv4 (the fast path), on integers.
     v4: Option<(u32, u32, bool)>,
-    v6: Option<(IpAddr, IpAddr, bool)>,
+    /// IPv6, likewise.
+    v6: Option<(u128, u128, bool)>,
 }
 
 impl SelectorMemo {
@@ -167,16 +168,30 @@ impl SelectorMemo {
         }
     }
 
-    /// The same for a pair of any family (IPv6 in practice).
+    /// The same for the IPv6 pair `src -> dst`.
     #[inline]
-    pub(super) fn inside(&mut self, tunnel: &TunnelEntry, src: IpAddr, dst: IpAddr) -> bool {
+    pub(super) fn inside_v6(&mut self, tunnel: &TunnelEntry, src: u128, dst: u128) -> bool {
         match self.v6 {
             Some((s, d, inside)) if s == src && d == dst => inside,
             _ => {
-                let inside = tunnel.inbound_matches(src, dst);
+                let inside = tunnel.inbound_matches(
+                    IpAddr::from(Ipv6Addr::from(src)),
+                    IpAddr::from(Ipv6Addr::from(dst)),
+                );
                 self.v6 = Some((src, dst, inside));
                 inside
             }
+        }
+    }
+
+    /// The same for a pair of any family.
+    #[inline]
+    pub(super) fn inside(&mut self, tunnel: &TunnelEntry, src: IpAddr, dst: IpAddr) -> bool {
+        match (src, dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => self.inside_v4(tunnel, s.into(), d.into()),
+            (IpAddr::V6(s), IpAddr::V6(d)) => self.inside_v6(tunnel, s.into(), d.into()),
+            // A mixed pair, which no packet has.
+            _ => tunnel.inbound_matches(src, dst),
         }
     }
 }
@@ -249,7 +264,10 @@ impl<'a> Forward<'a> {
         );
     }
 
-    /// [`Self::packet`] of an IPv6 packet.
+    /// [`Self::packet`] of an IPv6 packet: TCP or UDP straight after the
+    /// fixed header on its [`V6Meta`] (the IPv6 fast path, the same steps
+    /// as IPv4's), anything else, or to us, or at its last hop, through
+    /// [`Self::inside`] with the `IpMeta` of `parse_v6`.
     #[allow(clippy::too_many_arguments)]
     #[inline(never)]
     fn v6<B: PacketBuf, P: BufPool<B>>(
@@ -263,6 +281,32 @@ impl<'a> Forward<'a> {
         port: PortIdx,
     ) {
         let tunnel = self.tunnel;
+        if let Some(v) = parse_v6_fast(&mut pkt) {
+            if !self.memo.inside_v6(tunnel, v.src, v.dst) {
+                core.counters.tunnel(tunnel.id.0).in_policy_mismatch += 1;
+                core.drop_pkt(pkt, DropReason::PolicyMismatch, Some(port));
+                return;
+            }
+            if v.hop_limit <= 1 || core.net.is_local_v6(v.dst) {
+                return Self::inside(core, esp_out, icmp, egress, tx, pkt, port, v.meta(), tunnel);
+            }
+            if tunnel.mss_clamp.is_some() {
+                clamp_mss(&mut core.counters, &mut pkt, &v.meta(), tunnel.mss_clamp);
+            }
+            decrement_ttl(&mut pkt, true);
+            let policy = EgressPolicy::ProtectedOnly;
+            egress.route(
+                core,
+                icmp,
+                esp_out,
+                tx,
+                pkt,
+                v.dst_addr(),
+                policy,
+                Some(port),
+            );
+            return;
+        }
         let m = match parse_ip(&mut pkt) {
             Ok(m) => m,
             Err(r) => {
