@@ -1464,6 +1464,26 @@ for _form in ("esp4", "udp4", "esp6", "udp6"):
             _form, _size, s22ab(_form, "a", _size, "engine"), s22ab(_form, "b", _size, "engine"), _wa, _wb, _wb - _wa,
             s22ab(_form, "a", _size, "worker", "ratio_to_ceiling"), s22ab(_form, "b", _size, "worker", "ratio_to_ceiling")))
 
+# docs/benchmarks.md, "IPv6 inside the tunnel: measured, then a fast path (session 22)"
+def s22med(prefix, side, runs, size, direction, layer, key="cycles_per_packet_p50"):
+    v = []
+    for i in range(1, runs + 1):
+        d = json.load(open("bench/results/epyc-zen5-2vcpu-2026-12-05-s22-%s-%s-%d.json" % (prefix, side, i)))
+        v += [r[key] for r in d["results"] if str(r["size"]) == size and r["direction"] == direction and r["layer"] == layer]
+    return _st2.median(v)
+for _dir in ("encrypt", "decrypt"):
+    for _size in ("64", "1420"):
+        _w4, _w6 = s22med("inner", "ipv4", 6, _size, _dir, "worker"), s22med("inner", "ipv6", 6, _size, _dir, "worker")
+        claim("docs/benchmarks.md", "| %s %s B | %.1f | %.1f | %.1f | %.1f | %+.1f |" % (
+            _dir, _size, s22med("inner", "ipv4", 6, _size, _dir, "engine"), s22med("inner", "ipv6", 6, _size, _dir, "engine"), _w4, _w6, _w6 - _w4))
+        _a, _b = s22med("ab-v6fast", "a", 6, _size, _dir, "worker"), s22med("ab-v6fast", "b", 6, _size, _dir, "worker")
+        claim("docs/benchmarks.md", "| %s %s B | %.1f | %.1f | %+.1f | %.3f | %.3f |" % (
+            _dir, _size, _a, _b, _b - _a, s22med("ab-v6fast", "a", 6, _size, _dir, "worker", "ratio_to_ceiling"),
+            s22med("ab-v6fast", "b", 6, _size, _dir, "worker", "ratio_to_ceiling")))
+claim("docs/benchmarks.md", "encrypt %.1f -> %.1f, decrypt %.1f -> %.1f" % (
+    s22med("ab-v6fast-ipv4", "a", 5, "64", "encrypt", "worker"), s22med("ab-v6fast-ipv4", "b", 5, "64", "encrypt", "worker"),
+    s22med("ab-v6fast-ipv4", "a", 5, "64", "decrypt", "worker"), s22med("ab-v6fast-ipv4", "b", 5, "64", "decrypt", "worker")))
+
 # docs/benchmarks.md, issue 14's table: session 20's alternating runs (build B)
 def s20ab(direction):
     import statistics
