@@ -141,16 +141,7 @@ impl Args {
         }
         if let Some(s) = &self.inner {
             o.inner = options::parse_inner(s)?;
-            let min = o.inner.min_size();
-            if let Some(n) = o.sizes.iter().find_map(|s| match s {
-                options::Size::Fixed(n) if *n < min => Some(*n),
-                _ => None,
-            }) {
-                return Err(options::OptionError(format!(
-                    "--sizes: {n} is below {min}, the smallest --inner {} packet",
-                    o.inner.name()
-                )));
-            }
+            o.check_sizes()?;
         }
         if let Some(bits) = self.max_simd_bitwidth {
             o.simd_width = options::parse_simd_width(bits)?;

@@ -331,6 +331,25 @@ impl Default for Options {
     }
 }
 
+impl Options {
+    /// Every fixed size at least the smallest packet of `inner`'s family
+    /// (the CLI checks it, and `runner::run` again for options built in
+    /// code).
+    pub fn check_sizes(&self) -> Result<(), OptionError> {
+        let min = self.inner.min_size();
+        match self.sizes.iter().find_map(|s| match s {
+            Size::Fixed(n) if *n < min => Some(*n),
+            _ => None,
+        }) {
+            Some(n) => Err(OptionError(format!(
+                "--sizes: {n} is below {min}, the smallest --inner {} packet",
+                self.inner.name()
+            ))),
+            None => Ok(()),
+        }
+    }
+}
+
 /// A command-line value that could not be understood.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OptionError(pub String);

@@ -146,24 +146,34 @@ pub fn ipv6_udp(ip_len: usize, src: Ipv6Addr, dst: Ipv6Addr, sport: u16) -> Vec<
     udp[0..2].copy_from_slice(&sport.to_be_bytes());
     udp[2..4].copy_from_slice(&DST_PORT.to_be_bytes());
     udp[4..6].copy_from_slice(&udp_len.to_be_bytes());
-    let sum = udp_checksum_v6(&p);
-    p[IPV6_LEN + 6..IPV6_LEN + 8].copy_from_slice(&sum.to_be_bytes());
+    fill_udp_checksum_v6(&mut p);
     p
 }
 
-/// The UDP checksum of the IPv6 + UDP packet `ip` (its checksum field
-/// counted as it is: 0 when computing, the sent value when checking, where
-/// a right one gives 0): pseudo-header (addresses, UDP length, next header
-/// 17) and the datagram. A computed 0 is sent as 0xffff.
-pub fn udp_checksum_v6(ip: &[u8]) -> u16 {
+/// The Internet checksum over the IPv6 pseudo-header (addresses, UDP
+/// length, next header 17) and the datagram of the IPv6 + UDP packet `ip`,
+/// its checksum field counted as it is.
+fn udp_sum_v6(ip: &[u8]) -> u16 {
     let len = (ip.len() - IPV6_LEN) as u32;
     let pseudo = [&len.to_be_bytes()[..], &[0, 0, 0, 17]].concat();
-    let sum = checksum_parts(&[&ip[8..40], &pseudo, &ip[IPV6_LEN..]]);
-    if sum == 0 && ip[IPV6_LEN + 6..IPV6_LEN + 8] == [0, 0] {
-        0xffff
-    } else {
-        sum
-    }
+    checksum_parts(&[&ip[8..40], &pseudo, &ip[IPV6_LEN..]])
+}
+
+/// Writes the UDP checksum of the IPv6 + UDP packet `ip`; one that comes
+/// out 0 is sent as 0xffff (0 means "none", which IPv6 does not allow).
+pub fn fill_udp_checksum_v6(ip: &mut [u8]) {
+    ip[IPV6_LEN + 6..IPV6_LEN + 8].fill(0);
+    let sum = match udp_sum_v6(ip) {
+        0 => 0xffff,
+        s => s,
+    };
+    ip[IPV6_LEN + 6..IPV6_LEN + 8].copy_from_slice(&sum.to_be_bytes());
+}
+
+/// True when the UDP checksum of the IPv6 + UDP packet `ip` verifies: not
+/// 0 (none), and the sum over pseudo-header and datagram with it all ones.
+pub fn udp_checksum_v6_ok(ip: &[u8]) -> bool {
+    ip[IPV6_LEN + 6..IPV6_LEN + 8] != [0, 0] && udp_sum_v6(ip) == 0
 }
 
 /// The inner packet of `inner`'s family: [`ipv4_udp`], or [`ipv6_udp`]
@@ -259,13 +269,23 @@ mod tests {
         assert_eq!(u16::from_be_bytes([p[42], p[43]]), DST_PORT);
         assert_eq!(u16::from_be_bytes([p[44], p[45]]), 24);
         assert_eq!(p[48..], ipv4_udp(64, src, dst, 10007)[28..44]);
-        assert_eq!(udp_checksum_v6(&p), 0, "verifies");
+        assert!(udp_checksum_v6_ok(&p), "verifies");
         let q = inner_udp(Inner::Ipv6, 64, src, dst, 10008);
         assert_ne!(p[46..48], q[46..48]);
-        assert_eq!(udp_checksum_v6(&q), 0);
+        assert!(udp_checksum_v6_ok(&q));
         let mut bad = p.clone();
         bad[50] ^= 1;
-        assert_ne!(udp_checksum_v6(&bad), 0);
+        assert!(!udp_checksum_v6_ok(&bad));
+        let mut none = p.clone();
+        none[46..48].fill(0);
+        assert!(!udp_checksum_v6_ok(&none), "0 is no checksum");
+        // The source port whose checksum computes to 0 (the ports cover
+        // every residue) is sent as 0xffff, which verifies.
+        let zero = (0..=u16::MAX)
+            .map(|sport| inner_udp(Inner::Ipv6, 64, src, dst, sport))
+            .find(|p| p[46..48] == [0xff, 0xff])
+            .expect("a port whose checksum is 0");
+        assert!(udp_checksum_v6_ok(&zero));
         assert_eq!(
             inner_udp(Inner::Ipv4, 64, src, dst, 1),
             ipv4_udp(64, src, dst, 1)

@@ -133,6 +133,7 @@ pub fn eal_args(hugepages: bool, pools_mib: usize, simd: SimdWidth) -> Vec<Strin
 /// Runs the benchmark described by `opts`. Initialises the EAL (once per
 /// process).
 pub fn run(opts: &Options) -> Result<Report, String> {
+    opts.check_sizes().map_err(|e| e.to_string())?;
     // Ask for hugepages (2 MiB) only with room to spare.
     // ESPGW_BENCH_NO_HUGEPAGES=1 forces plain memory (valgrind cannot map
     // DPDK's hugepage areas).

@@ -23,7 +23,8 @@ use espgw_wire::{MacAddr, PacketBuf, VecBuf};
 use crate::flows::Flows;
 use crate::options::{Inner, Outer};
 use crate::packets::{
-    checksum, checksum_parts, udp_checksum_v6, v4_of, v6_of, ETH_LEN, IPV4_LEN, IPV6_LEN, UDP_LEN,
+    checksum, checksum_parts, udp_checksum_v6_ok, v4_of, v6_of, ETH_LEN, IPV4_LEN, IPV6_LEN,
+    UDP_LEN,
 };
 
 /// Why a packet failed the sink.
@@ -47,6 +48,8 @@ pub enum Invalid {
     /// ESP, but not in the case's outer form (IPv4 for IPv6, ESP in UDP
     /// for plain ESP or the reverse).
     WrongOuter,
+    /// An inner packet of the other IP version than the case's.
+    WrongVersion,
 }
 
 impl Invalid {
@@ -68,6 +71,7 @@ impl Invalid {
             Invalid::Rejected => "rejected_by_stage",
             Invalid::PeerCannotDecrypt => "peer_cannot_decrypt",
             Invalid::WrongOuter => "wrong_outer_form",
+            Invalid::WrongVersion => "wrong_ip_version",
         }
     }
 }
@@ -339,7 +343,7 @@ fn check_inner_v6(ip: &[u8], e: &InnerExpect, payload: bool) -> Result<(), Inval
         return Err(Invalid::Truncated);
     }
     if ip[0] >> 4 != 6 {
-        return Err(Invalid::NotIpv4);
+        return Err(Invalid::WrongVersion);
     }
     let total = IPV6_LEN + usize::from(u16::from_be_bytes([ip[4], ip[5]]));
     if total != ip.len() {
@@ -374,7 +378,7 @@ fn check_inner_v6(ip: &[u8], e: &InnerExpect, payload: bool) -> Result<(), Inval
         if ip[IPV6_LEN + UDP_LEN..] != original[IPV6_LEN + UDP_LEN..] {
             return Err(Invalid::PayloadMismatch);
         }
-        if udp_checksum_v6(ip) != 0 {
+        if !udp_checksum_v6_ok(ip) {
             return Err(Invalid::BadChecksum);
         }
     }
@@ -700,7 +704,7 @@ mod tests {
         }
         let mut version = good.clone();
         version[0] = 0x45;
-        assert_eq!(check_inner(&version, &e), Err(Invalid::NotIpv4));
+        assert_eq!(check_inner(&version, &e), Err(Invalid::WrongVersion));
         let next_host = Ipv4Addr::new(10, 2, 0, 11);
         let stranger = forwarded_v6(128, next_host, B, FIRST_PORT);
         assert_eq!(check_inner(&stranger, &e), Err(Invalid::UnknownFlow));
@@ -717,7 +721,7 @@ mod tests {
         // An IPv4 packet of the flows is not what an IPv6 case sends.
         assert_eq!(
             check_inner(&forwarded(ipv4_udp(128, A, B, FIRST_PORT)), &e),
-            Err(Invalid::NotIpv4)
+            Err(Invalid::WrongVersion)
         );
     }
 

@@ -82,11 +82,19 @@ struct CacheKey {
 impl CacheKey {
     #[inline]
     fn new(flow: &FlowKey) -> CacheKey {
+        let (src, dst) = (v6_bits(flow.src), v6_bits(flow.dst));
+        CacheKey::v6(src, dst, flow.proto, flow.sport, flow.dport)
+    }
+
+    /// The key of an IPv6 flow from its integers: what [`Self::new`] builds
+    /// of its `FlowKey`, and [`FlowCache::lookup_v6`] without one.
+    #[inline(always)]
+    fn v6(src: u128, dst: u128, proto: u8, sport: u16, dport: u16) -> CacheKey {
         CacheKey {
-            local: v6_bits(flow.src),
-            remote: v6_bits(flow.dst),
-            ports: u32::from(flow.sport) << 16 | u32::from(flow.dport),
-            proto: flow.proto,
+            local: src,
+            remote: dst,
+            ports: u32::from(sport) << 16 | u32::from(dport),
+            proto,
             family: 6,
         }
     }
@@ -214,13 +222,7 @@ impl FlowCache {
         sport: u16,
         dport: u16,
     ) -> Decision {
-        let key = CacheKey {
-            local: src,
-            remote: dst,
-            ports: u32::from(sport) << 16 | u32::from(dport),
-            proto,
-            family: 6,
-        };
+        let key = CacheKey::v6(src, dst, proto, sport, dport);
         let i = key.hash() & self.mask;
         match self.slots.get(i) {
             Some((k, d)) if *k == key => *d,

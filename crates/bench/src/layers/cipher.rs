@@ -33,7 +33,12 @@ pub fn esp_plaintext(suite: Suite, spi: u32, inner: &[u8]) -> Vec<u8> {
     p.extend_from_slice(inner);
     p.extend((1..=pad).map(|b| b as u8));
     p.push(pad as u8);
-    p.push(4);
+    // Next header: IPv6 (41) or IPv4 (4) inside, by the version nibble.
+    p.push(if inner.first().is_some_and(|b| b >> 4 == 6) {
+        41
+    } else {
+        4
+    });
     p.resize(p.len() + suite.icv_len(), 0);
     p
 }

@@ -6,7 +6,7 @@ use std::net::IpAddr;
 
 use espgw_control::config::Side;
 use espgw_control::ike::{Acquire, IKE_PORT};
-use espgw_control::tables::{inner_mtu, Action, MssLimits, SaIndex, TunnelId};
+use espgw_control::tables::{inner_mtu, Action, Decision, MssLimits, SaIndex, TunnelId};
 use espgw_esp::Encap;
 use espgw_wire::{ethernet, ethertype, icmpv6, ip_protocol, reply, MacAddr, PacketBuf};
 
@@ -233,7 +233,7 @@ impl Classify {
         &mut self,
         core: &mut Core<B, P>,
         port: PortIdx,
-        mut pkt: B,
+        pkt: B,
         v: V6Meta,
         esp_out: &mut EspOut<B>,
         icmp: &mut Icmp,
@@ -244,43 +244,20 @@ impl Classify {
         let d = self
             .spd_cache
             .lookup_v6(spd, v.src, v.dst, v.proto, v.sport, v.dport);
-        match d.action {
-            Action::Protect(id) => match self.protected.get(id.0 as usize) {
-                Some(&Some(p)) if pkt.len() <= p.fits => {
-                    if p.mss_clamp.is_some() {
-                        clamp_mss(&mut core.counters, &mut pkt, &v.meta(), p.mss_clamp);
-                    }
-                    decrement_ttl(&mut pkt, true);
-                    esp_out.push(id.0 as usize, pkt, port);
-                }
-                _ => {
-                    let m = v.meta();
-                    self.protect(core, port, pkt, m, id, esp_out, icmp, egress, tx)
-                }
-            },
-            Action::Bypass => {
-                decrement_ttl(&mut pkt, true);
-                let policy = EgressPolicy::Bypass;
-                egress.route(
-                    core,
-                    icmp,
-                    esp_out,
-                    tx,
-                    pkt,
-                    v.dst_addr(),
-                    policy,
-                    Some(port),
-                );
-            }
-            Action::Discard => {
-                let r = if d.by_default {
-                    DropReason::NoPolicy
-                } else {
-                    DropReason::PolicyDiscard
-                };
-                core.drop_pkt(pkt, r, Some(port));
-            }
-        }
+        let dst = v.dst_addr();
+        self.decided(
+            core,
+            port,
+            pkt,
+            d,
+            true,
+            dst,
+            || v.meta(),
+            esp_out,
+            icmp,
+            egress,
+            tx,
+        )
     }
 
     /// An IPv6 packet (L2 stripped) with ESP to us straight after its
@@ -298,10 +275,10 @@ impl Classify {
         let Some(e) = esp_v6(pkt.data()) else {
             return Some(pkt);
         };
-        let dst = IpAddr::V6(e.dst);
-        if !core.net.is_local(dst) {
+        if !core.net.is_local_v6(e.dst.into()) {
             return Some(pkt);
         }
+        let dst = IpAddr::V6(e.dst);
         let padding = pkt.len() - e.total;
         if pkt.trim(padding).is_err() {
             core.drop_pkt(pkt, DropReason::Malformed, Some(port));
@@ -402,7 +379,7 @@ impl Classify {
         &mut self,
         core: &mut Core<B, P>,
         port: PortIdx,
-        mut pkt: B,
+        pkt: B,
         v: V4Meta,
         esp_out: &mut EspOut<B>,
         icmp: &mut Icmp,
@@ -413,43 +390,20 @@ impl Classify {
         let d = self
             .spd_cache
             .lookup_v4(spd, v.src, v.dst, v.proto, v.sport, v.dport);
-        match d.action {
-            Action::Protect(id) => match self.protected.get(id.0 as usize) {
-                Some(&Some(p)) if pkt.len() <= p.fits => {
-                    if p.mss_clamp.is_some() {
-                        clamp_mss(&mut core.counters, &mut pkt, &v.meta(), p.mss_clamp);
-                    }
-                    decrement_ttl(&mut pkt, false);
-                    esp_out.push(id.0 as usize, pkt, port);
-                }
-                _ => {
-                    let m = v.meta();
-                    self.protect(core, port, pkt, m, id, esp_out, icmp, egress, tx)
-                }
-            },
-            Action::Bypass => {
-                decrement_ttl(&mut pkt, false);
-                let policy = EgressPolicy::Bypass;
-                egress.route(
-                    core,
-                    icmp,
-                    esp_out,
-                    tx,
-                    pkt,
-                    v.dst_addr(),
-                    policy,
-                    Some(port),
-                );
-            }
-            Action::Discard => {
-                let r = if d.by_default {
-                    DropReason::NoPolicy
-                } else {
-                    DropReason::PolicyDiscard
-                };
-                core.drop_pkt(pkt, r, Some(port));
-            }
-        }
+        let dst = v.dst_addr();
+        self.decided(
+            core,
+            port,
+            pkt,
+            d,
+            false,
+            dst,
+            || v.meta(),
+            esp_out,
+            icmp,
+            egress,
+            tx,
+        )
     }
 
     /// A parsed IP packet (L2 stripped, header summary `m`) received on
@@ -493,7 +447,7 @@ impl Classify {
         &mut self,
         core: &mut Core<B, P>,
         port: PortIdx,
-        mut pkt: B,
+        pkt: B,
         m: IpMeta,
         esp_out: &mut EspOut<B>,
         icmp: &mut Icmp,
@@ -501,24 +455,59 @@ impl Classify {
         tx: &mut TxQueues<B>,
     ) {
         let d = self.spd_cache.lookup(&core.tables.spd, &m.outbound_flow());
+        self.decided(
+            core,
+            port,
+            pkt,
+            d,
+            m.v6,
+            m.dst,
+            || m,
+            esp_out,
+            icmp,
+            egress,
+            tx,
+        )
+    }
+
+    /// A packet from a protected host to `dst` (IPv6 or not: `v6`) with
+    /// the SPD's decision `d`: protected (what `protect` decides for a
+    /// packet that fits, without its loads; the length is checked first,
+    /// the MSS clamp does not change it), bypassed or dropped. `meta`
+    /// gives the packet's `IpMeta` where a step needs one: the fast paths
+    /// build it only there. Inlined into each transit path, the IPv4 and
+    /// IPv6 fast paths' and the general one's.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn decided<B: PacketBuf, P: BufPool<B>>(
+        &mut self,
+        core: &mut Core<B, P>,
+        port: PortIdx,
+        mut pkt: B,
+        d: Decision,
+        v6: bool,
+        dst: IpAddr,
+        meta: impl Fn() -> IpMeta,
+        esp_out: &mut EspOut<B>,
+        icmp: &mut Icmp,
+        egress: &mut Egress,
+        tx: &mut TxQueues<B>,
+    ) {
         match d.action {
             Action::Protect(id) => match self.protected.get(id.0 as usize) {
-                // What `protect` decides for a packet that fits, without
-                // its loads. (The length is checked first: the MSS clamp
-                // does not change it.)
                 Some(&Some(p)) if pkt.len() <= p.fits => {
                     if p.mss_clamp.is_some() {
-                        clamp_mss(&mut core.counters, &mut pkt, &m, p.mss_clamp);
+                        clamp_mss(&mut core.counters, &mut pkt, &meta(), p.mss_clamp);
                     }
-                    decrement_ttl(&mut pkt, m.v6);
+                    decrement_ttl(&mut pkt, v6);
                     esp_out.push(id.0 as usize, pkt, port);
                 }
-                _ => self.protect(core, port, pkt, m, id, esp_out, icmp, egress, tx),
+                _ => self.protect(core, port, pkt, meta(), id, esp_out, icmp, egress, tx),
             },
             Action::Bypass => {
-                decrement_ttl(&mut pkt, m.v6);
+                decrement_ttl(&mut pkt, v6);
                 let policy = EgressPolicy::Bypass;
-                egress.route(core, icmp, esp_out, tx, pkt, m.dst, policy, Some(port));
+                egress.route(core, icmp, esp_out, tx, pkt, dst, policy, Some(port));
             }
             Action::Discard => {
                 let r = if d.by_default {

@@ -247,21 +247,47 @@ impl<'a> Forward<'a> {
         if v.ttl <= 1 || core.net.is_local_v4(v.dst) {
             return Self::inside(core, esp_out, icmp, egress, tx, pkt, port, v.meta(), tunnel);
         }
-        if tunnel.mss_clamp.is_some() {
-            clamp_mss(&mut core.counters, &mut pkt, &v.meta(), tunnel.mss_clamp);
-        }
-        decrement_ttl(&mut pkt, false);
-        let policy = EgressPolicy::ProtectedOnly;
-        egress.route(
+        let dst = v.dst_addr();
+        Self::out(
             core,
-            icmp,
             esp_out,
+            icmp,
+            egress,
             tx,
             pkt,
-            v.dst_addr(),
-            policy,
-            Some(port),
+            port,
+            tunnel,
+            dst,
+            false,
+            || v.meta(),
         );
+    }
+
+    /// The fast paths' last steps, IPv4's and IPv6's, for a decrypted
+    /// packet inside the selectors, not for us and not at its last hop:
+    /// clamped where the tunnel clamps (`meta` builds the `IpMeta` only
+    /// then), TTL or hop limit (`v6`) lowered, routed to `dst`.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn out<B: PacketBuf, P: BufPool<B>>(
+        core: &mut Core<B, P>,
+        esp_out: &mut EspOut<B>,
+        icmp: &mut Icmp,
+        egress: &mut Egress,
+        tx: &mut TxQueues<B>,
+        mut pkt: B,
+        port: PortIdx,
+        tunnel: &TunnelEntry,
+        dst: IpAddr,
+        v6: bool,
+        meta: impl Fn() -> IpMeta,
+    ) {
+        if tunnel.mss_clamp.is_some() {
+            clamp_mss(&mut core.counters, &mut pkt, &meta(), tunnel.mss_clamp);
+        }
+        decrement_ttl(&mut pkt, v6);
+        let policy = EgressPolicy::ProtectedOnly;
+        egress.route(core, icmp, esp_out, tx, pkt, dst, policy, Some(port));
     }
 
     /// [`Self::packet`] of an IPv6 packet: TCP or UDP straight after the
@@ -290,22 +316,20 @@ impl<'a> Forward<'a> {
             if v.hop_limit <= 1 || core.net.is_local_v6(v.dst) {
                 return Self::inside(core, esp_out, icmp, egress, tx, pkt, port, v.meta(), tunnel);
             }
-            if tunnel.mss_clamp.is_some() {
-                clamp_mss(&mut core.counters, &mut pkt, &v.meta(), tunnel.mss_clamp);
-            }
-            decrement_ttl(&mut pkt, true);
-            let policy = EgressPolicy::ProtectedOnly;
-            egress.route(
+            let dst = v.dst_addr();
+            return Self::out(
                 core,
-                icmp,
                 esp_out,
+                icmp,
+                egress,
                 tx,
                 pkt,
-                v.dst_addr(),
-                policy,
-                Some(port),
+                port,
+                tunnel,
+                dst,
+                true,
+                || v.meta(),
             );
-            return;
         }
         let m = match parse_ip(&mut pkt) {
             Ok(m) => m,

@@ -80,7 +80,7 @@ use espgw_esp::Verdict;
 use espgw_wire::{ethernet, ethertype, ip_protocol, tcp, MacAddr, PacketBuf};
 
 use super::esp::SelectorMemo;
-use crate::ip::{decrement_ttl, parse_ip, parse_v4_fast};
+use crate::ip::{decrement_ttl, parse_ip, parse_v4_fast, parse_v6_fast};
 use crate::neighbor::Neighbors;
 use crate::network::Network;
 use crate::ports::PortIdx;
@@ -506,6 +506,20 @@ fn finish_v6<B: PacketBuf>(
     memo: &mut SelectorMemo,
     pkt: &mut B,
 ) -> Outcome {
+    // TCP or UDP right after the fixed header: the IPv6 fast path's
+    // integers, as the owner's `Forward::v6` takes them.
+    if let Some(v) = parse_v6_fast(pkt) {
+        if !memo.inside_v6(tunnel, v.src, v.dst) {
+            return Outcome::Drop(DropReason::PolicyMismatch);
+        }
+        if v.hop_limit <= 1 || net.is_local_v6(v.dst) {
+            return Outcome::Unfinished;
+        }
+        if tunnel.mss_clamp.is_some() && v.proto == ip_protocol::TCP && is_syn(pkt, 40) {
+            return Outcome::Unfinished;
+        }
+        return forward(net, neighbors, hop_cache, pkt, v.dst_addr(), true);
+    }
     let m = match parse_ip(pkt) {
         Ok(m) => m,
         Err(r) => return Outcome::Drop(r),
