@@ -1484,6 +1484,17 @@ claim("docs/benchmarks.md", "encrypt %.1f -> %.1f, decrypt %.1f -> %.1f" % (
     s22med("ab-v6fast-ipv4", "a", 5, "64", "encrypt", "worker"), s22med("ab-v6fast-ipv4", "b", 5, "64", "encrypt", "worker"),
     s22med("ab-v6fast-ipv4", "a", 5, "64", "decrypt", "worker"), s22med("ab-v6fast-ipv4", "b", 5, "64", "decrypt", "worker")))
 
+# docs/benchmarks.md, issue 14's table: the udp6 encrypt row (session 22)
+def s22u(form, size, layer, key="cycles_per_packet_p50"):
+    v = []
+    for i in (1, 2, 3):
+        d = json.load(open("bench/results/epyc-zen5-2vcpu-2026-12-05-s22-udp6-encrypt-%s-%d.json" % (form, i)))
+        v += [r[key] for r in d["results"] if str(r["size"]) == size and r["layer"] == layer]
+    return _st2.median(v)
+claim("docs/benchmarks.md", "engine %.1f cycles against esp6's %.1f, x ceil %.3f against %.3f" % (
+    s22u("udp6", "1420", "engine"), s22u("esp6", "1420", "engine"),
+    s22u("udp6", "1420", "engine", "ratio_to_ceiling"), s22u("esp6", "1420", "engine", "ratio_to_ceiling")))
+
 # docs/benchmarks.md, issue 14's table: session 20's alternating runs (build B)
 def s20ab(direction):
     import statistics
