@@ -1201,6 +1201,70 @@ mod prop {
             prop_assert!(b.w.counters().balanced());
         }
 
+        /// Frames shaped for the fast reads of session 22, with random
+        /// tails, length fields and link padding, to a gateway with an
+        /// IPv6 outer address and ESP in UDP: ESP and UDP (to 4500 or
+        /// not) right after an IPv6 header to it, TCP and UDP through it,
+        /// and ESP in UDP 4500 over IPv4. Nothing panics, and the
+        /// identity holds.
+        #[test]
+        fn random_ipv6_and_nat_t_frames_never_panic_and_balance(
+            frames in proptest::collection::vec(
+                (0u8..5, proptest::collection::vec(any::<u8>(), 0..120), any::<u16>(), 0usize..4, any::<bool>()),
+                1..16,
+            ),
+        ) {
+            let mut b = Gw::new(tables_from(v6_udp_config(true), [B_PROT_MAC, B_UNPROT_MAC]));
+            let mut by_port: [Vec<Vec<u8>>; 2] = [Vec::new(), Vec::new()];
+            for (shape, tail, len_field, pad, exact) in frames {
+                let (port, ip) = if shape == 4 {
+                    // ESP in UDP 4500 over IPv4, to the gateway's IPv4
+                    // address on the protected port.
+                    let mut udp = vec![0x11, 0x94, 0x11, 0x94, 0, 0, 0, 0];
+                    udp.extend_from_slice(&tail);
+                    let len = if exact { udp.len() as u16 } else { len_field };
+                    udp[4..6].copy_from_slice(&len.to_be_bytes());
+                    let ip = ipv4_packet("10.2.0.10", "10.2.0.1", 64, true, ip_protocol::UDP, &udp);
+                    (PROT, ip)
+                } else {
+                    let (nh, dst) = match shape {
+                        0 => (ip_protocol::ESP, "2001:db8::2"),
+                        1 | 2 => (ip_protocol::UDP, "2001:db8::2"),
+                        _ => (ip_protocol::TCP, "fd00:9::1"),
+                    };
+                    let mut l4 = Vec::new();
+                    if shape == 1 {
+                        // UDP to port 4500 (shape 2: to the tail's port).
+                        l4.extend_from_slice(&[0x11, 0x94, 0x11, 0x94, 0, 0, 0, 0]);
+                        let len = if exact { (8 + tail.len()) as u16 } else { len_field };
+                        l4[4..6].copy_from_slice(&len.to_be_bytes());
+                    }
+                    l4.extend_from_slice(&tail);
+                    let payload = if exact { l4.len() as u16 } else { len_field };
+                    let mut ip = vec![0x60, 0, 0, 0, 0, 0, nh, 64];
+                    ip[4..6].copy_from_slice(&payload.to_be_bytes());
+                    ip.extend_from_slice(&v6("2001:db8::1").octets());
+                    ip.extend_from_slice(&v6(dst).octets());
+                    ip.extend_from_slice(&l4);
+                    (UNPROT, ip)
+                };
+                let (mac, et) = if port == PROT {
+                    (B_PROT_MAC, ethertype::IPV4)
+                } else {
+                    (B_UNPROT_MAC, ethertype::IPV6)
+                };
+                let mut f = eth(mac, A_UNPROT_MAC, et, &ip);
+                f.extend(std::iter::repeat_n(0xee, pad));
+                by_port[port].push(f);
+            }
+            for port in [PROT, UNPROT] {
+                if !by_port[port].is_empty() {
+                    b.rx(port, &by_port[port]);
+                }
+            }
+            prop_assert!(b.w.counters().balanced());
+        }
+
         /// IPv4 headers with arbitrary flags, TTLs, lengths and payloads from
         /// the protected side, towards the tunnel: fragmenting, PMTU, SPD
         /// and encap never panic, and the identity holds.
