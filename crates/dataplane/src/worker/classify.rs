@@ -187,8 +187,8 @@ impl Classify {
     /// (the IPv6 fast path): the same tests in the same order, on
     /// integers; what has no code of its own here (local packets, group
     /// addresses aside, the last hop, unprotected transit, and in
-    /// [`Self::protected_transit_v6`] the full protect path) gets the
-    /// `IpMeta` and goes the general way.
+    /// [`Self::decided`] the full protect path) gets the `IpMeta` and goes
+    /// the general way.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn ip_input_v6<B: PacketBuf, P: BufPool<B>>(
@@ -216,48 +216,18 @@ impl Classify {
         }
         match core.net.ports[port].side {
             Side::Protected => {
-                self.protected_transit_v6(core, port, pkt, v, esp_out, icmp, egress, tx)
+                let spd = &core.tables.spd;
+                let d = (self.spd_cache).lookup_v6(spd, v.src, v.dst, v.proto, v.sport, v.dport);
+                let (dst, meta) = (v.dst_addr(), || v.meta());
+                self.decided(
+                    core, port, pkt, d, true, dst, meta, esp_out, icmp, egress, tx,
+                )
             }
             Side::Unprotected => {
                 let m = v.meta();
                 self.unprotected_transit(core, port, pkt, m, esp_out, icmp, egress, tx)
             }
         }
-    }
-
-    /// [`Self::protected_transit`] of an IPv6 packet on its [`V6Meta`], as
-    /// [`Self::protected_transit_v4`] is of IPv4's.
-    #[allow(clippy::too_many_arguments)]
-    #[inline(always)]
-    fn protected_transit_v6<B: PacketBuf, P: BufPool<B>>(
-        &mut self,
-        core: &mut Core<B, P>,
-        port: PortIdx,
-        pkt: B,
-        v: V6Meta,
-        esp_out: &mut EspOut<B>,
-        icmp: &mut Icmp,
-        egress: &mut Egress,
-        tx: &mut TxQueues<B>,
-    ) {
-        let spd = &core.tables.spd;
-        let d = self
-            .spd_cache
-            .lookup_v6(spd, v.src, v.dst, v.proto, v.sport, v.dport);
-        let dst = v.dst_addr();
-        self.decided(
-            core,
-            port,
-            pkt,
-            d,
-            true,
-            dst,
-            || v.meta(),
-            esp_out,
-            icmp,
-            egress,
-            tx,
-        )
     }
 
     /// An IPv6 packet (L2 stripped) with ESP to us straight after its
@@ -291,8 +261,8 @@ impl Classify {
     /// [`Self::ip_input`] of an IPv4 packet on its [`V4Meta`] (the IPv4
     /// fast path): the same tests in the same order, on integers. What has
     /// no code of its own here (local packets but ESP, ICMP errors,
-    /// unprotected transit, and in [`Self::protected_transit_v4`] the full
-    /// protect path) gets the packet's `IpMeta` and goes the general way.
+    /// unprotected transit, and in [`Self::decided`] the full protect
+    /// path) gets the packet's `IpMeta` and goes the general way.
     #[allow(clippy::too_many_arguments)]
     fn ip_input_v4<B: PacketBuf, P: BufPool<B>>(
         &mut self,
@@ -331,7 +301,12 @@ impl Classify {
         }
         match core.net.ports[port].side {
             Side::Protected => {
-                self.protected_transit_v4(core, port, pkt, v, esp_out, icmp, egress, tx)
+                let spd = &core.tables.spd;
+                let d = (self.spd_cache).lookup_v4(spd, v.src, v.dst, v.proto, v.sport, v.dport);
+                let (dst, meta) = (v.dst_addr(), || v.meta());
+                self.decided(
+                    core, port, pkt, d, false, dst, meta, esp_out, icmp, egress, tx,
+                )
             }
             Side::Unprotected => {
                 let m = v.meta();
@@ -368,42 +343,6 @@ impl Classify {
         };
         self.esp_for_spi(core, port, pkt, v.dst_addr(), spi, true, esp_in);
         None
-    }
-
-    /// [`Self::protected_transit`] of an IPv4 packet on its [`V4Meta`].
-    /// Always inlined (its one caller): as a call it copied the arguments
-    /// and saved registers for every packet.
-    #[allow(clippy::too_many_arguments)]
-    #[inline(always)]
-    fn protected_transit_v4<B: PacketBuf, P: BufPool<B>>(
-        &mut self,
-        core: &mut Core<B, P>,
-        port: PortIdx,
-        pkt: B,
-        v: V4Meta,
-        esp_out: &mut EspOut<B>,
-        icmp: &mut Icmp,
-        egress: &mut Egress,
-        tx: &mut TxQueues<B>,
-    ) {
-        let spd = &core.tables.spd;
-        let d = self
-            .spd_cache
-            .lookup_v4(spd, v.src, v.dst, v.proto, v.sport, v.dport);
-        let dst = v.dst_addr();
-        self.decided(
-            core,
-            port,
-            pkt,
-            d,
-            false,
-            dst,
-            || v.meta(),
-            esp_out,
-            icmp,
-            egress,
-            tx,
-        )
     }
 
     /// A parsed IP packet (L2 stripped, header summary `m`) received on

@@ -239,16 +239,10 @@ impl<'a> Forward<'a> {
                 return;
             }
         };
-        if !self.memo.inside_v4(tunnel, v.src, v.dst) {
-            core.counters.tunnel(tunnel.id.0).in_policy_mismatch += 1;
-            core.drop_pkt(pkt, DropReason::PolicyMismatch, Some(port));
-            return;
-        }
-        if v.ttl <= 1 || core.net.is_local_v4(v.dst) {
-            return Self::inside(core, esp_out, icmp, egress, tx, pkt, port, v.meta(), tunnel);
-        }
-        let dst = v.dst_addr();
-        Self::out(
+        let inside = self.memo.inside_v4(tunnel, v.src, v.dst);
+        let ours_or_last = v.ttl <= 1 || core.net.is_local_v4(v.dst);
+        let (dst, meta) = (v.dst_addr(), || v.meta());
+        Self::parsed(
             core,
             esp_out,
             icmp,
@@ -257,19 +251,23 @@ impl<'a> Forward<'a> {
             pkt,
             port,
             tunnel,
+            inside,
+            ours_or_last,
             dst,
             false,
-            || v.meta(),
+            meta,
         );
     }
 
-    /// The fast paths' last steps, IPv4's and IPv6's, for a decrypted
-    /// packet inside the selectors, not for us and not at its last hop:
-    /// clamped where the tunnel clamps (`meta` builds the `IpMeta` only
-    /// then), TTL or hop limit (`v6`) lowered, routed to `dst`.
+    /// A decrypted packet's steps after its parse, for every path:
+    /// outside the tunnel's selectors (`inside` false) a counted policy
+    /// mismatch; for us or at its last hop (`ours_or_last`) to
+    /// [`Self::inside`]; else (the fast paths' common case) clamped where
+    /// the tunnel clamps, TTL or hop limit (`v6`) lowered and routed to
+    /// `dst`. `meta` builds the `IpMeta` only where a step needs one.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    fn out<B: PacketBuf, P: BufPool<B>>(
+    fn parsed<B: PacketBuf, P: BufPool<B>>(
         core: &mut Core<B, P>,
         esp_out: &mut EspOut<B>,
         icmp: &mut Icmp,
@@ -278,10 +276,20 @@ impl<'a> Forward<'a> {
         mut pkt: B,
         port: PortIdx,
         tunnel: &TunnelEntry,
+        inside: bool,
+        ours_or_last: bool,
         dst: IpAddr,
         v6: bool,
         meta: impl Fn() -> IpMeta,
     ) {
+        if !inside {
+            core.counters.tunnel(tunnel.id.0).in_policy_mismatch += 1;
+            core.drop_pkt(pkt, DropReason::PolicyMismatch, Some(port));
+            return;
+        }
+        if ours_or_last {
+            return Self::inside(core, esp_out, icmp, egress, tx, pkt, port, meta(), tunnel);
+        }
         if tunnel.mss_clamp.is_some() {
             clamp_mss(&mut core.counters, &mut pkt, &meta(), tunnel.mss_clamp);
         }
@@ -308,16 +316,10 @@ impl<'a> Forward<'a> {
     ) {
         let tunnel = self.tunnel;
         if let Some(v) = parse_v6_fast(&mut pkt) {
-            if !self.memo.inside_v6(tunnel, v.src, v.dst) {
-                core.counters.tunnel(tunnel.id.0).in_policy_mismatch += 1;
-                core.drop_pkt(pkt, DropReason::PolicyMismatch, Some(port));
-                return;
-            }
-            if v.hop_limit <= 1 || core.net.is_local_v6(v.dst) {
-                return Self::inside(core, esp_out, icmp, egress, tx, pkt, port, v.meta(), tunnel);
-            }
-            let dst = v.dst_addr();
-            return Self::out(
+            let inside = self.memo.inside_v6(tunnel, v.src, v.dst);
+            let ours_or_last = v.hop_limit <= 1 || core.net.is_local_v6(v.dst);
+            let (dst, meta) = (v.dst_addr(), || v.meta());
+            return Self::parsed(
                 core,
                 esp_out,
                 icmp,
@@ -326,9 +328,11 @@ impl<'a> Forward<'a> {
                 pkt,
                 port,
                 tunnel,
+                inside,
+                ours_or_last,
                 dst,
                 true,
-                || v.meta(),
+                meta,
             );
         }
         let m = match parse_ip(&mut pkt) {
@@ -338,12 +342,24 @@ impl<'a> Forward<'a> {
                 return;
             }
         };
-        if !self.memo.inside(tunnel, m.src, m.dst) {
-            core.counters.tunnel(tunnel.id.0).in_policy_mismatch += 1;
-            core.drop_pkt(pkt, DropReason::PolicyMismatch, Some(port));
-            return;
-        }
-        Self::inside(core, esp_out, icmp, egress, tx, pkt, port, m, tunnel);
+        // The general path: `inside` decides everything after the
+        // selectors (to us, last hop, clamp, TTL, route).
+        let inside = self.memo.inside(tunnel, m.src, m.dst);
+        Self::parsed(
+            core,
+            esp_out,
+            icmp,
+            egress,
+            tx,
+            pkt,
+            port,
+            tunnel,
+            inside,
+            true,
+            m.dst,
+            m.v6,
+            || m,
+        );
     }
 
     /// A decrypted packet within the tunnel's selectors: answered if it is
