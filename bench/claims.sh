@@ -1495,6 +1495,25 @@ claim("docs/benchmarks.md", "engine %.1f cycles against esp6's %.1f, x ceil %.3f
     s22u("udp6", "1420", "engine"), s22u("esp6", "1420", "engine"),
     s22u("udp6", "1420", "engine", "ratio_to_ceiling"), s22u("esp6", "1420", "engine", "ratio_to_ceiling")))
 
+# docs/benchmarks.md, the placement table (session 22)
+def s22p(tag, direction, size="64"):
+    import glob
+    out = {}
+    for side in "ab":
+        v = []
+        for f in sorted(glob.glob("bench/results/epyc-zen5-2vcpu-2026-12-05-s22-placement-%s-%s-*.json" % (tag, side))):
+            v += [r["cycles_per_packet_p50"] for r in json.load(open(f))["results"]
+                  if r["layer"] == "worker" and r["direction"] == direction and str(r["size"]) == size]
+        out[side] = _st2.median(v)
+    return out["b"] - out["a"]
+claim("docs/benchmarks.md", "| reads inline in `Classify::input` (0298244) | %+.1f (6 runs) | not measured | %.1f cheaper than cold (4 runs) |" % (
+    s22p("esp4", "decrypt"), s22p("ae-udp4", "decrypt")))
+claim("docs/benchmarks.md", "| out of line, not cold | %+.1f, %+.1f (two sets of 6) | %+.1f, %+.1f | not measured |" % (
+    s22p("esp4d", "decrypt"), s22p("esp4b", "decrypt"), s22p("esp4b", "encrypt"), s22p("esp4d", "encrypt")))
+claim("docs/benchmarks.md", "| out of line and `#[cold]` (a21bff8) | %+.1f | %+.1f | (the reference) |" % (
+    s22p("esp4e", "decrypt"), s22p("esp4e", "encrypt")))
+claim("docs/benchmarks.md", "| the engine's `locate_esp_fast` alone | | %+.1f | |" % s22p("esp4c", "encrypt"))
+
 # docs/benchmarks.md, issue 14's table: session 20's alternating runs (build B)
 def s20ab(direction):
     import statistics
