@@ -45,6 +45,8 @@ pub struct Args {
     pub streaming_rx: bool,
     /// No intel-ipsec-mb in the ciphers (default off).
     pub no_ipsec_mb: bool,
+    /// The unprotected port computes UDP checksums (default off).
+    pub tx_checksum_offload: bool,
     pub json: Option<PathBuf>,
     pub svg: Option<PathBuf>,
 }
@@ -148,6 +150,7 @@ impl Args {
         }
         o.streaming_rx = self.streaming_rx;
         o.no_ipsec_mb = self.no_ipsec_mb;
+        o.tx_checksum_offload = self.tx_checksum_offload;
         o.json = self.json.clone();
         o.svg = self.svg.clone();
         Ok(o)

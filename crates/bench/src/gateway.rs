@@ -23,7 +23,7 @@ use espgw_control::state::{ReservationPolicy, SeqKeeper, StateDir};
 use espgw_control::tables::Tables;
 use espgw_control::{Config, HostFacts};
 use espgw_dataplane::Network;
-use espgw_esp::{SaConfig, Suite};
+use espgw_esp::{SaConfig, Suite, UdpChecksum};
 use espgw_wire::MacAddr;
 
 use crate::options::Inner;
@@ -272,6 +272,10 @@ pub struct Gateway {
     persistence: Option<Persistence>,
     /// Built by [`Gateway::per_cpu`]: one tunnel, SA pair `w` worker `w`'s.
     per_cpu: bool,
+    /// Who computes the outer UDP checksum of ESP in UDP over IPv6: the
+    /// engine ([`UdpChecksum::Compute`], the default) or the unprotected
+    /// port's NIC ([`Gateway::offload_tx_udp_checksum`]).
+    pub udp_checksum: UdpChecksum,
 }
 
 /// Sequence persistence of a bench gateway: a fresh state directory, the
@@ -298,6 +302,18 @@ impl Drop for Persistence {
 }
 
 impl Gateway {
+    /// The unprotected port computes UDP checksums on transmit, as one
+    /// with TX checksum offload under `espgw run`: the worker layer leaves
+    /// ESP in UDP over IPv6's checksum to it, and so does the engine
+    /// layer. Call before any worker shares the gateway.
+    pub fn offload_tx_udp_checksum(&mut self) -> Result<(), String> {
+        let net = Arc::get_mut(&mut self.net)
+            .ok_or("bench gateway: the network is shared already; offload set too late")?;
+        net.ports[UNPROTECTED].tx_udp_checksum = true;
+        self.udp_checksum = UdpChecksum::Device;
+        Ok(())
+    }
+
     pub fn new(suite: Suite, workers: usize) -> Result<Gateway, String> {
         Self::build(suite, workers, false)
     }
@@ -365,6 +381,7 @@ impl Gateway {
             inner,
             persistence: None,
             per_cpu: false,
+            udp_checksum: UdpChecksum::Compute,
         })
     }
 
@@ -407,6 +424,7 @@ impl Gateway {
             inner,
             persistence: None,
             per_cpu: true,
+            udp_checksum: UdpChecksum::Compute,
         })
     }
 
@@ -445,6 +463,7 @@ impl Gateway {
                 _manager: std::sync::Mutex::new(manager),
             }),
             per_cpu: false,
+            udp_checksum: UdpChecksum::Compute,
         })
     }
 

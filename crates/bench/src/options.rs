@@ -289,6 +289,10 @@ pub struct Options {
     /// The ciphers use no intel-ipsec-mb (`--no-ipsec-mb`): ring for
     /// AES-GCM from the split on and for ChaCha20-Poly1305.
     pub no_ipsec_mb: bool,
+    /// The bench gateway's unprotected port computes UDP checksums on
+    /// transmit (`--tx-checksum-offload`): ESP in UDP over IPv6 gets only
+    /// its seed from the engine, the sink completes it as the NIC would.
+    pub tx_checksum_offload: bool,
     pub json: Option<PathBuf>,
     pub svg: Option<PathBuf>,
     /// The command line as typed, for the JSON report.
@@ -323,6 +327,7 @@ impl Default for Options {
             simd_width: SimdWidth::Bits512,
             streaming_rx: false,
             no_ipsec_mb: false,
+            tx_checksum_offload: false,
             json: None,
             svg: None,
             command: String::new(),

@@ -208,6 +208,7 @@ pub fn run(opts: &Options) -> Result<Report, String> {
                         spread_wait_ns: u64::from(opts.spread_wait_us) * 1000,
                         per_cpu: opts.per_cpu_sas,
                         streaming_rx: opts.streaming_rx,
+                        tx_checksum_offload: opts.tx_checksum_offload,
                         spread_parts: opts.spread_parts,
                         spread_recheck_ns: u64::from(opts.spread_recheck_ms) * 1_000_000,
                         tsc_hz: tsc_hz as f64,
@@ -378,6 +379,8 @@ struct CaseSpec {
     spread_recheck_ns: u64,
     /// The generator's streaming stores (`--streaming-rx`).
     streaming_rx: bool,
+    /// The unprotected port computes UDP checksums (`--tx-checksum-offload`).
+    tx_checksum_offload: bool,
     tsc_hz: f64,
 }
 
@@ -403,7 +406,7 @@ fn run_case(
     cores: &[core_affinity::CoreId],
 ) -> Result<Vec<(Layer, Vec<Measured>)>, String> {
     let n = spec.workers;
-    let gw = if spec.per_cpu {
+    let mut gw = if spec.per_cpu {
         Gateway::per_cpu(spec.suite, n, spec.replay_window, spec.outer, spec.inner)?
     } else {
         Gateway::build_with(
@@ -415,6 +418,9 @@ fn run_case(
             spec.inner,
         )?
     };
+    if spec.tx_checksum_offload {
+        gw.offload_tx_udp_checksum()?;
+    }
     let barrier = Barrier::new(n);
     let owner_slices = std::sync::atomic::AtomicUsize::new(0);
     let rings = spec

@@ -21,6 +21,11 @@ pub struct PortInfo {
     pub v6: Vec<(Ipv6Addr, u8)>,
     /// Largest IP packet the port sends.
     pub mtu: usize,
+    /// The port's NIC computes UDP checksums on transmit (its TX UDP
+    /// checksum offload is on: `[dataplane] tx_checksum_offload` and a
+    /// NIC that offers it). Set by `espgw run` after configuring the port;
+    /// false until then and everywhere else.
+    pub tx_udp_checksum: bool,
 }
 
 impl PortInfo {
@@ -65,5 +70,6 @@ pub(crate) fn port_info(p: &cfg::Port, mac: MacAddr, mtu: usize) -> PortInfo {
         v4,
         v6,
         mtu,
+        tx_udp_checksum: false,
     }
 }

@@ -87,6 +87,7 @@ mod tests {
             v4: vec![(addr.parse().unwrap(), len)],
             v6: vec![],
             mtu: 1500,
+            tx_udp_checksum: false,
         }
     }
 

@@ -105,6 +105,9 @@ struct Gw {
     w: TestWorker,
     tx: TxQueues<VecBuf>,
     now: Now,
+    /// Per port, the UDP checksum offload each frame of the last
+    /// [`Gw::take`] asked of the NIC (`VecBuf::udp_checksum_offload`).
+    offloads: [Vec<Option<(usize, usize, bool)>>; 2],
 }
 
 impl Gw {
@@ -114,6 +117,7 @@ impl Gw {
             w: Worker::new(0, net, tables, VecBufPool, 32, SharedNeighbors::default()),
             tx: TxQueues::new(ports, 64),
             now: Now { ns: 1 },
+            offloads: [Vec::new(), Vec::new()],
         }
     }
     fn a() -> Gw {
@@ -142,6 +146,7 @@ impl Gw {
             let bytes: u64 = frames.iter().map(|f| f.len() as u64).sum();
             self.w.count_tx(p, frames.len() as u64, bytes, 0);
             *o = frames.iter().map(|f| f.data().to_vec()).collect();
+            self.offloads[p] = frames.iter().map(VecBuf::udp_checksum_offload).collect();
         }
         assert!(self.w.counters().balanced(), "{:?}", self.w.counters());
         out
@@ -1396,6 +1401,7 @@ mod live {
                 ),
                 tx: TxQueues::new(ports, 64),
                 now: Now { ns: 1 },
+                offloads: [Vec::new(), Vec::new()],
             };
             g.learn_by_arp(PROT, "10.1.0.10", HOST_A_MAC, "10.1.0.1");
             g.learn_by_arp(UNPROT, "192.0.2.2", B_UNPROT_MAC, "192.0.2.1");
@@ -1503,6 +1509,7 @@ mod live {
                     ),
                     tx: TxQueues::new(ports, 64),
                     now: Now { ns: 1 },
+                    offloads: [Vec::new(), Vec::new()],
                 };
                 for f in 0..4 {
                     g.learn_by_arp(PROT, &format!("10.1.0.{}", 20 + f), HOST_A_MAC, "10.1.0.1");
@@ -1610,6 +1617,7 @@ mod live {
             w,
             tx: TxQueues::new(ports, 1 << 12),
             now: Now { ns: 1 },
+            offloads: [Vec::new(), Vec::new()],
         };
         g.learn_by_arp(PROT, "10.2.0.10", HOST_B_MAC, "10.2.0.1");
         g
@@ -2763,6 +2771,8 @@ mod spread {
     struct Stream {
         esp: Vec<Vec<u8>>,
         inner: Vec<Vec<u8>>,
+        /// The UDP checksum offload each ESP frame asked of A's NIC.
+        offloads: Vec<Option<(usize, usize, bool)>>,
     }
 
     impl Stream {
@@ -2805,11 +2815,16 @@ mod spread {
 
     /// [`esp_stream`] with packet `i` sent by its host with TTL `ttl(i)`.
     fn esp_stream_ttl(outer: Outer, n: u32, ttl: impl Fn(u32) -> u8) -> Stream {
-        let mut a = gateway_a(outer);
+        esp_stream_from(gateway_a(outer), outer, n, ttl)
+    }
+
+    /// [`esp_stream_ttl`] sealed by `a`, gateway A as built for `outer`.
+    fn esp_stream_from(mut a: Gw, outer: Outer, n: u32, ttl: impl Fn(u32) -> u8) -> Stream {
         for f in 0..FLOWS {
             a.learn_by_arp(PROT, &format!("10.1.0.{}", 20 + f), HOST_A_MAC, "10.1.0.1");
         }
         let mut esp = Vec::new();
+        let mut offloads = Vec::new();
         let mut next = [0u32; FLOWS as usize];
         let inner: Vec<Vec<u8>> = (0..n)
             .map(|i| {
@@ -2827,6 +2842,7 @@ mod spread {
         for chunk in frames.chunks(32) {
             let out = a.rx(PROT, chunk);
             esp.extend(out[UNPROT].iter().cloned());
+            offloads.extend(a.offloads[UNPROT].iter().copied());
         }
         assert_eq!(esp.len(), n as usize, "A sealed every packet");
         for (i, frame) in esp.iter().enumerate() {
@@ -2837,7 +2853,11 @@ mod spread {
             .enumerate()
             .map(|(i, f)| outer.on_the_way(f, i))
             .collect();
-        Stream { esp, inner }
+        Stream {
+            esp,
+            inner,
+            offloads,
+        }
     }
 
     /// (flow, sequence) of a decrypted frame leaving B.
@@ -2904,6 +2924,7 @@ mod spread {
                 w,
                 tx: TxQueues::new(ports, 1 << 16),
                 now: Now { ns: 1 },
+                offloads: [Vec::new(), Vec::new()],
             }
         }
         /// Worker 0, the one that receives the tunnel's ESP, with host B
@@ -3118,6 +3139,44 @@ mod spread {
             let c = b.w.counters();
             assert_eq!(c.drops.total(), 4 + keepalives, "{outer:?} {:?}", c.drops);
             assert!(c.balanced(), "{outer:?}");
+        }
+    }
+
+    /// TX UDP checksum offload: through an unprotected port whose NIC
+    /// computes UDP checksums (`PortInfo::tx_udp_checksum`), A's ESP in
+    /// UDP over IPv6 leaves with its checksum asked of the NIC (Ethernet
+    /// 14, IPv6 40 bytes) and only seeded by the engine; completed as a
+    /// NIC completes it (the test buffer does), every frame verifies
+    /// (`check_esp`) and B delivers the stream in order. No other form
+    /// asks (their checksums cover no payload), nor any form through a
+    /// port without the offload.
+    #[test]
+    fn udp_checksum_left_to_a_nic_that_computes_it() {
+        for outer in Outer::ALL {
+            for offload in [false, true] {
+                let config = outer.apply(demo_gateway(false).default_action("discard"), false);
+                let (net, tables) = tables_from(config.render(), [A_PROT_MAC, A_UNPROT_MAC]);
+                let mut net = Arc::try_unwrap(net).ok().unwrap();
+                net.ports[UNPROT].tx_udp_checksum = offload;
+                let mut a = Gw::new((Arc::new(net), tables));
+                outer.learn_peer(&mut a, false);
+                // Inner lengths of both parities (the checksum's odd tail).
+                let stream = esp_stream_from(a, outer, 64, |_| 64);
+                let asked = (offload && outer == Outer::Udp6).then_some((14, 40, true));
+                assert!(
+                    stream.offloads.iter().all(|o| *o == asked),
+                    "{outer:?} offload {offload}: {:?}",
+                    stream.offloads
+                );
+                let mut b = Gw::new(b_snapshot(outer, None));
+                b.learn_by_arp(PROT, "10.2.0.10", HOST_B_MAC, "10.2.0.1");
+                outer.learn_peer(&mut b, true);
+                let mut delivered = Vec::new();
+                for chunk in stream.esp.chunks(32) {
+                    delivered.extend(b.rx(UNPROT, chunk)[PROT].iter().cloned());
+                }
+                assert_eq!(delivered, stream.delivered(), "{outer:?} offload {offload}");
+            }
         }
     }
 
@@ -4044,7 +4103,12 @@ mod spread {
                 .enumerate()
                 .map(|(i, f)| outer.on_the_way(f, i))
                 .collect();
-            let stream = Stream { esp, inner };
+            let offloads = vec![None; esp.len()];
+            let stream = Stream {
+                esp,
+                inner,
+                offloads,
+            };
             let expected = stream.delivered();
             let (arrivals, replays) = with_replays(&stream.esp, 500);
             let b_config = demo_gateway(true)
@@ -4117,6 +4181,7 @@ mod spread {
                             w,
                             tx: TxQueues::new(ports, 1 << 12),
                             now: Now { ns: 1 },
+                            offloads: [Vec::new(), Vec::new()],
                         };
                         a.learn_by_arp(PROT, "10.1.0.10", HOST_A_MAC, "10.1.0.1");
                         outer.learn_peer(&mut a, false);

@@ -56,7 +56,7 @@ pub use config::{ConfigError, Encap, Lifetimes, Limit, SaConfig, SecretBytes};
 pub use inbound::{InboundCounters, InboundSa};
 pub use lifetime::Expiry;
 pub use outbound::OutboundSa;
-pub use outer::{locate_esp, EspLocation};
+pub use outer::{locate_esp, EspLocation, UdpChecksum};
 pub use replay::{ReplayWindow, MAX_REPLAY_WINDOW};
 pub use shared_replay::SharedReplayWindow;
 pub use suite::Suite;

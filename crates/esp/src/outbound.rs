@@ -18,7 +18,7 @@ use espgw_wire::PacketBuf;
 use crate::config::{ConfigError, SaConfig};
 use crate::crypto::{self, EspCipher};
 use crate::lifetime::{Expiry, Limits};
-use crate::outer::OuterTemplate;
+use crate::outer::{OuterTemplate, UdpChecksum};
 use crate::verdict::{DropCounts, DropReason, SaStats, Verdict};
 use crate::{inner, trailer, Suite};
 
@@ -246,6 +246,28 @@ impl OutboundSa {
         verdicts: &mut [Verdict],
         now: u64,
     ) -> usize {
+        self.encap_burst_with(pkts, verdicts, now, UdpChecksum::Compute)
+    }
+
+    /// True when this SA's packets carry a UDP checksum over the whole
+    /// packet (ESP in UDP over IPv6): the one case in which
+    /// [`Self::encap_burst_with`]'s [`UdpChecksum`] matters.
+    pub fn checksums_payload(&self) -> bool {
+        self.template.needs_finish()
+    }
+
+    /// [`Self::encap_burst`], with the UDP checksum of ESP in UDP over IPv6
+    /// computed here or only seeded for the NIC ([`UdpChecksum::Device`]:
+    /// the caller must then ask the device for it on every forwarded
+    /// packet: `PacketBuf::offload_udp_checksum`, IPv6, its 40-byte fixed
+    /// header, for the SAs whose [`Self::checksums_payload`] is true).
+    pub fn encap_burst_with<B: PacketBuf>(
+        &self,
+        pkts: &mut [B],
+        verdicts: &mut [Verdict],
+        now: u64,
+        checksum: UdpChecksum,
+    ) -> usize {
         assert_eq!(pkts.len(), verdicts.len(), "one verdict per packet");
         let mut expiry = self.stored_expiry() | self.limits.by_time(now);
         let mut drops = DropCounts::default();
@@ -307,7 +329,7 @@ impl OutboundSa {
                 sent += 1;
                 match unsealed.take() {
                     None => unsealed = Some((pkt, seq)),
-                    Some((first, first_seq)) => self.seal_two(first, first_seq, pkt, seq),
+                    Some((first, first_seq)) => self.seal_two(first, first_seq, pkt, seq, checksum),
                 }
             } else {
                 *verdict = Verdict::Drop(DropReason::NoRoom);
@@ -318,7 +340,7 @@ impl OutboundSa {
             granted -= 1;
         }
         if let Some((pkt, seq)) = unsealed {
-            self.seal_one(pkt, seq);
+            self.seal_one(pkt, seq, checksum);
         }
 
         let last = self.last_sequence();
@@ -418,19 +440,26 @@ impl OutboundSa {
     /// Encrypts a built packet and completes the outer headers that cover
     /// the ciphertext.
     #[inline]
-    fn seal_one<B: PacketBuf>(&self, pkt: &mut B, seq: u64) {
+    fn seal_one<B: PacketBuf>(&self, pkt: &mut B, seq: u64, checksum: UdpChecksum) {
         let data = pkt.data_mut();
         self.cipher
             .seal(&mut data[self.template.len()..], seq, self.esn);
         if self.template.needs_finish() {
-            self.template.finish(data);
+            self.template.finish(data, checksum);
         }
     }
 
     /// [`Self::seal_one`] for two built packets, through
     /// [`EspCipher::seal_two`].
     #[inline]
-    fn seal_two<B: PacketBuf>(&self, a: &mut B, seq_a: u64, b: &mut B, seq_b: u64) {
+    fn seal_two<B: PacketBuf>(
+        &self,
+        a: &mut B,
+        seq_a: u64,
+        b: &mut B,
+        seq_b: u64,
+        checksum: UdpChecksum,
+    ) {
         let at = self.template.len();
         let (data_a, data_b) = (a.data_mut(), b.data_mut());
         self.cipher.seal_two(
@@ -439,8 +468,8 @@ impl OutboundSa {
             self.esn,
         );
         if self.template.needs_finish() {
-            self.template.finish(data_a);
-            self.template.finish(data_b);
+            self.template.finish(data_a, checksum);
+            self.template.finish(data_b, checksum);
         }
     }
 

@@ -41,6 +41,24 @@ pub(crate) struct OuterTemplate {
     /// Ones' complement addition is associative, so each packet only `add`s
     /// its own fields (lengths, id, payload) to it.
     partial_sum: u16,
+    /// IPv6 + UDP: the pseudo-header's addresses and next header alone,
+    /// for the seed of a checksum the NIC completes ([`UdpChecksum::Device`]).
+    pseudo_sum: u16,
+}
+
+/// Who computes the UDP checksum of ESP in UDP over IPv6, the one outer
+/// form whose checksum covers the ciphertext (RFC 8200 section 8.1: IPv6
+/// requires it; over IPv4 RFC 3948 sends 0). The other forms ignore it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UdpChecksum {
+    /// The engine sums the whole packet after sealing it.
+    #[default]
+    Compute,
+    /// The engine writes the pseudo-header sum into the field
+    /// (`espgw_wire::checksum::offload_seed`) and the sender asks the NIC
+    /// to complete it (`PacketBuf::offload_udp_checksum`, on a port with
+    /// TX UDP checksum offload), saving the sum over the packet.
+    Device,
 }
 
 impl OuterTemplate {
@@ -53,6 +71,7 @@ impl OuterTemplate {
             ipv6: local.is_ipv6(),
             udp: matches!(encap, Encap::Udp { .. }),
             partial_sum: 0,
+            pseudo_sum: 0,
         };
         let proto = if t.udp { IPPROTO_UDP } else { IPPROTO_ESP };
         let ip_len = match (local, remote) {
@@ -84,7 +103,8 @@ impl OuterTemplate {
                 h[7] = TTL;
                 h[8..24].copy_from_slice(&src.octets());
                 h[24..40].copy_from_slice(&dst.octets());
-                t.partial_sum = checksum::add(checksum::sum(&h[8..40]), u16::from(IPPROTO_UDP));
+                t.pseudo_sum = checksum::add(checksum::sum(&h[8..40]), u16::from(IPPROTO_UDP));
+                t.partial_sum = t.pseudo_sum;
                 IPV6_HEADER
             }
         };
@@ -184,21 +204,28 @@ impl OuterTemplate {
     }
 
     /// After sealing: the UDP checksum, which IPv6 requires (RFC 8200 §8.1)
-    /// and which covers the ciphertext, so it can only come last.
-    pub(crate) fn finish(&self, packet: &mut [u8]) {
+    /// and which covers the ciphertext, so it can only come last; with
+    /// [`UdpChecksum::Device`] only its seed, for the NIC.
+    pub(crate) fn finish(&self, packet: &mut [u8], checksum: UdpChecksum) {
         if !self.needs_finish() {
             return;
         }
         let udp = &mut packet[IPV6_HEADER..];
         // At most 0xFFFF: `max_packet` bounds what `write` was given.
         let udp_len = udp.len() as u16;
-        // Pseudo-header length plus the UDP length field: the same number twice.
-        let lengths = checksum::add(udp_len, udp_len);
-        let sum = checksum::add(self.partial_sum, lengths);
-        let mut csum = checksum::finish(checksum::add(sum, checksum::sum(&udp[UDP_HEADER..])));
-        if csum == 0 {
-            csum = 0xFFFF;
-        }
+        let csum = match checksum {
+            UdpChecksum::Device => checksum::offload_seed(self.pseudo_sum, udp_len),
+            UdpChecksum::Compute => {
+                // Pseudo-header length plus the UDP length field: the same
+                // number twice.
+                let lengths = checksum::add(udp_len, udp_len);
+                let sum = checksum::add(self.partial_sum, lengths);
+                match checksum::finish(checksum::add(sum, checksum::sum(&udp[UDP_HEADER..]))) {
+                    0 => 0xFFFF,
+                    c => c,
+                }
+            }
+        };
         udp[6..8].copy_from_slice(&csum.to_be_bytes());
     }
 }
@@ -380,7 +407,7 @@ mod tests {
         p[t.len()..].copy_from_slice(esp);
         let total = p.len();
         t.write(&mut p, total, id, 0);
-        t.finish(&mut p);
+        t.finish(&mut p, UdpChecksum::Compute);
         p
     }
 

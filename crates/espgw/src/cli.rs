@@ -140,6 +140,15 @@ pub enum Command {
         /// width (docs/crypto.md, "Wide vectors on many Intel cores").
         #[arg(long)]
         no_ipsec_mb: bool,
+        /// The bench gateway's unprotected port computes UDP checksums on
+        /// transmit, as a NIC with TX checksum offload does under `espgw
+        /// run` (`[dataplane] tx_checksum_offload`): with `--outer udp6`
+        /// the engine only seeds the outer UDP checksum and the sink
+        /// completes it, as the NIC would, outside the measured time
+        /// (docs/dataplane.md, "TX checksum offload"). Other forms: no
+        /// effect.
+        #[arg(long)]
+        tx_checksum_offload: bool,
         /// Write every number, the raw counts, the machine and the command as JSON.
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,

@@ -58,6 +58,7 @@ fn main() -> ExitCode {
             max_simd_bitwidth,
             streaming_rx,
             no_ipsec_mb,
+            tx_checksum_offload,
             json,
             svg,
         } => espgw_bench::cli::exit_code(&espgw_bench::cli::Args {
@@ -81,6 +82,7 @@ fn main() -> ExitCode {
             max_simd_bitwidth,
             streaming_rx,
             no_ipsec_mb,
+            tx_checksum_offload,
             json,
             svg,
         }),

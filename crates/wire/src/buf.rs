@@ -46,6 +46,22 @@ pub trait PacketBuf {
     /// the default does nothing.
     #[inline]
     fn prefetch(&self) {}
+    /// Leaves the UDP checksum of the frame in this buffer to the device
+    /// that transmits it: the IP header starts `l2_len` bytes in, is
+    /// `l3_len` long (`ipv6` says which version) and the UDP checksum
+    /// field holds the pseudo-header sum ([`crate::checksum::offload_seed`]).
+    /// The caller asks only for a port whose TX UDP checksum offload is
+    /// on. A DPDK mbuf sets its offload flags and lengths for the NIC; the
+    /// default completes the checksum here, as the NIC would
+    /// ([`crate::checksum::complete_offloaded_udp`]), so that a buffer
+    /// without a device (tests, the benchmark's sinks) sends it right.
+    #[inline]
+    fn offload_udp_checksum(&mut self, l2_len: usize, l3_len: usize, ipv6: bool) {
+        let _ = ipv6;
+        if let Some(segment) = self.data_mut().get_mut(l2_len + l3_len..) {
+            crate::checksum::complete_offloaded_udp(segment);
+        }
+    }
     /// True when the packet holds no bytes.
     fn is_empty(&self) -> bool {
         self.len() == 0
@@ -58,6 +74,9 @@ pub struct VecBuf {
     storage: Vec<u8>,
     start: usize,
     end: usize,
+    /// The last [`PacketBuf::offload_udp_checksum`] request (l2_len,
+    /// l3_len, ipv6), kept for tests to see that it was made.
+    udp_offload: Option<(usize, usize, bool)>,
 }
 
 impl VecBuf {
@@ -74,7 +93,15 @@ impl VecBuf {
             storage,
             start: headroom,
             end: headroom + packet.len(),
+            udp_offload: None,
         }
+    }
+
+    /// The UDP checksum offload asked for this buffer, if any: `(l2_len,
+    /// l3_len, ipv6)` of the last [`PacketBuf::offload_udp_checksum`]
+    /// (which, having no device, completed the checksum as a NIC would).
+    pub fn udp_checksum_offload(&self) -> Option<(usize, usize, bool)> {
+        self.udp_offload
     }
 
     /// A buffer holding `packet` with default headroom and tailroom.
@@ -88,6 +115,7 @@ impl VecBuf {
         self.start = headroom;
         self.end = headroom + packet.len();
         self.storage[self.start..self.end].copy_from_slice(packet);
+        self.udp_offload = None;
     }
 }
 
@@ -102,6 +130,12 @@ impl core::fmt::Debug for VecBuf {
 }
 
 impl PacketBuf for VecBuf {
+    fn offload_udp_checksum(&mut self, l2_len: usize, l3_len: usize, ipv6: bool) {
+        self.udp_offload = Some((l2_len, l3_len, ipv6));
+        if let Some(segment) = self.data_mut().get_mut(l2_len + l3_len..) {
+            crate::checksum::complete_offloaded_udp(segment);
+        }
+    }
     fn data(&self) -> &[u8] {
         &self.storage[self.start..self.end]
     }

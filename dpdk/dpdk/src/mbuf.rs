@@ -102,11 +102,51 @@ impl Mbuf {
         }
     }
 
-    /// Clears offload flags before reusing a received mbuf for transmit, so
-    /// stale RX flags are not read as TX offload requests.
+    /// The `tx_offload` lengths word (l2_len bits 0-6, l3_len 7-15, ...).
+    #[inline]
+    pub fn tx_offload(&self) -> u64 {
+        // SAFETY: both members of this union are plain integers of the
+        // same 8 bytes, so any bits are a valid u64.
+        unsafe { self.m().__bindgen_anon_3.tx_offload }
+    }
+
+    /// The UDP checksum offload asked of the NIC for this packet, if any:
+    /// `(l2_len, l3_len, ipv6)` as `PacketBuf::offload_udp_checksum` set
+    /// them (what a benchmark's sink completes in the NIC's stead).
+    pub fn udp_checksum_offload(&self) -> Option<(usize, usize, bool)> {
+        let flags = self.ol_flags();
+        if flags & sys::RTE_MBUF_F_TX_L4_MASK != sys::RTE_MBUF_F_TX_UDP_CKSUM {
+            return None;
+        }
+        let lengths = self.tx_offload();
+        Some((
+            (lengths & 0x7f) as usize,
+            ((lengths >> 7) & 0x1ff) as usize,
+            flags & sys::RTE_MBUF_F_TX_IPV6 != 0,
+        ))
+    }
+
+    /// Withdraws a UDP checksum offload request (a benchmark's sink,
+    /// having done the NIC's part, before the mbuf goes round again).
+    #[inline]
+    pub fn clear_udp_checksum_offload(&mut self) {
+        let m = self.m_mut();
+        m.ol_flags &=
+            !(sys::RTE_MBUF_F_TX_L4_MASK | sys::RTE_MBUF_F_TX_IPV4 | sys::RTE_MBUF_F_TX_IPV6);
+        m.__bindgen_anon_3.tx_offload = 0;
+    }
+
+    /// Clears the offload flags of a received mbuf before it is sent, so
+    /// that no stale RX flag is read as a TX offload request, but keeps
+    /// the TX UDP checksum request that `PacketBuf::offload_udp_checksum`
+    /// made for this transmission (the only TX offload espgw asks for; a
+    /// received mbuf carries no TX flag of its own: the PMDs set RX flags
+    /// only, on mbufs reset when they were allocated).
     #[inline]
     pub fn clear_offload_flags(&mut self) {
-        self.m_mut().ol_flags = 0;
+        const KEPT: u64 =
+            sys::RTE_MBUF_F_TX_L4_MASK | sys::RTE_MBUF_F_TX_IPV4 | sys::RTE_MBUF_F_TX_IPV6;
+        self.m_mut().ol_flags &= KEPT;
     }
 
     /// Appends `bytes` at the end of the packet.
@@ -156,6 +196,26 @@ impl Mbuf {
 }
 
 impl PacketBuf for Mbuf {
+    /// Sets the offload request for the NIC: RTE_MBUF_F_TX_UDP_CKSUM with
+    /// the IP version's flag, and `l2_len`/`l3_len` in `tx_offload` (the
+    /// other lengths zero: no tunnel or TSO offload). The checksum field
+    /// already holds the pseudo-header sum the Intel-style NICs need;
+    /// drivers that compute it whole (net_tap) overwrite it.
+    #[inline]
+    fn offload_udp_checksum(&mut self, l2_len: usize, l3_len: usize, ipv6: bool) {
+        let version = if ipv6 {
+            sys::RTE_MBUF_F_TX_IPV6
+        } else {
+            sys::RTE_MBUF_F_TX_IPV4
+        };
+        // rte_mbuf_core.h: l2_len is bits 0-6 and l3_len bits 7-15 of
+        // tx_offload (RTE_MBUF_L2_LEN_BITS, RTE_MBUF_L3_LEN_BITS).
+        let lengths = (l2_len as u64 & 0x7f) | ((l3_len as u64 & 0x1ff) << 7);
+        let m = self.m_mut();
+        m.ol_flags |= sys::RTE_MBUF_F_TX_UDP_CKSUM | version;
+        m.__bindgen_anon_3.tx_offload = lengths;
+    }
+
     #[inline]
     fn prefetch(&self) {
         #[cfg(target_arch = "x86_64")]

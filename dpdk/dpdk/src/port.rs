@@ -77,6 +77,10 @@ pub struct PortConfig {
     pub rss: bool,
     /// Receive frames for every destination MAC.
     pub promiscuous: bool,
+    /// Let the device compute UDP checksums on transmit
+    /// (RTE_ETH_TX_OFFLOAD_UDP_CKSUM) when it offers to; see
+    /// [`Port::tx_udp_checksum`] for whether it did.
+    pub tx_udp_checksum: bool,
 }
 
 impl Default for PortConfig {
@@ -89,6 +93,7 @@ impl Default for PortConfig {
             mtu: 1500,
             rss: true,
             promiscuous: true,
+            tx_udp_checksum: false,
         }
     }
 }
@@ -196,6 +201,8 @@ struct PortState {
     mtu: u16,
     /// Why DPDK was configured with a smaller MTU than asked, if it was.
     mtu_note: Option<String>,
+    /// TX UDP checksum offload enabled at the last configure.
+    tx_udp_checksum: bool,
 }
 
 impl PortState {
@@ -403,6 +410,13 @@ impl Port {
                 conf.rxmode.offloads |= hash_offload;
             }
         }
+        // Port-wide, so every TX queue has it (rte_eth_tx_queue_setup adds
+        // the port's offloads to each queue's).
+        let udp_csum = sys::RTE_ETH_TX_OFFLOAD_UDP_CKSUM as u64;
+        let tx_udp_checksum = cfg.tx_udp_checksum && info.tx_offload_capa & udp_csum != 0;
+        if tx_udp_checksum {
+            conf.txmode.offloads |= udp_csum;
+        }
         // SAFETY: valid port id, stopped (checked above), conf outlives the call.
         let ret =
             unsafe { sys::rte_eth_dev_configure(self.id(), cfg.rx_queues, cfg.tx_queues, &conf) };
@@ -447,6 +461,7 @@ impl Port {
         state.tx_taken = vec![false; usize::from(cfg.tx_queues)];
         state.rx_pool = Some(rx_pool.clone());
         state.rss_hf = rss_hf;
+        state.tx_udp_checksum = tx_udp_checksum;
         state.mtu = cfg.mtu;
         state.mtu_note = mtu_note;
         drop(state);
@@ -465,6 +480,14 @@ impl Port {
     /// (net_af_packet with a large `framesz`): one line for the log.
     pub fn mtu_note(&self) -> Option<String> {
         self.state().mtu_note.clone()
+    }
+
+    /// Whether the last [`Port::configure`] turned on TX UDP checksum
+    /// offload (asked for, and offered by the device): only then may a
+    /// packet sent on it ask for one ([`Mbuf`]'s
+    /// `PacketBuf::offload_udp_checksum`).
+    pub fn tx_udp_checksum(&self) -> bool {
+        self.state().tx_udp_checksum
     }
 
     /// The driver arguments DPDK holds for the device (`iface=...,framesz=...`),

@@ -69,6 +69,7 @@ fn eal_suite() {
     port_opens_once();
     af_packet_over_veth(&pool);
     af_packet_jumbo_over_veth(&pool);
+    tap_port_completes_the_udp_checksum_left_to_it(&pool);
     drop(pool);
     drop(eal);
     assert!(
@@ -653,6 +654,136 @@ fn kernel_side(mode: &str, iface: &str, path: &std::path::Path) -> std::process:
         .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("python3 for the kernel side of the veth")
+}
+
+/// The kernel side of a tap: waits for the first IPv6 UDP frame to port
+/// 4500 (the tap also carries the kernel's own ND and MLD) and writes it
+/// to the file.
+const TAP_KERNEL_SIDE_PY: &str = r#"
+import socket, sys
+iface, path = sys.argv[1:3]
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
+s.bind((iface, 0))
+s.settimeout(5)
+print("ready", flush=True)
+while True:
+    f = s.recv(65535)
+    if f[12:14] == b"\x86\xdd" and f[20] == 17 and f[56:58] == b"\x11\x94":
+        open(path, "wb").write(f)
+        break
+"#;
+
+/// TX UDP checksum offload on a net_tap port (the virtual device here that
+/// offers it; it computes the checksum in software in its TX path, as a
+/// NIC would in hardware): configured only when asked for, the mbuf's
+/// flags and lengths set as DPDK documents them, and an ESP-in-UDP-shaped
+/// IPv6 frame sent with only the pseudo-header seed in its checksum field
+/// reaches the kernel with a checksum that verifies. net_null offers no
+/// such offload, so it stays off there.
+fn tap_port_completes_the_udp_checksum_left_to_it(pool: &Mempool) {
+    use espgw_wire::checksum;
+    use std::io::BufRead;
+    use std::net::Ipv6Addr;
+
+    let mut null = Port::open("net_null2").unwrap();
+    // net_tap fills every RX descriptor from the pool at set-up: few of
+    // them, so that this test's small pool suffices.
+    let plain = PortConfig {
+        rx_descriptors: 64,
+        tx_descriptors: 64,
+        ..PortConfig::default()
+    };
+    let want = PortConfig {
+        tx_udp_checksum: true,
+        ..plain.clone()
+    };
+    null.configure(&want, pool).unwrap();
+    assert!(
+        !null.tx_udp_checksum(),
+        "net_null offers no TX checksum offload"
+    );
+    drop(null);
+
+    let iface = format!("egt{}", std::process::id() % 100_000);
+    let Ok(mut port) = Port::open(&format!("net_tap0,iface={iface}")) else {
+        skip(
+            "eal_suite tap_port_completes_the_udp_checksum_left_to_it",
+            "cannot create a tap device here (net_tap failed to open)",
+        );
+        return;
+    };
+    port.configure(&plain, pool).unwrap();
+    assert!(!port.tx_udp_checksum(), "off unless asked for");
+    port.configure(&want, pool).unwrap();
+    assert!(port.tx_udp_checksum(), "net_tap offers it");
+    port.start().unwrap();
+    assert!(ip(&format!("link set {iface} up")));
+
+    // Ethernet, IPv6 (fd00:99::1 -> fd00:99::2, UDP), UDP 4500 -> 4500, an
+    // odd-length payload standing for the ESP packet.
+    let (src, dst): (Ipv6Addr, Ipv6Addr) =
+        ("fd00:99::1".parse().unwrap(), "fd00:99::2".parse().unwrap());
+    let payload: Vec<u8> = (0..1001u32).map(|i| (i * 13 + 5) as u8).collect();
+    let udp_len = (8 + payload.len()) as u16;
+    let mut f = vec![0u8; 14 + 40];
+    f[..6].copy_from_slice(&[0x33, 0x33, 0, 0, 0, 2]);
+    f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0x99, 1]);
+    f[12..14].copy_from_slice(&[0x86, 0xdd]);
+    f[14] = 0x60;
+    f[18..20].copy_from_slice(&udp_len.to_be_bytes());
+    f[20] = 17;
+    f[21] = 64;
+    f[22..38].copy_from_slice(&src.octets());
+    f[38..54].copy_from_slice(&dst.octets());
+    let seed = checksum::offload_seed(checksum::pseudo_header_v6(src, dst, 17, 0), udp_len);
+    f.extend_from_slice(&4500u16.to_be_bytes());
+    f.extend_from_slice(&4500u16.to_be_bytes());
+    f.extend_from_slice(&udp_len.to_be_bytes());
+    f.extend_from_slice(&seed.to_be_bytes());
+    f.extend_from_slice(&payload);
+
+    let path = std::env::temp_dir().join(format!("{iface}.frame"));
+    let _ = std::fs::remove_file(&path);
+    let mut child = std::process::Command::new("python3")
+        .args(["-c", TAP_KERNEL_SIDE_PY, &iface])
+        .arg(&path)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 for the kernel side of the tap");
+    let mut ready = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut ready)
+        .unwrap();
+    assert_eq!(ready.trim(), "ready");
+
+    let mut m = pool.alloc().unwrap();
+    m.extend_from_slice(&f).unwrap();
+    m.offload_udp_checksum(14, 40, true);
+    assert_eq!(
+        m.ol_flags() & (dpdk::sys::RTE_MBUF_F_TX_L4_MASK | dpdk::sys::RTE_MBUF_F_TX_IPV6),
+        dpdk::sys::RTE_MBUF_F_TX_UDP_CKSUM | dpdk::sys::RTE_MBUF_F_TX_IPV6
+    );
+    assert_eq!(m.tx_offload(), 14 | (40 << 7), "l2_len 14, l3_len 40");
+    let mut tx = port.tx_queue(0).unwrap();
+    let mut burst: Burst<8> = Burst::new();
+    burst.push(m).unwrap();
+    assert_eq!(tx.tx_burst(&mut burst), 1);
+    let status = child.wait().unwrap();
+    let got = std::fs::read(&path).unwrap_or_default();
+    let _ = std::fs::remove_file(&path);
+    assert!(
+        status.success() && !got.is_empty(),
+        "the kernel saw the frame"
+    );
+    assert_eq!(got.len(), f.len());
+    assert_eq!(got[..60], f[..60], "headers as sent but the checksum");
+    assert_eq!(got[62..], f[62..], "payload as sent");
+    let pseudo = checksum::pseudo_header_v6(src, dst, 17, u32::from(udp_len));
+    assert_eq!(
+        checksum::add(pseudo, checksum::sum(&got[54..])),
+        0xFFFF,
+        "the UDP checksum verifies"
+    );
 }
 
 /// A 9000-byte IPv4 packet (protocol 253, experimental) in an Ethernet frame.

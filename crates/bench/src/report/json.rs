@@ -101,6 +101,7 @@ pub fn render(report: &Report) -> Value {
             "max_simd_bitwidth": o.simd_width.bits(),
             "streaming_rx": o.streaming_rx,
             "no_ipsec_mb": o.no_ipsec_mb,
+            "tx_checksum_offload": o.tx_checksum_offload,
             "burst": crate::generator::BURST,
         },
         "units": {

@@ -121,6 +121,12 @@ pub struct Dataplane {
     /// inbound SA's ESP to one RX queue by its SPI (docs/multicore.md,
     /// "Steering SAs to workers by SPI").
     pub steer_esp: SteerEsp,
+    /// `tx_checksum_offload = "auto"` (true, the default): `espgw run`
+    /// turns on each port's TX UDP checksum offload where its NIC offers
+    /// it, and the UDP checksum of ESP in UDP over IPv6 (the one outer
+    /// checksum that covers the whole packet) is left to the NIC on such a
+    /// port; `"off"` (false): always computed in software.
+    pub tx_checksum_offload: bool,
 }
 
 /// `[dataplane] steer_esp`.

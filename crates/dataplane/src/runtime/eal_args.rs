@@ -173,6 +173,7 @@ mod tests {
             per_cpu_handoff: false,
             max_simd_bitwidth: SimdWidth::Bits512,
             steer_esp: espgw_control::config::SteerEsp::Auto,
+            tx_checksum_offload: true,
         }
     }
 

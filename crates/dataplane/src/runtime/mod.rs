@@ -490,6 +490,7 @@ impl Setup {
                 mtu: dp.mtu,
                 rss: true,
                 promiscuous: true,
+                tx_udp_checksum: dp.tx_checksum_offload,
             };
             port.configure(&pc, pool)?;
             if let Some(note) = port.mtu_note() {
@@ -501,9 +502,14 @@ impl Setup {
             let (driver, socket) = port
                 .info()
                 .map_or((String::from("?"), -1), |i| (i.driver, i.socket));
+            let udp_checksum = match (port.tx_udp_checksum(), dp.tx_checksum_offload) {
+                (true, _) => "offloaded",
+                (false, true) => "in software (the device offers no offload)",
+                (false, false) => "in software (tx_checksum_offload = \"off\")",
+            };
             eprintln!(
                 "espgw {}: port {}: driver {driver}, socket {socket}, {queues} RX/TX queue pair(s), \
-                 {QUEUE_DESCRIPTORS} descriptors asked for each, RSS: {}",
+                 {QUEUE_DESCRIPTORS} descriptors asked for each, RSS: {}, TX UDP checksum: {udp_checksum}",
                 config.gateway.name,
                 p.name,
                 port.rss_summary()
@@ -512,7 +518,11 @@ impl Setup {
             macs.push(port.mac()?);
             ports.push(port);
         }
-        let net = Arc::new(Network::from_config(config, &macs).map_err(RunError::Tables)?);
+        let mut net = Network::from_config(config, &macs).map_err(RunError::Tables)?;
+        for (info, port) in net.ports.iter_mut().zip(&ports) {
+            info.tx_udp_checksum = port.tx_udp_checksum();
+        }
+        let net = Arc::new(net);
         Ok(Setup {
             pools,
             ports,

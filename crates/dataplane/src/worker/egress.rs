@@ -3,7 +3,7 @@
 use std::net::IpAddr;
 
 use espgw_control::config::Side;
-use espgw_wire::{ethernet, ethertype, MacAddr, PacketBuf};
+use espgw_wire::{ethernet, ethertype, ipv6, MacAddr, PacketBuf};
 
 use super::esp::EspOut;
 use super::icmp::{Icmp, IcmpError};
@@ -93,7 +93,7 @@ impl Egress {
                 && pkt.len() <= c.mtu
             {
                 // What `route_full` decides for such a packet.
-                return Self::send_with(core, c.hop.port, &c.heads, pkt, in_port, tx);
+                return Self::send_with(core, c.hop.port, &c.heads, pkt, in_port, tx, false);
             }
         }
         self.route_full(core, icmp, esp_out, tx, pkt, dst, policy, in_port)
@@ -216,7 +216,10 @@ impl Egress {
     }
 
     /// [`Self::send_frame`] with the headers built already (`heads`: to
-    /// the next hop from `port`).
+    /// the next hop from `port`). `udp_checksum`: the packet is IPv6 + UDP
+    /// whose checksum field holds only its seed, for the NIC of `port`
+    /// (which has TX UDP checksum offload on) to complete.
+    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub(super) fn send_with<B: PacketBuf, P: BufPool<B>>(
         core: &mut Core<B, P>,
@@ -225,6 +228,7 @@ impl Egress {
         mut pkt: B,
         in_port: Option<PortIdx>,
         tx: &mut TxQueues<B>,
+        udp_checksum: bool,
     ) {
         let head = match pkt.data().first().map(|b| b >> 4) {
             Some(4) => &heads.v4,
@@ -236,6 +240,9 @@ impl Egress {
         }
         if let Some(h) = pkt.data_mut().first_chunk_mut::<{ ethernet::HEADER_LEN }>() {
             *h = *head;
+        }
+        if udp_checksum {
+            pkt.offload_udp_checksum(ethernet::HEADER_LEN, ipv6::HEADER_LEN, true);
         }
         tx.push(port, pkt);
     }

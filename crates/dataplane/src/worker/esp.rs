@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use espgw_control::config::SpreadLate;
 use espgw_control::tables::{SaIndex, Tables, TunnelEntry, TunnelId};
-use espgw_esp::Verdict;
-use espgw_wire::{ethernet, ip_protocol, reply, PacketBuf};
+use espgw_esp::{UdpChecksum, Verdict};
+use espgw_wire::{checksum, ethernet, ip_protocol, ipv6, reply, PacketBuf};
 
 use super::egress::{Egress, FrameHeads};
 use super::icmp::{Icmp, IcmpError};
@@ -21,6 +21,9 @@ use crate::ports::PortIdx;
 use crate::reason::DropReason;
 use crate::reorder::Refused;
 use crate::tx::TxQueues;
+
+/// The outer IPv6 header of ESP in UDP over IPv6 (no extension headers).
+const IPV6_HEADER: usize = ipv6::HEADER_LEN;
 
 /// Outbound: packets staged per tunnel (by tunnel id), encrypted with the
 /// tunnel's outbound SA, sent to the peer.
@@ -87,19 +90,6 @@ impl<B: PacketBuf> EspOut<B> {
                 self.groups[t] = stage;
                 continue;
             };
-            self.verdicts.clear();
-            match tables.outbound_sa_for(id, core.worker).map(|sa| &**sa) {
-                Some(out) => {
-                    self.verdicts.resize(stage.pkts.len(), Verdict::default());
-                    out.encap_burst(&mut stage.pkts, &mut self.verdicts, core.now.secs());
-                }
-                // Staged only with an SA, and a snapshot does not change
-                // within a burst; dropped rather than trusted.
-                None => self.verdicts.resize(
-                    stage.pkts.len(),
-                    Verdict::Drop(espgw_esp::DropReason::SaExpired),
-                ),
-            }
             // Every packet of the group goes to the same peer: one route
             // and neighbor lookup for all of them.
             let hop = core.net.routes.lookup(tunnel.remote);
@@ -109,13 +99,48 @@ impl<B: PacketBuf> EspOut<B> {
                 let out = &core.net.ports[h.port];
                 Some((h.port, out.mtu, FrameHeads::new(mac, out.mac)))
             });
-            for (i, (pkt, port)) in stage.pkts.drain(..).zip(stage.ports.drain(..)).enumerate() {
+            self.verdicts.clear();
+            // ESP in UDP over IPv6 to a port whose NIC computes UDP
+            // checksums: the engine only seeds the checksum and the NIC
+            // sums the packet (docs/dataplane.md, "TX checksum offload").
+            let mut device_checksum = false;
+            match tables.outbound_sa_for(id, core.worker).map(|sa| &**sa) {
+                Some(out) => {
+                    device_checksum = out.checksums_payload()
+                        && resolved
+                            .as_ref()
+                            .is_some_and(|r| core.net.ports[r.0].tx_udp_checksum);
+                    let checksum = if device_checksum {
+                        UdpChecksum::Device
+                    } else {
+                        UdpChecksum::Compute
+                    };
+                    self.verdicts.resize(stage.pkts.len(), Verdict::default());
+                    let now = core.now.secs();
+                    out.encap_burst_with(&mut stage.pkts, &mut self.verdicts, now, checksum);
+                }
+                // Staged only with an SA, and a snapshot does not change
+                // within a burst; dropped rather than trusted.
+                None => self.verdicts.resize(
+                    stage.pkts.len(),
+                    Verdict::Drop(espgw_esp::DropReason::SaExpired),
+                ),
+            }
+            for (i, (mut pkt, port)) in stage.pkts.drain(..).zip(stage.ports.drain(..)).enumerate()
+            {
                 let port = (port != ORIGINATED).then_some(port);
                 match (self.verdicts[i], &resolved) {
                     (Verdict::Forward, Some((out, mtu, heads))) if pkt.len() <= *mtu => {
-                        Egress::send_with(core, *out, heads, pkt, port, tx)
+                        Egress::send_with(core, *out, heads, pkt, port, tx, device_checksum)
                     }
                     (Verdict::Forward, _) => {
+                        if device_checksum {
+                            // Too big for the port: fragmented on the
+                            // general path, so its checksum is done here.
+                            if let Some(udp) = pkt.data_mut().get_mut(IPV6_HEADER..) {
+                                checksum::complete_offloaded_udp(udp);
+                            }
+                        }
                         let policy = EgressPolicy::Trusted;
                         egress.route(core, icmp, self, tx, pkt, tunnel.remote, policy, port)
                     }

@@ -26,6 +26,7 @@ pub(crate) const KEYS: &[&str] = &[
     "per_cpu_handoff",
     "max_simd_bitwidth",
     "steer_esp",
+    "tx_checksum_offload",
 ];
 
 pub const DEFAULT_BURST: u16 = 32;
@@ -130,6 +131,7 @@ pub(crate) fn defaults() -> Dataplane {
         per_cpu_handoff: false,
         max_simd_bitwidth: DEFAULT_MAX_SIMD_BITWIDTH,
         steer_esp: SteerEsp::Auto,
+        tx_checksum_offload: true,
     }
 }
 
@@ -371,6 +373,11 @@ pub(crate) fn read(ctx: &mut Ctx, table: Option<Table>, host: &HostFacts) -> Dat
             };
             ctx.warn("dataplane.steer_esp", format!("has no effect with {why}"));
         }
+    }
+    if let Some(f) = t.get(ctx, "tx_checksum_offload") {
+        dp.tx_checksum_offload = f
+            .choice(ctx, &[("auto", true), ("off", false)])
+            .unwrap_or(dp.tx_checksum_offload);
     }
     if let Some(f) = t.get(ctx, "max_simd_bitwidth") {
         // The widths the ciphers can be held to (the 128-bit AES-GCM is
