@@ -93,7 +93,9 @@ impl Egress {
                 && pkt.len() <= c.mtu
             {
                 // What `route_full` decides for such a packet.
-                return Self::send_with(core, c.hop.port, &c.heads, pkt, in_port, tx, false);
+                return Self::send_with::<false, _, _>(
+                    core, c.hop.port, &c.heads, pkt, in_port, tx,
+                );
             }
         }
         self.route_full(core, icmp, esp_out, tx, pkt, dst, policy, in_port)
@@ -216,19 +218,19 @@ impl Egress {
     }
 
     /// [`Self::send_frame`] with the headers built already (`heads`: to
-    /// the next hop from `port`). `udp_checksum`: the packet is IPv6 + UDP
-    /// whose checksum field holds only its seed, for the NIC of `port`
-    /// (which has TX UDP checksum offload on) to complete.
-    #[allow(clippy::too_many_arguments)]
+    /// the next hop from `port`). `UDP_CHECKSUM`: the packet is IPv6 +
+    /// UDP whose checksum field holds only its seed, for the NIC of `port`
+    /// (which has TX UDP checksum offload on) to complete. A constant, so
+    /// that the other packets' send is the code it was without it (as a
+    /// run-time flag it cost ESP over IPv4 a few instructions a packet).
     #[inline(always)]
-    pub(super) fn send_with<B: PacketBuf, P: BufPool<B>>(
+    pub(super) fn send_with<const UDP_CHECKSUM: bool, B: PacketBuf, P: BufPool<B>>(
         core: &mut Core<B, P>,
         port: PortIdx,
         heads: &FrameHeads,
         mut pkt: B,
         in_port: Option<PortIdx>,
         tx: &mut TxQueues<B>,
-        udp_checksum: bool,
     ) {
         let head = match pkt.data().first().map(|b| b >> 4) {
             Some(4) => &heads.v4,
@@ -241,7 +243,7 @@ impl Egress {
         if let Some(h) = pkt.data_mut().first_chunk_mut::<{ ethernet::HEADER_LEN }>() {
             *h = *head;
         }
-        if udp_checksum {
+        if UDP_CHECKSUM {
             pkt.offload_udp_checksum(ethernet::HEADER_LEN, ipv6::HEADER_LEN, true);
         }
         tx.push(port, pkt);

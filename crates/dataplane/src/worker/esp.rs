@@ -90,64 +90,89 @@ impl<B: PacketBuf> EspOut<B> {
                 self.groups[t] = stage;
                 continue;
             };
-            // Every packet of the group goes to the same peer: one route
-            // and neighbor lookup for all of them.
-            let hop = core.net.routes.lookup(tunnel.remote);
-            // And one port entry read, one pair of Ethernet headers built.
-            let resolved = hop.and_then(|h| {
-                let mac = core.neighbors.lookup(h.port, h.addr)?;
-                let out = &core.net.ports[h.port];
-                Some((h.port, out.mtu, FrameHeads::new(mac, out.mac)))
-            });
-            self.verdicts.clear();
             // ESP in UDP over IPv6 to a port whose NIC computes UDP
             // checksums: the engine only seeds the checksum and the NIC
             // sums the packet (docs/dataplane.md, "TX checksum offload").
-            let mut device_checksum = false;
-            match tables.outbound_sa_for(id, core.worker).map(|sa| &**sa) {
-                Some(out) => {
-                    device_checksum = out.checksums_payload()
-                        && resolved
-                            .as_ref()
-                            .is_some_and(|r| core.net.ports[r.0].tx_udp_checksum);
-                    let checksum = if device_checksum {
-                        UdpChecksum::Device
-                    } else {
-                        UdpChecksum::Compute
-                    };
-                    self.verdicts.resize(stage.pkts.len(), Verdict::default());
-                    let now = core.now.secs();
-                    out.encap_burst_with(&mut stage.pkts, &mut self.verdicts, now, checksum);
-                }
-                // Staged only with an SA, and a snapshot does not change
-                // within a burst; dropped rather than trusted.
-                None => self.verdicts.resize(
-                    stage.pkts.len(),
-                    Verdict::Drop(espgw_esp::DropReason::SaExpired),
-                ),
-            }
-            for (i, (mut pkt, port)) in stage.pkts.drain(..).zip(stage.ports.drain(..)).enumerate()
-            {
-                let port = (port != ORIGINATED).then_some(port);
-                match (self.verdicts[i], &resolved) {
-                    (Verdict::Forward, Some((out, mtu, heads))) if pkt.len() <= *mtu => {
-                        Egress::send_with(core, *out, heads, pkt, port, tx, device_checksum)
-                    }
-                    (Verdict::Forward, _) => {
-                        if device_checksum {
-                            // Too big for the port: fragmented on the
-                            // general path, so its checksum is done here.
-                            if let Some(udp) = pkt.data_mut().get_mut(IPV6_HEADER..) {
-                                checksum::complete_offloaded_udp(udp);
-                            }
-                        }
-                        let policy = EgressPolicy::Trusted;
-                        egress.route(core, icmp, self, tx, pkt, tunnel.remote, policy, port)
-                    }
-                    (Verdict::Drop(r), _) => core.drop_pkt(pkt, DropReason::from_esp(r), port),
-                }
+            // Decided per group, and the group's code chosen by a constant,
+            // so that the other forms run the code they ran before.
+            let sa = tables.outbound_sa_for(id, core.worker).map(|sa| &**sa);
+            let device_checksum = sa.is_some_and(|out| out.checksums_payload())
+                && (core.net.routes.lookup(tunnel.remote))
+                    .is_some_and(|h| core.net.ports[h.port].tx_udp_checksum);
+            if device_checksum {
+                self.seal_and_send::<true, P>(core, icmp, egress, tx, &mut stage, tunnel, sa);
+            } else {
+                self.seal_and_send::<false, P>(core, icmp, egress, tx, &mut stage, tunnel, sa);
             }
             self.groups[t] = stage;
+        }
+    }
+
+    /// One tunnel group: sealed by its outbound SA `sa` (none: dropped)
+    /// and sent to the tunnel's next hop. `DEVICE_CHECKSUM`: the SA's ESP
+    /// in UDP over IPv6 leaves its UDP checksum to that hop's port
+    /// (`UdpChecksum::Device`), which the caller checked has the offload.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn seal_and_send<const DEVICE_CHECKSUM: bool, P: BufPool<B>>(
+        &mut self,
+        core: &mut Core<B, P>,
+        icmp: &mut Icmp,
+        egress: &mut Egress,
+        tx: &mut TxQueues<B>,
+        stage: &mut Stage<B>,
+        tunnel: &TunnelEntry,
+        sa: Option<&espgw_esp::OutboundSa>,
+    ) {
+        self.verdicts.clear();
+        match sa {
+            Some(out) => {
+                let checksum = if DEVICE_CHECKSUM {
+                    UdpChecksum::Device
+                } else {
+                    UdpChecksum::Compute
+                };
+                self.verdicts.resize(stage.pkts.len(), Verdict::default());
+                let now = core.now.secs();
+                out.encap_burst_with(&mut stage.pkts, &mut self.verdicts, now, checksum);
+            }
+            // Staged only with an SA, and a snapshot does not change
+            // within a burst; dropped rather than trusted.
+            None => self.verdicts.resize(
+                stage.pkts.len(),
+                Verdict::Drop(espgw_esp::DropReason::SaExpired),
+            ),
+        }
+        // Every packet of the group goes to the same peer: one route
+        // and neighbor lookup for all of them.
+        let hop = core.net.routes.lookup(tunnel.remote);
+        // And one port entry read, one pair of Ethernet headers built.
+        let resolved = hop.and_then(|h| {
+            let mac = core.neighbors.lookup(h.port, h.addr)?;
+            let out = &core.net.ports[h.port];
+            Some((h.port, out.mtu, FrameHeads::new(mac, out.mac)))
+        });
+        for (i, (mut pkt, port)) in stage.pkts.drain(..).zip(stage.ports.drain(..)).enumerate() {
+            let port = (port != ORIGINATED).then_some(port);
+            match (self.verdicts[i], &resolved) {
+                (Verdict::Forward, Some((out, mtu, heads))) if pkt.len() <= *mtu => {
+                    Egress::send_with::<DEVICE_CHECKSUM, _, _>(core, *out, heads, pkt, port, tx)
+                }
+                (Verdict::Forward, _) => {
+                    if DEVICE_CHECKSUM {
+                        // Too big for the port, or its next hop not
+                        // resolved: the general path (an ICMP error, a
+                        // drop, a wait for the neighbor) may never meet the
+                        // NIC that was to finish it, so it is done here.
+                        if let Some(udp) = pkt.data_mut().get_mut(IPV6_HEADER..) {
+                            checksum::complete_offloaded_udp(udp);
+                        }
+                    }
+                    let policy = EgressPolicy::Trusted;
+                    egress.route(core, icmp, self, tx, pkt, tunnel.remote, policy, port)
+                }
+                (Verdict::Drop(r), _) => core.drop_pkt(pkt, DropReason::from_esp(r), port),
+            }
         }
     }
 }
