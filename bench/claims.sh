@@ -1514,6 +1514,38 @@ claim("docs/benchmarks.md", "| out of line and `#[cold]` (a21bff8) | %+.1f | %+.
     s22p("esp4e", "decrypt"), s22p("esp4e", "encrypt")))
 claim("docs/benchmarks.md", "| the engine's `locate_esp_fast` alone | | %+.1f | |" % s22p("esp4c", "encrypt"))
 
+# docs/benchmarks.md, "TX UDP checksum offload: ESP in UDP over IPv6 (session 23)"
+def s23ab(prefix, side, size, direction, layer, key="cycles_per_packet_p50"):
+    v = []
+    for i in range(1, 7):
+        d = json.load(open("bench/results/epyc-zen5-2vcpu-2026-12-05-s23-ab-%s-%s-%d.json" % (prefix, side, i)))
+        v += [r[key] for r in d["results"] if str(r["size"]) == size and r["direction"] == direction and r["layer"] == layer]
+    return _st2.median(v)
+for _size in ("64", "1420"):
+    for _layer in ("engine", "worker"):
+        _a, _b = s23ab("udp6-offload", "a", _size, "encrypt", _layer), s23ab("udp6-offload", "b", _size, "encrypt", _layer)
+        claim("docs/benchmarks.md", "| %s | %s | %.1f | %.1f | %+.1f | %.3f | %.3f |" % (
+            _size, _layer, _a, _b, _b - _a, s23ab("udp6-offload", "a", _size, "encrypt", _layer, "ratio_to_ceiling"),
+            s23ab("udp6-offload", "b", _size, "encrypt", _layer, "ratio_to_ceiling")))
+for _dir, _size in (("encrypt", "64"), ("encrypt", "1420"), ("decrypt", "64"), ("decrypt", "1420")):
+    _a, _b = s23ab("esp4", "a", _size, _dir, "worker"), s23ab("esp4", "b", _size, _dir, "worker")
+    claim("docs/benchmarks.md", "| %s %s B | %.1f | %.1f | %+.1f |" % (_dir, _size, _a, _b, _b - _a))
+claim("docs/benchmarks.md", "+%.1f cycles at 64 B encrypting (%.1f -> %.1f," % (
+    s23ab("runtime-flag", "b", "64", "encrypt", "worker") - s23ab("runtime-flag", "a", "64", "encrypt", "worker"),
+    s23ab("runtime-flag", "a", "64", "encrypt", "worker"), s23ab("runtime-flag", "b", "64", "encrypt", "worker")))
+claim("docs/benchmarks.md", "engine %.1f at 1420 B, x ceil %.3f, worker %.1f (%.3f) against %.1f computed" % (
+    s23ab("udp6-offload", "b", "1420", "encrypt", "engine"),
+    s23ab("udp6-offload", "b", "1420", "encrypt", "engine", "ratio_to_ceiling"),
+    s23ab("udp6-offload", "b", "1420", "encrypt", "worker"),
+    s23ab("udp6-offload", "b", "1420", "encrypt", "worker", "ratio_to_ceiling"),
+    s23ab("udp6-offload", "a", "1420", "encrypt", "worker")))
+for _f in range(1, 7):
+    for _side, _want in (("a", False), ("b", True)):
+        _o = json.load(open("bench/results/epyc-zen5-2vcpu-2026-12-05-s23-ab-udp6-offload-%s-%d.json" % (_side, _f)))["options"]
+        checked += 1
+        if (_o["tx_checksum_offload"], _o["outer"]) != (_want, "udp6"):
+            failures.append(("bench/results", "s23 udp6 run %s-%d: options %s" % (_side, _f, _o)))
+
 # docs/benchmarks.md, issue 14's table: session 20's alternating runs (build B)
 def s20ab(direction):
     import statistics
