@@ -1270,6 +1270,62 @@ mod prop {
             prop_assert!(b.w.counters().balanced());
         }
 
+        /// Gateway A sealing ESP in UDP over IPv6 through a port that
+        /// offloads UDP checksums, fed IPv4 and IPv6 packets of any size,
+        /// TTL and DF (fragmented, too big, answered, dropped, sealed):
+        /// nothing panics, the identity holds, and every frame A sends
+        /// the peer carries a UDP checksum that verifies (the test buffer
+        /// completes an offloaded one as the NIC would), the offload
+        /// having been asked for each ESP frame and for nothing else.
+        #[test]
+        fn offloaded_udp_checksums_verify_whatever_the_protected_side_sends(
+            packets in proptest::collection::vec(
+                (any::<bool>(), 0usize..1600, 0u8..3, any::<bool>(), any::<u8>()),
+                1..12,
+            ),
+        ) {
+            let outer = Outer::Udp6;
+            let config = outer.apply(demo_gateway(false).default_action("discard"), false);
+            let (net, tables) = tables_from(config.render(), [A_PROT_MAC, A_UNPROT_MAC]);
+            let mut net = Arc::try_unwrap(net).ok().unwrap();
+            net.ports[UNPROT].tx_udp_checksum = true;
+            let mut a = Gw::new((Arc::new(net), tables));
+            a.learn_by_arp(PROT, "10.1.0.10", HOST_A_MAC, "10.1.0.1");
+            let frames: Vec<Vec<u8>> = packets
+                .iter()
+                .map(|&(ipv6, len, ttl, df, seed)| {
+                    let data: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_add(seed)).collect();
+                    if ipv6 {
+                        let mut ip = vec![0x60, 0, 0, 0, 0, 0, ip_protocol::UDP, ttl];
+                        ip[4..6].copy_from_slice(&((8 + len) as u16).to_be_bytes());
+                        ip.extend_from_slice(&v6("fd00:1::10").octets());
+                        ip.extend_from_slice(&v6("fd00:2::10").octets());
+                        ip.extend_from_slice(&[0x9c, 0x40, 0x14, 0x51]);
+                        ip.extend_from_slice(&((8 + len) as u16).to_be_bytes());
+                        ip.extend_from_slice(&[0, 0]);
+                        ip.extend_from_slice(&data);
+                        eth(A_PROT_MAC, HOST_A_MAC, ethertype::IPV6, &ip)
+                    } else {
+                        let udp = udp4("10.1.0.10", "10.2.0.10", ttl, df, len);
+                        from_host_a(&udp)
+                    }
+                })
+                .collect();
+            let out = a.rx(PROT, &frames);
+            prop_assert!(a.w.counters().balanced());
+            for (frame, asked) in out[UNPROT].iter().zip(&a.offloads[UNPROT]) {
+                let (e, ip) = l3(frame);
+                prop_assert_eq!(e.ethertype, ethertype::IPV6);
+                let p = Ipv6Packet::new_checked(&ip[..]).unwrap();
+                let esp = p.next_header() == ip_protocol::UDP;
+                prop_assert_eq!(*asked, esp.then_some((14, 40, true)));
+                if esp {
+                    let u = espgw_wire::UdpPacket::new_checked(p.payload()).unwrap();
+                    prop_assert!(u.verify_checksum_v6(p.src_addr(), p.dst_addr()));
+                }
+            }
+        }
+
         /// IPv4 headers with arbitrary flags, TTLs, lengths and payloads from
         /// the protected side, towards the tunnel: fragmenting, PMTU, SPD
         /// and encap never panic, and the identity holds.
