@@ -94,6 +94,18 @@ TOML
     kill -INT "$ESPGW_PID" 2>/dev/null || true
     wait "$ESPGW_PID" || true
     ESPGW_PID=""
+    # The stats JSON says the same per port, and the books balance.
+    want_json=$([ "$mode" = auto ] && echo true || echo false)
+    python3 - "$WORK/stats-$mode-$dpmode.json" "$want_json" <<'PY' || fail "stats JSON ($mode, $dpmode)"
+import json, sys
+s = json.load(open(sys.argv[1]))
+want = sys.argv[2] == "true"
+ports = {p["name"]: p["tx_udp_checksum"] for p in s["ports"]}
+if ports != {"prot": want, "unprot": want}:
+    sys.exit(f"ports' tx_udp_checksum {ports}, want {want} on both (net_tap offers it)")
+if not s["totals"]["balanced"]:
+    sys.exit(f"counters do not balance: {s['totals']}")
+PY
     ip netns del "$NS"
 done
 echo "PASS: ESP in UDP over IPv6 through a port with TX UDP checksum offload, and without"

@@ -4,8 +4,8 @@
 //!
 //! ```text
 //! { "gateway": "gw-a", "seconds": 12.3,
-//!   "ports":   [{"name","device","side","mac","rx_packets","rx_bytes","tx_packets",
-//!                "tx_bytes","rx_dropped","tx_dropped","nic":{...}}],
+//!   "ports":   [{"name","device","side","mac","tx_udp_checksum","rx_packets","rx_bytes",
+//!                "tx_packets","tx_bytes","rx_dropped","tx_dropped","nic":{...}}],
 //!   "workers": [{"id","rx","tx","generated","local","held","spreading","spread_out",
 //!                "spread_in","spread_kept","spread_unneeded","reorder_late_sent",
 //!                "spread_back_us":{"le_10",..,"le_1000","over_1000"},"spread_back_ns",
@@ -78,6 +78,9 @@ impl Stats {
                         espgw_control::config::Side::Unprotected => "unprotected",
                     },
                     "mac": mac_string(p.mac),
+                    // The NIC computes UDP checksums on transmit (TX
+                    // checksum offload on: `tx_checksum_offload`).
+                    "tx_udp_checksum": p.tx_udp_checksum,
                     "rx_packets": c.rx_packets,
                     "rx_bytes": c.rx_bytes,
                     "tx_packets": c.tx_packets,
