@@ -85,6 +85,8 @@ TOML
         ip -6 route add fd00:2::/64 via fd00:1::1'
     ip netns exec "$NS" python3 tests/e2e/tx_offload_traffic.py 200 \
         || fail "traffic through the tap ports (tx_checksum_offload = \"$mode\", $dpmode)"
+    grep -Eq 'port prot: driver net_tap, .*TX UDP checksum: (not asked of the device|in software \(tx_checksum_offload = "off"\))' \
+        "$WORK/gw-$mode-$dpmode.log" || fail "the protected port: $(grep 'port prot' "$WORK/gw-$mode-$dpmode.log")"
     case $mode in
         auto) want='port unprot: driver net_tap, .*TX UDP checksum: offloaded' ;;
         off) want='port unprot: driver net_tap, .*TX UDP checksum: in software \(tx_checksum_offload = "off"\)' ;;
@@ -101,8 +103,10 @@ import json, sys
 s = json.load(open(sys.argv[1]))
 want = sys.argv[2] == "true"
 ports = {p["name"]: p["tx_udp_checksum"] for p in s["ports"]}
-if ports != {"prot": want, "unprot": want}:
-    sys.exit(f"ports' tx_udp_checksum {ports}, want {want} on both (net_tap offers it)")
+# The protected port is never asked (no ESP leaves by it; on some NICs
+# any TX offload slows the whole port).
+if ports != {"prot": False, "unprot": want}:
+    sys.exit(f"ports' tx_udp_checksum {ports}, want prot false, unprot {want}")
 if not s["totals"]["balanced"]:
     sys.exit(f"counters do not balance: {s['totals']}")
 PY

@@ -3236,6 +3236,77 @@ mod spread {
         }
     }
 
+    /// The offload's fallback: A seals for an offloading port before it
+    /// knows the peer's MAC (no static neighbor: ND), so the sealed packets
+    /// wait for the neighbor and leave by the general send, which has no
+    /// offload request: their checksums are completed in software first
+    /// and verify. Once the peer answered, the next packets ask the NIC.
+    #[test]
+    fn packets_held_for_the_peer_leave_with_their_checksum_completed() {
+        let outer = Outer::Udp6;
+        let mut config = outer.apply(demo_gateway(false).default_action("discard"), false);
+        config.sections.clear(); // the peer's static neighbor entry
+        let (net, tables) = tables_from(config.render(), [A_PROT_MAC, A_UNPROT_MAC]);
+        let mut net = Arc::try_unwrap(net).ok().unwrap();
+        net.ports[UNPROT].tx_udp_checksum = true;
+        let mut a = Gw::new((Arc::new(net), tables));
+        a.learn_by_arp(PROT, "10.1.0.10", HOST_A_MAC, "10.1.0.1");
+        let inner: Vec<Vec<u8>> = (0..3)
+            .map(|i| from_host_a(&udp4("10.1.0.10", "10.2.0.10", 64, true, 100 + 51 * i)))
+            .collect();
+        let out = a.rx(PROT, &inner);
+        // A solicitation for the peer, the packets held (one per
+        // neighbor queue slot: all of them here).
+        assert!(out[UNPROT].iter().all(|f| {
+            let (_, ip) = l3(f);
+            Ipv6Packet::new_checked(&ip[..]).unwrap().next_header() == ip_protocol::ICMPV6
+        }));
+        assert_eq!(a.w.counters().held, 3);
+        // The peer's advert releases them.
+        let (peer, ours) = (v6(outer.addr(true)), v6(outer.addr(false)));
+        let na = Icmpv6Repr::NeighborAdvert {
+            router: false,
+            solicited: true,
+            override_: true,
+            target_addr: peer,
+            target_lladdr: Some(B_UNPROT_MAC),
+        };
+        let mut ip = vec![0u8; 40 + na.buffer_len()];
+        Ipv6Repr {
+            src_addr: peer,
+            dst_addr: ours,
+            next_header: ip_protocol::ICMPV6,
+            payload_len: na.buffer_len() as u16,
+            hop_limit: 255,
+            traffic_class: 0,
+            flow_label: 0,
+        }
+        .emit(&mut ip)
+        .unwrap();
+        na.emit(peer, ours, &mut ip[40..]).unwrap();
+        let out = a.rx(
+            UNPROT,
+            &[eth(A_UNPROT_MAC, B_UNPROT_MAC, ethertype::IPV6, &ip)],
+        );
+        assert_eq!(out[UNPROT].len(), 3, "the held packets leave");
+        for (i, frame) in out[UNPROT].iter().enumerate() {
+            assert_eq!(outer.check_esp(frame, false), (0xa001, i as u32 + 1));
+        }
+        assert!(
+            a.offloads[UNPROT].iter().all(Option::is_none),
+            "no request on the general send"
+        );
+        // Known now: the next packets go the fast way, asking the NIC.
+        let out = a.rx(PROT, &inner);
+        assert_eq!(out[UNPROT].len(), 3);
+        for (i, frame) in out[UNPROT].iter().enumerate() {
+            assert_eq!(outer.check_esp(frame, false), (0xa001, i as u32 + 4));
+        }
+        assert!(a.offloads[UNPROT]
+            .iter()
+            .all(|o| *o == Some((14, 40, true))));
+    }
+
     /// `SpreadRings::set_max_parts`: with three helpers idle, a burst of 32
     /// is cut into three parts by default (one per helper, at least
     /// `MIN_PART` each), but with a limit of 1 each burst goes whole to one

@@ -14,6 +14,11 @@ use std::ptr::NonNull;
 use dpdk_sys as sys;
 use espgw_wire::buf::{NoRoom, PacketBuf};
 
+/// The `ol_flags` bits of a TX checksum request: the L4 checksum kind and
+/// the IP version (`PacketBuf::offload_udp_checksum` sets them).
+const TX_CHECKSUM_REQUEST: u64 =
+    sys::RTE_MBUF_F_TX_L4_MASK | sys::RTE_MBUF_F_TX_IPV4 | sys::RTE_MBUF_F_TX_IPV6;
+
 /// An owned `rte_mbuf`, returned to its pool on drop.
 ///
 /// `repr(transparent)` over a non-null pointer: a `[Mbuf]` has the layout of
@@ -131,22 +136,24 @@ impl Mbuf {
     #[inline]
     pub fn clear_udp_checksum_offload(&mut self) {
         let m = self.m_mut();
-        m.ol_flags &=
-            !(sys::RTE_MBUF_F_TX_L4_MASK | sys::RTE_MBUF_F_TX_IPV4 | sys::RTE_MBUF_F_TX_IPV6);
+        m.ol_flags &= !TX_CHECKSUM_REQUEST;
         m.__bindgen_anon_3.tx_offload = 0;
     }
 
     /// Clears the offload flags of a received mbuf before it is sent, so
     /// that no stale RX flag is read as a TX offload request, but keeps
     /// the TX UDP checksum request that `PacketBuf::offload_udp_checksum`
-    /// made for this transmission (the only TX offload espgw asks for; a
-    /// received mbuf carries no TX flag of its own: the PMDs set RX flags
-    /// only, on mbufs reset when they were allocated).
+    /// made for this transmission (the only TX offload espgw asks for).
+    /// That a kept request is this transmission's rests on DPDK's RX
+    /// contract: a PMD assigns `ol_flags` of every mbuf it hands out
+    /// (rte_pktmbuf_alloc resets them, and the drivers that refill their
+    /// rings with rte_mbuf_raw_alloc, where a request from the mbuf's last
+    /// transmission is still there, write the whole word on receive, or
+    /// their own RX flags would be stale too); the mbufs espgw allocates
+    /// itself come reset.
     #[inline]
     pub fn clear_offload_flags(&mut self) {
-        const KEPT: u64 =
-            sys::RTE_MBUF_F_TX_L4_MASK | sys::RTE_MBUF_F_TX_IPV4 | sys::RTE_MBUF_F_TX_IPV6;
-        self.m_mut().ol_flags &= KEPT;
+        self.m_mut().ol_flags &= TX_CHECKSUM_REQUEST;
     }
 
     /// Appends `bytes` at the end of the packet.
@@ -210,9 +217,12 @@ impl PacketBuf for Mbuf {
         };
         // rte_mbuf_core.h: l2_len is bits 0-6 and l3_len bits 7-15 of
         // tx_offload (RTE_MBUF_L2_LEN_BITS, RTE_MBUF_L3_LEN_BITS).
+        debug_assert!(l2_len <= 0x7f && l3_len <= 0x1ff, "{l2_len} / {l3_len}");
         let lengths = (l2_len as u64 & 0x7f) | ((l3_len as u64 & 0x1ff) << 7);
         let m = self.m_mut();
-        m.ol_flags |= sys::RTE_MBUF_F_TX_UDP_CKSUM | version;
+        // Assigned, not added to: whatever L4 or IP version request the
+        // mbuf still carried goes.
+        m.ol_flags = (m.ol_flags & !TX_CHECKSUM_REQUEST) | sys::RTE_MBUF_F_TX_UDP_CKSUM | version;
         m.__bindgen_anon_3.tx_offload = lengths;
     }
 

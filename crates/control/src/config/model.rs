@@ -34,6 +34,25 @@ impl Config {
     pub fn port(&self, id: PortId) -> &Port {
         &self.ports[id.0]
     }
+
+    /// Whether ESP in UDP over IPv6 may leave by port `id`, the one form
+    /// whose UDP checksum covers the packet: a manual tunnel on it from an
+    /// IPv6 address with `encap = "udp"`, or an IKE connection on it from
+    /// an IPv6 address (NAT traversal, or a peer such as strongSwan's
+    /// kernel-libipsec, may put its CHILD_SAs in UDP). `espgw run` asks
+    /// for TX UDP checksum offload only on such ports: on some NICs any TX
+    /// offload moves the whole port to a slower TX path
+    /// (`tx_checksum_offload`, docs/dataplane.md).
+    pub fn may_send_esp_in_udp_v6(&self, id: PortId) -> bool {
+        let tunnels = self
+            .tunnels
+            .iter()
+            .any(|t| t.port == id && t.local.is_ipv6() && matches!(t.encap, EncapMode::Udp { .. }));
+        tunnels
+            || (self.connections)
+                .iter()
+                .any(|c| c.port == id && c.local.is_ipv6())
+    }
 }
 
 /// `[gateway]`.

@@ -480,8 +480,13 @@ impl Setup {
         }
         let mut ports = Vec::new();
         let mut macs = Vec::new();
-        for ((p, mut port), &k) in config.ports.iter().zip(opened).zip(&plan.port_pool) {
+        let ports_and_pools = config.ports.iter().zip(opened).zip(&plan.port_pool);
+        for (i, ((p, mut port), &k)) in ports_and_pools.enumerate() {
             let pool = &pools[k];
+            // TX UDP checksum offload only where ESP in UDP over IPv6 may
+            // leave: on ixgbe and i40e any TX offload takes the whole port
+            // off the driver's vector TX path (docs/dataplane.md).
+            let needed = config.may_send_esp_in_udp_v6(espgw_control::config::PortId(i));
             let pc = PortConfig {
                 rx_queues: queues,
                 tx_queues: queues,
@@ -490,9 +495,22 @@ impl Setup {
                 mtu: dp.mtu,
                 rss: true,
                 promiscuous: true,
-                tx_udp_checksum: dp.tx_checksum_offload,
+                tx_udp_checksum: dp.tx_checksum_offload && needed,
             };
-            port.configure(&pc, pool)?;
+            let mut refused = None;
+            if let Err(e) = port.configure(&pc, pool) {
+                if !pc.tx_udp_checksum {
+                    return Err(e.into());
+                }
+                // A driver that lists the offload but will not take it:
+                // the checksum in software, not a gateway that cannot start.
+                refused = Some(e.to_string());
+                let plain = PortConfig {
+                    tx_udp_checksum: false,
+                    ..pc
+                };
+                port.configure(&plain, pool)?;
+            }
             if let Some(note) = port.mtu_note() {
                 eprintln!("espgw {}: {note}", config.gateway.name);
             }
@@ -502,10 +520,17 @@ impl Setup {
             let (driver, socket) = port
                 .info()
                 .map_or((String::from("?"), -1), |i| (i.driver, i.socket));
-            let udp_checksum = match (port.tx_udp_checksum(), dp.tx_checksum_offload) {
-                (true, _) => "offloaded",
-                (false, true) => "in software (the device offers no offload)",
-                (false, false) => "in software (tx_checksum_offload = \"off\")",
+            let udp_checksum = match (port.tx_udp_checksum(), dp.tx_checksum_offload, needed) {
+                (true, _, _) => "offloaded".to_string(),
+                (false, false, _) => "in software (tx_checksum_offload = \"off\")".to_string(),
+                (false, true, false) => {
+                    "not asked of the device (no ESP in UDP over IPv6 leaves by this port)"
+                        .to_string()
+                }
+                (false, true, true) => match &refused {
+                    Some(e) => format!("in software (the device refused the offload: {e})"),
+                    None => "in software (the device offers no offload)".to_string(),
+                },
             };
             eprintln!(
                 "espgw {}: port {}: driver {driver}, socket {socket}, {queues} RX/TX queue pair(s), \
