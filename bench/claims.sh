@@ -1546,6 +1546,26 @@ for _f in range(1, 7):
         if (_o["tx_checksum_offload"], _o["outer"]) != (_want, "udp6"):
             failures.append(("bench/results", "s23 udp6 run %s-%d: options %s" % (_side, _f, _o)))
 
+# docs/benchmarks.md, session 23: ESP in UDP over IPv4 sharing bare ESP's staging step
+def s23u(form, side, size, direction):
+    import glob
+    v = []
+    for f in sorted(glob.glob("bench/results/epyc-zen5-2vcpu-2026-12-05-s23-ab-udp4-shared-%s-%s-*.json" % (form, side))):
+        v += [r["cycles_per_packet_p50"] for r in json.load(open(f))["results"]
+              if r["layer"] == "worker" and r["direction"] == direction and str(r["size"]) == size]
+    return _st2.median(v)
+for _label, _form, _dir, _size in (
+        ("ESP in UDP over IPv4, decrypt 64 B", "udp4", "decrypt", "64"),
+        ("ESP in UDP over IPv4, decrypt 1420 B", "udp4", "decrypt", "1420"),
+        ("bare ESP over IPv4, decrypt 64 B", "esp4", "decrypt", "64"),
+        ("bare ESP over IPv4, encrypt 64 B", "esp4", "encrypt", "64"),
+        ("ESP in UDP over IPv6, IPv6 inside, decrypt 64 B", "udp6", "decrypt", "64"),
+        ("ESP in UDP over IPv6, IPv6 inside, encrypt 64 B", "udp6", "encrypt", "64")):
+    _a, _b = s23u(_form, "a", _size, _dir), s23u(_form, "b", _size, _dir)
+    claim("docs/benchmarks.md", "| %s | %.1f | %.1f | %+.1f |" % (_label, _a, _b, _b - _a))
+claim("docs/benchmarks.md", "(%.1f against %.1f in these runs), from 13." % (
+    s23u("udp4", "b", "64", "decrypt"), s23u("esp4", "b", "64", "decrypt")))
+
 # docs/benchmarks.md, issue 14's table: session 20's alternating runs (build B)
 def s20ab(direction):
     import statistics

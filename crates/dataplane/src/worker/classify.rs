@@ -150,8 +150,9 @@ impl Classify {
     /// path, [`Self::ip_input_v6`]) without the extension header walk and
     /// the `IpMeta`; everything else parsed by `parse_v6` and decided by
     /// the general path. Out of line and marked cold, though IPv6 traffic
-    /// need not be rare, as [`Self::nat_t_esp_v4`]: its code inline moved
-    /// the IPv4 paths' (docs/benchmarks.md, session 22).
+    /// need not be rare: its code inline moved the IPv4 paths' cycles
+    /// (code placement in `Worker::process_burst`; docs/benchmarks.md,
+    /// session 22).
     #[cold]
     #[inline(never)]
     #[allow(clippy::too_many_arguments)]
@@ -278,18 +279,29 @@ impl Classify {
         tx: &mut TxQueues<B>,
     ) {
         if core.net.is_local_v4(v.dst) {
-            // What `local_input` does with ESP, without the `IpMeta`, and
-            // the SPI read here where `locate_esp` would find it.
-            if v.proto == ip_protocol::ESP {
-                let dst = v.dst_addr();
-                return match esp_spi_v4(pkt.data(), usize::from(v.hl)) {
-                    Some(spi) => self.esp_for_spi(core, port, pkt, dst, spi, false, esp_in),
-                    None => self.esp_input(core, port, pkt, dst, Encap::None, esp_in),
-                };
-            }
-            let Some(pkt) = self.nat_t_esp_v4(core, port, pkt, &v, esp_in) else {
-                return;
+            // What `local_input` does with ESP, bare or in UDP 4500 (RFC
+            // 3948: NAT traversal, and all that strongSwan's kernel-libipsec
+            // sends), without the `IpMeta`: the SPI read here where
+            // `locate_esp` would find it, and one staging step for both
+            // forms (one inlined copy of it, not two: code that grows here
+            // moves the other paths' cycles, docs/benchmarks.md).
+            let hl = usize::from(v.hl);
+            let esp = match v.proto {
+                ip_protocol::ESP => esp_spi_v4(pkt.data(), hl).map(|spi| (spi, false)),
+                ip_protocol::UDP if v.has_ports() && v.dport == Encap::NAT_T_PORT => {
+                    esp_spi_udp4(pkt.data(), hl).map(|spi| (spi, true))
+                }
+                _ => None,
             };
+            let dst = v.dst_addr();
+            if let Some((spi, udp)) = esp {
+                return self.esp_for_spi(core, port, pkt, dst, spi, udp, esp_in);
+            }
+            if v.proto == ip_protocol::ESP {
+                return self.esp_input(core, port, pkt, dst, Encap::None, esp_in);
+            }
+            // Keepalives, IKE on 4500, truncated ESP in UDP and all else
+            // local: the general path.
             let m = v.meta();
             return self.local_input(core, port, pkt, m, esp_in, esp_out, icmp, egress, tx);
         }
@@ -313,36 +325,6 @@ impl Classify {
                 self.unprotected_transit(core, port, pkt, m, esp_out, icmp, egress, tx)
             }
         }
-    }
-
-    /// An IPv4 packet to one of our addresses that is not bare ESP: ESP
-    /// in UDP 4500 (RFC 3948: NAT traversal, and all that strongSwan's
-    /// kernel-libipsec sends) has its SPI read here like bare ESP's and
-    /// is staged for its SA; keepalives, IKE, anything short and all else
-    /// are given back for the general path ([`Self::local_input`]). Out of
-    /// line and marked cold, though NAT-T traffic is anything but: inline,
-    /// or only out of line, this code cost bare ESP and the encrypt path
-    /// 3 to 7 cycles a packet at 64 B (code placement in `process_burst`,
-    /// which it is not on); cold it costs them 1 to 1.5 and ESP in UDP 4
-    /// of the 37 it saves (docs/benchmarks.md, session 22).
-    #[cold]
-    #[inline(never)]
-    fn nat_t_esp_v4<B: PacketBuf, P: BufPool<B>>(
-        &mut self,
-        core: &mut Core<B, P>,
-        port: PortIdx,
-        pkt: B,
-        v: &V4Meta,
-        esp_in: &mut EspIn<B>,
-    ) -> Option<B> {
-        if v.proto != ip_protocol::UDP || !v.has_ports() || v.dport != Encap::NAT_T_PORT {
-            return Some(pkt);
-        }
-        let Some(spi) = esp_spi_udp4(pkt.data(), usize::from(v.hl)) else {
-            return Some(pkt);
-        };
-        self.esp_for_spi(core, port, pkt, v.dst_addr(), spi, true, esp_in);
-        None
     }
 
     /// A parsed IP packet (L2 stripped, header summary `m`) received on
