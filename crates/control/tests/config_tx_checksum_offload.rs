@@ -90,5 +90,13 @@ fn only_ports_that_esp_in_udp_over_ipv6_may_leave_by() {
             "IPv6 {v6}, encap {encap:?}, connection {connection}"
         );
         assert!(!c.may_send_esp_in_udp_v6(prot), "the protected port");
+        // `espgw check` says the same.
+        let summary = espgw_control::config::Summary(&c).to_string();
+        let line = if want {
+            "TX UDP checksum offload asked of port(s) unprot where"
+        } else {
+            "TX UDP checksum offload asked of no port"
+        };
+        assert!(summary.contains(line), "{summary}");
     }
 }

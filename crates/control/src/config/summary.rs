@@ -144,7 +144,36 @@ fn queue_plan(f: &mut fmt::Formatter<'_>, c: &Config) -> fmt::Result {
             )?;
         }
     }
-    Ok(())
+    tx_checksum_plan(f, c)
+}
+
+/// Which ports `espgw run` asks for TX UDP checksum offload
+/// (`tx_checksum_offload`; `Config::may_send_esp_in_udp_v6`).
+fn tx_checksum_plan(f: &mut fmt::Formatter<'_>, c: &Config) -> fmt::Result {
+    if !c.dataplane.tx_checksum_offload {
+        return writeln!(
+            f,
+            "  UDP checksums of ESP in UDP over IPv6 computed in software (tx_checksum_offload = \"off\")"
+        );
+    }
+    let asked: Vec<&str> = (c.ports.iter().enumerate())
+        .filter(|&(i, _)| c.may_send_esp_in_udp_v6(crate::config::PortId(i)))
+        .map(|(_, p)| p.name.as_str())
+        .collect();
+    if asked.is_empty() {
+        writeln!(
+            f,
+            "  TX UDP checksum offload asked of no port: no ESP in UDP over IPv6 leaves this gateway \
+             (tx_checksum_offload = \"auto\")"
+        )
+    } else {
+        writeln!(
+            f,
+            "  TX UDP checksum offload asked of port(s) {} where the NIC offers it (ESP in UDP over \
+             IPv6 may leave by them; tx_checksum_offload = \"auto\"), not of the others",
+            asked.join(", ")
+        )
+    }
 }
 
 /// Displays a config summary: `println!("{}", Summary(&config))`.
