@@ -845,6 +845,25 @@ fn decrypted_packet_outside_the_selectors_is_dropped() {
     assert_eq!(b.w.counters().tunnels[0].in_policy_mismatch, 1);
 }
 
+/// An IPv6 packet carrying the neighbor discovery message `nd` from `src`
+/// to `dst` (hop limit 255, as RFC 4861 requires).
+fn nd_packet(src: Ipv6Addr, dst: Ipv6Addr, nd: &Icmpv6Repr) -> Vec<u8> {
+    let mut ip = vec![0u8; 40 + nd.buffer_len()];
+    Ipv6Repr {
+        src_addr: src,
+        dst_addr: dst,
+        next_header: ip_protocol::ICMPV6,
+        payload_len: nd.buffer_len() as u16,
+        hop_limit: 255,
+        traffic_class: 0,
+        flow_label: 0,
+    }
+    .emit(&mut ip)
+    .unwrap();
+    nd.emit(src, dst, &mut ip[40..]).unwrap();
+    ip
+}
+
 #[test]
 fn neighbor_solicitation_for_our_address_gets_an_advert() {
     let mut a = Gw::a();
@@ -855,19 +874,7 @@ fn neighbor_solicitation_for_our_address_gets_an_advert() {
         source_lladdr: Some(HOST_A_MAC),
     };
     let dst = icmpv6::solicited_node_multicast(ours);
-    let mut ip = vec![0u8; 40 + ns.buffer_len()];
-    Ipv6Repr {
-        src_addr: host,
-        dst_addr: dst,
-        next_header: ip_protocol::ICMPV6,
-        payload_len: ns.buffer_len() as u16,
-        hop_limit: 255,
-        traffic_class: 0,
-        flow_label: 0,
-    }
-    .emit(&mut ip)
-    .unwrap();
-    ns.emit(host, dst, &mut ip[40..]).unwrap();
+    let ip = nd_packet(host, dst, &ns);
     let out = a.rx(
         PROT,
         &[eth(
@@ -3271,19 +3278,7 @@ mod spread {
             target_addr: peer,
             target_lladdr: Some(B_UNPROT_MAC),
         };
-        let mut ip = vec![0u8; 40 + na.buffer_len()];
-        Ipv6Repr {
-            src_addr: peer,
-            dst_addr: ours,
-            next_header: ip_protocol::ICMPV6,
-            payload_len: na.buffer_len() as u16,
-            hop_limit: 255,
-            traffic_class: 0,
-            flow_label: 0,
-        }
-        .emit(&mut ip)
-        .unwrap();
-        na.emit(peer, ours, &mut ip[40..]).unwrap();
+        let ip = nd_packet(peer, ours, &na);
         let out = a.rx(
             UNPROT,
             &[eth(A_UNPROT_MAC, B_UNPROT_MAC, ethertype::IPV6, &ip)],
