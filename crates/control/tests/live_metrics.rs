@@ -41,6 +41,7 @@ impl CountersSource for FakeDataplane {
                         rules: 3,
                         refused: vec!["udp6".into()],
                     }),
+                    tx_udp_checksum: true,
                     ..PortTraffic::default()
                 },
             ],
@@ -253,6 +254,7 @@ fn scrape_parses_and_carries_every_family() {
         ("espgw_worker_busy_ratio", "gauge"),
         ("espgw_port_esp_steering_rules", "gauge"),
         ("espgw_port_esp_steering_refused", "gauge"),
+        ("espgw_port_tx_udp_checksum_offload", "gauge"),
         ("espgw_worker_mss_clamped_total", "counter"),
         ("espgw_worker_spread_out_total", "counter"),
         ("espgw_worker_spread_in_total", "counter"),
@@ -298,6 +300,12 @@ fn scrape_parses_and_carries_every_family() {
         value("espgw_port_esp_steering_rules", &[("port", "unprot")]),
         3.0
     );
+    for (port, offloaded) in [("prot", 0.0), ("unprot", 1.0)] {
+        assert_eq!(
+            value("espgw_port_tx_udp_checksum_offload", &[("port", port)]),
+            offloaded
+        );
+    }
     assert_eq!(
         value("espgw_port_esp_steering_rules", &[("port", "prot")]),
         0.0

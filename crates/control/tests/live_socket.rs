@@ -35,6 +35,7 @@ impl CountersSource for FakeDataplane {
                 rx_bytes: 6789,
                 tx_bytes: 1011,
                 esp_steering: None,
+                tx_udp_checksum: false,
             }],
             workers: vec![WorkerLoad {
                 worker: 0,

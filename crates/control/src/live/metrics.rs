@@ -116,6 +116,18 @@ pub fn render(s: &StatsSnapshot) -> String {
             f.sample(name, &[("port", &p.name)], get(p));
         }
     }
+    {
+        let name = "espgw_port_tx_udp_checksum_offload";
+        let mut f = Family::start(
+            &mut out,
+            name,
+            "gauge",
+            "1 where the port's NIC computes the UDP checksums of ESP in UDP over IPv6 (tx_checksum_offload).",
+        );
+        for p in &s.ports {
+            f.sample(name, &[("port", &p.name)], u64::from(p.tx_udp_checksum));
+        }
+    }
     if s.ports.iter().any(|p| p.esp_steering.is_some()) {
         let name = "espgw_port_esp_steering_rules";
         let mut f = Family::start(

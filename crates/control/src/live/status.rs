@@ -174,6 +174,11 @@ pub struct PortTraffic {
     /// `None` when it is not (1 worker, pipeline mode, `"off"`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub esp_steering: Option<EspSteeringState>,
+    /// The port's NIC computes the UDP checksums of ESP in UDP over IPv6
+    /// (`[dataplane] tx_checksum_offload`, docs/dataplane.md "TX checksum
+    /// offload").
+    #[serde(default)]
+    pub tx_udp_checksum: bool,
 }
 
 /// What ESP steering does on a port (docs/multicore.md, "Steering SAs to

@@ -146,6 +146,8 @@ fn ike_loop(
 pub(super) struct LiveCounters {
     pub workers: Vec<Arc<Mutex<WorkerCounters>>>,
     pub ports: Vec<String>,
+    /// Per port: its TX UDP checksum offload is on (`PortInfo::tx_udp_checksum`).
+    pub tx_udp_checksum: Vec<bool>,
     /// ESP steering per port, as the main lcore last left it (`None`: not
     /// in effect).
     pub steering: Arc<Mutex<Option<Vec<live::EspSteeringState>>>>,
@@ -197,6 +199,7 @@ impl CountersSource for LiveCounters {
                     rx_bytes: c.rx_bytes,
                     tx_bytes: c.tx_bytes,
                     esp_steering: steering.as_ref().and_then(|s| s.get(i).cloned()),
+                    tx_udp_checksum: self.tx_udp_checksum.get(i).copied().unwrap_or(false),
                 }
             })
             .collect();
@@ -410,6 +413,7 @@ mod tests {
         let live = LiveCounters {
             workers: vec![worker(8, 2, 3, 10), worker(0, 0, 0, 5)],
             ports: vec!["prot".into(), "unprot".into()],
+            tx_udp_checksum: vec![false, true],
             steering: Arc::clone(&steering),
         };
         assert!(live
@@ -425,6 +429,13 @@ mod tests {
         };
         *steering.lock().unwrap() = Some(vec![live::EspSteeringState::default(), refused.clone()]);
         assert_eq!(live.counters().ports[1].esp_steering, Some(refused));
+        let offloads: Vec<bool> = live
+            .counters()
+            .ports
+            .iter()
+            .map(|p| p.tx_udp_checksum)
+            .collect();
+        assert_eq!(offloads, [false, true]);
         let c = live.counters();
         assert_eq!(c.workers.len(), 2);
         assert_eq!(

@@ -187,6 +187,7 @@ fn run_with_eal(
     let counters = control::LiveCounters {
         workers: lives.clone(),
         ports: setup.net.ports.iter().map(|p| p.name.clone()).collect(),
+        tx_udp_checksum: setup.net.ports.iter().map(|p| p.tx_udp_checksum).collect(),
         steering: Arc::clone(&steering_view),
     };
     let mut control = match control::Control::start(config, started, counters, stop) {
