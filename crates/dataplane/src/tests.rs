@@ -2201,7 +2201,7 @@ mod mss_clamp {
 
     /// IPv4/TCP with `flags` and, if given, an MSS option after a NOP (the
     /// value at an odd offset) then SAckOK, NOP, NOP; checksum filled.
-    fn tcp4(src: &str, dst: &str, flags: u8, mss: Option<u16>) -> Vec<u8> {
+    pub(super) fn tcp4(src: &str, dst: &str, flags: u8, mss: Option<u16>) -> Vec<u8> {
         let mut seg = vec![0u8; 20];
         seg[0..2].copy_from_slice(&40000u16.to_be_bytes());
         seg[2..4].copy_from_slice(&5201u16.to_be_bytes());
@@ -2221,7 +2221,7 @@ mod mss_clamp {
 
     /// The MSS option of the IPv4/TCP packet in `frame`, after checking
     /// its TCP checksum.
-    fn delivered_mss(frame: &[u8]) -> Option<u16> {
+    pub(super) fn delivered_mss(frame: &[u8]) -> Option<u16> {
         let (_, ip) = l3(frame);
         let ip = Ipv4Packet::new_checked(&ip[..]).unwrap();
         let t = TcpPacket::new_checked(ip.payload()).unwrap();
@@ -3300,6 +3300,50 @@ mod spread {
         assert!(a.offloads[UNPROT]
             .iter()
             .all(|o| *o == Some((14, 40, true))));
+    }
+
+    /// MSS clamping through the fan-out: B's tunnel clamps (`mss_clamp =
+    /// 1200`), A's does not, and A's TCP SYNs (MSS 1460) reach B as ESP
+    /// that worker 0 spreads to a helper. A helper leaves a SYN of a
+    /// clamping tunnel to the owner (`finish_parsed`), so every SYN leaves
+    /// B clamped, whichever worker decrypted it.
+    #[test]
+    fn syns_through_the_fan_out_leave_clamped() {
+        use super::mss_clamp::{delivered_mss, tcp4};
+        let outer = Outer::Esp4;
+        let mut a = gateway_a(outer);
+        a.learn_by_arp(PROT, "10.1.0.10", HOST_A_MAC, "10.1.0.1");
+        let syn = tcp4(
+            "10.1.0.10",
+            "10.2.0.10",
+            espgw_wire::tcp::flags::SYN,
+            Some(1460),
+        );
+        let mut esp = Vec::new();
+        for _ in 0..4 {
+            let frames = vec![from_host_a(&syn); 32];
+            esp.extend(a.rx(PROT, &frames)[UNPROT].iter().cloned());
+        }
+        assert_eq!(esp.len(), 128, "A sealed every SYN");
+        let config = demo_gateway(true)
+            .default_action("discard")
+            .map_tunnels(|mut t| {
+                t.lines.push("mss_clamp = 1200".into());
+                t.replay_window(4096)
+            });
+        let b = B {
+            outer,
+            snap: tables_from(
+                outer.apply(config, true).render(),
+                [B_PROT_MAC, B_UNPROT_MAC],
+            ),
+            rings: SpreadRings::new(2),
+        };
+        let (out, w0, helpers) = run_spread_on(b, 1, &esp, 0);
+        assert_eq!(out.len(), esp.len(), "every SYN delivered");
+        assert!(out.iter().all(|f| delivered_mss(f) == Some(1200)));
+        assert!(helpers[0].spread_in > 0, "the helper decrypted parts");
+        assert_eq!(w0.w.counters().mss_clamped, esp.len() as u64);
     }
 
     /// `SpreadRings::set_max_parts`: with three helpers idle, a burst of 32

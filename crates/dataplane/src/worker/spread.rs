@@ -484,16 +484,17 @@ fn finish<B: PacketBuf>(
         Ok(v) => v,
         Err(r) => return Outcome::Drop(r),
     };
-    if !memo.inside_v4(tunnel, v.src, v.dst) {
-        return Outcome::Drop(DropReason::PolicyMismatch);
-    }
-    if v.ttl <= 1 || net.is_local_v4(v.dst) {
-        return Outcome::Unfinished;
-    }
-    if tunnel.mss_clamp.is_some() && v.proto == ip_protocol::TCP && is_syn(pkt, usize::from(v.hl)) {
-        return Outcome::Unfinished;
-    }
-    forward(net, neighbors, hop_cache, pkt, v.dst_addr(), false)
+    let inside = memo.inside_v4(tunnel, v.src, v.dst);
+    let ours_or_last = v.ttl <= 1 || net.is_local_v4(v.dst);
+    let tcp_at = (v.proto == ip_protocol::TCP).then_some(usize::from(v.hl));
+    let parsed = Parsed {
+        inside,
+        ours_or_last,
+        tcp_at,
+        dst: v.dst_addr(),
+        v6: false,
+    };
+    finish_parsed(net, neighbors, hop_cache, tunnel, pkt, parsed)
 }
 
 /// [`finish`] of an IPv6 packet.
@@ -508,32 +509,66 @@ fn finish_v6<B: PacketBuf>(
 ) -> Outcome {
     // TCP or UDP right after the fixed header: the IPv6 fast path's
     // integers, as the owner's `Forward::v6` takes them.
-    if let Some(v) = parse_v6_fast(pkt) {
-        if !memo.inside_v6(tunnel, v.src, v.dst) {
-            return Outcome::Drop(DropReason::PolicyMismatch);
+    let parsed = if let Some(v) = parse_v6_fast(pkt) {
+        Parsed {
+            inside: memo.inside_v6(tunnel, v.src, v.dst),
+            ours_or_last: v.hop_limit <= 1 || net.is_local_v6(v.dst),
+            tcp_at: (v.proto == ip_protocol::TCP).then_some(40),
+            dst: v.dst_addr(),
+            v6: true,
         }
-        if v.hop_limit <= 1 || net.is_local_v6(v.dst) {
-            return Outcome::Unfinished;
+    } else {
+        let m = match parse_ip(pkt) {
+            Ok(m) => m,
+            Err(r) => return Outcome::Drop(r),
+        };
+        Parsed {
+            inside: memo.inside(tunnel, m.src, m.dst),
+            ours_or_last: m.ttl <= 1 || net.is_local(m.dst),
+            tcp_at: (m.proto == ip_protocol::TCP).then_some(m.l4_offset),
+            dst: m.dst,
+            v6: m.v6,
         }
-        if tunnel.mss_clamp.is_some() && v.proto == ip_protocol::TCP && is_syn(pkt, 40) {
-            return Outcome::Unfinished;
-        }
-        return forward(net, neighbors, hop_cache, pkt, v.dst_addr(), true);
-    }
-    let m = match parse_ip(pkt) {
-        Ok(m) => m,
-        Err(r) => return Outcome::Drop(r),
     };
-    if !memo.inside(tunnel, m.src, m.dst) {
+    finish_parsed(net, neighbors, hop_cache, tunnel, pkt, parsed)
+}
+
+/// What [`finish`] needs of a decrypted packet's parse, from any of the
+/// three parses (IPv4 and IPv6 fast paths, the general one).
+struct Parsed {
+    /// Within the tunnel's selectors.
+    inside: bool,
+    /// For us, or at its last hop (TTL or hop limit 1 or 0).
+    ours_or_last: bool,
+    /// A TCP packet's header offset (a SYN may need its MSS clamped).
+    tcp_at: Option<usize>,
+    dst: IpAddr,
+    v6: bool,
+}
+
+/// The steps after the parse, for every parse: outside the selectors
+/// dropped as a policy mismatch; for us, at its last hop, or a TCP SYN of
+/// a clamping tunnel left to the owner; else forwarded. The helper's
+/// counterpart of the owner's `Forward::parsed` (worker/esp.rs).
+#[inline(always)]
+fn finish_parsed<B: PacketBuf>(
+    net: &Network,
+    neighbors: &mut Neighbors<B>,
+    hop_cache: &mut Option<Hop>,
+    tunnel: &TunnelEntry,
+    pkt: &mut B,
+    p: Parsed,
+) -> Outcome {
+    if !p.inside {
         return Outcome::Drop(DropReason::PolicyMismatch);
     }
-    if m.ttl <= 1 || net.is_local(m.dst) {
+    if p.ours_or_last {
         return Outcome::Unfinished;
     }
-    if tunnel.mss_clamp.is_some() && m.proto == ip_protocol::TCP && is_syn(pkt, m.l4_offset) {
+    if tunnel.mss_clamp.is_some() && p.tcp_at.is_some_and(|at| is_syn(pkt, at)) {
         return Outcome::Unfinished;
     }
-    forward(net, neighbors, hop_cache, pkt, m.dst, m.v6)
+    forward(net, neighbors, hop_cache, pkt, p.dst, p.v6)
 }
 
 fn is_syn<B: PacketBuf>(pkt: &B, l4_offset: usize) -> bool {
