@@ -380,6 +380,27 @@ pub fn decrement_ttl<B: PacketBuf>(pkt: &mut B, v6: bool) {
     d[10..12].copy_from_slice(&check.to_be_bytes());
 }
 
+/// Test data for the property tests of the IPv6 fast reads (here and in
+/// worker/classify.rs): random `bytes` with, when they hold a fixed
+/// header, version `version`, next header `nh` and a payload length field
+/// of `payload`, where `1000 + n` means what the bytes hold less `n` bytes
+/// of link padding. Returns the packet and the payload length written.
+#[cfg(test)]
+pub(crate) fn shaped_v6(bytes: &[u8], version: u8, nh: u8, payload: usize) -> (Vec<u8>, usize) {
+    let mut p = bytes.to_vec();
+    let payload = if payload >= 1000 {
+        p.len().saturating_sub(40 + payload - 1000)
+    } else {
+        payload
+    };
+    if p.len() >= 40 {
+        p[0] = version << 4 | (p[0] & 0x0f);
+        p[4..6].copy_from_slice(&(payload as u16).to_be_bytes());
+        p[6] = nh;
+    }
+    (p, payload)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -544,18 +565,7 @@ mod tests {
         );
         let config = ProptestConfig::with_cases(2048);
         proptest!(config, |((bytes, len, version, nh, payload) in packets)| {
-            let mut p = bytes[..len].to_vec();
-            // 1000 + n: what the packet holds less n bytes of link padding.
-            let payload = if payload >= 1000 {
-                len.saturating_sub(40 + payload - 1000)
-            } else {
-                payload
-            };
-            if p.len() >= 40 {
-                p[0] = version << 4 | (p[0] & 0x0f);
-                p[4..6].copy_from_slice(&(payload as u16).to_be_bytes());
-                p[6] = nh;
-            }
+            let (p, _) = shaped_v6(&bytes[..len], version, nh, payload);
             let mut fast_buf = VecBuf::from_packet(&p);
             let fast = parse_v6_fast(&mut fast_buf);
             let mut general_buf = VecBuf::from_packet(&p);

@@ -914,17 +914,8 @@ mod tests {
         );
         let config = ProptestConfig::with_cases(2048);
         proptest!(config, |((bytes, len, version, nh, payload, dport, udp_off, variant) in packets)| {
-            let mut p = bytes[..len].to_vec();
-            // 1000 + n: what the packet holds less n bytes of link padding.
-            let payload = if payload >= 1000 {
-                len.saturating_sub(40 + payload - 1000)
-            } else {
-                payload
-            };
+            let (mut p, payload) = crate::ip::shaped_v6(&bytes[..len], version, nh, payload);
             if p.len() >= 40 {
-                p[0] = version << 4 | (p[0] & 0x0f);
-                p[4..6].copy_from_slice(&(payload as u16).to_be_bytes());
-                p[6] = nh;
                 let esp_at = if nh == 17 { 48 } else { 40 };
                 if nh == 17 && p.len() >= 48 {
                     p[42..44].copy_from_slice(&dport.to_be_bytes());
