@@ -58,9 +58,7 @@ pub trait PacketBuf {
     #[inline]
     fn offload_udp_checksum(&mut self, l2_len: usize, l3_len: usize, ipv6: bool) {
         let _ = ipv6;
-        if let Some(segment) = self.data_mut().get_mut(l2_len + l3_len..) {
-            crate::checksum::complete_offloaded_udp(segment);
-        }
+        crate::checksum::complete_offloaded_udp_at(self.data_mut(), l2_len + l3_len);
     }
     /// True when the packet holds no bytes.
     fn is_empty(&self) -> bool {
@@ -132,9 +130,7 @@ impl core::fmt::Debug for VecBuf {
 impl PacketBuf for VecBuf {
     fn offload_udp_checksum(&mut self, l2_len: usize, l3_len: usize, ipv6: bool) {
         self.udp_offload = Some((l2_len, l3_len, ipv6));
-        if let Some(segment) = self.data_mut().get_mut(l2_len + l3_len..) {
-            crate::checksum::complete_offloaded_udp(segment);
-        }
+        crate::checksum::complete_offloaded_udp_at(self.data_mut(), l2_len + l3_len);
     }
     fn data(&self) -> &[u8] {
         &self.storage[self.start..self.end]

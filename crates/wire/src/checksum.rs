@@ -145,6 +145,15 @@ pub fn complete_offloaded_udp(segment: &mut [u8]) {
     segment[6..8].copy_from_slice(&csum.to_be_bytes());
 }
 
+/// [`complete_offloaded_udp`] of the UDP datagram that starts `at` bytes
+/// into `frame` (past its IP header, and its Ethernet header if any);
+/// nothing when the frame is shorter.
+pub fn complete_offloaded_udp_at(frame: &mut [u8], at: usize) {
+    if let Some(segment) = frame.get_mut(at..) {
+        complete_offloaded_udp(segment);
+    }
+}
+
 /// The value a sender writes into a UDP checksum field that the device is
 /// to complete ([`complete_offloaded_udp`]): the pseudo-header sum of
 /// `pseudo` (addresses and next header, from [`pseudo_header_v4`] /

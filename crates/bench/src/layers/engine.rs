@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use dpdk::{Burst, Mbuf};
 use espgw_esp::{InboundSa, OutboundSa, UdpChecksum, Verdict};
-use espgw_wire::checksum::complete_offloaded_udp;
+use espgw_wire::checksum::complete_offloaded_udp_at;
 use espgw_wire::PacketBuf;
 
 use super::{free_bulk, record_burst, tsc, BurstCycles, Ctx, Step, PEER_CHECK_EVERY};
@@ -60,9 +60,7 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
                     for (p, v) in pkts.iter_mut().zip(&verdicts) {
                         if nic_completes && v.is_forward() {
                             // The NIC's part, outside the measured time.
-                            if let Some(udp) = p.data_mut().get_mut(IPV6_LEN..) {
-                                complete_offloaded_udp(udp);
-                            }
+                            complete_offloaded_udp_at(p.data_mut(), IPV6_LEN);
                         }
                         m.tally.record(if v.is_forward() {
                             check_esp(p.data(), &case.esp_expect).and_then(|()| {

@@ -13,7 +13,7 @@ use dpdk::{Burst, Mbuf, Mempool};
 use espgw_dataplane::neighbor::SharedNeighbors;
 use espgw_dataplane::worker::spread_consts::MAX_JOBS_PER_WORKER;
 use espgw_dataplane::{BufPool, GatewayDropCounts, Now, TxQueues, Worker};
-use espgw_wire::checksum::complete_offloaded_udp;
+use espgw_wire::checksum::complete_offloaded_udp_at;
 use espgw_wire::PacketBuf;
 
 use super::{
@@ -290,9 +290,7 @@ pub fn stage<'a>(ctx: &'a Ctx<'a>) -> Result<Step<'a>, String> {
         // ask for it (`--tx-checksum-offload`), outside the measured time.
         for (_, frame) in &mut sent {
             if let Some((l2, l3, _)) = frame.udp_checksum_offload() {
-                if let Some(udp) = frame.data_mut().get_mut(l2 + l3..) {
-                    complete_offloaded_udp(udp);
-                }
+                complete_offloaded_udp_at(frame.data_mut(), l2 + l3);
                 frame.clear_udp_checksum_offload();
             }
         }

@@ -164,9 +164,7 @@ impl<B: PacketBuf> EspOut<B> {
                         // resolved: the general path (an ICMP error, a
                         // drop, a wait for the neighbor) may never meet the
                         // NIC that was to finish it, so it is done here.
-                        if let Some(udp) = pkt.data_mut().get_mut(IPV6_HEADER..) {
-                            checksum::complete_offloaded_udp(udp);
-                        }
+                        checksum::complete_offloaded_udp_at(pkt.data_mut(), IPV6_HEADER);
                     }
                     let policy = EgressPolicy::Trusted;
                     egress.route(core, icmp, self, tx, pkt, tunnel.remote, policy, port)
