@@ -6,7 +6,7 @@ use std::net::IpAddr;
 
 use espgw_control::config::Side;
 use espgw_control::ike::{Acquire, IKE_PORT};
-use espgw_control::tables::{inner_mtu, Action, Decision, MssLimits, SaIndex, TunnelId};
+use espgw_control::tables::{inner_mtu, Action, Decision, MssLimits, SaIndex, Spd, TunnelId};
 use espgw_esp::Encap;
 use espgw_wire::{ethernet, ethertype, icmpv6, ip_protocol, reply, MacAddr, PacketBuf};
 
@@ -209,19 +209,49 @@ impl Classify {
             let m = v.meta();
             return self.local_input(core, port, pkt, m, esp_in, esp_out, icmp, egress, tx);
         }
-        if group || is_group_v6(v.dst) || is_group_v6(v.src) {
+        self.transit_fast(core, port, pkt, &v, group, esp_out, icmp, egress, tx)
+    }
+
+    /// The transit steps of both fast paths, after the local test, on the
+    /// header's integers ([`FastMeta`]): group addresses dropped, the last
+    /// hop answered, then the SPD's decision through the flow cache
+    /// (protected side) or the unprotected transit.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn transit_fast<B: PacketBuf, P: BufPool<B>, M: FastMeta>(
+        &mut self,
+        core: &mut Core<B, P>,
+        port: PortIdx,
+        pkt: B,
+        v: &M,
+        group: bool,
+        esp_out: &mut EspOut<B>,
+        icmp: &mut Icmp,
+        egress: &mut Egress,
+        tx: &mut TxQueues<B>,
+    ) {
+        if group || v.has_group_address() {
             return core.drop_pkt(pkt, DropReason::Multicast, Some(port));
         }
-        if v.hop_limit <= 1 {
+        if v.hops_left() <= 1 {
             return icmp.time_exceeded(core, esp_out, egress, tx, port, pkt, v.meta());
         }
         match core.net.ports[port].side {
             Side::Protected => {
-                let spd = &core.tables.spd;
-                let d = (self.spd_cache).lookup_v6(spd, v.src, v.dst, v.proto, v.sport, v.dport);
+                let d = v.lookup(&mut self.spd_cache, &core.tables.spd);
                 let (dst, meta) = (v.dst_addr(), || v.meta());
                 self.decided(
-                    core, port, pkt, d, true, dst, meta, esp_out, icmp, egress, tx,
+                    core,
+                    port,
+                    pkt,
+                    d,
+                    M::V6,
+                    dst,
+                    meta,
+                    esp_out,
+                    icmp,
+                    egress,
+                    tx,
                 )
             }
             Side::Unprotected => {
@@ -305,26 +335,7 @@ impl Classify {
             let m = v.meta();
             return self.local_input(core, port, pkt, m, esp_in, esp_out, icmp, egress, tx);
         }
-        if group || is_group_v4(v.dst) || is_group_v4(v.src) {
-            return core.drop_pkt(pkt, DropReason::Multicast, Some(port));
-        }
-        if v.ttl <= 1 {
-            return icmp.time_exceeded(core, esp_out, egress, tx, port, pkt, v.meta());
-        }
-        match core.net.ports[port].side {
-            Side::Protected => {
-                let spd = &core.tables.spd;
-                let d = (self.spd_cache).lookup_v4(spd, v.src, v.dst, v.proto, v.sport, v.dport);
-                let (dst, meta) = (v.dst_addr(), || v.meta());
-                self.decided(
-                    core, port, pkt, d, false, dst, meta, esp_out, icmp, egress, tx,
-                )
-            }
-            Side::Unprotected => {
-                let m = v.meta();
-                self.unprotected_transit(core, port, pkt, m, esp_out, icmp, egress, tx)
-            }
-        }
+        self.transit_fast(core, port, pkt, &v, group, esp_out, icmp, egress, tx)
     }
 
     /// A parsed IP packet (L2 stripped, header summary `m`) received on
@@ -677,6 +688,69 @@ impl Classify {
             return core.drop_pkt(pkt, DropReason::NotEsp, Some(port));
         }
         esp_in.push(found.slot, pkt, port);
+    }
+}
+
+/// What the transit fast paths read of a header their parse summarized:
+/// an IPv4 [`V4Meta`] or an IPv6 [`V6Meta`], on integers of their width.
+trait FastMeta {
+    /// Hop limit or TTL decrement: IPv6's.
+    const V6: bool;
+    /// Source or destination a multicast, broadcast or unspecified address.
+    fn has_group_address(&self) -> bool;
+    /// The TTL or hop limit.
+    fn hops_left(&self) -> u8;
+    /// The SPD's decision for the flow, through the worker's flow cache.
+    fn lookup(&self, cache: &mut FlowCache, spd: &Spd) -> Decision;
+    fn dst_addr(&self) -> IpAddr;
+    fn meta(&self) -> IpMeta;
+}
+
+impl FastMeta for V4Meta {
+    const V6: bool = false;
+    #[inline(always)]
+    fn has_group_address(&self) -> bool {
+        is_group_v4(self.dst) || is_group_v4(self.src)
+    }
+    #[inline(always)]
+    fn hops_left(&self) -> u8 {
+        self.ttl
+    }
+    #[inline(always)]
+    fn lookup(&self, cache: &mut FlowCache, spd: &Spd) -> Decision {
+        cache.lookup_v4(spd, self.src, self.dst, self.proto, self.sport, self.dport)
+    }
+    #[inline(always)]
+    fn dst_addr(&self) -> IpAddr {
+        V4Meta::dst_addr(self)
+    }
+    #[inline(always)]
+    fn meta(&self) -> IpMeta {
+        V4Meta::meta(self)
+    }
+}
+
+impl FastMeta for V6Meta {
+    const V6: bool = true;
+    #[inline(always)]
+    fn has_group_address(&self) -> bool {
+        is_group_v6(self.dst) || is_group_v6(self.src)
+    }
+    #[inline(always)]
+    fn hops_left(&self) -> u8 {
+        self.hop_limit
+    }
+    #[inline(always)]
+    fn lookup(&self, cache: &mut FlowCache, spd: &Spd) -> Decision {
+        cache.lookup_v6(spd, self.src, self.dst, self.proto, self.sport, self.dport)
+    }
+    #[inline(always)]
+    fn dst_addr(&self) -> IpAddr {
+        V6Meta::dst_addr(self)
+    }
+    #[inline(always)]
+    fn meta(&self) -> IpMeta {
+        V6Meta::meta(self)
     }
 }
 
