@@ -1720,3 +1720,43 @@ mod per_cpu {
         }
     }
 }
+
+/// `ike list`'s suite names the additional key exchanges that ran the way
+/// strongSwan 6's `swanctl --list-sas` does (`.../CURVE_25519/KE1_ML_KEM_768`),
+/// so the two can be compared and an operator sees that ML-KEM took place.
+#[test]
+fn suite_name_lists_the_additional_key_exchanges_as_strongswan_does() {
+    use espgw_control::ike::suite_name;
+    use espgw_ike::crypto::proposal::IkeSuite;
+    use espgw_ike::crypto::{Encryption, KeGroup, Prf};
+    let mut s = IkeSuite {
+        encryption: Encryption::AesGcm16_256,
+        integrity: None,
+        prf: Prf::HmacSha384,
+        ke: KeGroup::Curve25519,
+        addke: [None; 7],
+    };
+    assert_eq!(
+        suite_name(&s),
+        "AES_GCM_16-256/PRF_HMAC_SHA2_384/CURVE_25519"
+    );
+    s.addke[0] = Some(KeGroup::MlKem768);
+    assert_eq!(
+        suite_name(&s),
+        "AES_GCM_16-256/PRF_HMAC_SHA2_384/CURVE_25519/KE1_ML_KEM_768"
+    );
+    // Numbered by their ADDKE slot, not their rank: NONE chosen for ADDKE1.
+    s.addke = [
+        None,
+        Some(KeGroup::MlKem1024),
+        Some(KeGroup::Ecp384),
+        None,
+        None,
+        None,
+        None,
+    ];
+    assert_eq!(
+        suite_name(&s),
+        "AES_GCM_16-256/PRF_HMAC_SHA2_384/CURVE_25519/KE2_ML_KEM_1024/KE3_ECP_384"
+    );
+}

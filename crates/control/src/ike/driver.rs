@@ -263,7 +263,7 @@ pub fn suite_name(s: &espgw_ike::crypto::IkeSuite) -> String {
         Prf::HmacSha384 => "PRF_HMAC_SHA2_384",
         Prf::HmacSha512 => "PRF_HMAC_SHA2_512",
     };
-    let ke = match s.ke {
+    let ke_name = |g: KeGroup| match g {
         KeGroup::Modp2048 => "MODP_2048",
         KeGroup::Ecp256 => "ECP_256",
         KeGroup::Ecp384 => "ECP_384",
@@ -274,11 +274,21 @@ pub fn suite_name(s: &espgw_ike::crypto::IkeSuite) -> String {
         KeGroup::MlKem768 => "ML_KEM_768",
         KeGroup::MlKem1024 => "ML_KEM_1024",
     };
-    [Some(enc), integ, Some(prf), Some(ke)]
+    let mut name = [Some(enc), integ, Some(prf), Some(ke_name(s.ke))]
         .into_iter()
         .flatten()
         .collect::<Vec<_>>()
-        .join("/")
+        .join("/");
+    // The additional key exchanges that ran, as strongSwan 6 lists them
+    // after the first (`CURVE_25519/KE1_ML_KEM_768`): an operator sees
+    // that the post-quantum exchange took place, not only that it was
+    // configured.
+    for (n, g) in s.addke.iter().enumerate() {
+        if let Some(g) = g {
+            name.push_str(&format!("/KE{}_{}", n + 1, ke_name(*g)));
+        }
+    }
+    name
 }
 
 /// When to rekey an IKE SA: `rekey_time` less up to 10 % (its random SPI
