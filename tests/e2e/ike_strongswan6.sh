@@ -33,13 +33,12 @@
 #     pair is untouched, charon's new SA keeps its CPU ID; then espgw
 #     rekeys the tunnel's own CHILD_SA (`ctl ike rekey`): new SPIs there,
 #     the per-CPU pair kept; streams A -> B use both SAs again.
-#  4. charon rekeys the IKE SA: refused (espgw has no IKE_FOLLOWUP_KE, the
-#     RFC 9370 rekey of an SA whose ML-KEM is required: docs/ike.md); both
-#     keep the old IKE SA and every CHILD_SA, and traffic goes on.
-#  4b. What renews such an SA instead: charon reauthenticates; espgw
-#     (responder now) takes the new IKE SA with ML-KEM-768 and both CHILD_SAs,
-#     the per-CPU one with its CPU ID; the old IKE SA is deleted; the
-#     streams use both pairs.
+#  4. charon rekeys the IKE SA, then espgw does: ML-KEM-768 again, in an
+#     IKE_FOLLOWUP_KE exchange after the CREATE_CHILD_SA one (RFC 9370
+#     2.2.4; both sides' logs and SAs), both CHILD_SAs carried over, pings.
+#  4b. charon reauthenticates: espgw (responder now) takes the new IKE SA
+#     with ML-KEM-768 and both CHILD_SAs, the per-CPU one with its CPU ID;
+#     the old IKE SA is deleted; the streams use both pairs.
 #  5. charon deletes its per-CPU CHILD_SA: espgw removes that pair only
 #     (one outbound SA left), the streams go on over the tunnel's own SA
 #     from both workers.
@@ -350,32 +349,46 @@ state rekey-traffic --children 2 --per-cpu || fail "step 3: $(cat "$WORK/check-r
 both_used "step 3" rekey-own rekey-traffic
 echo "step 3 ok: the per-CPU CHILD_SA rekeyed by charon (CPU ID kept), the tunnel's own by espgw, both carry the streams"
 
-# 4. charon's IKE SA rekey: refused, nothing lost.
-ike_before=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sas"][0]["ike_sa"])' "$WORK/ike-rekey-traffic.json")
-sw --rekey --ike espgw >"$WORK/rekey-ike.log" 2>&1 || true
-for _ in $(seq 1 25); do
-    grep -q "IKE_SA rekeying failed" "$SSW/charon.log" && break
-    sleep 0.2
-done
-grep -q "received NO_PROPOSAL_CHOSEN notify error" "$SSW/charon.log" ||
-    fail "step 4: charon's IKE SA rekey was not refused with NO_PROPOSAL_CHOSEN"
-state ike-rekey --children 2 --per-cpu --ake ML_KEM_768 || fail "step 4: $(cat "$WORK/check-ike-rekey.err")"
-ike_after=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["sas"][0]["ike_sa"])' "$WORK/ike-ike-rekey.json")
-[ "$ike_before" = "$ike_after" ] || fail "step 4: espgw's IKE SA changed ($ike_before -> $ike_after)"
+# 4. IKE SA rekeys with ML-KEM (RFC 9370 2.2.4: the additional exchange
+# in an IKE_FOLLOWUP_KE exchange after the CREATE_CHILD_SA one), by charon
+# and then by espgw: each time a new IKE SA with ML-KEM-768 on both sides,
+# both CHILD_SAs carried over, pings.
+ike_spi() { python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["sas"]; print(s[0]["ike_sa"] if len(s) == 1 else "")' "$1"; }
+ike_rekeyed() {  # WHAT BEFORE-SPI: a new (single) IKE SA within 10 s
+    local what=$1 before=$2 now=""
+    for _ in $(seq 1 50); do
+        if state "$what" --children 2 --per-cpu --ake ML_KEM_768; then
+            now=$(ike_spi "$WORK/ike-$what.json")
+            [ -n "$now" ] && [ "$now" != "$before" ] && return 0
+        fi
+        sleep 0.2
+    done
+    fail "$what: no new IKE SA ($(cat "$WORK/check-$what.err"); espgw: $(ctl ike list 2>&1 | head -1))"
+}
+ike_before=$(ike_spi "$WORK/ike-rekey-traffic.json")
+sw --rekey --ike espgw >"$WORK/rekey-ike.log" 2>&1 || fail "step 4: swanctl --rekey --ike: $(cat "$WORK/rekey-ike.log")"
+ike_rekeyed ike-rekey-charon "$ike_before"
+grep -q "parsed IKE_FOLLOWUP_KE response" "$SSW/charon.log" ||
+    fail "step 4: charon's log shows no IKE_FOLLOWUP_KE exchange"
+ping_all ike-rekey-charon 5 in_a ping 10.2.0.10
+ike_before=$(ike_spi "$WORK/ike-ike-rekey-charon.json")
+ctl ike rekey ssw >"$WORK/rekey-ike-espgw.log" 2>&1 || fail "step 4: ctl ike rekey: $(cat "$WORK/rekey-ike-espgw.log")"
+ike_rekeyed ike-rekey "$ike_before"
+grep -q "parsed IKE_FOLLOWUP_KE request" "$SSW/charon.log" ||
+    fail "step 4: charon's log shows no IKE_FOLLOWUP_KE request from espgw"
 ping_all ike-rekey 5 in_a ping 10.2.0.10
-echo "step 4 ok: charon's IKE SA rekey refused (no IKE_FOLLOWUP_KE), the IKE SA and both CHILD_SAs kept, pings"
+echo "step 4 ok: the IKE SA rekeyed with ML-KEM-768 by charon and by espgw (IKE_FOLLOWUP_KE), both CHILD_SAs kept, pings"
 
-# 4b. What renews an IKE SA whose ML-KEM is required instead: charon
-# reauthenticates (a new IKE SA, ML-KEM again, its CHILD_SAs recreated on
-# it, per-CPU one included; charon waits out the rekeyed CHILD_SAs of step
-# 3 first, about 10 s), then deletes the old IKE SA.
+# 4b. charon reauthenticates (a new IKE SA, ML-KEM again, its CHILD_SAs
+# recreated on it, per-CPU one included; charon waits out the rekeyed
+# CHILD_SAs of step 3 first, about 10 s), then deletes the old IKE SA.
 sw --rekey --reauth --ike espgw >"$WORK/reauth.log" 2>&1 || fail "step 4b: swanctl --rekey --reauth: $(cat "$WORK/reauth.log")"
 reauthed=""
 for _ in $(seq 1 30); do
     sleep 1
     if state reauth --children 2 --per-cpu --ake ML_KEM_768 &&
         python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["sas"]; sys.exit(not (len(s) == 1 and s[0]["ike_sa"] != sys.argv[2] and not s[0]["initiator"]))' \
-            "$WORK/ike-reauth.json" "$ike_before"; then
+            "$WORK/ike-reauth.json" "$(ike_spi "$WORK/ike-ike-rekey.json")"; then
         reauthed=1
         break
     fi

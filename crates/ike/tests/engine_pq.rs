@@ -274,103 +274,122 @@ fn wrong_psk_with_additional_exchanges_fails_authentication() {
     assert!(children(&p.events_a).is_empty());
 }
 
-#[test]
-fn rekeys_with_required_addke_fail_cleanly_optional_ones_rekey_without() {
-    // Required: no IKE_FOLLOWUP_KE, so the IKE SA rekey is refused at
-    // once (the old SA stays); a CHILD_SA rekey is unaffected.
-    let mut p = established(PQ, PQ, test_config());
-    let id_a = p.a.ike_sa_count();
-    assert_eq!(id_a, 1);
-    let sa_a = match p
-        .events_a
+/// The new SA of the one IKE SA rekey among `events`.
+fn rekeyed(events: &[Event]) -> u64 {
+    let new: Vec<u64> = events
         .iter()
-        .find(|e| matches!(e, Event::IkeSaUp { .. }))
-    {
-        Some(Event::IkeSaUp { ike_sa, .. }) => *ike_sa,
-        _ => unreachable!(),
-    };
-    let child = children(&p.events_a)[0].inbound_spi;
-    p.events_a.clear();
-    p.events_b.clear();
-    p.a.rekey_ike_sa(p.now, sa_a).unwrap();
-    p.run(&[], 600_000);
-    assert!(matches!(
-        p.events_a[..],
-        [Event::IkeRekeyFailed {
-            notify: NotifyType::NO_PROPOSAL_CHOSEN,
-            ..
-        }]
-    ));
-    assert!(p
-        .sent
-        .iter()
-        .all(|t| header_of(t).0 != ExchangeType::CREATE_CHILD_SA));
-    p.a.rekey_child_sa(p.now, sa_a, child).unwrap();
-    p.run(&[], 600_000);
-    assert_eq!(children(&p.events_a).len(), 1, "{:?}", p.events_a);
-    assert_same_child(children(&p.events_a)[0], children(&p.events_b)[0]);
-    // a makes ML-KEM optional, b requires it: the SA has it; a's rekey
-    // offer (without ADDKE, no IKE_FOLLOWUP_KE) is refused by b with
-    // NO_PROPOSAL_CHOSEN rather than rekeyed without it; both keep the SA.
-    let optional = "aes256gcm16-prfsha384-x25519-ke1_mlkem768-ke1_none";
-    let mut p = established(optional, PQ, test_config());
-    assert_eq!(up(&p.events_a).unwrap().addke[0], Some(KeGroup::MlKem768));
-    let sa_a = match p
-        .events_a
-        .iter()
-        .find(|e| matches!(e, Event::IkeSaUp { .. }))
-    {
-        Some(Event::IkeSaUp { ike_sa, .. }) => *ike_sa,
-        _ => unreachable!(),
-    };
-    p.events_a.clear();
-    p.events_b.clear();
-    p.a.rekey_ike_sa(p.now, sa_a).unwrap();
-    p.run(&[], 600_000);
-    assert!(
-        matches!(
-            p.events_a[..],
-            [Event::IkeRekeyFailed {
-                notify: NotifyType::NO_PROPOSAL_CHOSEN,
-                ..
-            }]
-        ),
-        "{:?}",
-        p.events_a
-    );
-    assert!(p.events_b.is_empty(), "{:?}", p.events_b);
-    assert_eq!((p.a.ike_sa_count(), p.b.ike_sa_count()), (1, 1));
-    p.a.check_liveness(p.now, sa_a).unwrap();
-    p.run(&[], 600_000);
-    assert!(p
-        .events_a
-        .iter()
-        .any(|e| matches!(e, Event::PeerAlive { .. })));
+        .filter_map(|e| match e {
+            Event::IkeSaRekeyed { new, .. } => Some(*new),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(new.len(), 1, "{events:?}");
+    new[0]
+}
 
-    // Optional: the IKE SA rekeys (without ADDKE), both sides agree.
+fn first_up(events: &[Event]) -> u64 {
+    events
+        .iter()
+        .find_map(|e| match e {
+            Event::IkeSaUp { ike_sa, .. } => Some(*ike_sa),
+            _ => None,
+        })
+        .unwrap()
+}
+
+#[test]
+fn ike_sa_rekeys_run_the_additional_exchanges_in_ike_followup_ke() {
+    // RFC 9370 2.2.4: an IKE SA that ran ML-KEM rekeys with it again, the
+    // additional exchange in an IKE_FOLLOWUP_KE exchange after the
+    // CREATE_CHILD_SA one. Required on both sides, either side starting;
+    // optional on one or both (the SA ran ML-KEM, so the rekey offers it
+    // and it is chosen). Twice in a row (the rekeyed SA rekeys), then a
+    // CHILD_SA rekey on the new SA.
     let optional = "aes256gcm16-prfsha384-x25519-ke1_mlkem768-ke1_none";
-    let mut p = established(optional, optional, test_config());
-    let sa_b = match p
-        .events_b
-        .iter()
-        .find(|e| matches!(e, Event::IkeSaUp { .. }))
-    {
-        Some(Event::IkeSaUp { ike_sa, .. }) => *ike_sa,
-        _ => unreachable!(),
-    };
-    p.events_a.clear();
-    p.events_b.clear();
-    p.b.rekey_ike_sa(p.now, sa_b).unwrap();
-    p.run(&[], 600_000);
-    assert!(failures(&p.events_a).is_empty() && failures(&p.events_b).is_empty());
-    assert!(p
-        .events_a
-        .iter()
-        .any(|e| matches!(e, Event::IkeSaRekeyed { .. })));
-    assert!(p
-        .events_b
-        .iter()
-        .any(|e| matches!(e, Event::IkeSaRekeyed { .. })));
+    for (ike_a, ike_b, by_a) in [
+        (PQ, PQ, true),
+        (PQ, PQ, false),
+        (optional, PQ, true),
+        (optional, optional, false),
+    ] {
+        let what = format!(
+            "{ike_a} / {ike_b}, rekey by {}",
+            if by_a { "a" } else { "b" }
+        );
+        let mut p = established(ike_a, ike_b, test_config());
+        assert_eq!(up(&p.events_a).unwrap().addke[0], Some(KeGroup::MlKem768));
+        let (mut sa_a, mut sa_b) = (first_up(&p.events_a), first_up(&p.events_b));
+        let child = children(&p.events_a)[0].inbound_spi;
+        for round in 0..2 {
+            p.events_a.clear();
+            p.events_b.clear();
+            p.sent.clear();
+            if by_a {
+                p.a.rekey_ike_sa(p.now, sa_a).unwrap();
+            } else {
+                p.b.rekey_ike_sa(p.now, sa_b).unwrap();
+            }
+            p.run(&[], 600_000);
+            assert!(
+                failures(&p.events_a).is_empty() && failures(&p.events_b).is_empty(),
+                "{what}, round {round}: {:?} {:?}",
+                p.events_a,
+                p.events_b
+            );
+            let (new_a, new_b) = (rekeyed(&p.events_a), rekeyed(&p.events_b));
+            // One CREATE_CHILD_SA and one IKE_FOLLOWUP_KE exchange (its
+            // request, 1184 bytes of ML-KEM key, goes in fragments: one
+            // message ID).
+            let mut requests: Vec<(ExchangeType, u32)> = p
+                .sent
+                .iter()
+                .map(header_of)
+                .filter(|h| !h.1 && h.0 != ExchangeType::INFORMATIONAL)
+                .map(|h| (h.0, h.2))
+                .collect();
+            requests.dedup();
+            let requests: Vec<ExchangeType> = requests.into_iter().map(|r| r.0).collect();
+            assert_eq!(
+                requests,
+                [ExchangeType::CREATE_CHILD_SA, ExchangeType::IKE_FOLLOWUP_KE],
+                "{what}, round {round}"
+            );
+            // Both derived the same keys for the same new SA, which has
+            // ML-KEM-768 in its suite.
+            let secrets = |e: &Engine<SeededRng>, id| {
+                e.ike_sa_secrets()
+                    .into_iter()
+                    .find(|s| s.ike_sa == id)
+                    .expect("the new SA")
+            };
+            let (ka, kb) = (secrets(&p.a, new_a), secrets(&p.b, new_b));
+            assert_eq!((ka.spi_i, ka.spi_r), (kb.spi_i, kb.spi_r), "{what}");
+            assert_eq!(ka.sk_ei.expose(), kb.sk_ei.expose(), "{what}");
+            assert_eq!(ka.sk_er.expose(), kb.sk_er.expose(), "{what}");
+            assert_eq!(ka.suite.addke[0], Some(KeGroup::MlKem768), "{what}");
+            assert_eq!(kb.suite.addke[0], Some(KeGroup::MlKem768), "{what}");
+            // The new SA carries requests; the old ones are gone.
+            p.events_a.clear();
+            p.a.check_liveness(p.now, new_a).unwrap();
+            p.run(&[], 600_000);
+            assert!(
+                p.events_a
+                    .iter()
+                    .any(|e| matches!(e, Event::PeerAlive { .. })),
+                "{what}: {:?}",
+                p.events_a
+            );
+            assert_eq!((p.a.ike_sa_count(), p.b.ike_sa_count()), (1, 1), "{what}");
+            (sa_a, sa_b) = (new_a, new_b);
+        }
+        // The CHILD_SA moved to the new SA: it rekeys there.
+        p.events_a.clear();
+        p.events_b.clear();
+        p.a.rekey_child_sa(p.now, sa_a, child).unwrap();
+        p.run(&[], 600_000);
+        assert_eq!(children(&p.events_a).len(), 1, "{what}: {:?}", p.events_a);
+        assert_same_child(children(&p.events_a)[0], children(&p.events_b)[0]);
+    }
 }
 
 /// A random source that records every draw, so the test can find the

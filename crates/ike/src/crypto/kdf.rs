@@ -25,7 +25,25 @@ pub fn rekey_skeyseed(
     ni: &[u8],
     nr: &[u8],
 ) -> SecretBytes {
-    prf.compute(old_sk_d, &[new_shared_secret, ni, nr])
+    rekey_skeyseed_with_additional(prf, old_sk_d, new_shared_secret, ni, nr, &[])
+}
+
+/// SKEYSEED of a new IKE SA whose rekey ran RFC 9370 additional key
+/// exchanges (IKE_FOLLOWUP_KE, RFC 9370 section 2.2.4):
+/// prf(SK_d (old), SK(0) | Ni | Nr | SK(1) | ... | SK(n)), SK(0) the
+/// CREATE_CHILD_SA exchange's shared secret and SK(1..n) the additional
+/// exchanges', in order. With none it is [`rekey_skeyseed`].
+pub fn rekey_skeyseed_with_additional(
+    prf: Prf,
+    old_sk_d: &[u8],
+    first_shared_secret: &[u8],
+    ni: &[u8],
+    nr: &[u8],
+    additional_shared_secrets: &[&[u8]],
+) -> SecretBytes {
+    let mut parts: Vec<&[u8]> = vec![first_shared_secret, ni, nr];
+    parts.extend_from_slice(additional_shared_secrets);
+    prf.compute(old_sk_d, &parts)
 }
 
 /// The seven IKE SA keys (RFC 7296 section 2.14). For AEAD suites SK_ai

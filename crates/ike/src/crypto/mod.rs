@@ -21,7 +21,9 @@ pub mod transform;
 
 pub use cert::CertError;
 pub use error::CryptoError;
-pub use kdf::{rekey_skeyseed, skeyseed, ChildSaKeys, EspKeys, IkeSaKeys};
+pub use kdf::{
+    rekey_skeyseed, rekey_skeyseed_with_additional, skeyseed, ChildSaKeys, EspKeys, IkeSaKeys,
+};
 pub use ke::KeyExchange;
 pub use proposal::{
     parse_esp_proposals, parse_ike_proposals, select_esp, select_ike, ChildSuite, EspProposal,

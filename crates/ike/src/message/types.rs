@@ -95,6 +95,9 @@ registry! {
         INFORMATIONAL = 37,
         /// IKE_INTERMEDIATE (RFC 9242, used by RFC 9370 additional key exchanges).
         IKE_INTERMEDIATE = 43,
+        /// IKE_FOLLOWUP_KE (RFC 9370 2.2.4): an additional key exchange
+        /// after a CREATE_CHILD_SA exchange.
+        IKE_FOLLOWUP_KE = 44,
     }
 }
 
@@ -270,6 +273,9 @@ registry! {
         TEMPORARY_FAILURE = 43,
         /// The CHILD_SA to rekey or to create a CHILD_SA under was not found.
         CHILD_SA_NOT_FOUND = 44,
+        /// RFC 9370: an IKE_FOLLOWUP_KE request whose link names no
+        /// exchange the responder holds.
+        STATE_NOT_FOUND = 47,
         /// RFC 9611: the responder creates no more CHILD_SAs with these
         /// traffic selectors (per-resource SAs).
         TS_MAX_QUEUE = 48,

@@ -412,6 +412,7 @@ impl IkeSa {
     /// rekeying is not implemented: answered NO_ADDITIONAL_SAS.
     pub(super) fn on_create_child_request(
         &mut self,
+        now: Time,
         inner: &Inner,
         conn: &Connection,
         rng: &mut dyn RandomSource,
@@ -420,7 +421,7 @@ impl IkeSa {
         let refuse = |n: Notify| (vec![Payload::Notify(n)], Vec::new());
         if let Some(Payload::Sa(sa)) = inner.find(PayloadType::SA) {
             if sa.0.iter().any(|p| p.protocol == ProtocolId::IKE) {
-                return self.respond_rekey_ike(inner, conn, rng, out);
+                return self.respond_rekey_ike(now, inner, conn, rng, out);
             }
         }
         if let Some(n) = inner.notify(NotifyType::REKEY_SA) {

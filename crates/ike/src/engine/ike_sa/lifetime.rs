@@ -238,7 +238,10 @@ impl IkeSa {
                 out.reauth.push(self.id);
             } else if !self.replaced && at(life.rekey_at, now) {
                 life.rekey_at = None;
-                if self.ike_rekey.is_none() && !self.pending.contains(&OwnRequest::RekeyIke) {
+                if self.ike_rekey.is_none()
+                    && self.followup_i.is_none()
+                    && !self.pending.contains(&OwnRequest::RekeyIke)
+                {
                     self.pending.push_back(OwnRequest::RekeyIke);
                 }
             }

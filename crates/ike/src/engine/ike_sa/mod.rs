@@ -6,13 +6,15 @@
 //! [`create_child`] (CHILD_SA rekey and new CHILD_SAs, simultaneous
 //! rekeys), [`rekey_ike`] (IKE SA rekey, simultaneous IKE SA rekeys),
 //! [`lifetime`] (soft and hard limits, keepalives), [`intermediate`] (RFC 9370
-//! additional key exchanges in IKE_INTERMEDIATE), [`fragment`] (RFC 7383
+//! additional key exchanges in IKE_INTERMEDIATE), [`followup`] (RFC 9370
+//! IKE SA rekeys with additional key exchanges: IKE_FOLLOWUP_KE), [`fragment`] (RFC 7383
 //! reassembly and fragmenting our messages) and [`replay`] (recorded exchanges
 //! for known-answer tests).
 use std::net::SocketAddr;
 
 mod create_child;
 mod establish;
+mod followup;
 mod fragment;
 mod informational;
 mod intermediate;
@@ -233,6 +235,12 @@ pub(crate) struct IkeSa {
     create: Option<RekeyState>,
     /// Our IKE SA rekey in flight.
     ike_rekey: Option<IkeRekeyState>,
+    /// Our IKE SA rekey past its CREATE_CHILD_SA exchange, in its
+    /// IKE_FOLLOWUP_KE exchanges (RFC 9370 2.2.4).
+    followup_i: Option<followup::Initiator>,
+    /// The peer's IKE SA rekey answered, waiting for its IKE_FOLLOWUP_KE
+    /// requests.
+    followup_r: Option<followup::Responder>,
     /// Peer rekeys of the CHILD_SA our own rekey in flight replaces
     /// (RFC 7296 2.8.1), for the lowest-nonce rule when ours completes.
     collisions: Vec<Collision>,
@@ -401,6 +409,8 @@ impl IkeSa {
             rekey: None,
             create: None,
             ike_rekey: None,
+            followup_i: None,
+            followup_r: None,
             collisions: Vec::new(),
             life: None,
             local_nat: false,
@@ -658,6 +668,12 @@ impl IkeSa {
                 };
                 self.on_rekey_child_response(now, inner, conn, cfg, rng, out)
             }
+            (State::Established, ExchangeType::IKE_FOLLOWUP_KE) if self.followup_i.is_some() => {
+                let Some(inner) = self.open_response(reassembled, datagram, out) else {
+                    return;
+                };
+                self.on_followup_response(now, inner, conn, cfg, rng, out)
+            }
             (State::IntermediateSent, ExchangeType::IKE_INTERMEDIATE) => {
                 let Some(inner) = self.open_response(reassembled, datagram, out) else {
                     return;
@@ -781,7 +797,10 @@ impl IkeSa {
                 (self.on_informational(now, inner, cfg, out), Vec::new())
             }
             (Some(inner), State::Established, ExchangeType::CREATE_CHILD_SA) => {
-                self.on_create_child_request(&inner, conn, rng, out)
+                self.on_create_child_request(now, &inner, conn, rng, out)
+            }
+            (Some(inner), State::Established, ExchangeType::IKE_FOLLOWUP_KE) => {
+                self.on_followup_request(&inner, rng, out)
             }
             _ => {
                 out.stats.unexpected += 1;
@@ -818,6 +837,7 @@ impl IkeSa {
             self.outstanding.as_ref().map(|o| o.next_at),
             self.expires,
             self.next_life_timeout(cfg),
+            self.followup_deadline(),
         ]
         .into_iter()
         .flatten()
@@ -829,6 +849,7 @@ impl IkeSa {
         if self.expires.is_some_and(|t| now >= t) {
             return false;
         }
+        self.expire_followup(now);
         let Some(o) = self.outstanding.as_mut() else {
             return true;
         };

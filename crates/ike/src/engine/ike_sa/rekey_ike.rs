@@ -33,7 +33,9 @@ impl IkeSa {
     /// g^ir (new) | Ni | Nr) with the old PRF (RFC 7296 2.18, as strongSwan
     /// does), keys with the new suite and SPIs, message IDs from 0, the
     /// CHILD_SAs are moved by the caller. `role` is ours in the rekey
-    /// exchange.
+    /// exchange. `shared`: the CREATE_CHILD_SA exchange's shared secret,
+    /// then those of the RFC 9370 additional exchanges (IKE_FOLLOWUP_KE),
+    /// which go after the nonces (RFC 9370 2.2.4).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn rekeyed_ike_sa(
         &mut self,
@@ -42,18 +44,23 @@ impl IkeSa {
         suite: IkeSuite,
         ni: Vec<u8>,
         nr: Vec<u8>,
-        shared: &crypto::SecretBytes,
+        shared: &[crypto::SecretBytes],
     ) -> Result<IkeSa, EngineError> {
         let (old_suite, old_keys) = self
             .suite
             .zip(self.keys.as_ref())
             .ok_or(EngineError::Protocol("no keys"))?;
-        let skeyseed = crypto::rekey_skeyseed(
+        let (first, additional) = shared
+            .split_first()
+            .ok_or(EngineError::Protocol("no shared secret"))?;
+        let additional: Vec<&[u8]> = additional.iter().map(|s| s.expose()).collect();
+        let skeyseed = crypto::rekey_skeyseed_with_additional(
             old_suite.prf,
             old_keys.sk_d.expose(),
-            shared.expose(),
+            first.expose(),
             &ni,
             &nr,
+            &additional,
         );
         let id = if role == Role::Initiator {
             spi_i
@@ -86,6 +93,24 @@ impl IkeSa {
         Ok(sa)
     }
 
+    /// The IKE proposals our rekey of this SA offers. When this SA ran
+    /// additional key exchanges, the peer has RFC 9370 and the
+    /// connection's proposals go as configured: their additional
+    /// exchanges follow in IKE_FOLLOWUP_KE exchanges (RFC 9370 2.2.4).
+    /// Otherwise only those whose additional exchanges are all optional,
+    /// without them: a peer without RFC 9370 rejects a proposal with
+    /// transform types it does not know (RFC 7296 3.3.6).
+    fn rekey_offer(&self, conn: &Connection) -> Vec<crypto::IkeProposal> {
+        let ran_addke = self
+            .suite
+            .is_some_and(|s| s.additional_exchanges().next().is_some());
+        if ran_addke {
+            conn.proposals.clone()
+        } else {
+            intermediate::rekey_proposals(&conn.proposals)
+        }
+    }
+
     pub(super) fn send_rekey_ike(
         &mut self,
         now: Time,
@@ -95,9 +120,7 @@ impl IkeSa {
         out: &mut Output,
     ) -> Result<(), EngineError> {
         let suite = self.suite.ok_or(EngineError::Protocol("no suite"))?;
-        // No IKE_FOLLOWUP_KE (RFC 9370 2.2.4): only proposals whose
-        // additional key exchanges are optional, without them.
-        let proposals = intermediate::rekey_proposals(&conn.proposals);
+        let proposals = self.rekey_offer(conn);
         if proposals.is_empty() {
             out.events.push_back(Event::IkeRekeyFailed {
                 ike_sa: self.id,
@@ -181,14 +204,13 @@ impl IkeSa {
             inner.find(PayloadType::KE),
             nonce_of(&inner.payloads),
         ) {
-            ([(_, transforms, spi)], Some(Payload::Ke(theirs)), Some(nr)) => {
-                intermediate::rekey_proposals(&conn.proposals)
-                    .iter()
-                    .find_map(|p| p.select(transforms))
-                    .filter(|s| s.ke == st.ke.group() && theirs.group == s.ke.id())
-                    .zip(<[u8; 8]>::try_from(&spi[..]).ok().map(u64::from_be_bytes))
-                    .map(|(suite, spi_r)| (suite, spi_r, theirs.data.clone(), nr))
-            }
+            ([(_, transforms, spi)], Some(Payload::Ke(theirs)), Some(nr)) => self
+                .rekey_offer(conn)
+                .iter()
+                .find_map(|p| p.select(transforms))
+                .filter(|s| s.ke == st.ke.group() && theirs.group == s.ke.id())
+                .zip(<[u8; 8]>::try_from(&spi[..]).ok().map(u64::from_be_bytes))
+                .map(|(suite, spi_r)| (suite, spi_r, theirs.data.clone(), nr)),
             _ => None,
         };
         let Some((suite, spi_r, their_ke, nr)) = accepted else {
@@ -202,15 +224,55 @@ impl IkeSa {
             out.events.push_back(refused(NotifyType::INVALID_SYNTAX));
             return self.pump(now, conn, cfg, rng, out);
         };
-        let ours_lowest = st.ni.as_slice().min(nr.as_slice()).to_vec();
-        let mut new = self.rekeyed_ike_sa(
-            Role::Initiator,
+        if suite.additional_exchanges().next().is_some() {
+            // RFC 9370 2.2.4: the additional key exchanges follow in
+            // IKE_FOLLOWUP_KE exchanges on this SA; the new SA comes when
+            // the last is done.
+            let link = inner.notify(NotifyType::ADDITIONAL_KEY_EXCHANGE);
+            let (Some(link), None) = (link, self.ike_collision.as_ref()) else {
+                // No link to follow up on; or the peer's own rekey of this
+                // SA was answered meanwhile (a collision), which stands.
+                self.yield_to_peer_rekey(out);
+                out.events.push_back(refused(NotifyType::INVALID_SYNTAX));
+                return self.pump(now, conn, cfg, rng, out);
+            };
+            let link = link.data.clone();
+            let state = followup::Initiator::new(st.new_spi_i, spi_r, suite, st.ni, nr, shared);
+            return self.send_followup(now, state, link, cfg, rng, out);
+        }
+        self.finish_rekey_ike(
+            now,
             (st.new_spi_i, spi_r),
             suite,
-            st.ni,
-            nr,
-            &shared,
-        )?;
+            (st.ni, nr),
+            &[shared],
+            conn,
+            cfg,
+            rng,
+            out,
+        )
+    }
+
+    /// Our rekey of this SA is complete (its CREATE_CHILD_SA exchange, and
+    /// the IKE_FOLLOWUP_KE exchanges when it had additional key
+    /// exchanges): the new SA takes the CHILD_SAs and this one is deleted,
+    /// or, after a collision lost, the other way round.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn finish_rekey_ike(
+        &mut self,
+        now: Time,
+        (new_spi_i, spi_r): (u64, u64),
+        suite: IkeSuite,
+        (ni, nr): (Vec<u8>, Vec<u8>),
+        shared: &[crypto::SecretBytes],
+        conn: &Connection,
+        cfg: &EngineConfig,
+        rng: &mut dyn RandomSource,
+        out: &mut Output,
+    ) -> Result<(), EngineError> {
+        let ours_lowest = ni.as_slice().min(nr.as_slice()).to_vec();
+        let mut new =
+            self.rekeyed_ike_sa(Role::Initiator, (new_spi_i, spi_r), suite, ni, nr, shared)?;
         self.replaced = true;
         self.pending.retain(|r| *r != OwnRequest::RekeyIke);
         // RFC 7296 2.8.2: both sides rekeyed this SA at once. The new SA
@@ -256,6 +318,7 @@ impl IkeSa {
     /// one next.
     pub(super) fn respond_rekey_ike(
         &mut self,
+        now: Time,
         inner: &Inner,
         conn: &Connection,
         rng: &mut dyn RandomSource,
@@ -280,16 +343,38 @@ impl IkeSa {
             // test). The peer tries again later.
             return refuse(Notify::ike(NotifyType::TEMPORARY_FAILURE, Vec::new()));
         }
+        if self.followup_pending() {
+            // An IKE SA rekey with IKE_FOLLOWUP_KE exchanges is under way
+            // (either side's): the peer tries again later.
+            return refuse(Notify::ike(NotifyType::TEMPORARY_FAILURE, Vec::new()));
+        }
         let offered = match inner.find(PayloadType::SA) {
             Some(Payload::Sa(sa)) => wire::offered(sa, ProtocolId::IKE),
             _ => Vec::new(),
         };
-        let Some((number, suite)) = select_ike(
-            &intermediate::rekey_proposals(&conn.proposals),
-            offered.iter().map(|(n, t, _)| (*n, &t[..])),
-        ) else {
+        // RFC 9370 2.2.4: a proposal with additional key exchanges is
+        // taken as configured, they follow in IKE_FOLLOWUP_KE exchanges;
+        // else one whose additional exchanges are all optional, without
+        // them.
+        let offered_transforms = || offered.iter().map(|(n, t, _)| (*n, &t[..]));
+        let Some((number, suite)) =
+            select_ike(&conn.proposals, offered_transforms()).or_else(|| {
+                select_ike(
+                    &intermediate::rekey_proposals(&conn.proposals),
+                    offered_transforms(),
+                )
+            })
+        else {
             return refuse(Notify::ike(NotifyType::NO_PROPOSAL_CHOSEN, Vec::new()));
         };
+        let followups = suite.additional_exchanges().next().is_some();
+        if followups && self.ike_rekey.is_some() {
+            // Our own rekey of this SA is outstanding: a collision that
+            // the nonces would decide only once the peer's additional
+            // exchanges are done; refused instead (RFC 7296 2.25), each
+            // side tries again after its own delay.
+            return refuse(Notify::ike(NotifyType::TEMPORARY_FAILURE, Vec::new()));
+        }
         let peer_spi = offered
             .iter()
             .find(|(n, _, _)| *n == number)
@@ -313,6 +398,38 @@ impl IkeSa {
         let Ok((ours, shared, nr, spi_r)) = built else {
             return refuse(Notify::ike(NotifyType::INVALID_SYNTAX, Vec::new()));
         };
+        if followups {
+            let Ok(link) = random_bytes(rng, followup::LINK_LEN) else {
+                return refuse(Notify::ike(NotifyType::TEMPORARY_FAILURE, Vec::new()));
+            };
+            self.followup_r = Some(followup::Responder::new(
+                now,
+                peer_spi,
+                spi_r,
+                suite,
+                ni,
+                nr.clone(),
+                shared,
+                link.clone(),
+            ));
+            return (
+                vec![
+                    Payload::Sa(SecurityAssociation(vec![wire::proposal(
+                        number,
+                        ProtocolId::IKE,
+                        spi_r.to_be_bytes().to_vec(),
+                        &suite.transforms(),
+                    )])),
+                    Payload::Nonce(Nonce(nr)),
+                    Payload::Ke(KeyExchange {
+                        group: suite.ke.id(),
+                        data: ours.public_value().to_vec(),
+                    }),
+                    Payload::Notify(Notify::ike(NotifyType::ADDITIONAL_KEY_EXCHANGE, link)),
+                ],
+                Vec::new(),
+            );
+        }
         let collision = self.ike_rekey.is_some().then(|| (ni.clone(), nr.clone()));
         let Ok(mut new) = self.rekeyed_ike_sa(
             Role::Responder,
@@ -320,7 +437,7 @@ impl IkeSa {
             suite,
             ni,
             nr.clone(),
-            &shared,
+            &[shared],
         ) else {
             return refuse(Notify::ike(NotifyType::TEMPORARY_FAILURE, Vec::new()));
         };
