@@ -269,3 +269,19 @@ fn timed_rekeys_case_found_by_ci_2026_12_02() {
     ];
     timed_rekeys_keep_one_child_sa(&fates, 1722, 0).unwrap();
 }
+
+/// A case the property found on 2026-12-05 (session 24, shrunk by
+/// proptest): an IKE SA rekey collision that a lost, then a queued
+/// CHILD_SA rekey sent on the old IKE SA before the CHILD_SAs moved to the
+/// survivor; the new CHILD_SA stayed on the old IKE SA and the one it
+/// replaced was never deleted (two CHILD_SAs left on each side). The
+/// replaced SA now keeps such requests for the survivor.
+#[test]
+fn timed_rekeys_case_found_2026_12_05() {
+    use Fate::*;
+    let fates = [
+        Deliver, Deliver, Duplicate, Deliver, Deliver, Deliver, Drop, Drop, Drop, Drop, Deliver,
+        Drop, Deliver, Deliver, Deliver, Duplicate,
+    ];
+    timed_rekeys_keep_one_child_sa(&fates, 1002, 8407).unwrap();
+}

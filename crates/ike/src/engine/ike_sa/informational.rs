@@ -151,10 +151,22 @@ impl IkeSa {
         }
         // Requests queued earlier may have become moot (a CHILD_SA rekeyed
         // or deleted meanwhile, an IKE SA already replaced): skipped.
+        // Once this SA is replaced, those about the CHILD_SAs stay queued
+        // for the SA that takes the CHILD_SAs (`take_children`; after a
+        // lost rekey collision the engine moves them only once this call
+        // returns): a CHILD_SA rekeyed here then would be left behind on
+        // this SA with its old one never deleted (found by the timed-rekey
+        // property test, tests/engine_properties.rs).
+        let mut held = Vec::new();
         let request = loop {
             let Some(request) = self.pending.pop_front() else {
+                self.pending.extend(held);
                 return Ok(());
             };
+            if self.replaced && request.moves_with_children() {
+                held.push(request);
+                continue;
+            }
             let child = |spi: u32| self.children.iter().find(|c| c.inbound_spi == spi);
             let live = match request {
                 OwnRequest::RekeyChild { inbound_spi } => {
@@ -175,6 +187,9 @@ impl IkeSa {
                 }
             };
             if live {
+                for r in held.into_iter().rev() {
+                    self.pending.push_front(r);
+                }
                 break request;
             }
             if request == OwnRequest::CreateChild {

@@ -398,20 +398,10 @@ impl IkeSa {
     /// move to the IKE SA that replaces this one (rekey, RFC 7296 2.8.2).
     /// A queued delete of a redundant CHILD_SA must go with it.
     pub fn take_children(&mut self) -> (Vec<ChildRef>, Vec<OwnRequest>) {
-        let (requests, rest): (Vec<_>, Vec<_>) = self.pending.drain(..).partition(|r| {
-            matches!(
-                r,
-                OwnRequest::RekeyChild { .. }
-                    | OwnRequest::DeleteChild { .. }
-                    // The peer moves the CHILD_SA we refused with the
-                    // others: its delete goes on the new IKE SA.
-                    | OwnRequest::DeleteRefused { .. }
-                    // RFC 9611 per-resource CHILD_SAs still to create,
-                    // and the connection's own.
-                    | OwnRequest::CreateResource
-                    | OwnRequest::CreateChild
-            )
-        });
+        let (requests, rest): (Vec<_>, Vec<_>) = self
+            .pending
+            .drain(..)
+            .partition(OwnRequest::moves_with_children);
         self.pending = rest.into();
         (std::mem::take(&mut self.children), requests)
     }

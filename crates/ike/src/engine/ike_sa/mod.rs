@@ -110,6 +110,25 @@ pub(crate) enum OwnRequest {
     CreateChild,
 }
 
+impl OwnRequest {
+    /// A request about the CHILD_SAs, which goes with them to the IKE SA
+    /// that replaces this one ([`IkeSa::take_children`]).
+    fn moves_with_children(&self) -> bool {
+        matches!(
+            self,
+            OwnRequest::RekeyChild { .. }
+                | OwnRequest::DeleteChild { .. }
+                // The peer moves the CHILD_SA we refused with the
+                // others: its delete goes on the new IKE SA.
+                | OwnRequest::DeleteRefused { .. }
+                // RFC 9611 per-resource CHILD_SAs still to create, and
+                // the connection's own.
+                | OwnRequest::CreateResource
+                | OwnRequest::CreateChild
+        )
+    }
+}
+
 /// Our CREATE_CHILD_SA request that rekeys the IKE SA.
 struct IkeRekeyState {
     new_spi_i: u64,
