@@ -712,6 +712,9 @@ impl IkeSa {
                         NotifyType::SA_RESOURCE_INFO,
                         Vec::new(),
                     )));
+                    // The per-resource SAs the initiator does not create
+                    // itself by then, we do (`lifetime::topup_resources`).
+                    self.resource_topup_at = Some(now + super::lifetime::RESOURCE_TOPUP_DELAY_MS);
                 }
                 self.children.push(ChildRef::of(&child));
                 events.push(Event::ChildSaInstalled(Box::new(child)));

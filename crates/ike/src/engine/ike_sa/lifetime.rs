@@ -114,6 +114,11 @@ impl ChildLife {
     }
 }
 
+/// How long the IKE responder leaves the initiator to create RFC 9611
+/// per-resource CHILD_SAs before it creates the missing ones itself
+/// ([`IkeSa::topup_resources`]).
+pub(super) const RESOURCE_TOPUP_DELAY_MS: u64 = 2_000;
+
 impl IkeSa {
     /// Arms the limits of this SA once it is established and of each
     /// CHILD_SA that has none yet (called by the engine after every
@@ -196,9 +201,11 @@ impl IkeSa {
                 .flatten();
             [soft, hard].into_iter().flatten()
         });
+        let topup = self.resource_topup_at.filter(|_| !self.replaced);
         ike.chain(children)
             .chain(self.keepalive_at(cfg))
             .chain(redundant)
+            .chain(topup)
             .min()
     }
 
@@ -246,6 +253,10 @@ impl IkeSa {
                 }
             }
         }
+        if at(self.resource_topup_at, now) {
+            self.resource_topup_at = None;
+            self.topup_resources(conn);
+        }
         for i in 0..self.children.len() {
             let l = self.children[i].life.unwrap_or_default();
             if self.children[i].state != ChildState::Expired && at(l.expire_at, now) {
@@ -256,6 +267,45 @@ impl IkeSa {
         }
         self.keepalive(now, cfg, out);
         let _ = self.pump(now, conn, cfg, rng, out);
+    }
+
+    /// RFC 9611 as the IKE responder: both sides want per-resource
+    /// CHILD_SAs (the initiator sent SA_RESOURCE_INFO in IKE_AUTH, we
+    /// echoed it), and by [`RESOURCE_TOPUP_DELAY_MS`] after IKE_AUTH the
+    /// initiator has not made the group `per_resource_sas` strong: we ask
+    /// for the rest, as an initiator would. An initiator that creates them
+    /// at once (espgw) is done by then, so the two do not both add
+    /// (which would leave more than either wants); one that creates them
+    /// only when its kernel asks per CPU (strongSwan 6 on Linux XFRM, and
+    /// never with kernel-libipsec) leaves them to us. Either side's
+    /// TS_MAX_QUEUE ends the series.
+    fn topup_resources(&mut self, conn: &Connection) {
+        if self.replaced || conn.per_resource_sas < 2 {
+            return;
+        }
+        let Some(first) = self
+            .children
+            .iter()
+            .find(|c| c.state == ChildState::Installed)
+        else {
+            return;
+        };
+        let have = self
+            .children
+            .iter()
+            .filter(|c| {
+                c.state == ChildState::Installed && c.same_ts(&first.local_ts, &first.remote_ts)
+            })
+            .count();
+        let queued = self
+            .pending
+            .iter()
+            .filter(|r| **r == OwnRequest::CreateResource)
+            .count();
+        let want = conn.per_resource_sas as usize;
+        for _ in (have + queued)..want {
+            self.pending.push_back(OwnRequest::CreateResource);
+        }
     }
 
     fn keepalive(&mut self, now: Time, cfg: &EngineConfig, out: &mut Output) {

@@ -260,6 +260,10 @@ pub(crate) struct IkeSa {
     /// The peer's IKE SA rekey answered, waiting for its IKE_FOLLOWUP_KE
     /// requests.
     followup_r: Option<followup::Responder>,
+    /// Responder with RFC 9611 per-resource CHILD_SAs wanted on both
+    /// sides: when to create those the initiator has not created itself
+    /// (`lifetime::RESOURCE_TOPUP_DELAY_MS` after IKE_AUTH).
+    resource_topup_at: Option<Time>,
     /// Peer rekeys of the CHILD_SA our own rekey in flight replaces
     /// (RFC 7296 2.8.1), for the lowest-nonce rule when ours completes.
     collisions: Vec<Collision>,
@@ -430,6 +434,7 @@ impl IkeSa {
             ike_rekey: None,
             followup_i: None,
             followup_r: None,
+            resource_topup_at: None,
             collisions: Vec::new(),
             life: None,
             local_nat: false,
