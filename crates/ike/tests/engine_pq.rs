@@ -684,4 +684,74 @@ proptest! {
         prop_assert_eq!((ca.len(), cb.len()), (1, 1));
         assert_same_child(ca[0], cb[0]);
     }
+
+    /// An IKE SA rekey with IKE_FOLLOWUP_KE exchanges (one or two
+    /// additional exchanges, the ML-KEM key in fragments or not, either
+    /// side starting) through any finite pattern of loss, duplication and
+    /// reordering: the rekey completes with the same keys on both sides,
+    /// or it fails without harm (the old SA stays on both, or it timed out
+    /// as any unanswered request does); never two live SAs on one side or
+    /// a half-made one, and the CHILD_SA stays the same.
+    #[test]
+    fn ike_sa_rekey_with_followups_under_a_lossy_network(
+        fates in proptest::collection::vec(fate(), 0..30),
+        small_fragments in any::<bool>(),
+        two in any::<bool>(),
+        by_a in any::<bool>(),
+    ) {
+        let ike = if two { "aes128gcm16-prfsha256-x25519-ke1_mlkem768-ke2_mlkem512" } else { PQ };
+        let (a, b) = connections(PSK, PSK, ike, ike, "aes256gcm16", "aes256gcm16");
+        let mut cfg = EngineConfig { max_retransmits: 64, ..test_config() };
+        if small_fragments {
+            cfg.fragment_size = 160;
+        }
+        let mut p = Pair::new(a, b, cfg);
+        p.a.initiate(0, 0).unwrap();
+        p.run(&[], 600_000);
+        let (sa_a, sa_b) = (first_up(&p.events_a), first_up(&p.events_b));
+        let child = children(&p.events_a)[0].inbound_spi;
+        p.events_a.clear();
+        p.events_b.clear();
+        if by_a {
+            p.a.rekey_ike_sa(p.now, sa_a).unwrap();
+        } else {
+            p.b.rekey_ike_sa(p.now, sa_b).unwrap();
+        }
+        p.run(&fates, 600_000);
+        let rekeyed = |ev: &[Event]| -> Vec<u64> {
+            ev.iter().filter_map(|e| match e {
+                Event::IkeSaRekeyed { new, .. } => Some(*new),
+                _ => None,
+            }).collect()
+        };
+        let dead = |ev: &[Event]| ev.iter().any(|e| matches!(e, Event::IkeSaFailed { .. }));
+        let (ra, rb) = (rekeyed(&p.events_a), rekeyed(&p.events_b));
+        prop_assert!(ra.len() <= 1 && rb.len() <= 1, "{:?} {:?}", p.events_a, p.events_b);
+        let auth_failed = p.events_a.iter().chain(&p.events_b).any(|e| matches!(e, Event::AuthFailed { .. }));
+        prop_assert!(!auth_failed);
+        if dead(&p.events_a) || dead(&p.events_b) {
+            // A request that went unanswered through all its
+            // retransmissions ends its SA, as on any exchange.
+            return Ok(());
+        }
+        if ra.len() == 1 && rb.len() == 1 {
+            let secrets = |e: &Engine<SeededRng>, id| e.ike_sa_secrets().into_iter().find(|s| s.ike_sa == id);
+            let (ka, kb) = (secrets(&p.a, ra[0]), secrets(&p.b, rb[0]));
+            prop_assert!(ka.is_some() && kb.is_some());
+            let (ka, kb) = (ka.unwrap(), kb.unwrap());
+            prop_assert_eq!((ka.spi_i, ka.spi_r), (kb.spi_i, kb.spi_r));
+            prop_assert_eq!(ka.sk_ei.expose(), kb.sk_ei.expose());
+            prop_assert_eq!(ka.sk_er.expose(), kb.sk_er.expose());
+            prop_assert_eq!((p.a.ike_sa_count(), p.b.ike_sa_count()), (1, 1));
+        } else {
+            // Not rekeyed: on neither side, both keep the old SA.
+            prop_assert!(ra.is_empty() && rb.is_empty(), "{:?} {:?}", p.events_a, p.events_b);
+            prop_assert!(p.a.ike_sa_ids().contains(&sa_a) && p.b.ike_sa_ids().contains(&sa_b));
+        }
+        // The CHILD_SA was neither lost nor doubled.
+        let child_changed = p.events_a.iter().chain(&p.events_b)
+            .any(|e| matches!(e, Event::ChildSaDeleted { .. } | Event::ChildSaInstalled(_)));
+        prop_assert!(!child_changed, "{:?} {:?}", p.events_a, p.events_b);
+        let _ = child;
+    }
 }
