@@ -7,7 +7,11 @@
 //! state (established, rekeying, lingering) and can then corrupt, drop,
 //! duplicate, reorder or forge datagrams, move the clock and call the API.
 //!
-//! Input: a config byte, a seed byte, then operations (one byte each, some
+//! Input: a config byte (bit 0: small fragments; bits 1-2: cookies; bit 3:
+//! a NAT in front of a; bit 4: short lifetimes, bit 5 with reauthentication;
+//! bit 6: INVALID_KE_PAYLOAD; bit 7: ML-KEM-768 as an RFC 9370 additional
+//! key exchange, so IKE_INTERMEDIATE and, on IKE SA rekeys,
+//! IKE_FOLLOWUP_KE), a seed byte, then operations (one byte each, some
 //! followed by parameters; a missing parameter reads as 0):
 //! - 0: deliver the queue's first datagram;
 //! - 1: drop it;
@@ -94,12 +98,22 @@ impl Reader<'_> {
 }
 
 fn connections(config: u8) -> (Connection, Connection) {
-    let ike_b = if config & 0x40 != 0 {
-        // a's first group is x25519: IKE_SA_INIT and rekeys go through
-        // INVALID_KE_PAYLOAD.
-        "aes128gcm16-prfsha256-ecp256"
+    // Bit 7: ML-KEM-768 as an additional key exchange on both sides
+    // (RFC 9370: IKE_INTERMEDIATE when the SA is made, IKE_FOLLOWUP_KE
+    // when it is rekeyed).
+    let mlkem = config & 0x80 != 0;
+    let ike_a = if mlkem {
+        "aes128gcm16-prfsha256-x25519-ecp256-ke1_mlkem768"
     } else {
         "aes128gcm16-prfsha256-x25519-ecp256"
+    };
+    let ike_b = match (config & 0x40 != 0, mlkem) {
+        // a's first group is x25519: IKE_SA_INIT and rekeys go through
+        // INVALID_KE_PAYLOAD.
+        (true, false) => "aes128gcm16-prfsha256-ecp256",
+        (true, true) => "aes128gcm16-prfsha256-ecp256-ke1_mlkem768",
+        (false, false) => "aes128gcm16-prfsha256-x25519-ecp256",
+        (false, true) => "aes128gcm16-prfsha256-x25519-ecp256-ke1_mlkem768",
     };
     let esp_b = if config & 0x40 != 0 {
         "aes128gcm16-ecp256"
@@ -113,7 +127,7 @@ fn connections(config: u8) -> (Connection, Connection) {
         Identification::fqdn("a.example"),
         Some(Identification::fqdn("b.example")),
         b"fuzz psk",
-        "aes128gcm16-prfsha256-x25519-ecp256",
+        ike_a,
         "aes128gcm16-x25519-ecp256",
         &["10.1.0.0/24"],
         &["10.2.0.0/16"],
@@ -384,7 +398,9 @@ pub fn run(data: &[u8]) {
 pub fn seeds() -> Vec<Vec<u8>> {
     let deliver_all = [0u8; 24];
     let mut out = Vec::new();
-    for config in [0x00u8, 0x01, 0x02, 0x04, 0x08, 0x10, 0x30, 0x40, 0x19, 0x5b] {
+    for config in [
+        0x00u8, 0x01, 0x02, 0x04, 0x08, 0x10, 0x30, 0x40, 0x19, 0x5b, 0x80, 0x90, 0x91, 0xd0,
+    ] {
         let mut s = vec![config, config.wrapping_mul(7)];
         s.extend(deliver_all);
         // API calls on each side: CHILD_SA rekey by usage, IKE rekey,
