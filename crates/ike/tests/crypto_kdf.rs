@@ -437,3 +437,47 @@ fn secrets_do_not_print() {
         "{printed}"
     );
 }
+
+/// RFC 9370 2.2.4: the SKEYSEED of an IKE SA rekeyed with additional key
+/// exchanges is prf(SK_d (old), SK(0) | Ni | Nr | SK(1) | ... | SK(n)),
+/// checked against HMAC computed here with ring (not through the crate's
+/// PRF): every additional secret enters, after the nonces, in order; with
+/// none it is RFC 7296's rekeyed SKEYSEED.
+#[test]
+fn rekey_skeyseed_with_additional_secrets_is_rfc_9370_2_2_4() {
+    use espgw_ike::crypto::kdf::rekey_skeyseed_with_additional;
+    let sk_d = unhex("0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f20");
+    let sk0 = unhex("a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebf");
+    let sk1 = unhex("c0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedf");
+    let sk2 = unhex("e0e1e2e3e4e5e6e7e8e9eaebecedeeeff0f1f2f3f4f5f6f7f8f9fafbfcfdfeff");
+    let ni = unhex("1111111111111111111111111111111111111111111111111111111111111111");
+    let nr = unhex("2222222222222222222222222222222222222222222222222222222222222222");
+    for (prf, alg) in [
+        (Prf::HmacSha256, ring::hmac::HMAC_SHA256),
+        (Prf::HmacSha384, ring::hmac::HMAC_SHA384),
+        (Prf::HmacSha512, ring::hmac::HMAC_SHA512),
+    ] {
+        let independent = |parts: &[&[u8]]| {
+            let key = ring::hmac::Key::new(alg, &sk_d);
+            ring::hmac::sign(&key, &parts.concat()).as_ref().to_vec()
+        };
+        let with = |extra: &[&[u8]]| {
+            rekey_skeyseed_with_additional(prf, &sk_d, &sk0, &ni, &nr, extra)
+                .expose()
+                .to_vec()
+        };
+        assert_eq!(with(&[]), independent(&[&sk0, &ni, &nr]));
+        assert_eq!(
+            with(&[]),
+            rekey_skeyseed(prf, &sk_d, &sk0, &ni, &nr).expose().to_vec()
+        );
+        assert_eq!(with(&[&sk1]), independent(&[&sk0, &ni, &nr, &sk1]));
+        assert_eq!(
+            with(&[&sk1, &sk2]),
+            independent(&[&sk0, &ni, &nr, &sk1, &sk2])
+        );
+        // Each secret matters, and so does their order.
+        assert_ne!(with(&[&sk1]), with(&[]));
+        assert_ne!(with(&[&sk1, &sk2]), with(&[&sk2, &sk1]));
+    }
+}

@@ -392,6 +392,88 @@ fn ike_sa_rekeys_run_the_additional_exchanges_in_ike_followup_ke() {
     }
 }
 
+#[test]
+fn a_child_sa_rekey_during_the_peers_followups_waits_for_the_new_ike_sa() {
+    // a rekeys the IKE SA with ML-KEM; b has answered the CREATE_CHILD_SA
+    // (link given) when its own CHILD_SA rekey comes due. It waits: a's
+    // IKE_FOLLOWUP_KE moves the CHILD_SA to the new IKE SA, and the
+    // CHILD_SA rekey runs there. Before (found by review), b sent it on
+    // the old SA, which then had no CHILD_SA: the new CHILD_SA stayed on
+    // the old IKE SA and the one it replaced was never deleted.
+    let mut p = established(PQ, PQ, test_config());
+    let (sa_a, sa_b) = (first_up(&p.events_a), first_up(&p.events_b));
+    let (child_a, child_b) = (
+        children(&p.events_a)[0].inbound_spi,
+        children(&p.events_b)[0].inbound_spi,
+    );
+    p.events_a.clear();
+    p.events_b.clear();
+    p.a.rekey_ike_sa(p.now, sa_a).unwrap();
+    p.collect();
+    let request = p.queue.pop_front().expect("a's CREATE_CHILD_SA");
+    assert_eq!(header_of(&request).0, ExchangeType::CREATE_CHILD_SA);
+    p.deliver(request);
+    p.b.rekey_child_sa(p.now, sa_b, child_b).unwrap();
+    p.run(&[], 600_000);
+    assert!(failures(&p.events_a).is_empty() && failures(&p.events_b).is_empty());
+    let (new_a, new_b) = (rekeyed(&p.events_a), rekeyed(&p.events_b));
+    let (ca, cb) = (children(&p.events_a), children(&p.events_b));
+    assert_eq!(
+        (ca.len(), cb.len()),
+        (1, 1),
+        "{:?} {:?}",
+        p.events_a,
+        p.events_b
+    );
+    assert_same_child(ca[0], cb[0]);
+    // The new CHILD_SA replaces the old one, on the new IKE SA, and the
+    // old one is gone on both sides.
+    assert_eq!((ca[0].rekeys, cb[0].rekeys), (Some(child_a), Some(child_b)));
+    assert_eq!((ca[0].ike_sa, cb[0].ike_sa), (new_a, new_b));
+    for (ev, old) in [(&p.events_a, child_a), (&p.events_b, child_b)] {
+        assert!(ev.iter().any(
+            |e| matches!(e, Event::ChildSaDeleted { inbound_spi, .. } if *inbound_spi == old)
+        ));
+    }
+}
+
+#[test]
+fn simultaneous_ike_sa_rekeys_with_followups_settle_on_one() {
+    // Both sides rekey the ML-KEM IKE SA at once: each refuses the other's
+    // (TEMPORARY_FAILURE while its own is outstanding) and retries after a
+    // random delay, so one goes first and the other answers it. Before
+    // (found by review) the delay was fixed and they collided at every
+    // retry.
+    let mut p = established(PQ, PQ, test_config());
+    let (sa_a, sa_b) = (first_up(&p.events_a), first_up(&p.events_b));
+    p.events_a.clear();
+    p.events_b.clear();
+    p.a.rekey_ike_sa(p.now, sa_a).unwrap();
+    p.b.rekey_ike_sa(p.now, sa_b).unwrap();
+    p.run(&[], 120_000);
+    let count = |ev: &[Event]| {
+        ev.iter()
+            .filter(|e| matches!(e, Event::IkeSaRekeyed { .. }))
+            .count()
+    };
+    assert!(
+        count(&p.events_a) >= 1 && count(&p.events_b) >= 1,
+        "{:?} {:?}",
+        p.events_a,
+        p.events_b
+    );
+    assert_eq!((p.a.ike_sa_count(), p.b.ike_sa_count()), (1, 1));
+    let (ka, kb) = (p.a.ike_sa_secrets(), p.b.ike_sa_secrets());
+    assert_eq!((ka.len(), kb.len()), (1, 1));
+    assert_eq!(ka[0].sk_ei.expose(), kb[0].sk_ei.expose());
+    assert_eq!(ka[0].suite.addke[0], Some(KeGroup::MlKem768));
+    let (ca, cb) = (children(&p.events_a), children(&p.events_b));
+    assert!(
+        ca.is_empty() && cb.is_empty(),
+        "the CHILD_SA stays as it was"
+    );
+}
+
 /// A random source that records every draw, so the test can find the
 /// private values (by matching public values on the wire) and recompute
 /// the key schedule on its own.

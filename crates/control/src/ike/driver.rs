@@ -36,7 +36,8 @@ pub const OUTBOUND_SWITCH_TIMEOUT_MS: u64 = 5_000;
 /// peer shows it has the new SA: its first packet on our new inbound SA,
 /// or its Delete of the old IKE SA; after this long anyway.
 pub const TAKEOVER_SWITCH_TIMEOUT_MS: u64 = 1_000;
-/// A refused IKE SA rekey is tried again after this long.
+/// A refused IKE SA rekey is tried again after about this long (between
+/// half and one and a half times it: `ike_rekey_retry_delay`).
 pub const IKE_REKEY_RETRY_MS: u64 = 60_000;
 /// The shortest time between two acquires that initiate one connection
 /// (besides: none while an IKE SA of it exists, so an acquire from every
@@ -289,6 +290,20 @@ pub fn suite_name(s: &espgw_ike::crypto::IkeSuite) -> String {
         }
     }
     name
+}
+
+/// How long after a refused IKE SA rekey to try again: between half and
+/// one and a half [`IKE_REKEY_RETRY_MS`], drawn from our SPI (random) and
+/// the time, so two peers refused by each other's colliding rekeys (both
+/// answer TEMPORARY_FAILURE while a rekey with IKE_FOLLOWUP_KE is
+/// pending) do not retry in step (RFC 7296 2.25).
+fn ike_rekey_retry_delay(spi: IkeSaId, now: Time) -> u64 {
+    // splitmix64 of the two: spreads nearby inputs over the whole range.
+    let mut z = spi ^ now.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    IKE_REKEY_RETRY_MS / 2 + z % IKE_REKEY_RETRY_MS
 }
 
 /// When to rekey an IKE SA: `rekey_time` less up to 10 % (its random SPI
@@ -1794,7 +1809,7 @@ impl<R: RandomSource> IkeDriver<R> {
                 }
                 Event::IkeRekeyFailed { ike_sa, .. } => {
                     if let Some(s) = self.sas.get_mut(&ike_sa) {
-                        s.rekey_at = Some(now + IKE_REKEY_RETRY_MS);
+                        s.rekey_at = Some(now + ike_rekey_retry_delay(ike_sa, now));
                     }
                 }
                 Event::IkeSaRekeyed { old, new } => {

@@ -128,7 +128,7 @@ impl Pair {
         }
     }
 
-    fn collect(&mut self) {
+    pub fn collect(&mut self) {
         while let Some(t) = self.a.poll_transmit() {
             let mut t = t;
             if let Some(public) = self.nat_a {
@@ -150,7 +150,7 @@ impl Pair {
         }
     }
 
-    fn deliver(&mut self, t: Transmit) {
+    pub fn deliver(&mut self, t: Transmit) {
         let b_ip = addr(B).ip();
         if t.dst.ip() == b_ip {
             self.b.handle_datagram(self.now, t.src, t.dst, &t.payload);

@@ -506,6 +506,7 @@ impl IkeSa {
         // that, TS_MAX_QUEUE.
         let resource_info = inner.notify(NotifyType::REKEY_SA).is_none()
             && inner.notify(NotifyType::SA_RESOURCE_INFO).is_some();
+        self.peer_asked_resources |= resource_info;
         let have = if resource_info {
             self.children
                 .iter()

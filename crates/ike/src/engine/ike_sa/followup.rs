@@ -179,6 +179,9 @@ impl IkeSa {
     /// The answer to our IKE_FOLLOWUP_KE request: the next one, or the
     /// rekey completes. An error notify (or a wrong KE) ends the rekey as
     /// refused; the old SA stays, and TEMPORARY_FAILURE retries later.
+    /// The peer is not told when we give up: its pending state refuses
+    /// our IKE SA rekeys (TEMPORARY_FAILURE) until it expires
+    /// ([`RESPONDER_WAIT_MS`]); our retries go on until then.
     pub(super) fn on_followup_response(
         &mut self,
         now: Time,
@@ -197,7 +200,7 @@ impl IkeSa {
         let refused = |notify| Event::IkeRekeyFailed { ike_sa: id, notify };
         if let Some(n) = inner.error_notify() {
             if n == NotifyType::TEMPORARY_FAILURE {
-                self.retry_ike_rekey_later(now);
+                self.retry_ike_rekey_later(now, rng);
             }
             out.events.push_back(refused(n));
             return self.pump(now, conn, cfg, rng, out);
@@ -251,6 +254,7 @@ impl IkeSa {
     /// one the new SA with the CHILD_SAs (the peer deletes this one next).
     pub(super) fn on_followup_request(
         &mut self,
+        now: Time,
         inner: &Inner,
         rng: &mut dyn RandomSource,
         out: &mut Output,
@@ -266,7 +270,12 @@ impl IkeSa {
                 .notify(NotifyType::ADDITIONAL_KEY_EXCHANGE)
                 .is_some_and(|n| n.data == r.link)
         };
-        let Some(mut state) = self.followup_r.take().filter(|r| link_matches(r)) else {
+        // A wrong link leaves the pending rekey as it is (the right
+        // request may still come).
+        if !self.followup_r.as_ref().is_some_and(link_matches) {
+            return refuse(NotifyType::STATE_NOT_FOUND);
+        }
+        let Some(mut state) = self.followup_r.take() else {
             return refuse(NotifyType::STATE_NOT_FOUND);
         };
         let Some(group) = state.next_method() else {
@@ -294,6 +303,9 @@ impl IkeSa {
                 link.clone(),
             )));
             state.link = link;
+            // Each exchange gets the whole wait: several of them with a
+            // peer's retransmission backoff may take longer than one.
+            state.deadline = now + RESPONDER_WAIT_MS;
             self.followup_r = Some(state);
             return (reply, Vec::new());
         }

@@ -163,7 +163,15 @@ impl IkeSa {
                 self.pending.extend(held);
                 return Ok(());
             };
-            if self.replaced && request.moves_with_children() {
+            // Likewise while the peer's IKE SA rekey waits for its
+            // IKE_FOLLOWUP_KE requests: its last one moves the CHILD_SAs
+            // with these requests, and an exchange of ours about them in
+            // flight then would be answered on this SA after they left
+            // (found by review). Our own IKE SA rekey waits too.
+            let hold = request.moves_with_children() || request == OwnRequest::RekeyIke;
+            if (self.replaced && request.moves_with_children())
+                || (self.followup_r.is_some() && hold)
+            {
                 held.push(request);
                 continue;
             }
@@ -174,13 +182,9 @@ impl IkeSa {
                 }
                 OwnRequest::DeleteChild { inbound_spi } => child(inbound_spi).is_some(),
                 OwnRequest::RekeyIke => !self.replaced,
-                OwnRequest::CreateResource => {
-                    !self.replaced
-                        && self
-                            .children
-                            .iter()
-                            .any(|c| c.state == ChildState::Installed)
-                }
+                // RFC 9611: only while the group is short of what we
+                // want (the peer may have added to it meanwhile).
+                OwnRequest::CreateResource => !self.replaced && self.resource_group_short(conn),
                 OwnRequest::CreateChild => !self.replaced,
                 OwnRequest::Liveness | OwnRequest::DeleteIke | OwnRequest::DeleteRefused { .. } => {
                     true

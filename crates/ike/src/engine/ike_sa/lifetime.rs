@@ -272,7 +272,7 @@ impl IkeSa {
     /// RFC 9611 as the IKE responder: both sides want per-resource
     /// CHILD_SAs (the initiator sent SA_RESOURCE_INFO in IKE_AUTH, we
     /// echoed it), and by [`RESOURCE_TOPUP_DELAY_MS`] after IKE_AUTH the
-    /// initiator has not made the group `per_resource_sas` strong: we ask
+    /// initiator has asked for no per-resource CHILD_SA of its own: we ask
     /// for the rest, as an initiator would. An initiator that creates them
     /// at once (espgw) is done by then, so the two do not both add
     /// (which would leave more than either wants); one that creates them
@@ -303,9 +303,34 @@ impl IkeSa {
             .filter(|r| **r == OwnRequest::CreateResource)
             .count();
         let want = conn.per_resource_sas as usize;
+        if have > 1 || self.peer_asked_resources {
+            // The initiator creates its own (a late one of its requests
+            // could cross ours and leave one more than either wants).
+            return;
+        }
         for _ in (have + queued)..want {
             self.pending.push_back(OwnRequest::CreateResource);
         }
+    }
+
+    /// RFC 9611: there is an installed CHILD_SA and the group of those
+    /// with its selectors has fewer than `per_resource_sas`.
+    pub(super) fn resource_group_short(&self, conn: &Connection) -> bool {
+        let Some(first) = self
+            .children
+            .iter()
+            .find(|c| c.state == ChildState::Installed)
+        else {
+            return false;
+        };
+        let have = self
+            .children
+            .iter()
+            .filter(|c| {
+                c.state == ChildState::Installed && c.same_ts(&first.local_ts, &first.remote_ts)
+            })
+            .count();
+        have < conn.per_resource_sas as usize
     }
 
     fn keepalive(&mut self, now: Time, cfg: &EngineConfig, out: &mut Output) {
@@ -435,13 +460,23 @@ impl IkeSa {
     }
 
     /// Our IKE SA rekey was refused with TEMPORARY_FAILURE: try again
-    /// later (unless the SA is being replaced anyway).
-    pub(super) fn retry_ike_rekey_later(&mut self, now: Time) {
+    /// later (unless the SA is being replaced anyway), after a random
+    /// delay in `[REKEY_RETRY_MS / 2, 3 * REKEY_RETRY_MS / 2)` (RFC 7296
+    /// 2.25). Two peers whose rekeys with IKE_FOLLOWUP_KE collide both
+    /// refuse each other ([`super::followup`]); with a fixed delay they
+    /// would collide again at every retry (found by review: 13 refusals
+    /// each in 120 s).
+    pub(super) fn retry_ike_rekey_later(&mut self, now: Time, rng: &mut dyn RandomSource) {
         if self.replaced {
             return;
         }
+        let mut b = [0u8; 8];
+        let jitter = match rng.fill(&mut b) {
+            Ok(()) => u64::from_be_bytes(b) % REKEY_RETRY_MS,
+            Err(_) => REKEY_RETRY_MS / 2,
+        };
         let l = self.life.get_or_insert_with(IkeLife::default);
-        l.rekey_at = Some(now + REKEY_RETRY_MS);
+        l.rekey_at = Some(now + REKEY_RETRY_MS / 2 + jitter);
     }
 
     /// The CHILD_SAs and our queued requests about them, taken away: they

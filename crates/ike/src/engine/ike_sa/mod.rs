@@ -264,6 +264,10 @@ pub(crate) struct IkeSa {
     /// sides: when to create those the initiator has not created itself
     /// (`lifetime::RESOURCE_TOPUP_DELAY_MS` after IKE_AUTH).
     resource_topup_at: Option<Time>,
+    /// The peer asked for an RFC 9611 per-resource CHILD_SA on this SA
+    /// (CREATE_CHILD_SA with SA_RESOURCE_INFO): it makes its own, and we
+    /// make none for it.
+    peer_asked_resources: bool,
     /// Peer rekeys of the CHILD_SA our own rekey in flight replaces
     /// (RFC 7296 2.8.1), for the lowest-nonce rule when ours completes.
     collisions: Vec<Collision>,
@@ -435,6 +439,7 @@ impl IkeSa {
             followup_i: None,
             followup_r: None,
             resource_topup_at: None,
+            peer_asked_resources: false,
             collisions: Vec::new(),
             life: None,
             local_nat: false,
@@ -824,7 +829,7 @@ impl IkeSa {
                 self.on_create_child_request(now, &inner, conn, rng, out)
             }
             (Some(inner), State::Established, ExchangeType::IKE_FOLLOWUP_KE) => {
-                self.on_followup_request(&inner, rng, out)
+                self.on_followup_request(now, &inner, rng, out)
             }
             _ => {
                 out.stats.unexpected += 1;

@@ -188,7 +188,7 @@ impl IkeSa {
         }
         if let Some(n) = inner.error_notify() {
             if n == NotifyType::TEMPORARY_FAILURE && self.ike_collision.is_none() {
-                self.retry_ike_rekey_later(now);
+                self.retry_ike_rekey_later(now, rng);
             }
             // The peer's rekey that collided with ours, if any, stands.
             self.yield_to_peer_rekey(out);
