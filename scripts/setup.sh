@@ -108,8 +108,18 @@ else
     log "making the strongSwan 6 root $SSW6_ROOT (debootstrap of Debian testing)"
     rm -rf "$SSW6_ROOT.tmp"
     mkdir -p "$(dirname "$SSW6_ROOT")"
-    if debootstrap --variant=minbase --include="$SSW6_PACKAGES" testing "$SSW6_ROOT.tmp" \
-        http://deb.debian.org/debian >"$SSW6_ROOT.log" 2>&1; then
+    # Twice: a mirror hiccup should not cost the run its strongSwan 6 test.
+    ssw6_made=""
+    for try in 1 2; do
+        rm -rf "$SSW6_ROOT.tmp"
+        if debootstrap --variant=minbase --include="$SSW6_PACKAGES" testing "$SSW6_ROOT.tmp" \
+            http://deb.debian.org/debian >"$SSW6_ROOT.log" 2>&1; then
+            ssw6_made=1
+            break
+        fi
+        log "debootstrap failed (try $try of 2): $(tail -1 "$SSW6_ROOT.log")"
+    done
+    if [ -n "$ssw6_made" ]; then
         # kernel-libipsec's TUN device (debootstrap makes only the basic nodes).
         mkdir -p "$SSW6_ROOT.tmp/dev/net"
         mknod -m 666 "$SSW6_ROOT.tmp/dev/net/tun" c 10 200
