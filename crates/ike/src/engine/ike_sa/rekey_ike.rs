@@ -398,6 +398,21 @@ impl IkeSa {
         let Ok((ours, shared, nr, spi_r)) = built else {
             return refuse(Notify::ike(NotifyType::INVALID_SYNTAX, Vec::new()));
         };
+        // Our answer: the chosen proposal with our new SPI, Nr, KEr (and,
+        // with additional exchanges to follow, the link for them).
+        let mut reply = vec![
+            Payload::Sa(SecurityAssociation(vec![wire::proposal(
+                number,
+                ProtocolId::IKE,
+                spi_r.to_be_bytes().to_vec(),
+                &suite.transforms(),
+            )])),
+            Payload::Nonce(Nonce(nr.clone())),
+            Payload::Ke(KeyExchange {
+                group: suite.ke.id(),
+                data: ours.public_value().to_vec(),
+            }),
+        ];
         if followups {
             let Ok(link) = random_bytes(rng, followup::LINK_LEN) else {
                 return refuse(Notify::ike(NotifyType::TEMPORARY_FAILURE, Vec::new()));
@@ -408,37 +423,20 @@ impl IkeSa {
                 spi_r,
                 suite,
                 ni,
-                nr.clone(),
+                nr,
                 shared,
                 link.clone(),
             ));
-            return (
-                vec![
-                    Payload::Sa(SecurityAssociation(vec![wire::proposal(
-                        number,
-                        ProtocolId::IKE,
-                        spi_r.to_be_bytes().to_vec(),
-                        &suite.transforms(),
-                    )])),
-                    Payload::Nonce(Nonce(nr)),
-                    Payload::Ke(KeyExchange {
-                        group: suite.ke.id(),
-                        data: ours.public_value().to_vec(),
-                    }),
-                    Payload::Notify(Notify::ike(NotifyType::ADDITIONAL_KEY_EXCHANGE, link)),
-                ],
-                Vec::new(),
-            );
+            reply.push(Payload::Notify(Notify::ike(
+                NotifyType::ADDITIONAL_KEY_EXCHANGE,
+                link,
+            )));
+            return (reply, Vec::new());
         }
         let collision = self.ike_rekey.is_some().then(|| (ni.clone(), nr.clone()));
-        let Ok(mut new) = self.rekeyed_ike_sa(
-            Role::Responder,
-            (peer_spi, spi_r),
-            suite,
-            ni,
-            nr.clone(),
-            &[shared],
-        ) else {
+        let Ok(mut new) =
+            self.rekeyed_ike_sa(Role::Responder, (peer_spi, spi_r), suite, ni, nr, &[shared])
+        else {
             return refuse(Notify::ike(NotifyType::TEMPORARY_FAILURE, Vec::new()));
         };
         // Our own rekey of this SA is outstanding: RFC 7296 2.8.2 decides
@@ -460,21 +458,6 @@ impl IkeSa {
         }
         self.replaced = true;
         out.new_sas.push(new);
-        (
-            vec![
-                Payload::Sa(SecurityAssociation(vec![wire::proposal(
-                    number,
-                    ProtocolId::IKE,
-                    spi_r.to_be_bytes().to_vec(),
-                    &suite.transforms(),
-                )])),
-                Payload::Nonce(Nonce(nr)),
-                Payload::Ke(KeyExchange {
-                    group: suite.ke.id(),
-                    data: ours.public_value().to_vec(),
-                }),
-            ],
-            events,
-        )
+        (reply, events)
     }
 }
