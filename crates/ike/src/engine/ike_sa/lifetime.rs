@@ -283,20 +283,9 @@ impl IkeSa {
         if self.replaced || conn.per_resource_sas < 2 {
             return;
         }
-        let Some(first) = self
-            .children
-            .iter()
-            .find(|c| c.state == ChildState::Installed)
-        else {
+        let Some(have) = self.resource_group_size() else {
             return;
         };
-        let have = self
-            .children
-            .iter()
-            .filter(|c| {
-                c.state == ChildState::Installed && c.same_ts(&first.local_ts, &first.remote_ts)
-            })
-            .count();
         let queued = self
             .pending
             .iter()
@@ -313,24 +302,28 @@ impl IkeSa {
         }
     }
 
-    /// RFC 9611: there is an installed CHILD_SA and the group of those
-    /// with its selectors has fewer than `per_resource_sas`.
+    /// RFC 9611: how many installed CHILD_SAs have the selectors of the
+    /// first installed one (its per-resource group); None without one.
+    fn resource_group_size(&self) -> Option<usize> {
+        let first = self
+            .children
+            .iter()
+            .find(|c| c.state == ChildState::Installed)?;
+        Some(
+            self.children
+                .iter()
+                .filter(|c| {
+                    c.state == ChildState::Installed && c.same_ts(&first.local_ts, &first.remote_ts)
+                })
+                .count(),
+        )
+    }
+
+    /// RFC 9611: there is an installed CHILD_SA and its group has fewer
+    /// than `per_resource_sas`.
     pub(super) fn resource_group_short(&self, conn: &Connection) -> bool {
-        let Some(first) = self
-            .children
-            .iter()
-            .find(|c| c.state == ChildState::Installed)
-        else {
-            return false;
-        };
-        let have = self
-            .children
-            .iter()
-            .filter(|c| {
-                c.state == ChildState::Installed && c.same_ts(&first.local_ts, &first.remote_ts)
-            })
-            .count();
-        have < conn.per_resource_sas as usize
+        self.resource_group_size()
+            .is_some_and(|have| have < conn.per_resource_sas as usize)
     }
 
     fn keepalive(&mut self, now: Time, cfg: &EngineConfig, out: &mut Output) {
