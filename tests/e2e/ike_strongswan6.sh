@@ -50,6 +50,12 @@
 #     kernel-libipsec does not raise), and 2 s later espgw creates the
 #     per-CPU CHILD_SA it still wants, which charon binds to a CPU; pings
 #     both ways, 12 streams over both pairs.
+#  7. charon's ESP proposals changed to ML-KEM optional
+#     (`-ke1_mlkem768-ke1_none`, docs/ike.md's advice until espgw has
+#     CHILD_SA additional key exchanges) and a new IKE SA from espgw: its
+#     per-CPU CHILD_SA, a CHILD_SA rekey by charon and one by espgw go
+#     through without ML-KEM (with it required, all three are refused:
+#     docs/ike.md), new SPIs, pings.
 # PERCPU=1 runs the same with per_cpu_sas = 1 in espgw: it must fail at
 # step 1 (one CHILD_SA), which shows the test tells.
 # Needs root and the root scripts/setup.sh makes. ESPGW overrides the binary.
@@ -438,6 +444,41 @@ streams charon-init a
 state charon-init-1 --children 2 --per-cpu || fail "step 6: $(cat "$WORK/check-charon-init-1.err")"
 both_used "step 6" charon-init-0 charon-init-1
 echo "step 6 ok: charon initiated with ML-KEM-768 and SA_RESOURCE_INFO, espgw echoed it and created the per-CPU CHILD_SA charon did not, both carry the streams"
+
+# 7. charon's ESP proposals with ML-KEM made optional
+# (`aes128gcm16-x25519-ke1_mlkem768-ke1_none`: what docs/ike.md tells such
+# a peer to use until espgw has CHILD_SA additional key exchanges): its
+# CHILD_SA rekey, which offers ML-KEM or none, is taken without it, and
+# espgw's (no ML-KEM offered) is accepted; new SPIs each time, pings.
+sed -i 's/^\( *esp_proposals = \)aes128gcm16-x25519$/\1aes128gcm16-x25519-ke1_mlkem768-ke1_none/' "$SSW/swanctl/swanctl.conf"
+grep -q "esp_proposals = aes128gcm16-x25519-ke1_mlkem768-ke1_none" "$SSW/swanctl/swanctl.conf" ||
+    fail "step 7: could not change charon's esp_proposals"
+sw --load-conns >"$WORK/load-conns.log" 2>&1 || fail "step 7: swanctl --load-conns: $(cat "$WORK/load-conns.log")"
+# A new IKE SA, so that charon's side of it has the new proposals (an SA
+# keeps the config it was made with); espgw initiates, and its per-CPU
+# CHILD_SA (offered without ML-KEM) is taken too.
+ctl ike terminate ssw >"$WORK/term7.log" 2>&1 || fail "step 7: ctl ike terminate: $(cat "$WORK/term7.log")"
+for _ in $(seq 1 50); do
+    [ "$(sw --list-sas | grep -c ESTABLISHED || true)" = 0 ] && break
+    sleep 0.2
+done
+ctl ike initiate ssw >"$WORK/init7.log" 2>&1 || fail "step 7: ctl ike initiate: $(cat "$WORK/init7.log")"
+wait_state esp-optional 20 --children 2 --per-cpu --ake ML_KEM_768
+own_id=$(python3 -c 'import json,sys; print([p for p in json.load(open(sys.argv[1])) if p["cpu"] is None][0]["charon_id"])' "$WORK/pairs-esp-optional.json")
+sw --rekey --child-id "$own_id" >"$WORK/rekey-optional.log" 2>&1 || fail "step 7: swanctl --rekey: $(cat "$WORK/rekey-optional.log")"
+for _ in $(seq 1 50); do
+    state esp-optional-1 --children 2 --per-cpu && rekeyed esp-optional esp-optional-1 own 2>/dev/null && break
+    sleep 0.2
+done
+rekeyed esp-optional esp-optional-1 own || fail "step 7: charon's CHILD_SA rekey offering optional ML-KEM ($(cat "$WORK/check-esp-optional-1.err"))"
+ctl ike rekey ssw --child net >"$WORK/rekey-optional-espgw.log" 2>&1 || fail "step 7: ctl ike rekey: $(cat "$WORK/rekey-optional-espgw.log")"
+for _ in $(seq 1 50); do
+    state esp-optional-2 --children 2 --per-cpu && rekeyed esp-optional-1 esp-optional-2 own 2>/dev/null && break
+    sleep 0.2
+done
+rekeyed esp-optional-1 esp-optional-2 own || fail "step 7: espgw's CHILD_SA rekey against optional ML-KEM ($(cat "$WORK/check-esp-optional-2.err"))"
+ping_all esp-optional 5 in_a ping 10.2.0.10
+echo "step 7 ok: with ML-KEM optional in charon's ESP proposals, CHILD_SA rekeys by charon and by espgw go through without it"
 
 gateways_stop || fail "espgw did not exit cleanly: $(tail -5 "$WORK/a.log")"
 echo "PASS: espgw against strongSwan $SSW_VERSION: RFC 9611 per-CPU CHILD_SAs and ML-KEM (IKE_INTERMEDIATE)"
