@@ -20,8 +20,9 @@ trap 'rm -f "$ESPGW_SKIP_LOG"' EXIT
 root=0
 [ "$(id -u)" -eq 0 ] && root=1
 if [ $root = 1 ]; then
-    step "set-up (scripts/setup.sh)"
+    step "set-up (scripts/setup.sh, scripts/setup-strongswan6.sh)"
     scripts/setup.sh
+    scripts/setup-strongswan6.sh
 else
     # Fails at once where skips are not allowed: nothing below could run whole.
     skip_record "scripts/setup.sh" "not root (run: sudo scripts/test.sh)"

@@ -7,7 +7,7 @@
 #   10.1.0.10       10.1.0.1 | 192.0.2.1       192.0.2.2 | 10.2.0.1        10.2.0.10
 #
 # Debian 12 has strongSwan 5.9.8 (tests/e2e/ike_strongswan.sh), which has
-# neither. scripts/setup.sh makes a minimal Debian testing root with
+# neither. scripts/setup-strongswan6.sh makes a minimal Debian testing root with
 # testing's strongSwan (ESPGW_SSW6_ROOT, /var/lib/espgw-tests/strongswan6);
 # charon runs chrooted there in gateway B's namespace, with a private
 # /run, kernel-libipsec as its data plane (ESP in UDP 4500, as with 5.9.8),
@@ -58,19 +58,19 @@
 #     docs/ike.md), new SPIs, pings.
 # PERCPU=1 runs the same with per_cpu_sas = 1 in espgw: it must fail at
 # step 1 (one CHILD_SA), which shows the test tells.
-# Needs root and the root scripts/setup.sh makes. ESPGW overrides the binary.
+# Needs root and the root scripts/setup-strongswan6.sh makes. ESPGW overrides the binary.
 P=ik6
 LOG_TAIL=60
 . "$(dirname "$0")/common.bash"
 
 SSW6_ROOT=${ESPGW_SSW6_ROOT:-/var/lib/espgw-tests/strongswan6}
 [ -x "$SSW6_ROOT/usr/lib/ipsec/charon" ] ||
-    skip "no strongSwan 6 root at $SSW6_ROOT (scripts/setup.sh makes it with debootstrap)"
-[ -c "$SSW6_ROOT/dev/net/tun" ] || skip "no /dev/net/tun in $SSW6_ROOT (scripts/setup.sh makes it)"
+    skip "no strongSwan 6 root at $SSW6_ROOT (scripts/setup-strongswan6.sh makes it with debootstrap)"
+[ -c "$SSW6_ROOT/dev/net/tun" ] || skip "no /dev/net/tun in $SSW6_ROOT (scripts/setup-strongswan6.sh makes it)"
 [ -c /dev/net/tun ] || skip "no /dev/net/tun (kernel-libipsec needs a TUN device)"
 SSW_VERSION=$(chroot "$SSW6_ROOT" /usr/lib/ipsec/charon --version 2>/dev/null | sed -n 's/^strongSwan \([0-9.]*\).*/\1/p')
 printf '%s\n6.1\n' "$SSW_VERSION" | sort -V -C -r ||
-    skip "strongSwan in $SSW6_ROOT is '$SSW_VERSION', RFC 9611 needs 6.1 (scripts/setup.sh makes it anew)"
+    skip "strongSwan in $SSW6_ROOT is '$SSW_VERSION', RFC 9611 needs 6.1 (scripts/setup-strongswan6.sh makes it anew)"
 echo "peer: strongSwan $SSW_VERSION from $SSW6_ROOT"
 
 PSK="espgw-strongswan6-e2e-psk-0123456789"
