@@ -35,55 +35,42 @@ pub(super) const LINK_LEN: usize = 8;
 /// IKE_FOLLOWUP_KE request.
 pub(super) const RESPONDER_WAIT_MS: u64 = 20_000;
 
-/// Our IKE SA rekey between its CREATE_CHILD_SA exchange and its last
-/// IKE_FOLLOWUP_KE exchange.
-pub(super) struct Initiator {
-    new_spi_i: u64,
-    spi_r: u64,
-    suite: IkeSuite,
-    ni: Vec<u8>,
-    nr: Vec<u8>,
-    /// SK(0), SK(1), ... so far.
-    shared: Vec<crypto::SecretBytes>,
-    /// Our key exchange of the IKE_FOLLOWUP_KE request outstanding.
-    ke: Option<crypto::KeyExchange>,
+/// What either side of such a rekey gathers for the new SA: its SPIs
+/// (initiator's, responder's), the chosen suite, the CREATE_CHILD_SA
+/// exchange's nonces, and the shared secrets SK(0), SK(1), ... so far.
+pub(super) struct NewSa {
+    pub(super) spis: (u64, u64),
+    pub(super) suite: IkeSuite,
+    pub(super) ni: Vec<u8>,
+    pub(super) nr: Vec<u8>,
+    pub(super) shared: Vec<crypto::SecretBytes>,
 }
 
-impl Initiator {
-    pub(super) fn new(
-        new_spi_i: u64,
-        spi_r: u64,
-        suite: IkeSuite,
-        ni: Vec<u8>,
-        nr: Vec<u8>,
-        first_shared: crypto::SecretBytes,
-    ) -> Self {
-        Initiator {
-            new_spi_i,
-            spi_r,
-            suite,
-            ni,
-            nr,
-            shared: vec![first_shared],
-            ke: None,
-        }
-    }
-
+impl NewSa {
     /// The method of the next additional exchange, if one is left.
     fn next_method(&self) -> Option<KeGroup> {
         self.suite.additional_exchanges().nth(self.shared.len() - 1)
     }
 }
 
+/// Our IKE SA rekey between its CREATE_CHILD_SA exchange and its last
+/// IKE_FOLLOWUP_KE exchange.
+pub(super) struct Initiator {
+    sa: NewSa,
+    /// Our key exchange of the IKE_FOLLOWUP_KE request outstanding.
+    ke: Option<crypto::KeyExchange>,
+}
+
+impl Initiator {
+    pub(super) fn new(sa: NewSa) -> Self {
+        Initiator { sa, ke: None }
+    }
+}
+
 /// The peer's IKE SA rekey, answered, waiting for its IKE_FOLLOWUP_KE
 /// requests.
 pub(super) struct Responder {
-    peer_spi: u64,
-    spi_r: u64,
-    suite: IkeSuite,
-    ni: Vec<u8>,
-    nr: Vec<u8>,
-    shared: Vec<crypto::SecretBytes>,
+    sa: NewSa,
     /// The link the next request must carry.
     link: Vec<u8>,
     /// Dropped when no request comes by then.
@@ -91,31 +78,12 @@ pub(super) struct Responder {
 }
 
 impl Responder {
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn new(
-        now: Time,
-        peer_spi: u64,
-        spi_r: u64,
-        suite: IkeSuite,
-        ni: Vec<u8>,
-        nr: Vec<u8>,
-        first_shared: crypto::SecretBytes,
-        link: Vec<u8>,
-    ) -> Self {
+    pub(super) fn new(now: Time, sa: NewSa, link: Vec<u8>) -> Self {
         Responder {
-            peer_spi,
-            spi_r,
-            suite,
-            ni,
-            nr,
-            shared: vec![first_shared],
+            sa,
             link,
             deadline: now + RESPONDER_WAIT_MS,
         }
-    }
-
-    fn next_method(&self) -> Option<KeGroup> {
-        self.suite.additional_exchanges().nth(self.shared.len() - 1)
     }
 }
 
@@ -152,6 +120,7 @@ impl IkeSa {
         out: &mut Output,
     ) -> Result<(), EngineError> {
         let group = state
+            .sa
             .next_method()
             .ok_or(EngineError::Protocol("no additional key exchange left"))?;
         let ke = crypto::KeyExchange::generate(group, rng)?;
@@ -217,8 +186,8 @@ impl IkeSa {
             out.events.push_back(refused(NotifyType::INVALID_SYNTAX));
             return self.pump(now, conn, cfg, rng, out);
         };
-        state.shared.push(shared);
-        if state.next_method().is_some() {
+        state.sa.shared.push(shared);
+        if state.sa.next_method().is_some() {
             let Some(link) = inner.notify(NotifyType::ADDITIONAL_KEY_EXCHANGE) else {
                 out.events.push_back(refused(NotifyType::INVALID_SYNTAX));
                 return self.pump(now, conn, cfg, rng, out);
@@ -226,26 +195,14 @@ impl IkeSa {
             let link = link.data.clone();
             return self.send_followup(now, state, link, cfg, rng, out);
         }
-        let Initiator {
-            new_spi_i,
-            spi_r,
+        let NewSa {
+            spis,
             suite,
             ni,
             nr,
             shared,
-            ..
-        } = state;
-        self.finish_rekey_ike(
-            now,
-            (new_spi_i, spi_r),
-            suite,
-            (ni, nr),
-            &shared,
-            conn,
-            cfg,
-            rng,
-            out,
-        )
+        } = state.sa;
+        self.finish_rekey_ike(now, spis, suite, (ni, nr), &shared, conn, cfg, rng, out)
     }
 
     // ---- responder ----
@@ -278,7 +235,7 @@ impl IkeSa {
         let Some(mut state) = self.followup_r.take() else {
             return refuse(NotifyType::STATE_NOT_FOUND);
         };
-        let Some(group) = state.next_method() else {
+        let Some(group) = state.sa.next_method() else {
             return refuse(NotifyType::STATE_NOT_FOUND);
         };
         let theirs = match inner.find(PayloadType::KE) {
@@ -289,12 +246,12 @@ impl IkeSa {
         let Ok((public, shared)) = crypto::KeyExchange::respond(group, &theirs.data, rng) else {
             return refuse(NotifyType::INVALID_SYNTAX);
         };
-        state.shared.push(shared);
+        state.sa.shared.push(shared);
         let mut reply = vec![Payload::Ke(KeyExchange {
             group: group.id(),
             data: public,
         })];
-        if state.next_method().is_some() {
+        if state.sa.next_method().is_some() {
             let Ok(link) = random_bytes(rng, LINK_LEN) else {
                 return refuse(NotifyType::TEMPORARY_FAILURE);
             };
@@ -311,11 +268,11 @@ impl IkeSa {
         }
         let Ok(mut new) = self.rekeyed_ike_sa(
             Role::Responder,
-            (state.peer_spi, state.spi_r),
-            state.suite,
-            state.ni,
-            state.nr,
-            &state.shared,
+            state.sa.spis,
+            state.sa.suite,
+            state.sa.ni,
+            state.sa.nr,
+            &state.sa.shared,
         ) else {
             return refuse(NotifyType::TEMPORARY_FAILURE);
         };

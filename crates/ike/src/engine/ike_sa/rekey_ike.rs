@@ -237,7 +237,13 @@ impl IkeSa {
                 return self.pump(now, conn, cfg, rng, out);
             };
             let link = link.data.clone();
-            let state = followup::Initiator::new(st.new_spi_i, spi_r, suite, st.ni, nr, shared);
+            let state = followup::Initiator::new(followup::NewSa {
+                spis: (st.new_spi_i, spi_r),
+                suite,
+                ni: st.ni,
+                nr,
+                shared: vec![shared],
+            });
             return self.send_followup(now, state, link, cfg, rng, out);
         }
         self.finish_rekey_ike(
@@ -419,12 +425,13 @@ impl IkeSa {
             };
             self.followup_r = Some(followup::Responder::new(
                 now,
-                peer_spi,
-                spi_r,
-                suite,
-                ni,
-                nr,
-                shared,
+                followup::NewSa {
+                    spis: (peer_spi, spi_r),
+                    suite,
+                    ni,
+                    nr,
+                    shared: vec![shared],
+                },
                 link.clone(),
             ));
             reply.push(Payload::Notify(Notify::ike(
