@@ -13,8 +13,10 @@
 # /run, kernel-libipsec as its data plane (ESP in UDP 4500, as with 5.9.8),
 # and its config in the root's /tmp. Both sides: IKE proposal
 # aes256gcm16-prfsha384-x25519-ke1_mlkem768 (ML-KEM-768 required), ESP
-# aes128gcm16-x25519; espgw's child per_cpu_sas = 2, charon's
-# per_cpu_sas = yes. In order, each step failing the test:
+# aes128gcm16-x25519-ke1_mlkem768 (ML-KEM-768 required on every CHILD_SA
+# a CREATE_CHILD_SA exchange makes: RFC 9370 2.2.4's IKE_FOLLOWUP_KE; the
+# IKE_AUTH one has no key exchange); espgw's child per_cpu_sas = 2,
+# charon's per_cpu_sas = yes. In order, each step failing the test:
 #  1. espgw initiates: one IKE SA whose first additional key exchange is
 #     ML-KEM-768 on both sides (charon's ake1, espgw's proposal
 #     `/KE1_ML_KEM_768`; espgw's IKE_INTERMEDIATE request went as RFC 7383
@@ -22,7 +24,8 @@
 #     by SPIs crosswise with espgw's `ike list` and `sa list`: the tunnel's
 #     own pair is charon's RFC 9611 fallback SA (no CPU), the second
 #     charon's per-CPU SA (a CPU ID) and espgw's per-cpu pair; charon
-#     logged the SA_RESOURCE_INFO exchange.
+#     logged the SA_RESOURCE_INFO exchange, and espgw's IKE_FOLLOWUP_KE
+#     request (ML-KEM for the per-CPU CHILD_SA), which it answered.
 #  2. Traffic: pings both ways; 12 parallel sha256-checked TCP streams
 #     host A -> host B, which the af_packet fanout spreads over espgw's two
 #     workers: both of espgw's outbound SAs carried packets and charon
@@ -32,7 +35,9 @@
 #     per-cpu pair gets the new SPIs and stays per-cpu, the tunnel's own
 #     pair is untouched, charon's new SA keeps its CPU ID; then espgw
 #     rekeys the tunnel's own CHILD_SA (`ctl ike rekey`): new SPIs there,
-#     the per-CPU pair kept; streams A -> B use both SAs again.
+#     the per-CPU pair kept; streams A -> B use both SAs again. Each rekey
+#     ran an IKE_FOLLOWUP_KE exchange (charon's log), and the streams over
+#     the new SAs show both sides derived the same keys from it.
 #  4. charon rekeys the IKE SA, then espgw does: ML-KEM-768 again, in an
 #     IKE_FOLLOWUP_KE exchange after the CREATE_CHILD_SA one (RFC 9370
 #     2.2.4; both sides' logs and SAs), both CHILD_SAs carried over, pings.
@@ -48,14 +53,13 @@
 #     fragments, answered by espgw); charon creates its fallback SA only
 #     (it asks for more on its kernel's per-CPU acquires, which
 #     kernel-libipsec does not raise), and 2 s later espgw creates the
-#     per-CPU CHILD_SA it still wants, which charon binds to a CPU; pings
-#     both ways, 12 streams over both pairs.
+#     per-CPU CHILD_SA it still wants (with its IKE_FOLLOWUP_KE), which
+#     charon binds to a CPU; pings both ways, 12 streams over both pairs.
 #  7. charon's ESP proposals changed to ML-KEM optional
-#     (`-ke1_mlkem768-ke1_none`, docs/ike.md's advice until espgw has
-#     CHILD_SA additional key exchanges) and a new IKE SA from espgw: its
-#     per-CPU CHILD_SA, a CHILD_SA rekey by charon and one by espgw go
-#     through without ML-KEM (with it required, all three are refused:
-#     docs/ike.md), new SPIs, pings.
+#     (`-ke1_mlkem768-ke1_none`) and a new IKE SA from espgw: its per-CPU
+#     CHILD_SA, a CHILD_SA rekey by charon and one by espgw go through,
+#     each with ML-KEM in an IKE_FOLLOWUP_KE exchange (charon offers it
+#     first), new SPIs, pings.
 # PERCPU=1 runs the same with per_cpu_sas = 1 in espgw: it must fail at
 # step 1 (one CHILD_SA), which shows the test tells.
 # Needs root and the root scripts/setup-strongswan6.sh makes. ESPGW overrides the binary.
@@ -75,6 +79,7 @@ echo "peer: strongSwan $SSW_VERSION from $SSW6_ROOT"
 
 PSK="espgw-strongswan6-e2e-psk-0123456789"
 PROPOSAL=aes256gcm16-prfsha384-x25519-ke1_mlkem768
+ESP_PROPOSAL=aes128gcm16-x25519-ke1_mlkem768
 GB=$P-gwb
 IN=/tmp/espgw-$P-$$     # charon's directory, as the chroot sees it
 SSW=$SSW6_ROOT$IN       # and as we do
@@ -158,7 +163,7 @@ start_action = "$1"
 name = "net"
 local_ts = ["10.1.0.0/24"]
 remote_ts = ["10.2.0.0/24"]
-esp_proposals = ["aes128gcm16-x25519"]
+esp_proposals = ["$ESP_PROPOSAL"]
 per_cpu_sas = ${PERCPU:-2}
 EOF
     chmod 600 "$WORK/a-run.toml"
@@ -190,7 +195,7 @@ connections {
             net {
                 local_ts = 10.2.0.0/24
                 remote_ts = 10.1.0.0/24
-                esp_proposals = aes128gcm16-x25519
+                esp_proposals = $ESP_PROPOSAL
                 rekey_time = 0
                 start_action = none
                 per_cpu_sas = yes
@@ -295,10 +300,19 @@ PY
         fail "$1: not every SA pair carried the streams"
 }
 
+# followups KIND: how many IKE_FOLLOWUP_KE messages of KIND ("parsed ...
+# request", "parsed ... response") charon's log has so far.
+followups() { grep -c "${1% *} IKE_FOLLOWUP_KE ${1#* }" "$SSW/charon.log" || true; }
+
 # 1. espgw initiates.
 wait_state up 20 --children 2 --per-cpu --ake ML_KEM_768
 grep -q "creating per-resource SA as one of several" "$SSW/charon.log" ||
     fail "step 1: charon's log shows no per-resource CHILD_SA"
+# The per-CPU CHILD_SA (CREATE_CHILD_SA) ran ML-KEM in espgw's
+# IKE_FOLLOWUP_KE request, answered by charon; the first one (IKE_AUTH)
+# has no key exchange.
+[ "$(followups "parsed request")" -ge 1 ] ||
+    fail "step 1: charon's log shows no IKE_FOLLOWUP_KE request from espgw for the per-CPU CHILD_SA"
 # ML-KEM-768's encapsulation key (1184 bytes) does not fit one 1232-byte
 # datagram: espgw sent its IKE_INTERMEDIATE request as RFC 7383 fragments,
 # which charon put together and answered.
@@ -321,6 +335,8 @@ echo "step 2 ok: pings both ways, 12 streams each way whole, both SA pairs carri
 
 # 3. Rekeys of each CHILD_SA, by charon and by espgw.
 pc_id=$(python3 -c 'import json,sys; print([p for p in json.load(open(sys.argv[1])) if p["cpu"] is not None][0]["charon_id"])' "$WORK/pairs-traffic-1.json")
+fu_resp=$(followups "parsed response")
+fu_req=$(followups "parsed request")
 sw --rekey --child-id "$pc_id" >"$WORK/rekey-pc.log" 2>&1 || fail "step 3: swanctl --rekey --child-id $pc_id: $(cat "$WORK/rekey-pc.log")"
 rekeyed() {  # BEFORE AFTER WHICH(own|percpu): that pair's SPIs new, the other's kept, CPU IDs kept
     python3 - "$WORK/pairs-$1.json" "$WORK/pairs-$2.json" "$3" <<'PY'
@@ -346,16 +362,20 @@ for _ in $(seq 1 50); do
     sleep 0.2
 done
 rekeyed traffic-1 rekey-pc percpu || fail "step 3: charon's rekey of its per-CPU CHILD_SA ($(cat "$WORK/check-rekey-pc.err"))"
+[ "$(followups "parsed response")" -gt "$fu_resp" ] ||
+    fail "step 3: charon's CHILD_SA rekey ran no IKE_FOLLOWUP_KE exchange"
 ctl ike rekey ssw --child net >"$WORK/rekey-own.log" 2>&1 || fail "step 3: ctl ike rekey: $(cat "$WORK/rekey-own.log")"
 for _ in $(seq 1 50); do
     state rekey-own --children 2 --per-cpu && rekeyed rekey-pc rekey-own own 2>/dev/null && break
     sleep 0.2
 done
 rekeyed rekey-pc rekey-own own || fail "step 3: espgw's rekey of the tunnel's CHILD_SA ($(cat "$WORK/check-rekey-own.err"))"
+[ "$(followups "parsed request")" -gt "$fu_req" ] ||
+    fail "step 3: espgw's CHILD_SA rekey ran no IKE_FOLLOWUP_KE exchange"
 streams rekeyed a
 state rekey-traffic --children 2 --per-cpu || fail "step 3: $(cat "$WORK/check-rekey-traffic.err")"
 both_used "step 3" rekey-own rekey-traffic
-echo "step 3 ok: the per-CPU CHILD_SA rekeyed by charon (CPU ID kept), the tunnel's own by espgw, both carry the streams"
+echo "step 3 ok: the per-CPU CHILD_SA rekeyed by charon (CPU ID kept), the tunnel's own by espgw, each with ML-KEM in IKE_FOLLOWUP_KE, both carry the streams"
 
 # 4. IKE SA rekeys with ML-KEM (RFC 9370 2.2.4: the additional exchange
 # in an IKE_FOLLOWUP_KE exchange after the CREATE_CHILD_SA one), by charon
@@ -374,15 +394,17 @@ ike_rekeyed() {  # WHAT BEFORE-SPI: a new (single) IKE SA within 10 s
     fail "$what: no new IKE SA ($(cat "$WORK/check-$what.err"); espgw: $(ctl ike list 2>&1 | head -1))"
 }
 ike_before=$(ike_spi "$WORK/ike-rekey-traffic.json")
+fu_resp=$(followups "parsed response")
 sw --rekey --ike espgw >"$WORK/rekey-ike.log" 2>&1 || fail "step 4: swanctl --rekey --ike: $(cat "$WORK/rekey-ike.log")"
 ike_rekeyed ike-rekey-charon "$ike_before"
-grep -q "parsed IKE_FOLLOWUP_KE response" "$SSW/charon.log" ||
+[ "$(followups "parsed response")" -gt "$fu_resp" ] ||
     fail "step 4: charon's log shows no IKE_FOLLOWUP_KE exchange"
 ping_all ike-rekey-charon 5 in_a ping 10.2.0.10
 ike_before=$(ike_spi "$WORK/ike-ike-rekey-charon.json")
+fu_req=$(followups "parsed request")
 ctl ike rekey ssw >"$WORK/rekey-ike-espgw.log" 2>&1 || fail "step 4: ctl ike rekey: $(cat "$WORK/rekey-ike-espgw.log")"
 ike_rekeyed ike-rekey "$ike_before"
-grep -q "parsed IKE_FOLLOWUP_KE request" "$SSW/charon.log" ||
+[ "$(followups "parsed request")" -gt "$fu_req" ] ||
     fail "step 4: charon's log shows no IKE_FOLLOWUP_KE request from espgw"
 ping_all ike-rekey 5 in_a ping 10.2.0.10
 echo "step 4 ok: the IKE SA rekeyed with ML-KEM-768 by charon and by espgw (IKE_FOLLOWUP_KE), both CHILD_SAs kept, pings"
@@ -446,17 +468,16 @@ both_used "step 6" charon-init-0 charon-init-1
 echo "step 6 ok: charon initiated with ML-KEM-768 and SA_RESOURCE_INFO, espgw echoed it and created the per-CPU CHILD_SA charon did not, both carry the streams"
 
 # 7. charon's ESP proposals with ML-KEM made optional
-# (`aes128gcm16-x25519-ke1_mlkem768-ke1_none`: what docs/ike.md tells such
-# a peer to use until espgw has CHILD_SA additional key exchanges): its
-# CHILD_SA rekey, which offers ML-KEM or none, is taken without it, and
-# espgw's (no ML-KEM offered) is accepted; new SPIs each time, pings.
-sed -i 's/^\( *esp_proposals = \)aes128gcm16-x25519$/\1aes128gcm16-x25519-ke1_mlkem768-ke1_none/' "$SSW/swanctl/swanctl.conf"
+# (`aes128gcm16-x25519-ke1_mlkem768-ke1_none`), espgw's still require it:
+# charon's CHILD_SA rekey offers ML-KEM first, espgw's requires it; both
+# go through with it; new SPIs each time, pings.
+sed -i "s/^\( *esp_proposals = \)$ESP_PROPOSAL\$/\1aes128gcm16-x25519-ke1_mlkem768-ke1_none/" "$SSW/swanctl/swanctl.conf"
 grep -q "esp_proposals = aes128gcm16-x25519-ke1_mlkem768-ke1_none" "$SSW/swanctl/swanctl.conf" ||
     fail "step 7: could not change charon's esp_proposals"
 sw --load-conns >"$WORK/load-conns.log" 2>&1 || fail "step 7: swanctl --load-conns: $(cat "$WORK/load-conns.log")"
 # A new IKE SA, so that charon's side of it has the new proposals (an SA
 # keeps the config it was made with); espgw initiates, and its per-CPU
-# CHILD_SA (offered without ML-KEM) is taken too.
+# CHILD_SA (ML-KEM required) is taken too.
 ctl ike terminate ssw >"$WORK/term7.log" 2>&1 || fail "step 7: ctl ike terminate: $(cat "$WORK/term7.log")"
 for _ in $(seq 1 50); do
     [ "$(sw --list-sas | grep -c ESTABLISHED || true)" = 0 ] && break
@@ -465,6 +486,8 @@ done
 ctl ike initiate ssw >"$WORK/init7.log" 2>&1 || fail "step 7: ctl ike initiate: $(cat "$WORK/init7.log")"
 wait_state esp-optional 20 --children 2 --per-cpu --ake ML_KEM_768
 own_id=$(python3 -c 'import json,sys; print([p for p in json.load(open(sys.argv[1])) if p["cpu"] is None][0]["charon_id"])' "$WORK/pairs-esp-optional.json")
+fu_resp=$(followups "parsed response")
+fu_req=$(followups "parsed request")
 sw --rekey --child-id "$own_id" >"$WORK/rekey-optional.log" 2>&1 || fail "step 7: swanctl --rekey: $(cat "$WORK/rekey-optional.log")"
 for _ in $(seq 1 50); do
     state esp-optional-1 --children 2 --per-cpu && rekeyed esp-optional esp-optional-1 own 2>/dev/null && break
@@ -477,8 +500,10 @@ for _ in $(seq 1 50); do
     sleep 0.2
 done
 rekeyed esp-optional-1 esp-optional-2 own || fail "step 7: espgw's CHILD_SA rekey against optional ML-KEM ($(cat "$WORK/check-esp-optional-2.err"))"
+[ "$(followups "parsed response")" -gt "$fu_resp" ] && [ "$(followups "parsed request")" -gt "$fu_req" ] ||
+    fail "step 7: the CHILD_SA rekeys ran no IKE_FOLLOWUP_KE exchanges"
 ping_all esp-optional 5 in_a ping 10.2.0.10
-echo "step 7 ok: with ML-KEM optional in charon's ESP proposals, CHILD_SA rekeys by charon and by espgw go through without it"
+echo "step 7 ok: with ML-KEM optional in charon's ESP proposals, CHILD_SA rekeys by charon and by espgw go through with it"
 
 gateways_stop || fail "espgw did not exit cleanly: $(tail -5 "$WORK/a.log")"
-echo "PASS: espgw against strongSwan $SSW_VERSION: RFC 9611 per-CPU CHILD_SAs and ML-KEM (IKE_INTERMEDIATE)"
+echo "PASS: espgw against strongSwan $SSW_VERSION: RFC 9611 per-CPU CHILD_SAs and ML-KEM (IKE_INTERMEDIATE, IKE_FOLLOWUP_KE for IKE and CHILD_SAs)"

@@ -10,8 +10,8 @@
 //! Input: a config byte (bit 0: small fragments; bits 1-2: cookies; bit 3:
 //! a NAT in front of a; bit 4: short lifetimes, bit 5 with reauthentication;
 //! bit 6: INVALID_KE_PAYLOAD; bit 7: ML-KEM-768 as an RFC 9370 additional
-//! key exchange, so IKE_INTERMEDIATE and, on IKE SA rekeys,
-//! IKE_FOLLOWUP_KE), a seed byte, then operations (one byte each, some
+//! key exchange for the IKE SA and the CHILD_SAs, so IKE_INTERMEDIATE and,
+//! on IKE SA and CHILD_SA rekeys, IKE_FOLLOWUP_KE), a seed byte, then operations (one byte each, some
 //! followed by parameters; a missing parameter reads as 0):
 //! - 0: deliver the queue's first datagram;
 //! - 1: drop it;
@@ -98,9 +98,9 @@ impl Reader<'_> {
 }
 
 fn connections(config: u8) -> (Connection, Connection) {
-    // Bit 7: ML-KEM-768 as an additional key exchange on both sides
-    // (RFC 9370: IKE_INTERMEDIATE when the SA is made, IKE_FOLLOWUP_KE
-    // when it is rekeyed).
+    // Bit 7: ML-KEM-768 as an additional key exchange on both sides, IKE
+    // and ESP (RFC 9370: IKE_INTERMEDIATE when the IKE SA is made,
+    // IKE_FOLLOWUP_KE when it is rekeyed and when a CHILD_SA is rekeyed).
     let mlkem = config & 0x80 != 0;
     let ike_a = if mlkem {
         "aes128gcm16-prfsha256-x25519-ecp256-ke1_mlkem768"
@@ -115,10 +115,16 @@ fn connections(config: u8) -> (Connection, Connection) {
         (false, false) => "aes128gcm16-prfsha256-x25519-ecp256",
         (false, true) => "aes128gcm16-prfsha256-x25519-ecp256-ke1_mlkem768",
     };
-    let esp_b = if config & 0x40 != 0 {
-        "aes128gcm16-ecp256"
+    let esp_a = if mlkem {
+        "aes128gcm16-x25519-ecp256-ke1_mlkem768"
     } else {
         "aes128gcm16-x25519-ecp256"
+    };
+    let esp_b = match (config & 0x40 != 0, mlkem) {
+        (true, false) => "aes128gcm16-ecp256",
+        (true, true) => "aes128gcm16-ecp256-ke1_mlkem768",
+        (false, false) => "aes128gcm16-x25519-ecp256",
+        (false, true) => "aes128gcm16-x25519-ecp256-ke1_mlkem768",
     };
     let mut a = Connection::new(
         "a",
@@ -128,7 +134,7 @@ fn connections(config: u8) -> (Connection, Connection) {
         Some(Identification::fqdn("b.example")),
         b"fuzz psk",
         ike_a,
-        "aes128gcm16-x25519-ecp256",
+        esp_a,
         &["10.1.0.0/24"],
         &["10.2.0.0/16"],
     )

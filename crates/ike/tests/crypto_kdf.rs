@@ -481,3 +481,73 @@ fn rekey_skeyseed_with_additional_secrets_is_rfc_9370_2_2_4() {
         assert_ne!(with(&[&sk1, &sk2]), with(&[&sk2, &sk1]));
     }
 }
+
+/// RFC 9370 2.2.4's CHILD_SA KEYMAT, prf+(SK_d, SK(0) | Ni | Nr | SK(1) |
+/// ... | SK(n)), recomputed here with HMAC and RFC 7296's prf+ chain
+/// (T1 = prf(K, S | 0x01), Tn = prf(K, Tn-1 | S | n)): every additional
+/// secret enters after the nonces, in order; with none it is RFC 7296
+/// 2.17's KEYMAT with PFS.
+#[test]
+fn child_keymat_with_additional_secrets_is_rfc_9370_2_2_4() {
+    let sk_d = unhex("0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f20");
+    let sk0 = unhex("a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebf");
+    let sk1 = unhex("c0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedf");
+    let sk2 = unhex("e0e1e2e3e4e5e6e7e8e9eaebecedeeeff0f1f2f3f4f5f6f7f8f9fafbfcfdfeff");
+    let ni = unhex("1111111111111111111111111111111111111111111111111111111111111111");
+    let nr = unhex("2222222222222222222222222222222222222222222222222222222222222222");
+    for (prf, alg) in [
+        (Prf::HmacSha256, ring::hmac::HMAC_SHA256),
+        (Prf::HmacSha384, ring::hmac::HMAC_SHA384),
+    ] {
+        for suite in [EspSuite::Aes128Gcm16, EspSuite::Aes256Sha256] {
+            let independent = |seed: &[&[u8]]| {
+                let key = ring::hmac::Key::new(alg, &sk_d);
+                let seed = seed.concat();
+                let (mut out, mut t) = (Vec::new(), Vec::new());
+                for n in 1u8.. {
+                    t = ring::hmac::sign(&key, &[&t[..], &seed, &[n]].concat())
+                        .as_ref()
+                        .to_vec();
+                    out.extend_from_slice(&t);
+                    if out.len() >= 2 * (suite.key_len() + suite.auth_key_len()) {
+                        break;
+                    }
+                }
+                out
+            };
+            let with = |extra: &[&[u8]]| {
+                let k = ChildSaKeys::derive_with_additional(
+                    prf,
+                    &sk_d,
+                    Some(&sk0),
+                    &ni,
+                    &nr,
+                    extra,
+                    suite,
+                )
+                .unwrap();
+                [
+                    k.initiator_to_responder.key.expose(),
+                    k.initiator_to_responder.auth_key.expose(),
+                    k.responder_to_initiator.key.expose(),
+                    k.responder_to_initiator.auth_key.expose(),
+                ]
+                .concat()
+            };
+            let len = 2 * (suite.key_len() + suite.auth_key_len());
+            assert_eq!(with(&[]), independent(&[&sk0, &ni, &nr])[..len]);
+            let plain = ChildSaKeys::derive(prf, &sk_d, Some(&sk0), &ni, &nr, suite).unwrap();
+            assert_eq!(
+                &with(&[])[..suite.key_len()],
+                plain.initiator_to_responder.key.expose()
+            );
+            assert_eq!(with(&[&sk1]), independent(&[&sk0, &ni, &nr, &sk1])[..len]);
+            assert_eq!(
+                with(&[&sk1, &sk2]),
+                independent(&[&sk0, &ni, &nr, &sk1, &sk2])[..len]
+            );
+            assert_ne!(with(&[&sk1]), with(&[]));
+            assert_ne!(with(&[&sk1, &sk2]), with(&[&sk2, &sk1]));
+        }
+    }
+}

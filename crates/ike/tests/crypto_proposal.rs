@@ -267,7 +267,8 @@ fn esp_selection_maps_to_data_plane_suites() {
         ChildSuite {
             esp: EspSuite::Aes128Gcm16,
             ke: None,
-            esn: Esn::Yes
+            esn: Esn::Yes,
+            addke: [None; 7],
         }
     );
     assert_eq!(ours[0].select(&s.transforms()), Some(s));
@@ -376,7 +377,7 @@ fn additional_key_exchanges_parse_as_strongswan_6_writes_them() {
     assert!(t.contains(&Transform::new(A(1), 0)));
     assert!(t.contains(&Transform::new(A(7), 31)));
     // Errors: ML-KEM as the IKE_SA_INIT method, ke8_, unknown methods,
-    // ADDKE in ESP proposals.
+    // ADDKE in an ESP proposal without a PFS group.
     assert_eq!(
         ike_err("aes128gcm16-prfsha256-mlkem768"),
         ProposalErrorReason::KemAsPrimary("mlkem768".into())
@@ -391,8 +392,19 @@ fn additional_key_exchanges_parse_as_strongswan_6_writes_them() {
     ));
     assert_eq!(
         esp_err("aes128gcm16-ke1_mlkem768"),
-        ProposalErrorReason::AddKeInEsp("ke1_mlkem768".into())
+        ProposalErrorReason::AddKeWithoutPfs("ke1_mlkem768".into())
     );
+    let msg = parse_esp_proposals("aes128gcm16-ke1_mlkem768")
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains("aes128gcm16-x25519-ke1_mlkem768"), "{msg}");
+    // NONE alone needs no PFS group; with one, ESP takes ADDKEs.
+    assert!(parse_esp_proposals("aes128gcm16-ke1_none").is_ok());
+    let esp = parse_esp_proposals("aes128gcm16-x25519-ke1_mlkem768-ke1_none").unwrap();
+    assert_eq!(esp[0].addke[0], vec![Some(KeGroup::MlKem768), None]);
+    let t = esp[0].transforms();
+    assert!(t.contains(&Transform::new(A(1), 36)));
+    assert!(t.contains(&Transform::new(A(1), 0)));
     let msg = parse_ike_proposals("aes128gcm16-prfsha256-mlkem768")
         .unwrap_err()
         .to_string();
@@ -446,7 +458,7 @@ fn additional_key_exchange_selection() {
     );
     // Attributes on an ADDKE transform are not ours to accept.
     assert_eq!(required[0].select(&with(&[(A(1), 36, Some(128))])), None);
-    // ESP offers: ADDKE only with NONE.
+    // ESP offers without ADDKEs of ours: ADDKE only with NONE.
     let esp = parse_esp_proposals("aes128gcm16").unwrap();
     let esp_offer = |extra: &[(TransformType, u16, Option<u16>)]| {
         let mut v = vec![(E, 20, Some(128)), (TransformType::Esn, 0, None)];
@@ -458,4 +470,29 @@ fn additional_key_exchange_selection() {
     assert!(esp[0]
         .select(&esp_offer(&[(A(1), 36, None), (A(1), 0, None)]))
         .is_some());
+    // ESP with ADDKEs (RFC 9370 2.2.4), as for IKE: required, optional.
+    let esp_required = parse_esp_proposals("aes128gcm16-x25519-ke1_mlkem768").unwrap();
+    let esp_optional = parse_esp_proposals("aes128gcm16-x25519-ke1_mlkem768-ke1_none").unwrap();
+    let pfs = [(K, 31, None), (A(1), 36, None)];
+    let s = esp_required[0].select(&esp_offer(&pfs)).unwrap();
+    assert_eq!(s.ke, Some(KeGroup::Curve25519));
+    assert_eq!(
+        s.additional_exchanges().collect::<Vec<_>>(),
+        vec![KeGroup::MlKem768]
+    );
+    let answer = s.transforms();
+    assert!(answer.contains(&Transform::new(A(1), 36)));
+    assert_eq!(esp_required[0].select(&answer), Some(s));
+    // The peer without ML-KEM: refused when required, NONE when optional.
+    assert_eq!(esp_required[0].select(&esp_offer(&[(K, 31, None)])), None);
+    let s = esp_optional[0]
+        .select(&esp_offer(&[(K, 31, None)]))
+        .unwrap();
+    assert_eq!(s.addke, [None; 7]);
+    assert!(!s.transforms().iter().any(|t| t.kind == A(1)));
+    // A method mismatch is refused.
+    assert_eq!(
+        esp_required[0].select(&esp_offer(&[(K, 31, None), (A(1), 37, None)])),
+        None
+    );
 }

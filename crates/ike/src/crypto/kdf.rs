@@ -140,13 +140,29 @@ impl ChildSaKeys {
         nr: &[u8],
         suite: EspSuite,
     ) -> Result<Self, CryptoError> {
+        Self::derive_with_additional(prf, sk_d, pfs_shared_secret, ni, nr, &[], suite)
+    }
+
+    /// As [`ChildSaKeys::derive`], with the shared secrets of RFC 9370
+    /// additional key exchanges (IKE_FOLLOWUP_KE after CREATE_CHILD_SA)
+    /// after the nonces: KEYMAT = prf+(SK_d, SK(0) | Ni | Nr | SK(1) |
+    /// ... | SK(n)) (RFC 9370 2.2.4), SK(0) being the PFS secret.
+    pub fn derive_with_additional(
+        prf: Prf,
+        sk_d: &[u8],
+        pfs_shared_secret: Option<&[u8]>,
+        ni: &[u8],
+        nr: &[u8],
+        additional_shared_secrets: &[&[u8]],
+        suite: EspSuite,
+    ) -> Result<Self, CryptoError> {
         let enc_len = suite.key_len();
         let integ_len = suite.auth_key_len();
         let total = 2 * (enc_len + integ_len);
-        let keymat = match pfs_shared_secret {
-            Some(g_ir) => prf.prf_plus(sk_d, &[g_ir, ni, nr], total)?,
-            None => prf.prf_plus(sk_d, &[ni, nr], total)?,
-        };
+        let mut seed: Vec<&[u8]> = pfs_shared_secret.into_iter().collect();
+        seed.extend([ni, nr]);
+        seed.extend_from_slice(additional_shared_secrets);
+        let keymat = prf.prf_plus(sk_d, &seed, total)?;
         let mut rest = keymat.expose();
         let mut take = |n: usize| {
             let (head, tail) = rest.split_at(n);

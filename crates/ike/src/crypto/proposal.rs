@@ -15,11 +15,13 @@
 //! | key exchange | `x25519`, `ecp256`, `ecp384`, `modp2048` | same (PFS group) |
 //! | ESN | none | `esn`, `noesn` |
 //!
-//! RFC 9370 additional key exchanges (IKE proposals only), as strongSwan 6
-//! writes them: `ke1_mlkem768` .. `ke7_...` name a method for ADDKE1..7
-//! (`mlkem512`, `mlkem768`, `mlkem1024`, or a Diffie-Hellman group),
-//! `ke1_none` makes that exchange optional
-//! (`aes256gcm16-prfsha384-x25519-ke1_mlkem768`).
+//! RFC 9370 additional key exchanges, as strongSwan 6 writes them:
+//! `ke1_mlkem768` .. `ke7_...` name a method for ADDKE1..7 (`mlkem512`,
+//! `mlkem768`, `mlkem1024`, or a Diffie-Hellman group), `ke1_none` makes
+//! that exchange optional (`aes256gcm16-prfsha384-x25519-ke1_mlkem768`).
+//! In ESP proposals they apply to CHILD_SAs made or rekeyed by
+//! CREATE_CHILD_SA (not the one IKE_AUTH makes, which has no key exchange)
+//! and need a PFS group beside them (`aes128gcm16-x25519-ke1_mlkem768`).
 //!
 //! Aliases strongSwan also accepts: `aes128gcm128`/`aes256gcm128` (the ICV
 //! in bits), `curve25519`, `sha2_256`/`sha2_384`/`sha2_512`,
@@ -69,6 +71,9 @@ pub struct EspProposal {
     pub ke: Vec<KeGroup>,
     /// ESN choices (defaults to `noesn` as in strongSwan).
     pub esn: Vec<Esn>,
+    /// RFC 9370 additional key exchanges, as in [`IkeProposal::addke`];
+    /// only with a PFS group.
+    pub addke: [Vec<Option<KeGroup>>; 7],
 }
 
 /// What an IKE SA negotiation settled on.
@@ -104,6 +109,18 @@ pub struct ChildSuite {
     pub ke: Option<KeGroup>,
     /// Extended sequence numbers.
     pub esn: Esn,
+    /// RFC 9370 additional key exchanges chosen, as in
+    /// [`IkeSuite::addke`]: they follow the CREATE_CHILD_SA exchange in
+    /// IKE_FOLLOWUP_KE exchanges.
+    pub addke: [Option<KeGroup>; 7],
+}
+
+impl ChildSuite {
+    /// The additional key exchanges to run, in order (ADDKE1 first),
+    /// skipping NONE.
+    pub fn additional_exchanges(&self) -> impl Iterator<Item = KeGroup> + '_ {
+        self.addke.iter().filter_map(|g| *g)
+    }
 }
 
 /// A proposal string that cannot be used, with the proposal it is in.
@@ -142,9 +159,8 @@ pub enum ProposalErrorReason {
     /// ML-KEM named as the IKE_SA_INIT key exchange (only as an RFC 9370
     /// additional key exchange here: `ke1_mlkem768`).
     KemAsPrimary(String),
-    /// `keN_` in an ESP proposal (additional key exchanges on CHILD_SAs
-    /// are not implemented).
-    AddKeInEsp(String),
+    /// `keN_<method>` in an ESP proposal without a PFS group beside it.
+    AddKeWithoutPfs(String),
 }
 
 impl fmt::Display for ProposalError {
@@ -183,9 +199,10 @@ impl fmt::Display for ProposalError {
                 f,
                 "\"{k}\" only as an additional key exchange here, e.g. \"x25519-ke1_{k}\""
             ),
-            ProposalErrorReason::AddKeInEsp(k) => write!(
+            ProposalErrorReason::AddKeWithoutPfs(k) => write!(
                 f,
-                "\"{k}\": additional key exchanges (RFC 9370) are supported for the IKE SA only"
+                "\"{k}\": an additional key exchange (RFC 9370) in an ESP proposal needs a PFS \
+                 group too, e.g. \"aes128gcm16-x25519-{k}\""
             ),
             ProposalErrorReason::NoEspSuite => write!(
                 f,
@@ -253,7 +270,7 @@ fn keyword(word: &str, kind: ProposalKind) -> Option<Keyword> {
         "prfsha384" | "prfsha2_384" if kind == ProposalKind::Ike => Keyword::Prf(Prf::HmacSha384),
         "prfsha512" | "prfsha2_512" if kind == ProposalKind::Ike => Keyword::Prf(Prf::HmacSha512),
         "x25519" | "curve25519" | "ecp256" | "ecp384" | "modp2048" => Keyword::Ke(method(word)?),
-        w if addke_keyword(w).is_some() && kind == ProposalKind::Ike => {
+        w if addke_keyword(w).is_some() => {
             let (n, g) = addke_keyword(w)?;
             Keyword::AddKe(n, g)
         }
@@ -307,9 +324,6 @@ fn parse_lists(s: &str, kind: ProposalKind) -> Result<Vec<(usize, String, Lists)
                 Some(Keyword::AddKe(n, g)) => push_unique(&mut lists.addke[n - 1], g),
                 None if method(&lower).is_some() => {
                     return Err(err(ProposalErrorReason::KemAsPrimary(lower)))
-                }
-                None if kind == ProposalKind::Esp && addke_keyword(&lower).is_some() => {
-                    return Err(err(ProposalErrorReason::AddKeInEsp(lower)))
                 }
                 None => {
                     return Err(err(ProposalErrorReason::UnknownKeyword(
@@ -402,6 +416,20 @@ pub fn parse_esp_proposals(s: &str) -> Result<Vec<EspProposal>, ProposalError> {
                 reason: ProposalErrorReason::NoEspSuite,
             });
         }
+        // RFC 9370 2.2.4 runs the additional exchanges after the
+        // CREATE_CHILD_SA exchange's own: a proposal without a PFS group
+        // has none to follow.
+        let addke_named = text
+            .split('-')
+            .map(|w| w.trim().to_ascii_lowercase())
+            .find(|w| matches!(addke_keyword(w), Some((_, Some(_)))));
+        if let (Some(named), true) = (addke_named, lists.ke.is_empty()) {
+            return Err(ProposalError {
+                index,
+                proposal: text,
+                reason: ProposalErrorReason::AddKeWithoutPfs(named),
+            });
+        }
         if lists.esn.is_empty() {
             lists.esn.push(Esn::No);
         }
@@ -410,6 +438,7 @@ pub fn parse_esp_proposals(s: &str) -> Result<Vec<EspProposal>, ProposalError> {
             integrity: lists.integrity,
             ke: lists.ke,
             esn: lists.esn,
+            addke: lists.addke,
         });
     }
     Ok(out)
@@ -483,13 +512,22 @@ fn select_addke(
     Some(chosen)
 }
 
-/// An ESP offer's additional key exchanges: acceptable only when each
-/// offered ADDKE type allows NONE (CHILD_SA ADDKEs are not implemented).
-fn esp_addke_acceptable(offered: &[Transform]) -> bool {
-    (1..=7u8).all(|n| {
-        let kind = TransformType::AdditionalKeyExchange(n);
-        let mut of_kind = offered.iter().filter(|t| t.kind == kind).peekable();
-        of_kind.peek().is_none() || of_kind.any(|t| t.id == KE_NONE)
+/// The ADDKE transforms of a proposal we offer: every method (or NONE)
+/// of each ADDKEn.
+fn offered_addke(addke: &[Vec<Option<KeGroup>>; 7]) -> impl Iterator<Item = Transform> + '_ {
+    addke.iter().enumerate().flat_map(|(i, methods)| {
+        let kind = TransformType::AdditionalKeyExchange(i as u8 + 1);
+        methods
+            .iter()
+            .map(move |g| Transform::new(kind, g.map_or(KE_NONE, KeGroup::id)))
+    })
+}
+
+/// The ADDKE transforms of a responder's single-choice answer: the
+/// chosen method of each ADDKEn, none where NONE was chosen.
+fn chosen_addke(addke: &[Option<KeGroup>; 7]) -> impl Iterator<Item = Transform> + '_ {
+    addke.iter().enumerate().filter_map(|(i, g)| {
+        g.map(|g| Transform::new(TransformType::AdditionalKeyExchange(i as u8 + 1), g.id()))
     })
 }
 
@@ -500,14 +538,7 @@ impl IkeProposal {
         t.extend(self.prf.iter().map(|p| p.transform()));
         t.extend(self.integrity.iter().map(|i| i.transform()));
         t.extend(self.ke.iter().map(|g| g.transform()));
-        for (i, methods) in self.addke.iter().enumerate() {
-            let kind = TransformType::AdditionalKeyExchange(i as u8 + 1);
-            t.extend(
-                methods
-                    .iter()
-                    .map(|g| Transform::new(kind, g.map_or(KE_NONE, KeGroup::id))),
-            );
-        }
+        t.extend(offered_addke(&self.addke));
         t
     }
 
@@ -570,12 +601,7 @@ impl IkeSuite {
         let mut t = vec![self.encryption.transform(), self.prf.transform()];
         t.extend(self.integrity.map(|i| i.transform()));
         t.push(self.ke.transform());
-        for (i, g) in self.addke.iter().enumerate() {
-            if let Some(g) = g {
-                let kind = TransformType::AdditionalKeyExchange(i as u8 + 1);
-                t.push(Transform::new(kind, g.id()));
-            }
-        }
+        t.extend(chosen_addke(&self.addke));
         t
     }
 }
@@ -587,6 +613,7 @@ impl EspProposal {
         let mut t: Vec<Transform> = self.encryption.iter().map(|e| e.transform()).collect();
         t.extend(self.integrity.iter().map(|i| i.transform()));
         t.extend(self.ke.iter().map(|g| g.transform()));
+        t.extend(offered_addke(&self.addke));
         t.extend(self.esn.iter().map(|e| e.transform()));
         t
     }
@@ -595,10 +622,11 @@ impl EspProposal {
     /// Encryption and integrity are chosen as a pair that is a data-plane
     /// suite, in the peer's order. With no PFS group on our side the offer
     /// must allow none (no KE transform, or NONE); with groups, one of the
-    /// offered groups must be ours. The ESN transform is mandatory in ESP
-    /// proposals (RFC 7296 3.3.3).
+    /// offered groups must be ours. Additional key exchanges as for IKE
+    /// (`select_addke`). The ESN transform is mandatory in ESP proposals
+    /// (RFC 7296 3.3.3).
     pub fn select(&self, offered: &[Transform]) -> Option<ChildSuite> {
-        if has_unknown_type(offered) || !esp_addke_acceptable(offered) {
+        if has_unknown_type(offered) {
             return None;
         }
         let encs = offered
@@ -652,7 +680,13 @@ impl EspProposal {
             )?)
         };
         let esn = first_accepted(offered, TransformType::Esn, &self.esn, Esn::from_transform)?;
-        Some(ChildSuite { esp, ke, esn })
+        let addke = select_addke(offered, &self.addke)?;
+        Some(ChildSuite {
+            esp,
+            ke,
+            esn,
+            addke,
+        })
     }
 }
 
@@ -663,6 +697,7 @@ impl ChildSuite {
         let mut t = vec![enc.transform()];
         t.extend(integ.map(|i| i.transform()));
         t.extend(self.ke.map(|g| g.transform()));
+        t.extend(chosen_addke(&self.addke));
         t.push(self.esn.transform());
         t
     }

@@ -3,6 +3,18 @@
 
 use super::*;
 
+/// What the peer's CREATE_CHILD_SA answer to our CHILD_SA request
+/// settled.
+pub(super) struct ChildAnswer {
+    pub(super) suite: crypto::ChildSuite,
+    pub(super) outbound_spi: u32,
+    pub(super) nr: Vec<u8>,
+    pub(super) tsi: Vec<TrafficSelector>,
+    pub(super) tsr: Vec<TrafficSelector>,
+    /// The peer echoed SA_RESOURCE_INFO (RFC 9611).
+    pub(super) resource_echo: bool,
+}
+
 /// The group an INVALID_KE_PAYLOAD notify of `inner` asks for.
 pub(super) fn requested_group(inner: &Inner) -> Option<KeGroup> {
     inner.payloads.iter().find_map(|p| match p {
@@ -238,36 +250,7 @@ impl IkeSa {
                 return self.pump(now, conn, cfg, rng, out);
             }
         }
-        match self.rekeyed_child(&create, &inner, conn) {
-            Ok((mut child, _)) => {
-                child.per_resource = request == OwnRequest::CreateResource;
-                self.children.push(ChildRef::of(&child));
-                out.events
-                    .push_back(Event::ChildSaInstalled(Box::new(child)));
-                // The connection's first CHILD_SA again: its per-resource
-                // ones follow when the peer echoed SA_RESOURCE_INFO, as
-                // after IKE_AUTH.
-                if request == OwnRequest::CreateChild
-                    && conn.per_resource_sas > 1
-                    && inner.notify(NotifyType::SA_RESOURCE_INFO).is_some()
-                {
-                    for _ in 1..conn.per_resource_sas {
-                        self.pending.push_back(OwnRequest::CreateResource);
-                    }
-                }
-            }
-            Err(notify) => {
-                if request == OwnRequest::CreateResource {
-                    self.pending.retain(|r| *r != OwnRequest::CreateResource);
-                }
-                self.delete_if_peer_created(&inner, create.new_inbound);
-                out.events.push_back(Event::ChildSaFailed {
-                    ike_sa: self.id,
-                    notify,
-                });
-            }
-        }
-        self.pump(now, conn, cfg, rng, out)
+        self.on_child_answer(now, request, create, None, inner, conn, cfg, rng, out)
     }
 
     /// The answer to our CHILD_SA rekey: install the new CHILD_SA, then
@@ -303,26 +286,152 @@ impl IkeSa {
                 return self.pump(now, conn, cfg, rng, out);
             }
         }
-        match self.rekeyed_child(&rekey, &inner, conn) {
-            Ok((mut child, nr)) => {
-                child.rekeys = Some(rekey.old_inbound);
+        let request = OwnRequest::RekeyChild {
+            inbound_spi: rekey.old_inbound,
+        };
+        self.on_child_answer(now, request, rekey, collision, inner, conn, cfg, rng, out)
+    }
+
+    /// The peer's CREATE_CHILD_SA answer to our CHILD_SA `request`: the
+    /// CHILD_SA now, or (RFC 9370 2.2.4) after the IKE_FOLLOWUP_KE
+    /// exchanges of the chosen proposal's additional key exchanges; or
+    /// the refusal.
+    #[allow(clippy::too_many_arguments)]
+    fn on_child_answer(
+        &mut self,
+        now: Time,
+        request: OwnRequest,
+        state: RekeyState,
+        collision: Option<Collision>,
+        inner: Inner,
+        conn: &Connection,
+        cfg: &EngineConfig,
+        rng: &mut dyn RandomSource,
+        out: &mut Output,
+    ) -> Result<(), EngineError> {
+        let link = inner
+            .notify(NotifyType::ADDITIONAL_KEY_EXCHANGE)
+            .map(|n| n.data.clone());
+        let answered = self
+            .child_answer(&state, &inner, conn)
+            .and_then(|(answer, shared)| {
+                let followups = answer.suite.additional_exchanges().next().is_some();
+                match (followups, link, shared) {
+                    (false, _, shared) => Ok((answer, shared, None)),
+                    (true, Some(link), Some(first)) => Ok((answer, None, Some((link, first)))),
+                    // Additional exchanges chosen without a link to
+                    // follow up on (or without the PFS exchange before
+                    // them).
+                    (true, _, _) => Err(NotifyType::INVALID_SYNTAX),
+                }
+            });
+        let (answer, shared, followup) = match answered {
+            Ok(a) => a,
+            Err(notify) => {
+                // A new CHILD_SA the peer made for our refused answer
+                // goes.
+                let created = self.delete_if_peer_created(&inner, state.new_inbound);
+                self.our_child_failed(now, request, &state, notify, created, rng, out);
+                return self.pump(now, conn, cfg, rng, out);
+            }
+        };
+        let ours = followup::OurChild {
+            request,
+            state,
+            answer,
+            collision,
+        };
+        if let Some((link, first)) = followup {
+            let nonces = (ours.state.ni.clone(), ours.answer.nr.clone());
+            let suite = ours.answer.suite;
+            let sa = followup::NewSa::child(
+                followup::NewKind::OurChild(Box::new(ours)),
+                &suite,
+                nonces,
+                first,
+            );
+            return self.send_followup(now, followup::Initiator::new(sa), link, cfg, rng, out);
+        }
+        self.finish_our_child(now, ours, shared.as_slice(), conn, cfg, rng, out)
+    }
+
+    /// Our CHILD_SA request is complete (its CREATE_CHILD_SA exchange and
+    /// any IKE_FOLLOWUP_KE exchanges): the CHILD_SA with KEYMAT from
+    /// `shared` (the PFS secret, then the additional ones), installed. A
+    /// rekey's old CHILD_SA is deleted next (RFC 7296 2.8), or after a
+    /// simultaneous rekey the redundant new one (2.8.1).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn finish_our_child(
+        &mut self,
+        now: Time,
+        ours: followup::OurChild,
+        shared: &[crypto::SecretBytes],
+        conn: &Connection,
+        cfg: &EngineConfig,
+        rng: &mut dyn RandomSource,
+        out: &mut Output,
+    ) -> Result<(), EngineError> {
+        let followup::OurChild {
+            request,
+            state,
+            answer,
+            collision,
+        } = ours;
+        let resource_echo = answer.resource_echo;
+        let nr = answer.nr.clone();
+        let derived = self.derive_child(
+            answer.suite,
+            true,
+            (&state.ni, &answer.nr),
+            shared,
+            (state.new_inbound, answer.outbound_spi),
+            answer.tsi,
+            answer.tsr,
+        );
+        let Ok(mut child) = derived else {
+            self.pending.push_front(OwnRequest::DeleteRefused {
+                inbound_spi: state.new_inbound,
+            });
+            self.our_child_failed(
+                now,
+                request,
+                &state,
+                NotifyType::NO_PROPOSAL_CHOSEN,
+                true,
+                rng,
+                out,
+            );
+            return self.pump(now, conn, cfg, rng, out);
+        };
+        match request {
+            OwnRequest::RekeyChild { inbound_spi: old } => {
+                // A peer's rekey of the same CHILD_SA answered while our
+                // IKE_FOLLOWUP_KE exchanges ran.
+                let collision = collision.or_else(|| {
+                    self.collisions
+                        .iter()
+                        .position(|c| c.old_inbound == old)
+                        .map(|i| self.collisions.remove(i))
+                });
+                child.rekeys = Some(old);
                 let ours = child.inbound_spi;
-                if let Some(old) = self.children.iter_mut().find(|c| {
-                    c.inbound_spi == rekey.old_inbound && c.state == ChildState::Installed
-                }) {
-                    old.state = ChildState::Rekeyed;
+                if let Some(c) = self
+                    .children
+                    .iter_mut()
+                    .find(|c| c.inbound_spi == old && c.state == ChildState::Installed)
+                {
+                    c.state = ChildState::Rekeyed;
                 }
                 self.children.push(ChildRef::of(&child));
                 out.events
                     .push_back(Event::ChildSaInstalled(Box::new(child)));
-                self.pending.push_front(OwnRequest::DeleteChild {
-                    inbound_spi: rekey.old_inbound,
-                });
+                self.pending
+                    .push_front(OwnRequest::DeleteChild { inbound_spi: old });
                 // RFC 7296 2.8.1: both sides rekeyed the same SA; the new
                 // SA whose exchange holds the lowest of the four nonces is
                 // redundant and deleted by whoever started that exchange.
                 if let Some(c) = collision {
-                    let ours_lowest = rekey.ni.min(nr) < c.ni.min(c.nr);
+                    let ours_lowest = state.ni.min(nr) < c.ni.min(c.nr);
                     if ours_lowest {
                         // Its delete waits behind the old SA's; meanwhile
                         // the peer may rekey it (see `queue_delete_child`).
@@ -330,20 +439,55 @@ impl IkeSa {
                     }
                 }
             }
-            Err(notify) => {
-                // The old CHILD_SA carries on and is rekeyed again later; a
-                // new one the peer made for our refused answer goes.
-                let created = self.delete_if_peer_created(&inner, rekey.new_inbound);
-                if notify == NotifyType::TEMPORARY_FAILURE || created {
-                    self.retry_rekey_later(now, rekey.old_inbound);
+            _ => {
+                child.per_resource = request == OwnRequest::CreateResource;
+                self.children.push(ChildRef::of(&child));
+                out.events
+                    .push_back(Event::ChildSaInstalled(Box::new(child)));
+                // The connection's first CHILD_SA again: its per-resource
+                // ones follow when the peer echoed SA_RESOURCE_INFO, as
+                // after IKE_AUTH.
+                if request == OwnRequest::CreateChild && conn.per_resource_sas > 1 && resource_echo
+                {
+                    for _ in 1..conn.per_resource_sas {
+                        self.pending.push_back(OwnRequest::CreateResource);
+                    }
                 }
-                out.events.push_back(Event::ChildSaFailed {
-                    ike_sa: self.id,
-                    notify,
-                })
             }
         }
         self.pump(now, conn, cfg, rng, out)
+    }
+
+    /// Our CHILD_SA `request` (with `state`) ends without a CHILD_SA: the
+    /// peer's `notify`, or ours for an answer we refused (`created`: the
+    /// peer installed the CHILD_SA it answered with, and our delete of it
+    /// is queued). A rekey's old CHILD_SA carries on and is rekeyed again
+    /// later after TEMPORARY_FAILURE (or our refusal); a refused RFC 9611
+    /// per-resource SA stops that series.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn our_child_failed(
+        &mut self,
+        now: Time,
+        request: OwnRequest,
+        state: &RekeyState,
+        notify: NotifyType,
+        created: bool,
+        rng: &mut dyn RandomSource,
+        out: &mut Output,
+    ) {
+        match request {
+            OwnRequest::RekeyChild { .. } if notify == NotifyType::TEMPORARY_FAILURE || created => {
+                self.retry_rekey_later(now, state.old_inbound, rng);
+            }
+            OwnRequest::CreateResource => {
+                self.pending.retain(|r| *r != OwnRequest::CreateResource);
+            }
+            _ => {}
+        }
+        out.events.push_back(Event::ChildSaFailed {
+            ike_sa: self.id,
+            notify,
+        });
     }
 
     /// After we refused an answer that created a CHILD_SA at the peer (an
@@ -361,12 +505,15 @@ impl IkeSa {
         created
     }
 
-    pub(super) fn rekeyed_child(
+    /// What the peer's CREATE_CHILD_SA answer to our request `rekey`
+    /// settles (checked against our proposals and selectors), and the PFS
+    /// shared secret; or why it is refused.
+    fn child_answer(
         &self,
         rekey: &RekeyState,
         inner: &Inner,
         conn: &Connection,
-    ) -> Result<(ChildSa, Vec<u8>), NotifyType> {
+    ) -> Result<(ChildAnswer, Option<crypto::SecretBytes>), NotifyType> {
         if let Some(n) = inner.error_notify() {
             return Err(n);
         }
@@ -394,17 +541,15 @@ impl IkeSa {
         if !ts::is_subset(&tsi.0, &rekey.local_ts) || !ts::is_subset(&tsr.0, &rekey.remote_ts) {
             return Err(NotifyType::TS_UNACCEPTABLE);
         }
-        self.derive_child(
+        let answer = ChildAnswer {
             suite,
-            true,
-            (&rekey.ni, &nr),
-            shared.as_ref().map(|s| s.expose()),
-            (rekey.new_inbound, outbound_spi),
-            tsi.0.clone(),
-            tsr.0.clone(),
-        )
-        .map(|c| (c, nr))
-        .map_err(|_| NotifyType::NO_PROPOSAL_CHOSEN)
+            outbound_spi,
+            nr,
+            tsi: tsi.0.clone(),
+            tsr: tsr.0.clone(),
+            resource_echo: inner.notify(NotifyType::SA_RESOURCE_INFO).is_some(),
+        };
+        Ok((answer, shared))
     }
 
     /// The peer's CREATE_CHILD_SA: a new CHILD_SA or a CHILD_SA rekey
@@ -524,18 +669,28 @@ impl IkeSa {
         let (Ok(nr), Ok(inbound)) = (random_bytes(rng, NONCE_LEN), random_child_spi(rng)) else {
             return refuse(Notify::ike(NotifyType::TEMPORARY_FAILURE, Vec::new()));
         };
-        let Ok(child) = self.derive_child(
-            suite,
-            false,
-            (&ni, &nr),
-            shared.as_ref().map(|s| s.expose()),
-            (inbound, peer_spi),
-            tsr.clone(),
-            tsi.clone(),
-        ) else {
-            return refuse(Notify::ike(NotifyType::NO_PROPOSAL_CHOSEN, Vec::new()));
-        };
-        let nr_sent = nr.clone();
+        let rekeyed = inner
+            .notify(NotifyType::REKEY_SA)
+            .and_then(|n| n.child_spi());
+        let followups = suite.additional_exchanges().next().is_some();
+        if followups {
+            // RFC 9370 2.2.4: the CHILD_SA comes after the peer's
+            // IKE_FOLLOWUP_KE requests. We hold one such series at a time;
+            // and a rekey of a CHILD_SA we are rekeying ourselves would be
+            // a collision that 2.8.1's nonces decide only after both
+            // series: refused, each side retries after its own random
+            // delay (RFC 7296 2.25).
+            let ours_too = rekeyed.is_some_and(|spi| {
+                self.our_child_rekey().is_some_and(|old| {
+                    self.children
+                        .iter()
+                        .any(|c| c.outbound_spi == spi && c.inbound_spi == old)
+                })
+            });
+            if self.followup_r.is_some() || ours_too || shared.is_none() {
+                return refuse(Notify::ike(NotifyType::TEMPORARY_FAILURE, Vec::new()));
+            }
+        }
         let mut reply = vec![
             Payload::Sa(SecurityAssociation(vec![wire::proposal(
                 number,
@@ -543,7 +698,7 @@ impl IkeSa {
                 inbound.to_be_bytes().to_vec(),
                 &suite.transforms(),
             )])),
-            Payload::Nonce(Nonce(nr)),
+            Payload::Nonce(Nonce(nr.clone())),
         ];
         reply.extend(ke_reply.map(Payload::Ke));
         if echo {
@@ -552,13 +707,71 @@ impl IkeSa {
                 Vec::new(),
             )));
         }
-        reply.push(Payload::TsI(TrafficSelectors(tsi)));
-        reply.push(Payload::TsR(TrafficSelectors(tsr)));
-        // The peer rekeys the SA our own rekey in flight replaces: remember
-        // its nonces for RFC 7296 2.8.1 when ours completes.
-        let rekeyed = inner
-            .notify(NotifyType::REKEY_SA)
-            .and_then(|n| n.child_spi());
+        reply.push(Payload::TsI(TrafficSelectors(tsi.clone())));
+        reply.push(Payload::TsR(TrafficSelectors(tsr.clone())));
+        let peer_child = followup::PeerChild {
+            suite,
+            spis: (inbound, peer_spi),
+            local_ts: tsr,
+            remote_ts: tsi,
+            per_resource,
+            rekeyed,
+        };
+        if followups {
+            let (Some(first), Ok(link)) = (shared.take(), random_bytes(rng, followup::LINK_LEN))
+            else {
+                return refuse(Notify::ike(NotifyType::TEMPORARY_FAILURE, Vec::new()));
+            };
+            reply.push(Payload::Notify(Notify::ike(
+                NotifyType::ADDITIONAL_KEY_EXCHANGE,
+                link.clone(),
+            )));
+            let sa = followup::NewSa::child(
+                followup::NewKind::PeerChild(Box::new(peer_child)),
+                &suite,
+                (ni, nr),
+                first,
+            );
+            self.followup_r = Some(followup::Responder::new(now, sa, link));
+            return (reply, Vec::new());
+        }
+        match self.finish_peer_child(peer_child, (&ni, &nr), shared.as_slice()) {
+            Ok(event) => (reply, vec![event]),
+            Err(_) => refuse(Notify::ike(NotifyType::NO_PROPOSAL_CHOSEN, Vec::new())),
+        }
+    }
+
+    /// Our CHILD_SA rekey in flight (its CREATE_CHILD_SA exchange or its
+    /// IKE_FOLLOWUP_KE exchanges): the old CHILD_SA's inbound SPI.
+    fn our_child_rekey(&self) -> Option<u32> {
+        self.rekey.as_ref().map(|r| r.old_inbound).or_else(|| {
+            self.followup_i
+                .as_ref()
+                .and_then(followup::Initiator::rekeys_child)
+        })
+    }
+
+    /// The peer's CHILD_SA request is complete (its CREATE_CHILD_SA
+    /// exchange, answered with `nonces`, and any IKE_FOLLOWUP_KE
+    /// exchanges): the CHILD_SA with KEYMAT from `shared` (the PFS secret,
+    /// then the additional ones), installed. A rekey's old CHILD_SA is the
+    /// peer's to delete.
+    pub(super) fn finish_peer_child(
+        &mut self,
+        peer: followup::PeerChild,
+        (ni, nr): (&[u8], &[u8]),
+        shared: &[crypto::SecretBytes],
+    ) -> Result<Event, EngineError> {
+        let followup::PeerChild {
+            suite,
+            spis,
+            local_ts,
+            remote_ts,
+            per_resource,
+            rekeyed,
+        } = peer;
+        let mut child =
+            self.derive_child(suite, false, (ni, nr), shared, spis, local_ts, remote_ts)?;
         // The old SA is the peer's to delete now: our own timers leave it
         // alone (a rekey of ours started later would make a second
         // replacement that neither side's 2.8.1 check sees; found by the
@@ -572,20 +785,21 @@ impl IkeSa {
                 old.state = ChildState::Rekeyed;
             }
         }
-        if let (Some(spi), Some(ours)) = (rekeyed, &self.rekey) {
+        // The peer rekeys the SA our own rekey in flight replaces:
+        // remember its nonces for RFC 7296 2.8.1 when ours completes.
+        if let (Some(spi), Some(old)) = (rekeyed, self.our_child_rekey()) {
             if self
                 .children
                 .iter()
-                .any(|c| c.outbound_spi == spi && c.inbound_spi == ours.old_inbound)
+                .any(|c| c.outbound_spi == spi && c.inbound_spi == old)
             {
                 self.collisions.push(Collision {
-                    old_inbound: ours.old_inbound,
-                    ni: ni.clone(),
-                    nr: nr_sent.clone(),
+                    old_inbound: old,
+                    ni: ni.to_vec(),
+                    nr: nr.to_vec(),
                 });
             }
         }
-        let mut child = child;
         child.per_resource = per_resource;
         child.rekeys = rekeyed.and_then(|spi| {
             self.children
@@ -594,6 +808,6 @@ impl IkeSa {
                 .map(|c| c.inbound_spi)
         });
         self.children.push(ChildRef::of(&child));
-        (reply, vec![Event::ChildSaInstalled(Box::new(child))])
+        Ok(Event::ChildSaInstalled(Box::new(child)))
     }
 }

@@ -392,15 +392,17 @@ impl IkeSa {
             suite,
             self.role == Role::Initiator,
             (&self.ni, &self.nr),
-            None,
+            &[],
             (inbound_spi, outbound_spi),
             local_ts,
             remote_ts,
         )
     }
 
-    /// A CHILD_SA's keys: KEYMAT = prf+(SK_d, [g^ir] | Ni | Nr) with the
-    /// nonces of the exchange that creates it; the first half protects
+    /// A CHILD_SA's keys: KEYMAT = prf+(SK_d, [g^ir] | Ni | Nr | [SK(1)
+    /// | ... | SK(n)]) with the nonces of the exchange that creates it;
+    /// `shared` holds the PFS secret g^ir first, then those of RFC 9370
+    /// additional exchanges (empty without PFS). The first half protects
     /// traffic from that exchange's initiator (`we_initiated`).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn derive_child(
@@ -408,7 +410,7 @@ impl IkeSa {
         suite: crypto::ChildSuite,
         we_initiated: bool,
         (ni, nr): (&[u8], &[u8]),
-        pfs: Option<&[u8]>,
+        shared: &[crypto::SecretBytes],
         (inbound_spi, outbound_spi): (u32, u32),
         local_ts: Vec<TrafficSelector>,
         remote_ts: Vec<TrafficSelector>,
@@ -417,7 +419,20 @@ impl IkeSa {
             .suite
             .zip(self.keys.as_ref())
             .ok_or(EngineError::Protocol("no keys"))?;
-        let km = ChildSaKeys::derive(ike.prf, keys.sk_d.expose(), pfs, ni, nr, suite.esp)?;
+        let (pfs, additional) = match shared.split_first() {
+            Some((first, rest)) => (Some(first.expose()), rest),
+            None => (None, &[][..]),
+        };
+        let additional: Vec<&[u8]> = additional.iter().map(|s| s.expose()).collect();
+        let km = ChildSaKeys::derive_with_additional(
+            ike.prf,
+            keys.sk_d.expose(),
+            pfs,
+            ni,
+            nr,
+            &additional,
+            suite.esp,
+        )?;
         let (inbound, outbound) = if we_initiated {
             (km.responder_to_initiator, km.initiator_to_responder)
         } else {

@@ -8,9 +8,23 @@ use super::*;
 use crate::engine::config::limits;
 
 /// A rekey the peer refused with TEMPORARY_FAILURE is tried again after
-/// this long (RFC 7296 2.25: the collision that caused it is usually gone
-/// by then).
+/// about this long (RFC 7296 2.25: the collision that caused it is usually
+/// gone by then): see [`retry_delay`].
 pub(crate) const REKEY_RETRY_MS: u64 = 10_000;
+
+/// A random delay in `[REKEY_RETRY_MS / 2, 3 * REKEY_RETRY_MS / 2)` before
+/// a refused rekey (IKE or CHILD_SA) is tried again. Two peers whose
+/// rekeys with IKE_FOLLOWUP_KE collide both refuse each other
+/// ([`super::followup`]); with a fixed delay they would collide again at
+/// every retry (found by review: 13 refusals each in 120 s).
+fn retry_delay(rng: &mut dyn RandomSource) -> u64 {
+    let mut b = [0u8; 8];
+    let jitter = match rng.fill(&mut b) {
+        Ok(()) => u64::from_be_bytes(b) % REKEY_RETRY_MS,
+        Err(_) => REKEY_RETRY_MS / 2,
+    };
+    REKEY_RETRY_MS / 2 + jitter
+}
 
 /// Where a CHILD_SA stands (RFC 7296 2.25 answers depend on it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -246,7 +260,10 @@ impl IkeSa {
             } else if !self.replaced && at(life.rekey_at, now) {
                 life.rekey_at = None;
                 if self.ike_rekey.is_none()
-                    && self.followup_i.is_none()
+                    && !self
+                        .followup_i
+                        .as_ref()
+                        .is_some_and(followup::Initiator::is_ike)
                     && !self.pending.contains(&OwnRequest::RekeyIke)
                 {
                     self.pending.push_back(OwnRequest::RekeyIke);
@@ -439,8 +456,14 @@ impl IkeSa {
     }
 
     /// Our rekey of `old_inbound` was refused with TEMPORARY_FAILURE: try
-    /// again later if it is still in use.
-    pub(super) fn retry_rekey_later(&mut self, now: Time, old_inbound: u32) {
+    /// again later ([`retry_delay`]) if it is still in use.
+    pub(super) fn retry_rekey_later(
+        &mut self,
+        now: Time,
+        old_inbound: u32,
+        rng: &mut dyn RandomSource,
+    ) {
+        let delay = retry_delay(rng);
         if let Some(c) = self
             .children
             .iter_mut()
@@ -448,28 +471,19 @@ impl IkeSa {
         {
             let l = c.life.get_or_insert_with(ChildLife::default);
             l.rekey_started = false;
-            l.rekey_at = Some(now + REKEY_RETRY_MS);
+            l.rekey_at = Some(now + delay);
         }
     }
 
     /// Our IKE SA rekey was refused with TEMPORARY_FAILURE: try again
-    /// later (unless the SA is being replaced anyway), after a random
-    /// delay in `[REKEY_RETRY_MS / 2, 3 * REKEY_RETRY_MS / 2)` (RFC 7296
-    /// 2.25). Two peers whose rekeys with IKE_FOLLOWUP_KE collide both
-    /// refuse each other ([`super::followup`]); with a fixed delay they
-    /// would collide again at every retry (found by review: 13 refusals
-    /// each in 120 s).
+    /// later ([`retry_delay`]), unless the SA is being replaced anyway.
     pub(super) fn retry_ike_rekey_later(&mut self, now: Time, rng: &mut dyn RandomSource) {
         if self.replaced {
             return;
         }
-        let mut b = [0u8; 8];
-        let jitter = match rng.fill(&mut b) {
-            Ok(()) => u64::from_be_bytes(b) % REKEY_RETRY_MS,
-            Err(_) => REKEY_RETRY_MS / 2,
-        };
+        let delay = retry_delay(rng);
         let l = self.life.get_or_insert_with(IkeLife::default);
-        l.rekey_at = Some(now + REKEY_RETRY_MS / 2 + jitter);
+        l.rekey_at = Some(now + delay);
     }
 
     /// The CHILD_SAs and our queued requests about them, taken away: they

@@ -7,7 +7,8 @@
 //! rekeys), [`rekey_ike`] (IKE SA rekey, simultaneous IKE SA rekeys),
 //! [`lifetime`] (soft and hard limits, keepalives), [`intermediate`] (RFC 9370
 //! additional key exchanges in IKE_INTERMEDIATE), [`followup`] (RFC 9370
-//! IKE SA rekeys with additional key exchanges: IKE_FOLLOWUP_KE), [`fragment`] (RFC 7383
+//! IKE SA and CHILD_SA rekeys and new CHILD_SAs with additional key
+//! exchanges: IKE_FOLLOWUP_KE), [`fragment`] (RFC 7383
 //! reassembly and fragmenting our messages) and [`replay`] (recorded exchanges
 //! for known-answer tests).
 use std::net::SocketAddr;
@@ -325,12 +326,14 @@ fn random_child_spi(rng: &mut dyn RandomSource) -> Result<u32, EngineError> {
 }
 
 /// The ESP proposals for a CHILD_SA that IKE_AUTH creates: no key
-/// exchange there (RFC 7296 1.2), so PFS groups are dropped.
+/// exchange there (RFC 7296 1.2), so PFS groups and RFC 9370 additional
+/// key exchanges are dropped (as strongSwan does).
 fn without_pfs(proposals: &[EspProposal]) -> Vec<EspProposal> {
     proposals
         .iter()
         .map(|p| EspProposal {
             ke: Vec::new(),
+            addke: Default::default(),
             ..p.clone()
         })
         .collect()

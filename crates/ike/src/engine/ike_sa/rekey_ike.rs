@@ -237,13 +237,12 @@ impl IkeSa {
                 return self.pump(now, conn, cfg, rng, out);
             };
             let link = link.data.clone();
-            let state = followup::Initiator::new(followup::NewSa {
-                spis: (st.new_spi_i, spi_r),
+            let state = followup::Initiator::new(followup::NewSa::ike(
+                (st.new_spi_i, spi_r),
                 suite,
-                ni: st.ni,
-                nr,
-                shared: vec![shared],
-            });
+                (st.ni, nr),
+                shared,
+            ));
             return self.send_followup(now, state, link, cfg, rng, out);
         }
         self.finish_rekey_ike(
@@ -425,13 +424,7 @@ impl IkeSa {
             };
             self.followup_r = Some(followup::Responder::new(
                 now,
-                followup::NewSa {
-                    spis: (peer_spi, spi_r),
-                    suite,
-                    ni,
-                    nr,
-                    shared: vec![shared],
-                },
+                followup::NewSa::ike((peer_spi, spi_r), suite, (ni, nr), shared),
                 link.clone(),
             ));
             reply.push(Payload::Notify(Notify::ike(
