@@ -313,6 +313,20 @@ grep -q "creating per-resource SA as one of several" "$SSW/charon.log" ||
 # has no key exchange.
 [ "$(followups "parsed request")" -ge 1 ] ||
     fail "step 1: charon's log shows no IKE_FOLLOWUP_KE request from espgw for the per-CPU CHILD_SA"
+# kex_listed WHAT: espgw's `ike list` names the key exchanges of each
+# CHILD_SA: none for IKE_AUTH's (not per-CPU, not a rekey), X25519 then
+# ML-KEM-768 for the others.
+kex_listed() {
+    python3 - "$WORK/ike-$1.json" <<'PY'
+import json, sys
+kids = [c for s in json.load(open(sys.argv[1]))["sas"] for c in s["children"]]
+assert kids, "no CHILD_SA"
+for c in kids:
+    assert c["key_exchange"] in ("", "CURVE_25519/KE1_ML_KEM_768"), c
+assert any(c["key_exchange"] == "CURVE_25519/KE1_ML_KEM_768" for c in kids), kids
+PY
+}
+kex_listed up || fail "step 1: espgw's ike list does not name ML-KEM for the per-CPU CHILD_SA"
 # ML-KEM-768's encapsulation key (1184 bytes) does not fit one 1232-byte
 # datagram: espgw sent its IKE_INTERMEDIATE request as RFC 7383 fragments,
 # which charon put together and answered.
@@ -372,6 +386,8 @@ done
 rekeyed rekey-pc rekey-own own || fail "step 3: espgw's rekey of the tunnel's CHILD_SA ($(cat "$WORK/check-rekey-own.err"))"
 [ "$(followups "parsed request")" -gt "$fu_req" ] ||
     fail "step 3: espgw's CHILD_SA rekey ran no IKE_FOLLOWUP_KE exchange"
+python3 -c 'import json,sys; k=[c["key_exchange"] for s in json.load(open(sys.argv[1]))["sas"] for c in s["children"]]; assert k == ["CURVE_25519/KE1_ML_KEM_768"] * 2, k' "$WORK/ike-rekey-own.json" ||
+    fail "step 3: espgw's ike list does not name ML-KEM for both rekeyed CHILD_SAs"
 streams rekeyed a
 state rekey-traffic --children 2 --per-cpu || fail "step 3: $(cat "$WORK/check-rekey-traffic.err")"
 both_used "step 3" rekey-own rekey-traffic

@@ -1760,3 +1760,28 @@ fn suite_name_lists_the_additional_key_exchanges_as_strongswan_does() {
         "AES_GCM_16-256/PRF_HMAC_SHA2_384/CURVE_25519/KE2_ML_KEM_1024/KE3_ECP_384"
     );
 }
+
+/// A CHILD_SA's key exchanges in `ike list`: none for the one IKE_AUTH
+/// makes, the PFS group, then the additional ones by their ADDKE slot.
+#[test]
+fn child_sa_key_exchange_names() {
+    use espgw_control::ike::key_exchange_names;
+    use espgw_ike::crypto::KeGroup;
+    let mut addke = [None; 7];
+    assert_eq!(key_exchange_names(None, &addke), "");
+    assert_eq!(
+        key_exchange_names(Some(KeGroup::Curve25519), &addke),
+        "CURVE_25519"
+    );
+    addke[0] = Some(KeGroup::MlKem768);
+    assert_eq!(
+        key_exchange_names(Some(KeGroup::Curve25519), &addke),
+        "CURVE_25519/KE1_ML_KEM_768"
+    );
+    addke[0] = None;
+    addke[1] = Some(KeGroup::MlKem512);
+    assert_eq!(
+        key_exchange_names(Some(KeGroup::Ecp256), &addke),
+        "ECP_256/KE2_ML_KEM_512"
+    );
+}

@@ -66,6 +66,8 @@ struct ChildState {
     inbound_spi: u32,
     outbound_spi: u32,
     suite: &'static str,
+    /// Its key exchanges ([`key_exchange_names`]), for `ike list`.
+    key_exchange: String,
     udp_encap: bool,
     installed_at: Time,
     /// The negotiated selectors, for `ike list`.
@@ -245,7 +247,7 @@ fn system_unix_ms() -> u64 {
 /// An IKE suite as strongSwan's `swanctl --list-sas` prints it
 /// (`AES_GCM_16-256/PRF_HMAC_SHA2_384/ECP_384`), to compare the two.
 pub fn suite_name(s: &espgw_ike::crypto::IkeSuite) -> String {
-    use espgw_ike::crypto::{Encryption, Integrity, KeGroup, Prf};
+    use espgw_ike::crypto::{Encryption, Integrity, Prf};
     let enc = match s.encryption {
         Encryption::AesCbc128 => "AES_CBC-128",
         Encryption::AesCbc256 => "AES_CBC-256",
@@ -264,7 +266,25 @@ pub fn suite_name(s: &espgw_ike::crypto::IkeSuite) -> String {
         Prf::HmacSha384 => "PRF_HMAC_SHA2_384",
         Prf::HmacSha512 => "PRF_HMAC_SHA2_512",
     };
-    let ke_name = |g: KeGroup| match g {
+    [Some(enc), integ, Some(prf)]
+        .into_iter()
+        .flatten()
+        .map(str::to_string)
+        .chain([key_exchange_names(Some(s.ke), &s.addke)])
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// Key exchanges as strongSwan prints them: the first, then the RFC 9370
+/// additional ones that ran (`CURVE_25519/KE1_ML_KEM_768`), so an operator
+/// sees that the post-quantum exchange took place, not only that it was
+/// configured. Empty when none ran (the CHILD_SA IKE_AUTH makes).
+pub fn key_exchange_names(
+    first: Option<espgw_ike::crypto::KeGroup>,
+    additional: &[Option<espgw_ike::crypto::KeGroup>; 7],
+) -> String {
+    use espgw_ike::crypto::KeGroup;
+    let name = |g: KeGroup| match g {
         KeGroup::Modp2048 => "MODP_2048",
         KeGroup::Ecp256 => "ECP_256",
         KeGroup::Ecp384 => "ECP_384",
@@ -275,21 +295,17 @@ pub fn suite_name(s: &espgw_ike::crypto::IkeSuite) -> String {
         KeGroup::MlKem768 => "ML_KEM_768",
         KeGroup::MlKem1024 => "ML_KEM_1024",
     };
-    let mut name = [Some(enc), integ, Some(prf), Some(ke_name(s.ke))]
+    first
+        .map(|g| name(g).to_string())
         .into_iter()
-        .flatten()
+        .chain(
+            additional
+                .iter()
+                .enumerate()
+                .filter_map(|(n, g)| g.map(|g| format!("KE{}_{}", n + 1, name(g)))),
+        )
         .collect::<Vec<_>>()
-        .join("/");
-    // The additional key exchanges that ran, as strongSwan 6 lists them
-    // after the first (`CURVE_25519/KE1_ML_KEM_768`): an operator sees
-    // that the post-quantum exchange took place, not only that it was
-    // configured.
-    for (n, g) in s.addke.iter().enumerate() {
-        if let Some(g) = g {
-            name.push_str(&format!("/KE{}_{}", n + 1, ke_name(*g)));
-        }
-    }
-    name
+        .join("/")
 }
 
 /// How long after a refused IKE SA rekey to try again: between half and
@@ -1028,6 +1044,7 @@ impl<R: RandomSource> IkeDriver<R> {
                     in_spi: ch.inbound_spi,
                     out_spi: ch.outbound_spi,
                     suite: ch.suite.to_string(),
+                    key_exchange: ch.key_exchange.clone(),
                     udp_encap: ch.udp_encap,
                     age_seconds: now.saturating_sub(ch.installed_at) / 1000,
                     rekeying,
@@ -1310,6 +1327,7 @@ impl<R: RandomSource> IkeDriver<R> {
             inbound_spi: c.inbound_spi,
             outbound_spi: c.outbound_spi,
             suite: c.suite.config_name(),
+            key_exchange: key_exchange_names(c.key_exchange, &c.additional_key_exchanges),
             udp_encap: c.udp_encap,
             installed_at: now,
             local_ts: ts_text(&c.local_ts),

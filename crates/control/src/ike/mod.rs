@@ -22,7 +22,7 @@ mod status;
 mod transport;
 
 pub use driver::{
-    suite_name, IkeDriver, IkeError, ACQUIRE_INTERVAL_MS, IKE_REKEY_RETRY_MS,
+    key_exchange_names, suite_name, IkeDriver, IkeError, ACQUIRE_INTERVAL_MS, IKE_REKEY_RETRY_MS,
     OUTBOUND_SWITCH_TIMEOUT_MS, RETRY_BASE_MS, RETRY_MAX_MS,
 };
 pub use punt::{

@@ -41,6 +41,11 @@ pub struct IkeChildInfo {
     pub in_spi: u32,
     pub out_spi: u32,
     pub suite: String,
+    /// The key exchanges of the exchange that made it, as strongSwan
+    /// prints them (`CURVE_25519/KE1_ML_KEM_768`); empty for the one
+    /// IKE_AUTH makes (its keys come from the IKE SA's) or without PFS.
+    #[serde(default)]
+    pub key_exchange: String,
     pub udp_encap: bool,
     pub age_seconds: u64,
     /// A rekey is in flight (or its outbound switch is held back).

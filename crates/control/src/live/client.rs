@@ -204,13 +204,18 @@ pub fn render_ike(sas: &[IkeSaInfo]) -> String {
         }
         for c in &s.children {
             out.push_str(&format!(
-                "  child {} (tunnel {:?}){}: in {:#010x} out {:#010x} {}{}, {} s old{}{}\n",
+                "  child {} (tunnel {:?}){}: in {:#010x} out {:#010x} {}{}{}, {} s old{}{}\n",
                 c.name,
                 c.tunnel,
                 if c.per_cpu { " per-cpu" } else { "" },
                 c.in_spi,
                 c.out_spi,
                 c.suite,
+                if c.key_exchange.is_empty() {
+                    String::new()
+                } else {
+                    format!("/{}", c.key_exchange)
+                },
                 if c.udp_encap { " udp-encap" } else { "" },
                 c.age_seconds,
                 if c.rekeying { ", rekeying" } else { "" },

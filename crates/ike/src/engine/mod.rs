@@ -35,7 +35,7 @@ use std::net::SocketAddr;
 pub use config::{cidr_selector, AuthKind, ConfigError, Connection, EngineConfig, Lifetimes};
 pub use nat::NatDetection;
 
-use crate::crypto::{CryptoError, EspKeys, EspSuite, IkeSuite, RandomSource};
+use crate::crypto::{CryptoError, EspKeys, EspSuite, IkeSuite, KeGroup, RandomSource};
 use crate::message::{self, Identification, Message, NotifyType, TrafficSelector};
 use cookie::{CookieInput, CookieSecrets};
 #[doc(hidden)]
@@ -108,6 +108,12 @@ pub struct ChildSa {
     /// selectors as a CHILD_SA the IKE SA already has; not a rekey of it.
     /// A rekey of such an SA is `rekeys: Some(..)` as for any other.
     pub per_resource: bool,
+    /// The key exchange of the CREATE_CHILD_SA exchange that made it (its
+    /// PFS group); `None` for the one IKE_AUTH makes, or without PFS.
+    pub key_exchange: Option<KeGroup>,
+    /// RFC 9370 additional key exchanges that followed it
+    /// (IKE_FOLLOWUP_KE): `[n - 1]` for ADDKEn, `None` where none ran.
+    pub additional_key_exchanges: [Option<KeGroup>; 7],
 }
 
 /// An IKE SA's SPIs and SK_e/SK_a keys, for a packet analyser
@@ -702,6 +708,24 @@ impl<R: RandomSource> Engine<R> {
         }
         for old in std::mem::take(&mut self.out.reauth) {
             self.start_reauth(now, old);
+        }
+        // A reauthentication under way whose old SA was rekeyed meanwhile
+        // (either side's rekey completed before the new SA came up)
+        // replaces the SA that rekey made, which holds the CHILD_SAs now:
+        // else that one would live on beside the new SA, both with
+        // CHILD_SAs for the same selectors (found by the timed-rekey
+        // property test with ML-KEM on the CHILD_SAs,
+        // tests/engine_pq_child.rs).
+        if !self.reauth.is_empty() {
+            for e in &self.out.events {
+                if let Event::IkeSaRekeyed { old, new } = e {
+                    for v in self.reauth.values_mut() {
+                        if v == old {
+                            *v = *new;
+                        }
+                    }
+                }
+            }
         }
         // A reauthentication whose new SA is up replaces the old SA; one
         // whose new SA failed is forgotten (the old SA runs to its hard

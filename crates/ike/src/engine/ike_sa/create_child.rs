@@ -192,7 +192,9 @@ impl IkeSa {
         let offer = wire::offer(
             ProtocolId::ESP,
             &new_inbound.to_be_bytes(),
-            conn.esp_proposals.iter().map(|p| p.transforms()),
+            intermediate::esp_offer(&conn.esp_proposals, self.peer_rfc9370)
+                .iter()
+                .map(|p| p.transforms()),
         );
         let mut inner: Vec<Payload> = notify.map(Payload::Notify).into_iter().collect();
         inner.push(Payload::Sa(offer));
@@ -462,8 +464,10 @@ impl IkeSa {
     /// peer's `notify`, or ours for an answer we refused (`created`: the
     /// peer installed the CHILD_SA it answered with, and our delete of it
     /// is queued). A rekey's old CHILD_SA carries on and is rekeyed again
-    /// later after TEMPORARY_FAILURE (or our refusal); a refused RFC 9611
-    /// per-resource SA stops that series.
+    /// later after TEMPORARY_FAILURE, after STATE_NOT_FOUND (the peer gave
+    /// up waiting for our IKE_FOLLOWUP_KE request, e.g. after lost
+    /// answers; RFC 9370 2.2.4 says to start over) or after our refusal;
+    /// a refused RFC 9611 per-resource SA stops that series.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn our_child_failed(
         &mut self,
@@ -476,7 +480,11 @@ impl IkeSa {
         out: &mut Output,
     ) {
         match request {
-            OwnRequest::RekeyChild { .. } if notify == NotifyType::TEMPORARY_FAILURE || created => {
+            OwnRequest::RekeyChild { .. }
+                if notify == NotifyType::TEMPORARY_FAILURE
+                    || notify == NotifyType::STATE_NOT_FOUND
+                    || created =>
+            {
                 self.retry_rekey_later(now, state.old_inbound, rng);
             }
             OwnRequest::CreateResource => {
@@ -496,8 +504,12 @@ impl IkeSa {
     /// an SA we cannot decrypt, and may send on (RFC 7296 2.9: an
     /// initiator that does not accept the narrowed selectors deletes the
     /// CHILD_SA). A refusal by the peer created nothing.
+    /// An answer that announces IKE_FOLLOWUP_KE exchanges created nothing
+    /// yet (RFC 9370 2.2.4: the peer installs after the last one).
     pub(super) fn delete_if_peer_created(&mut self, inner: &Inner, inbound_spi: u32) -> bool {
-        let created = inner.error_notify().is_none() && inner.find(PayloadType::SA).is_some();
+        let created = inner.error_notify().is_none()
+            && inner.find(PayloadType::SA).is_some()
+            && inner.notify(NotifyType::ADDITIONAL_KEY_EXCHANGE).is_none();
         if created {
             self.pending
                 .push_front(OwnRequest::DeleteRefused { inbound_spi });
@@ -568,6 +580,12 @@ impl IkeSa {
             if sa.0.iter().any(|p| p.protocol == ProtocolId::IKE) {
                 return self.respond_rekey_ike(now, inner, conn, rng, out);
             }
+        }
+        if self.replaced {
+            // RFC 7296 2.25: this IKE SA is replaced (its CHILD_SAs may
+            // have moved to the new one) and its delete follows; a
+            // CHILD_SA made here now would be left behind on it.
+            return refuse(Notify::ike(NotifyType::TEMPORARY_FAILURE, Vec::new()));
         }
         if let Some(n) = inner.notify(NotifyType::REKEY_SA) {
             let known = n

@@ -21,13 +21,15 @@
 //! a request whose link it does not hold is answered STATE_NOT_FOUND, and
 //! the state is dropped when no follow-up comes within
 //! [`RESPONDER_WAIT_MS`] (RFC 9370 asks for a reasonable time; it names 5
-//! to 20 s). While one such series is under way on an SA, either side's
-//! IKE SA rekey of it is answered TEMPORARY_FAILURE (RFC 7296 2.25)
-//! instead of running the collision rules of RFC 7296 2.8.2 on an
-//! unfinished exchange; so is the peer's CHILD_SA rekey with additional
-//! exchanges of a CHILD_SA we are rekeying ourselves (2.8.1's nonces
-//! could decide it only after both series), and a second series of the
-//! peer's while one waits (we hold one).
+//! to 20 s, restarted whenever the peer repeats a request). While one such
+//! series is under way on an SA, the peer's IKE SA rekey of it is answered
+//! TEMPORARY_FAILURE (RFC 7296 2.25) instead of running the collision
+//! rules of RFC 7296 2.8.2 on an unfinished exchange, and ours waits in
+//! the queue; so is the peer's CHILD_SA rekey with additional exchanges of
+//! a CHILD_SA we are rekeying ourselves answered (2.8.1's nonces could
+//! decide it only after both series), and a second series of the peer's
+//! while one waits (we hold one). STATE_NOT_FOUND or TEMPORARY_FAILURE
+//! for our series: a rekey is tried again later.
 
 use super::*;
 
@@ -202,6 +204,17 @@ impl IkeSa {
         self.followup_r.as_ref().map(|r| r.deadline)
     }
 
+    /// The peer repeated a request we answered (our stored answer goes
+    /// again): it is still at it, so a pending series waits anew. Without
+    /// this, lost answers to the request that started it (the peer's
+    /// retransmissions back off: 4, 8, 16 s) could use up the wait before
+    /// the first IKE_FOLLOWUP_KE request arrives (found by review).
+    pub(super) fn followup_request_repeated(&mut self, now: Time) {
+        if let Some(r) = self.followup_r.as_mut() {
+            r.deadline = now + RESPONDER_WAIT_MS;
+        }
+    }
+
     /// Drops the responder's pending rekey once its deadline passed.
     pub(super) fn expire_followup(&mut self, now: Time) {
         if self.followup_r.as_ref().is_some_and(|r| now >= r.deadline) {
@@ -263,9 +276,9 @@ impl IkeSa {
 
     /// Our series ends without a new SA: the peer's `notify` (or ours for
     /// an answer we cannot use). An IKE SA rekey is retried later after
-    /// TEMPORARY_FAILURE; a CHILD_SA request ends as its CREATE_CHILD_SA
-    /// refusal would (the peer installed nothing: it does so after the
-    /// last exchange).
+    /// TEMPORARY_FAILURE or STATE_NOT_FOUND; a CHILD_SA request ends as
+    /// its CREATE_CHILD_SA refusal would (`our_child_failed`; the peer
+    /// installed nothing: it does so after the last exchange).
     fn series_refused(
         &mut self,
         now: Time,
@@ -280,7 +293,10 @@ impl IkeSa {
                 self.our_child_failed(now, request, &state, notify, false, rng, out);
             }
             _ => {
-                if notify == NotifyType::TEMPORARY_FAILURE {
+                // STATE_NOT_FOUND: the peer gave up waiting for our
+                // request (lost answers); RFC 9370 2.2.4: start over.
+                if notify == NotifyType::TEMPORARY_FAILURE || notify == NotifyType::STATE_NOT_FOUND
+                {
                     self.retry_ike_rekey_later(now, rng);
                 }
                 out.events.push_back(Event::IkeRekeyFailed {
@@ -293,8 +309,10 @@ impl IkeSa {
 
     /// The answer to our IKE_FOLLOWUP_KE request: the next one, or the
     /// series completes. An error notify (or a wrong KE) ends it as
-    /// refused (`series_refused`); an old SA stays. The peer is not told
-    /// when we give up: its pending state refuses our IKE SA rekeys
+    /// refused (`series_refused`); an old SA stays, and a rekey is tried
+    /// again later after TEMPORARY_FAILURE or STATE_NOT_FOUND. The peer is
+    /// not told when we give up: its pending state refuses our IKE SA
+    /// rekeys and our rekeys with ADDKEs of the CHILD_SA it rekeys
     /// (TEMPORARY_FAILURE) until it expires ([`RESPONDER_WAIT_MS`]); our
     /// retries go on until then.
     pub(super) fn on_followup_response(
@@ -437,6 +455,10 @@ impl IkeSa {
             return refuse(NotifyType::TEMPORARY_FAILURE);
         };
         new.add_children(self.take_children());
+        if self.replaced {
+            // Reauthenticated while the follow-ups ran.
+            Self::doomed_successor(&mut new);
+        }
         let events = vec![Event::IkeSaRekeyed {
             old: self.id,
             new: new.id,

@@ -163,11 +163,13 @@ impl IkeSa {
                 self.pending.extend(held);
                 return Ok(());
             };
-            // Likewise while the peer's IKE SA rekey waits for its
-            // IKE_FOLLOWUP_KE requests: its last one moves the CHILD_SAs
-            // with these requests, and an exchange of ours about them in
-            // flight then would be answered on this SA after they left
-            // (found by review). Our own IKE SA rekey waits too.
+            // Likewise while the peer's IKE SA rekey or CHILD_SA request
+            // waits for its IKE_FOLLOWUP_KE requests: an IKE SA rekey's
+            // last one moves the CHILD_SAs with these requests, and an
+            // exchange of ours about them in flight then would be answered
+            // on this SA after they left (found by review); a CHILD_SA
+            // rekey's replaces a CHILD_SA ours may be about. Our own IKE
+            // SA rekey waits too.
             let hold = request.moves_with_children() || request == OwnRequest::RekeyIke;
             if (self.replaced && request.moves_with_children())
                 || (self.followup_r.is_some() && hold)

@@ -65,6 +65,40 @@ pub(crate) fn rekey_proposals(proposals: &[crypto::IkeProposal]) -> Vec<crypto::
 }
 
 /// Whether any proposal asks for an additional key exchange.
+pub(crate) fn esp_wants_addke(proposals: &[EspProposal]) -> bool {
+    proposals
+        .iter()
+        .any(|p| p.addke.iter().any(|m| m.iter().any(Option::is_some)))
+}
+
+/// The ESP proposals to offer in CREATE_CHILD_SA: as configured when the
+/// peer has RFC 9370 (`peer_rfc9370`); else additional key exchanges that
+/// are all optional are left out (as for IKE SA rekeys, `rekey_proposals`:
+/// a peer without RFC 9370 rejects a proposal with transform types it
+/// does not know, RFC 7296 3.3.6), and required ones stay (the peer
+/// refuses them, as configured).
+pub(crate) fn esp_offer(
+    proposals: &[EspProposal],
+    peer_rfc9370: bool,
+) -> std::borrow::Cow<'_, [EspProposal]> {
+    if peer_rfc9370 {
+        return std::borrow::Cow::Borrowed(proposals);
+    }
+    std::borrow::Cow::Owned(
+        proposals
+            .iter()
+            .map(|p| {
+                let optional = p.addke.iter().all(|m| m.is_empty() || m.contains(&None));
+                let mut p = p.clone();
+                if optional {
+                    p.addke = Default::default();
+                }
+                p
+            })
+            .collect(),
+    )
+}
+
 pub(crate) fn wants_addke(proposals: &[crypto::IkeProposal]) -> bool {
     proposals
         .iter()
@@ -190,6 +224,10 @@ impl IkeSa {
         rng: &mut dyn RandomSource,
         out: &mut Output,
     ) -> Result<(), EngineError> {
+        self.peer_rfc9370 = msg
+            .notifies(NotifyType::INTERMEDIATE_EXCHANGE_SUPPORTED)
+            .next()
+            .is_some();
         if self.intermediate_done() {
             return self.send_auth_request(now, conn, cfg, rng, out);
         }

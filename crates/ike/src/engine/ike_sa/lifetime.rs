@@ -392,10 +392,11 @@ impl IkeSa {
         let request = OwnRequest::RekeyChild {
             inbound_spi: c.inbound_spi,
         };
-        let ours_in_flight = self
-            .rekey
-            .as_ref()
-            .is_some_and(|r| r.old_inbound == c.inbound_spi);
+        let ours_in_flight = self.rekey.as_ref().map(|r| r.old_inbound).or_else(|| {
+            self.followup_i
+                .as_ref()
+                .and_then(followup::Initiator::rekeys_child)
+        }) == Some(c.inbound_spi);
         if !ours_in_flight && !self.pending.contains(&request) {
             self.pending.push_back(request);
         }

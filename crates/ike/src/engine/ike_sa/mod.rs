@@ -255,11 +255,11 @@ pub(crate) struct IkeSa {
     create: Option<RekeyState>,
     /// Our IKE SA rekey in flight.
     ike_rekey: Option<IkeRekeyState>,
-    /// Our IKE SA rekey past its CREATE_CHILD_SA exchange, in its
-    /// IKE_FOLLOWUP_KE exchanges (RFC 9370 2.2.4).
+    /// Our IKE SA rekey or CHILD_SA request past its CREATE_CHILD_SA
+    /// exchange, in its IKE_FOLLOWUP_KE exchanges (RFC 9370 2.2.4).
     followup_i: Option<followup::Initiator>,
-    /// The peer's IKE SA rekey answered, waiting for its IKE_FOLLOWUP_KE
-    /// requests.
+    /// The peer's IKE SA rekey or CHILD_SA request answered, waiting for
+    /// its IKE_FOLLOWUP_KE requests.
     followup_r: Option<followup::Responder>,
     /// Responder with RFC 9611 per-resource CHILD_SAs wanted on both
     /// sides: when to create those the initiator has not created itself
@@ -298,6 +298,11 @@ pub(crate) struct IkeSa {
     pending: std::collections::VecDeque<OwnRequest>,
     /// RFC 9370 additional key exchanges (IKE_INTERMEDIATE).
     addke: intermediate::AddKe,
+    /// The peer announced IKE_INTERMEDIATE (RFC 9242) in IKE_SA_INIT,
+    /// which RFC 9370 requires: it knows the ADDKE transform types, and
+    /// our CHILD_SA offers may carry optional ones
+    /// (`intermediate::esp_offer`). Kept across IKE SA rekeys.
+    peer_rfc9370: bool,
     /// The INFORMATIONAL request outstanding, if that is what is.
     in_flight: Option<OwnRequest>,
     /// RFC 7296 2.4 INITIAL_CONTACT: as initiator, send it in IKE_AUTH
@@ -456,6 +461,7 @@ impl IkeSa {
             in_flight: None,
             initial_contact: false,
             addke: Default::default(),
+            peer_rfc9370: false,
         }
     }
 
@@ -764,6 +770,7 @@ impl IkeSa {
                         Self::transmit(cfg, out, dst, src, b);
                     }
                     out.stats.retransmitted_responses += 1;
+                    self.followup_request_repeated(now);
                 }
                 _ => out.stats.unexpected += 1,
             }
