@@ -1884,3 +1884,32 @@ impl<R: RandomSource> IkeDriver<R> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The retry delay after a refused IKE SA rekey stays within half to
+    /// one and a half `IKE_REKEY_RETRY_MS`, and two SAs (nearby SPIs, the
+    /// same moment) draw different delays: two peers refusing each
+    /// other's rekeys with IKE_FOLLOWUP_KE retry apart.
+    #[test]
+    fn ike_rekey_retry_delays_spread_within_their_bounds() {
+        let now = 1_234_567;
+        let delays: Vec<u64> = (1..=200u64)
+            .map(|spi| ike_rekey_retry_delay(spi, now))
+            .collect();
+        for d in &delays {
+            assert!(
+                (IKE_REKEY_RETRY_MS / 2..IKE_REKEY_RETRY_MS * 3 / 2).contains(d),
+                "{d}"
+            );
+        }
+        let distinct: std::collections::BTreeSet<_> = delays.iter().collect();
+        assert!(distinct.len() > 190, "{} distinct", distinct.len());
+        let (lo, hi) = (delays.iter().min().unwrap(), delays.iter().max().unwrap());
+        assert!(hi - lo > IKE_REKEY_RETRY_MS * 9 / 10, "{lo}..{hi}");
+        // The same SA refused again later waits a different time.
+        assert_ne!(ike_rekey_retry_delay(7, now), ike_rekey_retry_delay(7, now + 1));
+    }
+}
