@@ -79,7 +79,12 @@ echo "peer: strongSwan $SSW_VERSION from $SSW6_ROOT"
 
 PSK="espgw-strongswan6-e2e-psk-0123456789"
 PROPOSAL=aes256gcm16-prfsha384-x25519-ke1_mlkem768
-ESP_PROPOSAL=aes128gcm16-x25519-ke1_mlkem768
+# ESP_PROPOSAL / ESP_KEX override both (e.g. two additional exchanges:
+# ESP_PROPOSAL=aes128gcm16-x25519-ke1_mlkem768-ke2_mlkem512
+# ESP_KEX=CURVE_25519/KE1_ML_KEM_768/KE2_ML_KEM_512); step 7 then makes
+# charon's ADDKE1 optional.
+ESP_PROPOSAL=${ESP_PROPOSAL:-aes128gcm16-x25519-ke1_mlkem768}
+ESP_KEX=${ESP_KEX:-CURVE_25519/KE1_ML_KEM_768}
 GB=$P-gwb
 IN=/tmp/espgw-$P-$$     # charon's directory, as the chroot sees it
 SSW=$SSW6_ROOT$IN       # and as we do
@@ -317,13 +322,14 @@ grep -q "creating per-resource SA as one of several" "$SSW/charon.log" ||
 # CHILD_SA: none for IKE_AUTH's (not per-CPU, not a rekey), X25519 then
 # ML-KEM-768 for the others.
 kex_listed() {
-    python3 - "$WORK/ike-$1.json" <<'PY'
+    python3 - "$WORK/ike-$1.json" "$ESP_KEX" <<'PY'
 import json, sys
+kex = sys.argv[2]
 kids = [c for s in json.load(open(sys.argv[1]))["sas"] for c in s["children"]]
 assert kids, "no CHILD_SA"
 for c in kids:
-    assert c["key_exchange"] in ("", "CURVE_25519/KE1_ML_KEM_768"), c
-assert any(c["key_exchange"] == "CURVE_25519/KE1_ML_KEM_768" for c in kids), kids
+    assert c["key_exchange"] in ("", kex), c
+assert any(c["key_exchange"] == kex for c in kids), kids
 PY
 }
 kex_listed up || fail "step 1: espgw's ike list does not name ML-KEM for the per-CPU CHILD_SA"
@@ -386,7 +392,7 @@ done
 rekeyed rekey-pc rekey-own own || fail "step 3: espgw's rekey of the tunnel's CHILD_SA ($(cat "$WORK/check-rekey-own.err"))"
 [ "$(followups "parsed request")" -gt "$fu_req" ] ||
     fail "step 3: espgw's CHILD_SA rekey ran no IKE_FOLLOWUP_KE exchange"
-python3 -c 'import json,sys; k=[c["key_exchange"] for s in json.load(open(sys.argv[1]))["sas"] for c in s["children"]]; assert k == ["CURVE_25519/KE1_ML_KEM_768"] * 2, k' "$WORK/ike-rekey-own.json" ||
+python3 -c 'import json,sys; k=[c["key_exchange"] for s in json.load(open(sys.argv[1]))["sas"] for c in s["children"]]; assert k == [sys.argv[2]] * 2, k' "$WORK/ike-rekey-own.json" "$ESP_KEX" ||
     fail "step 3: espgw's ike list does not name ML-KEM for both rekeyed CHILD_SAs"
 streams rekeyed a
 state rekey-traffic --children 2 --per-cpu || fail "step 3: $(cat "$WORK/check-rekey-traffic.err")"
@@ -487,8 +493,9 @@ echo "step 6 ok: charon initiated with ML-KEM-768 and SA_RESOURCE_INFO, espgw ec
 # (`aes128gcm16-x25519-ke1_mlkem768-ke1_none`), espgw's still require it:
 # charon's CHILD_SA rekey offers ML-KEM first, espgw's requires it; both
 # go through with it; new SPIs each time, pings.
-sed -i "s/^\( *esp_proposals = \)$ESP_PROPOSAL\$/\1aes128gcm16-x25519-ke1_mlkem768-ke1_none/" "$SSW/swanctl/swanctl.conf"
-grep -q "esp_proposals = aes128gcm16-x25519-ke1_mlkem768-ke1_none" "$SSW/swanctl/swanctl.conf" ||
+ESP_OPTIONAL=${ESP_PROPOSAL/ke1_mlkem768/ke1_mlkem768-ke1_none}
+sed -i "s/^\( *esp_proposals = \)$ESP_PROPOSAL\$/\1$ESP_OPTIONAL/" "$SSW/swanctl/swanctl.conf"
+grep -q "esp_proposals = $ESP_OPTIONAL\$" "$SSW/swanctl/swanctl.conf" ||
     fail "step 7: could not change charon's esp_proposals"
 sw --load-conns >"$WORK/load-conns.log" 2>&1 || fail "step 7: swanctl --load-conns: $(cat "$WORK/load-conns.log")"
 # A new IKE SA, so that charon's side of it has the new proposals (an SA
