@@ -1910,6 +1910,9 @@ mod tests {
         let (lo, hi) = (delays.iter().min().unwrap(), delays.iter().max().unwrap());
         assert!(hi - lo > IKE_REKEY_RETRY_MS * 9 / 10, "{lo}..{hi}");
         // The same SA refused again later waits a different time.
-        assert_ne!(ike_rekey_retry_delay(7, now), ike_rekey_retry_delay(7, now + 1));
+        assert_ne!(
+            ike_rekey_retry_delay(7, now),
+            ike_rekey_retry_delay(7, now + 1)
+        );
     }
 }

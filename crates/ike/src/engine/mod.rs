@@ -732,7 +732,13 @@ impl<R: RandomSource> Engine<R> {
         // limit).
         let mut done = Vec::new();
         for (&new, &old) in &self.reauth {
+            // The old SA's rekey collision (RFC 7296 2.8.2) is still
+            // undecided: wait for its IkeSaRekeyed (followed above), else
+            // the winner would live on beside the new SA (found by
+            // review).
+            let undecided = self.sas.get(&old).is_some_and(|sa| sa.rekey_undecided());
             match self.sas.get(&new) {
+                Some(sa) if sa.is_established() && undecided => {}
                 Some(sa) if sa.is_established() => done.push((new, old, true)),
                 Some(sa) if !sa.is_dead() => {}
                 _ => done.push((new, old, false)),

@@ -192,7 +192,7 @@ impl IkeSa {
         let offer = wire::offer(
             ProtocolId::ESP,
             &new_inbound.to_be_bytes(),
-            intermediate::esp_offer(&conn.esp_proposals, self.peer_rfc9370)
+            intermediate::esp_offer(&conn.esp_proposals)
                 .iter()
                 .map(|p| p.transforms()),
         );
@@ -332,8 +332,10 @@ impl IkeSa {
             Err(notify) => {
                 // A new CHILD_SA the peer made for our refused answer
                 // goes.
-                let created = self.delete_if_peer_created(&inner, state.new_inbound);
-                self.our_child_failed(now, request, &state, notify, created, rng, out);
+                self.delete_if_peer_created(&inner, state.new_inbound);
+                // The peer's refusal, or ours of its answer.
+                let ours = inner.error_notify().is_none();
+                self.our_child_failed(now, request, &state, notify, ours, rng, out);
                 return self.pump(now, conn, cfg, rng, out);
             }
         };
@@ -461,13 +463,13 @@ impl IkeSa {
     }
 
     /// Our CHILD_SA `request` (with `state`) ends without a CHILD_SA: the
-    /// peer's `notify`, or ours for an answer we refused (`created`: the
-    /// peer installed the CHILD_SA it answered with, and our delete of it
-    /// is queued). A rekey's old CHILD_SA carries on and is rekeyed again
+    /// peer's `notify`, or ours (`ours`: we refused its answer or could not
+    /// go on; a CHILD_SA the peer installed for it has its delete queued,
+    /// `delete_if_peer_created`). A rekey's old CHILD_SA carries on and is rekeyed again
     /// later after TEMPORARY_FAILURE, after STATE_NOT_FOUND (the peer gave
     /// up waiting for our IKE_FOLLOWUP_KE request, e.g. after lost
-    /// answers; RFC 9370 2.2.4 says to start over) or after our refusal;
-    /// a refused RFC 9611 per-resource SA stops that series.
+    /// answers; RFC 9370 2.2.4 says to start over) or after our own
+    /// refusal; a refused RFC 9611 per-resource SA stops that series.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn our_child_failed(
         &mut self,
@@ -475,7 +477,7 @@ impl IkeSa {
         request: OwnRequest,
         state: &RekeyState,
         notify: NotifyType,
-        created: bool,
+        ours: bool,
         rng: &mut dyn RandomSource,
         out: &mut Output,
     ) {
@@ -483,7 +485,7 @@ impl IkeSa {
             OwnRequest::RekeyChild { .. }
                 if notify == NotifyType::TEMPORARY_FAILURE
                     || notify == NotifyType::STATE_NOT_FOUND
-                    || created =>
+                    || ours =>
             {
                 self.retry_rekey_later(now, state.old_inbound, rng);
             }

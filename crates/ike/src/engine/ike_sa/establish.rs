@@ -69,11 +69,7 @@ impl IkeSa {
                 Vec::new(),
             )));
         }
-        // Also for ESP proposals with ADDKEs: the peer's echo is how we
-        // know it has RFC 9370 (`esp_offer`).
-        if intermediate::wants_addke(&conn.proposals)
-            || intermediate::esp_wants_addke(&conn.esp_proposals)
-        {
+        if intermediate::wants_addke(&conn.proposals) {
             payloads.push(Payload::Notify(Notify::ike(
                 NotifyType::INTERMEDIATE_EXCHANGE_SUPPORTED,
                 Vec::new(),
@@ -527,7 +523,6 @@ impl IkeSa {
             .notifies(NotifyType::INTERMEDIATE_EXCHANGE_SUPPORTED)
             .next()
             .is_some();
-        let peer_rfc9370 = intermediate;
         let Some((number, suite)) = select_ike(
             &Self::init_proposals(conn, intermediate),
             offered.iter().map(|(n, t, _)| (*n, &t[..])),
@@ -576,7 +571,6 @@ impl IkeSa {
                     nat::hash(sa.spi_i, sa.spi_r, src),
                 )),
             ];
-            sa.peer_rfc9370 = peer_rfc9370;
             // RFC 7383 2.3: announced only in answer to the peer's.
             sa.fragmentation = conn.fragmentation.unwrap_or(cfg.fragmentation)
                 && msg

@@ -268,7 +268,7 @@ impl IkeSa {
                 Ok(())
             }
             Err(e) => {
-                self.series_refused(now, state.sa, NotifyType::TEMPORARY_FAILURE, rng, out);
+                self.series_refused(now, state.sa, NotifyType::TEMPORARY_FAILURE, true, rng, out);
                 Err(e)
             }
         }
@@ -284,13 +284,14 @@ impl IkeSa {
         now: Time,
         sa: NewSa,
         notify: NotifyType,
+        ours: bool,
         rng: &mut dyn RandomSource,
         out: &mut Output,
     ) {
         match sa.kind {
             NewKind::OurChild(c) => {
                 let OurChild { request, state, .. } = *c;
-                self.our_child_failed(now, request, &state, notify, false, rng, out);
+                self.our_child_failed(now, request, &state, notify, ours, rng, out);
             }
             _ => {
                 // STATE_NOT_FOUND: the peer gave up waiting for our
@@ -330,7 +331,7 @@ impl IkeSa {
             return Ok(());
         };
         if let Some(n) = inner.error_notify() {
-            self.series_refused(now, state.sa, n, rng, out);
+            self.series_refused(now, state.sa, n, false, rng, out);
             return self.pump(now, conn, cfg, rng, out);
         }
         let ke = state
@@ -342,13 +343,13 @@ impl IkeSa {
             _ => None,
         };
         let Some(shared) = shared else {
-            self.series_refused(now, state.sa, NotifyType::INVALID_SYNTAX, rng, out);
+            self.series_refused(now, state.sa, NotifyType::INVALID_SYNTAX, true, rng, out);
             return self.pump(now, conn, cfg, rng, out);
         };
         state.sa.shared.push(shared);
         if state.sa.next_method().is_some() {
             let Some(link) = inner.notify(NotifyType::ADDITIONAL_KEY_EXCHANGE) else {
-                self.series_refused(now, state.sa, NotifyType::INVALID_SYNTAX, rng, out);
+                self.series_refused(now, state.sa, NotifyType::INVALID_SYNTAX, true, rng, out);
                 return self.pump(now, conn, cfg, rng, out);
             };
             let link = link.data.clone();

@@ -65,38 +65,29 @@ pub(crate) fn rekey_proposals(proposals: &[crypto::IkeProposal]) -> Vec<crypto::
 }
 
 /// Whether any proposal asks for an additional key exchange.
-pub(crate) fn esp_wants_addke(proposals: &[EspProposal]) -> bool {
-    proposals
-        .iter()
-        .any(|p| p.addke.iter().any(|m| m.iter().any(Option::is_some)))
-}
-
-/// The ESP proposals to offer in CREATE_CHILD_SA: as configured when the
-/// peer has RFC 9370 (`peer_rfc9370`); else additional key exchanges that
-/// are all optional are left out (as for IKE SA rekeys, `rekey_proposals`:
-/// a peer without RFC 9370 rejects a proposal with transform types it
-/// does not know, RFC 7296 3.3.6), and required ones stay (the peer
-/// refuses them, as configured).
-pub(crate) fn esp_offer(
-    proposals: &[EspProposal],
-    peer_rfc9370: bool,
-) -> std::borrow::Cow<'_, [EspProposal]> {
-    if peer_rfc9370 {
-        return std::borrow::Cow::Borrowed(proposals);
+/// The ESP proposals to offer in CREATE_CHILD_SA: each as configured,
+/// and after one whose additional key exchanges are all optional
+/// (`keN_none`) the same without them. A peer without RFC 9370 rejects a
+/// proposal with transform types it does not know (RFC 7296 3.3.6) and
+/// takes the second; one with RFC 9370 takes the first (with the ADDKEs
+/// it wants, or NONE). We cannot tell them apart beforehand: strongSwan 6
+/// announces IKE_INTERMEDIATE only when its IKE proposals have ADDKEs
+/// (found by review), and RFC 9242 alone does not mean RFC 9370.
+/// Proposals that require an ADDKE go only as configured.
+pub(crate) fn esp_offer(proposals: &[EspProposal]) -> Vec<EspProposal> {
+    let mut out = Vec::with_capacity(proposals.len() * 2);
+    for p in proposals {
+        out.push(p.clone());
+        let has = p.addke.iter().any(|m| !m.is_empty());
+        let optional = p.addke.iter().all(|m| m.is_empty() || m.contains(&None));
+        if has && optional {
+            out.push(EspProposal {
+                addke: Default::default(),
+                ..p.clone()
+            });
+        }
     }
-    std::borrow::Cow::Owned(
-        proposals
-            .iter()
-            .map(|p| {
-                let optional = p.addke.iter().all(|m| m.is_empty() || m.contains(&None));
-                let mut p = p.clone();
-                if optional {
-                    p.addke = Default::default();
-                }
-                p
-            })
-            .collect(),
-    )
+    out
 }
 
 pub(crate) fn wants_addke(proposals: &[crypto::IkeProposal]) -> bool {
@@ -224,10 +215,6 @@ impl IkeSa {
         rng: &mut dyn RandomSource,
         out: &mut Output,
     ) -> Result<(), EngineError> {
-        self.peer_rfc9370 = msg
-            .notifies(NotifyType::INTERMEDIATE_EXCHANGE_SUPPORTED)
-            .next()
-            .is_some();
         if self.intermediate_done() {
             return self.send_auth_request(now, conn, cfg, rng, out);
         }

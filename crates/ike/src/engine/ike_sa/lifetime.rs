@@ -555,6 +555,13 @@ impl IkeSa {
         (self.ni.clone(), self.nr.clone())
     }
 
+    /// The peer's rekey of this SA was answered while ours was
+    /// outstanding (RFC 7296 2.8.2): which new SA takes the CHILD_SAs is
+    /// decided when ours completes or fails.
+    pub fn rekey_undecided(&self) -> bool {
+        self.ike_collision.is_some()
+    }
+
     /// Established (not dead, not half-open).
     pub fn is_established(&self) -> bool {
         self.state == State::Established

@@ -298,11 +298,6 @@ pub(crate) struct IkeSa {
     pending: std::collections::VecDeque<OwnRequest>,
     /// RFC 9370 additional key exchanges (IKE_INTERMEDIATE).
     addke: intermediate::AddKe,
-    /// The peer announced IKE_INTERMEDIATE (RFC 9242) in IKE_SA_INIT,
-    /// which RFC 9370 requires: it knows the ADDKE transform types, and
-    /// our CHILD_SA offers may carry optional ones
-    /// (`intermediate::esp_offer`). Kept across IKE SA rekeys.
-    peer_rfc9370: bool,
     /// The INFORMATIONAL request outstanding, if that is what is.
     in_flight: Option<OwnRequest>,
     /// RFC 7296 2.4 INITIAL_CONTACT: as initiator, send it in IKE_AUTH
@@ -461,7 +456,6 @@ impl IkeSa {
             in_flight: None,
             initial_contact: false,
             addke: Default::default(),
-            peer_rfc9370: false,
         }
     }
 

@@ -83,7 +83,6 @@ impl IkeSa {
         sa.local_nat = self.local_nat;
         // Fragmentation carries over to the rekeyed SA (RFC 7383 2.3).
         sa.fragmentation = self.fragmentation;
-        sa.peer_rfc9370 = self.peer_rfc9370;
         sa.suite = Some(suite);
         sa.ni = ni;
         sa.nr = nr;

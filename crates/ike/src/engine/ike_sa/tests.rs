@@ -98,25 +98,24 @@ fn an_authentic_request_with_an_unknown_critical_payload_is_answered() {
     let _ = a.poll_event();
 }
 
-/// CHILD_SA offers to a peer that did not announce IKE_INTERMEDIATE (so
-/// has no RFC 9370): optional additional key exchanges are left out, a
-/// proposal that requires one goes as configured; to one that did, all
-/// go as configured.
+/// CHILD_SA offers: a proposal whose additional key exchanges are all
+/// optional goes as configured and again without them (for a peer
+/// without RFC 9370, which rejects the first); one that requires an
+/// additional exchange, and one without any, go once.
 #[test]
-fn esp_offers_leave_optional_addkes_out_for_a_peer_without_rfc_9370() {
+fn esp_offers_repeat_optional_addke_proposals_without_them() {
     let proposals = crypto::parse_esp_proposals(
         "aes128gcm16-x25519-ke1_mlkem768-ke1_none,aes256gcm16-x25519-ke1_mlkem768,aes128gcm16-x25519",
     )
     .unwrap();
-    let legacy = intermediate::esp_offer(&proposals, false);
-    assert_eq!(legacy[0].addke, <[Vec<Option<KeGroup>>; 7]>::default());
-    assert_eq!(legacy[0].ke, proposals[0].ke);
-    assert_eq!(legacy[1], proposals[1]);
-    assert_eq!(legacy[2], proposals[2]);
+    let offer = intermediate::esp_offer(&proposals);
+    assert_eq!(offer.len(), 4);
+    assert_eq!(offer[0], proposals[0]);
+    assert_eq!(offer[1].addke, <[Vec<Option<KeGroup>>; 7]>::default());
     assert_eq!(
-        &intermediate::esp_offer(&proposals, true)[..],
-        &proposals[..]
+        (offer[1].ke.clone(), offer[1].encryption.clone()),
+        (proposals[0].ke.clone(), proposals[0].encryption.clone())
     );
-    assert!(intermediate::esp_wants_addke(&proposals));
-    assert!(!intermediate::esp_wants_addke(&proposals[2..]));
+    assert_eq!(offer[2], proposals[1]);
+    assert_eq!(offer[3], proposals[2]);
 }
