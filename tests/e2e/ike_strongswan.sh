@@ -150,7 +150,10 @@ cp "$WORK/a.toml" "$WORK/a-base.toml"
     echo 'name = "net"'
     echo 'local_ts = ["10.1.0.0/24"]'
     echo 'remote_ts = ["10.2.0.0/24"]'
-    echo 'esp_proposals = ["aes128gcm16-x25519"]'
+    # ESPGW_ESP: espgw's ESP proposal (e.g. ML-KEM optional,
+    # `aes128gcm16-x25519-ke1_mlkem768-ke1_none`, which espgw offers with
+    # and without it, so that this peer without RFC 9370 takes the latter).
+    echo "esp_proposals = [\"${ESPGW_ESP:-aes128gcm16-x25519}\"]"
     # RFC 9611 per-CPU CHILD_SAs asked for: charon 5.9.8 ignores the
     # SA_RESOURCE_INFO notify, so one CHILD_SA all the same (step 1c).
     echo 'per_cpu_sas = 2'

@@ -85,6 +85,9 @@ PROPOSAL=aes256gcm16-prfsha384-x25519-ke1_mlkem768
 # charon's ADDKE1 optional.
 ESP_PROPOSAL=${ESP_PROPOSAL:-aes128gcm16-x25519-ke1_mlkem768}
 ESP_KEX=${ESP_KEX:-CURVE_25519/KE1_ML_KEM_768}
+# ESP_PROPOSAL_ESPGW: espgw's alone (e.g. ML-KEM optional there,
+# `...-ke1_mlkem768-ke1_none`, which espgw offers with and without it).
+ESP_PROPOSAL_ESPGW=${ESP_PROPOSAL_ESPGW:-$ESP_PROPOSAL}
 GB=$P-gwb
 IN=/tmp/espgw-$P-$$     # charon's directory, as the chroot sees it
 SSW=$SSW6_ROOT$IN       # and as we do
@@ -168,7 +171,7 @@ start_action = "$1"
 name = "net"
 local_ts = ["10.1.0.0/24"]
 remote_ts = ["10.2.0.0/24"]
-esp_proposals = ["$ESP_PROPOSAL"]
+esp_proposals = ["$ESP_PROPOSAL_ESPGW"]
 per_cpu_sas = ${PERCPU:-2}
 EOF
     chmod 600 "$WORK/a-run.toml"
