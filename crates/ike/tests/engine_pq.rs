@@ -25,32 +25,6 @@ fn up(events: &[Event]) -> Option<espgw_ike::crypto::IkeSuite> {
     })
 }
 
-fn failures(events: &[Event]) -> Vec<&Event> {
-    events
-        .iter()
-        .filter(|e| {
-            matches!(
-                e,
-                Event::IkeSaFailed { .. }
-                    | Event::AuthFailed { .. }
-                    | Event::ChildSaFailed { .. }
-                    | Event::IkeRekeyFailed { .. }
-            )
-        })
-        .collect()
-}
-
-/// The IKE header of a datagram (marker stripped): (exchange, response,
-/// message ID).
-fn header_of(t: &Transmit) -> (ExchangeType, bool, u32) {
-    let bytes = t
-        .payload
-        .strip_prefix(&NON_ESP_MARKER[..])
-        .unwrap_or(&t.payload);
-    let (h, _) = Message::parse_raw(bytes).unwrap();
-    (h.exchange, h.response, h.message_id)
-}
-
 fn established(ike_a: &str, ike_b: &str, cfg: EngineConfig) -> Pair {
     let (a, b) = connections(PSK, PSK, ike_a, ike_b, "aes256gcm16", "aes256gcm16");
     let mut p = Pair::new(a, b, cfg);
@@ -285,16 +259,6 @@ fn rekeyed(events: &[Event]) -> u64 {
         .collect();
     assert_eq!(new.len(), 1, "{events:?}");
     new[0]
-}
-
-fn first_up(events: &[Event]) -> u64 {
-    events
-        .iter()
-        .find_map(|e| match e {
-            Event::IkeSaUp { ike_sa, .. } => Some(*ike_sa),
-            _ => None,
-        })
-        .unwrap()
 }
 
 #[test]

@@ -10,7 +10,7 @@ mod engine_common;
 use engine_common::*;
 use espgw_ike::crypto::KeGroup;
 use espgw_ike::engine::{EngineConfig, Event, Lifetimes, Transmit};
-use espgw_ike::message::{ExchangeType, Message, NotifyType, NON_ESP_MARKER};
+use espgw_ike::message::{ExchangeType, NotifyType};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
@@ -20,32 +20,6 @@ const IKE_CLASSIC: &str = "aes256gcm16-prfsha384-x25519";
 const ESP_PQ: &str = "aes128gcm16-x25519-ke1_mlkem768";
 const ESP_OPTIONAL: &str = "aes128gcm16-x25519-ke1_mlkem768-ke1_none";
 const ESP_CLASSIC: &str = "aes128gcm16-x25519";
-
-fn failures(events: &[Event]) -> Vec<&Event> {
-    events
-        .iter()
-        .filter(|e| {
-            matches!(
-                e,
-                Event::IkeSaFailed { .. }
-                    | Event::AuthFailed { .. }
-                    | Event::ChildSaFailed { .. }
-                    | Event::IkeRekeyFailed { .. }
-            )
-        })
-        .collect()
-}
-
-/// The IKE header of a datagram (marker stripped): (exchange, response,
-/// message ID).
-fn header_of(t: &Transmit) -> (ExchangeType, bool, u32) {
-    let bytes = t
-        .payload
-        .strip_prefix(&NON_ESP_MARKER[..])
-        .unwrap_or(&t.payload);
-    let (h, _) = Message::parse_raw(bytes).unwrap();
-    (h.exchange, h.response, h.message_id)
-}
 
 /// The exchanges of the requests sent since `p.sent` was cleared, one
 /// per message ID (fragments counted once), INFORMATIONAL left out.
@@ -59,16 +33,6 @@ fn requests(p: &Pair) -> Vec<ExchangeType> {
         .collect();
     r.dedup();
     r.into_iter().map(|r| r.0).collect()
-}
-
-fn first_up(events: &[Event]) -> u64 {
-    events
-        .iter()
-        .find_map(|e| match e {
-            Event::IkeSaUp { ike_sa, .. } => Some(*ike_sa),
-            _ => None,
-        })
-        .unwrap()
 }
 
 fn clear(p: &mut Pair) {

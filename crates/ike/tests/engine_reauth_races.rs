@@ -7,30 +7,11 @@ mod engine_common;
 
 use engine_common::*;
 use espgw_ike::engine::{EngineConfig, Event, Lifetimes, Transmit};
-use espgw_ike::message::{ExchangeType, Message, NON_ESP_MARKER};
+use espgw_ike::message::ExchangeType;
 
 const PSK: &[u8] = b"reauthentication race test psk";
 const IKE_CLASSIC: &str = "aes256gcm16-prfsha384-x25519";
 const ESP_CLASSIC: &str = "aes128gcm16-x25519";
-
-fn header_of(t: &Transmit) -> (ExchangeType, bool, u32, u64) {
-    let bytes = t
-        .payload
-        .strip_prefix(&NON_ESP_MARKER[..])
-        .unwrap_or(&t.payload);
-    let (h, _) = Message::parse_raw(bytes).unwrap();
-    (h.exchange, h.response, h.message_id, h.spi_i)
-}
-
-fn first_up(events: &[Event]) -> u64 {
-    events
-        .iter()
-        .find_map(|e| match e {
-            Event::IkeSaUp { ike_sa, .. } => Some(*ike_sa),
-            _ => None,
-        })
-        .unwrap()
-}
 
 /// CHILD_SAs alive after these events (inbound, outbound).
 fn alive(ev: &[Event]) -> Vec<(u32, u32)> {

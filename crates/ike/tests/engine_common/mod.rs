@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 
 use espgw_ike::crypto::{CryptoError, RandomSource};
 use espgw_ike::engine::{ChildSa, Connection, Engine, EngineConfig, Event, Transmit};
-use espgw_ike::message::Identification;
+use espgw_ike::message::{ExchangeType, Identification, Message, NON_ESP_MARKER};
 
 /// splitmix64: deterministic, so every run of a test sees the same bytes.
 pub struct SeededRng(pub u64);
@@ -223,4 +223,43 @@ pub fn assert_same_child(a: &ChildSa, b: &ChildSa) {
     assert_ne!(a.outbound.key.expose(), a.inbound.key.expose());
     assert_eq!(a.local_ts, b.remote_ts);
     assert_eq!(a.remote_ts, b.local_ts);
+}
+
+/// Events that mean something failed: an IKE SA, an authentication, a
+/// CHILD_SA request or an IKE SA rekey.
+pub fn failures(events: &[Event]) -> Vec<&Event> {
+    events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e,
+                Event::IkeSaFailed { .. }
+                    | Event::AuthFailed { .. }
+                    | Event::ChildSaFailed { .. }
+                    | Event::IkeRekeyFailed { .. }
+            )
+        })
+        .collect()
+}
+
+/// The IKE header of a datagram (marker stripped): (exchange, response,
+/// message ID).
+pub fn header_of(t: &Transmit) -> (ExchangeType, bool, u32) {
+    let bytes = t
+        .payload
+        .strip_prefix(&NON_ESP_MARKER[..])
+        .unwrap_or(&t.payload);
+    let (h, _) = Message::parse_raw(bytes).unwrap();
+    (h.exchange, h.response, h.message_id)
+}
+
+/// The first IKE SA that came up in these events.
+pub fn first_up(events: &[Event]) -> u64 {
+    events
+        .iter()
+        .find_map(|e| match e {
+            Event::IkeSaUp { ike_sa, .. } => Some(*ike_sa),
+            _ => None,
+        })
+        .unwrap()
 }
