@@ -244,14 +244,6 @@ impl IkeSa {
         let Some(create) = self.create.take() else {
             return Ok(());
         };
-        if let Some(g) = requested_group(&inner) {
-            let ours = create.ke.as_ref().map(|k| k.group());
-            if Some(g) != ours && conn.esp_proposals.iter().any(|p| p.ke.contains(&g)) {
-                self.rekey_group = Some(g);
-                self.pending.push_front(request);
-                return self.pump(now, conn, cfg, rng, out);
-            }
-        }
         self.on_child_answer(now, request, create, None, inner, conn, cfg, rng, out)
     }
 
@@ -276,18 +268,6 @@ impl IkeSa {
             .iter()
             .position(|c| c.old_inbound == rekey.old_inbound)
             .map(|i| self.collisions.remove(i));
-        // INVALID_KE_PAYLOAD naming a group of our ESP proposals other
-        // than the one we sent: the same rekey again with that group.
-        if let Some(g) = requested_group(&inner) {
-            let ours = rekey.ke.as_ref().map(|k| k.group());
-            if Some(g) != ours && conn.esp_proposals.iter().any(|p| p.ke.contains(&g)) {
-                self.rekey_group = Some(g);
-                self.pending.push_front(OwnRequest::RekeyChild {
-                    inbound_spi: rekey.old_inbound,
-                });
-                return self.pump(now, conn, cfg, rng, out);
-            }
-        }
         let request = OwnRequest::RekeyChild {
             inbound_spi: rekey.old_inbound,
         };
@@ -311,6 +291,17 @@ impl IkeSa {
         rng: &mut dyn RandomSource,
         out: &mut Output,
     ) -> Result<(), EngineError> {
+        // INVALID_KE_PAYLOAD naming a group of our ESP proposals other
+        // than the one we sent: the same request again with that group
+        // (a collision recorded for a rekey is dropped with this answer).
+        if let Some(g) = requested_group(&inner) {
+            let ours = state.ke.as_ref().map(|k| k.group());
+            if Some(g) != ours && conn.esp_proposals.iter().any(|p| p.ke.contains(&g)) {
+                self.rekey_group = Some(g);
+                self.pending.push_front(request);
+                return self.pump(now, conn, cfg, rng, out);
+            }
+        }
         let link = inner
             .notify(NotifyType::ADDITIONAL_KEY_EXCHANGE)
             .map(|n| n.data.clone());
