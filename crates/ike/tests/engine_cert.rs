@@ -1178,17 +1178,8 @@ fn timings() {
 
 mod faults {
     use super::*;
-    use engine_common::Fate;
+    use engine_common::fate;
     use proptest::prelude::*;
-
-    fn fate() -> impl Strategy<Value = Fate> {
-        prop_oneof![
-            3 => Just(Fate::Deliver),
-            2 => Just(Fate::Drop),
-            1 => Just(Fate::Duplicate),
-            1 => Just(Fate::Defer),
-        ]
-    }
 
     proptest! {
         #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]

@@ -691,15 +691,6 @@ fn the_ml_kem_secret_enters_the_key_schedule() {
     assert_eq!(hmac(alg, &pad, &[&octets]), auth.unwrap());
 }
 
-fn fate() -> impl Strategy<Value = Fate> {
-    prop_oneof![
-        3 => Just(Fate::Deliver),
-        2 => Just(Fate::Drop),
-        1 => Just(Fate::Duplicate),
-        1 => Just(Fate::Defer),
-    ]
-}
-
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 

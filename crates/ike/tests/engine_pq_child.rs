@@ -503,15 +503,6 @@ fn timed_rekeys_keep_the_child_sas(
     Ok(())
 }
 
-fn fate() -> impl Strategy<Value = Fate> {
-    prop_oneof![
-        3 => Just(Fate::Deliver),
-        2 => Just(Fate::Drop),
-        1 => Just(Fate::Duplicate),
-        1 => Just(Fate::Defer),
-    ]
-}
-
 proptest! {
     #![proptest_config(ProptestConfig { cases: std::env::var("CHILD_PQ_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(64), ..ProptestConfig::default() })]
 

@@ -11,15 +11,6 @@ use proptest::prelude::*;
 
 const PSK: &[u8] = b"property test psk";
 
-fn fate() -> impl Strategy<Value = Fate> {
-    prop_oneof![
-        3 => Just(Fate::Deliver),
-        2 => Just(Fate::Drop),
-        1 => Just(Fate::Duplicate),
-        1 => Just(Fate::Defer),
-    ]
-}
-
 /// How long each run may go on: past every retransmission (64 of at
 /// most 1 s) and linger, short of the first lifetime (CHILD_SA rekey at
 /// 54 to 60 minutes; tests/engine_lifetime.rs tests those).

@@ -263,3 +263,15 @@ pub fn first_up(events: &[Event]) -> u64 {
         })
         .unwrap()
 }
+
+/// The network's fate for one datagram in the property tests: mostly
+/// delivered, often lost, sometimes duplicated or reordered.
+pub fn fate() -> impl proptest::strategy::Strategy<Value = Fate> {
+    use proptest::prelude::*;
+    prop_oneof![
+        3 => Just(Fate::Deliver),
+        2 => Just(Fate::Drop),
+        1 => Just(Fate::Duplicate),
+        1 => Just(Fate::Defer),
+    ]
+}
