@@ -586,7 +586,7 @@ proptest! {
 /// rekey was answered after its reauthentication's new SA came up, so the
 /// rekey's new SA took the CHILD_SAs and lived on beside the
 /// reauthentication's: four CHILD_SAs on each side where two were wanted.
-/// The rekey's SA is now deleted with them (`doomed_successor`).
+/// The reauthentication now waits for the rekey and replaces the SA it made.
 #[test]
 fn timed_rekeys_case_found_2026_12_05_reauth_and_ike_rekey() {
     use Fate::*;

@@ -732,11 +732,12 @@ impl<R: RandomSource> Engine<R> {
         // limit).
         let mut done = Vec::new();
         for (&new, &old) in &self.reauth {
-            // The old SA's rekey collision (RFC 7296 2.8.2) is still
-            // undecided: wait for its IkeSaRekeyed (followed above), else
-            // the winner would live on beside the new SA (found by
-            // review).
-            let undecided = self.sas.get(&old).is_some_and(|sa| sa.rekey_undecided());
+            // A rekey of the old SA is under way (or its RFC 7296 2.8.2
+            // collision undecided): wait for its IkeSaRekeyed (followed
+            // above) and replace the SA it made, else that one would live
+            // on beside the new SA with the CHILD_SAs (found by the
+            // property test with ML-KEM on the CHILD_SAs and by review).
+            let undecided = self.sas.get(&old).is_some_and(|sa| sa.rekey_in_flight());
             match self.sas.get(&new) {
                 Some(sa) if sa.is_established() && undecided => {}
                 Some(sa) if sa.is_established() => done.push((new, old, true)),

@@ -173,6 +173,13 @@ impl Initiator {
     }
 }
 
+impl Responder {
+    /// The peer's IKE SA rekey.
+    pub(super) fn is_ike(&self) -> bool {
+        matches!(self.sa.kind, NewKind::Ike { .. })
+    }
+}
+
 /// The peer's series, answered, waiting for its IKE_FOLLOWUP_KE requests.
 pub(super) struct Responder {
     sa: NewSa,
@@ -456,10 +463,6 @@ impl IkeSa {
             return refuse(NotifyType::TEMPORARY_FAILURE);
         };
         new.add_children(self.take_children());
-        if self.replaced {
-            // Reauthenticated while the follow-ups ran.
-            Self::doomed_successor(&mut new);
-        }
         let events = vec![Event::IkeSaRekeyed {
             old: self.id,
             new: new.id,

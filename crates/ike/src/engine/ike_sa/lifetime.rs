@@ -555,11 +555,22 @@ impl IkeSa {
         (self.ni.clone(), self.nr.clone())
     }
 
-    /// The peer's rekey of this SA was answered while ours was
-    /// outstanding (RFC 7296 2.8.2): which new SA takes the CHILD_SAs is
-    /// decided when ours completes or fails.
-    pub fn rekey_undecided(&self) -> bool {
+    /// A rekey of this IKE SA is under way (ours outstanding or in its
+    /// IKE_FOLLOWUP_KE exchanges, the peer's waiting for its follow-ups,
+    /// or an RFC 7296 2.8.2 collision undecided): the SA that will hold
+    /// the CHILD_SAs is not known yet. A reauthentication waits for it and
+    /// then replaces that SA (`Engine::settle`).
+    pub fn rekey_in_flight(&self) -> bool {
         self.ike_collision.is_some()
+            || self.ike_rekey.is_some()
+            || self
+                .followup_i
+                .as_ref()
+                .is_some_and(followup::Initiator::is_ike)
+            || self
+                .followup_r
+                .as_ref()
+                .is_some_and(followup::Responder::is_ike)
     }
 
     /// Established (not dead, not half-open).

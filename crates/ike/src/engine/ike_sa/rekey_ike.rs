@@ -276,10 +276,6 @@ impl IkeSa {
         out: &mut Output,
     ) -> Result<(), EngineError> {
         let ours_lowest = ni.as_slice().min(nr.as_slice()).to_vec();
-        // Replaced meanwhile by a reauthentication (or a lost collision of
-        // the peer's rekey with its own): the SA this rekey made is not
-        // wanted either (see `doomed_successor`).
-        let doomed = self.replaced && self.ike_collision.is_none();
         let mut new =
             self.rekeyed_ike_sa(Role::Initiator, (new_spi_i, spi_r), suite, ni, nr, shared)?;
         self.replaced = true;
@@ -317,25 +313,9 @@ impl IkeSa {
             old: self.id,
             new: new.id,
         });
-        if doomed {
-            Self::doomed_successor(&mut new);
-            new.pump(now, conn, cfg, rng, out)?;
-        }
         out.new_sas.push(new);
         self.pending.push_front(OwnRequest::DeleteIke);
         self.pump(now, conn, cfg, rng, out)
-    }
-
-    /// A rekey of this SA completed after the SA was replaced by a
-    /// reauthentication (whose new SA has CHILD_SAs of its own): the SA
-    /// the rekey made, which took this one's CHILD_SAs as the peer's copy
-    /// of it did, is deleted with them. Else both lineages would live on
-    /// with CHILD_SAs for the same selectors (found by the timed-rekey
-    /// property test with ML-KEM on the CHILD_SAs, where our IKE SA rekey
-    /// was answered after the reauthentication's new SA came up).
-    pub(super) fn doomed_successor(new: &mut IkeSa) {
-        new.replaced = true;
-        new.pending.push_back(OwnRequest::DeleteIke);
     }
 
     /// The peer rekeys the IKE SA: choose, answer with our new SPI, nonce
