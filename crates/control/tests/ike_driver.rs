@@ -1785,3 +1785,124 @@ fn child_sa_key_exchange_names() {
         "ECP_256/KE2_ML_KEM_512"
     );
 }
+
+/// Both gateways `start` at the same moment: two IKE SAs come up, one per
+/// initiator; the engines keep the same one (the lowest-nonce rule) and
+/// the other is deleted. The tunnel carries traffic both ways throughout
+/// (the redundant SA's CHILD_SA never takes it over, or hands it back
+/// through a takeover), and one IKE SA with one CHILD_SA is left on each
+/// side. Each order of delivery (a's datagrams first, b's first) ten
+/// times: the nonces, and so which SA stays, differ from run to run.
+#[test]
+fn both_sides_starting_at_once_keep_one_ike_sa_and_the_tunnel() {
+    let _ = logs();
+    for run in 0..20 {
+        let mut a = Gw::new(1, "start_action = \"start\"", "");
+        let mut b = Gw::new(2, "start_action = \"start\"", "");
+        let mut now = 1_000;
+        a.driver.start(now, &mut a.mgr);
+        b.driver.start(now, &mut b.mgr);
+        let (x, y) = if run % 2 == 0 {
+            (&mut a, &mut b)
+        } else {
+            (&mut b, &mut a)
+        };
+        // The set-up itself, without the make-before-break check: each
+        // IKE_AUTH responder installs its CHILD_SA both ways as it
+        // answers, one round trip before the initiator has it, and here
+        // each side is the responder of one of the two (the check allows
+        // that only while the peer has no inbound SA at all).
+        loop {
+            x.flush();
+            y.flush();
+            if let Some(t) = x.wire.sent.pop_front() {
+                y.driver
+                    .handle_datagram(now, t.src, t.dst, &t.payload, &mut y.mgr);
+            } else if let Some(t) = y.wire.sent.pop_front() {
+                x.driver
+                    .handle_datagram(now, t.src, t.dst, &t.payload, &mut x.mgr);
+            } else {
+                break;
+            }
+        }
+        while now < 14_000 {
+            advance(x, y, now, now + 250, None);
+            now += 250;
+            assert!(
+                packet_passes(x, y, now) && packet_passes(y, x, now),
+                "run {run}: traffic at {now} ms"
+            );
+        }
+        let (la, lb) = (a.driver.list(now), b.driver.list(now));
+        assert_eq!((la.len(), lb.len()), (1, 1), "run {run}: {la:?} {lb:?}");
+        assert_eq!((&la[0].spi_i, &la[0].spi_r), (&lb[0].spi_i, &lb[0].spi_r));
+        assert_eq!(la[0].children.len(), 1, "run {run}: {la:?}");
+        let (out_a, _) = a.spis(now);
+        let (out_b, _) = b.spis(now);
+        assert_eq!(out_a, b.current_inbound(now), "run {run}");
+        assert_eq!(out_b, a.current_inbound(now), "run {run}");
+        // The tunnel was never taken down on the way (the redundant SA's
+        // CHILD_SA did not take it over only to go with its IKE SA).
+        assert_eq!(
+            (
+                a.mgr.events().tunnels_deleted,
+                b.mgr.events().tunnels_deleted
+            ),
+            (0, 0),
+            "run {run}"
+        );
+    }
+}
+
+/// Both gateways `start` at once, and gateway 2 never gets gateway 1's
+/// answers to its IKE_AUTH: its IKE SA fails there, while gateway 1 has
+/// it up beside its own. Gateway 1 must not drop its own SA for that one
+/// (it asks gateway 2 on it first, which does not answer), and where that
+/// one held the tunnel when it failed, the tunnel carries on with a
+/// rekey of the CHILD_SA on gateway 1's own SA. At the end both hold
+/// gateway 1's SA and traffic passes. Twelve runs: which SA the nonces
+/// make redundant differs.
+#[test]
+fn a_duplicate_the_peer_never_had_leaves_the_tunnel_on_the_other_sa() {
+    let _ = logs();
+    for run in 0..12 {
+        let mut a = Gw::new(1, "start_action = \"start\"", "");
+        let mut b = Gw::new(2, "start_action = \"start\"", "");
+        let now = 1_000;
+        a.driver.start(now, &mut a.mgr);
+        b.driver.start(now, &mut b.mgr);
+        // Gateway 1's IKE_AUTH answers are lost.
+        let lose = |t: &Transmit| {
+            let bytes = t
+                .payload
+                .strip_prefix(&espgw_ike::message::NON_ESP_MARKER[..])
+                .unwrap_or(&t.payload);
+            espgw_ike::message::Message::parse_raw(bytes).is_ok_and(|(h, _)| {
+                h.exchange == espgw_ike::message::ExchangeType::IKE_AUTH && h.response
+            })
+        };
+        advance_with(&mut a, &mut b, now, 30_000, |a, b, now| loop {
+            a.flush();
+            b.flush();
+            if let Some(t) = a.wire.sent.pop_front() {
+                if !lose(&t) {
+                    b.driver
+                        .handle_datagram(now, t.src, t.dst, &t.payload, &mut b.mgr);
+                }
+            } else if let Some(t) = b.wire.sent.pop_front() {
+                a.driver
+                    .handle_datagram(now, t.src, t.dst, &t.payload, &mut a.mgr);
+            } else {
+                break;
+            }
+        });
+        let (la, lb) = (a.driver.list(30_000), b.driver.list(30_000));
+        assert_eq!((la.len(), lb.len()), (1, 1), "run {run}: {la:?} {lb:?}");
+        assert_eq!((&la[0].spi_i, &la[0].spi_r), (&lb[0].spi_i, &lb[0].spi_r));
+        assert_eq!(la[0].children.len(), 1, "run {run}: {la:?}");
+        assert!(
+            packet_passes(&a, &b, 30_000) && packet_passes(&b, &a, 30_000),
+            "run {run}: traffic"
+        );
+    }
+}

@@ -15,23 +15,10 @@ const ESP_CLASSIC: &str = "aes128gcm16-x25519";
 
 /// CHILD_SAs alive after these events (inbound, outbound).
 fn alive(ev: &[Event]) -> Vec<(u32, u32)> {
-    let mut alive: Vec<(u32, u32, u64)> = Vec::new();
-    for e in ev {
-        match e {
-            Event::ChildSaInstalled(c) => alive.push((c.inbound_spi, c.outbound_spi, c.ike_sa)),
-            Event::ChildSaDeleted { inbound_spi, .. } => alive.retain(|(i, _, _)| i != inbound_spi),
-            Event::IkeSaRekeyed { old, new } => {
-                for c in alive.iter_mut() {
-                    if c.2 == *old {
-                        c.2 = *new;
-                    }
-                }
-            }
-            Event::IkeSaDeleted { ike_sa } => alive.retain(|c| c.2 != *ike_sa),
-            _ => {}
-        }
-    }
-    alive.into_iter().map(|(i, o, _)| (i, o)).collect()
+    alive_children(ev)
+        .into_iter()
+        .map(|(i, o, _)| (i, o))
+        .collect()
 }
 
 /// The IKE SA events only, short.
@@ -136,29 +123,11 @@ fn reauth_up_while_an_ike_rekey_collision_is_undecided() {
         (
             la.len(),
             lb.len(),
-            live_ike_sas(&p.events_a),
-            live_ike_sas(&p.events_b)
+            live_ike_sas(&p.events_a).len(),
+            live_ike_sas(&p.events_b).len()
         ),
         (1, 1, 1, 1),
         "CHILD_SAs a {la:?} b {lb:?}\nIKE SA events a {:?}",
         brief(&p.events_a),
     );
-}
-
-/// IKE SAs up (or made by a rekey) and not deleted, by the events.
-fn live_ike_sas(ev: &[Event]) -> usize {
-    let mut live: Vec<u64> = Vec::new();
-    for e in ev {
-        match e {
-            Event::IkeSaUp { ike_sa, .. } => live.push(*ike_sa),
-            Event::IkeSaRekeyed { new, .. } => live.push(*new),
-            Event::IkeSaDeleted { ike_sa } | Event::IkeSaFailed { ike_sa, .. } => {
-                live.retain(|s| s != ike_sa)
-            }
-            _ => {}
-        }
-    }
-    live.sort();
-    live.dedup();
-    live.len()
 }

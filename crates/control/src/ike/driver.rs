@@ -117,6 +117,10 @@ struct IkeSaState {
     /// The peer set it up with INITIAL_CONTACT: it holds no other IKE SA
     /// with us (a restart), so its CHILD_SA takes a tunnel over at once.
     initial_contact: bool,
+    /// Both sides set the connection up at once and the engine found this
+    /// SA redundant (`Event::IkeSaUp::redundant`): its CHILD_SA does not
+    /// take the tunnel over, and the SA is deleted next.
+    redundant: bool,
 }
 
 /// A rekey's new outbound SA held back until the peer deleted the old one.
@@ -166,6 +170,13 @@ struct ConnState {
     trapped: bool,
     /// RFC 9611 per-CPU CHILD_SAs besides `current` (`per_cpu_sas`).
     extras: Vec<Extra>,
+    /// CHILD_SAs of this connection on other IKE SAs than `current`'s
+    /// that are still up there: taken over by a newer IKE SA's, or of a
+    /// redundant IKE SA (both sides set the connection up at once), by
+    /// (IKE SA, our inbound SPI). Mostly they go with their IKE SA soon;
+    /// if instead `current`'s IKE SA goes first, the tunnel carries on
+    /// with a rekey of one of these ([`IkeDriver::fall_back`]).
+    standby: Vec<(IkeSaId, u32)>,
 }
 
 /// See the module documentation.
@@ -379,6 +390,7 @@ impl<R: RandomSource> IkeDriver<R> {
                 last_acquire: None,
                 trapped: false,
                 extras: Vec::new(),
+                standby: Vec::new(),
             });
         }
         Ok(IkeDriver {
@@ -555,6 +567,7 @@ impl<R: RandomSource> IkeDriver<R> {
                         dpd_outstanding: false,
                         doomed: false,
                         initial_contact: false,
+                        redundant: false,
                     },
                 );
             }
@@ -1171,6 +1184,7 @@ impl<R: RandomSource> IkeDriver<R> {
             return;
         };
         let id = s.connection;
+        self.conns[id].standby.retain(|(x, _)| *x != sa);
         // A new CHILD_SA asked of it will not come.
         if self.conns[id].child_creating == Some(sa) {
             self.conns[id].child_creating = None;
@@ -1213,6 +1227,7 @@ impl<R: RandomSource> IkeDriver<R> {
                     "IKE SA deleted"
                 },
             );
+            self.fall_back(now, id);
         }
         if failed {
             self.schedule_retry(now, id);
@@ -1366,6 +1381,24 @@ impl<R: RandomSource> IkeDriver<R> {
         if c.per_resource || collision {
             return self.extra_added(now, id, c, state, tunnel, manager);
         }
+        // Both sides set the connection up at once and this CHILD_SA's IKE
+        // SA lost (it is deleted next, by us or by the peer): the tunnel
+        // stays on the other's. Its inbound SA is installed all the same
+        // (the peer may send on it until it knows), draining from the
+        // start; it goes with its IKE SA.
+        let redundant = self.sas.get(&c.ike_sa).is_some_and(|s| s.redundant);
+        let kept = self.conns[id]
+            .current
+            .as_ref()
+            .is_some_and(|(sa, _)| *sa != c.ike_sa);
+        if redundant && kept {
+            if let Err(e) = manager.install_inbound_draining(&name, tunnel.inbound.clone(), secs) {
+                warn!(tunnel = %name, error = %e, "IKE: inbound SA of a redundant IKE SA's CHILD_SA refused");
+            }
+            self.conns[id].standby.push((c.ike_sa, c.inbound_spi));
+            info!(tunnel = %name, ike_sa = %format!("{:016x}", c.ike_sa), in_spi = %format!("{:#010x}", c.inbound_spi), "IKE: both sides set the connection up at once; the CHILD_SA of the redundant IKE SA only receives until it goes");
+            return;
+        }
         let current = self.conns[id].current.as_ref();
         // A rekey: a new CHILD_SA of the same IKE SA. One of another IKE SA
         // (the peer set up a new one, after a restart or a lost DPD) takes
@@ -1431,6 +1464,16 @@ impl<R: RandomSource> IkeDriver<R> {
             }
             info!(tunnel = %name, ike_sa = %format!("{:016x}", c.ike_sa), "IKE: a new IKE SA's CHILD_SA took the tunnel over");
             self.metrics.children_installed += 1;
+            if let Some((old_sa, old_inbound)) = old {
+                if self
+                    .sas
+                    .get(&old_sa)
+                    .is_some_and(|s| s.phase == SaPhase::Established)
+                {
+                    self.conns[id].standby.push((old_sa, old_inbound));
+                }
+            }
+            self.conns[id].retry_at = None;
             self.conns[id].current = Some((c.ike_sa, state));
             return;
         }
@@ -1481,6 +1524,8 @@ impl<R: RandomSource> IkeDriver<R> {
         }
         info!(tunnel = %name, in_spi = %format!("{:#010x}", c.inbound_spi), out_spi = %format!("{:#010x}", c.outbound_spi), suite = c.suite.config_name(), udp_encap = c.udp_encap, "IKE: CHILD_SA installed");
         self.conns[id].trapped = false;
+        // Up again (a fall-back's rekey, below): no new IKE SA is needed.
+        self.conns[id].retry_at = None;
         self.metrics.children_installed += 1;
         self.conns[id].current = Some((c.ike_sa, state));
     }
@@ -1628,6 +1673,9 @@ impl<R: RandomSource> IkeDriver<R> {
             x.as_ref()
                 .is_some_and(|(_, c)| c.inbound_spi == inbound_spi)
         };
+        for c in &mut self.conns {
+            c.standby.retain(|(_, spi)| *spi != inbound_spi);
+        }
         if self.extra_deleted(now, inbound_spi, manager) {
             return;
         }
@@ -1672,6 +1720,28 @@ impl<R: RandomSource> IkeDriver<R> {
                 let _ = self.engine.delete_child_sa(now, sa, spi);
             }
             self.remove_tunnel(now, id, manager, "CHILD_SA deleted");
+            self.fall_back(now, id);
+        }
+    }
+
+    /// The tunnel's CHILD_SA went (with its IKE SA, or alone) while
+    /// another IKE SA of the connection still has one for it (`standby`:
+    /// both sides set the connection up at once and the SA kept is the
+    /// one that went, or a newer IKE SA's CHILD_SA took over and then went
+    /// first): that CHILD_SA is rekeyed, and its new one sets the tunnel
+    /// up again. (Not switched back to: its outbound SA's sequence
+    /// numbers went on with the SA manager's retired copy, and the same
+    /// keys must not count from 1 again.)
+    fn fall_back(&mut self, now: Time, id: ConnectionId) {
+        while let Some((sa, spi)) = self.conns[id].standby.pop() {
+            let up = self
+                .sas
+                .get(&sa)
+                .is_some_and(|s| s.phase == SaPhase::Established && !s.doomed);
+            if up && self.engine.rekey_child_sa(now, sa, spi).is_ok() {
+                info!(tunnel = %self.conns[id].tunnel, ike_sa = %format!("{sa:016x}"), in_spi = %format!("{spi:#010x}"), "IKE: the tunnel carries on with another IKE SA's CHILD_SA, rekeyed");
+                return;
+            }
         }
     }
 
@@ -1730,6 +1800,7 @@ impl<R: RandomSource> IkeDriver<R> {
                     remote,
                     initiator,
                     initial_contact,
+                    redundant,
                     ..
                 } => {
                     let c = &mut self.conns[connection];
@@ -1749,10 +1820,12 @@ impl<R: RandomSource> IkeDriver<R> {
                         dpd_outstanding: false,
                         doomed: false,
                         initial_contact: false,
+                        redundant: false,
                     });
                     s.phase = SaPhase::Established;
                     s.initiator = initiator;
                     s.initial_contact = initial_contact;
+                    s.redundant = redundant;
                     if s.doomed {
                         info!(ike_sa = %format!("{ike_sa:016x}"), "IKE: terminated while being set up; deleting it");
                         if let Err(e) = self.engine.delete_ike_sa(now, ike_sa) {
@@ -1853,6 +1926,7 @@ impl<R: RandomSource> IkeDriver<R> {
                         dpd_outstanding: false,
                         doomed: false,
                         initial_contact: false,
+                        redundant: false,
                     };
                     self.sas.insert(new, state);
                     let conn = &mut self.conns[id];

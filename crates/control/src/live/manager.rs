@@ -718,6 +718,46 @@ impl<T: Send + Sync + 'static> SaManager<T> {
         Ok(())
     }
 
+    /// Installs an inbound SA that starts out draining, beside the
+    /// tunnel's current one, which stays current: for a CHILD_SA the peer
+    /// may send on for a moment but that will not carry the tunnel (its
+    /// IKE SA lost to another set up at the same time, docs/ike.md). It
+    /// goes as any draining SA does, or when deleted.
+    pub fn install_inbound_draining(
+        &mut self,
+        name: &str,
+        keys: SaKeys,
+        now: u64,
+    ) -> Result<(), LiveError> {
+        let i = self.find_or_err(name)?;
+        self.check_inbound_spi(keys.spi)?;
+        let mut config = self.tunnels[i].config.clone();
+        config.inbound = keys;
+        let sa = self
+            .keys
+            .inbound(name, &config.inbound_sa(), now, Admission::Live)?;
+        let spi = config.inbound.spi;
+        let t = &mut self.tunnels[i];
+        t.inbound.push(InboundSlot {
+            counters: counters_of(&sa),
+            sa,
+            spi,
+            created: now,
+            soft_reported: false,
+            drain: Some(Drain {
+                since: now,
+                last_packets: 0,
+                active_at: now,
+                pair: 0,
+            }),
+        });
+        info!(tunnel = %name, dir = "in", spi = %hex_spi(spi), "inbound SA installed draining (the current one stays)");
+        self.event(now, "draining-in", name, Some(Dir::In), Some(spi));
+        self.publish();
+        self.wait_for_workers("draining inbound SA");
+        Ok(())
+    }
+
     /// A tunnel in UDP whose peer's NAT now maps its port 4500 to
     /// another (the IKE driver saw its messages come from there): the
     /// outbound SAs made from now on (the next switch, a rekey's) send to

@@ -112,7 +112,9 @@ pub struct Event {
     /// The manager's clock (seconds) when it happened.
     pub at: u64,
     /// `sa-up`, `soft-expiry`, `hard-expiry`, `rekey-in`, `rekey-out`,
-    /// `drained`, `tunnel-deleted`.
+    /// `reactivated-in`, `draining-in` (an inbound SA installed draining:
+    /// a redundant IKE SA's CHILD_SA), `drained`, `sa-removed`, `trap`,
+    /// `tunnel-deleted`.
     pub kind: String,
     pub tunnel: String,
     pub dir: Option<Dir>,

@@ -208,6 +208,12 @@ pub enum Event {
         /// reauthentication: it installs the CHILD_SA only once our answer
         /// arrives.
         initial_contact: bool,
+        /// Both sides set this connection up at once and this SA lost
+        /// (`Engine`'s duplicate check: the lowest nonce, as RFC 7296
+        /// 2.8.2): its initiator deletes it. Its CHILD_SA, which follows,
+        /// must not take the tunnel over from the other SA's; its inbound
+        /// SA may still receive until the peer knows.
+        redundant: bool,
     },
     /// A CHILD_SA to install in the data plane.
     ChildSaInstalled(Box<ChildSa>),
@@ -448,6 +454,9 @@ pub struct Engine<R: RandomSource> {
     out: Output,
     /// Reauthentications in progress: new IKE SA -> the one it replaces.
     reauth: HashMap<IkeSaId, IkeSaId>,
+    /// Both sides set a connection up at once: redundant IKE SA -> the one
+    /// kept, until the redundant one is dropped ([`Engine::settle_duplicates`]).
+    duplicates: HashMap<IkeSaId, IkeSaId>,
 }
 
 impl<R: RandomSource> Engine<R> {
@@ -469,6 +478,7 @@ impl<R: RandomSource> Engine<R> {
                 child_moves: Vec::new(),
             },
             reauth: HashMap::new(),
+            duplicates: HashMap::new(),
         }
     }
 
@@ -752,10 +762,146 @@ impl<R: RandomSource> Engine<R> {
                 sa.replace_by_reauth(now, conn, &self.config, &mut self.rng, &mut self.out);
             }
         }
+        // SAs that came up with this input (their lifetimes not armed yet).
+        let fresh: Vec<IkeSaId> = self
+            .sas
+            .iter()
+            .filter(|(_, sa)| sa.is_established() && sa.ike_lifetimes().is_none())
+            .map(|(id, _)| *id)
+            .collect();
         for sa in self.sas.values_mut() {
             let conn = &self.connections[sa.connection()];
             sa.arm_lifetimes(now, conn, &mut self.rng);
+        }
+        for id in fresh {
+            self.drop_duplicate_of(now, id);
+        }
+        self.settle_duplicates(now);
+        for sa in self.sas.values_mut() {
+            let conn = &self.connections[sa.connection()];
             sa.kick(now, conn, &self.config, &mut self.rng, &mut self.out);
+        }
+    }
+
+    /// Both sides set the connection up at once (both `start`, or both
+    /// reauthenticating at the same moment): `fresh`, just up, and another
+    /// IKE SA of the same connection with the same peer, initiated by the
+    /// other side, whose setups overlapped (each one's IKE_SA_INIT began
+    /// before the other came up). Left alone, both would live on with the
+    /// CHILD_SAs twice, rekeying and reauthenticating side by side. As
+    /// for an RFC 7296 2.8.2 collision, the SA whose IKE_SA_INIT holds the
+    /// lowest of the four nonces is redundant and its initiator deletes
+    /// it: both sides see the same nonces, so they agree without a word;
+    /// a peer that does not do this (strongSwan keeps both) has its
+    /// redundant SA deleted by us after the linger. An SA that came up
+    /// long after the other (a peer that restarted, a reauthentication of
+    /// one side) is no duplicate. When the redundant SA is the one just
+    /// up, its queued `IkeSaUp` says so, so that the driver does not let
+    /// its CHILD_SA take the tunnel over from the one that stays.
+    fn drop_duplicate_of(&mut self, now: Time, fresh: IkeSaId) {
+        let Some(new) = self.sas.get(&fresh) else {
+            return;
+        };
+        let Some((ours, began, _)) = new.setup_span() else {
+            return;
+        };
+        let (connection, peer) = (new.connection(), new.remote().ip());
+        let other = self.sas.iter().find_map(|(id, sa)| {
+            let (theirs, _, up) = sa.setup_span()?;
+            (*id != fresh
+                && sa.connection() == connection
+                && sa.remote().ip() == peer
+                && theirs != ours
+                && began <= up)
+                .then_some(*id)
+        });
+        let Some(other) = other else {
+            return;
+        };
+        let lowest = |id: &IkeSaId| self.sas[id].lowest_nonce().to_vec();
+        let (redundant, kept) = if lowest(&fresh) < lowest(&other) {
+            (fresh, other)
+        } else {
+            (other, fresh)
+        };
+        if redundant == fresh {
+            for e in self.out.events.iter_mut() {
+                if let Event::IkeSaUp {
+                    ike_sa,
+                    redundant: r,
+                    ..
+                } = e
+                {
+                    if *ike_sa == fresh {
+                        *r = true;
+                    }
+                }
+            }
+        }
+        self.duplicates.insert(redundant, kept);
+        self.settle_duplicates(now);
+    }
+
+    /// Drops the redundant SAs of [`Engine::drop_duplicate_of`] whose
+    /// kept SA the peer holds for sure: the peer's redundant SA is marked
+    /// for it to delete (and for us after the linger: the SA we keep is
+    /// one we initiated, which the peer has); our own is deleted only once
+    /// the peer showed it holds the SA we keep (it initiated that one, but
+    /// our IKE_AUTH answer may never have reached it, and then ours is the
+    /// only SA it has): a liveness check on the kept SA asks it. A kept SA
+    /// that fails leaves the redundant one as it is.
+    fn settle_duplicates(&mut self, now: Time) {
+        if self.duplicates.is_empty() {
+            return;
+        }
+        let mut done = Vec::new();
+        let mut ask = Vec::new();
+        for (&redundant, &kept) in &self.duplicates {
+            let (Some(r), Some(k)) = (self.sas.get(&redundant), self.sas.get(&kept)) else {
+                done.push((redundant, false));
+                continue;
+            };
+            if !r.is_live() || !k.is_live() {
+                done.push((redundant, false));
+            } else if k.peer_has_it() {
+                done.push((redundant, true));
+            } else {
+                ask.push(kept);
+            }
+        }
+        for kept in ask {
+            let Some(sa) = self.sas.get_mut(&kept) else {
+                continue;
+            };
+            if !sa.has_pending(OwnRequest::Liveness) {
+                let conn = &self.connections[sa.connection()];
+                let _ = sa.queue_request(
+                    now,
+                    OwnRequest::Liveness,
+                    conn,
+                    &self.config,
+                    &mut self.rng,
+                    &mut self.out,
+                );
+            }
+        }
+        let linger = self.config.linger_ms;
+        for (redundant, drop) in done {
+            self.duplicates.remove(&redundant);
+            if !drop {
+                continue;
+            }
+            if let Some(sa) = self.sas.get_mut(&redundant) {
+                let conn = &self.connections[sa.connection()];
+                sa.drop_duplicate(
+                    now,
+                    linger,
+                    conn,
+                    &self.config,
+                    &mut self.rng,
+                    &mut self.out,
+                );
+            }
         }
     }
 

@@ -112,8 +112,14 @@ pub struct Pair {
 
 impl Pair {
     pub fn new(a: Connection, b: Connection, cfg: EngineConfig) -> Pair {
-        let mut ea = Engine::new(cfg.clone(), SeededRng(1));
-        let mut eb = Engine::new(cfg, SeededRng(2));
+        Pair::with_seeds(a, b, cfg, (1, 2))
+    }
+
+    /// As [`Pair::new`], with the engines' random sources seeded with
+    /// `seeds` (other SPIs and nonces).
+    pub fn with_seeds(a: Connection, b: Connection, cfg: EngineConfig, seeds: (u64, u64)) -> Pair {
+        let mut ea = Engine::new(cfg.clone(), SeededRng(seeds.0));
+        let mut eb = Engine::new(cfg, SeededRng(seeds.1));
         ea.add_connection(a);
         eb.add_connection(b);
         Pair {
@@ -200,6 +206,36 @@ impl Pair {
     }
 }
 
+impl Pair {
+    /// Runs as [`Pair::run`] until `horizon_ms` (absolute), delivering
+    /// each datagram for which `keep(datagram, now)` holds and losing the
+    /// others.
+    pub fn run_filtered(&mut self, horizon_ms: u64, mut keep: impl FnMut(&Transmit, u64) -> bool) {
+        for _ in 0..10_000 {
+            self.collect();
+            if let Some(t) = self.queue.pop_front() {
+                if keep(&t, self.now) {
+                    self.deliver(t);
+                }
+                continue;
+            }
+            match [self.a.poll_timeout(), self.b.poll_timeout()]
+                .into_iter()
+                .flatten()
+                .min()
+            {
+                Some(t) if t <= horizon_ms => {
+                    self.now = self.now.max(t);
+                    self.a.handle_timeout(self.now);
+                    self.b.handle_timeout(self.now);
+                }
+                _ => break,
+            }
+        }
+        self.collect();
+    }
+}
+
 pub fn children(events: &[Event]) -> Vec<&ChildSa> {
     events
         .iter()
@@ -208,6 +244,48 @@ pub fn children(events: &[Event]) -> Vec<&ChildSa> {
             _ => None,
         })
         .collect()
+}
+
+/// CHILD_SAs alive after these events: (inbound SPI, outbound SPI, IKE
+/// SA), following IKE SA rekeys; an IKE SA that failed took its own.
+pub fn alive_children(events: &[Event]) -> Vec<(u32, u32, u64)> {
+    let mut alive: Vec<(u32, u32, u64)> = Vec::new();
+    for e in events {
+        match e {
+            Event::ChildSaInstalled(c) => alive.push((c.inbound_spi, c.outbound_spi, c.ike_sa)),
+            Event::ChildSaDeleted { inbound_spi, .. } => alive.retain(|(i, _, _)| i != inbound_spi),
+            Event::IkeSaRekeyed { old, new } => {
+                for c in alive.iter_mut() {
+                    if c.2 == *old {
+                        c.2 = *new;
+                    }
+                }
+            }
+            Event::IkeSaDeleted { ike_sa } | Event::IkeSaFailed { ike_sa, .. } => {
+                alive.retain(|c| c.2 != *ike_sa)
+            }
+            _ => {}
+        }
+    }
+    alive
+}
+
+/// IKE SAs up (or made by a rekey) and not deleted, by the events.
+pub fn live_ike_sas(events: &[Event]) -> Vec<u64> {
+    let mut live: Vec<u64> = Vec::new();
+    for e in events {
+        match e {
+            Event::IkeSaUp { ike_sa, .. } => live.push(*ike_sa),
+            Event::IkeSaRekeyed { new, .. } => live.push(*new),
+            Event::IkeSaDeleted { ike_sa } | Event::IkeSaFailed { ike_sa, .. } => {
+                live.retain(|s| s != ike_sa)
+            }
+            _ => {}
+        }
+    }
+    live.sort();
+    live.dedup();
+    live
 }
 
 /// Both ends hold the same single CHILD_SA: SPIs crossed, keys crossed.

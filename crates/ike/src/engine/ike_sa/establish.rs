@@ -22,6 +22,7 @@ impl IkeSa {
             .and_then(|p| p.ke.first().copied())
             .ok_or(EngineError::Protocol("connection has no IKE proposal"))?;
         let mut sa = IkeSa::new(id, connection, Role::Initiator, conn.local, conn.remote);
+        sa.setup_began = Some(now);
         sa.spi_i = id;
         sa.ke = Some(crypto::KeyExchange::generate(group, rng)?);
         sa.ni = random_bytes(rng, NONCE_LEN)?;
@@ -315,6 +316,7 @@ impl IkeSa {
             spi_i: self.spi_i,
             spi_r: self.spi_r,
             initial_contact: self.role == Role::Responder && self.initial_contact,
+            redundant: false,
         });
         match self.initiator_child(conn, &inner) {
             Ok(child) => {
@@ -542,6 +544,7 @@ impl IkeSa {
             return None;
         }
         let mut sa = IkeSa::new(id, connection, Role::Responder, dst, src);
+        sa.setup_began = Some(now);
         sa.spi_i = h.spi_i;
         sa.spi_r = id;
         sa.ni = ni;
@@ -709,6 +712,7 @@ impl IkeSa {
             spi_i: self.spi_i,
             spi_r: self.spi_r,
             initial_contact: self.role == Role::Responder && self.initial_contact,
+            redundant: false,
         }];
         match self.responder_child(conn, &inner, rng) {
             Ok((child, number, transforms)) => {

@@ -142,6 +142,7 @@ impl IkeSa {
             return;
         }
         if self.life.is_none() {
+            self.up_at = Some(now);
             let (rekey, reauth, over, rand) = conn.lifetimes.ike();
             let rekey_at = (rekey > 0).then(|| now + rekey - jitter(rng, rand.min(rekey)));
             let reauth_at = (reauth > 0).then(|| now + reauth - jitter(rng, rand.min(reauth)));
@@ -548,6 +549,52 @@ impl IkeSa {
             self.pending.push_back(OwnRequest::DeleteIke);
         }
         let _ = self.pump(now, conn, cfg, rng, out);
+    }
+
+    /// For the check for duplicates (`Engine::settle`): made by
+    /// IKE_SA_INIT, established, not replaced, with a CHILD_SA; whether we
+    /// initiated it, when its setup began and when it came up.
+    pub fn setup_span(&self) -> Option<(bool, Time, Time)> {
+        if !self.is_live() || self.children.is_empty() {
+            return None;
+        }
+        Some((self.role == Role::Initiator, self.setup_began?, self.up_at?))
+    }
+
+    /// `request` is queued or in flight.
+    pub fn has_pending(&self, request: OwnRequest) -> bool {
+        self.in_flight == Some(request) || self.pending.contains(&request)
+    }
+
+    /// The peer holds this SA for sure (see the field).
+    pub fn peer_has_it(&self) -> bool {
+        self.peer_has_it
+    }
+
+    /// The lower of the two nonces of the exchange that made this SA.
+    pub fn lowest_nonce(&self) -> &[u8] {
+        self.ni.as_slice().min(self.nr.as_slice())
+    }
+
+    /// This SA and another of its connection with the peer were set up at
+    /// once, one by each side, and this one lost (`Engine::settle`): ours
+    /// is deleted now, with its CHILD_SAs; the peer's is the peer's to
+    /// delete, and we do after `linger` if it has not (as an SA that lost
+    /// an RFC 7296 2.8.2 collision).
+    pub fn drop_duplicate(
+        &mut self,
+        now: Time,
+        linger: Time,
+        conn: &Connection,
+        cfg: &EngineConfig,
+        rng: &mut dyn RandomSource,
+        out: &mut Output,
+    ) {
+        if self.role == Role::Initiator {
+            self.replace_by_reauth(now, conn, cfg, rng, out);
+        } else {
+            self.mark_redundant(now + linger);
+        }
     }
 
     /// (Ni, Nr) of the exchange that created this SA.

@@ -305,6 +305,17 @@ pub(crate) struct IkeSa {
     /// as responder, the peer sent it (it holds no other IKE SA with us,
     /// e.g. after a restart).
     initial_contact: bool,
+    /// Made by IKE_SA_INIT (not by a rekey): when its setup began (our
+    /// IKE_SA_INIT sent, the peer's received). With `up_at`, for
+    /// `Engine::settle`'s check for two SAs set up at once by both sides.
+    setup_began: Option<Time>,
+    /// When it came up (its lifetimes were armed).
+    up_at: Option<Time>,
+    /// The peer holds this SA for sure: we initiated it (the responder
+    /// set it up before answering IKE_AUTH), or the peer sent a request
+    /// or an answer on it since. As responder we cannot know before:
+    /// our IKE_AUTH answer may be lost for good.
+    peer_has_it: bool,
 }
 
 fn random_bytes(rng: &mut dyn RandomSource, n: usize) -> Result<Vec<u8>, EngineError> {
@@ -456,6 +467,9 @@ impl IkeSa {
             in_flight: None,
             initial_contact: false,
             addke: Default::default(),
+            setup_began: None,
+            up_at: None,
+            peer_has_it: false,
         }
     }
 
@@ -672,6 +686,7 @@ impl IkeSa {
             out.stats.unexpected += 1;
             return;
         }
+        let established = self.state == State::Established;
         let result = match (self.state, header.exchange) {
             (State::InitSent, ExchangeType::IKE_SA_INIT) => {
                 self.on_init_response(now, src, dst, header, datagram, conn, cfg, rng, out)
@@ -723,6 +738,9 @@ impl IkeSa {
                 return;
             }
         };
+        // Authentic (each arm above returns when it does not open): the
+        // peer holds this SA.
+        self.peer_has_it |= established || self.state == State::Established;
         if result.is_err() {
             out.stats.malformed += 1;
             if self.state == State::InitSent {
@@ -793,9 +811,11 @@ impl IkeSa {
             }
         };
         // An authenticated request: the peer is at `src` now (it may have
-        // moved to port 4500 after NAT detection).
+        // moved to port 4500 after NAT detection); one after IKE_AUTH
+        // says it holds the SA.
         self.local = dst;
         self.remote = src;
+        self.peer_has_it |= self.state == State::Established;
         let (reply, events) = match (inner, self.state, header.exchange) {
             (None, state, _) => {
                 // A broken IKE_AUTH ends the SA (RFC 7296 2.21.2).
