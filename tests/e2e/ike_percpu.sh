@@ -33,8 +33,15 @@
 #     each gateway logged its unprotected port's driver, queues and RSS.
 # PERCPU=1 runs the same steps with per_cpu_sas = 1 on both: it must fail at
 # step 1, which shows the test tells.
+# BOTH_START=1 (tests/e2e/ike_both_start.sh) makes B `start` too, with the
+# link between the gateways down while both start and for 2 s after, so
+# that both IKE SAs are being set up at once when it comes up (each side's
+# first try lost, its retransmission through): step 0 checks that each
+# gateway saw two IKE SAs come up (one it initiated, one the peer did) and
+# that one, the same on both sides, is left, with its CHILD_SAs, before
+# steps 1-4 run on it (docs/ike.md "Both sides at once").
 # Needs root. ESPGW overrides the binary.
-P=pc
+P=${P:-pc}
 LOG_TAIL=60
 . "$(dirname "$0")/common.bash"
 
@@ -163,13 +170,52 @@ streams() {
 
 scripts/netns.sh up "$P"
 conf a 1 2 gateway.toml 2 start "$WANT_A"
-conf b 2 1 configs/gateway-b.toml 2 none "$WANT_B"
+conf b 2 1 configs/gateway-b.toml 2 "$([ "${BOTH_START:-}" = 1 ] && echo start || echo none)" "$WANT_B"
+
+# ike_sas SIDE: SIDE's IKE SAs, "SPIi/SPIr" each, one line.
+ike_sas() {
+    ike_json "$1" | python3 -c "
+import json, sys
+print(' '.join(sorted(s['spi_i'] + '/' + s['spi_r'] for s in json.load(sys.stdin).get('sas', []))))"
+}
+
+if [ "${BOTH_START:-}" = 1 ]; then
+    # 0. Both initiate while the link is down; it comes up 2 s later.
+    ip -n "$P-gwb" link set gwb-unprot down
+    gateway_start b "$WORK/b.toml"
+    gateway_start a "$WORK/a.toml"
+    wait_socket b
+    wait_socket a
+    sleep 2
+    ip -n "$P-gwb" link set gwb-unprot up
+    left=""
+    for _ in $(seq 1 100); do
+        sa_a=$(ike_sas a) sa_b=$(ike_sas b)
+        na=$(children a | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
+        nb=$(children b | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
+        ups_a=$(grep -cE "IKE SA [0-9a-f]{16} with [^ ]+ established" "$WORK/a.log" || true)
+        ups_b=$(grep -cE "IKE SA [0-9a-f]{16} with [^ ]+ established" "$WORK/b.log" || true)
+        if [ "$ups_a" -ge 2 ] && [ "$ups_b" -ge 2 ] && [ -n "$sa_a" ] && [ "$sa_a" = "$sa_b" ] \
+            && [ "$(wc -w <<<"$sa_a")" = 1 ] && [ "$na" = 2 ] && [ "$nb" = 2 ]; then
+            left=$sa_a
+            break
+        fi
+        sleep 0.2
+    done
+    [ -n "$left" ] || fail "step 0: want one IKE SA (the same) with 2 CHILD_SAs on both sides after two came up on each; A: $sa_a ($na CHILD_SAs, $ups_a up), B: $sa_b ($nb CHILD_SAs, $ups_b up)"
+    for s in a b; do
+        grep -E "IKE SA [0-9a-f]{16} with [^ ]+ established" "$WORK/$s.log" | sed "s/\x1b\[[0-9;]*m//g; s/^/step 0: $s: /" | cut -c1-160
+    done
+    echo "step 0 ok: both initiated at once, two IKE SAs came up on each side, one is left on both: $left"
+fi
 
 # 1. Two CHILD_SAs, one selector pair.
-gateway_start b "$WORK/b.toml"
-wait_socket b
-gateway_start a "$WORK/a.toml"
-wait_socket a
+if [ "${BOTH_START:-}" != 1 ]; then
+    gateway_start b "$WORK/b.toml"
+    wait_socket b
+    gateway_start a "$WORK/a.toml"
+    wait_socket a
+fi
 wait_children 2
 python3 - "$(children a)" "$(children b)" <<'PY' || fail "step 1: CHILD_SAs"
 import json, sys

@@ -1523,6 +1523,72 @@ mod per_cpu {
         (v[0] == Verdict::Forward && counter_of(&burst[0]) == Some(7)).then_some(spi)
     }
 
+    /// Both gateways `start` with per-CPU CHILD_SAs and gateway 1's first
+    /// IKE_SA_INIT is lost: gateway 2's IKE SA comes up first, gateway
+    /// 1's on its retransmission, so only gateway 1 sees the two set up
+    /// at once (gateway 2 saw its own up before gateway 1's began there).
+    /// Whichever the nonces drop, the tunnel is never taken down, and the
+    /// IKE SA left has its two CHILD_SAs on both sides, each worker's
+    /// outbound SA opened by the peer: the per-CPU pair of the SA kept
+    /// survives the other's going (it did not: the tunnel was removed and
+    /// added again without it, found by tests/e2e/ike_both_start.sh).
+    #[test]
+    fn both_starting_with_one_side_seeing_it_keeps_the_per_cpu_sas() {
+        let _ = logs();
+        for run in 0..12 {
+            let mut a = Gw::new(1, "start_action = \"start\"", "per_cpu_sas = 2");
+            let mut b = Gw::new(2, "start_action = \"start\"", "per_cpu_sas = 2");
+            let now = 1_000;
+            a.driver.start(now, &mut a.mgr);
+            b.driver.start(now, &mut b.mgr);
+            a.flush();
+            assert!(a.wire.sent.pop_front().is_some(), "a's IKE_SA_INIT");
+            let deliver = |a: &mut Gw, b: &mut Gw, now: u64| loop {
+                a.flush();
+                b.flush();
+                if let Some(t) = a.wire.sent.pop_front() {
+                    b.driver
+                        .handle_datagram(now, t.src, t.dst, &t.payload, &mut b.mgr);
+                } else if let Some(t) = b.wire.sent.pop_front() {
+                    a.driver
+                        .handle_datagram(now, t.src, t.dst, &t.payload, &mut a.mgr);
+                } else {
+                    break;
+                }
+            };
+            // b's IKE SA up at once; a's on its retransmission.
+            deliver(&mut a, &mut b, now);
+            assert_eq!(b.driver.list(now).len(), 1, "run {run}");
+            advance_with(&mut a, &mut b, now, 20_000, deliver);
+            let now = 20_000;
+            let (la, lb) = (a.driver.list(now), b.driver.list(now));
+            assert_eq!((la.len(), lb.len()), (1, 1), "run {run}: {la:?} {lb:?}");
+            assert_eq!((&la[0].spi_i, &la[0].spi_r), (&lb[0].spi_i, &lb[0].spi_r));
+            assert_eq!(
+                (la[0].children.len(), lb[0].children.len()),
+                (2, 2),
+                "run {run}: {la:?} {lb:?}"
+            );
+            for (x, y) in [(&a, &b), (&b, &a)] {
+                let spis: Vec<_> = (0..2).map(|w| passes_on_worker(x, y, now, w)).collect();
+                assert!(
+                    spis.iter().all(Option::is_some),
+                    "run {run}: gw{}: {spis:?}",
+                    x.me
+                );
+                assert_ne!(spis[0], spis[1], "run {run}: gw{}: one SA per worker", x.me);
+            }
+            assert_eq!(
+                (
+                    a.mgr.events().tunnels_deleted,
+                    b.mgr.events().tunnels_deleted
+                ),
+                (0, 0),
+                "run {run}"
+            );
+        }
+    }
+
     fn pair(a_child: &str, b_child: &str) -> (Gw, Gw, u64) {
         let mut a = Gw::new(1, "start_action = \"start\"", a_child);
         let mut b = Gw::new(2, "", b_child);
@@ -1904,5 +1970,7 @@ fn a_duplicate_the_peer_never_had_leaves_the_tunnel_on_the_other_sa() {
             packet_passes(&a, &b, 30_000) && packet_passes(&b, &a, 30_000),
             "run {run}: traffic"
         );
+        // Where gateway 1 fell back, it kept the tunnel through it.
+        assert_eq!(a.mgr.events().tunnels_deleted, 0, "run {run}");
     }
 }

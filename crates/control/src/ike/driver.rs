@@ -176,7 +176,7 @@ struct ConnState {
     /// (IKE SA, our inbound SPI). Mostly they go with their IKE SA soon;
     /// if instead `current`'s IKE SA goes first, the tunnel carries on
     /// with a rekey of one of these ([`IkeDriver::fall_back`]).
-    standby: Vec<(IkeSaId, u32)>,
+    standby: Vec<(IkeSaId, ChildState)>,
 }
 
 /// See the module documentation.
@@ -1216,6 +1216,7 @@ impl<R: RandomSource> IkeDriver<R> {
             .current
             .as_ref()
             .is_some_and(|(o, _)| *o == sa)
+            && !self.fall_back(now, id)
         {
             self.remove_tunnel(
                 now,
@@ -1227,7 +1228,6 @@ impl<R: RandomSource> IkeDriver<R> {
                     "IKE SA deleted"
                 },
             );
-            self.fall_back(now, id);
         }
         if failed {
             self.schedule_retry(now, id);
@@ -1395,7 +1395,7 @@ impl<R: RandomSource> IkeDriver<R> {
             if let Err(e) = manager.install_inbound_draining(&name, tunnel.inbound.clone(), secs) {
                 warn!(tunnel = %name, error = %e, "IKE: inbound SA of a redundant IKE SA's CHILD_SA refused");
             }
-            self.conns[id].standby.push((c.ike_sa, c.inbound_spi));
+            self.conns[id].standby.push((c.ike_sa, state));
             info!(tunnel = %name, ike_sa = %format!("{:016x}", c.ike_sa), in_spi = %format!("{:#010x}", c.inbound_spi), "IKE: both sides set the connection up at once; the CHILD_SA of the redundant IKE SA only receives until it goes");
             return;
         }
@@ -1464,17 +1464,16 @@ impl<R: RandomSource> IkeDriver<R> {
             }
             info!(tunnel = %name, ike_sa = %format!("{:016x}", c.ike_sa), "IKE: a new IKE SA's CHILD_SA took the tunnel over");
             self.metrics.children_installed += 1;
-            if let Some((old_sa, old_inbound)) = old {
+            self.conns[id].retry_at = None;
+            if let Some((old_sa, old_child)) = self.conns[id].current.replace((c.ike_sa, state)) {
                 if self
                     .sas
                     .get(&old_sa)
                     .is_some_and(|s| s.phase == SaPhase::Established)
                 {
-                    self.conns[id].standby.push((old_sa, old_inbound));
+                    self.conns[id].standby.push((old_sa, old_child));
                 }
             }
-            self.conns[id].retry_at = None;
-            self.conns[id].current = Some((c.ike_sa, state));
             return;
         }
         match rekey_of {
@@ -1674,7 +1673,7 @@ impl<R: RandomSource> IkeDriver<R> {
                 .is_some_and(|(_, c)| c.inbound_spi == inbound_spi)
         };
         for c in &mut self.conns {
-            c.standby.retain(|(_, spi)| *spi != inbound_spi);
+            c.standby.retain(|(_, x)| x.inbound_spi != inbound_spi);
         }
         if self.extra_deleted(now, inbound_spi, manager) {
             return;
@@ -1720,6 +1719,7 @@ impl<R: RandomSource> IkeDriver<R> {
                 let _ = self.engine.delete_child_sa(now, sa, spi);
             }
             self.remove_tunnel(now, id, manager, "CHILD_SA deleted");
+            // (The tunnel is added again when the rekey is installed.)
             self.fall_back(now, id);
         }
     }
@@ -1728,21 +1728,37 @@ impl<R: RandomSource> IkeDriver<R> {
     /// another IKE SA of the connection still has one for it (`standby`:
     /// both sides set the connection up at once and the SA kept is the
     /// one that went, or a newer IKE SA's CHILD_SA took over and then went
-    /// first): that CHILD_SA is rekeyed, and its new one sets the tunnel
-    /// up again. (Not switched back to: its outbound SA's sequence
-    /// numbers went on with the SA manager's retired copy, and the same
-    /// keys must not count from 1 again.)
-    fn fall_back(&mut self, now: Time, id: ConnectionId) {
-        while let Some((sa, spi)) = self.conns[id].standby.pop() {
+    /// first): that CHILD_SA is current again and rekeyed at once; the
+    /// rekey's new CHILD_SA takes the outbound SA over as any rekey of
+    /// ours does. (Not switched back to as it is: its outbound SA's
+    /// sequence numbers went on with the SA manager's retired copy, and
+    /// the same keys must not count from 1 again.) Until the rekey is done
+    /// (a round trip) the tunnel keeps the gone SA's outbound SA, whose
+    /// packets the peer drops. The tunnel and its other IKE SAs' per-CPU
+    /// pairs stay as they are. Returns whether it fell back.
+    fn fall_back(&mut self, now: Time, id: ConnectionId) -> bool {
+        while let Some((sa, child)) = self.conns[id].standby.pop() {
             let up = self
                 .sas
                 .get(&sa)
                 .is_some_and(|s| s.phase == SaPhase::Established && !s.doomed);
-            if up && self.engine.rekey_child_sa(now, sa, spi).is_ok() {
-                info!(tunnel = %self.conns[id].tunnel, ike_sa = %format!("{sa:016x}"), in_spi = %format!("{spi:#010x}"), "IKE: the tunnel carries on with another IKE SA's CHILD_SA, rekeyed");
-                return;
+            if up
+                && self
+                    .engine
+                    .rekey_child_sa(now, sa, child.inbound_spi)
+                    .is_ok()
+            {
+                info!(tunnel = %self.conns[id].tunnel, ike_sa = %format!("{sa:016x}"), in_spi = %format!("{:#010x}", child.inbound_spi), "IKE: the tunnel carries on with another IKE SA's CHILD_SA, rekeyed");
+                let c = &mut self.conns[id];
+                c.current = Some((sa, child));
+                c.previous = None;
+                c.collision = false;
+                c.pending_switch = None;
+                c.child_rekeying = true;
+                return true;
             }
         }
+        false
     }
 
     /// A deletion during a rekey collision. The loser of the two new SAs
