@@ -1974,3 +1974,41 @@ fn a_duplicate_the_peer_never_had_leaves_the_tunnel_on_the_other_sa() {
         assert_eq!(a.mgr.events().tunnels_deleted, 0, "run {run}");
     }
 }
+
+/// The configured lifetimes hold for the engine's own timers too: with
+/// the child's `rekey_time = 7200` no CHILD_SA rekey comes after an hour
+/// (the engine's default), one comes by two hours; with the connection's
+/// `rekey_time = 0` ("never") no IKE SA rekey comes in five hours (the
+/// engine's default rekeyed it at 4 h). Found in session 26: the driver
+/// handed the engine only `reauth_time`.
+#[test]
+fn configured_lifetimes_are_the_engines_too() {
+    let mut a = Gw::new(
+        1,
+        "start_action = \"start\"\nrekey_time = 0",
+        "rekey_time = 7200",
+    );
+    let mut b = Gw::new(2, "rekey_time = 0", "rekey_time = 7200");
+    let now = 1_000;
+    a.driver.start(now, &mut a.mgr);
+    pump(&mut a, &mut b, now, None);
+    let first = a.driver.list(now)[0].ike_sa.clone();
+    let out0 = a.spis(now).0;
+    advance(&mut a, &mut b, now, 75 * 60_000, None);
+    assert_eq!(a.spis(75 * 60_000).0, out0, "no CHILD_SA rekey at 1 h");
+    assert_eq!(
+        (
+            a.driver.metrics().child_rekeys,
+            b.driver.metrics().child_rekeys
+        ),
+        (0, 0)
+    );
+    advance(&mut a, &mut b, 75 * 60_000, 2 * 3_600_000 + 1_000, None);
+    assert_ne!(a.spis(2 * 3_600_000).0, out0, "a CHILD_SA rekey by 2 h");
+    advance(&mut a, &mut b, 2 * 3_600_000 + 1_000, 5 * 3_600_000, None);
+    let l = a.driver.list(5 * 3_600_000);
+    assert_eq!(l.len(), 1);
+    assert_eq!(l[0].ike_sa, first, "no IKE SA rekey with rekey_time = 0");
+    assert_eq!(a.driver.metrics().ike_rekeys, 0);
+    assert!(packet_passes(&a, &b, 5 * 3_600_000) && packet_passes(&b, &a, 5 * 3_600_000));
+}

@@ -236,6 +236,17 @@ fn engine_connection(
         // IKE SA with the CHILD_SA, then the old one deleted); the driver
         // sees a CHILD_SA of a new IKE SA take the tunnel over.
         e.lifetimes.ike_reauth_time_ms = c.reauth_time.saturating_mul(1000);
+        // The engine's own rekey and expiry timers follow the
+        // configuration too (the driver's IKE rekey timer and the SA
+        // manager's CHILD_SA lifetimes fire at about the same times and
+        // find the rekey under way, or done). Until session 26 the engine
+        // kept its defaults whatever the configuration said: an IKE SA
+        // rekey every 4 h even with `rekey_time = 0` ("never"), a CHILD_SA
+        // rekey every hour and its deletion at 66 min when that failed,
+        // whatever the child's `rekey_time` and `life_time`.
+        e.lifetimes.ike_rekey_time_ms = c.rekey_time.saturating_mul(1000);
+        e.lifetimes.child_rekey_time_ms = child.rekey_time.saturating_mul(1000);
+        e.lifetimes.child_life_time_ms = Some(child.life_time.saturating_mul(1000));
         // RFC 9611: SA_RESOURCE_INFO and the additional CHILD_SAs.
         e.per_resource_sas = child.per_cpu_sas;
         e
