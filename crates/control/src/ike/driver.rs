@@ -460,6 +460,7 @@ impl<R: RandomSource> IkeDriver<R> {
             + st.half_open_refused
             + st.fragments_dropped;
         m.init_no_proposal = st.init_no_proposal;
+        m.duplicate_ike_sas = st.duplicate_ike_sas;
         m.cookies_sent = st.cookies_sent;
         m.cookies_invalid = st.cookies_invalid;
         m.half_open_refused = st.half_open_refused;
@@ -1475,7 +1476,6 @@ impl<R: RandomSource> IkeDriver<R> {
             }
             info!(tunnel = %name, ike_sa = %format!("{:016x}", c.ike_sa), "IKE: a new IKE SA's CHILD_SA took the tunnel over");
             self.metrics.children_installed += 1;
-            self.conns[id].retry_at = None;
             if let Some((old_sa, old_child)) = self.conns[id].current.replace((c.ike_sa, state)) {
                 if self
                     .sas
@@ -1534,8 +1534,6 @@ impl<R: RandomSource> IkeDriver<R> {
         }
         info!(tunnel = %name, in_spi = %format!("{:#010x}", c.inbound_spi), out_spi = %format!("{:#010x}", c.outbound_spi), suite = c.suite.config_name(), udp_encap = c.udp_encap, "IKE: CHILD_SA installed");
         self.conns[id].trapped = false;
-        // Up again (a fall-back's rekey, below): no new IKE SA is needed.
-        self.conns[id].retry_at = None;
         self.metrics.children_installed += 1;
         self.conns[id].current = Some((c.ike_sa, state));
     }
@@ -1730,13 +1728,11 @@ impl<R: RandomSource> IkeDriver<R> {
                 let _ = self.engine.delete_child_sa(now, sa, spi);
             }
             self.remove_tunnel(now, id, manager, "CHILD_SA deleted");
-            // (The tunnel is added again when the rekey is installed.)
-            self.fall_back(now, id);
         }
     }
 
-    /// The tunnel's CHILD_SA went (with its IKE SA, or alone) while
-    /// another IKE SA of the connection still has one for it (`standby`:
+    /// The tunnel's CHILD_SA went with its IKE SA while another IKE SA
+    /// of the connection still has one for it (`standby`:
     /// both sides set the connection up at once and the SA kept is the
     /// one that went, or a newer IKE SA's CHILD_SA took over and then went
     /// first): that CHILD_SA is current again and rekeyed at once; the
@@ -1749,10 +1745,10 @@ impl<R: RandomSource> IkeDriver<R> {
     /// pairs stay as they are. Returns whether it fell back.
     fn fall_back(&mut self, now: Time, id: ConnectionId) -> bool {
         while let Some((sa, child)) = self.conns[id].standby.pop() {
-            let up = self
-                .sas
-                .get(&sa)
-                .is_some_and(|s| s.phase == SaPhase::Established && !s.doomed);
+            // Not an IKE SA being replaced (a redundant one, the old one
+            // of a reauthentication): the engine would hold the rekey
+            // there until the SA is gone.
+            let up = self.engine.ike_sa_live(sa) && self.sas.get(&sa).is_some_and(|s| !s.doomed);
             if up
                 && self
                     .engine
@@ -1940,6 +1936,7 @@ impl<R: RandomSource> IkeDriver<R> {
                         self.conns[id].config.rekey_time,
                         self.conns[id].config.dpd_delay,
                     );
+                    let redundant = o.redundant;
                     let state = IkeSaState {
                         connection: id,
                         phase: SaPhase::Established,
@@ -1953,7 +1950,7 @@ impl<R: RandomSource> IkeDriver<R> {
                         dpd_outstanding: false,
                         doomed: false,
                         initial_contact: false,
-                        redundant: false,
+                        redundant,
                     };
                     self.sas.insert(new, state);
                     let conn = &mut self.conns[id];
@@ -1973,6 +1970,9 @@ impl<R: RandomSource> IkeDriver<R> {
                     }
                     for x in conn.extras.iter_mut().filter(|x| x.ike_sa == old) {
                         x.ike_sa = new;
+                    }
+                    for (sa, _) in conn.standby.iter_mut().filter(|(sa, _)| *sa == old) {
+                        *sa = new;
                     }
                     // The old SA is deleted next; it owns no CHILD_SA now.
                     if let Some(o) = self.sas.get_mut(&old) {

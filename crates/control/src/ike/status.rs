@@ -115,6 +115,10 @@ pub struct IkeMetrics {
     /// handshake failure, which raises no event of its own).
     #[serde(default)]
     pub init_no_proposal: u64,
+    /// Both sides set a connection up at once: IKE SAs found redundant,
+    /// deleted by their initiator (docs/ike.md "Both sides at once").
+    #[serde(default)]
+    pub duplicate_ike_sas: u64,
     /// IKE_SA_INIT requests answered with a COOKIE (DoS protection on:
     /// too many half-open SAs), and of those requests the ones whose cookie
     /// we did not accept.
@@ -200,6 +204,11 @@ impl IkeMetrics {
                 "init_no_proposal",
                 "IKE_SA_INIT requests answered with NO_PROPOSAL_CHOSEN.",
                 self.init_no_proposal,
+            ),
+            (
+                "duplicate_ike_sas",
+                "IKE SAs found redundant: both sides set the connection up at once.",
+                self.duplicate_ike_sas,
             ),
             (
                 "cookies_sent",

@@ -180,6 +180,20 @@ pub enum AuthFailure {
     Certificate(crate::crypto::CertError),
 }
 
+/// A redundant IKE SA of two set up at once ([`Engine::drop_duplicate_of`]).
+#[derive(Clone, Copy, Debug)]
+struct Duplicate {
+    /// The IKE SA kept.
+    kept: IkeSaId,
+    /// We initiated the redundant one.
+    ours: bool,
+    /// The peer's redundant SA: when we delete it ourselves if the peer
+    /// has not (once the peer answered on the kept one since).
+    linger_at: Time,
+    /// That time came and a liveness check on the kept SA is out.
+    asked: bool,
+}
+
 /// What the engine tells its driver.
 #[derive(Clone, Debug)]
 pub enum Event {
@@ -386,6 +400,9 @@ pub struct Stats {
     /// and raises no event for them, so this counter is the only place the
     /// responder's operator sees a peer configured with other proposals.
     pub init_no_proposal: u64,
+    /// Both sides set a connection up at once: IKE SAs found redundant
+    /// (`Engine::drop_duplicate_of`; its initiator deletes it).
+    pub duplicate_ike_sas: u64,
 }
 
 /// Errors of the engine's own calls (not of received datagrams, which
@@ -454,9 +471,9 @@ pub struct Engine<R: RandomSource> {
     out: Output,
     /// Reauthentications in progress: new IKE SA -> the one it replaces.
     reauth: HashMap<IkeSaId, IkeSaId>,
-    /// Both sides set a connection up at once: redundant IKE SA -> the one
-    /// kept, until the redundant one is dropped ([`Engine::settle_duplicates`]).
-    duplicates: HashMap<IkeSaId, IkeSaId>,
+    /// Both sides set a connection up at once: redundant IKE SA -> what
+    /// is known of it, until it is dropped ([`Engine::settle_duplicates`]).
+    duplicates: HashMap<IkeSaId, Duplicate>,
 }
 
 impl<R: RandomSource> Engine<R> {
@@ -518,6 +535,13 @@ impl<R: RandomSource> Engine<R> {
     /// The counters of datagrams not acted on.
     pub fn stats(&self) -> &Stats {
         &self.out.stats
+    }
+
+    /// The IKE SA is established and not being replaced (rekeyed,
+    /// reauthenticated, redundant): requests about its CHILD_SAs are
+    /// acted on there.
+    pub fn ike_sa_live(&self, ike_sa: IkeSaId) -> bool {
+        self.sas.get(&ike_sa).is_some_and(IkeSa::is_live)
     }
 
     /// The number of IKE SAs held (half-open, established, lingering).
@@ -838,37 +862,76 @@ impl<R: RandomSource> Engine<R> {
                 }
             }
         }
-        self.duplicates.insert(redundant, kept);
+        self.out.stats.duplicate_ike_sas += 1;
+        let ours = self.sas[&redundant].spis().0;
+        self.duplicates.insert(
+            redundant,
+            Duplicate {
+                kept,
+                ours,
+                linger_at: now + self.config.linger_ms,
+                asked: false,
+            },
+        );
         self.settle_duplicates(now);
     }
 
-    /// Drops the redundant SAs of [`Engine::drop_duplicate_of`] whose
-    /// kept SA the peer holds for sure: the peer's redundant SA is marked
-    /// for it to delete (and for us after the linger: the SA we keep is
-    /// one we initiated, which the peer has); our own is deleted only once
-    /// the peer showed it holds the SA we keep (it initiated that one, but
-    /// our IKE_AUTH answer may never have reached it, and then ours is the
-    /// only SA it has): a liveness check on the kept SA asks it. A kept SA
-    /// that fails leaves the redundant one as it is.
+    /// Drops the redundant SAs of [`Engine::drop_duplicate_of`] once the
+    /// peer has shown that it holds the SA kept, so that the two sides
+    /// never end on different SAs:
+    /// - our redundant SA: the peer initiated the kept one, but our
+    ///   IKE_AUTH answer may never have reached it, and then ours is the
+    ///   only SA it has. Deleted once the peer sent or answered anything
+    ///   on the kept SA; a liveness check on it asks.
+    /// - the peer's: the peer deletes it (it sees the same nonces). If it
+    ///   has not after the linger (strongSwan keeps both; an espgw may not
+    ///   have seen the overlap), we delete it, but only after the peer
+    ///   answered on the kept SA since: the peer may have given that one
+    ///   up meanwhile (its checks on it lost), and then the redundant SA is
+    ///   the only one it has.
+    ///
+    /// A kept SA that fails leaves the redundant one as it is. Both follow
+    /// IKE SA rekeys (`IkeSaRekeyed`) to the SAs they made.
     fn settle_duplicates(&mut self, now: Time) {
         if self.duplicates.is_empty() {
             return;
         }
-        let mut done = Vec::new();
-        let mut ask = Vec::new();
-        for (&redundant, &kept) in &self.duplicates {
-            let (Some(r), Some(k)) = (self.sas.get(&redundant), self.sas.get(&kept)) else {
-                done.push((redundant, false));
-                continue;
-            };
-            if !r.is_live() || !k.is_live() {
-                done.push((redundant, false));
-            } else if k.peer_has_it() {
-                done.push((redundant, true));
-            } else {
-                ask.push(kept);
+        for e in &self.out.events {
+            if let Event::IkeSaRekeyed { old, new } = e {
+                if let Some(d) = self.duplicates.remove(old) {
+                    self.duplicates.insert(*new, d);
+                }
+                for d in self.duplicates.values_mut() {
+                    if d.kept == *old {
+                        d.kept = *new;
+                    }
+                }
             }
         }
+        let mut drop = Vec::new();
+        let mut ask = Vec::new();
+        self.duplicates.retain(|&redundant, d| {
+            let (Some(r), Some(k)) = (self.sas.get(&redundant), self.sas.get(&d.kept)) else {
+                return false;
+            };
+            if !r.is_live() || !k.is_live() {
+                return false;
+            }
+            let since = if d.ours {
+                0
+            } else if now < d.linger_at {
+                return true;
+            } else {
+                d.linger_at
+            };
+            if k.heard_since(since) {
+                drop.push(redundant);
+                return false;
+            }
+            d.asked = true;
+            ask.push(d.kept);
+            true
+        });
         for kept in ask {
             let Some(sa) = self.sas.get_mut(&kept) else {
                 continue;
@@ -885,24 +948,22 @@ impl<R: RandomSource> Engine<R> {
                 );
             }
         }
-        let linger = self.config.linger_ms;
-        for (redundant, drop) in done {
-            self.duplicates.remove(&redundant);
-            if !drop {
-                continue;
-            }
+        for redundant in drop {
             if let Some(sa) = self.sas.get_mut(&redundant) {
                 let conn = &self.connections[sa.connection()];
-                sa.drop_duplicate(
-                    now,
-                    linger,
-                    conn,
-                    &self.config,
-                    &mut self.rng,
-                    &mut self.out,
-                );
+                sa.drop_duplicate(now, conn, &self.config, &mut self.rng, &mut self.out);
             }
         }
+    }
+
+    /// When [`Engine::settle_duplicates`] next has to look: the linger of
+    /// a redundant SA of the peer's.
+    fn duplicates_timeout(&self) -> Option<Time> {
+        self.duplicates
+            .values()
+            .filter(|d| !d.ours && !d.asked)
+            .map(|d| d.linger_at)
+            .min()
     }
 
     /// Reauthentication (make-before-break): a new IKE SA for the same
@@ -1191,6 +1252,7 @@ impl<R: RandomSource> Engine<R> {
         self.sas
             .values()
             .filter_map(|sa| sa.next_timeout(&self.config))
+            .chain(self.duplicates_timeout())
             .min()
     }
 

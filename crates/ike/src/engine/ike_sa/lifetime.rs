@@ -566,9 +566,10 @@ impl IkeSa {
         self.in_flight == Some(request) || self.pending.contains(&request)
     }
 
-    /// The peer holds this SA for sure (see the field).
-    pub fn peer_has_it(&self) -> bool {
-        self.peer_has_it
+    /// The peer showed it holds this SA at `since` or later (see
+    /// `last_heard`).
+    pub fn heard_since(&self, since: Time) -> bool {
+        self.last_heard.is_some_and(|t| t >= since)
     }
 
     /// The lower of the two nonces of the exchange that made this SA.
@@ -577,24 +578,17 @@ impl IkeSa {
     }
 
     /// This SA and another of its connection with the peer were set up at
-    /// once, one by each side, and this one lost (`Engine::settle`): ours
-    /// is deleted now, with its CHILD_SAs; the peer's is the peer's to
-    /// delete, and we do after `linger` if it has not (as an SA that lost
-    /// an RFC 7296 2.8.2 collision).
+    /// once and this one lost (`Engine::settle_duplicates`): deleted now,
+    /// with its CHILD_SAs, whoever initiated it.
     pub fn drop_duplicate(
         &mut self,
         now: Time,
-        linger: Time,
         conn: &Connection,
         cfg: &EngineConfig,
         rng: &mut dyn RandomSource,
         out: &mut Output,
     ) {
-        if self.role == Role::Initiator {
-            self.replace_by_reauth(now, conn, cfg, rng, out);
-        } else {
-            self.mark_redundant(now + linger);
-        }
+        self.replace_by_reauth(now, conn, cfg, rng, out);
     }
 
     /// (Ni, Nr) of the exchange that created this SA.

@@ -311,11 +311,11 @@ pub(crate) struct IkeSa {
     setup_began: Option<Time>,
     /// When it came up (its lifetimes were armed).
     up_at: Option<Time>,
-    /// The peer holds this SA for sure: we initiated it (the responder
-    /// set it up before answering IKE_AUTH), or the peer sent a request
-    /// or an answer on it since. As responder we cannot know before:
-    /// our IKE_AUTH answer may be lost for good.
-    peer_has_it: bool,
+    /// When the peer last showed it holds this SA: our IKE_AUTH answer
+    /// came (we initiated it: the responder set it up before answering),
+    /// or a request or an answer of the peer's on it since. None as
+    /// responder until then: our IKE_AUTH answer may be lost for good.
+    last_heard: Option<Time>,
 }
 
 fn random_bytes(rng: &mut dyn RandomSource, n: usize) -> Result<Vec<u8>, EngineError> {
@@ -469,7 +469,7 @@ impl IkeSa {
             addke: Default::default(),
             setup_began: None,
             up_at: None,
-            peer_has_it: false,
+            last_heard: None,
         }
     }
 
@@ -740,7 +740,9 @@ impl IkeSa {
         };
         // Authentic (each arm above returns when it does not open): the
         // peer holds this SA.
-        self.peer_has_it |= established || self.state == State::Established;
+        if established || self.state == State::Established {
+            self.last_heard = Some(now);
+        }
         if result.is_err() {
             out.stats.malformed += 1;
             if self.state == State::InitSent {
@@ -815,7 +817,9 @@ impl IkeSa {
         // says it holds the SA.
         self.local = dst;
         self.remote = src;
-        self.peer_has_it |= self.state == State::Established;
+        if self.state == State::Established {
+            self.last_heard = Some(now);
+        }
         let (reply, events) = match (inner, self.state, header.exchange) {
             (None, state, _) => {
                 // A broken IKE_AUTH ends the SA (RFC 7296 2.21.2).
