@@ -49,6 +49,10 @@
 #     initiates: espgw's IKE SA and its ESP in UDP go to 40500 (nothing to
 #     4500: counted by the NAT's drop rule), pings both ways, SPIs.
 #
+# BOTH_START=1 (by hand, not in CI) runs only a step 1 in which charon
+# starts its side too (start_action = start), both while the link is down
+# for 2 s: two IKE SAs come up, one is left on both sides (docs/ike.md
+# "Both sides at once"; charon keeps both by itself, espgw deletes one).
 # Needs root, strongSwan (scripts/setup.sh), iperf3, nft. ESPGW overrides
 # the binary; LOAD_* and FLOOD_* (below) the load and the flood.
 P=iks
@@ -205,11 +209,32 @@ cp "$PKI/ca.crt" "$SSW/swanctl/x509ca/"
 cp tests/e2e/ike_strongswan.conf "$SSW/strongswan.conf"
 sed -i "s#@SSW@#$SSW#g" "$SSW/strongswan.conf"
 sed "s#@PSK@#$PSK#" tests/e2e/ike_strongswan.swanctl.conf >"$SSW/swanctl/swanctl.conf"
+if [ "${BOTH_START:-}" = 1 ]; then
+    # charon's connection "espgw" (the first) starts too; the link is down.
+    sed -i '0,/start_action = none/s//start_action = start/' "$SSW/swanctl/swanctl.conf"
+    ip -n "$GB" link set gwb-unprot down
+fi
 chmod 600 "$SSW/swanctl/swanctl.conf"
 charon_start
 
 gateway_start a "$WORK/a.toml"
 GW=${GW_PIDS[0]}
+
+if [ "${BOTH_START:-}" = 1 ]; then
+    sleep 2
+    ip -n "$GB" link set gwb-unprot up
+    ok=""
+    for _ in $(seq 1 150); do
+        n_e=$(ctl ike list --json 2>/dev/null | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["sas"]))' 2>/dev/null || echo 0)
+        n_s=$(sw --list-sas --ike espgw 2>/dev/null | grep -c "ESTABLISHED" || true)
+        ups=$(grep -cE "IKE SA [0-9a-f]{16} with [^ ]+ established" "$WORK/a.log" || true)
+        if [ "$n_e" = 1 ] && [ "$n_s" = 1 ] && [ "$ups" -ge 2 ]; then ok=1; break; fi
+        sleep 0.2
+    done
+    [ -n "$ok" ] || fail "both start: espgw $n_e IKE SA(s), charon $n_s, espgw saw $ups come up"
+    grep -E "IKE SA [0-9a-f]{16} with [^ ]+ established" "$WORK/a.log" | sed 's/\x1b\[[0-9;]*m//g' | cut -c1-120
+    grep -E "IKE_SA espgw\[[0-9]+\] established|deleting IKE_SA|received DELETE for IKE_SA" "$SSW/charon.log" | cut -c1-160 || true
+fi
 
 # wait_up WHAT: an established IKE SA with its CHILD_SA in espgw and an
 # INSTALLED CHILD_SA in charon, within 20 s.
@@ -259,6 +284,10 @@ ping_all a-to-b 5 in_a ping 10.2.0.10
 ping_all b-to-a 5 in_b ping 10.1.0.10
 spis initiator
 echo "step 1 ok: espgw initiated, pings both ways, SPIs agree"
+if [ "${BOTH_START:-}" = 1 ]; then
+    echo "PASS: both start against strongSwan: one IKE SA left on both sides, pings both ways, SPIs agree"
+    exit 0
+fi
 
 # The manual tunnel works beside the connection: host A's packets to
 # 10.3.0.0/24 leave as ESP with its SPI to 192.0.2.3.

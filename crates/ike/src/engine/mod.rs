@@ -474,6 +474,10 @@ pub struct Engine<R: RandomSource> {
     /// Both sides set a connection up at once: redundant IKE SA -> what
     /// is known of it, until it is dropped ([`Engine::settle_duplicates`]).
     duplicates: HashMap<IkeSaId, Duplicate>,
+    /// Two IKE SAs of one connection, one initiated by each side, that
+    /// did not come up at once as far as we saw: looked at again at the
+    /// time given ([`Engine::look_again`]).
+    look_again: Vec<(IkeSaId, IkeSaId, Time)>,
 }
 
 impl<R: RandomSource> Engine<R> {
@@ -496,6 +500,7 @@ impl<R: RandomSource> Engine<R> {
             },
             reauth: HashMap::new(),
             duplicates: HashMap::new(),
+            look_again: Vec::new(),
         }
     }
 
@@ -800,6 +805,7 @@ impl<R: RandomSource> Engine<R> {
         for id in fresh {
             self.drop_duplicate_of(now, id);
         }
+        self.look_again(now);
         self.settle_duplicates(now);
         for sa in self.sas.values_mut() {
             let conn = &self.connections[sa.connection()];
@@ -835,30 +841,68 @@ impl<R: RandomSource> Engine<R> {
             (*id != fresh
                 && sa.connection() == connection
                 && sa.remote().ip() == peer
-                && theirs != ours
-                && began <= up)
-                .then_some(*id)
+                && theirs != ours)
+                .then_some((*id, up))
         });
-        let Some(other) = other else {
+        let Some((other, other_up)) = other else {
             return;
         };
+        if began > other_up {
+            // Not set up at once as far as we saw; most likely the peer's
+            // reauthentication (it deletes the old SA in a moment) or a
+            // peer that restarted. If both are still up after the linger,
+            // they are duplicates all the same (the peer saw the overlap
+            // and we did not, and it is one that keeps both: strongSwan).
+            self.look_again
+                .push((fresh, other, now + self.config.linger_ms));
+            return;
+        }
+        self.decide_duplicate(now, fresh, other, now + self.config.linger_ms);
+    }
+
+    /// The pairs of [`Engine::drop_duplicate_of`] to look at again whose
+    /// time came: both still up, one is dropped as for SAs set up at once
+    /// (its linger already waited).
+    fn look_again(&mut self, now: Time) {
+        let due: Vec<(IkeSaId, IkeSaId)> = self
+            .look_again
+            .iter()
+            .filter(|(_, _, at)| *at <= now)
+            .map(|(a, b, _)| (*a, *b))
+            .collect();
+        if due.is_empty() {
+            return;
+        }
+        self.look_again.retain(|(_, _, at)| *at > now);
+        for (a, b) in due {
+            let up = |id: &IkeSaId| self.sas.get(id).and_then(IkeSa::setup_span).is_some();
+            let known = self.duplicates.contains_key(&a) || self.duplicates.contains_key(&b);
+            if up(&a) && up(&b) && !known {
+                self.decide_duplicate(now, a, b, now);
+            }
+        }
+    }
+
+    /// `fresh` and `other` are duplicates: the one whose IKE_SA_INIT holds
+    /// the lowest nonce is redundant ([`Engine::settle_duplicates`] drops
+    /// it); the peer's is ours to delete from `linger_at` on.
+    fn decide_duplicate(&mut self, now: Time, fresh: IkeSaId, other: IkeSaId, linger_at: Time) {
         let lowest = |id: &IkeSaId| self.sas[id].lowest_nonce().to_vec();
         let (redundant, kept) = if lowest(&fresh) < lowest(&other) {
             (fresh, other)
         } else {
             (other, fresh)
         };
-        if redundant == fresh {
-            for e in self.out.events.iter_mut() {
-                if let Event::IkeSaUp {
-                    ike_sa,
-                    redundant: r,
-                    ..
-                } = e
-                {
-                    if *ike_sa == fresh {
-                        *r = true;
-                    }
+        // Its IkeSaUp, if still queued (the SA just came up), says so.
+        for e in self.out.events.iter_mut() {
+            if let Event::IkeSaUp {
+                ike_sa,
+                redundant: r,
+                ..
+            } = e
+            {
+                if *ike_sa == redundant {
+                    *r = true;
                 }
             }
         }
@@ -869,7 +913,7 @@ impl<R: RandomSource> Engine<R> {
             Duplicate {
                 kept,
                 ours,
-                linger_at: now + self.config.linger_ms,
+                linger_at,
                 asked: false,
             },
         );
@@ -956,13 +1000,15 @@ impl<R: RandomSource> Engine<R> {
         }
     }
 
-    /// When [`Engine::settle_duplicates`] next has to look: the linger of
-    /// a redundant SA of the peer's.
+    /// When [`Engine::settle_duplicates`] or [`Engine::look_again`] next
+    /// has to look: the linger of a redundant SA of the peer's, a pair to
+    /// look at again.
     fn duplicates_timeout(&self) -> Option<Time> {
         self.duplicates
             .values()
             .filter(|d| !d.ours && !d.asked)
             .map(|d| d.linger_at)
+            .chain(self.look_again.iter().map(|(_, _, at)| *at))
             .min()
     }
 
