@@ -154,6 +154,47 @@ fn pump(a: &mut Gw, b: &mut Gw, now: u64, drop_to: Option<u8>) -> usize {
     delivered
 }
 
+/// Delivers datagrams both ways until the wire is quiet (`a`'s first),
+/// losing each for which `lose(datagram, sent_by_a, now)` holds, without
+/// the make-before-break check of [`pump`] (for two IKE SAs set up at once,
+/// each side the IKE_AUTH responder of one: the responder installs its
+/// CHILD_SA both ways as it answers, a round trip before the other has it).
+fn deliver_unchecked(
+    a: &mut Gw,
+    b: &mut Gw,
+    now: u64,
+    lose: &dyn Fn(&Transmit, bool, u64) -> bool,
+) {
+    loop {
+        a.flush();
+        b.flush();
+        let (t, from_a) = match a.wire.sent.pop_front() {
+            Some(t) => (t, true),
+            None => match b.wire.sent.pop_front() {
+                Some(t) => (t, false),
+                None => break,
+            },
+        };
+        if lose(&t, from_a, now) {
+            continue;
+        }
+        let to = if from_a { &mut *b } else { &mut *a };
+        to.driver
+            .handle_datagram(now, t.src, t.dst, &t.payload, &mut to.mgr);
+    }
+}
+
+/// The IKE header of a datagram (the non-ESP marker stripped).
+fn ike_header(t: &Transmit) -> Option<espgw_ike::message::HeaderRepr> {
+    let bytes = t
+        .payload
+        .strip_prefix(&espgw_ike::message::NON_ESP_MARKER[..])
+        .unwrap_or(&t.payload);
+    espgw_ike::message::Message::parse_raw(bytes)
+        .ok()
+        .map(|(h, _)| h)
+}
+
 /// Runs timers (and the managers' ticks) until `until`, pumping between.
 fn advance(a: &mut Gw, b: &mut Gw, from: u64, until: u64, drop_to: Option<u8>) {
     advance_with(a, b, from, until, |a, b, now| {
@@ -1543,18 +1584,8 @@ mod per_cpu {
             b.driver.start(now, &mut b.mgr);
             a.flush();
             assert!(a.wire.sent.pop_front().is_some(), "a's IKE_SA_INIT");
-            let deliver = |a: &mut Gw, b: &mut Gw, now: u64| loop {
-                a.flush();
-                b.flush();
-                if let Some(t) = a.wire.sent.pop_front() {
-                    b.driver
-                        .handle_datagram(now, t.src, t.dst, &t.payload, &mut b.mgr);
-                } else if let Some(t) = b.wire.sent.pop_front() {
-                    a.driver
-                        .handle_datagram(now, t.src, t.dst, &t.payload, &mut a.mgr);
-                } else {
-                    break;
-                }
+            let deliver = |a: &mut Gw, b: &mut Gw, now: u64| {
+                deliver_unchecked(a, b, now, &|_, _, _| false);
             };
             // b's IKE SA up at once; a's on its retransmission.
             deliver(&mut a, &mut b, now);
@@ -1878,19 +1909,7 @@ fn both_sides_starting_at_once_keep_one_ike_sa_and_the_tunnel() {
         // answers, one round trip before the initiator has it, and here
         // each side is the responder of one of the two (the check allows
         // that only while the peer has no inbound SA at all).
-        loop {
-            x.flush();
-            y.flush();
-            if let Some(t) = x.wire.sent.pop_front() {
-                y.driver
-                    .handle_datagram(now, t.src, t.dst, &t.payload, &mut y.mgr);
-            } else if let Some(t) = y.wire.sent.pop_front() {
-                x.driver
-                    .handle_datagram(now, t.src, t.dst, &t.payload, &mut x.mgr);
-            } else {
-                break;
-            }
-        }
+        deliver_unchecked(x, y, now, &|_, _, _| false);
         while now < 14_000 {
             advance(x, y, now, now + 250, None);
             now += 250;
@@ -1942,29 +1961,14 @@ fn a_duplicate_the_peer_never_had_leaves_the_tunnel_on_the_other_sa() {
         a.driver.start(now, &mut a.mgr);
         b.driver.start(now, &mut b.mgr);
         // Gateway 1's IKE_AUTH answers are lost.
-        let lose = |t: &Transmit| {
-            let bytes = t
-                .payload
-                .strip_prefix(&espgw_ike::message::NON_ESP_MARKER[..])
-                .unwrap_or(&t.payload);
-            espgw_ike::message::Message::parse_raw(bytes).is_ok_and(|(h, _)| {
-                h.exchange == espgw_ike::message::ExchangeType::IKE_AUTH && h.response
-            })
+        let lose = |t: &Transmit, from_a: bool, _| {
+            from_a
+                && ike_header(t).is_some_and(|h| {
+                    h.exchange == espgw_ike::message::ExchangeType::IKE_AUTH && h.response
+                })
         };
-        advance_with(&mut a, &mut b, now, 30_000, |a, b, now| loop {
-            a.flush();
-            b.flush();
-            if let Some(t) = a.wire.sent.pop_front() {
-                if !lose(&t) {
-                    b.driver
-                        .handle_datagram(now, t.src, t.dst, &t.payload, &mut b.mgr);
-                }
-            } else if let Some(t) = b.wire.sent.pop_front() {
-                a.driver
-                    .handle_datagram(now, t.src, t.dst, &t.payload, &mut a.mgr);
-            } else {
-                break;
-            }
+        advance_with(&mut a, &mut b, now, 30_000, |a, b, now| {
+            deliver_unchecked(a, b, now, &lose)
         });
         let (la, lb) = (a.driver.list(30_000), b.driver.list(30_000));
         assert_eq!((la.len(), lb.len()), (1, 1), "run {run}: {la:?} {lb:?}");
@@ -2038,32 +2042,17 @@ fn both_starting_with_a_short_loss_end_on_the_same_sa() {
         let now = 1_000;
         a.driver.start(now, &mut a.mgr);
         b.driver.start(now, &mut b.mgr);
-        let lose = |t: &Transmit, now: u64| {
-            let bytes = t
-                .payload
-                .strip_prefix(&espgw_ike::message::NON_ESP_MARKER[..])
-                .unwrap_or(&t.payload);
-            now < 3_000
-                && espgw_ike::message::Message::parse_raw(bytes).is_ok_and(|(h, _)| {
+        let lose = |t: &Transmit, from_a: bool, now: u64| {
+            !from_a
+                && now < 3_000
+                && ike_header(t).is_some_and(|h| {
                     h.exchange == espgw_ike::message::ExchangeType::INFORMATIONAL
                         && !h.response
                         && !h.initiator
                 })
         };
-        advance_with(&mut a, &mut b, now, 300_000, |a, b, now| loop {
-            a.flush();
-            b.flush();
-            if let Some(t) = a.wire.sent.pop_front() {
-                b.driver
-                    .handle_datagram(now, t.src, t.dst, &t.payload, &mut b.mgr);
-            } else if let Some(t) = b.wire.sent.pop_front() {
-                if !lose(&t, now) {
-                    a.driver
-                        .handle_datagram(now, t.src, t.dst, &t.payload, &mut a.mgr);
-                }
-            } else {
-                break;
-            }
+        advance_with(&mut a, &mut b, now, 300_000, |a, b, now| {
+            deliver_unchecked(a, b, now, &lose)
         });
         let (la, lb) = (a.driver.list(300_000), b.driver.list(300_000));
         let ok = la.len() == 1

@@ -679,14 +679,8 @@ impl<T: Send + Sync + 'static> SaManager<T> {
     /// one and publishes. The old one keeps decrypting (draining) until
     /// idle for the drain time or the drain timeout; see [`Self::tick`].
     pub fn install_inbound(&mut self, name: &str, keys: SaKeys, now: u64) -> Result<(), LiveError> {
-        let i = self.find_or_err(name)?;
-        self.check_inbound_spi(keys.spi)?;
-        let mut config = self.tunnels[i].config.clone();
-        config.inbound = keys;
-        let sa = self
-            .keys
-            .inbound(name, &config.inbound_sa(), now, Admission::Live)?;
-        let spi = config.inbound.spi;
+        let (i, slot) = self.new_inbound_slot(name, keys, now)?;
+        let spi = slot.spi;
         let t = &mut self.tunnels[i];
         let mut old_spis = Vec::new();
         for slot in t.inbound.iter_mut().filter(|s| s.drain.is_none()) {
@@ -699,23 +693,39 @@ impl<T: Send + Sync + 'static> SaManager<T> {
             });
             old_spis.push(slot.spi);
         }
-        t.inbound.insert(
-            0,
-            InboundSlot {
-                counters: counters_of(&sa),
-                sa,
-                spi,
-                created: now,
-                soft_reported: false,
-                drain: None,
-            },
-        );
+        t.inbound.insert(0, slot);
         info!(tunnel = %name, dir = "in", spi = %hex_spi(spi), draining = ?old_spis.iter().map(|s| hex_spi(*s)).collect::<Vec<_>>(), "rekey: new inbound SA installed, old one draining");
         self.event(now, "rekey-in", name, Some(Dir::In), Some(spi));
         self.counts.rekeys_inbound += 1;
         self.publish();
         self.wait_for_workers("new inbound SA");
         Ok(())
+    }
+
+    /// A new inbound SA of tunnel `name` (its SPI unused, its keys
+    /// admitted), not installed yet: the tunnel's index and the slot.
+    fn new_inbound_slot(
+        &mut self,
+        name: &str,
+        keys: SaKeys,
+        now: u64,
+    ) -> Result<(usize, InboundSlot), LiveError> {
+        let i = self.find_or_err(name)?;
+        self.check_inbound_spi(keys.spi)?;
+        let mut config = self.tunnels[i].config.clone();
+        config.inbound = keys;
+        let sa = self
+            .keys
+            .inbound(name, &config.inbound_sa(), now, Admission::Live)?;
+        let slot = InboundSlot {
+            counters: counters_of(&sa),
+            sa,
+            spi: config.inbound.spi,
+            created: now,
+            soft_reported: false,
+            drain: None,
+        };
+        Ok((i, slot))
     }
 
     /// Installs an inbound SA that starts out draining, beside the
@@ -729,28 +739,15 @@ impl<T: Send + Sync + 'static> SaManager<T> {
         keys: SaKeys,
         now: u64,
     ) -> Result<(), LiveError> {
-        let i = self.find_or_err(name)?;
-        self.check_inbound_spi(keys.spi)?;
-        let mut config = self.tunnels[i].config.clone();
-        config.inbound = keys;
-        let sa = self
-            .keys
-            .inbound(name, &config.inbound_sa(), now, Admission::Live)?;
-        let spi = config.inbound.spi;
-        let t = &mut self.tunnels[i];
-        t.inbound.push(InboundSlot {
-            counters: counters_of(&sa),
-            sa,
-            spi,
-            created: now,
-            soft_reported: false,
-            drain: Some(Drain {
-                since: now,
-                last_packets: 0,
-                active_at: now,
-                pair: 0,
-            }),
+        let (i, mut slot) = self.new_inbound_slot(name, keys, now)?;
+        let spi = slot.spi;
+        slot.drain = Some(Drain {
+            since: now,
+            last_packets: 0,
+            active_at: now,
+            pair: 0,
         });
+        self.tunnels[i].inbound.push(slot);
         info!(tunnel = %name, dir = "in", spi = %hex_spi(spi), "inbound SA installed draining (the current one stays)");
         self.event(now, "draining-in", name, Some(Dir::In), Some(spi));
         self.publish();
