@@ -146,12 +146,12 @@ fn both_sides_initiating_at_once_keep_one_ike_sa() {
 
 /// b initiates once a's IKE SA is up (as a peer that lost its SA, or
 /// that sees the overlap where we do not): not set up at once as far as
-/// either engine saw, so nothing is dropped within the linger (no SA is
-/// flagged, nothing counted: a reauthentication of the peer's would
-/// delete the old SA meanwhile); both still up after it, one is dropped
-/// all the same, the same on both sides (strongSwan keeps both: this is
-/// how an espgw facing it ends with one, tests/e2e/ike_strongswan.sh
-/// BOTH_START=1).
+/// either engine saw, so nothing is dropped within the linger and the
+/// peer's retransmissions (no SA is flagged, nothing counted: a
+/// reauthentication of the peer's would delete the old SA meanwhile);
+/// both still up after it, the newer (b's) is kept on both sides
+/// (strongSwan keeps both: this is how an espgw facing it ends with one,
+/// tests/e2e/ike_strongswan.sh BOTH_START=1).
 #[test]
 fn an_ike_sa_set_up_after_the_other_is_up_is_dropped_only_after_the_linger() {
     for s in 0..8u64 {
@@ -181,6 +181,10 @@ fn an_ike_sa_set_up_after_the_other_is_up_is_dropped_only_after_the_linger() {
         let (ca, cb) = (alive_children(&p.events_a), alive_children(&p.events_b));
         assert_eq!((ca.len(), cb.len()), (1, 1), "seed {s}: {ca:?} {cb:?}");
         assert!(p.a.stats().duplicate_ike_sas + p.b.stats().duplicate_ike_sas >= 1);
+        assert!(
+            !p.a.ike_sa_spis(la[0]).unwrap().0,
+            "seed {s}: b's, the newer"
+        );
     }
 }
 
@@ -427,4 +431,111 @@ fn a_dropped_redundant_sa_is_not_live() {
         seen > 0,
         "no run had a's own SA dropped and its delete lost"
     );
+}
+
+/// b reauthenticates (make-before-break) the SA a set up; b's delete of
+/// the old SA is lost twice (the default timers: retransmitted at 4 s, 12
+/// s). a must not take b's new SA for a duplicate to drop before that
+/// delete could come: both end with b's new SA. (Found by the second
+/// review: looked at again after the 10 s linger, b's new SA was dropped
+/// when its nonce was the lowest, b's delete of the old one then came,
+/// and neither side had an SA left.)
+#[test]
+fn the_peers_reauthentication_with_a_late_delete_keeps_its_new_sa() {
+    for s in 0..16u64 {
+        let (a, mut b) = connections(PSK, PSK, IKE, IKE, ESP, ESP);
+        b.lifetimes = Lifetimes {
+            ike_rekey_time_ms: 0,
+            ike_reauth_time_ms: 30_000,
+            ike_rand_time_ms: Some(0),
+            ike_over_time_ms: Some(600_000),
+            child_rekey_time_ms: 0,
+            ..Lifetimes::default()
+        };
+        let cfg = EngineConfig {
+            retransmit_base_ms: 4_000,
+            retransmit_max_ms: 64_000,
+            max_retransmits: 5,
+            ..test_config()
+        };
+        let mut p = Pair::with_seeds(a, b, cfg, (2 * s + 1, 2 * s + 2));
+        p.a.initiate(0, 0).unwrap();
+        let mut b_info = 0;
+        p.run_filtered(55_000, |tx, _| {
+            let (exchange, response, _) = header_of(tx);
+            if exchange == ExchangeType::INFORMATIONAL && !response && tx.src.ip() == addr(B).ip() {
+                b_info += 1;
+                return b_info > 2;
+            }
+            true
+        });
+        let (la, lb) = (live_ike_sas(&p.events_a), live_ike_sas(&p.events_b));
+        assert_eq!((la.len(), lb.len()), (1, 1), "seed {s}: a {la:?} b {lb:?}");
+        assert!(same_sa(&p, la[0], lb[0]), "seed {s}");
+        assert!(!p.a.ike_sa_spis(la[0]).unwrap().0, "seed {s}: b's new SA");
+        assert_eq!(p.a.stats().duplicate_ike_sas, 0, "seed {s}");
+    }
+}
+
+/// A `%any` connection with reauthentication serving two peers behind one
+/// address (two identities of b here): our reauthentication's new SA and
+/// the other peer's are no duplicates; both peers keep their IKE SA.
+/// (Found by the second review: one of them was deleted.)
+#[test]
+fn two_peers_of_an_any_connection_are_no_duplicates() {
+    use espgw_ike::engine::Connection;
+    use espgw_ike::message::Identification;
+    for s in 0..8u64 {
+        let mut a = Connection::new(
+            "any",
+            addr(A),
+            addr("0.0.0.0:500"),
+            Identification::fqdn("a.example"),
+            None,
+            PSK,
+            IKE,
+            ESP,
+            &["10.1.0.0/24"],
+            &["10.2.0.0/16"],
+        )
+        .unwrap();
+        a.lifetimes = Lifetimes {
+            ike_rekey_time_ms: 0,
+            ike_reauth_time_ms: 30_000,
+            ike_rand_time_ms: Some(0),
+            ike_over_time_ms: Some(600_000),
+            child_rekey_time_ms: 0,
+            ..Lifetimes::default()
+        };
+        let peer = |name: &str, ts: &str| {
+            Connection::new(
+                name,
+                addr(B),
+                addr(A),
+                Identification::fqdn(&format!("{name}.example")),
+                Some(Identification::fqdn("a.example")),
+                PSK,
+                IKE,
+                ESP,
+                &[ts],
+                &["10.1.0.0/24"],
+            )
+            .unwrap()
+        };
+        let mut p = Pair::with_seeds(
+            a,
+            peer("b1", "10.2.1.0/24"),
+            test_config(),
+            (2 * s + 1, 2 * s + 2),
+        );
+        p.b.add_connection(peer("b2", "10.2.2.0/24"));
+        p.b.initiate(0, 0).unwrap();
+        p.run(&[], 1_000);
+        p.now = 20_000;
+        p.b.initiate(p.now, 1).unwrap();
+        p.run(&[], 45_000);
+        let (la, lb) = (live_ike_sas(&p.events_a), live_ike_sas(&p.events_b));
+        assert_eq!((la.len(), lb.len()), (2, 2), "seed {s}: a {la:?} b {lb:?}");
+        assert_eq!(p.a.stats().duplicate_ike_sas, 0, "seed {s}");
+    }
 }

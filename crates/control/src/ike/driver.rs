@@ -245,6 +245,9 @@ fn engine_connection(
         // rekey every hour and its deletion at 66 min when that failed,
         // whatever the child's `rekey_time` and `life_time`.
         e.lifetimes.ike_rekey_time_ms = c.rekey_time.saturating_mul(1000);
+        // "less a random up to 10 %" of rekey_time (the engine's default
+        // range is 10 % of the longer of rekey_time and reauth_time).
+        e.lifetimes.ike_rand_time_ms = (c.rekey_time > 0).then(|| c.rekey_time * 100);
         e.lifetimes.child_rekey_time_ms = child.rekey_time.saturating_mul(1000);
         e.lifetimes.child_life_time_ms = Some(child.life_time.saturating_mul(1000));
         // RFC 9611: SA_RESOURCE_INFO and the additional CHILD_SAs.

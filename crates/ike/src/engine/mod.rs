@@ -180,17 +180,18 @@ pub enum AuthFailure {
     Certificate(crate::crypto::CertError),
 }
 
-/// A redundant IKE SA of two set up at once ([`Engine::drop_duplicate_of`]).
+/// A redundant IKE SA of two of one connection ([`Engine::drop_duplicate_of`]).
 #[derive(Clone, Copy, Debug)]
 struct Duplicate {
     /// The IKE SA kept.
     kept: IkeSaId,
-    /// We initiated the redundant one.
-    ours: bool,
-    /// The peer's redundant SA: when we delete it ourselves if the peer
-    /// has not (once the peer answered on the kept one since).
-    linger_at: Time,
-    /// That time came and a liveness check on the kept SA is out.
+    /// From when we may delete it (the peer's redundant SA of two set up
+    /// at once: after the linger, the peer deleting it itself first)...
+    act_at: Time,
+    /// ...once the peer sent or answered something on the kept SA at this
+    /// time or later (it still holds that one).
+    since: Time,
+    /// A liveness check on the kept SA asks (sent once `act_at` came).
     asked: bool,
 }
 
@@ -836,6 +837,11 @@ impl<R: RandomSource> Engine<R> {
             return;
         };
         let (connection, peer) = (new.connection(), new.remote().ip());
+        // A `%any` connection serves whoever comes (two road warriors
+        // behind one NAT share an address): no duplicates there.
+        if self.connections[connection].remote.ip().is_unspecified() {
+            return;
+        }
         let other = self.sas.iter().find_map(|(id, sa)| {
             let (theirs, _, up) = sa.setup_span()?;
             (*id != fresh
@@ -848,22 +854,69 @@ impl<R: RandomSource> Engine<R> {
             return;
         };
         if began > other_up {
-            // Not set up at once as far as we saw; most likely the peer's
-            // reauthentication (it deletes the old SA in a moment) or a
-            // peer that restarted. If both are still up after the linger,
-            // they are duplicates all the same (the peer saw the overlap
-            // and we did not, and it is one that keeps both: strongSwan).
-            self.look_again
-                .push((fresh, other, now + self.config.linger_ms));
+            // Not set up at once as far as we saw: most likely the peer's
+            // reauthentication (it deletes the old SA in a moment; its
+            // delete may be lost and retransmitted) or a peer that
+            // restarted, or both set up at once where the peer saw the
+            // overlap and we did not. Looked at again once every
+            // retransmission series of the peer's (taken to be as ours)
+            // has ended: if both are still up then, the newer is kept.
+            let wait = self.config.linger_ms.max(self.retransmission_budget());
+            self.look_again.push((fresh, other, now + wait));
             return;
         }
-        self.decide_duplicate(now, fresh, other, now + self.config.linger_ms);
+        let lowest = |id: &IkeSaId| self.sas[id].lowest_nonce().to_vec();
+        let (redundant, kept) = if lowest(&fresh) < lowest(&other) {
+            (fresh, other)
+        } else {
+            (other, fresh)
+        };
+        // Ours once the peer showed it holds the kept one at any time; the
+        // peer's after the linger, once it showed so since.
+        let linger_at = now + self.config.linger_ms;
+        let (act_at, since) = if self.sas[&redundant].spis().0 {
+            (now, 0)
+        } else {
+            (linger_at, linger_at)
+        };
+        self.decide_duplicate(now, redundant, kept, act_at, since);
+    }
+
+    /// How long one of our requests is retransmitted before it is given
+    /// up (the sum of the waits).
+    fn retransmission_budget(&self) -> Time {
+        let c = &self.config;
+        (0..=c.max_retransmits)
+            .map(|i| {
+                c.retransmit_base_ms
+                    .saturating_mul(1u64 << i.min(20))
+                    .min(c.retransmit_max_ms)
+            })
+            .sum()
     }
 
     /// The pairs of [`Engine::drop_duplicate_of`] to look at again whose
-    /// time came: both still up, one is dropped as for SAs set up at once
-    /// (its linger already waited).
+    /// time came: both still up (following IKE SA rekeys), the newer is
+    /// kept (the peer's new SA of a reauthentication whose delete of the
+    /// old one never came, a peer's after its restart; where the peer saw
+    /// two set up at once and we did not, it has decided by then) and the
+    /// older is deleted once the peer shows, from now on, that it holds
+    /// the newer.
     fn look_again(&mut self, now: Time) {
+        if self.look_again.is_empty() {
+            return;
+        }
+        for e in &self.out.events {
+            if let Event::IkeSaRekeyed { old, new } = e {
+                for (a, b, _) in self.look_again.iter_mut() {
+                    for x in [a, b] {
+                        if x == old {
+                            *x = *new;
+                        }
+                    }
+                }
+            }
+        }
         let due: Vec<(IkeSaId, IkeSaId)> = self
             .look_again
             .iter()
@@ -874,25 +927,27 @@ impl<R: RandomSource> Engine<R> {
             return;
         }
         self.look_again.retain(|(_, _, at)| *at > now);
-        for (a, b) in due {
-            let up = |id: &IkeSaId| self.sas.get(id).and_then(IkeSa::setup_span).is_some();
-            let known = self.duplicates.contains_key(&a) || self.duplicates.contains_key(&b);
-            if up(&a) && up(&b) && !known {
-                self.decide_duplicate(now, a, b, now);
+        for (newer, older) in due {
+            let live = |id: &IkeSaId| self.sas.get(id).is_some_and(IkeSa::is_live);
+            let known =
+                self.duplicates.contains_key(&newer) || self.duplicates.contains_key(&older);
+            if live(&newer) && live(&older) && !known {
+                self.decide_duplicate(now, older, newer, now, now);
             }
         }
     }
 
-    /// `fresh` and `other` are duplicates: the one whose IKE_SA_INIT holds
-    /// the lowest nonce is redundant ([`Engine::settle_duplicates`] drops
-    /// it); the peer's is ours to delete from `linger_at` on.
-    fn decide_duplicate(&mut self, now: Time, fresh: IkeSaId, other: IkeSaId, linger_at: Time) {
-        let lowest = |id: &IkeSaId| self.sas[id].lowest_nonce().to_vec();
-        let (redundant, kept) = if lowest(&fresh) < lowest(&other) {
-            (fresh, other)
-        } else {
-            (other, fresh)
-        };
+    /// `redundant` goes, `kept` stays ([`Engine::settle_duplicates`]
+    /// deletes it from `act_at` on, once the peer showed it holds `kept`
+    /// at `since` or later).
+    fn decide_duplicate(
+        &mut self,
+        now: Time,
+        redundant: IkeSaId,
+        kept: IkeSaId,
+        act_at: Time,
+        since: Time,
+    ) {
         // Its IkeSaUp, if still queued (the SA just came up), says so.
         for e in self.out.events.iter_mut() {
             if let Event::IkeSaUp {
@@ -907,13 +962,12 @@ impl<R: RandomSource> Engine<R> {
             }
         }
         self.out.stats.duplicate_ike_sas += 1;
-        let ours = self.sas[&redundant].spis().0;
         self.duplicates.insert(
             redundant,
             Duplicate {
                 kept,
-                ours,
-                linger_at,
+                act_at,
+                since,
                 asked: false,
             },
         );
@@ -961,14 +1015,10 @@ impl<R: RandomSource> Engine<R> {
             if !r.is_live() || !k.is_live() {
                 return false;
             }
-            let since = if d.ours {
-                0
-            } else if now < d.linger_at {
+            if now < d.act_at {
                 return true;
-            } else {
-                d.linger_at
-            };
-            if k.heard_since(since) {
+            }
+            if k.heard_since(d.since) {
                 drop.push(redundant);
                 return false;
             }
@@ -1006,8 +1056,8 @@ impl<R: RandomSource> Engine<R> {
     fn duplicates_timeout(&self) -> Option<Time> {
         self.duplicates
             .values()
-            .filter(|d| !d.ours && !d.asked)
-            .map(|d| d.linger_at)
+            .filter(|d| !d.asked)
+            .map(|d| d.act_at)
             .chain(self.look_again.iter().map(|(_, _, at)| *at))
             .min()
     }
