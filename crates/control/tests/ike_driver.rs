@@ -2077,3 +2077,35 @@ fn both_starting_with_a_short_loss_end_on_the_same_sa() {
     }
     assert!(bad.is_empty(), "{bad:#?}");
 }
+
+/// `ike list`'s `rekey_in_seconds` is when the IKE SA is rekeyed: not
+/// before (2 s earlier it is the same SA), and by then (2 s later a new
+/// one). The driver's timer and the engine's are jittered apart; the list
+/// showed the driver's alone, which could be later than the engine's
+/// (session 26). Six runs: the jitters differ.
+#[test]
+fn ike_list_says_when_the_ike_sa_is_rekeyed() {
+    for run in 0..6 {
+        let mut a = Gw::new(1, "start_action = \"start\"\nrekey_time = 100", "");
+        // (b never rekeys: only a's timers count.)
+        let mut b = Gw::new(2, "rekey_time = 0", "");
+        let now = 1_000;
+        a.driver.start(now, &mut a.mgr);
+        pump(&mut a, &mut b, now, None);
+        let l = a.driver.list(now);
+        let first = l[0].ike_sa.clone();
+        let when = l[0].rekey_in_seconds.expect("a rekey time");
+        assert!((89..=100).contains(&when), "run {run}: {when}");
+        let at = now + when * 1000;
+        advance(&mut a, &mut b, now, at - 2_000, None);
+        assert_eq!(
+            a.driver.list(at - 2_000)[0].ike_sa,
+            first,
+            "run {run}: rekeyed before {when} s"
+        );
+        advance(&mut a, &mut b, at - 2_000, at + 2_000, None);
+        let l = a.driver.list(at + 2_000);
+        assert_eq!(l.len(), 1, "run {run}");
+        assert_ne!(l[0].ike_sa, first, "run {run}: not rekeyed by {when} s");
+    }
+}

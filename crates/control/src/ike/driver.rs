@@ -1114,7 +1114,19 @@ impl<R: RandomSource> IkeDriver<R> {
                         .or_else(|| c.config.remote.map(|r| r.to_string())),
                     proposal: s.suite.clone(),
                     established_seconds: secs(s.established_at),
-                    rekey_in_seconds: s.rekey_at.map(|t| t.saturating_sub(now) / 1000),
+                    // The earlier of the driver's IKE rekey timer and the
+                    // engine's own (each jittered on its own): the one
+                    // that will fire.
+                    rekey_in_seconds: [
+                        s.rekey_at,
+                        self.engine
+                            .ike_sa_lifetimes(*id)
+                            .and_then(|(rekey, _, _)| rekey),
+                    ]
+                    .into_iter()
+                    .flatten()
+                    .min()
+                    .map(|t| t.saturating_sub(now) / 1000),
                     children,
                 }
             })
