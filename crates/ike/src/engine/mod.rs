@@ -987,6 +987,8 @@ impl<R: RandomSource> Engine<R> {
     ///   answered on the kept SA since: the peer may have given that one
     ///   up meanwhile (its checks on it lost), and then the redundant SA is
     ///   the only one it has.
+    /// - of a pair looked at again ([`Engine::look_again`]): the older,
+    ///   once the peer answered on the newer after the look.
     ///
     /// A kept SA that fails leaves the redundant one as it is. Both follow
     /// IKE SA rekeys (`IkeSaRekeyed`) to the SAs they made.
