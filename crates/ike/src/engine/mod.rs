@@ -749,24 +749,9 @@ impl<R: RandomSource> Engine<R> {
         for old in std::mem::take(&mut self.out.reauth) {
             self.start_reauth(now, old);
         }
-        // A reauthentication under way whose old SA was rekeyed meanwhile
-        // (either side's rekey completed before the new SA came up)
-        // replaces the SA that rekey made, which holds the CHILD_SAs now:
-        // else that one would live on beside the new SA, both with
-        // CHILD_SAs for the same selectors (found by the timed-rekey
-        // property test with ML-KEM on the CHILD_SAs,
-        // tests/engine_pq_child.rs).
-        if !self.reauth.is_empty() {
-            for e in &self.out.events {
-                if let Event::IkeSaRekeyed { old, new } = e {
-                    for v in self.reauth.values_mut() {
-                        if v == old {
-                            *v = *new;
-                        }
-                    }
-                }
-            }
-        }
+        // Reauthentications, duplicates and pairs to look at again follow
+        // this input's IKE SA rekeys.
+        self.follow_ike_rekeys();
         // A reauthentication whose new SA is up replaces the old SA; one
         // whose new SA failed is forgotten (the old SA runs to its hard
         // limit).
@@ -811,6 +796,46 @@ impl<R: RandomSource> Engine<R> {
         for sa in self.sas.values_mut() {
             let conn = &self.connections[sa.connection()];
             sa.kick(now, conn, &self.config, &mut self.rng, &mut self.out);
+        }
+    }
+
+    /// The engine's own records of IKE SAs follow this input's IKE SA
+    /// rekeys (`IkeSaRekeyed`, still queued) to the SAs they made: a
+    /// reauthentication under way whose old SA was rekeyed replaces the
+    /// SA that rekey made (else that one would live on beside the new SA
+    /// with the CHILD_SAs: found by the timed-rekey property test with
+    /// ML-KEM on the CHILD_SAs, tests/engine_pq_child.rs); a duplicate's
+    /// SAs and a pair to look at again, likewise.
+    fn follow_ike_rekeys(&mut self) {
+        if self.reauth.is_empty() && self.duplicates.is_empty() && self.look_again.is_empty() {
+            return;
+        }
+        let rekeys: Vec<(IkeSaId, IkeSaId)> = self
+            .out
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                Event::IkeSaRekeyed { old, new } => Some((*old, *new)),
+                _ => None,
+            })
+            .collect();
+        for (old, new) in rekeys {
+            let follow = |x: &mut IkeSaId| {
+                if *x == old {
+                    *x = new;
+                }
+            };
+            self.reauth.values_mut().for_each(follow);
+            for (a, b, _) in self.look_again.iter_mut() {
+                follow(a);
+                follow(b);
+            }
+            self.duplicates
+                .values_mut()
+                .for_each(|d| follow(&mut d.kept));
+            if let Some(d) = self.duplicates.remove(&old) {
+                self.duplicates.insert(new, d);
+            }
         }
     }
 
@@ -906,17 +931,6 @@ impl<R: RandomSource> Engine<R> {
         if self.look_again.is_empty() {
             return;
         }
-        for e in &self.out.events {
-            if let Event::IkeSaRekeyed { old, new } = e {
-                for (a, b, _) in self.look_again.iter_mut() {
-                    for x in [a, b] {
-                        if x == old {
-                            *x = *new;
-                        }
-                    }
-                }
-            }
-        }
         let due: Vec<(IkeSaId, IkeSaId)> = self
             .look_again
             .iter()
@@ -995,18 +1009,6 @@ impl<R: RandomSource> Engine<R> {
     fn settle_duplicates(&mut self, now: Time) {
         if self.duplicates.is_empty() {
             return;
-        }
-        for e in &self.out.events {
-            if let Event::IkeSaRekeyed { old, new } = e {
-                if let Some(d) = self.duplicates.remove(old) {
-                    self.duplicates.insert(*new, d);
-                }
-                for d in self.duplicates.values_mut() {
-                    if d.kept == *old {
-                        d.kept = *new;
-                    }
-                }
-            }
         }
         let mut drop = Vec::new();
         let mut ask = Vec::new();
