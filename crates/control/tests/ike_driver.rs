@@ -2080,9 +2080,9 @@ fn both_starting_with_a_short_loss_end_on_the_same_sa() {
 
 /// `ike list`'s `rekey_in_seconds` is when the IKE SA is rekeyed: not
 /// before (2 s earlier it is the same SA), and by then (2 s later a new
-/// one). The driver's timer and the engine's are jittered apart; the list
-/// showed the driver's alone, which could be later than the engine's
-/// (session 26). Six runs: the jitters differ.
+/// one). (In session 26 the driver had a rekey timer of its own beside the
+/// engine's, jittered apart, and the list showed the driver's, which could
+/// be later than the rekey.) Six runs: the jitter differs.
 #[test]
 fn ike_list_says_when_the_ike_sa_is_rekeyed() {
     for run in 0..6 {

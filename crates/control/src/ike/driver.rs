@@ -108,6 +108,9 @@ struct IkeSaState {
     local: Option<SocketAddr>,
     remote: Option<SocketAddr>,
     established_at: Option<Time>,
+    /// A retry of a refused IKE SA rekey (the engine's own lifetimes
+    /// rekey the SA at `rekey_time`, and retry themselves after a
+    /// TEMPORARY_FAILURE; after any other refusal they do not).
     rekey_at: Option<Time>,
     next_dpd: Option<Time>,
     dpd_outstanding: bool,
@@ -345,14 +348,6 @@ fn ike_rekey_retry_delay(spi: IkeSaId, now: Time) -> u64 {
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^= z >> 31;
     IKE_REKEY_RETRY_MS / 2 + z % IKE_REKEY_RETRY_MS
-}
-
-/// When to rekey an IKE SA: `rekey_time` less up to 10 % (its random SPI
-/// is the random number), so two peers with equal settings rarely rekey
-/// at once (simultaneous IKE SA rekeys leave two IKE SAs, docs/ike.md).
-fn ike_rekey_at(now: Time, rekey_time: u64, spi: IkeSaId) -> Option<Time> {
-    let ms = rekey_time * 1000;
-    (rekey_time > 0).then(|| now + ms - spi % (ms / 10 + 1))
 }
 
 fn esp_secret(s: &espgw_ike::crypto::SecretBytes) -> SecretBytes {
@@ -1114,9 +1109,8 @@ impl<R: RandomSource> IkeDriver<R> {
                         .or_else(|| c.config.remote.map(|r| r.to_string())),
                     proposal: s.suite.clone(),
                     established_seconds: secs(s.established_at),
-                    // The earlier of the driver's IKE rekey timer and the
-                    // engine's own (each jittered on its own): the one
-                    // that will fire.
+                    // The engine's rekey time, or the driver's retry of a
+                    // refused rekey, whichever comes first.
                     rekey_in_seconds: [
                         s.rekey_at,
                         self.engine
@@ -1844,7 +1838,7 @@ impl<R: RandomSource> IkeDriver<R> {
                     let c = &mut self.conns[connection];
                     c.backoff_ms = RETRY_BASE_MS;
                     c.retry_at = None;
-                    let (rekey, dpd) = (c.config.rekey_time, c.config.dpd_delay);
+                    let dpd = c.config.dpd_delay;
                     let s = self.sas.entry(ike_sa).or_insert(IkeSaState {
                         connection,
                         phase: SaPhase::Connecting,
@@ -1880,7 +1874,7 @@ impl<R: RandomSource> IkeDriver<R> {
                     s.local = Some(local);
                     s.remote = Some(remote);
                     s.established_at = Some(now);
-                    s.rekey_at = ike_rekey_at(now, rekey, ike_sa);
+                    s.rekey_at = None;
                     s.next_dpd = (dpd > 0).then(|| now + dpd * 1000);
                     self.metrics.handshakes += 1;
                 }
@@ -1936,9 +1930,13 @@ impl<R: RandomSource> IkeDriver<R> {
                         s.next_dpd = (dpd > 0).then(|| now + dpd * 1000);
                     }
                 }
-                Event::IkeRekeyFailed { ike_sa, .. } => {
-                    if let Some(s) = self.sas.get_mut(&ike_sa) {
-                        s.rekey_at = Some(now + ike_rekey_retry_delay(ike_sa, now));
+                Event::IkeRekeyFailed { ike_sa, notify } => {
+                    // The engine retries after TEMPORARY_FAILURE itself
+                    // (5-15 s); after anything else its timer is spent.
+                    if notify != espgw_ike::message::NotifyType::TEMPORARY_FAILURE {
+                        if let Some(s) = self.sas.get_mut(&ike_sa) {
+                            s.rekey_at = Some(now + ike_rekey_retry_delay(ike_sa, now));
+                        }
                     }
                 }
                 Event::IkeSaRekeyed { old, new } => {
@@ -1947,10 +1945,7 @@ impl<R: RandomSource> IkeDriver<R> {
                         continue;
                     };
                     let id = o.connection;
-                    let (rekey, dpd) = (
-                        self.conns[id].config.rekey_time,
-                        self.conns[id].config.dpd_delay,
-                    );
+                    let dpd = self.conns[id].config.dpd_delay;
                     let redundant = o.redundant;
                     let state = IkeSaState {
                         connection: id,
@@ -1960,7 +1955,7 @@ impl<R: RandomSource> IkeDriver<R> {
                         local: o.local,
                         remote: o.remote,
                         established_at: Some(now),
-                        rekey_at: ike_rekey_at(now, rekey, new),
+                        rekey_at: None,
                         next_dpd: (dpd > 0).then(|| now + dpd * 1000),
                         dpd_outstanding: false,
                         doomed: false,
