@@ -89,6 +89,19 @@ struct Drain {
     pair: u32,
 }
 
+impl Drain {
+    /// Draining from `now`, with `packets` received so far, for pair
+    /// `pair`.
+    fn from(now: u64, packets: u64, pair: u32) -> Drain {
+        Drain {
+            since: now,
+            last_packets: packets,
+            active_at: now,
+            pair,
+        }
+    }
+}
+
 struct InboundSlot {
     sa: SharedInbound,
     /// Its counters (kept after the SA is gone).
@@ -684,13 +697,7 @@ impl<T: Send + Sync + 'static> SaManager<T> {
         let t = &mut self.tunnels[i];
         let mut old_spis = Vec::new();
         for slot in t.inbound.iter_mut().filter(|s| s.drain.is_none()) {
-            let packets = slot.counters.stats().packets;
-            slot.drain = Some(Drain {
-                since: now,
-                last_packets: packets,
-                active_at: now,
-                pair: 0,
-            });
+            slot.drain = Some(Drain::from(now, slot.counters.stats().packets, 0));
             old_spis.push(slot.spi);
         }
         t.inbound.insert(0, slot);
@@ -741,12 +748,7 @@ impl<T: Send + Sync + 'static> SaManager<T> {
     ) -> Result<(), LiveError> {
         let (i, mut slot) = self.new_inbound_slot(name, keys, now)?;
         let spi = slot.spi;
-        slot.drain = Some(Drain {
-            since: now,
-            last_packets: 0,
-            active_at: now,
-            pair: 0,
-        });
+        slot.drain = Some(Drain::from(now, 0, 0));
         self.tunnels[i].inbound.push(slot);
         info!(tunnel = %name, dir = "in", spi = %hex_spi(spi), "inbound SA installed draining (the current one stays)");
         self.event(now, "draining-in", name, Some(Dir::In), Some(spi));
@@ -945,13 +947,8 @@ impl<T: Send + Sync + 'static> SaManager<T> {
                 drain: None,
             },
         );
-        old.drain = Some(Drain {
-            since: now,
-            last_packets: old.counters.stats().packets,
-            active_at: now,
-            // (`extra` pairs are numbered from 1, as in the view.)
-            pair: x as u32 + 1,
-        });
+        // (`extra` pairs are numbered from 1, as in the view.)
+        old.drain = Some(Drain::from(now, old.counters.stats().packets, x as u32 + 1));
         t.inbound.push(old);
         info!(tunnel = %name, dir = "in", spi = %hex_spi(spi), old_spi = %hex_spi(old_in), "rekey of a per-CPU SA pair: new inbound SA installed, old one draining");
         self.event(now, "rekey-in", name, Some(Dir::In), Some(spi));
@@ -1067,13 +1064,7 @@ impl<T: Send + Sync + 'static> SaManager<T> {
             return Ok(());
         }
         for slot in t.inbound.iter_mut().filter(|s| s.drain.is_none()) {
-            let packets = slot.counters.stats().packets;
-            slot.drain = Some(Drain {
-                since: now,
-                last_packets: packets,
-                active_at: now,
-                pair: 0,
-            });
+            slot.drain = Some(Drain::from(now, slot.counters.stats().packets, 0));
         }
         let mut slot = t.inbound.remove(pos);
         slot.drain = None;
