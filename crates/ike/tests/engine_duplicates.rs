@@ -7,7 +7,7 @@
 mod engine_common;
 
 use engine_common::*;
-use espgw_ike::engine::{EngineConfig, Event, IkeSaId, Lifetimes, Transmit};
+use espgw_ike::engine::{EngineConfig, Event, IkeSaId, Transmit};
 use espgw_ike::message::ExchangeType;
 use proptest::prelude::*;
 
@@ -219,14 +219,7 @@ fn the_peers_new_sa_that_replaces_the_old_is_no_duplicate() {
 fn both_sides_reauthenticating_at_once_keep_one_ike_sa() {
     for s in 0..6u64 {
         let (mut a, mut b) = connections(PSK, PSK, IKE, IKE, ESP, ESP);
-        let reauth = Lifetimes {
-            ike_rekey_time_ms: 0,
-            ike_reauth_time_ms: 30_000,
-            ike_rand_time_ms: Some(0),
-            ike_over_time_ms: Some(600_000),
-            child_rekey_time_ms: 0,
-            ..Lifetimes::default()
-        };
+        let reauth = reauth_every_30s();
         a.lifetimes = reauth.clone();
         b.lifetimes = reauth;
         let mut p = Pair::with_seeds(a, b, test_config(), (2 * s + 1, 2 * s + 2));
@@ -444,14 +437,7 @@ fn a_dropped_redundant_sa_is_not_live() {
 fn the_peers_reauthentication_with_a_late_delete_keeps_its_new_sa() {
     for s in 0..16u64 {
         let (a, mut b) = connections(PSK, PSK, IKE, IKE, ESP, ESP);
-        b.lifetimes = Lifetimes {
-            ike_rekey_time_ms: 0,
-            ike_reauth_time_ms: 30_000,
-            ike_rand_time_ms: Some(0),
-            ike_over_time_ms: Some(600_000),
-            child_rekey_time_ms: 0,
-            ..Lifetimes::default()
-        };
+        b.lifetimes = reauth_every_30s();
         let cfg = EngineConfig {
             retransmit_base_ms: 4_000,
             retransmit_max_ms: 64_000,
@@ -499,14 +485,7 @@ fn two_peers_of_an_any_connection_are_no_duplicates() {
             &["10.2.0.0/16"],
         )
         .unwrap();
-        a.lifetimes = Lifetimes {
-            ike_rekey_time_ms: 0,
-            ike_reauth_time_ms: 30_000,
-            ike_rand_time_ms: Some(0),
-            ike_over_time_ms: Some(600_000),
-            child_rekey_time_ms: 0,
-            ..Lifetimes::default()
-        };
+        a.lifetimes = reauth_every_30s();
         let peer = |name: &str, ts: &str| {
             Connection::new(
                 name,

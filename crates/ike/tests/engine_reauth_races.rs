@@ -35,14 +35,7 @@ fn brief(ev: &[Event]) -> Vec<String> {
 
 fn pair() -> Pair {
     let (mut a, mut b) = connections(PSK, PSK, IKE_CLASSIC, IKE_CLASSIC, ESP_CLASSIC, ESP_CLASSIC);
-    a.lifetimes = Lifetimes {
-        ike_rekey_time_ms: 0,
-        ike_reauth_time_ms: 30_000,
-        ike_rand_time_ms: Some(0),
-        ike_over_time_ms: Some(600_000),
-        child_rekey_time_ms: 0,
-        ..Lifetimes::default()
-    };
+    a.lifetimes = reauth_every_30s();
     b.lifetimes = Lifetimes {
         ike_rekey_time_ms: 0,
         ike_reauth_time_ms: 0,

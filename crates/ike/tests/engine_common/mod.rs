@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 
 use espgw_ike::crypto::{CryptoError, RandomSource};
-use espgw_ike::engine::{ChildSa, Connection, Engine, EngineConfig, Event, Transmit};
+use espgw_ike::engine::{ChildSa, Connection, Engine, EngineConfig, Event, Lifetimes, Transmit};
 use espgw_ike::message::{ExchangeType, Identification, Message, NON_ESP_MARKER};
 
 /// splitmix64: deterministic, so every run of a test sees the same bytes.
@@ -84,6 +84,19 @@ pub fn test_config() -> EngineConfig {
         linger_ms: 10_000,
         nat_t_port: 4500,
         ..EngineConfig::default()
+    }
+}
+
+/// Reauthentication every 30 s exactly (no jitter), no IKE SA or CHILD_SA
+/// rekeys, no hard limit in reach: the reauthentication races' lifetimes.
+pub fn reauth_every_30s() -> Lifetimes {
+    Lifetimes {
+        ike_rekey_time_ms: 0,
+        ike_reauth_time_ms: 30_000,
+        ike_rand_time_ms: Some(0),
+        ike_over_time_ms: Some(600_000),
+        child_rekey_time_ms: 0,
+        ..Lifetimes::default()
     }
 }
 
